@@ -1,0 +1,38 @@
+"""Shared fixtures: the real tokenizers of every supported family."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+import triec
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "fixtures"
+PHI3 = FIXTURES / "tokenizers" / "phi3" / "tokenizer.json.zst"
+
+# name -> what Vocabulary.load takes; gpt2 and qwen2 are bundled in the package.
+TOKENIZERS = {"gpt2": "gpt2", "qwen2": "qwen2", "phi3": str(PHI3)}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Keep the automaton cache of a test run out of the user's cache directory."""
+    os.environ["TRIEC_CACHE_DIR"] = str(tmp_path_factory.mktemp("triec-cache"))
+
+
+@pytest.fixture(scope="session")
+def vocabs() -> dict[str, triec.Vocabulary]:
+    return {name: triec.Vocabulary.load(spec) for name, spec in TOKENIZERS.items()}
+
+
+@pytest.fixture(scope="session", params=sorted(TOKENIZERS))
+def vocab(request: pytest.FixtureRequest, vocabs: dict[str, triec.Vocabulary]) -> triec.Vocabulary:
+    return vocabs[request.param]
+
+
+@pytest.fixture(scope="session")
+def qwen2(vocabs: dict[str, triec.Vocabulary]) -> triec.Vocabulary:
+    return vocabs["qwen2"]

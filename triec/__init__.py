@@ -1,0 +1,40 @@
+"""triec: exact constrained-decoding masks for large finite sets of strings.
+
+``triec.compile(values, vocab)`` builds a :class:`MaskTable`; ``table.save(path)``
+writes an mmap-able artifact; ``triec.load(path)`` opens one in a serving
+process with numpy alone.
+"""
+
+from triec._version import __version__
+from triec.artifact import load
+from triec.compiler import CompileStats, compile
+from triec.errors import (
+    ArtifactChecksumError,
+    ArtifactError,
+    ArtifactVersionError,
+    TokenizerError,
+    TokenizerMismatch,
+    TokenNotAllowed,
+    TriecError,
+    ValuesError,
+)
+from triec.runtime import FINISHED, MaskTable
+from triec.vocabulary import Vocabulary
+
+__all__ = [
+    "FINISHED",
+    "ArtifactChecksumError",
+    "ArtifactError",
+    "ArtifactVersionError",
+    "CompileStats",
+    "MaskTable",
+    "TokenNotAllowed",
+    "TokenizerError",
+    "TokenizerMismatch",
+    "TriecError",
+    "ValuesError",
+    "Vocabulary",
+    "__version__",
+    "compile",
+    "load",
+]

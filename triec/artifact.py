@@ -1,0 +1,306 @@
+"""The artifact file: a preamble, a msgpack header, and 64-byte-aligned arrays.
+
+Layout (all integers little-endian; docs/format.md is the byte-by-byte spec)::
+
+    0   8  magic  b"\\x89TRIEC\\r\\n"
+    8   4  u32    format version (1)
+    12  4  u32    header length H
+    16  4  u32    CRC-32 of the header bytes
+    20  4  u32    reserved, 0
+    24  H         header: msgpack map (no extension types, nothing executable)
+    ...           zero padding up to data_start = align64(24 + H)
+    data_start    sections at data_start + offset (offset % 64 == 0), zero padding
+                  between them; the file ends where the last section ends
+
+The writer is deterministic and atomic; the reader memory-maps the file and
+hands out numpy views, or decompresses a zstd-wrapped artifact into memory.
+Reading needs numpy and msgpack (zstandard only for compressed files).
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+import tempfile
+import zlib
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from triec._version import __version__
+from triec.errors import ArtifactChecksumError, ArtifactError, ArtifactVersionError, TokenizerMismatch
+
+if TYPE_CHECKING:
+    from triec.runtime import MaskTable
+
+MAGIC = b"\x89TRIEC\r\n"
+FORMAT_VERSION = 1
+PREAMBLE = struct.Struct("<8sIIII")
+ALIGN = 64
+MAX_HEADER = 1 << 20  # a header is a few hundred bytes; refuse anything absurd
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+FORMAT_NAME = "triec-masks"
+
+# name -> (dtype, count expression); the order is the order in the file.
+SECTIONS: tuple[tuple[str, str], ...] = (
+    ("allowed_offsets", "<u4"),
+    ("allowed_tokens", "<i4"),
+    ("allowed_next", "<i4"),
+    ("value_state", "<i4"),
+    ("value_lcp", "<i4"),
+    ("state_byte", "|u1"),
+)
+
+
+def _align(n: int) -> int:
+    return (n + ALIGN - 1) // ALIGN * ALIGN
+
+
+def _expected_counts(num_states: int, num_allowed: int, num_values: int) -> dict[str, int]:
+    return {
+        "allowed_offsets": num_states + 1,
+        "allowed_tokens": num_allowed,
+        "allowed_next": num_allowed,
+        "value_state": num_values,
+        "value_lcp": num_values,
+        "state_byte": num_states,
+    }
+
+
+# ---------------------------------------------------------------- writing
+
+
+def encode_artifact(table: MaskTable) -> bytes:
+    """The artifact's bytes: a pure function of the table (same table, same bytes)."""
+    import msgpack
+
+    if table.num_allowed >= 2**32:
+        raise ArtifactError(f"{table.num_allowed} allowed pairs exceed the format's u32 offsets")
+    arrays: list[tuple[str, str, bytes, int]] = []
+    for name, dtype in SECTIONS:
+        a = np.ascontiguousarray(getattr(table, name), dtype=np.dtype(dtype))
+        arrays.append((name, dtype, a.tobytes(), int(a.shape[0])))
+    sections = []
+    offset = 0
+    for name, dtype, raw, count in arrays:
+        sections.append(
+            {"name": name, "dtype": dtype, "count": count, "offset": offset, "length": len(raw), "crc32": zlib.crc32(raw)}
+        )
+        offset = _align(offset + len(raw))
+    header = {
+        "format": FORMAT_NAME,
+        "triec_version": __version__,
+        "tokenizer": {"name": table.tokenizer_name, "fingerprint": table.tokenizer_fingerprint},
+        "vocab_size": table.vocab_size,
+        "eos_token_ids": list(table.eos_token_ids),
+        "num_values": table.num_values,
+        "num_states": table.num_states,
+        "num_allowed": table.num_allowed,
+        "build_options": table.build_options,
+        "sections": sections,
+    }
+    head = msgpack.packb(header, use_bin_type=True)
+    out = bytearray(PREAMBLE.pack(MAGIC, FORMAT_VERSION, len(head), zlib.crc32(head), 0))
+    out += head
+    data_start = _align(len(out))
+    out += bytes(data_start - len(out))
+    for sec, (_, _, raw, _) in zip(sections, arrays):
+        out += bytes(data_start + sec["offset"] - len(out))
+        out += raw
+    return bytes(out)
+
+
+def atomic_write(path: str | os.PathLike[str], data: bytes) -> None:
+    """Write to a temporary file in the same directory, fsync, then rename over ``path``."""
+    target = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or Path("."))
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_artifact(table: MaskTable, path: str | os.PathLike[str], *, compress: bool | None = None) -> int:
+    data = encode_artifact(table)
+    if compress is None:
+        compress = os.fspath(path).endswith(".zst")
+    if compress:
+        import zstandard
+
+        data = zstandard.ZstdCompressor(level=19, write_checksum=True).compress(data)
+    atomic_write(path, data)
+    return len(data)
+
+
+# ---------------------------------------------------------------- reading
+
+
+def _fail(source: str, message: str) -> ArtifactError:
+    return ArtifactError(f"{source}: {message}")
+
+
+def _read_buffer(path: str | os.PathLike[str]) -> tuple[Any, bool]:
+    """An mmap of the file, or the decompressed bytes of a zstd-wrapped artifact."""
+    source = os.fspath(path)
+    try:
+        with open(source, "rb") as fh:
+            head = fh.read(len(ZSTD_MAGIC))
+            if head == ZSTD_MAGIC:
+                try:
+                    import zstandard
+                except ImportError as exc:
+                    raise _fail(source, "is zstd-compressed; `pip install zstandard` to load it") from exc
+                try:
+                    with zstandard.ZstdDecompressor().stream_reader(fh) as reader:
+                        return reader.read(), True
+                except zstandard.ZstdError as exc:
+                    raise _fail(source, f"corrupt zstd stream ({exc})") from exc
+            size = os.fstat(fh.fileno()).st_size
+            if size == 0:
+                raise _fail(source, "file is empty")
+            return mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ), False
+    except OSError as exc:
+        raise ArtifactError(f"{source}: cannot read artifact ({exc.strerror or exc})") from exc
+
+
+def _header(buf: Any, source: str) -> tuple[dict[str, Any], int]:
+    size = len(buf)
+    if size < PREAMBLE.size:
+        raise _fail(source, f"file is {size} bytes, shorter than the {PREAMBLE.size}-byte preamble")
+    magic, version, head_len, head_crc, _reserved = PREAMBLE.unpack_from(buf, 0)
+    if magic != MAGIC:
+        raise _fail(source, f"magic: expected {MAGIC!r}, found {bytes(magic)!r}; not a triec artifact")
+    if version > FORMAT_VERSION:
+        raise ArtifactVersionError(
+            f"{source}: format version {version} is newer than this triec supports ({FORMAT_VERSION}); upgrade triec"
+        )
+    if version != FORMAT_VERSION:
+        raise _fail(source, f"format version: expected {FORMAT_VERSION}, found {version}")
+    if head_len > MAX_HEADER or PREAMBLE.size + head_len > size:
+        raise _fail(source, f"header length {head_len} exceeds the file or the {MAX_HEADER}-byte limit")
+    head = bytes(buf[PREAMBLE.size : PREAMBLE.size + head_len])
+    if zlib.crc32(head) != head_crc:
+        raise ArtifactChecksumError(f"{source}: header CRC-32 mismatch; the file is corrupt")
+    import msgpack
+
+    try:
+        header = msgpack.unpackb(head, raw=False, strict_map_key=True)
+    except Exception as exc:  # msgpack raises several unrelated types
+        raise _fail(source, f"header is not valid msgpack ({type(exc).__name__})") from exc
+    if not isinstance(header, dict):
+        raise _fail(source, "header: expected a map")
+    return header, _align(PREAMBLE.size + head_len)
+
+
+def _field(header: dict[str, Any], name: str, kind: type | tuple[type, ...], source: str) -> Any:
+    value = header.get(name)
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is int):
+        raise _fail(source, f"header field {name!r}: expected {getattr(kind, '__name__', kind)}, found {value!r}")
+    return value
+
+
+def _count(header: dict[str, Any], name: str, source: str, upper: int = 2**32) -> int:
+    value = _field(header, name, int, source)
+    if not 0 <= value < upper:
+        raise _fail(source, f"header field {name!r}: {value} out of range 0..{upper - 1}")
+    return value
+
+
+def parse_artifact(buf: Any, source: str, *, verify: bool = False) -> dict[str, Any]:
+    """Validate the layout and return the header plus numpy views of the sections."""
+    header, data_start = _header(buf, source)
+    if header.get("format") != FORMAT_NAME:
+        raise _fail(source, f"header field 'format': expected {FORMAT_NAME!r}, found {header.get('format')!r}")
+    vocab_size = _count(header, "vocab_size", source, 2**31)
+    num_states = _count(header, "num_states", source, 2**31)
+    num_allowed = _count(header, "num_allowed", source)
+    num_values = _count(header, "num_values", source, 2**31)
+    if num_states < 1 or num_values < 1:
+        raise _fail(source, "header: an artifact holds at least one value and one state")
+    eos = _field(header, "eos_token_ids", list, source)
+    if not all(isinstance(e, int) and not isinstance(e, bool) and 0 <= e < vocab_size for e in eos):
+        raise _fail(source, f"header field 'eos_token_ids': expected ids in 0..{vocab_size - 1}, found {eos!r}")
+    tok = _field(header, "tokenizer", dict, source)
+    if not isinstance(tok.get("fingerprint"), str) or not isinstance(tok.get("name"), str):
+        raise _fail(source, "header field 'tokenizer': expected name and fingerprint strings")
+    sections = _field(header, "sections", list, source)
+    expected = _expected_counts(num_states, num_allowed, num_values)
+    if len(sections) != len(SECTIONS):
+        raise _fail(source, f"header field 'sections': expected {len(SECTIONS)} sections, found {len(sections)}")
+    size = len(buf)
+    arrays: dict[str, np.ndarray] = {}
+    cursor = 0
+    for sec, (name, dtype) in zip(sections, SECTIONS):
+        if not isinstance(sec, dict) or sec.get("name") != name:
+            raise _fail(source, f"section table: expected {name!r} next, found {sec!r:.80}")
+        if sec.get("dtype") != dtype:
+            raise _fail(source, f"section {name}: dtype expected {dtype}, found {sec.get('dtype')!r}")
+        count, offset, length = (_count(sec, key, source, 2**40) for key in ("count", "offset", "length"))
+        crc = _count(sec, "crc32", source)
+        itemsize = np.dtype(dtype).itemsize
+        if count != expected[name] or length != count * itemsize:
+            raise _fail(
+                source,
+                f"section {name}: count expected {expected[name]} ({expected[name] * itemsize} bytes), "
+                f"found count {count}, length {length}",
+            )
+        if offset != _align(cursor):
+            raise _fail(source, f"section {name}: offset expected {_align(cursor)} (64-byte aligned), found {offset}")
+        start = data_start + offset
+        if start + length > size:
+            raise _fail(source, f"section {name}: bytes {start}..{start + length} lie past the end of the file ({size})")
+        view = np.frombuffer(buf, dtype=np.dtype(dtype), count=count, offset=start) if count else np.zeros(0, dtype)
+        if verify and zlib.crc32(view.data if count else b"") != crc:
+            raise ArtifactChecksumError(f"{source}: section {name}: CRC-32 mismatch; the file is corrupt")
+        arrays[name] = view
+        cursor = offset + length
+    if data_start + cursor != size:
+        raise _fail(source, f"file size: expected {data_start + cursor} bytes, found {size}")
+    return {"header": header, "arrays": arrays}
+
+
+def load(
+    path: str | os.PathLike[str],
+    *,
+    verify: bool = False,
+    expect_fingerprint: str | None = None,
+) -> MaskTable:
+    """Open an artifact: memory-mapped (plain) or decompressed into memory (``.zst``).
+
+    Layout, header CRC and section bounds are always checked; ``verify=True``
+    also checks every section's CRC-32 and the ranges of its contents (reads
+    the whole file once).
+    """
+    from triec.runtime import MaskTable
+    from triec.validate import validate_contents
+
+    source = os.fspath(path)
+    buf, _compressed = _read_buffer(source)
+    parsed = parse_artifact(buf, source, verify=verify)
+    header, arrays = parsed["header"], parsed["arrays"]
+    table = MaskTable(
+        **arrays,
+        vocab_size=header["vocab_size"],
+        eos_token_ids=header["eos_token_ids"],
+        tokenizer_fingerprint=header["tokenizer"]["fingerprint"],
+        tokenizer_name=header["tokenizer"]["name"],
+        build_options=header.get("build_options") if isinstance(header.get("build_options"), dict) else {},
+        source=source,
+    )
+    table.header = header  # type: ignore[attr-defined]
+    if verify:
+        validate_contents(table, source)
+    if expect_fingerprint is not None and expect_fingerprint != table.tokenizer_fingerprint:
+        raise TokenizerMismatch(
+            f"{source}: compiled for tokenizer {table.tokenizer_fingerprint} ({table.tokenizer_name}), "
+            f"expected {expect_fingerprint}"
+        )
+    return table

@@ -1,0 +1,178 @@
+"""The per-tokenizer byte automaton: a trie of every distinct token's bytes.
+
+Built once per decoded vocabulary (keyed by its fingerprint) and cached on disk,
+because it costs about a second for a 150k vocabulary while a compile against
+it costs milliseconds. Stored as flat arrays so that a batch of transitions is
+one ``np.searchsorted`` on ``edge_keys``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import tempfile
+import zipfile
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from triec.trie import build_trie
+
+if TYPE_CHECKING:
+    from triec.vocabulary import Vocabulary
+
+CACHE_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class VocabAutomaton:
+    root_child: np.ndarray  # int32 [256]: node reached from the root by each byte, -1 if none
+    edge_keys: np.ndarray  # int64 [E], sorted: parent * 256 + byte for every non-root node
+    edge_child: np.ndarray  # int32 [E]: the node each edge key leads to
+    has_child: np.ndarray  # bool [N]: node has at least one child
+    node_key: np.ndarray  # int32 [N]: distinct token-bytes index ending at the node, -1 if none
+    key_offsets: np.ndarray  # int32 [D + 1]: ids of distinct bytes d are key_ids[key_offsets[d]:...]
+    key_ids: np.ndarray  # int32 [T]: token ids grouped by their bytes, ascending within a group
+    max_token_len: int
+
+    @property
+    def num_nodes(self) -> int:
+        return int(self.has_child.shape[0])
+
+    @property
+    def single_id(self) -> bool:
+        """True when no two ids share bytes (lets the walk skip a CSR expansion)."""
+        return int(self.key_offsets[-1]) == int(self.key_offsets.shape[0] - 1)
+
+
+def build_automaton(token_bytes: tuple[bytes, ...] | list[bytes]) -> VocabAutomaton:
+    """Build the token trie; pure function of the decoded vocabulary."""
+    ids = [i for i, b in enumerate(token_bytes) if b]
+    ids.sort(key=token_bytes.__getitem__)  # stable: equal bytes keep ascending ids
+    keys: list[bytes] = []
+    group_start: list[int] = []
+    prev = None
+    for pos, tid in enumerate(ids):
+        b = token_bytes[tid]
+        if b != prev:
+            keys.append(b)
+            group_start.append(pos)
+            prev = b
+    key_offsets = np.array(group_start + [len(ids)], dtype=np.int32)
+    key_ids = np.array(ids, dtype=np.int32)
+
+    trie = build_trie(keys)
+    n = trie.num_nodes
+    node_key = np.full(n, -1, dtype=np.int32)
+    node_key[trie.terminal] = np.arange(len(keys), dtype=np.int32)
+    has_child = np.zeros(n, dtype=bool)
+    has_child[trie.parent[1:]] = True
+    edge = trie.parent[1:].astype(np.int64) * 256 + trie.byte[1:]
+    order = np.argsort(edge, kind="stable")
+    edge_keys = edge[order]
+    edge_child = (order + 1).astype(np.int32)
+    root_child = np.full(256, -1, dtype=np.int32)
+    at_root = np.nonzero(trie.parent == 0)[0]
+    root_child[trie.byte[at_root]] = at_root
+    max_len = int(np.diff(trie.key_offsets).max()) if keys else 0
+    return VocabAutomaton(
+        root_child=root_child,
+        edge_keys=edge_keys,
+        edge_child=edge_child,
+        has_child=has_child,
+        node_key=node_key,
+        key_offsets=key_offsets,
+        key_ids=key_ids,
+        max_token_len=max_len,
+    )
+
+
+# ---------------------------------------------------------------- disk cache
+
+
+def cache_dir() -> Path:
+    """``$TRIEC_CACHE_DIR``, else ``$XDG_CACHE_HOME/triec``, else ``~/.cache/triec``."""
+    explicit = os.environ.get("TRIEC_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "triec"
+
+
+def _cache_path(fingerprint: str) -> Path:
+    digest = fingerprint.split(":", 1)[-1]
+    return cache_dir() / "automata" / f"v{CACHE_FORMAT}-{digest}.npz"
+
+
+_ARRAY_FIELDS = [f.name for f in fields(VocabAutomaton) if f.name != "max_token_len"]
+
+
+def _digest(arrays: dict[str, np.ndarray], fingerprint: str) -> str:
+    h = hashlib.sha256(fingerprint.encode())
+    for name in _ARRAY_FIELDS:
+        a = np.ascontiguousarray(arrays[name])
+        h.update(f"{name}:{a.dtype.str}:{a.shape}".encode())
+        h.update(a.data)
+    return h.hexdigest()
+
+
+def save_cached(automaton: VocabAutomaton, fingerprint: str) -> Path | None:
+    """Write atomically (temporary file, then rename); a failure only costs the cache."""
+    path = _cache_path(fingerprint)
+    arrays = {name: getattr(automaton, name) for name in _ARRAY_FIELDS}
+    meta = np.array([CACHE_FORMAT, automaton.max_token_len], dtype=np.int64)
+    digest = np.frombuffer(bytes.fromhex(_digest(arrays, fingerprint)), dtype=np.uint8)
+    fp = np.frombuffer(fingerprint.encode(), dtype=np.uint8)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                np.savez(fh, meta=meta, digest=digest, fingerprint=fp, **arrays)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+    except OSError:
+        return None
+    return path
+
+
+def load_cached(fingerprint: str) -> VocabAutomaton | None:
+    """The cached automaton if present and intact; ``None`` when in any doubt."""
+    path = _cache_path(fingerprint)
+    try:
+        raw = path.read_bytes()
+    except OSError:
+        return None
+    try:
+        with np.load(io.BytesIO(raw), allow_pickle=False) as npz:
+            data = {name: npz[name] for name in npz.files}
+        meta, digest, fp = data["meta"], data["digest"], data["fingerprint"]
+        if int(meta[0]) != CACHE_FORMAT or fp.tobytes().decode() != fingerprint:
+            return None
+        arrays = {name: data[name] for name in _ARRAY_FIELDS}
+        if digest.tobytes().hex() != _digest(arrays, fingerprint):
+            return None
+        return VocabAutomaton(max_token_len=int(meta[1]), **arrays)
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile, UnicodeDecodeError, EOFError):
+        return None
+
+
+_MEMORY: dict[str, VocabAutomaton] = {}
+
+
+def load_or_build(vocab: Vocabulary) -> VocabAutomaton:
+    """In-process memo, then the disk cache, then a fresh build (saved for next time)."""
+    fp = vocab.fingerprint
+    found = _MEMORY.get(fp)
+    if found is None:
+        found = load_cached(fp)
+        if found is None:
+            found = build_automaton(vocab.token_bytes)
+            save_cached(found, fp)
+        _MEMORY[fp] = found
+    return found

@@ -1,0 +1,216 @@
+"""The ``triec`` command line. Exit codes: 0 success, 1 a check failed, 2 bad usage or input."""
+
+from __future__ import annotations
+
+import functools
+import json
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any, Callable, Iterator, Optional
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from triec._version import __version__
+from triec.errors import TriecError
+
+app = typer.Typer(
+    name="triec",
+    help="Compile finite sets of strings into exact constrained-decoding masks.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+err = Console(stderr=True)
+out = Console()
+
+EXIT_OK, EXIT_CHECK_FAILED, EXIT_USAGE = 0, 1, 2
+_state: dict[str, Any] = {"debug": False}
+
+
+def _version(value: bool) -> None:
+    if value:
+        out.print(f"triec {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks for errors.")] = False,
+    version: Annotated[
+        Optional[bool], typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")
+    ] = None,
+) -> None:
+    _state["debug"] = debug
+
+
+def _report_errors(fn: Callable[..., None]) -> Callable[..., None]:
+    """User errors become one line on stderr and exit code 2 (``--debug`` shows the traceback)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> None:
+        try:
+            fn(*args, **kwargs)
+        except TriecError as exc:
+            if _state["debug"]:
+                err.print_exception()
+            err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+            raise typer.Exit(EXIT_USAGE) from None
+
+    return wrapper
+
+
+class _Phases:
+    """Times named phases and shows a spinner while one runs (stderr, interactive only)."""
+
+    def __init__(self, show: bool) -> None:
+        self.show = show and err.is_terminal
+        self.seconds: dict[str, float] = {}
+
+    @contextmanager
+    def phase(self, name: str, label: str) -> Iterator[None]:
+        t0 = time.perf_counter()
+        if self.show:
+            with err.status(f"{label}...", spinner="dots"):
+                yield
+        else:
+            yield
+        self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - t0
+
+
+def _parse_eos(raw: list[str] | None) -> list[int] | None:
+    if not raw:
+        return None
+    ids = []
+    for chunk in raw:
+        for part in chunk.split(","):
+            part = part.strip()
+            if not part:
+                continue
+            try:
+                ids.append(int(part))
+            except ValueError:
+                raise TriecError(f"--eos: expected integer token ids, found {part!r}") from None
+    return ids
+
+
+def _default_output(values: str) -> Path:
+    stem = "values" if values == "-" else Path(values).stem
+    return Path(f"{stem}.triec")
+
+
+@app.command("compile")
+@_report_errors
+def compile_cmd(
+    values: Annotated[str, typer.Argument(help="Values file: one per line, a JSON array, or a JSON Schema enum; - for stdin.")],
+    tokenizer: Annotated[
+        Optional[str],
+        typer.Option("-t", "--tokenizer", help="Bundled name (gpt2, qwen2), tokenizer.json path or directory, or Hugging Face repo id. Default: qwen2."),
+    ] = None,
+    output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Artifact path. Default: VALUES' stem + .triec.")] = None,
+    vocab_size: Annotated[
+        Optional[int], typer.Option("--vocab-size", min=1, help="Mask width: the model's logits size (padding ids are never allowed).")
+    ] = None,
+    eos: Annotated[Optional[list[str]], typer.Option("--eos", help="EOS token id(s); repeat or comma-separate. Default: from the tokenizer.")] = None,
+    fmt: Annotated[str, typer.Option("--format", help="Values format: auto, lines or json.")] = "auto",
+    zstd: Annotated[bool, typer.Option("--zstd", help="Wrap the artifact in zstd for shipping (loads into memory, not mmap).")] = False,
+    implementation: Annotated[str, typer.Option("--implementation", help="numpy (fast) or reference (pyahocorasick).", hidden=True)] = "numpy",
+    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as one JSON object.")] = False,
+    quiet: Annotated[bool, typer.Option("-q", "--quiet", help="Print nothing on success.")] = False,
+) -> None:
+    """Compile VALUES into an artifact of exact per-state token masks."""
+    from triec.compiler import CompileStats, compile_keys, prepare_values
+    from triec.values import FORMATS, read_values
+    from triec.vocabulary import Vocabulary
+
+    if fmt not in FORMATS:
+        raise TriecError(f"--format: expected one of {', '.join(FORMATS)}, found {fmt!r}")
+    if implementation not in ("numpy", "reference"):
+        raise TriecError(f"--implementation: expected numpy or reference, found {implementation!r}")
+    target = output or _default_output(values)
+    if zstd and not str(target).endswith(".zst"):
+        target = Path(f"{target}.zst") if output is None else target
+    if target.parent and not target.parent.exists():
+        raise TriecError(f"{target}: output directory {target.parent} does not exist")
+    phases = _Phases(show=not (quiet or as_json))
+    total0 = time.perf_counter()
+    with phases.phase("read", f"reading {values}"):
+        raw_values = read_values(values, fmt)
+    with phases.phase("tokenizer", "loading tokenizer"):
+        vocab = Vocabulary.load(tokenizer, vocab_size=vocab_size, eos_token_ids=_parse_eos(eos))
+    with phases.phase("automaton", "building the vocabulary automaton (cached after the first run)"):
+        if implementation == "numpy":
+            vocab.automaton  # noqa: B018 - load or build now so its time is reported on its own
+    stats = CompileStats()
+    with phases.phase("compile", f"compiling {len(raw_values):,} values"):
+        keys, stats.duplicates = prepare_values(raw_values)
+        table = compile_keys(keys, vocab, implementation=implementation, stats=stats)
+        table.build_options = {"duplicates_removed": stats.duplicates}
+    with phases.phase("write", f"writing {target}"):
+        size = table.save(target, compress=zstd or str(target).endswith(".zst"))
+    total = time.perf_counter() - total0
+
+    counts = table.allowed_offsets[1:].astype("int64") - table.allowed_offsets[:-1]
+    summary = {
+        "output": str(target),
+        "artifact_bytes": size,
+        "compressed": bool(zstd or str(target).endswith(".zst")),
+        "tokenizer": vocab.name,
+        "tokenizer_fingerprint": vocab.fingerprint,
+        "vocab_size": vocab.vocab_size,
+        "eos_token_ids": list(vocab.eos_token_ids),
+        "values": stats.num_values,
+        "duplicates_removed": stats.duplicates,
+        "value_bytes": stats.value_bytes,
+        "states": stats.num_states,
+        "sharing_ratio": round(stats.sharing_ratio, 4),
+        "allowed_pairs": stats.num_allowed,
+        "max_allowed": int(counts.max()) if counts.size else 0,
+        "root_allowed": int(counts[0]) if counts.size else 0,
+        "seconds": {
+            "read_values": round(phases.seconds["read"], 6),
+            "tokenizer": round(phases.seconds["tokenizer"], 6),
+            "automaton": round(phases.seconds["automaton"], 6),
+            "values": round(stats.phases.get("values", 0.0) + phases.seconds["compile"] - sum(stats.phases.values()), 6),
+            "trie": round(stats.phases["trie"], 6),
+            "masks": round(stats.phases["masks"], 6),
+            "write": round(phases.seconds["write"], 6),
+            "total": round(total, 6),
+        },
+    }
+    if as_json:
+        out.print_json(json.dumps(summary))
+    elif not quiet:
+        _print_summary(summary)
+
+
+def _print_summary(s: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    t = Table(title=escape(f"triec compile → {s['output']}"), show_header=False, title_justify="left")
+    t.add_column(style="bold")
+    t.add_column(justify="right")
+    t.add_row("values (K)", f"{s['values']:,}" + (f"  ({s['duplicates_removed']:,} duplicates removed)" if s["duplicates_removed"] else ""))
+    t.add_row("value bytes", f"{s['value_bytes']:,}")
+    t.add_row("states", f"{s['states']:,}")
+    t.add_row("prefix sharing r = states/bytes", f"{s['sharing_ratio']:.3f}")
+    t.add_row("allowed (state, token) pairs", f"{s['allowed_pairs']:,}  (root {s['root_allowed']:,}, max {s['max_allowed']:,})")
+    t.add_row("tokenizer", escape(f"{s['tokenizer']}  ({s['vocab_size']:,} wide, EOS {s['eos_token_ids']})"))
+    t.add_row("artifact", f"{s['artifact_bytes']:,} bytes" + (" (zstd)" if s["compressed"] else ""))
+    sec = s["seconds"]
+    t.add_row(
+        "time (ms)",
+        "  ".join(f"{k} {1000 * sec[k]:.1f}" for k in ("tokenizer", "automaton", "trie", "masks", "write", "total")),
+    )
+    out.print(t)
+
+
+def main() -> None:
+    """Console entry point."""
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

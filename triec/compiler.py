@@ -1,0 +1,131 @@
+"""``triec.compile``: values + vocabulary -> :class:`~triec.runtime.MaskTable`.
+
+Pure functions: values in, arrays out. Reading files and writing artifacts
+happen at the edges (:mod:`triec.values`, :mod:`triec.artifact`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from triec.errors import ValuesError
+from triec.runtime import MaskTable
+from triec.trie import build_trie
+from triec.vocabulary import Vocabulary
+from triec.walk import walk
+
+IMPLEMENTATIONS = ("numpy", "reference")
+
+
+@dataclass
+class CompileStats:
+    """What a compile did and how long each phase took (seconds)."""
+
+    num_values: int = 0
+    duplicates: int = 0
+    value_bytes: int = 0
+    num_states: int = 0
+    num_allowed: int = 0
+    phases: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def sharing_ratio(self) -> float:
+        """The paper's prefix-sharing ratio r = trie states / value bytes (lower = more sharing)."""
+        return self.num_states / self.value_bytes if self.value_bytes else 1.0
+
+
+def prepare_values(values: Iterable[str | bytes]) -> tuple[list[bytes], int]:
+    """UTF-8 encode, dedupe and sort by bytes. Returns (keys, duplicates removed)."""
+    encoded: list[bytes] = []
+    for i, v in enumerate(values):
+        if isinstance(v, str):
+            try:
+                encoded.append(v.encode("utf-8"))
+            except UnicodeEncodeError as exc:
+                raise ValuesError(f"value {i}: not encodable as UTF-8 ({exc.reason})") from exc
+        elif isinstance(v, (bytes, bytearray, memoryview)):
+            b = bytes(v)
+            try:
+                b.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise ValuesError(f"value {i}: invalid UTF-8 at byte {exc.start}") from exc
+            encoded.append(b)
+        else:
+            raise ValuesError(f"value {i}: expected a string, found {type(v).__name__}")
+    keys = sorted(set(encoded))
+    if not keys:
+        raise ValuesError("no values: a mask table needs at least one value")
+    return keys, len(encoded) - len(keys)
+
+
+def compile_keys(
+    keys: list[bytes],
+    vocab: Vocabulary,
+    *,
+    implementation: str = "numpy",
+    stats: CompileStats | None = None,
+) -> MaskTable:
+    """Compile sorted, unique UTF-8 keys."""
+    stats = stats if stats is not None else CompileStats()
+    t0 = time.perf_counter()
+    automaton = vocab.automaton if implementation == "numpy" else None
+    t1 = time.perf_counter()
+    trie = build_trie(keys)
+    t2 = time.perf_counter()
+    if implementation == "numpy":
+        assert automaton is not None
+        tr = walk(trie, automaton, vocab.vocab_size)
+        offsets, tokens, next_state = tr.offsets, tr.tokens, tr.next_state
+    elif implementation == "reference":
+        from triec.reference import reference_transitions
+
+        offsets, tokens, next_state = reference_transitions(keys, vocab.token_bytes, trie.num_nodes)
+    else:
+        raise ValueError(f"implementation must be one of {IMPLEMENTATIONS}, not {implementation!r}")
+    t3 = time.perf_counter()
+    table = MaskTable(
+        allowed_offsets=offsets.astype(np.uint32),
+        allowed_tokens=tokens.astype(np.int32),
+        allowed_next=next_state.astype(np.int32),
+        value_state=trie.terminal.astype(np.int32),
+        value_lcp=trie.lcp.astype(np.int32),
+        state_byte=trie.byte,
+        vocab_size=vocab.vocab_size,
+        eos_token_ids=vocab.eos_token_ids,
+        tokenizer_fingerprint=vocab.fingerprint,
+        tokenizer_name=vocab.name,
+    )
+    table._value_bytes = keys
+    stats.num_values = len(keys)
+    stats.value_bytes = int(trie.key_offsets[-1])
+    stats.num_states = trie.num_nodes
+    stats.num_allowed = table.num_allowed
+    stats.phases.update({"automaton": t1 - t0, "trie": t2 - t1, "masks": t3 - t2})
+    return table
+
+
+def compile(  # noqa: A001 - the public name mirrors re.compile
+    values: Iterable[str | bytes],
+    vocab: Vocabulary | str | None = None,
+    *,
+    implementation: str = "numpy",
+    stats: CompileStats | None = None,
+) -> MaskTable:
+    """Compile a finite set of strings into a :class:`MaskTable` for ``vocab``.
+
+    ``vocab`` is a :class:`Vocabulary` or anything :meth:`Vocabulary.load`
+    accepts (default: the bundled ``qwen2``). Duplicates are dropped; the
+    table's values are sorted by their UTF-8 bytes.
+    """
+    if not isinstance(vocab, Vocabulary):
+        vocab = Vocabulary.load(vocab)
+    stats = stats if stats is not None else CompileStats()
+    t0 = time.perf_counter()
+    keys, dups = prepare_values(values)
+    stats.duplicates = dups
+    stats.phases["values"] = time.perf_counter() - t0
+    return compile_keys(keys, vocab, implementation=implementation, stats=stats)

@@ -1,0 +1,39 @@
+"""One exception hierarchy, rooted at :class:`TriecError`.
+
+Callers catch ``TriecError`` to handle every failure triec reports on purpose;
+anything else escaping is a bug. The CLI maps ``TriecError`` to exit code 2.
+"""
+
+from __future__ import annotations
+
+
+class TriecError(Exception):
+    """Base class of every error triec raises deliberately."""
+
+
+class ValuesError(TriecError):
+    """The values input cannot be used (unreadable, bad encoding, wrong JSON shape, empty)."""
+
+
+class TokenizerError(TriecError):
+    """The tokenizer cannot be found, read or decoded to bytes."""
+
+
+class ArtifactError(TriecError):
+    """An artifact file is not a valid triec artifact."""
+
+
+class ArtifactVersionError(ArtifactError):
+    """The artifact was written by a newer, unknown format version."""
+
+
+class ArtifactChecksumError(ArtifactError):
+    """A section's bytes do not match the checksum recorded in the header."""
+
+
+class TokenizerMismatch(ArtifactError):
+    """The artifact was compiled for a different tokenizer than the one offered."""
+
+
+class TokenNotAllowed(TriecError, ValueError):
+    """A token was offered in a state whose mask does not allow it."""

@@ -1,0 +1,280 @@
+"""Decode-time lookups over compiled mask tables: numpy only.
+
+A serving process imports this module (through ``triec.load``) and nothing
+heavier. Every answer is a slice or a binary search into arrays that may be
+memory-mapped from an artifact: ``allowed`` costs O(allowed tokens), never
+O(vocabulary).
+
+States are trie nodes numbered in preorder; state 0 is the empty prefix.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from triec.errors import TokenNotAllowed, TokenizerMismatch
+
+FINISHED = -1
+"""What :meth:`MaskTable.advance` returns for an EOS token at an accepting state."""
+
+
+class MaskTable:
+    """Allowed tokens and transitions for every prefix of a finite set of values.
+
+    Arrays (little-endian; shared with the artifact sections of the same names):
+
+    * ``allowed_offsets`` [S + 1], ``allowed_tokens`` [P], ``allowed_next`` [P]:
+      the content tokens allowed in state s are
+      ``allowed_tokens[allowed_offsets[s]:allowed_offsets[s + 1]]`` (ascending)
+      and ``allowed_next`` holds the state each one leads to. EOS is not stored
+      there; it is allowed exactly at accepting states.
+    * ``value_state`` [K]: the state where value i ends (strictly increasing).
+    * ``value_lcp`` [K] and ``state_byte`` [S]: enough to rebuild every value and
+      every state's prefix (value i is value i-1's first ``value_lcp[i]`` bytes
+      followed by the bytes of states ``value_state[i-1]+1 .. value_state[i]``).
+    """
+
+    def __init__(
+        self,
+        *,
+        allowed_offsets: np.ndarray,
+        allowed_tokens: np.ndarray,
+        allowed_next: np.ndarray,
+        value_state: np.ndarray,
+        value_lcp: np.ndarray,
+        state_byte: np.ndarray,
+        vocab_size: int,
+        eos_token_ids: Sequence[int],
+        tokenizer_fingerprint: str,
+        tokenizer_name: str = "",
+        build_options: dict[str, Any] | None = None,
+        source: str | None = None,
+        values: list[str] | None = None,
+    ) -> None:
+        self.allowed_offsets = allowed_offsets
+        self.allowed_tokens = allowed_tokens
+        self.allowed_next = allowed_next
+        self.value_state = value_state
+        self.value_lcp = value_lcp
+        self.state_byte = state_byte
+        self.vocab_size = int(vocab_size)
+        self.eos_token_ids: tuple[int, ...] = tuple(int(e) for e in eos_token_ids)
+        self.tokenizer_fingerprint = tokenizer_fingerprint
+        self.tokenizer_name = tokenizer_name
+        self.build_options = dict(build_options or {})
+        self.source = source
+        self._eos = np.array(self.eos_token_ids, dtype=np.int32)
+        self._values: list[str] | None = values
+        self._value_bytes: list[bytes] | None = None
+        self._offsets_list: list[int] | None = None
+
+    # ------------------------------------------------------------- shape
+
+    start: int = 0
+    """The state before any token: the empty prefix."""
+
+    @property
+    def num_states(self) -> int:
+        return int(self.state_byte.shape[0])
+
+    @property
+    def num_values(self) -> int:
+        return int(self.value_state.shape[0])
+
+    @property
+    def num_allowed(self) -> int:
+        """Allowed (state, content token) pairs, EOS not counted."""
+        return int(self.allowed_tokens.shape[0])
+
+    @property
+    def words_per_row(self) -> int:
+        """int32 words in one bitmask row: ``ceil(vocab_size / 32)``."""
+        return (self.vocab_size + 31) // 32
+
+    def __repr__(self) -> str:
+        return (
+            f"MaskTable(values={self.num_values}, states={self.num_states}, allowed={self.num_allowed}, "
+            f"vocab_size={self.vocab_size}, eos={list(self.eos_token_ids)})"
+        )
+
+    # ------------------------------------------------------------- values
+
+    @property
+    def value_bytes(self) -> list[bytes]:
+        """Values as UTF-8 bytes in table order (sorted by bytes), rebuilt once on first use."""
+        if self._value_bytes is None:
+            self._value_bytes = _rebuild_values(self.value_state, self.value_lcp, self.state_byte)
+        return self._value_bytes
+
+    @property
+    def values(self) -> list[str]:
+        """The K distinct values, sorted by their UTF-8 bytes; value i ends at ``value_state[i]``."""
+        if self._values is None:
+            self._values = [b.decode("utf-8") for b in self.value_bytes]
+        return self._values
+
+    def _check_state(self, state: int) -> int:
+        s = int(state)
+        if not 0 <= s < self.num_states:
+            raise IndexError(f"state {state} out of range (0..{self.num_states - 1})")
+        return s
+
+    def value_index(self, state: int) -> int:
+        """Index of the value ``state`` completes, or -1 when it is not accepting."""
+        s = self._check_state(state)
+        i = int(np.searchsorted(self.value_state, s))
+        return i if i < self.num_values and int(self.value_state[i]) == s else -1
+
+    def is_accepting(self, state: int) -> bool:
+        """True when the prefix of ``state`` is itself a value (EOS is allowed there)."""
+        return self.value_index(state) >= 0
+
+    def value(self, state: int) -> str | None:
+        """The value ``state`` completes, or ``None``."""
+        i = self.value_index(state)
+        return None if i < 0 else self.values[i]
+
+    def prefix(self, state: int) -> bytes:
+        """The bytes read from the start to reach ``state``."""
+        s = self._check_state(state)
+        i = int(np.searchsorted(self.value_state, s))  # first value whose path ends at or below s
+        end = int(self.value_state[i])
+        value = self.value_bytes[i]
+        return value[: len(value) - (end - s)] if s > 0 else b""
+
+    def state_for_prefix(self, prefix: bytes | str) -> int | None:
+        """The state reached by reading ``prefix``, or ``None`` if no value starts with it."""
+        p = prefix.encode("utf-8") if isinstance(prefix, str) else bytes(prefix)
+        import bisect
+
+        values = self.value_bytes
+        i = bisect.bisect_left(values, p)  # the first value with this prefix created its node
+        if i == len(values) or not values[i].startswith(p):
+            return None
+        return int(self.value_state[i]) - (len(values[i]) - len(p))
+
+    # ------------------------------------------------------------- masks
+
+    def _span(self, state: int) -> tuple[int, int]:
+        s = self._check_state(state)
+        return int(self.allowed_offsets[s]), int(self.allowed_offsets[s + 1])
+
+    def allowed(self, state: int) -> np.ndarray:
+        """Allowed token ids in ``state``, ascending int32, EOS ids included at accepting states."""
+        lo, hi = self._span(state)
+        content = self.allowed_tokens[lo:hi]
+        if self.value_index(state) < 0:
+            return content
+        return np.union1d(content, self._eos).astype(np.int32)
+
+    def advance(self, state: int, token_id: int) -> int:
+        """The state after ``token_id``; :data:`FINISHED` for EOS at an accepting state.
+
+        Raises :class:`TokenNotAllowed` for a token the state's mask does not allow.
+        """
+        lo, hi = self._span(state)
+        tokens = self.allowed_tokens[lo:hi]
+        t = int(token_id)
+        i = int(np.searchsorted(tokens, t))
+        if i < tokens.shape[0] and int(tokens[i]) == t:
+            return int(self.allowed_next[lo + i])
+        if t in self.eos_token_ids and self.is_accepting(state):
+            return FINISHED
+        raise TokenNotAllowed(f"token {t} is not allowed in state {int(state)} (prefix {self.prefix(state)!r})")
+
+    def fill_bitmask(self, states: Sequence[int] | np.ndarray, out: np.ndarray) -> np.ndarray:
+        """Write one bitmask row per state into ``out[:len(states)]`` and return that view.
+
+        Row layout is xgrammar's, llguidance's and vLLM's: int32 words, token j
+        is bit ``j & 31`` of word ``j >> 5``, 1 = allowed.
+        """
+        st = np.asarray(states, dtype=np.int64).reshape(-1)
+        n = st.shape[0]
+        width = self.words_per_row
+        if out.dtype != np.int32 or out.ndim != 2 or out.shape[1] != width or out.shape[0] < n:
+            raise ValueError(f"out must be an int32 array of shape (>= {n}, {width}), got {out.dtype} {out.shape}")
+        if n and (st.min() < 0 or st.max() >= self.num_states):
+            raise IndexError(f"states must lie in 0..{self.num_states - 1}")
+        rows = out[:n]
+        rows.fill(0)
+        if n == 0:
+            return rows
+        lo = self.allowed_offsets[st].astype(np.int64)
+        counts = self.allowed_offsets[st + 1].astype(np.int64) - lo
+        tokens = self.allowed_tokens[_ranges(lo, counts)].astype(np.int64)
+        row = np.repeat(np.arange(n, dtype=np.int64), counts)
+        accepting = self._accepting_mask(st)
+        if accepting.any() and self._eos.size:
+            acc_rows = np.nonzero(accepting)[0]
+            tokens = np.concatenate([tokens, np.tile(self._eos.astype(np.int64), acc_rows.size)])
+            row = np.concatenate([row, np.repeat(acc_rows, self._eos.size)])
+        flat = rows.reshape(-1).view(np.uint32)
+        bits = np.left_shift(np.uint32(1), (tokens & 31).astype(np.uint32))
+        np.bitwise_or.at(flat, row * width + (tokens >> 5), bits)
+        return rows
+
+    def _accepting_mask(self, states: np.ndarray) -> np.ndarray:
+        i = np.searchsorted(self.value_state, states)
+        inside = i < self.num_values
+        hit = np.zeros(states.shape[0], dtype=bool)
+        hit[inside] = self.value_state[i[inside]] == states[inside]
+        return hit
+
+    def bitmask(self, state: int) -> np.ndarray:
+        """One state's bitmask row (a fresh int32 array)."""
+        out = np.empty((1, self.words_per_row), dtype=np.int32)
+        return self.fill_bitmask([state], out)[0]
+
+    # ------------------------------------------------------------- checks & I/O
+
+    def check_tokenizer(self, fingerprint_or_vocab: Any) -> None:
+        """Raise :class:`TokenizerMismatch` unless the vocabulary is the one compiled for."""
+        fp = getattr(fingerprint_or_vocab, "fingerprint", fingerprint_or_vocab)
+        if fp != self.tokenizer_fingerprint:
+            raise TokenizerMismatch(
+                f"artifact was compiled for tokenizer {self.tokenizer_fingerprint} "
+                f"({self.tokenizer_name or 'unnamed'}), not {fp}: its masks would be wrong for this tokenizer"
+            )
+
+    def save(self, path: str | os.PathLike[str], *, compress: bool | None = None) -> int:
+        """Write the artifact atomically; ``compress`` (default: path ends in ``.zst``) wraps it in zstd.
+
+        Returns the number of bytes written.
+        """
+        from triec.artifact import write_artifact
+
+        return write_artifact(self, path, compress=compress)
+
+    def walk(self, tokens: Iterable[int], state: int | None = None) -> int:
+        """Advance through a token sequence and return the final state."""
+        s = self.start if state is None else state
+        for t in tokens:
+            s = self.advance(s, t)
+        return s
+
+
+def _ranges(lo: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    total = int(counts.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    ends = np.cumsum(counts)
+    return np.repeat(lo - (ends - counts), counts) + np.arange(total, dtype=np.int64)
+
+
+def _rebuild_values(value_state: np.ndarray, value_lcp: np.ndarray, state_byte: np.ndarray) -> list[bytes]:
+    """Each value is its predecessor's shared prefix plus the bytes of the states it created."""
+    raw = state_byte.tobytes()
+    ends = value_state.tolist()
+    shared = value_lcp.tolist()
+    out: list[bytes] = []
+    prev_end = 0
+    prev = b""
+    for end, lcp in zip(ends, shared):
+        cur = prev[:lcp] + raw[prev_end + 1 : end + 1]
+        out.append(cur)
+        prev, prev_end = cur, end
+    return out

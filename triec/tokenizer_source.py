@@ -1,0 +1,178 @@
+"""Find a tokenizer by name: a bundled one, a path, or a Hugging Face repo id.
+
+This is the I/O edge of :class:`triec.Vocabulary`: it returns the parsed
+``tokenizer.json`` plus whatever model configuration sits beside it (EOS ids,
+logits width), and leaves decoding to :mod:`triec.token_bytes`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from triec.errors import TokenizerError
+
+DEFAULT_TOKENIZER = "qwen2"
+
+# Bundled tokenizers: zstd-compressed tokenizer.json files in triec/data/tokenizers.
+# EOS names follow each model family's generation config.
+BUNDLED: dict[str, dict[str, Any]] = {
+    "gpt2": {"eos": ["<|endoftext|>"]},
+    "qwen2": {"eos": ["<|endoftext|>", "<|im_end|>"]},
+}
+
+_REPO_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+$")
+
+
+@dataclass
+class TokenizerSource:
+    """A located tokenizer: its parsed JSON and the hints found around it."""
+
+    name: str  # what to record in artifacts so the tokenizer can be found again
+    tokenizer_json: dict[str, Any]
+    eos_names: list[str] = field(default_factory=list)
+    eos_ids: list[int] = field(default_factory=list)
+    model_vocab_size: int | None = None
+
+
+def _read_json_bytes(raw: bytes, source: str) -> dict[str, Any]:
+    try:
+        doc = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise TokenizerError(f"{source}: not valid JSON ({exc})") from exc
+    if not isinstance(doc, dict):
+        raise TokenizerError(f"{source}: expected a JSON object at the top level")
+    return doc
+
+
+def _decompress(raw: bytes, source: str) -> bytes:
+    import zstandard
+
+    try:
+        return zstandard.ZstdDecompressor().decompress(raw, max_output_size=1 << 30)
+    except zstandard.ZstdError as exc:
+        raise TokenizerError(f"{source}: cannot decompress ({exc})") from exc
+
+
+def read_tokenizer_file(path: Path) -> dict[str, Any]:
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise TokenizerError(f"{path}: cannot read tokenizer ({exc.strerror or exc})") from exc
+    if path.suffix == ".zst":
+        raw = _decompress(raw, str(path))
+    return _read_json_bytes(raw, str(path))
+
+
+def _optional_json(path: Path) -> dict[str, Any]:
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def _ids(value: Any) -> list[int]:
+    if isinstance(value, bool):
+        return []
+    if isinstance(value, int):
+        return [value]
+    if isinstance(value, list):
+        return [v for v in value if isinstance(v, int) and not isinstance(v, bool)]
+    return []
+
+
+def _hints_from_configs(src: TokenizerSource, configs: dict[str, dict[str, Any]]) -> None:
+    """EOS ids and logits width from generation_config / config / tokenizer_config."""
+    gen, cfg, tok = configs.get("generation_config.json", {}), configs.get("config.json", {}), configs.get(
+        "tokenizer_config.json", {}
+    )
+    src.eos_ids = _ids(gen.get("eos_token_id")) or _ids(cfg.get("eos_token_id"))
+    eos_token = tok.get("eos_token")
+    if isinstance(eos_token, dict):
+        eos_token = eos_token.get("content")
+    if isinstance(eos_token, str):
+        src.eos_names = [eos_token]
+    width = cfg.get("vocab_size")
+    if isinstance(width, int) and not isinstance(width, bool) and width > 0:
+        src.model_vocab_size = width
+
+
+_CONFIG_FILES = ("generation_config.json", "config.json", "tokenizer_config.json")
+
+
+def _from_path(path: Path) -> TokenizerSource:
+    if path.is_dir():
+        for candidate in ("tokenizer.json", "tokenizer.json.zst"):
+            if (path / candidate).is_file():
+                file = path / candidate
+                break
+        else:
+            raise TokenizerError(f"{path}: directory holds no tokenizer.json")
+    else:
+        file = path
+    src = TokenizerSource(name=str(file.resolve()), tokenizer_json=read_tokenizer_file(file))
+    _hints_from_configs(src, {n: _optional_json(file.parent / n) for n in _CONFIG_FILES})
+    return src
+
+
+def _from_bundle(name: str) -> TokenizerSource:
+    ref = resources.files("triec") / "data" / "tokenizers" / f"{name}.json.zst"
+    raw = _decompress(ref.read_bytes(), f"bundled tokenizer {name!r}")
+    src = TokenizerSource(name=name, tokenizer_json=_read_json_bytes(raw, f"bundled tokenizer {name!r}"))
+    src.eos_names = list(BUNDLED[name]["eos"])
+    return src
+
+
+def _from_hub(repo_id: str) -> TokenizerSource:
+    try:
+        from huggingface_hub import hf_hub_download
+    except ImportError as exc:  # pragma: no cover - tokenizers depends on huggingface_hub
+        raise TokenizerError(f"{repo_id!r}: huggingface_hub is not installed") from exc
+
+    def fetch(filename: str, required: bool) -> Path | None:
+        last: Exception | None = None
+        for local_only in (True, False):
+            try:
+                return Path(hf_hub_download(repo_id, filename, local_files_only=local_only))
+            except Exception as exc:  # the hub raises many types; all mean "not available"
+                last = exc
+        if required:
+            raise TokenizerError(
+                f"tokenizer {repo_id!r}: not a bundled name ({', '.join(sorted(BUNDLED))}), not a file or "
+                f"directory, not in the local Hugging Face cache, and not downloadable ({type(last).__name__}). "
+                "Pass a path to a tokenizer.json, or download it while online."
+            ) from last
+        return None
+
+    file = fetch("tokenizer.json", required=True)
+    assert file is not None
+    src = TokenizerSource(name=repo_id, tokenizer_json=read_tokenizer_file(file))
+    configs = {}
+    for name in _CONFIG_FILES:
+        found = fetch(name, required=False)
+        if found is not None:
+            configs[name] = _optional_json(found)
+    _hints_from_configs(src, configs)
+    return src
+
+
+def locate(spec: str | os.PathLike[str] | None) -> TokenizerSource:
+    """Resolve a tokenizer spec. Order: bundled name, existing path, Hugging Face id."""
+    text = DEFAULT_TOKENIZER if spec is None else os.fspath(spec)
+    if text in BUNDLED:
+        return _from_bundle(text)
+    path = Path(text).expanduser()
+    if path.exists():
+        return _from_path(path)
+    if _REPO_ID.match(text):
+        return _from_hub(text)
+    raise TokenizerError(
+        f"tokenizer {text!r} not found: not a bundled name ({', '.join(sorted(BUNDLED))}), "
+        "not an existing tokenizer.json or directory, and not a Hugging Face repo id (owner/name)"
+    )

@@ -1,0 +1,148 @@
+"""Byte tries built from sorted keys with numpy alone.
+
+Both tries triec needs (the values' trie and the vocabulary's trie) are built
+here from *sorted, unique* byte strings. Sorting makes the trie implicit: key
+``i`` shares ``lcp[i]`` bytes with key ``i - 1`` and creates exactly
+``len(key) - lcp[i]`` new nodes, so nodes numbered in creation order are
+numbered in preorder (children in byte order) and every per-node array falls
+out of cumulative sums. No Python loop runs per key or per node.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+_LCP_BLOCK = 16  # bytes compared per vectorized round when computing LCPs
+
+
+@dataclass(frozen=True)
+class Trie:
+    """A preorder-numbered byte trie; node 0 is the root (the empty prefix)."""
+
+    data: np.ndarray  # uint8: all keys concatenated, in sorted order
+    key_offsets: np.ndarray  # int64 [K + 1]: key i is data[key_offsets[i]:key_offsets[i + 1]]
+    lcp: np.ndarray  # int64 [K]: bytes key i shares with key i - 1 (0 for key 0)
+    terminal: np.ndarray  # int64 [K]: node where key i ends, strictly increasing
+    parent: np.ndarray  # int32 [N]: parent node (-1 for the root)
+    byte: np.ndarray  # uint8 [N]: byte on the edge into the node (0 for the root)
+    depth: np.ndarray  # int32 [N]: prefix length of the node
+
+    @property
+    def num_nodes(self) -> int:
+        return int(self.parent.shape[0])
+
+    @property
+    def num_keys(self) -> int:
+        return int(self.terminal.shape[0])
+
+
+def join_keys(keys: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
+    """Concatenate keys into one uint8 buffer plus int64 offsets."""
+    lengths = np.fromiter(map(len, keys), dtype=np.int64, count=len(keys))
+    offsets = np.zeros(len(keys) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    data = np.frombuffer(b"".join(keys), dtype=np.uint8)
+    return data, offsets
+
+
+def longest_common_prefixes(data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """``lcp[i]`` = length of the common prefix of key ``i - 1`` and key ``i``.
+
+    Compares ``_LCP_BLOCK`` bytes per round for every pair still equal so far,
+    so the number of numpy rounds is ``max(lcp) / _LCP_BLOCK``, not K.
+    """
+    k = offsets.shape[0] - 1
+    lcp = np.zeros(k, dtype=np.int64)
+    if k < 2:
+        return lcp
+    padded = np.concatenate([data, np.zeros(_LCP_BLOCK, dtype=np.uint8)])
+    starts = offsets[:-1]
+    lengths = np.diff(offsets)
+    limit = np.minimum(lengths[:-1], lengths[1:])  # pair j compares key j and key j + 1
+    active = np.nonzero(limit > 0)[0]
+    done = np.zeros(k - 1, dtype=np.int64)
+    span = np.arange(_LCP_BLOCK, dtype=np.int64)
+    while active.size:
+        pos = done[active][:, None] + span  # (n, BLOCK) positions inside both keys
+        a = padded[starts[active][:, None] + pos]
+        b = padded[starts[active + 1][:, None] + pos]
+        same = (a == b) & (pos < limit[active][:, None])
+        full = same.all(axis=1)
+        first_diff = np.argmin(same, axis=1)
+        done[active] += np.where(full, _LCP_BLOCK, first_diff)
+        active = active[full]
+    lcp[1:] = done
+    return lcp
+
+
+def build_trie(keys: list[bytes]) -> Trie:
+    """Build the trie of ``keys``, which must be sorted and unique (``b""`` allowed)."""
+    data, offsets = join_keys(keys)
+    return build_trie_from_buffer(data, offsets)
+
+
+def build_trie_from_buffer(data: np.ndarray, offsets: np.ndarray) -> Trie:
+    k = offsets.shape[0] - 1
+    lengths = np.diff(offsets)
+    lcp = longest_common_prefixes(data, offsets)
+    created = lengths - lcp  # new nodes per key (0 only for a leading empty key)
+    first_new = np.ones(k, dtype=np.int64)
+    if k > 1:
+        np.cumsum(created[:-1], out=first_new[1:])
+        first_new[1:] += 1
+    terminal = first_new + created - 1
+    num_nodes = 1 + int(created.sum())
+
+    owner = np.repeat(np.arange(k, dtype=np.int64), created)  # key that created each node
+    node_ids = np.arange(1, num_nodes, dtype=np.int64)
+    position = lcp[owner] + (node_ids - first_new[owner])  # byte index inside the owner key
+
+    depth = np.zeros(num_nodes, dtype=np.int32)
+    depth[1:] = position + 1
+    byte = np.zeros(num_nodes, dtype=np.uint8)
+    byte[1:] = data[offsets[:-1][owner] + position]
+
+    parent = np.empty(num_nodes, dtype=np.int32)
+    parent[0] = -1
+    parent[1:] = node_ids - 1  # within a key's run of new nodes, the parent is the previous node
+    _link_branch_points(parent, depth, owner, first_new, created, lcp, k)
+    return Trie(
+        data=data,
+        key_offsets=offsets,
+        lcp=lcp,
+        terminal=terminal,
+        parent=parent,
+        byte=byte,
+        depth=depth,
+    )
+
+
+def _link_branch_points(
+    parent: np.ndarray,
+    depth: np.ndarray,
+    owner: np.ndarray,
+    first_new: np.ndarray,
+    created: np.ndarray,
+    lcp: np.ndarray,
+    k: int,
+) -> None:
+    """Set the parent of the first node each key creates.
+
+    That parent is the node at depth ``lcp[i]`` on key ``i``'s path, created by
+    the last key ``m <= i`` with ``lcp[m] < lcp[i]``. Nodes of equal depth are
+    numbered in the order of the keys that created them, so one searchsorted
+    over (depth, creator) finds it for all keys at once.
+    """
+    at_root = np.nonzero((created > 0) & (lcp == 0))[0]
+    parent[first_new[at_root]] = 0
+    branching = np.nonzero((created > 0) & (lcp > 0))[0]
+    if branching.size == 0:
+        return
+    order = np.argsort(depth[1:].astype(np.uint16) if depth.max() < 65536 else depth[1:], kind="stable") + 1
+    sorted_keys = depth[order].astype(np.int64) * k + owner[order - 1]
+    wanted = lcp[branching] * k + branching
+    hit = np.searchsorted(sorted_keys, wanted, side="right") - 1
+    parent[first_new[branching]] = order[hit]
+

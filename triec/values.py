@@ -1,0 +1,109 @@
+"""Read a values file: one value per line, a JSON array, or a JSON Schema ``enum``.
+
+Errors name the file and the line (text) or index (JSON) so a user can fix
+their input without guessing.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from triec.errors import ValuesError
+
+_BOM = b"\xef\xbb\xbf"
+
+
+FORMATS = ("auto", "lines", "json")
+
+
+def parse_values(raw: bytes, source: str, fmt: str = "auto") -> list[str]:
+    """Values from the bytes of a file.
+
+    ``fmt="auto"``: a ``.json`` name is JSON, a ``.txt`` name is lines, and
+    anything else (standard input included) is JSON when it parses as a JSON
+    array or object, else lines.
+    """
+    if raw.startswith(_BOM):
+        raw = raw[len(_BOM) :]
+    if fmt == "auto":
+        lower = source.lower()
+        if lower.endswith(".json"):
+            fmt = "json"
+        elif lower.endswith(".txt") or raw.lstrip(b" \t\r\n")[:1] not in (b"[", b"{"):
+            fmt = "lines"
+        else:
+            try:
+                json.loads(raw)
+                fmt = "json"
+            except ValueError:
+                fmt = "lines"
+    if fmt == "json":
+        return _parse_json(raw, source)
+    if fmt == "lines":
+        return _parse_lines(raw, source)
+    raise ValueError(f"fmt must be one of {FORMATS}")
+
+
+def _parse_lines(raw: bytes, source: str) -> list[str]:
+    lines = raw.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()  # the newline that ends the last line
+    out = []
+    for number, line in enumerate(lines, start=1):
+        if line.endswith(b"\r"):
+            line = line[:-1]
+        if not line:
+            continue  # a blank line holds no value; only JSON can express the empty string
+        try:
+            out.append(line.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            raise ValuesError(f"{source}:{number}: invalid UTF-8 at byte {exc.start + 1} of the line") from exc
+    return out
+
+
+def _parse_json(raw: bytes, source: str) -> list[str]:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise ValuesError(f"{source}:{line}: invalid UTF-8") from exc
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValuesError(f"{source}:{exc.lineno}: invalid JSON ({exc.msg})") from exc
+    where = "top-level array"
+    if isinstance(doc, dict):
+        if "enum" not in doc:
+            raise ValuesError(f"{source}: JSON object has no \"enum\" array (expected a JSON Schema enum fragment)")
+        doc, where = doc["enum"], '"enum"'
+    if not isinstance(doc, list):
+        raise ValuesError(f"{source}: {where} must be an array of strings, found {type(doc).__name__}")
+    for i, v in enumerate(doc):
+        if not isinstance(v, str):
+            raise ValuesError(f"{source}: {where} index {i}: expected a string, found {json.dumps(v)[:40]}")
+        try:
+            v.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ValuesError(f"{source}: {where} index {i}: lone surrogate, not valid UTF-8") from exc
+    return doc
+
+
+def read_values(path: str | Path, fmt: str = "auto") -> list[str]:
+    """Read values from ``path``; ``-`` reads standard input. Raises :class:`ValuesError`."""
+    if str(path) == "-":
+        raw = sys.stdin.buffer.read()
+        source = "<stdin>"
+    else:
+        source = str(path)
+        try:
+            raw = Path(path).read_bytes()
+        except IsADirectoryError as exc:
+            raise ValuesError(f"{source}: is a directory, expected a values file") from exc
+        except OSError as exc:
+            raise ValuesError(f"{source}: cannot read ({exc.strerror or exc})") from exc
+    values = parse_values(raw, source, fmt)
+    if not values:
+        raise ValuesError(f"{source}: no values (empty set)")
+    return values

@@ -1,0 +1,123 @@
+"""The decoded vocabulary: the exact bytes every token id emits, plus EOS and mask width."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import struct
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
+
+from triec.errors import TokenizerError
+
+if TYPE_CHECKING:
+    from triec.automaton import VocabAutomaton
+
+_FINGERPRINT_TAG = b"triec-vocabulary-v1\x00"
+
+
+def fingerprint_token_bytes(token_bytes: Sequence[bytes]) -> str:
+    """sha256 over every id's bytes, length-prefixed, in id order.
+
+    Two vocabularies with the same fingerprint produce the same masks for the
+    same values, which is what the automaton cache and artifacts rely on.
+    """
+    h = hashlib.sha256(_FINGERPRINT_TAG)
+    h.update(struct.pack("<I", len(token_bytes)))
+    h.update(struct.pack(f"<{len(token_bytes)}I", *map(len, token_bytes)))
+    h.update(b"".join(token_bytes))
+    return "sha256:" + h.hexdigest()
+
+
+class Vocabulary:
+    """Token bytes by id, the EOS ids, and the width of the model's logits.
+
+    ``token_bytes[i]`` is ``b""`` for ids that can never be part of a value
+    (special tokens, EOS ids, control pieces); ids from ``len(token_bytes)`` to
+    ``vocab_size`` are padding and never allowed.
+    """
+
+    def __init__(
+        self,
+        token_bytes: Sequence[bytes],
+        *,
+        eos_token_ids: Iterable[int],
+        vocab_size: int | None = None,
+        name: str = "custom",
+        family: str = "custom",
+    ) -> None:
+        tokens = list(token_bytes)
+        eos = tuple(sorted(set(int(i) for i in eos_token_ids)))
+        width = len(tokens) if vocab_size is None else int(vocab_size)
+        if width < len(tokens):
+            raise TokenizerError(
+                f"vocab_size {width} is smaller than the tokenizer's {len(tokens)} tokens; "
+                "it must be at least the number of token ids"
+            )
+        if width >= 2**31:
+            raise TokenizerError(f"vocab_size {width} does not fit in int32 token ids")
+        for tid in eos:
+            if not 0 <= tid < width:
+                raise TokenizerError(f"EOS token id {tid} is outside the vocabulary (0..{width - 1})")
+        for tid in eos:
+            if tid < len(tokens):
+                tokens[tid] = b""  # EOS ends a value; it is never part of one
+        self.token_bytes: tuple[bytes, ...] = tuple(tokens)
+        self.eos_token_ids: tuple[int, ...] = eos
+        self.vocab_size = width
+        self.name = name
+        self.family = family
+        self.fingerprint = fingerprint_token_bytes(self.token_bytes)
+        self._automaton: VocabAutomaton | None = None
+
+    @property
+    def num_tokens(self) -> int:
+        """Ids defined by the tokenizer (the mask may be wider: ``vocab_size``)."""
+        return len(self.token_bytes)
+
+    def __repr__(self) -> str:
+        return (
+            f"Vocabulary(name={self.name!r}, tokens={self.num_tokens}, vocab_size={self.vocab_size}, "
+            f"eos={list(self.eos_token_ids)}, fingerprint={self.fingerprint[:19]}...)"
+        )
+
+    @classmethod
+    def load(
+        cls,
+        tokenizer: str | os.PathLike[str] | None = None,
+        *,
+        vocab_size: int | None = None,
+        eos_token_ids: Iterable[int] | None = None,
+    ) -> Vocabulary:
+        """Load a bundled name (``gpt2``, ``qwen2``), a tokenizer.json path or directory, or a Hub id.
+
+        EOS ids default to the model's generation config when one is found,
+        else to the tokenizer's conventional end token. ``vocab_size`` pads the
+        mask to the model's logits width (default: the model config's
+        ``vocab_size`` when found, else the tokenizer's size).
+        """
+        from triec.token_bytes import decode_token_bytes, guess_eos_token_ids, ids_for_tokens
+        from triec.tokenizer_source import locate
+
+        src = locate(tokenizer)
+        doc = src.tokenizer_json
+        if eos_token_ids is not None:
+            eos = list(eos_token_ids)
+        else:
+            eos = src.eos_ids or ids_for_tokens(doc, src.eos_names) or guess_eos_token_ids(doc)
+        if not eos:
+            raise TokenizerError(f"{src.name}: cannot tell the end-of-sequence token; pass eos_token_ids / --eos")
+        token_bytes, family = decode_token_bytes(doc, src.name, eos)
+        width = vocab_size
+        if width is None and src.model_vocab_size and src.model_vocab_size >= len(token_bytes):
+            width = src.model_vocab_size
+        return cls(token_bytes, eos_token_ids=eos, vocab_size=width, name=src.name, family=family)
+
+    @property
+    def automaton(self) -> VocabAutomaton:
+        """The vocabulary's byte automaton, built once (disk-cached) per fingerprint."""
+        if self._automaton is None:
+            from triec.automaton import load_or_build
+
+            self._automaton = load_or_build(self)
+        return self._automaton
