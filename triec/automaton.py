@@ -24,14 +24,14 @@ from triec.trie import build_trie
 if TYPE_CHECKING:
     from triec.vocabulary import Vocabulary
 
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2
 
 
 @dataclass(frozen=True)
 class VocabAutomaton:
     root_child: np.ndarray  # int32 [256]: node reached from the root by each byte, -1 if none
-    edge_keys: np.ndarray  # int64 [E], sorted: parent * 256 + byte for every non-root node
-    edge_child: np.ndarray  # int32 [E]: the node each edge key leads to
+    edge_keys: np.ndarray  # int64 [E + 1], sorted: parent * 256 + byte per non-root node, then a sentinel
+    edge_child: np.ndarray  # int64 [E + 1]: the node each edge key leads to (0 for the sentinel)
     has_child: np.ndarray  # bool [N]: node has at least one child
     node_key: np.ndarray  # int32 [N]: distinct token-bytes index ending at the node, -1 if none
     key_offsets: np.ndarray  # int32 [D + 1]: ids of distinct bytes d are key_ids[key_offsets[d]:...]
@@ -72,8 +72,9 @@ def build_automaton(token_bytes: tuple[bytes, ...] | list[bytes]) -> VocabAutoma
     has_child[trie.parent[1:]] = True
     edge = trie.parent[1:].astype(np.int64) * 256 + trie.byte[1:]
     order = np.argsort(edge, kind="stable")
-    edge_keys = edge[order]
-    edge_child = (order + 1).astype(np.int32)
+    # The sentinel (int64 max) lets a searchsorted result index without clipping.
+    edge_keys = np.append(edge[order], np.iinfo(np.int64).max)
+    edge_child = np.append(order + 1, 0).astype(np.int64)
     root_child = np.full(256, -1, dtype=np.int32)
     at_root = np.nonzero(trie.parent == 0)[0]
     root_child[trie.byte[at_root]] = at_root

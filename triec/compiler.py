@@ -40,26 +40,32 @@ class CompileStats:
 
 def prepare_values(values: Iterable[str | bytes]) -> tuple[list[bytes], int]:
     """UTF-8 encode, dedupe and sort by bytes. Returns (keys, duplicates removed)."""
-    encoded: list[bytes] = []
-    for i, v in enumerate(values):
-        if isinstance(v, str):
-            try:
-                encoded.append(v.encode("utf-8"))
-            except UnicodeEncodeError as exc:
-                raise ValuesError(f"value {i}: not encodable as UTF-8 ({exc.reason})") from exc
-        elif isinstance(v, (bytes, bytearray, memoryview)):
-            b = bytes(v)
-            try:
-                b.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise ValuesError(f"value {i}: invalid UTF-8 at byte {exc.start}") from exc
-            encoded.append(b)
-        else:
-            raise ValuesError(f"value {i}: expected a string, found {type(v).__name__}")
-    keys = sorted(set(encoded))
+    items = values if isinstance(values, list) else list(values)
+    try:
+        encoded = list(map(str.encode, items))  # fast path: a list of str
+    except (TypeError, UnicodeEncodeError):
+        encoded = [_encode_one(i, v) for i, v in enumerate(items)]
+    encoded.sort()  # sorting a list beats sorting a set: better locality
+    keys = list(dict.fromkeys(encoded))  # drops adjacent duplicates, keeps order
     if not keys:
         raise ValuesError("no values: a mask table needs at least one value")
     return keys, len(encoded) - len(keys)
+
+
+def _encode_one(i: int, v: object) -> bytes:
+    if isinstance(v, str):
+        try:
+            return v.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ValuesError(f"value {i}: not encodable as UTF-8 ({exc.reason})") from exc
+    if isinstance(v, (bytes, bytearray, memoryview)):
+        b = bytes(v)
+        try:
+            b.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ValuesError(f"value {i}: invalid UTF-8 at byte {exc.start}") from exc
+        return b
+    raise ValuesError(f"value {i}: expected a string, found {type(v).__name__}")
 
 
 def compile_keys(

@@ -51,29 +51,33 @@ def longest_common_prefixes(data: np.ndarray, offsets: np.ndarray) -> np.ndarray
     """``lcp[i]`` = length of the common prefix of key ``i - 1`` and key ``i``.
 
     Compares ``_LCP_BLOCK`` bytes per round for every pair still equal so far,
-    so the number of numpy rounds is ``max(lcp) / _LCP_BLOCK``, not K.
+    reading each block as one row of a sliding-window view (one contiguous copy
+    per key), so the number of numpy rounds is ``max(lcp) / _LCP_BLOCK``, not K.
     """
     k = offsets.shape[0] - 1
     lcp = np.zeros(k, dtype=np.int64)
     if k < 2:
         return lcp
     padded = np.concatenate([data, np.zeros(_LCP_BLOCK, dtype=np.uint8)])
+    window = np.lib.stride_tricks.sliding_window_view(padded, _LCP_BLOCK)
     starts = offsets[:-1]
     lengths = np.diff(offsets)
     limit = np.minimum(lengths[:-1], lengths[1:])  # pair j compares key j and key j + 1
-    active = np.nonzero(limit > 0)[0]
-    done = np.zeros(k - 1, dtype=np.int64)
     span = np.arange(_LCP_BLOCK, dtype=np.int64)
+    rows = window[starts]  # first block of every key, gathered once
+    same = (rows[:-1] == rows[1:]) & (span < limit[:, None])
+    full = same.all(axis=1)
+    done = np.where(full, _LCP_BLOCK, np.argmin(same, axis=1)).astype(np.int64)
+    active = np.nonzero(full & (limit > _LCP_BLOCK))[0]
     while active.size:
-        pos = done[active][:, None] + span  # (n, BLOCK) positions inside both keys
-        a = padded[starts[active][:, None] + pos]
-        b = padded[starts[active + 1][:, None] + pos]
-        same = (a == b) & (pos < limit[active][:, None])
+        pos = done[active]
+        a = window[starts[active] + pos]
+        b = window[starts[active + 1] + pos]
+        same = (a == b) & (span < (limit[active] - pos)[:, None])
         full = same.all(axis=1)
-        first_diff = np.argmin(same, axis=1)
-        done[active] += np.where(full, _LCP_BLOCK, first_diff)
-        active = active[full]
-    lcp[1:] = done
+        done[active] += np.where(full, _LCP_BLOCK, np.argmin(same, axis=1))
+        active = active[full & (done[active] < limit[active])]
+    lcp[1:] = np.minimum(done, limit)
     return lcp
 
 

@@ -45,82 +45,71 @@ def walk(trie: Trie, automaton: VocabAutomaton, vocab_size: int) -> Transitions:
     depth, parent, byte = trie.depth, trie.parent, trie.byte
     max_depth = int(depth.max()) if depth.size else 0
     by_depth = np.argsort(depth.astype(np.uint16) if max_depth < 65536 else depth, kind="stable")
-    bounds = np.searchsorted(depth[by_depth], np.arange(max_depth + 2), side="left")
+    bounds = np.searchsorted(depth[by_depth], np.arange(max_depth + 2), side="left").tolist()
+    level_par = parent[by_depth].astype(np.int64)
+    level_key = byte[by_depth].astype(np.int64)
+    by_depth = by_depth.astype(np.int64)
 
-    edge_keys, edge_child = automaton.edge_keys, automaton.edge_child
-    n_edges = edge_keys.shape[0]
-    root_child, has_child, node_key = automaton.root_child, automaton.has_child, automaton.node_key
+    edge_keys, edge_child = automaton.edge_keys, automaton.edge_child  # sentinel-terminated
+    has_child = automaton.has_child
+    ramp = np.arange(trie.num_nodes + 1, dtype=np.int64)
 
-    f_node = np.zeros(0, dtype=np.int64)  # frontier, sorted by node
-    f_start = np.zeros(0, dtype=np.int64)
-    f_v = np.zeros(0, dtype=np.int64)
-    out_start: list[np.ndarray] = []
-    out_key: list[np.ndarray] = []
-    out_dest: list[np.ndarray] = []
+    # Frontier, sorted by node; slot 0 is a dummy entry at the vocabulary root that
+    # stands for the fresh token every node starts.
+    f_node = np.zeros(0, dtype=np.int64)
+    f_start = np.zeros(1, dtype=np.int64)
+    f_v = np.zeros(1, dtype=np.int64)
+    found_start: list[np.ndarray] = []
+    found_v: list[np.ndarray] = []
+    found_dest: list[np.ndarray] = []
 
     for d in range(1, max_depth + 1):
-        level = by_depth[bounds[d] : bounds[d + 1]].astype(np.int64)
-        if level.size == 0:
+        lo_b, hi_b = bounds[d], bounds[d + 1]
+        if lo_b == hi_b:
             break
-        par = parent[level].astype(np.int64)
-        lvl_byte = byte[level]
+        par = level_par[lo_b:hi_b]
+        lo = np.searchsorted(f_node, par, side="left")
+        per_child = np.searchsorted(f_node, par, side="right") - lo + 1  # carried entries + the fresh one
+        ends = np.cumsum(per_child)
+        child = np.repeat(ramp[: hi_b - lo_b], per_child)
+        rank = ramp[: int(ends[-1])] - np.repeat(ends - per_child, per_child)  # 0 = fresh entry
+        slot = (lo[child] + rank) * (rank > 0)  # frontier slot + 1, or 0 for the fresh dummy
+        keys = f_v[slot] * 256 + level_key[lo_b:hi_b][child]
+        pos = np.searchsorted(edge_keys, keys)
+        hit = np.nonzero(edge_keys[pos] == keys)[0]
+        child, slot, v = child[hit], slot[hit], edge_child[pos[hit]]
+        start = np.where(slot > 0, f_start[slot], par[child])
+        dest = by_depth[lo_b:hi_b][child]
+        found_start.append(start)
+        found_v.append(v)
+        found_dest.append(dest)
 
-        # fresh entries: each parent starts a token at the vocabulary root
-        v_fresh = root_child[lvl_byte].astype(np.int64)
-        fresh = np.nonzero(v_fresh >= 0)[0]
-        idx_parts = [fresh]
-        start_parts = [par[fresh]]
-        v_parts = [v_fresh[fresh]]
+        keep = np.nonzero(has_child[v])[0]
+        f_node = dest[keep]
+        f_start = np.concatenate(([0], start[keep]))
+        f_v = np.concatenate(([0], v[keep]))
 
-        if f_node.size:
-            lo = np.searchsorted(f_node, par, side="left")
-            counts = np.searchsorted(f_node, par, side="right") - lo
-            entry = _ranges(lo, counts)
-            if entry.size:
-                child_idx = np.repeat(np.arange(level.size, dtype=np.int64), counts)
-                keys = f_v[entry] * 256 + lvl_byte[child_idx]
-                pos = np.searchsorted(edge_keys, keys)
-                pos[pos >= n_edges] = 0
-                hit = edge_keys[pos] == keys
-                idx_parts.append(child_idx[hit])
-                start_parts.append(f_start[entry[hit]])
-                v_parts.append(edge_child[pos[hit]].astype(np.int64))
-
-        idx = np.concatenate(idx_parts)
-        start = np.concatenate(start_parts)
-        v = np.concatenate(v_parts)
-
-        key = node_key[v]
-        ends = key >= 0
-        if ends.any():
-            out_start.append(start[ends])
-            out_key.append(key[ends])
-            out_dest.append(level[idx[ends]])
-
-        keep = has_child[v]
-        idx, start, v = idx[keep], start[keep], v[keep]
-        order = np.argsort(idx, kind="stable")
-        f_node = level[idx[order]]
-        f_start = start[order]
-        f_v = v[order]
-
-    return _to_csr(trie.num_nodes, automaton, vocab_size, out_start, out_key, out_dest)
+    if found_start:
+        start = np.concatenate(found_start)
+        v = np.concatenate(found_v)
+        dest = np.concatenate(found_dest)
+        key = automaton.node_key[v]
+        ends_token = np.nonzero(key >= 0)[0]
+        start, key, dest = start[ends_token], key[ends_token], dest[ends_token]
+    else:
+        start = key = dest = np.zeros(0, dtype=np.int64)
+    return _to_csr(trie.num_nodes, automaton, vocab_size, start, key, dest)
 
 
 def _to_csr(
     num_states: int,
     automaton: VocabAutomaton,
     vocab_size: int,
-    out_start: list[np.ndarray],
-    out_key: list[np.ndarray],
-    out_dest: list[np.ndarray],
+    start: np.ndarray,
+    key: np.ndarray,
+    dest: np.ndarray,
 ) -> Transitions:
-    if out_start:
-        start = np.concatenate(out_start)
-        key = np.concatenate(out_key).astype(np.int64)
-        dest = np.concatenate(out_dest)
-    else:
-        start = key = dest = np.zeros(0, dtype=np.int64)
+    key = key.astype(np.int64)
     if automaton.single_id:
         token = automaton.key_ids[automaton.key_offsets[key]].astype(np.int64)
     else:  # several ids share bytes: each of them is allowed and leads to the same node
@@ -129,7 +118,7 @@ def _to_csr(
         token = automaton.key_ids[_ranges(lo, counts)].astype(np.int64)
         start = np.repeat(start, counts)
         dest = np.repeat(dest, counts)
-    order = np.argsort(start * vocab_size + token)
+    order = _order_by(start * vocab_size + token, num_states * vocab_size)
     start = start[order]
     offsets = np.zeros(num_states + 1, dtype=np.int64)
     np.cumsum(np.bincount(start, minlength=num_states), out=offsets[1:])
@@ -138,3 +127,17 @@ def _to_csr(
         tokens=token[order].astype(np.int32),
         next_state=dest[order].astype(np.int32),
     )
+
+
+def _order_by(keys: np.ndarray, key_bound: int) -> np.ndarray:
+    """``argsort(keys)`` for unique keys, via a plain sort when the index fits beside the key.
+
+    Sorting values is markedly faster than argsort in numpy (SIMD sorts), so the
+    position is packed into the low bits and read back after sorting.
+    """
+    n = keys.shape[0]
+    index_bits = max(1, (n - 1).bit_length())
+    if n == 0 or (max(key_bound, 1) - 1).bit_length() + index_bits > 63:
+        return np.argsort(keys)
+    packed = np.sort((keys << index_bits) | np.arange(n, dtype=np.int64))
+    return packed & ((1 << index_bits) - 1)
