@@ -154,6 +154,7 @@ def _read_buffer(path: str | os.PathLike[str]) -> tuple[Any, bool]:
         with open(source, "rb") as fh:
             head = fh.read(len(ZSTD_MAGIC))
             if head == ZSTD_MAGIC:
+                fh.seek(0)
                 try:
                     import zstandard
                 except ImportError as exc:
@@ -175,7 +176,7 @@ def _header(buf: Any, source: str) -> tuple[dict[str, Any], int]:
     size = len(buf)
     if size < PREAMBLE.size:
         raise _fail(source, f"file is {size} bytes, shorter than the {PREAMBLE.size}-byte preamble")
-    magic, version, head_len, head_crc, _reserved = PREAMBLE.unpack_from(buf, 0)
+    magic, version, head_len, head_crc, reserved = PREAMBLE.unpack_from(buf, 0)
     if magic != MAGIC:
         raise _fail(source, f"magic: expected {MAGIC!r}, found {bytes(magic)!r}; not a triec artifact")
     if version > FORMAT_VERSION:
@@ -184,6 +185,8 @@ def _header(buf: Any, source: str) -> tuple[dict[str, Any], int]:
         )
     if version != FORMAT_VERSION:
         raise _fail(source, f"format version: expected {FORMAT_VERSION}, found {version}")
+    if reserved != 0:
+        raise _fail(source, f"preamble reserved field: expected 0, found {reserved}")
     if head_len > MAX_HEADER or PREAMBLE.size + head_len > size:
         raise _fail(source, f"header length {head_len} exceeds the file or the {MAX_HEADER}-byte limit")
     head = bytes(buf[PREAMBLE.size : PREAMBLE.size + head_len])
@@ -198,6 +201,10 @@ def _header(buf: Any, source: str) -> tuple[dict[str, Any], int]:
     if not isinstance(header, dict):
         raise _fail(source, "header: expected a map")
     return header, _align(PREAMBLE.size + head_len)
+
+
+def _header_length(buf: Any) -> int:
+    return int(PREAMBLE.unpack_from(buf, 0)[2])
 
 
 def _field(header: dict[str, Any], name: str, kind: type | tuple[type, ...], source: str) -> Any:
@@ -217,6 +224,8 @@ def _count(header: dict[str, Any], name: str, source: str, upper: int = 2**32) -
 def parse_artifact(buf: Any, source: str, *, verify: bool = False) -> dict[str, Any]:
     """Validate the layout and return the header plus numpy views of the sections."""
     header, data_start = _header(buf, source)
+    if verify and any(buf[PREAMBLE.size + _header_length(buf) : data_start]):
+        raise _fail(source, "padding after the header: expected zero bytes")
     if header.get("format") != FORMAT_NAME:
         raise _fail(source, f"header field 'format': expected {FORMAT_NAME!r}, found {header.get('format')!r}")
     vocab_size = _count(header, "vocab_size", source, 2**31)
@@ -260,6 +269,8 @@ def parse_artifact(buf: Any, source: str, *, verify: bool = False) -> dict[str, 
         view = np.frombuffer(buf, dtype=np.dtype(dtype), count=count, offset=start) if count else np.zeros(0, dtype)
         if verify and zlib.crc32(view.data if count else b"") != crc:
             raise ArtifactChecksumError(f"{source}: section {name}: CRC-32 mismatch; the file is corrupt")
+        if verify and any(buf[data_start + cursor : start]):
+            raise _fail(source, f"padding before section {name}: expected zero bytes")
         arrays[name] = view
         cursor = offset + length
     if data_start + cursor != size:

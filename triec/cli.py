@@ -132,7 +132,9 @@ def compile_cmd(
     target = output or _default_output(values)
     if zstd and not str(target).endswith(".zst"):
         target = Path(f"{target}.zst") if output is None else target
-    if target.parent and not target.parent.exists():
+    if target.is_dir():
+        raise TriecError(f"{target}: is a directory; pass a file path with -o")
+    if not target.parent.exists():
         raise TriecError(f"{target}: output directory {target.parent} does not exist")
     phases = _Phases(show=not (quiet or as_json))
     total0 = time.perf_counter()
@@ -147,7 +149,6 @@ def compile_cmd(
     with phases.phase("compile", f"compiling {len(raw_values):,} values"):
         keys, stats.duplicates = prepare_values(raw_values)
         table = compile_keys(keys, vocab, implementation=implementation, stats=stats)
-        table.build_options = {"duplicates_removed": stats.duplicates}
     with phases.phase("write", f"writing {target}"):
         size = table.save(target, compress=zstd or str(target).endswith(".zst"))
     total = time.perf_counter() - total0

@@ -104,6 +104,7 @@ def compile_keys(
         eos_token_ids=vocab.eos_token_ids,
         tokenizer_fingerprint=vocab.fingerprint,
         tokenizer_name=vocab.name,
+        build_options={"tokenizer_family": vocab.family, "tokenizer_tokens": vocab.num_tokens},
     )
     table._value_bytes = keys
     stats.num_values = len(keys)

@@ -232,13 +232,23 @@ class MaskTable:
     # ------------------------------------------------------------- checks & I/O
 
     def check_tokenizer(self, fingerprint_or_vocab: Any) -> None:
-        """Raise :class:`TokenizerMismatch` unless the vocabulary is the one compiled for."""
+        """Raise :class:`TokenizerMismatch` unless the vocabulary is the one compiled for.
+
+        Accepts a fingerprint string or a :class:`~triec.Vocabulary`; for the
+        latter the EOS ids and the mask width must match too.
+        """
         fp = getattr(fingerprint_or_vocab, "fingerprint", fingerprint_or_vocab)
         if fp != self.tokenizer_fingerprint:
             raise TokenizerMismatch(
                 f"artifact was compiled for tokenizer {self.tokenizer_fingerprint} "
                 f"({self.tokenizer_name or 'unnamed'}), not {fp}: its masks would be wrong for this tokenizer"
             )
+        eos = getattr(fingerprint_or_vocab, "eos_token_ids", None)
+        if eos is not None and tuple(eos) != self.eos_token_ids:
+            raise TokenizerMismatch(f"artifact allows EOS ids {list(self.eos_token_ids)}, the vocabulary uses {list(eos)}")
+        width = getattr(fingerprint_or_vocab, "vocab_size", None)
+        if width is not None and int(width) != self.vocab_size:
+            raise TokenizerMismatch(f"artifact masks are {self.vocab_size} wide, the vocabulary is {width} wide")
 
     def save(self, path: str | os.PathLike[str], *, compress: bool | None = None) -> int:
         """Write the artifact atomically; ``compress`` (default: path ends in ``.zst``) wraps it in zstd.

@@ -139,7 +139,7 @@ def _from_hub(repo_id: str) -> TokenizerSource:
         last: Exception | None = None
         for local_only in (True, False):
             try:
-                return Path(hf_hub_download(repo_id, filename, local_files_only=local_only))
+                return Path(hf_hub_download(repo_id, filename, local_files_only=local_only, etag_timeout=5))
             except Exception as exc:  # the hub raises many types; all mean "not available"
                 last = exc
         if required:
@@ -162,6 +162,11 @@ def _from_hub(repo_id: str) -> TokenizerSource:
     return src
 
 
+def _looks_like_path(text: str) -> bool:
+    """A missing file named like one is reported as a missing file, not looked up on the Hub."""
+    return text.startswith((".", "~", "/")) or text.endswith((".json", ".zst"))
+
+
 def locate(spec: str | os.PathLike[str] | None) -> TokenizerSource:
     """Resolve a tokenizer spec. Order: bundled name, existing path, Hugging Face id."""
     text = DEFAULT_TOKENIZER if spec is None else os.fspath(spec)
@@ -170,7 +175,7 @@ def locate(spec: str | os.PathLike[str] | None) -> TokenizerSource:
     path = Path(text).expanduser()
     if path.exists():
         return _from_path(path)
-    if _REPO_ID.match(text):
+    if _REPO_ID.match(text) and not _looks_like_path(text):
         return _from_hub(text)
     raise TokenizerError(
         f"tokenizer {text!r} not found: not a bundled name ({', '.join(sorted(BUNDLED))}), "
