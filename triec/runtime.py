@@ -200,6 +200,9 @@ class MaskTable:
         if n and (st.min() < 0 or st.max() >= self.num_states):
             raise IndexError(f"states must lie in 0..{self.num_states - 1}")
         rows = out[:n]
+        if not rows.flags.c_contiguous:  # e.g. a column slice of a wider buffer: fill a copy, then assign
+            rows[...] = self.fill_bitmask(st, np.empty((n, width), dtype=np.int32))
+            return rows
         rows.fill(0)
         if n == 0:
             return rows
