@@ -176,7 +176,7 @@ def test_layout(saved: Path, table: triec.MaskTable) -> None:
     sections = header["sections"]
     assert [s["name"] for s in sections] == [name for name, _ in SECTIONS]
     end = data_start
-    for sec, (name, dtype) in zip(sections, SECTIONS):
+    for sec, (name, dtype) in zip(sections, SECTIONS, strict=False):
         assert sec["offset"] % 64 == 0, name
         start = data_start + sec["offset"]
         assert start % 64 == 0

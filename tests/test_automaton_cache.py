@@ -46,7 +46,7 @@ def test_first_compile_writes_the_cache_atomically(cache: Path) -> None:
     assert path.stat().st_size > 0
     assert not list((cache / "automata").glob("*.tmp")), "temporary files must be renamed or removed"
     assert am.load_cached(fresh_vocab().fingerprint) is not None
-    for a, b in zip(arrays(table), expected()):
+    for a, b in zip(arrays(table), expected(), strict=False):
         assert np.array_equal(a, b)
 
 
@@ -68,7 +68,7 @@ def test_damaged_cache_is_rebuilt(cache: Path, damage: str) -> None:
     assert am.load_cached(fp) is None, "a damaged cache must not load"
     am._MEMORY.clear()
     table = triec.compile(VALUES, fresh_vocab())
-    for a, b in zip(arrays(table), expected()):
+    for a, b in zip(arrays(table), expected(), strict=False):
         assert np.array_equal(a, b)
     assert am.load_cached(fp) is not None, "the rebuild rewrites the cache"
 
@@ -85,7 +85,7 @@ def test_cache_of_another_vocabulary_is_not_used(cache: Path) -> None:
     assert am.load_cached(other.fingerprint) is None
     table = triec.compile(["!x", "x!"], other)
     ref = triec.compile(["!x", "x!"], other, implementation="reference")
-    for a, b in zip(arrays(table), arrays(ref)):
+    for a, b in zip(arrays(table), arrays(ref), strict=False):
         assert np.array_equal(a, b)
 
 
@@ -97,7 +97,7 @@ def test_leftover_temporary_file_is_ignored(cache: Path) -> None:
     (path.parent / (path.name + ".12345.tmp")).write_bytes(b"partial")
     assert am.load_cached(fp) is None
     table = triec.compile(VALUES, fresh_vocab())
-    for a, b in zip(arrays(table), expected()):
+    for a, b in zip(arrays(table), expected(), strict=False):
         assert np.array_equal(a, b)
 
 
@@ -107,5 +107,5 @@ def test_unwritable_cache_dir_still_compiles(tmp_path: Path, monkeypatch: pytest
     monkeypatch.setenv("TRIEC_CACHE_DIR", str(blocker))
     monkeypatch.setattr(am, "_MEMORY", {})
     table = triec.compile(VALUES, fresh_vocab())
-    for a, b in zip(arrays(table), expected()):
+    for a, b in zip(arrays(table), expected(), strict=False):
         assert np.array_equal(a, b)

@@ -149,7 +149,7 @@ def assert_tokenizations_reach_values(
     table: triec.MaskTable, vocab: triec.Vocabulary, ids_per_value: list[list[int]], emitted: list[str]
 ) -> None:
     problems = []
-    for ids, value in zip(ids_per_value, emitted):
+    for ids, value in zip(ids_per_value, emitted, strict=False):
         # the tokenizer's own ids decode, through triec's byte table, to exactly the value
         assert b"".join(vocab.token_bytes[i] for i in ids) == value.encode("utf-8"), (value, ids)
         state = table.walk(ids)

@@ -106,7 +106,7 @@ def encode_artifact(table: MaskTable) -> bytes:
     out += head
     data_start = _align(len(out))
     out += bytes(data_start - len(out))
-    for sec, (_, _, raw, _) in zip(sections, arrays):
+    for sec, (_, _, raw, _) in zip(sections, arrays, strict=True):
         out += bytes(data_start + sec["offset"] - len(out))
         out += raw
     return bytes(out)
@@ -247,7 +247,7 @@ def parse_artifact(buf: Any, source: str, *, verify: bool = False) -> dict[str, 
     size = len(buf)
     arrays: dict[str, np.ndarray] = {}
     cursor = 0
-    for sec, (name, dtype) in zip(sections, SECTIONS):
+    for sec, (name, dtype) in zip(sections, SECTIONS, strict=True):
         if not isinstance(sec, dict) or sec.get("name") != name:
             raise _fail(source, f"section table: expected {name!r} next, found {sec!r:.80}")
         if sec.get("dtype") != dtype:

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from triec.errors import TokenNotAllowed, TokenizerMismatch
+from triec.errors import TokenizerMismatch, TokenNotAllowed
 
 FINISHED = -1
 """What :meth:`MaskTable.advance` returns for an EOS token at an accepting state."""
@@ -286,7 +286,7 @@ def _rebuild_values(value_state: np.ndarray, value_lcp: np.ndarray, state_byte: 
     out: list[bytes] = []
     prev_end = 0
     prev = b""
-    for end, lcp in zip(ends, shared):
+    for end, lcp in zip(ends, shared, strict=True):
         cur = prev[:lcp] + raw[prev_end + 1 : end + 1]
         out.append(cur)
         prev, prev_end = cur, end

@@ -1,83 +1,17 @@
-"""The ``triec`` command line. Exit codes: 0 success, 1 a check failed, 2 bad usage or input."""
+"""``triec compile``: values file + tokenizer -> artifact."""
 
 from __future__ import annotations
 
-import functools
 import json
 import time
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any, Callable, Iterator, Optional
+from typing import Annotated, Any, Optional
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
-from triec._version import __version__
+from triec.cli._common import Phases, app, out, report_errors
 from triec.errors import TriecError
-
-app = typer.Typer(
-    name="triec",
-    help="Compile finite sets of strings into exact constrained-decoding masks.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
-err = Console(stderr=True)
-out = Console()
-
-EXIT_OK, EXIT_CHECK_FAILED, EXIT_USAGE = 0, 1, 2
-_state: dict[str, Any] = {"debug": False}
-
-
-def _version(value: bool) -> None:
-    if value:
-        out.print(f"triec {__version__}")
-        raise typer.Exit()
-
-
-@app.callback()
-def _root(
-    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks for errors.")] = False,
-    version: Annotated[
-        Optional[bool], typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")
-    ] = None,
-) -> None:
-    _state["debug"] = debug
-
-
-def _report_errors(fn: Callable[..., None]) -> Callable[..., None]:
-    """User errors become one line on stderr and exit code 2 (``--debug`` shows the traceback)."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> None:
-        try:
-            fn(*args, **kwargs)
-        except TriecError as exc:
-            if _state["debug"]:
-                err.print_exception()
-            err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
-            raise typer.Exit(EXIT_USAGE) from None
-
-    return wrapper
-
-
-class _Phases:
-    """Times named phases and shows a spinner while one runs (stderr, interactive only)."""
-
-    def __init__(self, show: bool) -> None:
-        self.show = show and err.is_terminal
-        self.seconds: dict[str, float] = {}
-
-    @contextmanager
-    def phase(self, name: str, label: str) -> Iterator[None]:
-        t0 = time.perf_counter()
-        if self.show:
-            with err.status(f"{label}...", spinner="dots"):
-                yield
-        else:
-            yield
-        self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - t0
 
 
 def _parse_eos(raw: list[str] | None) -> list[int] | None:
@@ -102,7 +36,7 @@ def _default_output(values: str) -> Path:
 
 
 @app.command("compile")
-@_report_errors
+@report_errors
 def compile_cmd(
     values: Annotated[str, typer.Argument(help="Values file: one per line, a JSON array, or a JSON Schema enum; - for stdin.")],
     tokenizer: Annotated[
@@ -136,7 +70,7 @@ def compile_cmd(
         raise TriecError(f"{target}: is a directory; pass a file path with -o")
     if not target.parent.exists():
         raise TriecError(f"{target}: output directory {target.parent} does not exist")
-    phases = _Phases(show=not (quiet or as_json))
+    phases = Phases(show=not (quiet or as_json))
     total0 = time.perf_counter()
     with phases.phase("read", f"reading {values}"):
         raw_values = read_values(values, fmt)
@@ -206,12 +140,3 @@ def _print_summary(s: dict[str, Any]) -> None:
         "  ".join(f"{k} {1000 * sec[k]:.1f}" for k in ("tokenizer", "automaton", "trie", "masks", "write", "total")),
     )
     out.print(t)
-
-
-def main() -> None:
-    """Console entry point."""
-    app()
-
-
-if __name__ == "__main__":  # pragma: no cover
-    main()

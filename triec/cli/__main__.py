@@ -1,0 +1,3 @@
+from triec.cli import main
+
+main()
