@@ -214,10 +214,12 @@ def _field(header: dict[str, Any], name: str, kind: type | tuple[type, ...], sou
     return value
 
 
-def _count(header: dict[str, Any], name: str, source: str, upper: int = 2**32) -> int:
-    value = _field(header, name, int, source)
+def _count(header: dict[str, Any], name: str, source: str, upper: int = 2**32, where: str = "header field") -> int:
+    value = header.get(name)
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise _fail(source, f"{where} {name!r}: expected an integer, found {value!r:.40}")
     if not 0 <= value < upper:
-        raise _fail(source, f"header field {name!r}: {value} out of range 0..{upper - 1}")
+        raise _fail(source, f"{where} {name!r}: {value} out of range 0..{upper - 1}")
     return value
 
 
@@ -252,8 +254,9 @@ def parse_artifact(buf: Any, source: str, *, verify: bool = False) -> dict[str, 
             raise _fail(source, f"section table: expected {name!r} next, found {sec!r:.80}")
         if sec.get("dtype") != dtype:
             raise _fail(source, f"section {name}: dtype expected {dtype}, found {sec.get('dtype')!r}")
-        count, offset, length = (_count(sec, key, source, 2**40) for key in ("count", "offset", "length"))
-        crc = _count(sec, "crc32", source)
+        where = f"section {name}: field"
+        count, offset, length = (_count(sec, key, source, 2**40, where) for key in ("count", "offset", "length"))
+        crc = _count(sec, "crc32", source, 2**32, where)
         itemsize = np.dtype(dtype).itemsize
         if count != expected[name] or length != count * itemsize:
             raise _fail(

@@ -24,7 +24,7 @@ app = typer.Typer(
 err = Console(stderr=True)
 out = Console()
 
-EXIT_OK, EXIT_CHECK_FAILED, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_CHECK_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 _state: dict[str, Any] = {"debug": False}
 
 
@@ -45,7 +45,7 @@ def _root(
 
 
 def report_errors(fn: Callable[..., None]) -> Callable[..., None]:
-    """User errors become one line on stderr and exit code 2 (``--debug`` shows the traceback)."""
+    """User errors become one line on stderr and exit code 2 (``--debug`` shows the traceback); Ctrl-C exits 130."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> None:
@@ -56,6 +56,10 @@ def report_errors(fn: Callable[..., None]) -> Callable[..., None]:
                 err.print_exception()
             err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
             raise typer.Exit(EXIT_USAGE) from None
+        except KeyboardInterrupt:
+            # Files are written to a temporary name and renamed, so nothing partial is left behind.
+            err.print("interrupted; nothing was written")
+            raise typer.Exit(EXIT_INTERRUPTED) from None
 
     return wrapper
 
