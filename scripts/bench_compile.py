@@ -88,7 +88,7 @@ def main() -> None:
             triec.compile(names, vocab)  # warm-up
             phases: list[dict[str, float]] = []
 
-            def run() -> triec.MaskTable:
+            def run(names: list[str] = names, phases: list[dict[str, float]] = phases) -> triec.MaskTable:
                 st = CompileStats()
                 table = triec.compile(names, vocab, stats=st)
                 phases.append(st.phases)
@@ -100,12 +100,12 @@ def main() -> None:
             triec.compile(names, vocab, stats=st)
             ref_ms = float("nan")
             if k <= args.reference_max_k:
-                ref_ms, _ = median_ms(lambda: triec.compile(names, vocab, implementation="reference"), 3)
+                ref_ms, _ = median_ms(lambda names=names: triec.compile(names, vocab, implementation="reference"), 3)
             plain = Path(tmp) / f"k{k}.triec"
             packed = Path(tmp) / f"k{k}.triec.zst"
             size = table.save(plain)
             zsize = table.save(packed)
-            load_ms, _ = median_ms(lambda: triec.load(plain), max(args.repeat, 50))
+            load_ms, _ = median_ms(lambda plain=plain: triec.load(plain), max(args.repeat, 50))
             row = {
                 "k": k,
                 "states": st.num_states,

@@ -16,6 +16,7 @@ from triec.errors import (
     TokenizerMismatch,
     TokenNotAllowed,
     TriecError,
+    ValueNotInTable,
     ValuesError,
 )
 from triec.runtime import FINISHED, MaskTable
@@ -32,6 +33,7 @@ __all__ = [
     "TokenizerError",
     "TokenizerMismatch",
     "TriecError",
+    "ValueNotInTable",
     "ValuesError",
     "Vocabulary",
     "__version__",

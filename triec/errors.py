@@ -15,6 +15,10 @@ class ValuesError(TriecError):
     """The values input cannot be used (unreadable, bad encoding, wrong JSON shape, empty)."""
 
 
+class ValueNotInTable(ValuesError):
+    """A value asked for (e.g. by ``MaskTable.restrict``) is not one of the table's values."""
+
+
 class TokenizerError(TriecError):
     """The tokenizer cannot be found, read or decoded to bytes."""
 

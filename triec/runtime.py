@@ -12,11 +12,17 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from triec.csr import concat_ranges
 from triec.errors import TokenizerMismatch, TokenNotAllowed
+
+if TYPE_CHECKING:
+    from triec.mask_writer import MaskWriter
+    from triec.restrict import RestrictedTable
+    from triec.torch_table import TorchMaskTable
 
 FINISHED = -1
 """What :meth:`MaskTable.advance` returns for an EOS token at an accepting state."""
@@ -160,6 +166,8 @@ class MaskTable:
     # ------------------------------------------------------------- masks
 
     def _span(self, state: int) -> tuple[int, int]:
+        if int(state) == FINISHED:
+            raise TokenNotAllowed("the sequence already ended with EOS (state FINISHED): no token is allowed after it")
         s = self._check_state(state)
         return int(self.allowed_offsets[s]), int(self.allowed_offsets[s + 1])
 
@@ -208,7 +216,7 @@ class MaskTable:
             return rows
         lo = self.allowed_offsets[st].astype(np.int64)
         counts = self.allowed_offsets[st + 1].astype(np.int64) - lo
-        tokens = self.allowed_tokens[_ranges(lo, counts)].astype(np.int64)
+        tokens = self.allowed_tokens[concat_ranges(lo, counts)].astype(np.int64)
         row = np.repeat(np.arange(n, dtype=np.int64), counts)
         accepting = self._accepting_mask(st)
         if accepting.any() and self._eos.size:
@@ -231,6 +239,26 @@ class MaskTable:
         """One state's bitmask row (a fresh int32 array)."""
         out = np.empty((1, self.words_per_row), dtype=np.int32)
         return self.fill_bitmask([state], out)[0]
+
+    # ------------------------------------------------------------- serving (lazy imports: numpy stays the only import)
+
+    def mask_writer(self, max_batch: int = 1) -> MaskWriter:
+        """A writer of up to ``max_batch`` bitmask rows that clears only what it set (O(allowed) per fill)."""
+        from triec.mask_writer import MaskWriter
+
+        return MaskWriter(self, max_batch)
+
+    def to_torch(self, device: Any = None, **options: Any) -> TorchMaskTable:
+        """This table on a torch device (imports torch): batched fill, advance and logits masking."""
+        from triec.torch_table import TorchMaskTable
+
+        return TorchMaskTable(self, device, **options)
+
+    def restrict(self, values: Iterable[str | bytes]) -> RestrictedTable:
+        """A view allowing only ``values`` (a subset of this table's), built in O(subset bytes)."""
+        from triec.restrict import RestrictedTable
+
+        return RestrictedTable.build(self, values)
 
     # ------------------------------------------------------------- checks & I/O
 
@@ -268,14 +296,6 @@ class MaskTable:
         for t in tokens:
             s = self.advance(s, t)
         return s
-
-
-def _ranges(lo: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    total = int(counts.sum())
-    if total == 0:
-        return np.zeros(0, dtype=np.int64)
-    ends = np.cumsum(counts)
-    return np.repeat(lo - (ends - counts), counts) + np.arange(total, dtype=np.int64)
 
 
 def _rebuild_values(value_state: np.ndarray, value_lcp: np.ndarray, state_byte: np.ndarray) -> list[bytes]:

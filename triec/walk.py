@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from triec.automaton import VocabAutomaton
+from triec.csr import concat_ranges
 from triec.trie import Trie
 
 
@@ -28,16 +29,6 @@ class Transitions:
     offsets: np.ndarray  # int64 [S + 1]
     tokens: np.ndarray  # int32 [P]
     next_state: np.ndarray  # int32 [P]
-
-
-def _ranges(lo: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """Concatenation of ``arange(lo[i], lo[i] + counts[i])`` for all i, vectorized."""
-    total = int(counts.sum())
-    if total == 0:
-        return np.zeros(0, dtype=np.int64)
-    ends = np.cumsum(counts)
-    shift = np.repeat(lo - (ends - counts), counts)
-    return shift + np.arange(total, dtype=np.int64)
 
 
 def walk(trie: Trie, automaton: VocabAutomaton, vocab_size: int) -> Transitions:
@@ -115,7 +106,7 @@ def _to_csr(
     else:  # several ids share bytes: each of them is allowed and leads to the same node
         lo = automaton.key_offsets[key].astype(np.int64)
         counts = automaton.key_offsets[key + 1].astype(np.int64) - lo
-        token = automaton.key_ids[_ranges(lo, counts)].astype(np.int64)
+        token = automaton.key_ids[concat_ranges(lo, counts)].astype(np.int64)
         start = np.repeat(start, counts)
         dest = np.repeat(dest, counts)
     order = _order_by(start * vocab_size + token, num_states * vocab_size)

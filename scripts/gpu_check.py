@@ -1,0 +1,175 @@
+"""Device check: the torch table equals the numpy runtime, and what one decode step costs.
+
+On a CUDA machine (the default ``--device cuda``) this compiles the synthetic tool
+names at K = 1,000 and 100,000 for the bundled Qwen2 tokenizer (width 151,936),
+uploads each table, checks it against the numpy runtime (bitmask rows of sampled
+states, every allowed transition, EOS, random disallowed tokens, masked logits,
+and xgrammar's kernel when installed), proves a step makes no host
+synchronisation (``torch.cuda.set_sync_debug_mode("error")``), and prints the
+median per-step time for B = 1, 32 and 256. ``--device cpu`` runs the same
+script on CPU tensors (the tests do, with small sizes). Exit code 1 on any
+mismatch.
+
+    python scripts/gpu_check.py                       # CUDA, the issue's sizes
+    python scripts/gpu_check.py --device cpu --ks 1000 --iters 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from collections.abc import Callable
+
+import numpy as np
+import torch
+
+import triec
+from triec.synthetic import tool_names
+from triec.torch_table import INVALID, TorchMaskTable
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def check(table: triec.MaskTable, dev: TorchMaskTable, sample: int, rng: np.random.Generator) -> list[str]:
+    """Compare the device table with the numpy runtime; returns the mismatches found."""
+    errors: list[str] = []
+    device = dev.device
+    n = table.num_states
+    states = np.arange(n) if n <= sample else np.unique(np.concatenate([[0], rng.integers(0, n, sample)]))
+    for lo in range(0, states.size, 256):
+        chunk = states[lo : lo + 256]
+        want = table.fill_bitmask(chunk, np.zeros((chunk.size, table.words_per_row), dtype=np.int32))
+        got = dev.fill(torch.from_numpy(chunk).to(device)).cpu().numpy()
+        if not np.array_equal(got, want):
+            errors.append(f"bitmask rows differ among states {chunk[0]}..{chunk[-1]}")
+    pair_state = np.repeat(np.arange(n), np.diff(table.allowed_offsets.astype(np.int64)))
+    nxt = dev.advance(
+        torch.from_numpy(pair_state).to(device), torch.from_numpy(np.asarray(table.allowed_tokens)).to(device)
+    )
+    if not np.array_equal(nxt.cpu().numpy(), table.allowed_next):
+        errors.append("advance differs on allowed transitions")
+    st_dev = torch.from_numpy(states).to(device)
+    accepting = np.array([table.is_accepting(int(s)) for s in states])
+    for eos in table.eos_token_ids:
+        got = dev.advance(st_dev, torch.full((states.size,), eos, device=device)).cpu().numpy()
+        if not np.array_equal(got, np.where(accepting, triec.FINISHED, INVALID)):
+            errors.append(f"advance differs on EOS {eos}")
+    probe = rng.integers(0, table.vocab_size, states.size)
+    want_next = []
+    for s, t in zip(states.tolist(), probe.tolist(), strict=True):
+        try:
+            want_next.append(table.advance(s, t))
+        except triec.TokenNotAllowed:
+            want_next.append(INVALID)
+    if dev.advance(st_dev, torch.from_numpy(probe).to(device)).cpu().tolist() != want_next:
+        errors.append("advance differs on random tokens")
+    chunk = states[:64]
+    logits = torch.randn(chunk.size, table.vocab_size, device=device)
+    masked = dev.mask_logits(logits.clone(), torch.from_numpy(chunk).to(device))
+    finite = torch.isfinite(masked).cpu().numpy()
+    for i, s in enumerate(chunk.tolist()):
+        if not np.array_equal(np.flatnonzero(finite[i]), table.allowed(s)):
+            errors.append(f"masked logits differ at state {s}")
+            break
+    try:
+        import xgrammar
+    except ImportError:
+        return errors
+    theirs = logits.clone()
+    xgrammar.apply_token_bitmask_inplace(theirs, dev.fill(torch.from_numpy(chunk).to(device)))
+    if not torch.equal(theirs, masked):
+        errors.append("xgrammar's apply_token_bitmask_inplace disagrees with mask_logits")
+    return errors
+
+
+def no_host_sync(dev: TorchMaskTable, states: torch.Tensor, logits: torch.Tensor) -> str:
+    """Run one step under CUDA's sync debug mode; 'yes', or the error raised."""
+    if dev.device.type != "cuda":
+        return "n/a on cpu"
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        dev.advance(states, dev.mask_logits(logits, states).argmax(1))
+        return "yes"
+    except RuntimeError as exc:
+        return f"NO ({exc})"
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+
+
+def time_us(fn: Callable[[], object], device: torch.device, iters: int, rounds: int = 5) -> float:
+    """Median over ``rounds`` of the mean time of ``iters`` back-to-back calls, in microseconds."""
+    fn()
+    _sync(device)
+    means = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        for _ in range(iters):
+            fn()
+        _sync(device)
+        means.append((time.perf_counter() - t0) / iters * 1e6)
+    return statistics.median(means)
+
+
+def time_step(
+    dev: TorchMaskTable, states: torch.Tensor, logits: torch.Tensor, iters: int, heavy_iters: int | None = None
+) -> tuple[float, float, float, float]:
+    """Per-call microseconds of fill, apply, advance, and a whole step (fill + apply + argmax + advance)."""
+    device = dev.device
+    heavy = heavy_iters or iters
+    rows = dev.fill(states)
+    tokens = logits.argmax(1)
+    fill = time_us(lambda: dev.fill(states, out=rows), device, iters)
+    apply = time_us(lambda: dev.apply_bitmask(logits, rows), device, heavy)
+    adv = time_us(lambda: dev.advance(states, tokens), device, iters)
+    step = time_us(lambda: dev.advance(states, dev.mask_logits(logits, states).argmax(1)), device, heavy)
+    return fill, apply, adv, step
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--ks", default="1000,100000", help="comma-separated value counts")
+    ap.add_argument("--batches", default="1,32,256", help="comma-separated batch sizes")
+    ap.add_argument("--iters", type=int, default=200, help="steps per timing round")
+    ap.add_argument("--sample", type=int, default=8192, help="states whose rows are checked (all if fewer)")
+    ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
+    args = ap.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    device = torch.device(args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        print("no CUDA device here; use --device cpu", file=sys.stderr)
+        return 2
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    print(f"device {device} ({name}), torch {torch.__version__}")
+    vocab = triec.Vocabulary.load("qwen2", vocab_size=151936)
+    rng = np.random.default_rng(0)
+    failed = False
+    for k in (int(x) for x in args.ks.split(",")):
+        table = triec.compile(tool_names(k), vocab)
+        t0 = time.perf_counter()
+        dev = table.to_torch(device)
+        _sync(device)
+        upload_ms = (time.perf_counter() - t0) * 1e3
+        print(f"\nK={k}: {table.num_states} states, {table.num_allowed} pairs; {dev!r}; upload {upload_ms:.1f} ms")
+        errors = check(table, dev, args.sample, rng)
+        failed |= bool(errors)
+        print("  " + ("; ".join(errors) if errors else "equal to the numpy runtime"))
+        print("      B |  fill us | apply us | advance us | step us (fill+apply+argmax+advance)")
+        for b in (int(x) for x in args.batches.split(",")):
+            states = torch.from_numpy(rng.integers(0, table.num_states, b)).to(device)
+            logits = torch.randn(b, table.vocab_size, device=device)
+            fill, apply, adv, step = time_step(dev, states, logits, args.iters)
+            sync = no_host_sync(dev, states, logits)
+            print(f"  B={b:<4} | {fill:8.1f} | {apply:8.1f} | {adv:10.1f} | {step:7.1f}   no host sync: {sync}")
+            failed |= sync.startswith("NO")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,152 @@
+"""The device table answers exactly like the numpy runtime, on CPU tensors here and on CUDA where present."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import triec
+import triec.synthetic
+
+torch = pytest.importorskip("torch")
+
+from triec.torch_table import INVALID, TorchMaskTable  # noqa: E402
+from triec.word_masks import state_words  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+MIXED = sorted(set(triec.synthetic.tool_names(300)) | {"", "a", "ab", "abc", "é", "日本語", "x y", "slack"})
+CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+
+
+def _rows(table: triec.MaskTable, states: np.ndarray) -> np.ndarray:
+    out = np.zeros((states.shape[0], table.words_per_row), dtype=np.int32)
+    return table.fill_bitmask(states, out)
+
+
+def assert_same_as_numpy(table: triec.MaskTable, dev: TorchMaskTable, chunk: int = 512) -> None:
+    """Every state's row, every allowed transition, EOS everywhere, and disallowed tokens."""
+    n = table.num_states
+    for lo in range(0, n, chunk):
+        states = np.arange(lo, min(n, lo + chunk))
+        got = dev.fill(torch.from_numpy(states).to(dev.device)).cpu().numpy()
+        assert np.array_equal(got, _rows(table, states)), f"rows of states {lo}.."
+    pair_state = np.repeat(np.arange(n), np.diff(table.allowed_offsets.astype(np.int64)))
+    nxt = dev.advance(
+        torch.from_numpy(pair_state).to(dev.device), torch.from_numpy(table.allowed_tokens).to(dev.device)
+    )
+    assert np.array_equal(nxt.cpu().numpy(), table.allowed_next)
+    every = torch.arange(n, device=dev.device)
+    accepting = np.array([table.is_accepting(s) for s in range(n)])
+    assert np.array_equal(dev.is_accepting(every).cpu().numpy(), accepting)
+    for eos in table.eos_token_ids:
+        got = dev.advance(every, torch.full((n,), eos, device=dev.device)).cpu().numpy()
+        assert np.array_equal(got, np.where(accepting, triec.FINISHED, INVALID))
+    rng = np.random.default_rng(0)
+    probe = rng.integers(0, table.vocab_size, n)
+    expected = []
+    for s, t in zip(range(n), probe.tolist(), strict=True):
+        try:
+            expected.append(table.advance(s, t))
+        except triec.TokenNotAllowed:
+            expected.append(INVALID)
+    got = dev.advance(every, torch.from_numpy(probe).to(dev.device)).cpu().numpy()
+    assert np.array_equal(got, expected)
+
+
+@pytest.mark.parametrize("narrow_words", [256, 2, 1])
+def test_every_state_matches_numpy(vocab: triec.Vocabulary, narrow_words: int) -> None:
+    """Small ``narrow_words`` forces many states into dense rows: both paths must agree with numpy."""
+    table = triec.compile(MIXED, vocab)
+    dev = table.to_torch("cpu", narrow_words=narrow_words)
+    if narrow_words == 1:
+        assert dev.wide_states.numel() > 0
+    assert_same_as_numpy(table, dev)
+
+
+def test_terminal_states_allow_only_eos_and_stay(qwen2: triec.Vocabulary) -> None:
+    table = triec.compile(["yes", "no"], qwen2)
+    dev = table.to_torch()
+    terminals = torch.tensor([triec.FINISHED, INVALID])
+    rows = dev.fill(terminals).numpy()
+    for row in rows:
+        ids = np.flatnonzero(np.unpackbits(row.view(np.uint8), bitorder="little"))
+        assert ids.tolist() == list(table.eos_token_ids)
+    assert dev.advance(terminals, torch.tensor([5, table.eos_token_ids[0]])).tolist() == [triec.FINISHED, INVALID]
+    assert dev.advance(torch.tensor([0]), torch.tensor([table.vocab_size + 3])).tolist() == [INVALID]
+    assert dev.advance(torch.tensor([0]), torch.tensor([-4])).tolist() == [INVALID]
+
+
+def test_decode_loop_walks_each_row_to_its_value(qwen2: triec.Vocabulary) -> None:
+    """Greedy steps over random logits, all rows at once: every row ends in exactly one value."""
+    values = triec.synthetic.tool_names(200)
+    table = triec.compile(values, qwen2)
+    dev = table.to_torch()
+    gen = torch.Generator().manual_seed(0)
+    states = dev.start_states(8)
+    text: list[bytes] = [b""] * 8
+    for _ in range(40):  # every token holds at least one byte: 40 steps finish every value
+        logits = torch.randn(8, table.vocab_size, generator=gen)
+        tokens = dev.mask_logits(logits, states).argmax(1)
+        for i, (s, t) in enumerate(zip(states.tolist(), tokens.tolist(), strict=True)):
+            if s >= 0 and t not in table.eos_token_ids:
+                text[i] += qwen2.token_bytes[t]
+        states = dev.advance(states, tokens)
+    assert (states == triec.FINISHED).all()
+    assert all(t.decode() in set(values) for t in text)
+
+
+def test_apply_bitmask_matches_xgrammar_and_pads(qwen2: triec.Vocabulary) -> None:
+    xgr = pytest.importorskip("xgrammar")
+    table = triec.compile(MIXED, qwen2)
+    dev = table.to_torch()
+    states = torch.tensor([0, 1, int(table.value_state[3]), 17, triec.FINISHED])
+    logits = torch.randn(5, table.vocab_size)
+    ours = dev.mask_logits(logits.clone(), states)
+    theirs = logits.clone()
+    xgr.apply_token_bitmask_inplace(theirs, dev.fill(states))
+    assert torch.equal(ours, theirs)
+    for i, s in enumerate(states.tolist()[:4]):
+        assert np.array_equal(np.flatnonzero(torch.isfinite(ours[i]).numpy()), table.allowed(s))
+    wider = torch.cat([logits, torch.randn(5, 40)], dim=1)  # logits wider than the mask: extra columns blocked
+    masked = dev.apply_bitmask(wider.clone(), dev.fill(states), inplace=False)
+    assert torch.isinf(masked[:, table.vocab_size :]).all()
+    assert torch.equal(masked[:, : table.vocab_size], ours)
+
+
+def test_representation_bytes(qwen2: triec.Vocabulary) -> None:
+    table = triec.compile(triec.synthetic.tool_names(1000), qwen2)
+    dev = table.to_torch()
+    words = state_words(table).words.size
+    assert dev.wide_states.numel() == 0  # tool names: no state sets more than 256 words
+    # 12 bytes per allowed pair (key + next), 8 per (word, bits) pair, 5 per state, one zero row.
+    expected = 12 * table.num_allowed + 8 * words + 5 * table.num_states + 4 * table.words_per_row
+    assert expected <= dev.nbytes < expected + 1024
+
+
+@settings(max_examples=25, deadline=None)
+@given(values=st.lists(st.text(alphabet="ab.é_ ", max_size=6), min_size=1, max_size=20), narrow=st.integers(1, 4))
+def test_hypothesis_random_sets(vocabs: dict[str, triec.Vocabulary], values: list[str], narrow: int) -> None:
+    table = triec.compile(values, vocabs["phi3"])
+    assert_same_as_numpy(table, table.to_torch(narrow_words=narrow))
+
+
+@CUDA
+def test_cuda_matches_numpy(qwen2: triec.Vocabulary) -> None:
+    table = triec.compile(MIXED, qwen2)
+    assert_same_as_numpy(table, table.to_torch("cuda"))
+
+
+def test_gpu_check_script_runs_on_cpu() -> None:
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "gpu_check.py"), "--device", "cpu", "--ks", "300", "--batches", "1,8",
+         "--iters", "3", "--sample", "64"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "equal to the numpy runtime" in proc.stdout and "B=8" in proc.stdout

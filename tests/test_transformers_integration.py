@@ -1,0 +1,141 @@
+"""End to end: ``model.generate`` with the triec logits processor emits exactly one value, then EOS.
+
+The model is a tiny Llama with random weights built from a config (nothing is
+downloaded); the tokenizers are the real bundled Qwen2 and GPT-2 ones, loaded
+into transformers from their tokenizer.json.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+import triec
+import triec.synthetic
+from triec.tokenizer_source import locate
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+tokenizers = pytest.importorskip("tokenizers")
+
+from triec.integrations.transformers import TriecLogitsProcessor  # noqa: E402
+
+PROMPTS = ["Call the tool:", "Which tool should run?", "x", "Pick one tool for slack", "hello", "Answer with a name:"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_thread() -> Iterator[None]:
+    """Tiny models on a 2-core CI machine run several times faster on one thread."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def hf() -> dict[str, transformers.PreTrainedTokenizerFast]:
+    out = {}
+    for name in ("gpt2", "qwen2"):
+        backend = tokenizers.Tokenizer.from_str(json.dumps(locate(name).tokenizer_json))
+        tok = transformers.PreTrainedTokenizerFast(tokenizer_object=backend)
+        tok.pad_token, tok.padding_side = "<|endoftext|>", "left"
+        out[name] = tok
+    return out
+
+
+@pytest.fixture(scope="module")
+def models(vocabs: dict[str, triec.Vocabulary]) -> dict[str, transformers.PreTrainedModel]:
+    out = {}
+    for name in ("gpt2", "qwen2"):
+        vocab = vocabs[name]
+        config = transformers.LlamaConfig(
+            vocab_size=vocab.vocab_size, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+            num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=128, tie_word_embeddings=True,
+            bos_token_id=None, eos_token_id=list(vocab.eos_token_ids), pad_token_id=vocab.eos_token_ids[0],
+        )  # fmt: skip
+        torch.manual_seed(0)
+        out[name] = transformers.LlamaForCausalLM(config).eval()
+    return out
+
+
+def generate(model, tok, vocab: triec.Vocabulary, processor, *, sample: bool, max_new_tokens: int) -> list[list[int]]:
+    enc = tok(PROMPTS, padding=True, return_tensors="pt")
+    torch.manual_seed(1)
+    out = model.generate(
+        **enc,
+        logits_processor=transformers.LogitsProcessorList([processor] if processor else []),
+        max_new_tokens=max_new_tokens, do_sample=sample, top_k=0 if sample else None,
+        eos_token_id=list(vocab.eos_token_ids), pad_token_id=vocab.eos_token_ids[0],
+    )  # fmt: skip
+    return out[:, enc["input_ids"].shape[1] :].tolist()
+
+
+def value_then_eos(row: list[int], tok, vocab: triec.Vocabulary, values: set[str]) -> str | None:
+    """The value the row spells before its first EOS (only padding after it), else None."""
+    eos = [i for i, t in enumerate(row) if t in vocab.eos_token_ids]
+    if not eos or any(t != vocab.eos_token_ids[0] for t in row[eos[0] + 1 :]):
+        return None
+    ids = row[: eos[0]]
+    text = tok.decode(ids)
+    if text not in values or b"".join(vocab.token_bytes[t] for t in ids) != text.encode():
+        return None
+    return text
+
+
+CASES = [("qwen2", 10), ("qwen2", 1000), ("qwen2", 10_000), ("gpt2", 10), ("gpt2", 10_000)]
+
+
+@pytest.mark.parametrize(("name", "k"), CASES)
+def test_generate_emits_exactly_one_value(name: str, k: int, vocabs, hf, models) -> None:
+    vocab, tok, model = vocabs[name], hf[name], models[name]
+    values = triec.synthetic.tool_names(k)
+    table = triec.compile(values, vocab)
+    budget = max(len(v.encode()) for v in values) + 1  # every content token holds at least one byte
+    value_set = set(values)
+    outputs = {}
+    for sample in (False, True):
+        rows = generate(model, tok, vocab, TriecLogitsProcessor(table), sample=sample, max_new_tokens=budget)
+        outputs[sample] = [value_then_eos(row, tok, vocab, value_set) for row in rows]
+        assert all(outputs[sample]), (sample, rows)
+    if k >= 1000:  # sampled rows follow their own states: they do not all pick the same value
+        assert len(set(outputs[True])) > 1
+    # The same model without the processor: essentially never a value followed by EOS.
+    free = [
+        value_then_eos(row, tok, vocab, value_set)
+        for sample in (False, True)
+        for row in generate(model, tok, vocab, None, sample=sample, max_new_tokens=budget)
+    ]
+    assert sum(v is not None for v in free) <= 1
+
+
+def test_restricted_view_in_generate(vocabs, hf, models) -> None:
+    vocab, tok, model = vocabs["qwen2"], hf["qwen2"], models["qwen2"]
+    table = triec.compile(triec.synthetic.tool_names(10_000), vocab)
+    subset = table.values[5000:5004]
+    rows = generate(model, tok, vocab, TriecLogitsProcessor(table.restrict(subset)), sample=True, max_new_tokens=40)
+    assert {value_then_eos(row, tok, vocab, set(subset)) for row in rows} <= set(subset)
+    assert all(value_then_eos(row, tok, vocab, set(subset)) for row in rows)
+
+
+def test_processor_follows_each_row_and_resets(vocabs) -> None:
+    """Called as generate calls it: scores keep exactly each row's allowed tokens; a new prompt restarts."""
+    vocab = vocabs["qwen2"]
+    table = triec.compile(["slack.get_user", "slack.get_user_by_id", "github.create_issue"], vocab)
+    proc = TriecLogitsProcessor(table)
+    assert proc.supports_continuous_batching is False
+    ids = torch.tensor([[7, 8, 9], [7, 8, 9]])
+    states = [table.start, table.start]
+    for _ in range(3):  # row 0 always takes its smallest allowed id, row 1 its largest
+        scores = torch.zeros(2, vocab.vocab_size)
+        out = proc(ids, scores)
+        assert torch.equal(scores, torch.zeros_like(scores))  # the input is left untouched
+        for row in range(2):
+            assert np.array_equal(np.flatnonzero(torch.isfinite(out[row]).numpy()), table.allowed(states[row]))
+        nxt = [int(table.allowed(s)[0 if row == 0 else -1]) for row, s in enumerate(states)]
+        states = [table.advance(s, t) for s, t in zip(states, nxt, strict=True)]
+        ids = torch.cat([ids, torch.tensor(nxt).unsqueeze(1)], dim=1)
+    out = proc(torch.tensor([[1, 2]]), torch.zeros(1, vocab.vocab_size))  # another generate call: a fresh row
+    assert np.array_equal(np.flatnonzero(torch.isfinite(out[0]).numpy()), table.allowed(table.start))

@@ -1,0 +1,1 @@
+"""Adapters to serving frameworks; each submodule imports its framework, this package imports nothing."""

@@ -1,0 +1,308 @@
+"""Per-request subsets of a compiled table, without recompiling.
+
+A retrieval step often narrows a large registry to a few values for one
+request. The subset's trie is a sub-trie of the table's: its states are the
+table's states on the paths from the root to the subset's terminals. A token
+allowed in the table at state s, leading to state n, is allowed in the subset
+iff n is one of those states; EOS iff s is a subset terminal. So the view only
+needs the sorted list of its states, found from the subset's bytes alone.
+
+State ids: the view answers in the *parent's* state ids. Because preorder
+restricted to a sub-trie is the sub-trie's preorder, the subset's state k (its
+id in ``triec.compile(subset)``) is the parent state ``view.states[k]``, and
+``view.subset_state(s)`` maps back (a binary search). ``view.compact()``
+renumbers into a standalone :class:`MaskTable` equal, array for array, to a
+fresh compile of the subset.
+"""
+
+from __future__ import annotations
+
+import weakref
+from array import array
+from bisect import bisect_left
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from triec.compiler import prepare_values
+from triec.csr import concat_ranges
+from triec.errors import TokenNotAllowed, ValueNotInTable
+from triec.runtime import FINISHED, MaskTable
+from triec.trie import join_keys, longest_common_prefixes
+
+
+@dataclass(frozen=True)
+class PathIndex:
+    """Per value m: its terminal state, the run of nodes it created, and where that run hangs.
+
+    Value m creates the nodes ``run_start[m] .. ends[m]`` (consecutive ids, one
+    per byte past the prefix it shares with value m - 1). The first of them
+    hangs from node ``hang[m]``, created by value ``creator[m]``, the first value
+    with that prefix. Following ``creator`` walks up a value's root path one
+    run at a time. Built once per table in O(K) vectorized numpy.
+
+    Walking the subset's values in sorted order, a path node is new iff its id
+    exceeds the previous subset value's terminal (preorder), and new nodes are
+    always whole runs: if a run held both a node shared with the previous
+    subset value p and the next node on the path, its creator would be the
+    first value with both prefixes, yet p has the shorter one and sorts first.
+    """
+
+    ends: array
+    run_start: array
+    hang: array
+    creator: array
+
+
+_INDEX: weakref.WeakKeyDictionary[MaskTable, PathIndex] = weakref.WeakKeyDictionary()
+
+
+def path_index(table: MaskTable) -> PathIndex:
+    """The table's :class:`PathIndex`, built on first use."""
+    index = _INDEX.get(table)
+    if index is None:
+        index = _build_path_index(table)
+        _INDEX[table] = index
+    return index
+
+
+def _build_path_index(table: MaskTable) -> PathIndex:
+    ends = np.asarray(table.value_state, dtype=np.int64)
+    lcp = np.asarray(table.value_lcp, dtype=np.int64)
+    created = np.diff(ends, prepend=0)
+    run_start = ends - created + 1
+    # The first value with value m's first lcp[m] bytes is the previous m' < m with
+    # lcp[m'] < lcp[m]: found for all values at once by pointer jumping.
+    creator = np.arange(ends.size, dtype=np.int64) - 1
+    active = np.flatnonzero(lcp > 0)
+    while active.size:
+        active = active[lcp[creator[active]] >= lcp[active]]
+        creator[active] = creator[creator[active]]
+    creator = np.maximum(creator, 0)
+    # Node at depth lcp[m] in the creator's run: its start sits at depth lcp[creator] + 1.
+    hang = np.where(lcp > 0, run_start[creator] + lcp - lcp[creator] - 1, 0)
+    return PathIndex(*(array("q", a.tobytes()) for a in (ends, run_start, hang, creator)))
+
+
+class RestrictedTable:
+    """A view of a :class:`MaskTable` that allows only a subset of its values (``table.restrict(values)``).
+
+    ``allowed``, ``advance``, ``is_accepting`` and bitmask rows equal those of
+    compiling the subset alone, at the parent's state ids (see the module
+    docstring for the mapping). Asking about a parent state that is not a
+    prefix of any subset value raises ``IndexError``. A query filters the
+    parent's allowed list of that state, so it costs what the parent's does.
+    """
+
+    start: int = 0
+
+    def __init__(self, parent: MaskTable, keys: list[bytes], states: np.ndarray, value_state: np.ndarray) -> None:
+        self.parent = parent
+        self.value_bytes = keys
+        self.states = states  # int64, ascending: parent ids of the subset's states (subset id = position)
+        self.value_state = value_state  # int64, ascending: parent ids of the subset's terminals
+        self.vocab_size = parent.vocab_size
+        self.eos_token_ids = parent.eos_token_ids
+        self.words_per_row = parent.words_per_row
+        self.tokenizer_fingerprint = parent.tokenizer_fingerprint
+        self._eos = np.array(self.eos_token_ids, dtype=np.int32)
+        self._values: list[str] | None = None
+
+    @classmethod
+    def build(cls, table: MaskTable | RestrictedTable, values: Iterable[str | bytes]) -> RestrictedTable:
+        """Find the subset's states: per value, a binary search plus one run of states per branch point."""
+        keys, _ = prepare_values(values)
+        if isinstance(table, RestrictedTable):  # a subset of a subset: check here, build on the root table
+            for key in keys:
+                table._index_of(key)
+            table = table.parent
+        table_keys = table.value_bytes
+        index = path_index(table)
+        ends, run_start, hang, creator = index.ends, index.run_start, index.hang, index.creator
+        states: list[int] = [0]
+        terminals: list[int] = []
+        last = 0  # the previous terminal: in preorder, a path node is new iff its id is larger
+        for key in keys:
+            m = bisect_left(table_keys, key)
+            if m == len(table_keys) or table_keys[m] != key:
+                raise ValueNotInTable(f"value {key.decode('utf-8', 'replace')!r} is not one of the table's values")
+            end = top = ends[m]
+            runs: list[range] = []
+            while top > last:  # walk up the path, one run of nodes per creating value
+                runs.append(range(run_start[m], top + 1))  # whole runs only: see PathIndex
+                top, m = hang[m], creator[m]
+            for run in reversed(runs):
+                states.extend(run)
+            terminals.append(end)
+            last = end
+        return cls(table, keys, np.array(states, dtype=np.int64), np.array(terminals, dtype=np.int64))
+
+    # ------------------------------------------------------------- shape and values
+
+    @property
+    def num_states(self) -> int:
+        return int(self.states.shape[0])
+
+    @property
+    def num_values(self) -> int:
+        return int(self.value_state.shape[0])
+
+    @property
+    def values(self) -> list[str]:
+        """The subset's values, sorted by their UTF-8 bytes."""
+        if self._values is None:
+            self._values = [k.decode("utf-8") for k in self.value_bytes]
+        return self._values
+
+    def __repr__(self) -> str:
+        return f"RestrictedTable(values={self.num_values}, states={self.num_states}, parent={self.parent!r})"
+
+    def _index_of(self, key: bytes) -> int:
+        i = bisect_left(self.value_bytes, key)
+        if i == len(self.value_bytes) or self.value_bytes[i] != key:
+            raise ValueNotInTable(f"value {key.decode('utf-8', 'replace')!r} is not one of this subset's values")
+        return i
+
+    def _member(self, parent_states: np.ndarray) -> np.ndarray:
+        """Which parent states are states of the view (vectorized)."""
+        i = np.minimum(np.searchsorted(self.states, parent_states), self.num_states - 1)
+        return self.states[i] == parent_states
+
+    def subset_state(self, state: int) -> int:
+        """The id of parent state ``state`` in a fresh compile of the subset."""
+        s = int(state)
+        k = int(np.searchsorted(self.states, s))
+        if k == self.num_states or int(self.states[k]) != s:
+            raise IndexError(f"state {state} is not a state of this subset (no subset value has its prefix)")
+        return k
+
+    def _check_state(self, state: int) -> int:
+        self.subset_state(state)
+        return int(state)
+
+    def value_index(self, state: int) -> int:
+        """Index (in :attr:`values`) of the value ``state`` completes, or -1."""
+        s = self._check_state(state)
+        i = int(np.searchsorted(self.value_state, s))
+        return i if i < self.num_values and int(self.value_state[i]) == s else -1
+
+    def is_accepting(self, state: int) -> bool:
+        return self.value_index(state) >= 0
+
+    def value(self, state: int) -> str | None:
+        i = self.value_index(state)
+        return None if i < 0 else self.values[i]
+
+    def prefix(self, state: int) -> bytes:
+        return self.parent.prefix(self._check_state(state))
+
+    def state_for_prefix(self, prefix: bytes | str) -> int | None:
+        s = self.parent.state_for_prefix(prefix)
+        return s if s is not None and bool(self._member(np.array([s]))[0]) else None
+
+    # ------------------------------------------------------------- masks
+
+    def _content(self, state: int) -> tuple[np.ndarray, np.ndarray]:
+        s = self._check_state(state)
+        lo, hi = int(self.parent.allowed_offsets[s]), int(self.parent.allowed_offsets[s + 1])
+        nxt = self.parent.allowed_next[lo:hi]
+        keep = self._member(nxt)
+        return self.parent.allowed_tokens[lo:hi][keep], nxt[keep]
+
+    def allowed(self, state: int) -> np.ndarray:
+        """Allowed token ids, ascending int32, EOS included where a subset value ends."""
+        tokens, _ = self._content(state)
+        if not self.is_accepting(state):
+            return tokens
+        return np.union1d(tokens, self._eos).astype(np.int32)
+
+    def advance(self, state: int, token_id: int) -> int:
+        """The parent state id after ``token_id``; :data:`FINISHED` for EOS at a subset value."""
+        tokens, nxt = self._content(state)
+        t = int(token_id)
+        i = int(np.searchsorted(tokens, t))
+        if i < tokens.shape[0] and int(tokens[i]) == t:
+            return int(nxt[i])
+        if t in self.eos_token_ids and self.is_accepting(state):
+            return FINISHED
+        raise TokenNotAllowed(f"token {t} is not allowed in state {int(state)} of this subset")
+
+    def walk(self, tokens: Iterable[int], state: int | None = None) -> int:
+        s = self.start if state is None else state
+        for t in tokens:
+            s = self.advance(s, t)
+        return s
+
+    def fill_bitmask(self, states: Sequence[int] | np.ndarray, out: np.ndarray) -> np.ndarray:
+        """Rows as :meth:`MaskTable.fill_bitmask` would write them for the subset compiled alone."""
+        st = np.asarray(states, dtype=np.int64).reshape(-1)
+        n, width = st.shape[0], self.words_per_row
+        if out.dtype != np.int32 or out.ndim != 2 or out.shape[1] != width or out.shape[0] < n:
+            raise ValueError(f"out must be an int32 array of shape (>= {n}, {width}), got {out.dtype} {out.shape}")
+        if n and not self._member(st).all():
+            raise IndexError("every state must be a state of this subset")
+        rows = out[:n]
+        if not rows.flags.c_contiguous:  # scatter into a contiguous copy, then assign
+            rows[...] = self.fill_bitmask(st, np.empty((n, width), dtype=np.int32))
+            return rows
+        rows.fill(0)
+        offsets = self.parent.allowed_offsets
+        lo = offsets[st].astype(np.int64)
+        counts = offsets[st + 1].astype(np.int64) - lo
+        pos = concat_ranges(lo, counts)
+        keep = self._member(self.parent.allowed_next[pos].astype(np.int64))
+        tokens = self.parent.allowed_tokens[pos][keep].astype(np.int64)
+        row = np.repeat(np.arange(n, dtype=np.int64), counts)[keep]
+        acc = np.flatnonzero(np.isin(st, self.value_state))
+        if acc.size and self._eos.size:
+            tokens = np.concatenate([tokens, np.tile(self._eos.astype(np.int64), acc.size)])
+            row = np.concatenate([row, np.repeat(acc, self._eos.size)])
+        bits = np.left_shift(np.uint32(1), (tokens & 31).astype(np.uint32))
+        np.bitwise_or.at(rows.reshape(-1).view(np.uint32), row * width + (tokens >> 5), bits)
+        return rows
+
+    def bitmask(self, state: int) -> np.ndarray:
+        out = np.empty((1, self.words_per_row), dtype=np.int32)
+        return self.fill_bitmask([state], out)[0]
+
+    def check_tokenizer(self, fingerprint_or_vocab: object) -> None:
+        """As :meth:`MaskTable.check_tokenizer` (the view shares its parent's tokenizer)."""
+        self.parent.check_tokenizer(fingerprint_or_vocab)
+
+    # ------------------------------------------------------------- derived tables
+
+    def restrict(self, values: Iterable[str | bytes]) -> RestrictedTable:
+        """A narrower view; every value must be in this subset."""
+        return RestrictedTable.build(self, values)
+
+    def compact(self) -> MaskTable:
+        """A standalone table with the subset's own state ids: equal to ``triec.compile(subset)``.
+
+        Costs O(allowed pairs of the subset's states) (the root's list is the
+        parent's); use it to get a ``mask_writer`` or ``to_torch`` table.
+        """
+        parent = self.parent
+        lo = parent.allowed_offsets[self.states].astype(np.int64)
+        counts = parent.allowed_offsets[self.states + 1].astype(np.int64) - lo
+        pos = concat_ranges(lo, counts)
+        nxt = parent.allowed_next[pos].astype(np.int64)
+        keep = self._member(nxt)
+        row = np.repeat(np.arange(self.num_states, dtype=np.int64), counts)[keep]
+        offsets = np.zeros(self.num_states + 1, dtype=np.uint32)
+        np.cumsum(np.bincount(row, minlength=self.num_states), out=offsets[1:])
+        data, key_offsets = join_keys(self.value_bytes)
+        return MaskTable(
+            allowed_offsets=offsets,
+            allowed_tokens=np.ascontiguousarray(parent.allowed_tokens[pos][keep], dtype=np.int32),
+            allowed_next=np.searchsorted(self.states, nxt[keep]).astype(np.int32),
+            value_state=np.searchsorted(self.states, self.value_state).astype(np.int32),
+            value_lcp=longest_common_prefixes(data, key_offsets).astype(np.int32),
+            state_byte=np.ascontiguousarray(parent.state_byte[self.states]),
+            vocab_size=parent.vocab_size,
+            eos_token_ids=parent.eos_token_ids,
+            tokenizer_fingerprint=parent.tokenizer_fingerprint,
+            tokenizer_name=parent.tokenizer_name,
+            build_options=parent.build_options,
+            values=self.values,
+        )

@@ -1,0 +1,219 @@
+"""A mask table resident on a torch device: fill, advance and mask a batch of states per step.
+
+Serving engines sample on the GPU; copying masks from the host every step and
+reading sampled tokens back costs a synchronisation per step. This module keeps
+the table on the device and does each step as a fixed sequence of batched
+kernels over a state tensor: no Python loop over the batch, no ``.item()``, no
+data-dependent shapes, hence no host synchronisation.
+
+Representation (docs/decisions.md D9):
+
+* bitmask rows as the per-state (word, bits) pairs of :mod:`triec.word_masks`
+  in CSR form; a step gathers ``narrow_words`` pairs per state (masked by each
+  state's count) and scatter-adds them into zeroed rows (adding distinct bits
+  equals OR-ing them);
+* the few states with more pairs than that ("wide") get a dense int32 row each,
+  and their rows start as a gather from those dense rows instead of zeros;
+* transitions as one sorted int64 key ``state * vocab_size + token`` per
+  allowed pair plus the next state: ``advance`` is one ``searchsorted``.
+
+Negative states are terminal: ``FINISHED`` (-1, after EOS at an accepting
+state) and ``INVALID`` (-2, after a token the mask did not allow). They stay
+where they are under ``advance`` and their mask row allows exactly the EOS ids,
+so a finished row in a batch never turns into an all ``-inf`` row.
+
+Only this module (and the integrations) import torch.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+
+from triec.runtime import FINISHED
+from triec.word_masks import state_words
+
+if TYPE_CHECKING:
+    from triec.runtime import MaskTable
+
+INVALID = -2
+"""What :meth:`TorchMaskTable.advance` returns for a token the state does not allow."""
+
+DEFAULT_NARROW_WORDS = 256
+"""Pairs gathered per state and step; states with more words get a dense row."""
+
+_NO_KEY = np.iinfo(np.int64).max  # sentinel pair key past every real one, so no array is empty
+
+
+class TorchMaskTable:
+    """A :class:`~triec.runtime.MaskTable` on a torch device (built by ``table.to_torch(device)``).
+
+    State tensors are int64 (int32 accepted) of shape ``(B,)``; the same ids as
+    the numpy table, plus the negative terminal states above.
+    """
+
+    def __init__(
+        self, table: MaskTable, device: str | torch.device | None = None, *, narrow_words: int = DEFAULT_NARROW_WORDS
+    ) -> None:
+        if narrow_words < 1:
+            raise ValueError(f"narrow_words must be >= 1, not {narrow_words}")
+        self.device = torch.device(device if device is not None else "cpu")
+        self.num_states = table.num_states
+        self.vocab_size = table.vocab_size
+        self.words_per_row = table.words_per_row
+        self.eos_token_ids = table.eos_token_ids
+        self.start = table.start
+        self.narrow_words, arrays = _device_arrays(table, narrow_words)
+        put = {name: torch.from_numpy(np.ascontiguousarray(a)).to(self.device) for name, a in arrays.items()}
+        self.word_offsets: torch.Tensor = put["word_offsets"]  # int32 [S + 2]; state S is the terminal row
+        self.word_index: torch.Tensor = put["word_index"]  # int32 [N + 1]
+        self.word_bits: torch.Tensor = put["word_bits"]  # int32 [N + 1]
+        self.wide_states: torch.Tensor = put["wide_states"]  # int64 [D], ascending
+        self.dense_rows: torch.Tensor = put["dense_rows"]  # int32 [D + 1, W]; row 0 is all zero
+        self.pair_keys: torch.Tensor = put["pair_keys"]  # int64 [P + 1], ascending, ends in a sentinel
+        self.pair_next: torch.Tensor = put["pair_next"]  # int32 [P + 1]
+        self.accepting: torch.Tensor = put["accepting"]  # bool [S + 1]
+        self.eos: torch.Tensor = put["eos"]  # int64 [E]
+        self._lanes = torch.arange(self.narrow_words, device=self.device)
+        self._byte_bits = torch.tensor([1 << i for i in range(8)], dtype=torch.uint8, device=self.device)
+
+    @property
+    def nbytes(self) -> int:
+        """Device bytes held by the table's tensors."""
+        tensors = (
+            self.word_offsets, self.word_index, self.word_bits, self.wide_states, self.dense_rows,
+            self.pair_keys, self.pair_next, self.accepting, self.eos,
+        )  # fmt: skip
+        return sum(t.numel() * t.element_size() for t in tensors)
+
+    def __repr__(self) -> str:
+        return (
+            f"TorchMaskTable(states={self.num_states}, device={self.device}, wide={self.wide_states.numel()}, "
+            f"narrow_words={self.narrow_words}, bytes={self.nbytes:,})"
+        )
+
+    def start_states(self, batch_size: int) -> torch.Tensor:
+        """A ``(batch_size,)`` int64 tensor of start states on the device."""
+        return torch.full((batch_size,), self.start, dtype=torch.int64, device=self.device)
+
+    def _rows_of(self, states: torch.Tensor) -> torch.Tensor:
+        s = states.to(torch.int64)
+        return torch.where(s < 0, self.num_states, s)
+
+    def is_accepting(self, states: torch.Tensor) -> torch.Tensor:
+        """Bool ``(B,)``: the state's prefix is a value (terminal states are not accepting)."""
+        return self.accepting[self._rows_of(states)]
+
+    def fill(self, states: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+        """The ``(B, ceil(vocab_size / 32))`` int32 bitmask rows of ``states`` (xgrammar's layout)."""
+        rows_of = self._rows_of(states.reshape(-1))
+        b = rows_of.shape[0]
+        if out is None:
+            out = torch.empty((b, self.words_per_row), dtype=torch.int32, device=self.device)
+        if self.wide_states.numel():
+            j = torch.searchsorted(self.wide_states, rows_of).clamp_(max=self.wide_states.numel() - 1)
+            dense = torch.where(self.wide_states[j] == rows_of, j + 1, 0)
+            torch.index_select(self.dense_rows, 0, dense, out=out)
+        else:
+            out.zero_()
+        lo = self.word_offsets[rows_of].to(torch.int64)
+        count = self.word_offsets[rows_of + 1].to(torch.int64) - lo
+        valid = self._lanes < count.unsqueeze(1)  # (B, L)
+        pos = torch.where(valid, lo.unsqueeze(1) + self._lanes, 0)
+        words = self.word_index[pos].to(torch.int64)
+        bits = torch.where(valid, self.word_bits[pos], 0)
+        out.scatter_add_(1, words, bits)  # words are unique per state, so the sums are ORs
+        return out
+
+    def apply_bitmask(self, logits: torch.Tensor, bitmask: torch.Tensor, *, inplace: bool = True) -> torch.Tensor:
+        """Set ``logits`` to -inf where the bitmask bit is 0 (in place unless ``inplace=False``).
+
+        Logit columns past ``32 * words`` are masked too. Same result as
+        xgrammar's ``apply_token_bitmask_inplace`` over the full width; torch only.
+        """
+        b, width = logits.shape
+        # Little-endian words: token j is bit j % 8 of byte j // 8, so unpack bytes (a B x V uint8 temporary).
+        octets = bitmask.contiguous().view(torch.uint8)
+        blocked = ((octets.unsqueeze(-1) & self._byte_bits) == 0).reshape(b, -1)  # (B, 32 * W)
+        if blocked.shape[1] >= width:
+            blocked = blocked[:, :width]
+        else:
+            pad = torch.ones((b, width - blocked.shape[1]), dtype=torch.bool, device=blocked.device)
+            blocked = torch.cat([blocked, pad], dim=1)
+        if inplace:
+            return logits.masked_fill_(blocked, float("-inf"))
+        return logits.masked_fill(blocked, float("-inf"))
+
+    def mask_logits(self, logits: torch.Tensor, states: torch.Tensor) -> torch.Tensor:
+        """Fill the rows of ``states`` and apply them to ``logits`` (in place); returns ``logits``."""
+        return self.apply_bitmask(logits, self.fill(states))
+
+    def advance(self, states: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+        """Next states (int64) after one token per row; see the module docstring for the terminals."""
+        s = states.reshape(-1).to(torch.int64)
+        t = tokens.reshape(-1).to(torch.int64)
+        live = s >= 0
+        s0 = s.clamp(min=0)
+        key = s0 * self.vocab_size + t
+        i = torch.searchsorted(self.pair_keys, key).clamp_(max=self.pair_keys.numel() - 1)
+        in_range = (t >= 0) & (t < self.vocab_size)
+        hit = (self.pair_keys[i] == key) & in_range
+        nxt = torch.where(hit, self.pair_next[i].to(torch.int64), INVALID)
+        eos = (t.unsqueeze(1) == self.eos).any(1) & self.accepting[s0]
+        nxt = torch.where(eos, FINISHED, nxt)
+        return torch.where(live, nxt, s)
+
+
+def _device_arrays(table: MaskTable, narrow_words: int) -> tuple[int, dict[str, np.ndarray]]:
+    """The gather width and the numpy arrays of the device representation (see the module docstring)."""
+    sw = state_words(table)
+    n_states = table.num_states
+    counts = sw.counts()
+    width = int(min(narrow_words, max(int(counts.max(initial=0)), len(table.eos_token_ids), 1)))
+    wide = np.flatnonzero(counts > width).astype(np.int64)
+    dense = np.zeros((wide.size + 1, table.words_per_row), dtype=np.int32)
+    for r, s in enumerate(wide.tolist(), start=1):
+        lo, hi = int(sw.offsets[s]), int(sw.offsets[s + 1])
+        dense[r, sw.words[lo:hi]] = sw.bits[lo:hi]
+    # Wide states keep an empty CSR segment: their dense row is already complete.
+    keep = np.ones(sw.words.size, dtype=bool)
+    for s in wide.tolist():
+        keep[int(sw.offsets[s]) : int(sw.offsets[s + 1])] = False
+    kept_counts = np.where(counts > width, 0, counts)
+    eos = np.asarray(table.eos_token_ids, dtype=np.int64)
+    eos_words, eos_bits = _words_of(eos)
+    offsets = np.zeros(n_states + 2, dtype=np.int64)
+    np.cumsum(kept_counts, out=offsets[1 : n_states + 1])
+    offsets[n_states + 1] = offsets[n_states] + eos_words.size
+    pad = np.zeros(1, dtype=np.int64)  # one spare pair so every gather index is in range
+    word_index = np.concatenate([sw.words[keep], eos_words, pad])
+    word_bits = np.concatenate([sw.bits[keep], eos_bits, pad.astype(np.int32)])
+    if offsets[-1] >= 2**31:
+        raise ValueError("too many mask words for int32 offsets")
+    allowed_offsets = np.asarray(table.allowed_offsets, dtype=np.int64)
+    pair_state = np.repeat(np.arange(n_states, dtype=np.int64), np.diff(allowed_offsets))
+    pair_keys = pair_state * table.vocab_size + np.asarray(table.allowed_tokens, dtype=np.int64)
+    accepting = np.zeros(n_states + 1, dtype=bool)
+    accepting[np.asarray(table.value_state, dtype=np.int64)] = True
+    return width, {
+        "word_offsets": offsets.astype(np.int32),
+        "word_index": word_index.astype(np.int32),
+        "word_bits": word_bits.astype(np.int32),
+        "wide_states": wide,
+        "dense_rows": dense,
+        "pair_keys": np.concatenate([pair_keys, [_NO_KEY]]),
+        "pair_next": np.concatenate([np.asarray(table.allowed_next, dtype=np.int32), [0]]).astype(np.int32),
+        "accepting": accepting,
+        "eos": eos,
+    }
+
+
+def _words_of(tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(word, bits) pairs of one row allowing exactly ``tokens``."""
+    words = np.unique(tokens >> 5)
+    bits = np.zeros(words.size, dtype=np.uint32)
+    for t in tokens.tolist():
+        bits[np.searchsorted(words, t >> 5)] |= np.uint32(1) << np.uint32(t & 31)
+    return words.astype(np.int64), bits.view(np.int32)
