@@ -1,0 +1,249 @@
+"""``triec verify``: artifacts equal real finite-state engines state by state, and broken ones fail loudly.
+
+The engine tests drive the actual engines (no mocks) over the fixture
+tokenizers: llguidance always (CI installs it), xgrammar and outlines-core
+where installed, otherwise skipped with the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import string
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner, Result
+
+import triec
+import triec.synthetic
+from triec.artifact import PREAMBLE
+from triec.cli import app
+from triec.engines import ENGINES, Engine, EngineUnavailable, install_hint, is_installed, make_engine, row_ids
+from triec.verify import compare_engine, escape_bytes, select_states, state_depths, token_paths, verify
+
+NAMES = ("gpt2", "phi3", "qwen2")
+
+CASES: dict[str, list[str]] = {
+    # values that are prefixes of other values: EOS and continuations in one state
+    "prefixes": ["g", "get", "get_user", "get_user_by_id", "get_users", "getaway"],
+    # multi-byte characters split across tokens: states inside a character
+    "unicode": ["café", "naïve", "日本", "日本語", "👩\u200d💻", "e\u0301", "Ωmega", "привет", "中文字符"],
+    # whitespace, newlines and regex/grammar metacharacters must be byte-exact literals
+    "whitespace": [" leading", "trailing ", "\ttab", "a\nb", "a  b", "\u00a0nbsp", "...", " ", "\n", 'q"\\x', "$^.*+?()[]{}|/", "a\x00b"],
+    # the empty value: EOS allowed at the start
+    "empty": ["", "a", "ab", "日"],
+    "tools": triec.synthetic.tool_names(60),
+}
+
+
+def invoke(*args: str) -> Result:
+    return CliRunner().invoke(app, list(args))
+
+
+@lru_cache(maxsize=None)
+def _engine(name: str, vocab: triec.Vocabulary) -> Engine:
+    return make_engine(name, vocab)
+
+
+def engine_or_skip(name: str, vocab: triec.Vocabulary) -> Engine:
+    if not is_installed(name):
+        pytest.skip(f"{name} is not installed ({install_hint(name)})")
+    return _engine(name, vocab)
+
+
+def assert_engine_agrees(table: triec.MaskTable, vocab: triec.Vocabulary, engine: Engine, walks: int = 20) -> None:
+    states = np.arange(table.num_states)
+    result = compare_engine(table, vocab, engine, states, token_paths(table), walks=walks, seed=1)
+    details = [(m.prefix, m.problem, m.only_triec, m.only_other) for m in result.examples]
+    assert result.status == "ok", details
+    assert result.states_checked == table.num_states  # every state was reached and compared
+    assert result.walks == walks and result.walk_steps >= walks
+
+
+# ---------------------------------------------------------------- equality with the engines
+
+
+@pytest.mark.parametrize("engine_name", ENGINES)
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_engine_masks_equal_triec(vocab: triec.Vocabulary, engine_name: str, case: str) -> None:
+    engine = engine_or_skip(engine_name, vocab)
+    values = CASES[case]
+    if engine_name == "outlines-core" and "" in values:
+        pytest.skip("outlines-core cannot express the empty value exactly (docs/verify.md)")
+    assert_engine_agrees(triec.compile(values, vocab), vocab, engine)
+
+
+ALPHABET = string.ascii_letters[:6] + "_. é日👩\u200d\n"
+random_sets = st.lists(st.one_of(st.text(alphabet=ALPHABET, min_size=1, max_size=8), st.just("")), min_size=1, max_size=12)
+
+
+@pytest.mark.parametrize("engine_name", ["llguidance", "xgrammar"])
+@pytest.mark.parametrize("name", NAMES)
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(values=random_sets)
+def test_random_sets_equal_engine(vocabs: dict[str, triec.Vocabulary], name: str, engine_name: str, values: list[str]) -> None:
+    vocab = vocabs[name]
+    engine = engine_or_skip(engine_name, vocab)
+    assert_engine_agrees(triec.compile(values, vocab), vocab, engine, walks=5)
+
+
+def test_outlines_core_refuses_the_empty_value(qwen2: triec.Vocabulary) -> None:
+    engine = engine_or_skip("outlines-core", qwen2)
+    with pytest.raises(triec.TriecError, match="empty value"):
+        engine.compile(["", "a"])
+
+
+def test_engine_rows_use_the_shared_layout(qwen2: triec.Vocabulary) -> None:
+    """Row width = ceil(vocab_size / 32) even when the mask is padded past the tokenizer's ids."""
+    vocab = triec.Vocabulary(qwen2.token_bytes, eos_token_ids=qwen2.eos_token_ids, vocab_size=151_936, name="qwen2")
+    table = triec.compile(["yes", "no"], vocab)
+    engine = _engine("llguidance", vocab)
+    m = engine.matcher(engine.compile(table.values))
+    row = np.zeros(table.words_per_row, dtype=np.int32)
+    m.fill(row)
+    assert row.shape == (4748,)
+    assert row_ids(row).tolist() == table.allowed(table.start).tolist()
+
+
+# ---------------------------------------------------------------- states and paths
+
+
+def test_depths_sample_and_paths(qwen2: triec.Vocabulary) -> None:
+    table = triec.compile(triec.synthetic.tool_names(300), qwen2)
+    depth = state_depths(table)
+    assert [int(d) for d in depth] == [len(table.prefix(s)) for s in range(table.num_states)]
+    everything, sampled = select_states(table, table.num_states, seed=0)
+    assert not sampled and everything.tolist() == list(range(table.num_states))
+    sample, sampled = select_states(table, 200, seed=3)
+    assert sampled and sample.size == 200 and 0 in sample
+    assert set(np.flatnonzero(depth <= 2).tolist()) <= set(sample.tolist())
+    assert np.array_equal(sample, select_states(table, 200, seed=3)[0])  # seeded
+    assert not np.array_equal(sample, select_states(table, 200, seed=4)[0])
+    parent, via = token_paths(table)
+    for s in range(1, table.num_states):  # every path spells its state's prefix
+        ids, p = [], s
+        while p > 0:
+            ids.append(int(via[p]))
+            p = int(parent[p])
+        assert b"".join(qwen2.token_bytes[t] for t in reversed(ids)) == table.prefix(s)
+
+
+def test_escape_bytes() -> None:
+    assert escape_bytes(b"get") == "get"
+    assert escape_bytes("日本".encode()) == "\\u65e5\\u672c"
+    assert escape_bytes(b"a\nb\xe6") == "a\\nb\\xe6"
+
+
+# ---------------------------------------------------------------- the command
+
+
+@pytest.fixture(scope="module")
+def tools_artifact(tmp_path_factory: pytest.TempPathFactory, vocabs: dict[str, triec.Vocabulary]) -> Path:
+    path = tmp_path_factory.mktemp("verify") / "tools.triec"
+    triec.compile(triec.synthetic.tool_names(200) + ["get", "get_user"], vocabs["gpt2"]).save(path)
+    return path
+
+
+def test_verify_passes_and_reports_json(tools_artifact: Path) -> None:
+    result = invoke("verify", str(tools_artifact), "--against", "reference,llguidance", "--walks", "10", "--json")
+    assert result.exit_code == 0, result.stdout + result.stderr
+    report = json.loads(result.stdout)
+    assert report["ok"] and report["integrity_ok"] and report["tokenizer"] == "gpt2"  # resolved from the artifact
+    assert report["states_selected"] == report["num_states"] and not report["sampled"]
+    checks = {c["against"]: c for c in report["checks"]}
+    assert set(checks) == {"reference", "llguidance"}
+    for c in checks.values():
+        assert c["status"] == "ok" and c["mismatches"] == 0 and c["states_checked"] == report["num_states"]
+    assert checks["llguidance"]["walks"] == 10 and checks["llguidance"]["version"]
+
+
+def test_verify_samples_when_asked(tools_artifact: Path) -> None:
+    result = invoke("verify", str(tools_artifact), "--states", "50", "--seed", "7", "--json")
+    report = json.loads(result.stdout)
+    assert result.exit_code == 0 and report["sampled"] and report["states_selected"] >= 50
+
+
+def _section(path: Path, name: str) -> tuple[int, int]:
+    import msgpack
+
+    raw = path.read_bytes()
+    _, _, head_len, _, _ = PREAMBLE.unpack_from(raw, 0)
+    header = msgpack.unpackb(raw[PREAMBLE.size : PREAMBLE.size + head_len], raw=False)
+    data_start = (PREAMBLE.size + head_len + 63) // 64 * 64
+    sec = next(s for s in header["sections"] if s["name"] == name)
+    return data_start + sec["offset"], sec["length"]
+
+
+def test_flipped_bit_in_a_mask_section_fails(tools_artifact: Path, tmp_path: Path) -> None:
+    start, length = _section(tools_artifact, "allowed_tokens")
+    raw = bytearray(tools_artifact.read_bytes())
+    raw[start + length // 2] ^= 0x04
+    bad = tmp_path / "flipped.triec"
+    bad.write_bytes(bytes(raw))
+    result = invoke("verify", str(bad))
+    assert result.exit_code == 1
+    assert "allowed_tokens" in result.stderr and "CRC-32 mismatch" in result.stderr
+    report = json.loads(invoke("verify", str(bad), "--json").stdout)
+    assert not report["ok"] and not report["integrity_ok"] and "allowed_tokens" in report["integrity_problems"][0]
+
+
+def test_wrong_tokenizer_fails(tools_artifact: Path) -> None:
+    result = invoke("verify", str(tools_artifact), "-t", "qwen2")
+    assert result.exit_code == 1
+    text = " ".join(result.stderr.split())
+    assert "wrong tokenizer 'qwen2'" in text and "plausible but wrong masks" in text
+
+
+def test_consistent_but_wrong_masks_are_found(tmp_path: Path, vocabs: dict[str, triec.Vocabulary]) -> None:
+    """Checksums cannot catch a writer bug: swap one allowed token for another and re-save."""
+    vocab = vocabs["gpt2"]
+    good = triec.compile(["get", "get_user", "list_files"], vocab)
+    tokens = np.array(good.allowed_tokens)
+    hi = int(good.allowed_offsets[1])
+    victim = int(tokens[hi - 1])
+    intruder = next(t for t in range(victim + 1, vocab.num_tokens) if vocab.token_bytes[t])
+    tokens[hi - 1] = intruder
+    bad = triec.MaskTable(
+        allowed_offsets=good.allowed_offsets, allowed_tokens=tokens, allowed_next=good.allowed_next,
+        value_state=good.value_state, value_lcp=good.value_lcp, state_byte=good.state_byte, vocab_size=good.vocab_size,
+        eos_token_ids=good.eos_token_ids, tokenizer_fingerprint=good.tokenizer_fingerprint, tokenizer_name="gpt2",
+    )  # fmt: skip
+    path = tmp_path / "wrong.triec"
+    bad.save(path)
+    report = verify(str(path), against=["reference", "llguidance"], walks=0)
+    assert report.integrity_ok and not report.ok
+    for check in report.checks:
+        assert check.status == "mismatch"
+        first = check.examples[0]
+        assert first.state == 0 and first.prefix == ""
+        assert first.only_triec[0]["id"] == intruder and first.only_other[0]["id"] == victim
+        assert first.only_other[0]["bytes"] == escape_bytes(vocab.token_bytes[victim])
+    result = invoke("verify", str(path), "--against", "llguidance", "--walks", "0")
+    assert result.exit_code == 1 and "only triec allows" in result.stdout and "FAILED" in result.stdout
+
+
+def test_usage_errors_exit_2(tools_artifact: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    result = invoke("verify", str(tools_artifact), "--against", "nonsense")
+    assert result.exit_code == 2 and "--against" in result.stderr
+    missing = invoke("verify", str(tmp_path / "missing.triec"))
+    assert missing.exit_code == 2 and "missing.triec" in missing.stderr and "no such artifact" in missing.stderr
+    import triec.engines
+
+    monkeypatch.setattr(triec.engines, "is_installed", lambda name: name != "xgrammar")
+    result = invoke("verify", str(tools_artifact), "--against", "xgrammar")
+    assert result.exit_code == 2 and "pip install xgrammar" in result.stderr
+    report = json.loads(invoke("verify", str(tools_artifact), "--against", "all", "--walks", "0", "--states", "300", "--json").stdout)
+    skipped = {c["against"]: c for c in report["checks"] if c["status"] == "skipped"}
+    assert "pip install xgrammar" in skipped["xgrammar"]["reason"]
+
+
+def test_make_engine_names_the_install_command(monkeypatch: pytest.MonkeyPatch, qwen2: triec.Vocabulary) -> None:
+    import triec.engines
+
+    monkeypatch.setattr(triec.engines, "is_installed", lambda name: False)
+    with pytest.raises(EngineUnavailable, match=r"pip install outlines-core"):
+        make_engine("outlines-core", qwen2)

@@ -1,0 +1,82 @@
+"""``triec bench``: compile, per-step and batch mask times of triec and its peers, side by side."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.markup import escape
+
+from triec.cli._common import app, err, out, report_errors
+from triec.errors import TriecError
+
+
+@app.command("bench")
+@report_errors
+def bench_cmd(
+    tokenizer: Annotated[Optional[str], typer.Option("-t", "--tokenizer", help="Bundled name, tokenizer.json path or directory, or Hugging Face repo id. Default: qwen2.")] = None,
+    vocab_size: Annotated[Optional[int], typer.Option("--vocab-size", min=1, help="Mask width (the model's logits size), e.g. 151936 for Qwen2.5.")] = None,
+    k: Annotated[str, typer.Option("--k", help="Set sizes K, comma-separated.")] = "10,100,1000,10000,100000",
+    value_set: Annotated[str, typer.Option("--set", help="tools (synthetic tool names), products (product paths) or a values file.")] = "tools",
+    engines: Annotated[str, typer.Option("--engines", help="Comma-separated: triec, llguidance, xgrammar, outlines-core.")] = "triec,llguidance,xgrammar,outlines-core",
+    batch: Annotated[str, typer.Option("--batch", help="Batch sizes B, comma-separated.")] = "1,8,32,128,256",
+    repeat: Annotated[int, typer.Option("--repeat", min=1, help="Timed repetitions (after a warm-up); medians are reported.")] = 5,
+    timeout: Annotated[float, typer.Option("--timeout", min=1, help="Seconds per engine and K before the cell is cut off.")] = 300.0,
+    paths: Annotated[int, typer.Option("--paths", min=1, help="Values whose own tokenization is replayed for per-step times.")] = 50,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the value sets, paths and batches.")] = 0,
+    json_out: Annotated[Optional[Path], typer.Option("--json", help="Write every summary (min/median/max), versions and machine info here.")] = None,
+    plot_out: Annotated[Optional[Path], typer.Option("--plot", help="Write a PNG: compile and per-step time vs K, log-log (needs matplotlib).")] = None,
+) -> None:
+    """Benchmark triec against the installed peer engines on identical vocabulary, EOS ids and values."""
+    from triec.bench import parse_engines, parse_int_list, plot, run_bench
+
+    ks = parse_int_list(k, "--k")
+    batches = parse_int_list(batch, "--batch")
+    names = parse_engines(engines)
+    if value_set not in ("tools", "products") and not Path(value_set).is_file():
+        raise TriecError(f"--set: expected tools, products or a values file, found {value_set!r} (no such file)")
+    if plot_out is not None:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            raise TriecError("--plot needs matplotlib: pip install matplotlib (or pip install 'triec[bench]')") from None
+
+    def progress(msg: str) -> None:
+        err.print(f"[dim]{escape(msg)}[/]", highlight=False)
+
+    result = run_bench(
+        tokenizer=tokenizer, vocab_size=vocab_size, ks=ks, value_source=value_set, engines=names, batches=batches,
+        repeat=repeat, timeout=timeout, paths=paths, seed=seed, progress=progress,
+    )
+    if json_out is not None:
+        from triec.artifact import atomic_write
+
+        atomic_write(json_out, json.dumps(result, indent=1).encode())
+    if plot_out is not None:
+        plot(result, str(plot_out))
+    _print_table(result)
+
+
+def _print_table(result: dict) -> None:  # noqa: ANN001
+    from rich.table import Table
+
+    from triec.bench import table_rows
+
+    s = result["settings"]
+    header, rows = table_rows(result)
+    t = Table(
+        title=escape(f"triec bench: {s['set']}, {s['tokenizer']} ({s['vocab_size']:,} wide), repeat {s['repeat']}; × = time / triec's"),
+        title_justify="left",
+    )
+    for h in header[:-1]:  # notes go below the table: they are long
+        t.add_column(escape(h), justify="left" if h == "engine" else "right", overflow="fold")
+    notes = []
+    for row in rows:
+        t.add_row(*(escape(c) for c in row[:-1]))
+        if row[-1]:
+            notes.append(f"K={row[0]} {row[1]}: {row[-1]}")
+    out.print(t, width=max(out.width, 132))  # ten columns: wrapped cells would be unreadable
+    for n in notes:
+        out.print(escape(n), highlight=False, soft_wrap=True)

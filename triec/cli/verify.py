@@ -1,0 +1,91 @@
+"""``triec verify``: prove an artifact equal to the reference and to peer engines, state by state."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Optional
+
+import typer
+from rich.markup import escape
+
+from triec.cli._common import EXIT_CHECK_FAILED, app, err, out, report_errors
+
+
+@app.command("verify")
+@report_errors
+def verify_cmd(
+    artifact: Annotated[str, typer.Argument(help="The .triec artifact to check.")],
+    tokenizer: Annotated[
+        Optional[str], typer.Option("-t", "--tokenizer", help="Tokenizer to check against. Default: the one recorded in the artifact.")
+    ] = None,
+    against: Annotated[
+        Optional[list[str]],
+        typer.Option("--against", help="reference, llguidance, xgrammar, outlines-core or all (repeat or comma-separate). Default: reference."),
+    ] = None,
+    states: Annotated[int, typer.Option("--states", min=1, help="Check every state up to N, else a seeded sample of N (always the start and depth <= 2).")] = 50_000,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the state sample and of the decode walks.")] = 0,
+    walks: Annotated[int, typer.Option("--walks", min=0, help="Random decode walks replayed against each engine.")] = 100,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as one JSON object.")] = False,
+) -> None:
+    """Check ARTIFACT's integrity and every state's mask against independent derivations.
+
+    Exit 0: everything matches; 1: a mismatch or an integrity failure; 2: bad usage.
+    """
+    from triec.verify import parse_against, verify
+
+    names = parse_against(against or [])
+    explicit = [n for n in names if "all" not in ",".join(against or []).split(",")]
+    report = verify(artifact, tokenizer=tokenizer, against=names, states=states, seed=seed, walks=walks, explicit=explicit)
+    if as_json:
+        out.print_json(json.dumps(report.to_json()))
+    else:
+        _print_report(report)
+    if not report.ok:
+        raise typer.Exit(EXIT_CHECK_FAILED)
+
+
+def _print_report(report) -> None:  # noqa: ANN001 - VerifyReport, imported lazily
+    from rich.table import Table
+
+    if report.integrity_problems:
+        for p in report.integrity_problems:
+            err.print(f"[bold red]integrity:[/] {escape(p)}", highlight=False, soft_wrap=True)
+        err.print("[bold red]FAILED[/]: the artifact cannot be trusted; nothing else was checked", highlight=False)
+        return
+    sample = f"sample of {report.states_selected:,} (seed {report.seed})" if report.sampled else f"all {report.states_selected:,}"
+    out.print(
+        escape(
+            f"{report.artifact}: {report.num_values:,} values, {report.num_states:,} states, tokenizer {report.tokenizer} "
+            f"({report.vocab_size:,} wide, EOS {report.eos_token_ids}); integrity ok; states checked: {sample}"
+        ),
+        highlight=False,
+    )
+    t = Table(show_header=True, header_style="bold")
+    for col in ("against", "version", "status", "states", "walk steps", "mismatches", "seconds"):
+        t.add_column(col, justify="right" if col in ("states", "walk steps", "mismatches", "seconds") else "left")
+    for c in report.checks:
+        style = {"ok": "green", "mismatch": "bold red", "skipped": "yellow", "error": "bold red"}[c.status]
+        t.add_row(
+            c.against,
+            c.version or "",
+            f"[{style}]{c.status}[/]",
+            f"{c.states_checked:,}",
+            f"{c.walk_steps:,}",
+            f"{c.mismatches:,}",
+            f"{sum(c.seconds.values()):.2f}",
+        )
+    out.print(t)
+    for c in report.checks:
+        if c.status in ("skipped", "error"):
+            out.print(f"[yellow]{escape(c.against)} {c.status}:[/] {escape(c.reason)}", highlight=False, soft_wrap=True)
+        for m in c.examples:
+            line = f"  [red]{escape(c.against)}[/] state {m.state} prefix {escape(repr(m.prefix))}: {escape(m.problem)}"
+            if m.only_triec:
+                line += "; only triec allows " + escape(", ".join(f"{x['id']} {x['bytes']!r}" for x in m.only_triec))
+            if m.only_other:
+                line += f"; only {escape(c.against)} allows " + escape(", ".join(f"{x['id']} {x['bytes']!r}" for x in m.only_other))
+            out.print(line, highlight=False, soft_wrap=True)
+    verdict = "[bold green]OK[/]: every checked state matches" if report.ok else "[bold red]FAILED[/]"
+    if not report.ok and not [c for c in report.checks if c.status != "skipped"]:
+        verdict += ": no comparison ran"
+    out.print(f"{verdict} ({report.seconds:.2f} s)", highlight=False)

@@ -1,0 +1,509 @@
+"""Check an artifact state by state against independent derivations of its masks.
+
+triec's promise is that in every state the allowed tokens equal what an exact
+finite-state engine computes for the same values and vocabulary. This module
+makes that promise checkable on the user's own artifact and tokenizer:
+
+1. integrity: checksums, format, ranges (``triec.load(verify=True)``), and the
+   tokenizer's fingerprint against the one recorded in the artifact;
+2. state selection: every state up to a limit, else a seeded sample that always
+   holds the start and every state of byte depth <= 2 (the widest masks);
+3. per state, the artifact's mask row against another derivation: the
+   pyahocorasick reference (plus brute force on small sets), or a peer engine
+   driven to the state along a token path the artifact itself provides;
+4. decode walks: random allowed tokens from the start until EOS, every step's
+   mask compared, each walk ending on a value.
+
+Pure logic: no printing. docs/verify.md explains what is compared and why.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from triec.engines import ENGINES, Engine, EngineUnavailable, EngineUnsupported, Matcher, make_engine, row_ids
+from triec.errors import ArtifactError, TokenizerError, TokenizerMismatch, TriecError
+from triec.runtime import MaskTable
+from triec.vocabulary import Vocabulary
+
+AGAINST: tuple[str, ...] = ("reference", *ENGINES)
+DEFAULT_STATES = 50_000
+DEFAULT_WALKS = 100
+MAX_EXAMPLES = 10
+BRUTE_FORCE_BUDGET = 5_000_000  # states x tokens: the definition checked literally, for small sets
+
+WRONG_TOKENIZER = (
+    "an artifact compiled for one tokenizer and served with another yields plausible but wrong masks: "
+    "the token ids point at different bytes, so nothing fails loudly"
+)
+
+
+# ---------------------------------------------------------------- report
+
+
+def escape_bytes(b: bytes) -> str:
+    """Printable form of a prefix or token: valid UTF-8 shown as text, escapes for the rest."""
+    text = b.decode("utf-8", errors="backslashreplace")
+    return text.encode("unicode_escape").decode("ascii").replace("\\\\x", "\\x")
+
+
+@dataclass
+class Mismatch:
+    """One state where two derivations disagree."""
+
+    state: int
+    prefix: str  # escaped
+    problem: str  # what disagreed, in words
+    only_triec: list[dict[str, Any]] = field(default_factory=list)  # [{"id": 123, "bytes": "..."}]
+    only_other: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class CheckResult:
+    """The comparison of the artifact with one derivation (reference or engine)."""
+
+    against: str
+    status: str = "ok"  # ok | mismatch | skipped | error
+    version: str | None = None
+    reason: str = ""  # why skipped, or the engine's error
+    states_checked: int = 0
+    walks: int = 0
+    walk_steps: int = 0
+    mismatches: int = 0
+    examples: list[Mismatch] = field(default_factory=list)
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    def add(self, mismatch: Mismatch, max_examples: int = MAX_EXAMPLES) -> None:
+        self.mismatches += 1
+        self.status = "mismatch"
+        if len(self.examples) < max_examples:
+            self.examples.append(mismatch)
+
+
+@dataclass
+class VerifyReport:
+    """Everything ``triec verify`` found; ``ok`` decides the exit code."""
+
+    artifact: str
+    tokenizer: str = ""
+    fingerprint: str = ""
+    num_values: int = 0
+    num_states: int = 0
+    vocab_size: int = 0
+    eos_token_ids: list[int] = field(default_factory=list)
+    integrity_ok: bool = False
+    integrity_problems: list[str] = field(default_factory=list)
+    states_selected: int = 0
+    sampled: bool = False
+    seed: int = 0
+    unreachable_states: int = 0
+    checks: list[CheckResult] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        """Integrity held, nothing mismatched, and at least one comparison ran."""
+        ran = [c for c in self.checks if c.status != "skipped"]
+        return self.integrity_ok and bool(ran) and all(c.status == "ok" for c in ran)
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["ok"] = self.ok
+        return d
+
+
+# ---------------------------------------------------------------- integrity
+
+
+def load_checked(path: str, tokenizer: str | None) -> tuple[MaskTable | None, Vocabulary | None, VerifyReport]:
+    """Load with full checks, resolve the tokenizer, compare fingerprints.
+
+    Without ``tokenizer`` the name recorded in the artifact is used. Returns
+    ``(None, None, report)`` when integrity fails. A tokenizer that cannot be
+    found at all raises :class:`TokenizerError` (a usage problem, exit 2).
+    """
+    import triec
+
+    report = VerifyReport(artifact=str(path))
+    if not Path(path).is_file():
+        raise TriecError(f"{path}: no such artifact file")
+    try:
+        table = triec.load(path, verify=True)
+    except ArtifactError as exc:
+        report.integrity_problems.append(str(exc))
+        return None, None, report
+    report.tokenizer = tokenizer or table.tokenizer_name
+    report.fingerprint = table.tokenizer_fingerprint
+    report.num_values, report.num_states = table.num_values, table.num_states
+    report.vocab_size, report.eos_token_ids = table.vocab_size, list(table.eos_token_ids)
+    if not report.tokenizer:
+        raise TokenizerError(f"{path}: the artifact records no tokenizer name; pass one with -t")
+    vocab = resolve_vocabulary(report.tokenizer, table)
+    try:
+        table.check_tokenizer(vocab)
+    except TokenizerMismatch as exc:
+        report.integrity_problems.append(f"{path}: wrong tokenizer {report.tokenizer!r}: {exc}. {WRONG_TOKENIZER[0].upper()}{WRONG_TOKENIZER[1:]}")
+        return None, vocab, report
+    report.integrity_ok = True
+    return table, vocab, report
+
+
+def resolve_vocabulary(spec: str, table: MaskTable) -> Vocabulary:
+    """The tokenizer ``spec`` decoded with the artifact's EOS ids, padded to its mask width when it fits."""
+    vocab = Vocabulary.load(spec, eos_token_ids=table.eos_token_ids, vocab_size=None)
+    if vocab.num_tokens <= table.vocab_size and vocab.vocab_size != table.vocab_size:
+        vocab = Vocabulary(
+            vocab.token_bytes, eos_token_ids=table.eos_token_ids, vocab_size=table.vocab_size, name=vocab.name, family=vocab.family
+        )
+    return vocab
+
+
+# ---------------------------------------------------------------- states and paths
+
+
+def state_depths(table: MaskTable) -> np.ndarray:
+    """Byte depth (prefix length) of every state, from the value arrays alone."""
+    vs = table.value_state.astype(np.int64)
+    lcp = table.value_lcp.astype(np.int64)
+    first = np.concatenate([[1], vs[:-1] + 1])  # first state each value creates
+    created = vs - first + 1
+    depth = np.zeros(table.num_states, dtype=np.int64)
+    total = int(created.sum())
+    if total:
+        owner_start = np.repeat(first, created)
+        owner_lcp = np.repeat(lcp, created)
+        states = np.repeat(first - np.cumsum(created) + created, created) + np.arange(total)
+        depth[states] = owner_lcp + (states - owner_start) + 1
+    return depth
+
+
+def select_states(table: MaskTable, limit: int, seed: int) -> tuple[np.ndarray, bool]:
+    """All states when there are at most ``limit``; else a seeded sample of ``limit``.
+
+    The sample always holds the start and every state of byte depth <= 2.
+    Returns (sorted states, sampled).
+    """
+    n = table.num_states
+    if n <= limit:
+        return np.arange(n, dtype=np.int64), False
+    must = np.flatnonzero(state_depths(table) <= 2)
+    rest = np.setdiff1d(np.arange(n, dtype=np.int64), must)
+    take = max(0, min(limit - must.size, rest.size))
+    rng = np.random.default_rng(seed)
+    chosen = rng.choice(rest, size=take, replace=False) if take else np.zeros(0, dtype=np.int64)
+    return np.union1d(must, chosen).astype(np.int64), True
+
+
+def token_paths(table: MaskTable) -> tuple[np.ndarray, np.ndarray]:
+    """One shortest token path per state, from the artifact's own transitions.
+
+    Returns ``(parent, via)``: state s is reached from ``parent[s]`` by token
+    ``via[s]``; -1 for the start and for states no token sequence reaches.
+    Transitions always lead to later states, so one pass in state order that
+    keeps the shallowest parent gives a breadth-first tree.
+    """
+    n = table.num_states
+    off = table.allowed_offsets.astype(np.int64)
+    tokens = table.allowed_tokens.astype(np.int64)
+    nxt = table.allowed_next.astype(np.int64)
+    src = np.repeat(np.arange(n, dtype=np.int64), np.diff(off))
+    parent = np.full(n, -1, dtype=np.int64)
+    via = np.full(n, -1, dtype=np.int64)
+    steps = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
+    steps[0] = 0
+    # Process sources in increasing state order: every parent precedes its children.
+    order = np.argsort(src, kind="stable")
+    src_l, tok_l, nxt_l = src[order].tolist(), tokens[order].tolist(), nxt[order].tolist()
+    steps_l, parent_l, via_l = steps.tolist(), parent.tolist(), via.tolist()
+    big = np.iinfo(np.int64).max
+    for s, t, d in zip(src_l, tok_l, nxt_l, strict=True):
+        if steps_l[s] == big:
+            continue
+        if steps_l[s] + 1 < steps_l[d]:
+            steps_l[d] = steps_l[s] + 1
+            parent_l[d], via_l[d] = s, t
+    return np.array(parent_l, dtype=np.int64), np.array(via_l, dtype=np.int64)
+
+
+# ---------------------------------------------------------------- reference
+
+
+def _token_list(ids: Sequence[int], vocab: Vocabulary, limit: int = 8) -> list[dict[str, Any]]:
+    out = []
+    for t in list(ids)[:limit]:
+        b = vocab.token_bytes[t] if 0 <= t < vocab.num_tokens else b""
+        label = "<eos>" if t in vocab.eos_token_ids else ("<padding>" if t >= vocab.num_tokens else escape_bytes(b))
+        out.append({"id": int(t), "bytes": label})
+    return out
+
+
+def _set_mismatch(
+    table: MaskTable, vocab: Vocabulary, state: int, ours: np.ndarray, theirs: np.ndarray, problem: str, prefix: bytes | None = None
+) -> Mismatch:
+    a, b = set(ours.tolist()), set(theirs.tolist())
+    p = table.prefix(state) if prefix is None else prefix
+    return Mismatch(
+        state=int(state),
+        prefix=escape_bytes(p),
+        problem=problem,
+        only_triec=_token_list(sorted(a - b), vocab),
+        only_other=_token_list(sorted(b - a), vocab),
+    )
+
+
+def compare_reference(table: MaskTable, vocab: Vocabulary, states: np.ndarray, max_examples: int = MAX_EXAMPLES) -> CheckResult:
+    """Allowed tokens, next states and accepting flags against :mod:`triec.reference`.
+
+    The reference numbers the prefixes of the artifact's values itself and finds
+    tokens with its own Aho-Corasick scan; brute force (the definition: token t
+    is allowed after p iff p + bytes(t) is a prefix of a value) runs too when
+    states x tokens is small.
+    """
+    from triec.reference import brute_force_allowed, prefix_states, reference_transitions
+
+    result = CheckResult(against="reference")
+    t0 = time.perf_counter()
+    keys = table.value_bytes
+    prefixes = prefix_states(keys)
+    if len(prefixes) != table.num_states:
+        result.add(Mismatch(0, "", f"the values have {len(prefixes)} distinct prefixes, the artifact {table.num_states} states"))
+        return result
+    r_off, r_tok, r_next = reference_transitions(keys, vocab.token_bytes)
+    result.seconds["reference"] = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    by_state = sorted(prefixes, key=prefixes.__getitem__)  # state -> prefix
+    accepting = np.zeros(table.num_states, dtype=bool)
+    accepting[[prefixes[k] for k in keys]] = True
+    ours_acc = np.zeros(table.num_states, dtype=bool)
+    ours_acc[table.value_state.astype(np.int64)] = True
+    off = table.allowed_offsets.astype(np.int64)
+    for s in states.tolist():
+        lo, hi = int(off[s]), int(off[s + 1])
+        ours, nexts = table.allowed_tokens[lo:hi], table.allowed_next[lo:hi]
+        theirs, their_next = r_tok[r_off[s] : r_off[s + 1]], r_next[r_off[s] : r_off[s + 1]]
+        result.states_checked += 1
+        if not np.array_equal(ours, theirs):
+            result.add(_set_mismatch(table, vocab, s, ours, theirs, "allowed tokens differ", by_state[s]), max_examples)
+        elif not np.array_equal(nexts, their_next):
+            bad = int(np.flatnonzero(nexts != their_next)[0])
+            result.add(
+                Mismatch(
+                    s,
+                    escape_bytes(by_state[s]),
+                    f"token {int(ours[bad])} leads to state {int(nexts[bad])}, the reference says {int(their_next[bad])}",
+                ),
+                max_examples,
+            )
+        elif accepting[s] != ours_acc[s]:
+            result.add(
+                Mismatch(s, escape_bytes(by_state[s]), f"EOS {'allowed' if ours_acc[s] else 'refused'} here, the reference "
+                         f"{'allows' if accepting[s] else 'refuses'} it"),
+                max_examples,
+            )
+    if table.num_states * vocab.num_tokens <= BRUTE_FORCE_BUDGET:
+        brute = brute_force_allowed(keys, vocab.token_bytes)
+        for p, ids in brute.items():
+            s = prefixes[p]
+            ours = table.allowed_tokens[off[s] : off[s + 1]]
+            if ours.tolist() != ids:
+                result.add(_set_mismatch(table, vocab, s, ours, np.array(ids), "allowed tokens differ from brute force", p), max_examples)
+        result.seconds["brute_force"] = time.perf_counter() - t1
+    result.seconds["compare"] = time.perf_counter() - t1
+    return result
+
+
+# ---------------------------------------------------------------- engines
+
+
+def compare_engine(
+    table: MaskTable,
+    vocab: Vocabulary,
+    engine: Engine,
+    states: np.ndarray,
+    paths: tuple[np.ndarray, np.ndarray],
+    *,
+    walks: int = DEFAULT_WALKS,
+    seed: int = 0,
+    max_examples: int = MAX_EXAMPLES,
+) -> CheckResult:
+    """Full mask rows of ``states`` and of random decode walks against a peer engine.
+
+    The engine is driven down the artifact's token paths depth first (consume,
+    compare, recurse, roll back), so each state costs one token and one mask.
+    """
+    result = CheckResult(against=engine.name, version=engine.version)
+    result.seconds["engine_setup"] = engine.setup_seconds
+    t0 = time.perf_counter()
+    compiled = engine.compile(table.values)
+    result.seconds["compile"] = time.perf_counter() - t0
+
+    t1 = time.perf_counter()
+    parent, via = paths
+    selected = np.zeros(table.num_states, dtype=bool)
+    selected[states] = True
+    needed = selected.copy()  # selected states and their ancestors on the path tree
+    reachable = (parent >= 0) | (np.arange(table.num_states) == 0)
+    for s in np.flatnonzero(selected & reachable)[::-1].tolist():
+        p = int(parent[s])
+        while p >= 0 and not needed[p]:
+            needed[p] = True
+            p = int(parent[p])
+    children: dict[int, list[int]] = {}
+    for s in np.flatnonzero(needed & reachable).tolist():
+        if s:
+            children.setdefault(int(parent[s]), []).append(s)
+
+    width = table.words_per_row
+    ours = np.empty((1, width), dtype=np.int32)
+    theirs = np.empty(width, dtype=np.int32)
+    m = engine.matcher(compiled)
+
+    def check(s: int, prefix: bytes) -> None:
+        table.fill_bitmask([s], ours)
+        theirs.fill(0)
+        m.fill(theirs)
+        result.states_checked += 1
+        if not np.array_equal(ours[0], theirs):
+            result.add(_set_mismatch(table, vocab, s, row_ids(ours[0]), row_ids(theirs), "mask rows differ", prefix), max_examples)
+
+    # Iterative DFS: ("enter", state, prefix) consumes the edge into state, ("leave",) rolls it back.
+    stack: list[tuple[int, int, bytes]] = [(1, 0, b"")]
+    while stack:
+        kind, s, prefix = stack.pop()
+        if kind == 0:
+            m.rollback(1)
+            continue
+        if s:
+            t = int(via[s])
+            if not m.consume(t):
+                result.add(
+                    Mismatch(s, escape_bytes(prefix), f"{engine.name} refuses token {t} ({escape_bytes(vocab.token_bytes[t])!s}), "
+                             "which the artifact allows here"),
+                    max_examples,
+                )
+                continue
+            stack.append((0, s, b""))
+        if selected[s]:
+            if table.prefix(s) != prefix:
+                result.add(Mismatch(s, escape_bytes(prefix), f"the artifact's path to state {s} spells {escape_bytes(prefix)!r}, "
+                                    f"its prefix is {escape_bytes(table.prefix(s))!r}"), max_examples)
+            check(s, prefix)
+        for c in reversed(children.get(s, [])):
+            stack.append((1, c, prefix + vocab.token_bytes[int(via[c])]))
+    result.seconds["states"] = time.perf_counter() - t1
+
+    t2 = time.perf_counter()
+    rng = random.Random(seed)
+    for _ in range(walks):
+        _walk(table, vocab, engine.matcher(compiled), rng, result, max_examples)
+    result.seconds["walks"] = time.perf_counter() - t2
+    return result
+
+
+def _walk(table: MaskTable, vocab: Vocabulary, m: Matcher, rng: random.Random, result: CheckResult, max_examples: int) -> None:
+    """One random constrained decode; every step's row compared; it must end on a value."""
+    width = table.words_per_row
+    ours = np.empty((1, width), dtype=np.int32)
+    theirs = np.empty(width, dtype=np.int32)
+    eos = set(vocab.eos_token_ids)
+    state, prefix = table.start, b""
+    result.walks += 1
+    for _ in range(max(len(v) for v in table.value_bytes) + 1):
+        table.fill_bitmask([state], ours)
+        theirs.fill(0)
+        m.fill(theirs)
+        result.walk_steps += 1
+        if not np.array_equal(ours[0], theirs):
+            result.add(_set_mismatch(table, vocab, state, row_ids(ours[0]), row_ids(theirs), "mask rows differ on a decode walk", prefix), max_examples)
+            return
+        allowed = table.allowed(state).tolist()
+        content = [t for t in allowed if t not in eos]
+        if len(content) < len(allowed) and (not content or rng.random() < 0.3):
+            if table.value(state) is None:
+                result.add(Mismatch(state, escape_bytes(prefix), "EOS allowed but the prefix is not a value"), max_examples)
+            return
+        if not content:
+            result.add(Mismatch(state, escape_bytes(prefix), "empty mask: the walk is stuck"), max_examples)
+            return
+        t = rng.choice(content)
+        if not m.consume(t):
+            result.add(Mismatch(state, escape_bytes(prefix), f"engine refuses token {t} on a decode walk"), max_examples)
+            return
+        state, prefix = table.advance(state, t), prefix + vocab.token_bytes[t]
+    result.add(Mismatch(state, escape_bytes(prefix), "walk did not reach EOS"), max_examples)
+
+
+# ---------------------------------------------------------------- driver
+
+
+def parse_against(raw: Sequence[str]) -> list[str]:
+    """``reference``, engine names, comma lists and ``all`` (reference + every engine)."""
+    names: list[str] = []
+    for chunk in raw:
+        for part in chunk.split(","):
+            part = part.strip()
+            if not part:
+                continue
+            if part == "all":
+                names.extend(AGAINST)
+            elif part in AGAINST:
+                names.append(part)
+            else:
+                raise TriecError(f"--against: expected reference, {', '.join(ENGINES)} or all, found {part!r}")
+    return list(dict.fromkeys(names)) or ["reference"]
+
+
+def verify(
+    path: str,
+    *,
+    tokenizer: str | None = None,
+    against: Sequence[str] = ("reference",),
+    states: int = DEFAULT_STATES,
+    seed: int = 0,
+    walks: int = DEFAULT_WALKS,
+    explicit: Sequence[str] = (),
+    max_examples: int = MAX_EXAMPLES,
+) -> VerifyReport:
+    """Run every check. Engines named in ``explicit`` must be installed
+    (:class:`EngineUnavailable`); others that are missing are reported as skipped."""
+    t0 = time.perf_counter()
+    table, vocab, report = load_checked(path, tokenizer)
+    report.seed = seed
+    if table is None or vocab is None:
+        report.seconds = time.perf_counter() - t0
+        return report
+    selected, report.sampled = select_states(table, states, seed)
+    report.states_selected = int(selected.size)
+    paths: tuple[np.ndarray, np.ndarray] | None = None
+    for name in against:
+        if name == "reference":
+            report.checks.append(compare_reference(table, vocab, selected, max_examples))
+            continue
+        try:
+            engine = make_engine(name, vocab)
+        except EngineUnavailable as exc:
+            if name in explicit:
+                raise
+            report.checks.append(CheckResult(against=name, status="skipped", reason=str(exc)))
+            continue
+        if paths is None:
+            paths = token_paths(table)
+            reachable = (paths[0] >= 0).sum() + 1
+            report.unreachable_states = int(table.num_states - reachable)
+        try:
+            report.checks.append(
+                compare_engine(table, vocab, engine, selected, paths, walks=walks, seed=seed, max_examples=max_examples)
+            )
+        except EngineUnsupported as exc:
+            report.checks.append(CheckResult(against=name, status="skipped", version=engine.version, reason=str(exc)))
+        except TriecError as exc:  # the engine itself failed: not a pass
+            report.checks.append(CheckResult(against=name, status="error", version=engine.version, reason=str(exc)))
+    report.seconds = time.perf_counter() - t0
+    return report
