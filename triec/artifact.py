@@ -239,6 +239,8 @@ def parse_artifact(buf: Any, source: str, *, verify: bool = False) -> dict[str, 
     eos = _field(header, "eos_token_ids", list, source)
     if not all(isinstance(e, int) and not isinstance(e, bool) and 0 <= e < vocab_size for e in eos):
         raise _fail(source, f"header field 'eos_token_ids': expected ids in 0..{vocab_size - 1}, found {eos!r}")
+    _field(header, "triec_version", str, source)
+    _field(header, "build_options", dict, source)
     tok = _field(header, "tokenizer", dict, source)
     if not isinstance(tok.get("fingerprint"), str) or not isinstance(tok.get("name"), str):
         raise _fail(source, "header field 'tokenizer': expected name and fingerprint strings")
@@ -306,7 +308,7 @@ def load(
         eos_token_ids=header["eos_token_ids"],
         tokenizer_fingerprint=header["tokenizer"]["fingerprint"],
         tokenizer_name=header["tokenizer"]["name"],
-        build_options=header.get("build_options") if isinstance(header.get("build_options"), dict) else {},
+        build_options=header["build_options"],
         source=source,
     )
     table.header = header  # type: ignore[attr-defined]

@@ -60,5 +60,5 @@ def validate_contents(table: MaskTable, source: str) -> None:
     except UnicodeDecodeError as exc:
         raise ArtifactError(f"{source}: section state_byte: values are not valid UTF-8 ({exc.reason})") from exc
     keys = table.value_bytes
-    if any(a >= b for a, b in zip(keys, keys[1:])):
+    if any(a >= b for a, b in zip(keys, keys[1:], strict=False)):
         fail("state_byte", "expected values in strictly increasing byte order (the trie's preorder)")
