@@ -33,10 +33,12 @@ def test_ctrl_c_leaves_nothing_partial(tmp_path: Path, delay: float) -> None:
     _, stderr = proc.communicate(timeout=120)
     leftovers = [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp") or p.name.startswith(".out.triec")]
     assert leftovers == [], f"temporary files left behind: {leftovers}"
-    if proc.returncode == 0:  # finished before the signal arrived: the artifact must be whole
+    # Whenever the signal lands (before, during or after the rename), an artifact that
+    # exists is whole, and nothing else is left on disk.
+    if out.exists():
         assert triec.load(out, verify=True).num_values == 200_000
     else:
-        assert not out.exists(), "an interrupted compile must not leave an artifact"
-        assert proc.returncode in (130, -signal.SIGINT, 1), proc.returncode
+        assert proc.returncode != 0
+    assert proc.returncode in (0, 130, -signal.SIGINT, 1), proc.returncode
     if proc.returncode == 130:
         assert "interrupted" in stderr and "Traceback" not in stderr

@@ -20,15 +20,15 @@ from __future__ import annotations
 import weakref
 from array import array
 from bisect import bisect_left
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
 
 from triec.compiler import prepare_values
 from triec.csr import concat_ranges
-from triec.errors import TokenNotAllowed, ValueNotInTable
-from triec.runtime import FINISHED, MaskTable
+from triec.errors import ValueNotInTable
+from triec.runtime import MaskTable, StateQueries
 from triec.trie import join_keys, longest_common_prefixes
 
 
@@ -85,7 +85,7 @@ def _build_path_index(table: MaskTable) -> PathIndex:
     return PathIndex(*(array("q", a.tobytes()) for a in (ends, run_start, hang, creator)))
 
 
-class RestrictedTable:
+class RestrictedTable(StateQueries):
     """A view of a :class:`MaskTable` that allows only a subset of its values (``table.restrict(values)``).
 
     ``allowed``, ``advance``, ``is_accepting`` and bitmask rows equal those of
@@ -95,8 +95,6 @@ class RestrictedTable:
     parent's allowed list of that state, so it costs what the parent's does.
     """
 
-    start: int = 0
-
     def __init__(self, parent: MaskTable, keys: list[bytes], states: np.ndarray, value_state: np.ndarray) -> None:
         self.parent = parent
         self.value_bytes = keys
@@ -104,7 +102,6 @@ class RestrictedTable:
         self.value_state = value_state  # int64, ascending: parent ids of the subset's terminals
         self.vocab_size = parent.vocab_size
         self.eos_token_ids = parent.eos_token_ids
-        self.words_per_row = parent.words_per_row
         self.tokenizer_fingerprint = parent.tokenizer_fingerprint
         self._eos = np.array(self.eos_token_ids, dtype=np.int32)
         self._values: list[str] | None = None
@@ -145,10 +142,6 @@ class RestrictedTable:
         return int(self.states.shape[0])
 
     @property
-    def num_values(self) -> int:
-        return int(self.value_state.shape[0])
-
-    @property
     def values(self) -> list[str]:
         """The subset's values, sorted by their UTF-8 bytes."""
         if self._values is None:
@@ -181,19 +174,6 @@ class RestrictedTable:
         self.subset_state(state)
         return int(state)
 
-    def value_index(self, state: int) -> int:
-        """Index (in :attr:`values`) of the value ``state`` completes, or -1."""
-        s = self._check_state(state)
-        i = int(np.searchsorted(self.value_state, s))
-        return i if i < self.num_values and int(self.value_state[i]) == s else -1
-
-    def is_accepting(self, state: int) -> bool:
-        return self.value_index(state) >= 0
-
-    def value(self, state: int) -> str | None:
-        i = self.value_index(state)
-        return None if i < 0 else self.values[i]
-
     def prefix(self, state: int) -> bytes:
         return self.parent.prefix(self._check_state(state))
 
@@ -203,68 +183,25 @@ class RestrictedTable:
 
     # ------------------------------------------------------------- masks
 
+    def _check_states(self, states: np.ndarray) -> None:
+        if not self._member(states).all():
+            raise IndexError("every state must be a state of this subset")
+
     def _content(self, state: int) -> tuple[np.ndarray, np.ndarray]:
-        s = self._check_state(state)
-        lo, hi = int(self.parent.allowed_offsets[s]), int(self.parent.allowed_offsets[s + 1])
+        """The parent's tokens of ``state`` whose next state is still in the subset."""
+        lo, hi = int(self.parent.allowed_offsets[state]), int(self.parent.allowed_offsets[state + 1])
         nxt = self.parent.allowed_next[lo:hi]
         keep = self._member(nxt)
         return self.parent.allowed_tokens[lo:hi][keep], nxt[keep]
 
-    def allowed(self, state: int) -> np.ndarray:
-        """Allowed token ids, ascending int32, EOS included where a subset value ends."""
-        tokens, _ = self._content(state)
-        if not self.is_accepting(state):
-            return tokens
-        return np.union1d(tokens, self._eos).astype(np.int32)
-
-    def advance(self, state: int, token_id: int) -> int:
-        """The parent state id after ``token_id``; :data:`FINISHED` for EOS at a subset value."""
-        tokens, nxt = self._content(state)
-        t = int(token_id)
-        i = int(np.searchsorted(tokens, t))
-        if i < tokens.shape[0] and int(tokens[i]) == t:
-            return int(nxt[i])
-        if t in self.eos_token_ids and self.is_accepting(state):
-            return FINISHED
-        raise TokenNotAllowed(f"token {t} is not allowed in state {int(state)} of this subset")
-
-    def walk(self, tokens: Iterable[int], state: int | None = None) -> int:
-        s = self.start if state is None else state
-        for t in tokens:
-            s = self.advance(s, t)
-        return s
-
-    def fill_bitmask(self, states: Sequence[int] | np.ndarray, out: np.ndarray) -> np.ndarray:
-        """Rows as :meth:`MaskTable.fill_bitmask` would write them for the subset compiled alone."""
-        st = np.asarray(states, dtype=np.int64).reshape(-1)
-        n, width = st.shape[0], self.words_per_row
-        if out.dtype != np.int32 or out.ndim != 2 or out.shape[1] != width or out.shape[0] < n:
-            raise ValueError(f"out must be an int32 array of shape (>= {n}, {width}), got {out.dtype} {out.shape}")
-        if n and not self._member(st).all():
-            raise IndexError("every state must be a state of this subset")
-        rows = out[:n]
-        if not rows.flags.c_contiguous:  # scatter into a contiguous copy, then assign
-            rows[...] = self.fill_bitmask(st, np.empty((n, width), dtype=np.int32))
-            return rows
-        rows.fill(0)
+    def _contents(self, states: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         offsets = self.parent.allowed_offsets
-        lo = offsets[st].astype(np.int64)
-        counts = offsets[st + 1].astype(np.int64) - lo
+        lo = offsets[states].astype(np.int64)
+        counts = offsets[states + 1].astype(np.int64) - lo
         pos = concat_ranges(lo, counts)
         keep = self._member(self.parent.allowed_next[pos].astype(np.int64))
-        tokens = self.parent.allowed_tokens[pos][keep].astype(np.int64)
-        row = np.repeat(np.arange(n, dtype=np.int64), counts)[keep]
-        acc = np.flatnonzero(np.isin(st, self.value_state))
-        if acc.size and self._eos.size:
-            tokens = np.concatenate([tokens, np.tile(self._eos.astype(np.int64), acc.size)])
-            row = np.concatenate([row, np.repeat(acc, self._eos.size)])
-        bits = np.left_shift(np.uint32(1), (tokens & 31).astype(np.uint32))
-        np.bitwise_or.at(rows.reshape(-1).view(np.uint32), row * width + (tokens >> 5), bits)
-        return rows
-
-    def bitmask(self, state: int) -> np.ndarray:
-        out = np.empty((1, self.words_per_row), dtype=np.int32)
-        return self.fill_bitmask([state], out)[0]
+        row = np.repeat(np.arange(states.shape[0], dtype=np.int64), counts)[keep]
+        return row, self.parent.allowed_tokens[pos][keep].astype(np.int64)
 
     def check_tokenizer(self, fingerprint_or_vocab: object) -> None:
         """As :meth:`MaskTable.check_tokenizer` (the view shares its parent's tokenizer)."""

@@ -28,7 +28,147 @@ FINISHED = -1
 """What :meth:`MaskTable.advance` returns for an EOS token at an accepting state."""
 
 
-class MaskTable:
+class StateQueries:
+    """What a table and a restricted view answer alike.
+
+    Subclasses say which states exist (:meth:`_check_state`,
+    :meth:`_check_states`) and which content tokens each allows
+    (:meth:`_content`, :meth:`_contents`); acceptance, EOS, advancing and the
+    bitmask rows follow from that and from ``value_state`` here, once.
+    """
+
+    start: int = 0
+    """The state before any token: the empty prefix."""
+
+    value_state: np.ndarray
+    eos_token_ids: tuple[int, ...]
+    _eos: np.ndarray
+
+    @property
+    def num_values(self) -> int:
+        return int(self.value_state.shape[0])
+
+    @property
+    def words_per_row(self) -> int:
+        """int32 words in one bitmask row: ``ceil(vocab_size / 32)``."""
+        return (int(self.vocab_size) + 31) // 32  # type: ignore[attr-defined]
+
+    @property
+    def values(self) -> list[str]:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def prefix(self, state: int) -> bytes:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def _check_state(self, state: int) -> int:  # pragma: no cover - overridden
+        """``state`` as an int, or IndexError when it is not a state here."""
+        raise NotImplementedError
+
+    def _check_states(self, states: np.ndarray) -> None:  # pragma: no cover - overridden
+        """IndexError unless every one of ``states`` is a state here."""
+        raise NotImplementedError
+
+    def _content(self, state: int) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - overridden
+        """(content tokens ascending, the state each leads to) of one checked state."""
+        raise NotImplementedError
+
+    def _contents(self, states: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - overridden
+        """(row index, content token) pairs of a batch of checked states."""
+        raise NotImplementedError
+
+    def value_index(self, state: int) -> int:
+        """Index of the value ``state`` completes, or -1 when it is not accepting."""
+        s = self._check_state(state)
+        i = int(np.searchsorted(self.value_state, s))
+        return i if i < self.num_values and int(self.value_state[i]) == s else -1
+
+    def is_accepting(self, state: int) -> bool:
+        """True when the prefix of ``state`` is itself a value (EOS is allowed there)."""
+        return self.value_index(state) >= 0
+
+    def value(self, state: int) -> str | None:
+        """The value ``state`` completes, or ``None``."""
+        i = self.value_index(state)
+        return None if i < 0 else self.values[i]
+
+    def _live(self, state: int) -> int:
+        if int(state) == FINISHED:
+            raise TokenNotAllowed("the sequence already ended with EOS (state FINISHED): no token is allowed after it")
+        return self._check_state(state)
+
+    def allowed(self, state: int) -> np.ndarray:
+        """Allowed token ids in ``state``, ascending int32, EOS ids included at accepting states."""
+        content, _ = self._content(self._live(state))
+        if self.value_index(state) < 0:
+            return content
+        return np.union1d(content, self._eos).astype(np.int32)
+
+    def advance(self, state: int, token_id: int) -> int:
+        """The state after ``token_id``; :data:`FINISHED` for EOS at an accepting state.
+
+        Raises :class:`TokenNotAllowed` for a token the state's mask does not allow.
+        """
+        tokens, nxt = self._content(self._live(state))
+        t = int(token_id)
+        i = int(np.searchsorted(tokens, t))
+        if i < tokens.shape[0] and int(tokens[i]) == t:
+            return int(nxt[i])
+        if t in self.eos_token_ids and self.is_accepting(state):
+            return FINISHED
+        raise TokenNotAllowed(f"token {t} is not allowed in state {int(state)} (prefix {self.prefix(state)!r})")
+
+    def walk(self, tokens: Iterable[int], state: int | None = None) -> int:
+        """Advance through a token sequence and return the final state."""
+        s = self.start if state is None else state
+        for t in tokens:
+            s = self.advance(s, t)
+        return s
+
+    def fill_bitmask(self, states: Sequence[int] | np.ndarray, out: np.ndarray) -> np.ndarray:
+        """Write one bitmask row per state into ``out[:len(states)]`` and return that view.
+
+        Row layout is xgrammar's, llguidance's and vLLM's: int32 words, token j
+        is bit ``j & 31`` of word ``j >> 5``, 1 = allowed. Every word of the rows
+        is written, so this costs O(rows x width); a decode loop that refills
+        one buffer should use :meth:`MaskTable.mask_writer`, which is O(allowed).
+        """
+        st = np.asarray(states, dtype=np.int64).reshape(-1)
+        n = st.shape[0]
+        width = self.words_per_row
+        if out.dtype != np.int32 or out.ndim != 2 or out.shape[1] != width or out.shape[0] < n:
+            raise ValueError(f"out must be an int32 array of shape (>= {n}, {width}), got {out.dtype} {out.shape}")
+        if n:
+            self._check_states(st)
+        rows = out[:n]
+        if not rows.flags.c_contiguous:  # e.g. a column slice of a wider buffer: fill a copy, then assign
+            rows[...] = self.fill_bitmask(st, np.empty((n, width), dtype=np.int32))
+            return rows
+        rows.fill(0)
+        if n == 0:
+            return rows
+        row, tokens = self._contents(st)
+        accepting = np.flatnonzero(self._accepting_mask(st))
+        if accepting.size and self._eos.size:
+            tokens = np.concatenate([tokens, np.tile(self._eos.astype(np.int64), accepting.size)])
+            row = np.concatenate([row, np.repeat(accepting, self._eos.size)])
+        bits = np.left_shift(np.uint32(1), (tokens & 31).astype(np.uint32))
+        np.bitwise_or.at(rows.reshape(-1).view(np.uint32), row * width + (tokens >> 5), bits)
+        return rows
+
+    def _accepting_mask(self, states: np.ndarray) -> np.ndarray:
+        i = np.searchsorted(self.value_state, states)
+        inside = i < self.num_values
+        hit = np.zeros(states.shape[0], dtype=bool)
+        hit[inside] = self.value_state[i[inside]] == states[inside]
+        return hit
+
+    def bitmask(self, state: int) -> np.ndarray:
+        """One state's bitmask row (a fresh int32 array)."""
+        out = np.empty((1, self.words_per_row), dtype=np.int32)
+        return self.fill_bitmask([state], out)[0]
+
+
+class MaskTable(StateQueries):
     """Allowed tokens and transitions for every prefix of a finite set of values.
 
     Arrays (little-endian; shared with the artifact sections of the same names):
@@ -80,26 +220,14 @@ class MaskTable:
 
     # ------------------------------------------------------------- shape
 
-    start: int = 0
-    """The state before any token: the empty prefix."""
-
     @property
     def num_states(self) -> int:
         return int(self.state_byte.shape[0])
 
     @property
-    def num_values(self) -> int:
-        return int(self.value_state.shape[0])
-
-    @property
     def num_allowed(self) -> int:
         """Allowed (state, content token) pairs, EOS not counted."""
         return int(self.allowed_tokens.shape[0])
-
-    @property
-    def words_per_row(self) -> int:
-        """int32 words in one bitmask row: ``ceil(vocab_size / 32)``."""
-        return (self.vocab_size + 31) // 32
 
     def __repr__(self) -> str:
         return (
@@ -129,20 +257,19 @@ class MaskTable:
             raise IndexError(f"state {state} out of range (0..{self.num_states - 1})")
         return s
 
-    def value_index(self, state: int) -> int:
-        """Index of the value ``state`` completes, or -1 when it is not accepting."""
-        s = self._check_state(state)
-        i = int(np.searchsorted(self.value_state, s))
-        return i if i < self.num_values and int(self.value_state[i]) == s else -1
+    def _check_states(self, states: np.ndarray) -> None:
+        if states.min() < 0 or states.max() >= self.num_states:
+            raise IndexError(f"states must lie in 0..{self.num_states - 1}")
 
-    def is_accepting(self, state: int) -> bool:
-        """True when the prefix of ``state`` is itself a value (EOS is allowed there)."""
-        return self.value_index(state) >= 0
+    def _content(self, state: int) -> tuple[np.ndarray, np.ndarray]:
+        lo, hi = int(self.allowed_offsets[state]), int(self.allowed_offsets[state + 1])
+        return self.allowed_tokens[lo:hi], self.allowed_next[lo:hi]
 
-    def value(self, state: int) -> str | None:
-        """The value ``state`` completes, or ``None``."""
-        i = self.value_index(state)
-        return None if i < 0 else self.values[i]
+    def _contents(self, states: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        lo = self.allowed_offsets[states].astype(np.int64)
+        counts = self.allowed_offsets[states + 1].astype(np.int64) - lo
+        row = np.repeat(np.arange(states.shape[0], dtype=np.int64), counts)
+        return row, self.allowed_tokens[concat_ranges(lo, counts)].astype(np.int64)
 
     def prefix(self, state: int) -> bytes:
         """The bytes read from the start to reach ``state``."""
@@ -162,83 +289,6 @@ class MaskTable:
         if i == len(values) or not values[i].startswith(p):
             return None
         return int(self.value_state[i]) - (len(values[i]) - len(p))
-
-    # ------------------------------------------------------------- masks
-
-    def _span(self, state: int) -> tuple[int, int]:
-        if int(state) == FINISHED:
-            raise TokenNotAllowed("the sequence already ended with EOS (state FINISHED): no token is allowed after it")
-        s = self._check_state(state)
-        return int(self.allowed_offsets[s]), int(self.allowed_offsets[s + 1])
-
-    def allowed(self, state: int) -> np.ndarray:
-        """Allowed token ids in ``state``, ascending int32, EOS ids included at accepting states."""
-        lo, hi = self._span(state)
-        content = self.allowed_tokens[lo:hi]
-        if self.value_index(state) < 0:
-            return content
-        return np.union1d(content, self._eos).astype(np.int32)
-
-    def advance(self, state: int, token_id: int) -> int:
-        """The state after ``token_id``; :data:`FINISHED` for EOS at an accepting state.
-
-        Raises :class:`TokenNotAllowed` for a token the state's mask does not allow.
-        """
-        lo, hi = self._span(state)
-        tokens = self.allowed_tokens[lo:hi]
-        t = int(token_id)
-        i = int(np.searchsorted(tokens, t))
-        if i < tokens.shape[0] and int(tokens[i]) == t:
-            return int(self.allowed_next[lo + i])
-        if t in self.eos_token_ids and self.is_accepting(state):
-            return FINISHED
-        raise TokenNotAllowed(f"token {t} is not allowed in state {int(state)} (prefix {self.prefix(state)!r})")
-
-    def fill_bitmask(self, states: Sequence[int] | np.ndarray, out: np.ndarray) -> np.ndarray:
-        """Write one bitmask row per state into ``out[:len(states)]`` and return that view.
-
-        Row layout is xgrammar's, llguidance's and vLLM's: int32 words, token j
-        is bit ``j & 31`` of word ``j >> 5``, 1 = allowed.
-        """
-        st = np.asarray(states, dtype=np.int64).reshape(-1)
-        n = st.shape[0]
-        width = self.words_per_row
-        if out.dtype != np.int32 or out.ndim != 2 or out.shape[1] != width or out.shape[0] < n:
-            raise ValueError(f"out must be an int32 array of shape (>= {n}, {width}), got {out.dtype} {out.shape}")
-        if n and (st.min() < 0 or st.max() >= self.num_states):
-            raise IndexError(f"states must lie in 0..{self.num_states - 1}")
-        rows = out[:n]
-        if not rows.flags.c_contiguous:  # e.g. a column slice of a wider buffer: fill a copy, then assign
-            rows[...] = self.fill_bitmask(st, np.empty((n, width), dtype=np.int32))
-            return rows
-        rows.fill(0)
-        if n == 0:
-            return rows
-        lo = self.allowed_offsets[st].astype(np.int64)
-        counts = self.allowed_offsets[st + 1].astype(np.int64) - lo
-        tokens = self.allowed_tokens[concat_ranges(lo, counts)].astype(np.int64)
-        row = np.repeat(np.arange(n, dtype=np.int64), counts)
-        accepting = self._accepting_mask(st)
-        if accepting.any() and self._eos.size:
-            acc_rows = np.nonzero(accepting)[0]
-            tokens = np.concatenate([tokens, np.tile(self._eos.astype(np.int64), acc_rows.size)])
-            row = np.concatenate([row, np.repeat(acc_rows, self._eos.size)])
-        flat = rows.reshape(-1).view(np.uint32)
-        bits = np.left_shift(np.uint32(1), (tokens & 31).astype(np.uint32))
-        np.bitwise_or.at(flat, row * width + (tokens >> 5), bits)
-        return rows
-
-    def _accepting_mask(self, states: np.ndarray) -> np.ndarray:
-        i = np.searchsorted(self.value_state, states)
-        inside = i < self.num_values
-        hit = np.zeros(states.shape[0], dtype=bool)
-        hit[inside] = self.value_state[i[inside]] == states[inside]
-        return hit
-
-    def bitmask(self, state: int) -> np.ndarray:
-        """One state's bitmask row (a fresh int32 array)."""
-        out = np.empty((1, self.words_per_row), dtype=np.int32)
-        return self.fill_bitmask([state], out)[0]
 
     # ------------------------------------------------------------- serving (lazy imports: numpy stays the only import)
 
@@ -289,13 +339,6 @@ class MaskTable:
         from triec.artifact import write_artifact
 
         return write_artifact(self, path, compress=compress)
-
-    def walk(self, tokens: Iterable[int], state: int | None = None) -> int:
-        """Advance through a token sequence and return the final state."""
-        s = self.start if state is None else state
-        for t in tokens:
-            s = self.advance(s, t)
-        return s
 
 
 def _rebuild_values(value_state: np.ndarray, value_lcp: np.ndarray, state_byte: np.ndarray) -> list[bytes]:

@@ -58,7 +58,7 @@ def report_errors(fn: Callable[..., None]) -> Callable[..., None]:
             raise typer.Exit(EXIT_USAGE) from None
         except KeyboardInterrupt:
             # Files are written to a temporary name and renamed, so nothing partial is left behind.
-            err.print("interrupted; nothing was written")
+            err.print("interrupted; no partial file was left behind")
             raise typer.Exit(EXIT_INTERRUPTED) from None
 
     return wrapper
