@@ -17,7 +17,6 @@ fresh compile of the subset.
 
 from __future__ import annotations
 
-import weakref
 from array import array
 from bisect import bisect_left
 from collections.abc import Iterable
@@ -28,6 +27,7 @@ import numpy as np
 from triec.compiler import prepare_values
 from triec.csr import concat_ranges
 from triec.errors import ValueNotInTable
+from triec.memo import per_table
 from triec.runtime import MaskTable, StateQueries
 from triec.trie import join_keys, longest_common_prefixes
 
@@ -55,19 +55,9 @@ class PathIndex:
     creator: array
 
 
-_INDEX: weakref.WeakKeyDictionary[MaskTable, PathIndex] = weakref.WeakKeyDictionary()
-
-
+@per_table
 def path_index(table: MaskTable) -> PathIndex:
-    """The table's :class:`PathIndex`, built on first use."""
-    index = _INDEX.get(table)
-    if index is None:
-        index = _build_path_index(table)
-        _INDEX[table] = index
-    return index
-
-
-def _build_path_index(table: MaskTable) -> PathIndex:
+    """The table's :class:`PathIndex`, built on first use (O(K) vectorized)."""
     ends = np.asarray(table.value_state, dtype=np.int64)
     lcp = np.asarray(table.value_lcp, dtype=np.int64)
     created = np.diff(ends, prepend=0)

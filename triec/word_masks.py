@@ -11,11 +11,12 @@ per table.
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
+
+from triec.memo import per_table
 
 if TYPE_CHECKING:
     from triec.runtime import MaskTable
@@ -42,16 +43,10 @@ class StateWords:
         return np.diff(self.offsets)
 
 
-_CACHE: weakref.WeakKeyDictionary[MaskTable, StateWords] = weakref.WeakKeyDictionary()
-
-
+@per_table
 def state_words(table: MaskTable) -> StateWords:
     """The (word, bits) pairs of every state of ``table``; built once per table (O(allowed pairs))."""
-    cached = _CACHE.get(table)
-    if cached is None:
-        cached = build_state_words(table)
-        _CACHE[table] = cached
-    return cached
+    return build_state_words(table)
 
 
 def build_state_words(table: MaskTable) -> StateWords:
