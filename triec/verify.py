@@ -360,18 +360,12 @@ def compare_engine(
         if s:
             children.setdefault(int(parent[s]), []).append(s)
 
-    width = table.words_per_row
-    ours = np.empty((1, width), dtype=np.int32)
-    theirs = np.empty(width, dtype=np.int32)
+    compare = _RowComparer(table, vocab, result, max_examples)
     m = engine.matcher(compiled)
 
     def check(s: int, prefix: bytes) -> None:
-        table.fill_bitmask([s], ours)
-        theirs.fill(0)
-        m.fill(theirs)
         result.states_checked += 1
-        if not np.array_equal(ours[0], theirs):
-            result.add(_set_mismatch(table, vocab, s, row_ids(ours[0]), row_ids(theirs), "mask rows differ", prefix), max_examples)
+        compare(m, s, prefix, "mask rows differ")
 
     # Iterative DFS: ("enter", state, prefix) consumes the edge into state, ("leave",) rolls it back.
     stack: list[tuple[int, int, bytes]] = [(1, 0, b"")]
@@ -407,21 +401,34 @@ def compare_engine(
     return result
 
 
+class _RowComparer:
+    """The artifact's full bitmask row of a state against the engine's, recording a mismatch."""
+
+    def __init__(self, table: MaskTable, vocab: Vocabulary, result: CheckResult, max_examples: int) -> None:
+        self.table, self.vocab, self.result, self.max_examples = table, vocab, result, max_examples
+        self.ours = np.empty((1, table.words_per_row), dtype=np.int32)
+        self.theirs = np.empty(table.words_per_row, dtype=np.int32)
+
+    def __call__(self, matcher: Matcher, state: int, prefix: bytes, what: str) -> bool:
+        self.table.fill_bitmask([state], self.ours)
+        self.theirs.fill(0)
+        matcher.fill(self.theirs)
+        if np.array_equal(self.ours[0], self.theirs):
+            return True
+        mismatch = _set_mismatch(self.table, self.vocab, state, row_ids(self.ours[0]), row_ids(self.theirs), what, prefix)
+        self.result.add(mismatch, self.max_examples)
+        return False
+
+
 def _walk(table: MaskTable, vocab: Vocabulary, m: Matcher, rng: random.Random, result: CheckResult, max_examples: int) -> None:
     """One random constrained decode; every step's row compared; it must end on a value."""
-    width = table.words_per_row
-    ours = np.empty((1, width), dtype=np.int32)
-    theirs = np.empty(width, dtype=np.int32)
+    compare = _RowComparer(table, vocab, result, max_examples)
     eos = set(vocab.eos_token_ids)
     state, prefix = table.start, b""
     result.walks += 1
     for _ in range(max(len(v) for v in table.value_bytes) + 1):
-        table.fill_bitmask([state], ours)
-        theirs.fill(0)
-        m.fill(theirs)
         result.walk_steps += 1
-        if not np.array_equal(ours[0], theirs):
-            result.add(_set_mismatch(table, vocab, state, row_ids(ours[0]), row_ids(theirs), "mask rows differ on a decode walk", prefix), max_examples)
+        if not compare(m, state, prefix, "mask rows differ on a decode walk"):
             return
         allowed = table.allowed(state).tolist()
         content = [t for t in allowed if t not in eos]
