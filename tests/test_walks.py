@@ -15,6 +15,7 @@ import random
 from functools import lru_cache
 
 import pytest
+from cases import CASES, LONG
 from tokenizers import Tokenizer
 
 import triec
@@ -24,26 +25,9 @@ from triec.tokenizer_source import locate
 NAMES = ("gpt2", "phi3", "qwen2")
 
 TOOL_NAMES = triec.synthetic.tool_names(10_000)
-UNICODE = [
-    "café",
-    "naïve",
-    "Ångström",
-    "e\u0301",
-    "日本",
-    "日本語",
-    "中文字符",
-    "👩",
-    "👩\u200d💻",
-    "👩\u200d👩\u200d👧",
-    "🏳️\u200d🌈",
-    "👍🏽",
-    "😀😀😀",
-    "Ωmega",
-    "привет",
-]
-WHITESPACE = [" leading", "trailing ", "\ttab", "a\tb", "\u00a0nbsp", "a  b", "!?", "...", " ", "  ", "\n", "a\nb"]
-PREFIXES = ["get", "get_user", "get_user_by_id", "get_users", "g"]
-LONG = ("alpha beta_ 日本 👩\u200d👧 ... \tΩ " * 80)[:1500]  # > 2 KB of UTF-8
+UNICODE = CASES["unicode"]
+WHITESPACE = CASES["whitespace"]
+PREFIXES = CASES["prefix_chain"]
 assert len(LONG.encode("utf-8")) > 2048
 
 WALK_SETS = {"tool_names": TOOL_NAMES, "unicode": UNICODE + ["", "日"]}
