@@ -145,6 +145,51 @@ def cases(golden: bytes) -> dict[str, bytes]:
 
     out["values_not_utf8"] = join(pre, h, patch_section(h, b, "state_byte", invalid_utf8))
 
+    def section_case(name: str, section: str, edit: Callable[[np.ndarray, dict[str, Any]], None]) -> None:
+        _, h, b = split(golden)
+        out[name] = join(pre, h, patch_section(h, b, section, lambda a: edit(a, h)))
+
+    def negative_token(a: np.ndarray, h: dict[str, Any]) -> None:
+        a[1] = -1
+
+    section_case("token_id_negative", "allowed_tokens", negative_token)
+
+    def offsets_end(a: np.ndarray, h: dict[str, Any]) -> None:
+        a[-1] -= 1
+
+    section_case("offsets_wrong_end", "allowed_offsets", offsets_end)
+
+    def value_state_order(a: np.ndarray, h: dict[str, Any]) -> None:
+        a[1], a[2] = a[2], a[1]
+
+    section_case("value_state_not_increasing", "value_state", value_state_order)
+
+    def value_state_end(a: np.ndarray, h: dict[str, Any]) -> None:
+        a[-1] = h["num_states"]
+
+    section_case("value_state_past_end", "value_state", value_state_end)
+
+    def lcp_too_long(a: np.ndarray, h: dict[str, Any]) -> None:
+        a[-1] = 1000
+
+    section_case("value_lcp_too_long", "value_lcp", lcp_too_long)
+
+    def lcp_negative(a: np.ndarray, h: dict[str, Any]) -> None:
+        a[-1] = -1
+
+    section_case("value_lcp_negative", "value_lcp", lcp_negative)
+
+    def values_out_of_order(a: np.ndarray, h: dict[str, Any]) -> None:
+        a[1] = 0x7A  # the second value's first new byte becomes 'z': it now sorts after its successors
+
+    section_case("values_out_of_order", "state_byte", values_out_of_order)
+
+    def vocab_zero(h: dict[str, Any]) -> None:
+        h["vocab_size"] = 0
+        h["eos_token_ids"] = []
+
+    with_header("vocab_size_zero", vocab_zero)
+
     _, h, b = split(golden)
     (sec,) = [s for s in h["sections"] if s["name"] == "allowed_next"]
     flipped = bytearray(b)

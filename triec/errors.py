@@ -15,8 +15,11 @@ class ValuesError(TriecError):
     """The values input cannot be used (unreadable, bad encoding, wrong JSON shape, empty)."""
 
 
-class ValueNotInTable(ValuesError):
-    """A value asked for (e.g. by ``MaskTable.restrict``) is not one of the table's values."""
+class ValueNotInTable(ValuesError, ValueError):
+    """A value asked for (e.g. by ``MaskTable.restrict``) is not one of the table's values.
+
+    Also a ``ValueError``: like :class:`TokenNotAllowed`, it reports an argument the caller passed.
+    """
 
 
 class TokenizerError(TriecError):
@@ -29,6 +32,10 @@ class ArtifactError(TriecError):
 
 class ArtifactVersionError(ArtifactError):
     """The artifact was written by a newer, unknown format version."""
+
+
+class ArtifactContentError(ArtifactError):
+    """A section's contents are inconsistent: an id or offset out of range, values out of order or not UTF-8."""
 
 
 class ArtifactChecksumError(ArtifactError):

@@ -10,6 +10,7 @@ States are trie nodes numbered in preorder; state 0 is the empty prefix.
 
 from __future__ import annotations
 
+import operator
 import os
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from triec.csr import concat_ranges
-from triec.errors import TokenizerMismatch, TokenNotAllowed
+from triec.errors import ArtifactContentError, TokenizerMismatch, TokenNotAllowed
 
 if TYPE_CHECKING:
     from triec.mask_writer import MaskWriter
@@ -217,6 +218,7 @@ class MaskTable(StateQueries):
         self._values: list[str] | None = values
         self._value_bytes: list[bytes] | None = None
         self._offsets_list: list[int] | None = None
+        self._indices_checked = False  # True once every index is known in range (compiled, or checked at load)
 
     # ------------------------------------------------------------- shape
 
@@ -239,17 +241,44 @@ class MaskTable(StateQueries):
 
     @property
     def value_bytes(self) -> list[bytes]:
-        """Values as UTF-8 bytes in table order (sorted by bytes), rebuilt once on first use."""
+        """Values as bytes in table order (sorted), rebuilt once on first use.
+
+        A loaded table's values are checked as they are rebuilt: strictly
+        increasing, else :class:`~triec.errors.ArtifactContentError` (the
+        loader checks only that every slice is in range; docs/decisions.md D3).
+        """
         if self._value_bytes is None:
-            self._value_bytes = _rebuild_values(self.value_state, self.value_lcp, self.state_byte)
+            keys = _rebuild_values(self.value_state, self.value_lcp, self.state_byte)
+            if not all(map(operator.lt, keys, keys[1:])):
+                i = next(i for i in range(1, len(keys)) if keys[i - 1] >= keys[i])
+                raise ArtifactContentError(
+                    f"{self._where}: section state_byte: values {i - 1} and {i} are not in strictly increasing "
+                    "byte order (the trie's preorder); the artifact is corrupt"
+                )
+            self._value_bytes = keys
         return self._value_bytes
 
     @property
     def values(self) -> list[str]:
-        """The K distinct values, sorted by their UTF-8 bytes; value i ends at ``value_state[i]``."""
+        """The K distinct values, sorted by their UTF-8 bytes; value i ends at ``value_state[i]``.
+
+        Raises :class:`~triec.errors.ArtifactContentError` on first use when a
+        loaded table's value bytes are not valid UTF-8 (checked lazily).
+        """
         if self._values is None:
-            self._values = [b.decode("utf-8") for b in self.value_bytes]
+            keys = self.value_bytes
+            try:
+                self._values = [b.decode("utf-8") for b in keys]
+            except UnicodeDecodeError as exc:
+                i = next(i for i, b in enumerate(keys) if not _is_utf8(b))
+                raise ArtifactContentError(
+                    f"{self._where}: section state_byte: value {i} is not valid UTF-8 ({exc.reason}); the artifact is corrupt"
+                ) from None
         return self._values
+
+    @property
+    def _where(self) -> str:
+        return self.source or "in-memory table"
 
     def _check_state(self, state: int) -> int:
         s = int(state)
@@ -339,6 +368,14 @@ class MaskTable(StateQueries):
         from triec.artifact import write_artifact
 
         return write_artifact(self, path, compress=compress)
+
+
+def _is_utf8(b: bytes) -> bool:
+    try:
+        b.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _rebuild_values(value_state: np.ndarray, value_lcp: np.ndarray, state_byte: np.ndarray) -> list[bytes]:
