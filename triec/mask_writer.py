@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from triec.runtime import _state_array, _terminal_note
 from triec.word_masks import state_words
 
 if TYPE_CHECKING:
@@ -74,7 +75,7 @@ class MaskWriter:
         """The single-state fast path: returns ``buffer[:1]``."""
         s = int(state)
         if not 0 <= s < self._num_states:
-            raise IndexError(f"states must lie in 0..{self._num_states - 1}")
+            raise IndexError(f"state {s} out of range (0..{self._num_states - 1}){_terminal_note(s)}")
         if s == self._last_state:  # row 0 already holds it
             return self._row0
         off = self._offsets_list
@@ -105,15 +106,13 @@ class MaskWriter:
             self._flat[self._words[lo:hi]] = self._bits[lo:hi]
 
     def _fill_batch(self, states: Sequence[int] | np.ndarray) -> np.ndarray:
-        st = np.asarray(states)
-        if st.dtype != np.int64:
-            st = st.astype(np.int64)
-        st = st.reshape(-1)
+        st = _state_array(states)
         n = st.shape[0]
         if n > self.max_batch:
             raise ValueError(f"{n} states exceed this writer's max_batch of {self.max_batch}")
         if n and st.view(np.uint64).max() >= self._num_states:  # negatives wrap to huge values
-            raise IndexError(f"states must lie in 0..{self._num_states - 1}")
+            bad = int(st[(st < 0) | (st >= self._num_states)][0])
+            raise IndexError(f"state {bad} out of range (0..{self._num_states - 1}){_terminal_note(bad)}")
         if self._last_flat is not None:
             self._flat[self._last_flat] = 0
         elif self._last_state >= 0:

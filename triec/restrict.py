@@ -174,8 +174,10 @@ class RestrictedTable(StateQueries):
     # ------------------------------------------------------------- masks
 
     def _check_states(self, states: np.ndarray) -> None:
-        if not self._member(states).all():
-            raise IndexError("every state must be a state of this subset")
+        member = self._member(states)
+        if not member.all():
+            bad = int(states[~member][0])
+            raise IndexError(f"state {bad} is not a state of this subset (no subset value has its prefix)")
 
     def _content(self, state: int) -> tuple[np.ndarray, np.ndarray]:
         """The parent's tokens of ``state`` whose next state is still in the subset."""

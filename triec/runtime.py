@@ -111,12 +111,21 @@ class StateQueries:
         """
         tokens, nxt = self._content(self._live(state))
         t = int(token_id)
+        if not 0 <= t < self.vocab_size:  # type: ignore[attr-defined]
+            raise TokenNotAllowed(f"token {t} is outside the vocabulary (0..{self.vocab_size - 1})")  # type: ignore[attr-defined]
         i = int(np.searchsorted(tokens, t))
         if i < tokens.shape[0] and int(tokens[i]) == t:
             return int(nxt[i])
         if t in self.eos_token_ids and self.is_accepting(state):
             return FINISHED
-        raise TokenNotAllowed(f"token {t} is not allowed in state {int(state)} (prefix {self.prefix(state)!r})")
+        raise TokenNotAllowed(f"token {t} is not allowed in state {int(state)}{self._described(int(state))}")
+
+    def _described(self, state: int) -> str:
+        """`` (prefix b'...')`` for messages; empty when a loaded table's value bytes are corrupt."""
+        try:
+            return f" (prefix {self.prefix(state)!r})"
+        except ArtifactContentError:
+            return ""
 
     def walk(self, tokens: Iterable[int], state: int | None = None) -> int:
         """Advance through a token sequence and return the final state."""
@@ -133,7 +142,7 @@ class StateQueries:
         is written, so this costs O(rows x width); a decode loop that refills
         one buffer should use :meth:`MaskTable.mask_writer`, which is O(allowed).
         """
-        st = np.asarray(states, dtype=np.int64).reshape(-1)
+        st = _state_array(states)
         n = st.shape[0]
         width = self.words_per_row
         if out.dtype != np.int32 or out.ndim != 2 or out.shape[1] != width or out.shape[0] < n:
@@ -283,12 +292,13 @@ class MaskTable(StateQueries):
     def _check_state(self, state: int) -> int:
         s = int(state)
         if not 0 <= s < self.num_states:
-            raise IndexError(f"state {state} out of range (0..{self.num_states - 1})")
+            raise IndexError(f"state {state} out of range (0..{self.num_states - 1}){_terminal_note(s)}")
         return s
 
     def _check_states(self, states: np.ndarray) -> None:
-        if states.min() < 0 or states.max() >= self.num_states:
-            raise IndexError(f"states must lie in 0..{self.num_states - 1}")
+        if states.view(np.uint64).max() >= self.num_states:  # negatives read as unsigned are huge
+            bad = int(states[(states < 0) | (states >= self.num_states)][0])
+            raise IndexError(f"state {bad} out of range (0..{self.num_states - 1}){_terminal_note(bad)}")
 
     def _content(self, state: int) -> tuple[np.ndarray, np.ndarray]:
         lo, hi = int(self.allowed_offsets[state]), int(self.allowed_offsets[state + 1])
@@ -368,6 +378,19 @@ class MaskTable(StateQueries):
         from triec.artifact import write_artifact
 
         return write_artifact(self, path, compress=compress)
+
+
+def _terminal_note(state: int) -> str:
+    return ": FINISHED (-1) ends a sequence and has no mask row" if state == FINISHED else ""
+
+
+def _state_array(states: Sequence[int] | np.ndarray) -> np.ndarray:
+    """States as a flat int64 array; an id that does not even fit int64 is out of range (IndexError)."""
+    try:
+        return np.asarray(states, dtype=np.int64).reshape(-1)
+    except OverflowError:
+        bad = next(x for x in np.asarray(states, dtype=object).reshape(-1) if not -(2**63) <= int(x) < 2**63)
+        raise IndexError(f"state {bad} out of range: it does not even fit in int64") from None
 
 
 def _is_utf8(b: bytes) -> bool:

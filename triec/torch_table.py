@@ -22,6 +22,18 @@ state) and ``INVALID`` (-2, after a token the mask did not allow). They stay
 where they are under ``advance`` and their mask row allows exactly the EOS ids,
 so a finished row in a batch never turns into an all ``-inf`` row.
 
+Out-of-range state ids (anything but ``0 .. num_states - 1``, FINISHED and
+INVALID) are a caller error reported in band, not raised: ``fill`` gives them
+the terminal row and ``advance`` turns them into ``INVALID``. Raising would
+need the state values on the host, a synchronisation per step; an index past
+a table on a CUDA device would instead be a device-side assert that kills
+every request of the process. ``check_states`` raises ``ValueError`` for
+callers that want the loud form and can afford the synchronisation
+(docs/decisions.md D12). Every tensor is indexed only with ids made safe by
+``torch.where``; the uploaded arrays themselves passed
+:func:`triec.validate.check_indices` (at load, or here for a table built by
+hand).
+
 Only this module (and the integrations) import torch.
 """
 
@@ -59,6 +71,10 @@ class TorchMaskTable:
     ) -> None:
         if narrow_words < 1:
             raise ValueError(f"narrow_words must be >= 1, not {narrow_words}")
+        if not getattr(table, "_indices_checked", False):  # built by hand: check before anything is uploaded
+            from triec.validate import check_indices
+
+            check_indices(table, table.source or "in-memory table")
         self.device = torch.device(device if device is not None else "cpu")
         self.num_states = table.num_states
         self.vocab_size = table.vocab_size
@@ -96,22 +112,50 @@ class TorchMaskTable:
 
     def start_states(self, batch_size: int) -> torch.Tensor:
         """A ``(batch_size,)`` int64 tensor of start states on the device."""
-        return torch.full((batch_size,), self.start, dtype=torch.int64, device=self.device)
+        if int(batch_size) < 0:
+            raise ValueError(f"batch_size must be >= 0, not {batch_size}")
+        return torch.full((int(batch_size),), self.start, dtype=torch.int64, device=self.device)
+
+    def _live(self, s: torch.Tensor) -> torch.Tensor:
+        return (s >= 0) & (s < self.num_states)
 
     def _rows_of(self, states: torch.Tensor) -> torch.Tensor:
-        s = states.to(torch.int64)
-        return torch.where(s < 0, self.num_states, s)
+        """Row per state: itself when live, else the terminal row ``num_states`` (never out of range)."""
+        s = states.reshape(-1).to(device=self.device, dtype=torch.int64)
+        return torch.where(self._live(s), s, self.num_states)
+
+    def check_states(self, states: torch.Tensor) -> None:
+        """Raise ``ValueError`` unless every state is a state, FINISHED or INVALID.
+
+        A debugging aid: it reads the states on the host (one synchronisation).
+        ``fill`` and ``advance`` never need it; they treat such ids as INVALID.
+        """
+        s = states.reshape(-1).to(device=self.device, dtype=torch.int64)
+        bad = ~(self._live(s) | (s == FINISHED) | (s == INVALID))
+        if bool(bad.any()):
+            first = int(s[bad][0])
+            raise ValueError(
+                f"state {first} out of range: states lie in 0..{self.num_states - 1}, or are FINISHED (-1) or INVALID (-2)"
+            )
 
     def is_accepting(self, states: torch.Tensor) -> torch.Tensor:
-        """Bool ``(B,)``: the state's prefix is a value (terminal states are not accepting)."""
+        """Bool ``(B,)``: the state's prefix is a value (terminal and out-of-range states are not accepting)."""
         return self.accepting[self._rows_of(states)]
 
     def fill(self, states: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
-        """The ``(B, ceil(vocab_size / 32))`` int32 bitmask rows of ``states`` (xgrammar's layout)."""
-        rows_of = self._rows_of(states.reshape(-1))
+        """The ``(B, ceil(vocab_size / 32))`` int32 bitmask rows of ``states`` (xgrammar's layout).
+
+        FINISHED, INVALID and out-of-range ids get the terminal row: the EOS ids only.
+        """
+        rows_of = self._rows_of(states)
         b = rows_of.shape[0]
         if out is None:
             out = torch.empty((b, self.words_per_row), dtype=torch.int32, device=self.device)
+        elif out.shape != (b, self.words_per_row) or out.dtype != torch.int32 or out.device != self.device:
+            raise ValueError(
+                f"out must be an int32 tensor of shape ({b}, {self.words_per_row}) on {self.device}, "
+                f"got {out.dtype} {tuple(out.shape)} on {out.device}"
+            )
         if self.wide_states.numel():
             j = torch.searchsorted(self.wide_states, rows_of).clamp_(max=self.wide_states.numel() - 1)
             dense = torch.where(self.wide_states[j] == rows_of, j + 1, 0)
@@ -124,7 +168,8 @@ class TorchMaskTable:
         pos = torch.where(valid, lo.unsqueeze(1) + self._lanes, 0)
         words = self.word_index[pos].to(torch.int64)
         bits = torch.where(valid, self.word_bits[pos], 0)
-        out.scatter_add_(1, words, bits)  # words are unique per state, so the sums are ORs
+        if self.words_per_row:  # a 0-wide row has nowhere to put even the padding lane
+            out.scatter_add_(1, words, bits)  # words are unique per state, so the sums are ORs
         return out
 
     def apply_bitmask(self, logits: torch.Tensor, bitmask: torch.Tensor, *, inplace: bool = True) -> torch.Tensor:
@@ -133,6 +178,11 @@ class TorchMaskTable:
         Logit columns past ``32 * words`` are masked too. Same result as
         xgrammar's ``apply_token_bitmask_inplace`` over the full width; torch only.
         """
+        if logits.ndim != 2 or bitmask.ndim != 2 or bitmask.shape[0] != logits.shape[0] or bitmask.dtype != torch.int32:
+            raise ValueError(
+                f"expected logits (B, V) and an int32 bitmask (B, W), got {tuple(logits.shape)} and "
+                f"{bitmask.dtype} {tuple(bitmask.shape)}"
+            )
         b, width = logits.shape
         # Little-endian words: token j is bit j % 8 of byte j // 8, so unpack bytes (a B x V uint8 temporary).
         octets = bitmask.contiguous().view(torch.uint8)
@@ -148,22 +198,30 @@ class TorchMaskTable:
 
     def mask_logits(self, logits: torch.Tensor, states: torch.Tensor) -> torch.Tensor:
         """Fill the rows of ``states`` and apply them to ``logits`` (in place); returns ``logits``."""
+        if logits.ndim != 2 or logits.shape[0] != states.numel():
+            raise ValueError(f"logits must be (B, V) with B = {states.numel()} states, got {tuple(logits.shape)}")
         return self.apply_bitmask(logits, self.fill(states))
 
     def advance(self, states: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
-        """Next states (int64) after one token per row; see the module docstring for the terminals."""
-        s = states.reshape(-1).to(torch.int64)
-        t = tokens.reshape(-1).to(torch.int64)
-        live = s >= 0
-        s0 = s.clamp(min=0)
-        key = s0 * self.vocab_size + t
-        i = torch.searchsorted(self.pair_keys, key).clamp_(max=self.pair_keys.numel() - 1)
+        """Next states (int64) after one token per row; see the module docstring for the terminals.
+
+        FINISHED and INVALID stay as they are; any other id outside the table becomes INVALID.
+        """
+        if tokens.numel() != states.numel():
+            raise ValueError(f"advance needs one token per state: {states.numel()} states, {tokens.numel()} tokens")
+        s = states.reshape(-1).to(device=self.device, dtype=torch.int64)
+        t = tokens.reshape(-1).to(device=self.device, dtype=torch.int64)
+        live = self._live(s)
+        row = torch.where(live, s, self.num_states)  # the terminal row: no pairs, not accepting
         in_range = (t >= 0) & (t < self.vocab_size)
-        hit = (self.pair_keys[i] == key) & in_range
+        key = row * self.vocab_size + torch.where(in_range, t, 0)  # < 2**62: no overflow
+        i = torch.searchsorted(self.pair_keys, key).clamp_(max=self.pair_keys.numel() - 1)
+        hit = (self.pair_keys[i] == key) & in_range & live
         nxt = torch.where(hit, self.pair_next[i].to(torch.int64), INVALID)
-        eos = (t.unsqueeze(1) == self.eos).any(1) & self.accepting[s0]
+        eos = (t.unsqueeze(1) == self.eos).any(1) & self.accepting[row]
         nxt = torch.where(eos, FINISHED, nxt)
-        return torch.where(live, nxt, s)
+        terminal = torch.where(s == FINISHED, FINISHED, INVALID)
+        return torch.where(live, nxt, terminal)
 
 
 def _device_arrays(table: MaskTable, narrow_words: int) -> tuple[int, dict[str, np.ndarray]]:
