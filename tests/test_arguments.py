@@ -84,46 +84,69 @@ def test_restricted_view_arguments(table: triec.MaskTable) -> None:
 torch = pytest.importorskip("torch")
 
 
-def test_device_table_maps_out_of_range_states_to_invalid(table: triec.MaskTable) -> None:
+@pytest.fixture(params=["cpu", "cuda"])
+def device(request: pytest.FixtureRequest) -> str:
+    """CPU tensors everywhere; CUDA where present, where an index out of range would be a device-side assert."""
+    if request.param == "cuda" and not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    return str(request.param)
+
+
+def test_device_table_maps_out_of_range_states_to_invalid(table: triec.MaskTable, device: str) -> None:
     from triec.torch_table import INVALID
 
-    dev = table.to_torch("cpu")
+    dev = table.to_torch(device)
     s = table.num_states
     bad = [s, s + 1, -3, *HOSTILE_STATES]
-    states = torch.tensor([0, triec.FINISHED, INVALID, *bad])
-    rows = dev.fill(states).numpy()
+    states = torch.tensor([0, triec.FINISHED, INVALID, *bad], device=device)
+    rows = dev.fill(states).cpu().numpy()
     assert _row_ids(rows[0]) == table.allowed(0).tolist()
     eos_only = list(table.eos_token_ids)
     assert all(_row_ids(r) == eos_only for r in rows[1:]), "terminal and out-of-range rows allow EOS only"
     content = int(table.allowed(0)[0])
     for token in (content, table.eos_token_ids[0], -1, table.vocab_size, 2**62):
-        got = dev.advance(states, torch.full((states.numel(),), token)).tolist()
+        got = dev.advance(states, torch.full((states.numel(),), token, device=device)).tolist()
         assert got[1:] == [triec.FINISHED] + [INVALID] * (1 + len(bad))
-    assert dev.advance(states[:1], torch.tensor([content])).tolist() == [table.advance(0, content)]
+    assert dev.advance(states[:1], torch.tensor([content], device=device)).tolist() == [table.advance(0, content)]
     assert not dev.is_accepting(states[1:]).any()
-    logits = torch.zeros(states.numel(), table.vocab_size)
+    logits = torch.zeros(states.numel(), table.vocab_size, device=device)
     dev.mask_logits(logits, states)
     assert torch.isfinite(logits[1:]).sum(1).tolist() == [len(eos_only)] * (states.numel() - 1)
     # int32 states wrap nothing: the same answers
     assert torch.equal(dev.fill(states[:3].to(torch.int32)), dev.fill(states[:3]))
+    if device == "cuda":  # and none of it needs the host: no synchronisation per step
+        torch.cuda.synchronize()
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            dev.mask_logits(logits, states)
+            dev.advance(states, states)
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
 
 
-def test_device_table_check_states_and_shapes(table: triec.MaskTable) -> None:
+def test_device_table_check_states_and_shapes(table: triec.MaskTable, device: str) -> None:
     from triec.torch_table import INVALID
 
-    dev = table.to_torch("cpu")
-    dev.check_states(torch.tensor([0, table.num_states - 1, triec.FINISHED, INVALID]))
+    dev = table.to_torch(device)
+
+    def tensor(values: list[int]) -> torch.Tensor:
+        return torch.tensor(values, device=device)
+
+    dev.check_states(tensor([0, table.num_states - 1, triec.FINISHED, INVALID]))
     for bad in [table.num_states, -3, 2**40]:
         with pytest.raises(ValueError, match=f"state {bad} out of range"):
-            dev.check_states(torch.tensor([0, bad]))
+            dev.check_states(tensor([0, bad]))
     with pytest.raises(ValueError, match="one token per state"):
-        dev.advance(torch.tensor([0, 0]), torch.tensor([1]))
+        dev.advance(tensor([0, 0]), tensor([1]))
     with pytest.raises(ValueError, match="logits must be"):
-        dev.mask_logits(torch.zeros(3, table.vocab_size), torch.tensor([0, 0]))
+        dev.mask_logits(torch.zeros(3, table.vocab_size, device=device), tensor([0, 0]))
     with pytest.raises(ValueError, match="out must be an int32 tensor"):
-        dev.fill(torch.tensor([0]), out=torch.zeros(1, 3, dtype=torch.int32))
+        dev.fill(tensor([0]), out=torch.zeros(1, 3, dtype=torch.int32, device=device))
     with pytest.raises(ValueError, match="int32 bitmask"):
-        dev.apply_bitmask(torch.zeros(2, table.vocab_size), torch.zeros(1, table.words_per_row, dtype=torch.int32))
+        dev.apply_bitmask(
+            torch.zeros(2, table.vocab_size, device=device),
+            torch.zeros(1, table.words_per_row, dtype=torch.int32, device=device),
+        )
     with pytest.raises(ValueError, match="batch_size"):
         dev.start_states(-1)
 

@@ -227,6 +227,7 @@ class MaskTable(StateQueries):
         self._values: list[str] | None = values
         self._value_bytes: list[bytes] | None = None
         self._offsets_list: list[int] | None = None
+        self._value_error: str | None = None  # why the value bytes are corrupt, once found
         self._indices_checked = False  # True once every index is known in range (compiled, or checked at load)
 
     # ------------------------------------------------------------- shape
@@ -257,13 +258,16 @@ class MaskTable(StateQueries):
         loader checks only that every slice is in range; docs/decisions.md D3).
         """
         if self._value_bytes is None:
+            if self._value_error is not None:  # found corrupt before: do not rebuild on every call
+                raise ArtifactContentError(self._value_error)
             keys = _rebuild_values(self.value_state, self.value_lcp, self.state_byte)
             if not all(map(operator.lt, keys, keys[1:])):
                 i = next(i for i in range(1, len(keys)) if keys[i - 1] >= keys[i])
-                raise ArtifactContentError(
+                self._value_error = (
                     f"{self._where}: section state_byte: values {i - 1} and {i} are not in strictly increasing "
                     "byte order (the trie's preorder); the artifact is corrupt"
                 )
+                raise ArtifactContentError(self._value_error)
             self._value_bytes = keys
         return self._value_bytes
 
