@@ -14,8 +14,9 @@ Representation (docs/decisions.md D9):
   equals OR-ing them);
 * the few states with more pairs than that ("wide") get a dense int32 row each,
   and their rows start as a gather from those dense rows instead of zeros;
-* transitions as one sorted int64 key ``state * vocab_size + token`` per
-  allowed pair plus the next state: ``advance`` is one ``searchsorted``.
+* transitions as one sorted int64 key ``state * (vocab_size + 2) + token + 1``
+  per allowed pair plus the next state: ``advance`` is one ``searchsorted``
+  (the stride leaves room for tokens clamped from outside the vocabulary).
 
 Negative states are terminal: ``FINISHED`` (-1, after EOS at an accepting
 state) and ``INVALID`` (-2, after a token the mask did not allow). They stay
@@ -88,7 +89,7 @@ class TorchMaskTable:
         self.word_bits: torch.Tensor = put["word_bits"]  # int32 [N + 1]
         self.wide_states: torch.Tensor = put["wide_states"]  # int64 [D], ascending
         self.dense_rows: torch.Tensor = put["dense_rows"]  # int32 [D + 1, W]; row 0 is all zero
-        self.pair_keys: torch.Tensor = put["pair_keys"]  # int64 [P + 1], ascending, ends in a sentinel
+        self.pair_keys: torch.Tensor = put["pair_keys"]  # int64 [P + 1]: state * (V + 2) + token + 1, ascending, then a sentinel
         self.pair_next: torch.Tensor = put["pair_next"]  # int32 [P + 1]
         self.accepting: torch.Tensor = put["accepting"]  # bool [S + 1]
         self.eos: torch.Tensor = put["eos"]  # int64 [E]
@@ -120,9 +121,13 @@ class TorchMaskTable:
         return (s >= 0) & (s < self.num_states)
 
     def _rows_of(self, states: torch.Tensor) -> torch.Tensor:
-        """Row per state: itself when live, else the terminal row ``num_states`` (never out of range)."""
+        """Row per state: itself when live, else the terminal row ``num_states`` (never out of range).
+
+        Two kernels: clamping to ``-1 .. S`` keeps live ids and sends every other id to -1 or S,
+        and ``% (S + 1)`` turns -1 into S.
+        """
         s = states.reshape(-1).to(device=self.device, dtype=torch.int64)
-        return torch.where(self._live(s), s, self.num_states)
+        return s.clamp(-1, self.num_states).remainder_(self.num_states + 1)
 
     def check_states(self, states: torch.Tensor) -> None:
         """Raise ``ValueError`` unless every state is a state, FINISHED or INVALID.
@@ -151,7 +156,7 @@ class TorchMaskTable:
         b = rows_of.shape[0]
         if out is None:
             out = torch.empty((b, self.words_per_row), dtype=torch.int32, device=self.device)
-        elif out.shape != (b, self.words_per_row) or out.dtype != torch.int32 or out.device != self.device:
+        elif out.shape != (b, self.words_per_row) or out.dtype != torch.int32 or not _same_device(out.device, self.device):
             raise ValueError(
                 f"out must be an int32 tensor of shape ({b}, {self.words_per_row}) on {self.device}, "
                 f"got {out.dtype} {tuple(out.shape)} on {out.device}"
@@ -211,17 +216,20 @@ class TorchMaskTable:
             raise ValueError(f"advance needs one token per state: {states.numel()} states, {tokens.numel()} tokens")
         s = states.reshape(-1).to(device=self.device, dtype=torch.int64)
         t = tokens.reshape(-1).to(device=self.device, dtype=torch.int64)
-        live = self._live(s)
-        row = torch.where(live, s, self.num_states)  # the terminal row: no pairs, not accepting
-        in_range = (t >= 0) & (t < self.vocab_size)
-        key = row * self.vocab_size + torch.where(in_range, t, 0)  # < 2**62: no overflow
+        row = self._rows_of(s)  # the terminal row S has no pairs and is not accepting
+        # Keys have a stride of vocab_size + 2 and hold token + 1: a token clamped from outside the
+        # vocabulary becomes 0 or vocab_size + 1, which no pair has, and cannot reach another row.
+        key = row * (self.vocab_size + 2) + t.clamp(-1, self.vocab_size).add_(1)
         i = torch.searchsorted(self.pair_keys, key).clamp_(max=self.pair_keys.numel() - 1)
-        hit = (self.pair_keys[i] == key) & in_range & live
-        nxt = torch.where(hit, self.pair_next[i].to(torch.int64), INVALID)
+        otherwise = torch.where(s == FINISHED, FINISHED, INVALID)  # FINISHED stays; every other miss is INVALID
+        nxt = torch.where(self.pair_keys[i] == key, self.pair_next[i].to(torch.int64), otherwise)
         eos = (t.unsqueeze(1) == self.eos).any(1) & self.accepting[row]
-        nxt = torch.where(eos, FINISHED, nxt)
-        terminal = torch.where(s == FINISHED, FINISHED, INVALID)
-        return torch.where(live, nxt, terminal)
+        return torch.where(eos, FINISHED, nxt)
+
+
+def _same_device(a: torch.device, b: torch.device) -> bool:
+    """``cuda`` and ``cuda:0`` are the same device when one of them names no index."""
+    return a.type == b.type and (a.index is None or b.index is None or a.index == b.index)
 
 
 def _device_arrays(table: MaskTable, narrow_words: int) -> tuple[int, dict[str, np.ndarray]]:
@@ -252,7 +260,7 @@ def _device_arrays(table: MaskTable, narrow_words: int) -> tuple[int, dict[str, 
         raise ValueError("too many mask words for int32 offsets")
     allowed_offsets = np.asarray(table.allowed_offsets, dtype=np.int64)
     pair_state = np.repeat(np.arange(n_states, dtype=np.int64), np.diff(allowed_offsets))
-    pair_keys = pair_state * table.vocab_size + np.asarray(table.allowed_tokens, dtype=np.int64)
+    pair_keys = pair_state * (table.vocab_size + 2) + np.asarray(table.allowed_tokens, dtype=np.int64) + 1
     accepting = np.zeros(n_states + 1, dtype=bool)
     accepting[np.asarray(table.value_state, dtype=np.int64)] = True
     return width, {
