@@ -198,6 +198,36 @@ def test_wrong_tokenizer_fails(tools_artifact: Path) -> None:
     assert "wrong tokenizer 'qwen2'" in text and "plausible but wrong masks" in text
 
 
+def test_tokenizer_narrower_than_the_artifact_is_an_integrity_failure(tmp_path: Path, qwen2: triec.Vocabulary) -> None:
+    """The issue's reproducer: a 151,936-wide Qwen2 artifact verified with gpt2 (EOS ids past gpt2's ids)."""
+    padded = triec.Vocabulary(qwen2.token_bytes, eos_token_ids=qwen2.eos_token_ids, vocab_size=151_936, name="qwen2")
+    path = tmp_path / "qwen2.triec"
+    table = triec.compile(["get", "get_user", "list_files"], padded)
+    table.save(path)
+    gpt2 = triec.Vocabulary.load("gpt2", eos_token_ids=table.eos_token_ids, vocab_size=table.vocab_size)
+    result = invoke("verify", str(path), "-t", "gpt2", "--against", "reference")
+    assert result.exit_code == 1, result.output
+    text = " ".join(result.stderr.split())
+    assert "wrong tokenizer 'gpt2'" in text and "Traceback" not in result.output
+    assert table.tokenizer_fingerprint in text and gpt2.fingerprint in text, "both fingerprints are named"
+    assert "masks 151,936 wide" in text and "50,257 token ids" in text, "both widths are named"
+    assert "EOS ids [151643, 151645] are not token ids of this tokenizer (0..50,256)" in text
+    report = json.loads(invoke("verify", str(path), "-t", "gpt2", "--json").stdout)
+    assert not report["ok"] and not report["integrity_ok"] and "widths differ" in report["integrity_problems"][0]
+
+
+def test_tokenizer_wider_than_the_artifact_is_an_integrity_failure(tools_artifact: Path) -> None:
+    result = invoke("verify", str(tools_artifact), "-t", "qwen2")
+    assert result.exit_code == 1
+    text = " ".join(result.stderr.split())
+    assert "widths differ: 151,646 token ids do not fit the artifact's 50,257-wide masks" in text
+
+
+def test_unknown_tokenizer_is_bad_usage(tools_artifact: Path, tmp_path: Path) -> None:
+    result = invoke("verify", str(tools_artifact), "-t", str(tmp_path / "nope" / "tokenizer.json"))
+    assert result.exit_code == 2 and "not found" in result.stderr
+
+
 def test_consistent_but_wrong_masks_are_found(tmp_path: Path, vocabs: dict[str, triec.Vocabulary]) -> None:
     """Checksums cannot catch a writer bug: swap one allowed token for another and re-save."""
     vocab = vocabs["gpt2"]

@@ -145,24 +145,51 @@ def load_checked(path: str, tokenizer: str | None) -> tuple[MaskTable | None, Vo
     report.vocab_size, report.eos_token_ids = table.vocab_size, list(table.eos_token_ids)
     if not report.tokenizer:
         raise TokenizerError(f"{path}: the artifact records no tokenizer name; pass one with -t")
-    vocab = resolve_vocabulary(report.tokenizer, table)
-    try:
-        table.check_tokenizer(vocab)
-    except TokenizerMismatch as exc:
-        report.integrity_problems.append(f"{path}: wrong tokenizer {report.tokenizer!r}: {exc}. {WRONG_TOKENIZER[0].upper()}{WRONG_TOKENIZER[1:]}")
+    vocab, problems = resolve_vocabulary(report.tokenizer, table)
+    if problems:
+        report.integrity_problems.append(
+            f"{path}: wrong tokenizer {report.tokenizer!r}: {'; '.join(problems)}. "
+            f"{WRONG_TOKENIZER[0].upper()}{WRONG_TOKENIZER[1:]}"
+        )
         return None, vocab, report
     report.integrity_ok = True
     return table, vocab, report
 
 
-def resolve_vocabulary(spec: str, table: MaskTable) -> Vocabulary:
-    """The tokenizer ``spec`` decoded with the artifact's EOS ids, padded to its mask width when it fits."""
-    vocab = Vocabulary.load(spec, eos_token_ids=table.eos_token_ids, vocab_size=None)
-    if vocab.num_tokens <= table.vocab_size and vocab.vocab_size != table.vocab_size:
-        vocab = Vocabulary(
-            vocab.token_bytes, eos_token_ids=table.eos_token_ids, vocab_size=table.vocab_size, name=vocab.name, family=vocab.family
-        )
-    return vocab
+def resolve_vocabulary(spec: str, table: MaskTable) -> tuple[Vocabulary, list[str]]:
+    """The tokenizer ``spec`` decoded with the artifact's EOS ids and padded to its mask width,
+    plus every way it does not fit the artifact (empty when it is the one compiled for).
+
+    A tokenizer that cannot be found or read raises :class:`TokenizerError` (a
+    usage problem); one that is found but differs is a failed check: fingerprint,
+    width (more token ids than the mask holds) and EOS ids that are not its token
+    ids are each named, with both sides' values.
+    """
+    from triec.token_bytes import decode_token_bytes
+    from triec.tokenizer_source import locate
+
+    src = locate(spec)
+    token_bytes, family = decode_token_bytes(src.tokenizer_json, src.name, table.eos_token_ids)
+    n, width = len(token_bytes), table.vocab_size
+    vocab = Vocabulary(
+        token_bytes, eos_token_ids=table.eos_token_ids, vocab_size=max(n, width), name=src.name, family=family
+    )
+    if vocab.fingerprint == table.tokenizer_fingerprint:
+        return vocab, []
+    problems = [
+        f"the artifact was compiled for tokenizer {table.tokenizer_fingerprint} ({table.tokenizer_name or 'unnamed'}, "
+        f"masks {width:,} wide), this tokenizer is {vocab.fingerprint} ({n:,} token ids, "
+        f"with the artifact's EOS ids {list(table.eos_token_ids)})"
+    ]
+    recorded = table.build_options.get("tokenizer_tokens")
+    if n > width:
+        problems.append(f"widths differ: {n:,} token ids do not fit the artifact's {width:,}-wide masks")
+    elif isinstance(recorded, int) and not isinstance(recorded, bool) and recorded != n:
+        problems.append(f"widths differ: the artifact's tokenizer had {recorded:,} token ids, this one has {n:,}")
+    foreign = [e for e in table.eos_token_ids if e >= n]
+    if foreign:
+        problems.append(f"EOS ids {foreign} are not token ids of this tokenizer (0..{n - 1:,})")
+    return vocab, problems
 
 
 # ---------------------------------------------------------------- states and paths
