@@ -98,20 +98,38 @@ def test_saved_file_is_the_encoding(saved: Path, table: triec.MaskTable) -> None
 
 
 def test_failed_save_into_missing_directory_leaves_nothing(tmp_path: Path, table: triec.MaskTable) -> None:
-    with pytest.raises(OSError):
+    with pytest.raises(triec.OutputError, match="missing does not exist"):
         table.save(tmp_path / "missing" / "t.triec")
     assert list(tmp_path.iterdir()) == []
 
 
-def test_failed_rename_removes_the_temporary_file(tmp_path: Path, table: triec.MaskTable) -> None:
-    # The rename over a non-empty directory fails after the temporary file is written.
+def test_save_refuses_directories_and_special_files(tmp_path: Path, table: triec.MaskTable) -> None:
     target = tmp_path / "t.triec"
     target.mkdir()
     (target / "keep").write_text("x")
-    with pytest.raises(OSError):
+    with pytest.raises(triec.OutputError, match="is a directory"):
         table.save(target)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.triec"]
     assert [p.name for p in target.iterdir()] == ["keep"]
+    fifo = tmp_path / "fifo.triec"
+    os.mkfifo(fifo)  # stands in for /dev/null: renaming over a device as root would replace it
+    with pytest.raises(triec.OutputError, match="not a regular file; refusing to replace it"):
+        table.save(fifo)
+    assert fifo.is_fifo()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fifo.triec", "t.triec"]
+
+
+def test_failed_rename_removes_the_temporary_file(
+    tmp_path: Path, table: triec.MaskTable, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rename fails after the temporary file is written (as on a full disk): nothing is left."""
+
+    def refuse(src: object, dst: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", refuse)
+    with pytest.raises(triec.OutputError, match="cannot write \\(No space left on device\\)"):
+        table.save(tmp_path / "t.triec")
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_target_is_replaced_whole(saved: Path, table: triec.MaskTable, gpt2: triec.Vocabulary) -> None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import stat
 import struct
 import tempfile
 import zlib
@@ -30,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from triec._version import __version__
-from triec.errors import ArtifactChecksumError, ArtifactError, ArtifactVersionError, TokenizerMismatch
+from triec.errors import ArtifactChecksumError, ArtifactError, ArtifactVersionError, OutputError, TokenizerMismatch
 
 if TYPE_CHECKING:
     from triec.runtime import MaskTable
@@ -113,8 +114,26 @@ def encode_artifact(table: MaskTable) -> bytes:
 
 
 def atomic_write(path: str | os.PathLike[str], data: bytes) -> None:
-    """Write to a temporary file in the same directory, fsync, then rename over ``path``."""
+    """Write to a temporary file in the same directory, fsync, then rename over ``path``.
+
+    Raises :class:`OutputError` when that cannot be done, and refuses to
+    replace anything but a regular file (renaming over ``/dev/null`` as root
+    would replace the device).
+    """
     target = Path(path)
+    if target.is_dir():
+        raise OutputError(f"{target}: is a directory, expected a file path")
+    if target.exists() and not target.is_file():
+        raise OutputError(f"{target}: exists and is not a regular file; refusing to replace it")
+    if not (target.parent or Path(".")).is_dir():
+        raise OutputError(f"{target}: directory {target.parent} does not exist")
+    try:
+        _write_and_rename(target, data)
+    except OSError as exc:
+        raise OutputError(f"{target}: cannot write ({exc.strerror or exc})") from exc
+
+
+def _write_and_rename(target: Path, data: bytes) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or Path("."))
     try:
         with os.fdopen(fd, "wb") as fh:
@@ -151,6 +170,8 @@ def _read_buffer(path: str | os.PathLike[str]) -> tuple[Any, bool]:
     """An mmap of the file, or the decompressed bytes of a zstd-wrapped artifact."""
     source = os.fspath(path)
     try:
+        if not stat.S_ISREG(os.stat(source).st_mode):  # a pipe would block, a device would not end
+            raise _fail(source, "not a regular file")
         with open(source, "rb") as fh:
             head = fh.read(len(ZSTD_MAGIC))
             if head == ZSTD_MAGIC:

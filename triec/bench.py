@@ -92,7 +92,13 @@ def summary(samples: Sequence[float]) -> dict[str, float | int]:
     return {"min": min(samples), "median": statistics.median(samples), "max": max(samples), "n": len(samples)}
 
 
-def parse_int_list(text: str, option: str) -> list[int]:
+MAX_K = 10_000_000
+"""Largest set size ``triec bench`` builds (``triec.synthetic``'s limit too)."""
+MAX_BATCH = 65_536
+"""Largest batch of mask rows (65,536 rows of a 151,936-wide vocabulary are 1.2 GB)."""
+
+
+def parse_int_list(text: str, option: str, upper: int | None = None) -> list[int]:
     """``"10,100,1e3"`` -> [10, 100, 1000]; a clear error naming the option otherwise."""
     out = []
     for part in text.split(","):
@@ -101,10 +107,12 @@ def parse_int_list(text: str, option: str) -> list[int]:
             continue
         try:
             value = int(float(part)) if "e" in part.lower() else int(part)
-        except ValueError:
+        except (ValueError, OverflowError):
             raise TriecError(f"{option}: expected comma-separated integers, found {part!r}") from None
         if value < 1:
             raise TriecError(f"{option}: values must be >= 1, found {value}")
+        if upper is not None and value > upper:
+            raise TriecError(f"{option}: values must be <= {upper:,}, found {value:,}")
         out.append(value)
     if not out:
         raise TriecError(f"{option}: expected at least one integer")

@@ -19,6 +19,8 @@ from triec.vocabulary import Vocabulary
 from triec.walk import walk
 
 IMPLEMENTATIONS = ("numpy", "reference")
+MAX_VALUE_BYTES = 2**31 - 2
+"""Most value bytes one table holds: states (at most bytes + 1) and value ids are int32 in the format."""
 
 
 @dataclass
@@ -77,6 +79,12 @@ def compile_keys(
 ) -> MaskTable:
     """Compile sorted, unique UTF-8 keys."""
     stats = stats if stats is not None else CompileStats()
+    total = sum(map(len, keys))
+    if total > MAX_VALUE_BYTES:
+        raise ValuesError(
+            f"{len(keys):,} values of {total:,} bytes: over the {MAX_VALUE_BYTES:,}-byte limit "
+            "(every byte can be a trie state, and state ids are int32)"
+        )
     t0 = time.perf_counter()
     automaton = vocab.automaton if implementation == "numpy" else None
     t1 = time.perf_counter()

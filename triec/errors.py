@@ -26,6 +26,10 @@ class TokenizerError(TriecError):
     """The tokenizer cannot be found, read or decoded to bytes."""
 
 
+class OutputError(TriecError):
+    """An output file cannot be written (missing directory, not a regular file, no permission, disk full)."""
+
+
 class ArtifactError(TriecError):
     """An artifact file is not a valid triec artifact."""
 

@@ -15,14 +15,19 @@ RESOURCES = (
 )  # fmt: skip
 
 
+TOOL_NAMES_MAX = 10_000_000
+"""Past this, drawing without repeats slows down: 110M distinct tool names exist (64M product names)."""
+PRODUCT_NAMES_MAX = 10_000_000
+
+
 def tool_names(k: int, seed: int = 0) -> list[str]:
     """``k`` distinct tool names: ``namespace.action_resource`` (1,000) and ``action_resource`` (100).
 
     Up to 1,100 they are a seeded sample of that base set; past it, names get a
     seeded numeric suffix (``slack.get_user_4821``), 70% of them namespaced.
     """
-    if k < 0:
-        raise ValueError("k must be >= 0")
+    if not 0 <= k <= TOOL_NAMES_MAX:
+        raise ValueError(f"k must be in 0..{TOOL_NAMES_MAX:,} (the distinct tool names there are), not {k}")
     rng = random.Random(seed)
     base = [f"{n}.{a}_{r}" for n in NAMESPACES for a in ACTIONS for r in RESOURCES]
     base += [f"{a}_{r}" for a in ACTIONS for r in RESOURCES]
@@ -49,6 +54,8 @@ COLORS = ("Red", "Blue", "Black", "White", "Green", "Silver", "Gold", "Pink")
 
 def product_names(k: int = 1500, seed: int = 0) -> list[str]:
     """``k`` distinct product paths: ``Category > Brand > Adjective 1234 > Color``."""
+    if not 0 <= k <= PRODUCT_NAMES_MAX:
+        raise ValueError(f"k must be in 0..{PRODUCT_NAMES_MAX:,}, not {k}")
     rng = random.Random(seed)
     out: list[str] = []
     seen: set[str] = set()

@@ -22,6 +22,9 @@ from typing import Any
 
 from triec.errors import TokenizerError
 
+MAX_TOKEN_IDS = 1 << 24
+"""Most token ids a tokenizer may define (16.8M; real ones hold up to about 260k)."""
+
 BYTE_LEVEL = "byte_level"
 SENTENCEPIECE = "sentencepiece"
 
@@ -89,11 +92,22 @@ def model_vocab(tokenizer_json: Mapping[str, Any], source: str) -> dict[int, str
     if not isinstance(model, Mapping):
         raise TokenizerError(f"{source}: no 'model' section; is this a Hugging Face tokenizer.json?")
     vocab = model.get("vocab")
-    if isinstance(vocab, Mapping):
-        return {int(i): str(p) for p, i in vocab.items()}
-    if isinstance(vocab, list):  # Unigram: [[piece, score], ...]
-        return {i: str(entry[0]) for i, entry in enumerate(vocab)}
-    raise TokenizerError(f"{source}: field model.vocab is missing or not a dict/list")
+    try:
+        if isinstance(vocab, Mapping):
+            out = {_token_id(i): str(p) for p, i in vocab.items()}
+        elif isinstance(vocab, list):  # Unigram: [[piece, score], ...]
+            out = {i: str(entry[0]) for i, entry in enumerate(vocab)}
+        else:
+            raise TokenizerError(f"{source}: field model.vocab is missing or not a dict/list")
+    except (TypeError, ValueError, IndexError, KeyError) as exc:
+        raise TokenizerError(f"{source}: malformed model.vocab entry ({type(exc).__name__}: {exc})") from None
+    return out
+
+
+def _token_id(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"token id {value!r:.40} is not an integer")
+    return value
 
 
 def decode_token_bytes(
@@ -114,6 +128,8 @@ def decode_token_bytes(
     if not pieces:
         raise TokenizerError(f"{source}: the tokenizer has an empty vocabulary")
     size = max(pieces) + 1
+    if size > MAX_TOKEN_IDS:
+        raise TokenizerError(f"{source}: token id {size - 1:,} is past the {MAX_TOKEN_IDS:,}-id limit (real tokenizers hold < 1M)")
     decode = _byte_level if family == BYTE_LEVEL else _sentencepiece
     out = [b""] * size
     for tid, piece in pieces.items():

@@ -40,11 +40,17 @@ class TokenizerSource:
     model_vocab_size: int | None = None
 
 
+MAX_TOKENIZER_BYTES = 1 << 30
+"""Largest tokenizer.json read (1 GiB; real ones are 2 to 35 MB)."""
+
+
 def _read_json_bytes(raw: bytes, source: str) -> dict[str, Any]:
     try:
         doc = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise TokenizerError(f"{source}: not valid JSON ({exc})") from exc
+    except RecursionError:
+        raise TokenizerError(f"{source}: not a tokenizer.json (JSON nested too deeply)") from None
     if not isinstance(doc, dict):
         raise TokenizerError(f"{source}: expected a JSON object at the top level")
     return doc
@@ -61,6 +67,10 @@ def _decompress(raw: bytes, source: str) -> bytes:
 
 def read_tokenizer_file(path: Path) -> dict[str, Any]:
     try:
+        if not path.is_file():
+            raise TokenizerError(f"{path}: not a regular file, expected a tokenizer.json")
+        if path.stat().st_size > MAX_TOKENIZER_BYTES:
+            raise TokenizerError(f"{path}: over the {MAX_TOKENIZER_BYTES:,}-byte limit for a tokenizer file")
         raw = path.read_bytes()
     except OSError as exc:
         raise TokenizerError(f"{path}: cannot read tokenizer ({exc.strerror or exc})") from exc
@@ -71,8 +81,10 @@ def read_tokenizer_file(path: Path) -> dict[str, Any]:
 
 def _optional_json(path: Path) -> dict[str, Any]:
     try:
+        if not path.is_file() or path.stat().st_size > MAX_TOKENIZER_BYTES:
+            return {}
         doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return {}
     return doc if isinstance(doc, dict) else {}
 

@@ -7,12 +7,21 @@ their input without guessing.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
+from typing import BinaryIO
 
 from triec.errors import ValuesError
 
 _BOM = b"\xef\xbb\xbf"
+
+MAX_VALUES_BYTES = 1 << 30
+"""Largest values file read (1 GiB): far past any real set, and it keeps every state id in int32."""
+
+_NESTING = (
+    "JSON nested too deeply: a values file is an array of strings, or an object with an \"enum\" array of strings"
+)
 
 
 FORMATS = ("auto", "lines", "json")
@@ -39,6 +48,8 @@ def parse_values(raw: bytes, source: str, fmt: str = "auto") -> list[str]:
                 fmt = "json"
             except ValueError:
                 fmt = "lines"
+            except RecursionError:
+                raise ValuesError(f"{source}: {_NESTING}") from None
     if fmt == "json":
         return _parse_json(raw, source)
     if fmt == "lines":
@@ -73,6 +84,8 @@ def _parse_json(raw: bytes, source: str) -> list[str]:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ValuesError(f"{source}:{exc.lineno}: invalid JSON ({exc.msg})") from exc
+    except RecursionError:
+        raise ValuesError(f"{source}: {_NESTING}") from None
     where = "top-level array"
     if isinstance(doc, dict):
         if "enum" not in doc:
@@ -90,15 +103,31 @@ def _parse_json(raw: bytes, source: str) -> list[str]:
     return doc
 
 
+def _read_bounded(fh: BinaryIO, source: str) -> bytes:
+    """Everything up to the limit, in chunks (``read(limit)`` would allocate the limit up front)."""
+    chunks: list[bytes] = []
+    total = 0
+    while chunk := fh.read(1 << 20):
+        total += len(chunk)
+        if total > MAX_VALUES_BYTES:
+            raise ValuesError(f"{source}: more than the {MAX_VALUES_BYTES:,}-byte limit for a values file")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 def read_values(path: str | Path, fmt: str = "auto") -> list[str]:
     """Read values from ``path``; ``-`` reads standard input. Raises :class:`ValuesError`."""
     if str(path) == "-":
-        raw = sys.stdin.buffer.read()
         source = "<stdin>"
+        raw = _read_bounded(sys.stdin.buffer, source)
     else:
         source = str(path)
         try:
-            raw = Path(path).read_bytes()
+            with open(path, "rb") as fh:
+                size = os.fstat(fh.fileno()).st_size
+                if size > MAX_VALUES_BYTES:
+                    raise ValuesError(f"{source}: {size:,} bytes, over the {MAX_VALUES_BYTES:,}-byte limit for a values file")
+                raw = _read_bounded(fh, source)  # a pipe or a device reports no size
         except IsADirectoryError as exc:
             raise ValuesError(f"{source}: is a directory, expected a values file") from exc
         except OSError as exc:

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from triec.engines import ENGINES, Engine, EngineUnavailable, EngineUnsupported, Matcher, make_engine, row_ids
-from triec.errors import ArtifactError, TokenizerError, TokenizerMismatch, TriecError
+from triec.errors import ArtifactError, TokenizerError, TriecError
 from triec.runtime import MaskTable
 from triec.vocabulary import Vocabulary
 
@@ -132,8 +132,10 @@ def load_checked(path: str, tokenizer: str | None) -> tuple[MaskTable | None, Vo
     import triec
 
     report = VerifyReport(artifact=str(path))
-    if not Path(path).is_file():
+    if not Path(path).exists():
         raise TriecError(f"{path}: no such artifact file")
+    if not Path(path).is_file():
+        raise TriecError(f"{path}: not a regular file, expected an artifact")
     try:
         table = triec.load(path, verify=True)
     except ArtifactError as exc:

@@ -25,16 +25,21 @@ def bench_cmd(
     repeat: Annotated[int, typer.Option("--repeat", min=1, help="Timed repetitions (after a warm-up); medians are reported.")] = 5,
     timeout: Annotated[float, typer.Option("--timeout", min=1, help="Seconds per engine and K before the cell is cut off.")] = 300.0,
     paths: Annotated[int, typer.Option("--paths", min=1, help="Values whose own tokenization is replayed for per-step times.")] = 50,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the value sets, paths and batches.")] = 0,
+    seed: Annotated[int, typer.Option("--seed", min=0, help="Seed of the value sets, paths and batches.")] = 0,
     json_out: Annotated[Optional[Path], typer.Option("--json", help="Write every summary (min/median/max), versions and machine info here.")] = None,
     plot_out: Annotated[Optional[Path], typer.Option("--plot", help="Write a PNG: compile and per-step time vs K, log-log (needs matplotlib).")] = None,
 ) -> None:
     """Benchmark triec against the installed peer engines on identical vocabulary, EOS ids and values."""
-    from triec.bench import parse_engines, parse_int_list, plot, run_bench
+    from triec.bench import MAX_BATCH, MAX_K, parse_engines, parse_int_list, plot, run_bench
 
-    ks = parse_int_list(k, "--k")
-    batches = parse_int_list(batch, "--batch")
+    ks = parse_int_list(k, "--k", MAX_K)
+    batches = parse_int_list(batch, "--batch", MAX_BATCH)
     names = parse_engines(engines)
+    for option, target in (("--json", json_out), ("--plot", plot_out)):  # fail now, not after an hour of benchmarks
+        if target is not None and (target.is_dir() or not (target.parent or Path(".")).is_dir()):
+            raise TriecError(f"{option}: {target} is a directory or its directory does not exist")
+        if target is not None and target.exists() and not target.is_file():
+            raise TriecError(f"{option}: {target} exists and is not a regular file")
     if value_set not in ("tools", "products") and not Path(value_set).is_file():
         raise TriecError(f"--set: expected tools, products or a values file, found {value_set!r} (no such file)")
     if plot_out is not None:

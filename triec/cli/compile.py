@@ -70,6 +70,10 @@ def compile_cmd(
         raise TriecError(f"{target}: is a directory; pass a file path with -o")
     if not target.parent.exists():
         raise TriecError(f"{target}: output directory {target.parent} does not exist")
+    if target.exists() and not target.is_file():
+        raise TriecError(f"{target}: exists and is not a regular file; pass another path with -o")
+    if values != "-" and target.exists() and Path(values).exists() and target.resolve() == Path(values).resolve():
+        raise TriecError(f"{target}: is the values file itself; pass another path with -o")
     phases = Phases(show=not (quiet or as_json))
     total0 = time.perf_counter()
     with phases.phase("read", f"reading {values}"):

@@ -43,9 +43,10 @@ def inspect_cmd(
     report["depths"] = ins.depth_distribution(table)
     report["widest_states"] = ins.widest_states(table, widest) if widest else []
     if prefix is not None:
-        found = table.state_for_prefix(prefix)
+        raw = prefix.encode("utf-8", "surrogateescape")  # argv bytes that are not UTF-8 come back as they were
+        found = table.state_for_prefix(raw)
         if found is None:
-            raise TriecError(f"no value starts with {ins.escape_bytes(prefix.encode('utf-8'))!r}")
+            raise TriecError(f"--prefix: no value starts with {ins.escape_bytes(raw)!r}")
         state = found
     if state is not None:
         if not 0 <= state < table.num_states:

@@ -23,7 +23,7 @@ def verify_cmd(
         typer.Option("--against", help="reference, llguidance, xgrammar, outlines-core or all (repeat or comma-separate). Default: reference."),
     ] = None,
     states: Annotated[int, typer.Option("--states", min=1, help="Check every state up to N, else a seeded sample of N (always the start and depth <= 2).")] = 50_000,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the state sample and of the decode walks.")] = 0,
+    seed: Annotated[int, typer.Option("--seed", min=0, help="Seed of the state sample and of the decode walks.")] = 0,
     walks: Annotated[int, typer.Option("--walks", min=0, help="Random decode walks replayed against each engine.")] = 100,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as one JSON object.")] = False,
 ) -> None:
