@@ -2,10 +2,14 @@
 
 Each session gets its own virtual environment because some of them cannot share
 one (vLLM's CPU wheel pins its own torch and pulls a torchvision that breaks
-transformers' model imports next to it). ``nox -s tests`` runs the main suite alone.
+transformers' model imports next to it). ``nox`` runs every session below;
+``nox -s tests`` runs the main suite alone.
 """
 
 from __future__ import annotations
+
+import shutil
+from pathlib import Path
 
 import nox
 
@@ -13,9 +17,28 @@ nox.options.default_venv_backend = "venv"
 nox.options.reuse_existing_virtualenvs = False
 nox.options.error_on_missing_interpreters = True
 
+ROOT = Path(__file__).resolve().parent
+
 
 @nox.session
 def tests(session: nox.Session) -> None:
     """The main suite: real tokenizers, llguidance as the oracle, torch (CPU) and transformers."""
     session.install("-q", "-e", ".[test]")
     session.run("pytest", "-q", *session.posargs)
+
+
+@nox.session
+def wheel(session: nox.Session) -> None:
+    """Build the sdist and the wheel, install the wheel (not the checkout), smoke-test it from outside the tree.
+
+    An editable install hides missing package data; this session sees what a user
+    of the published wheel gets (scripts/smoke_wheel.py says what is checked).
+    """
+    dist = Path(session.create_tmp()).resolve() / "dist"
+    shutil.rmtree(dist, ignore_errors=True)
+    session.install("-q", "build")
+    session.run("python", "-m", "build", "--outdir", str(dist), str(ROOT))  # the wheel is built from the sdist
+    (whl,) = dist.glob("triec-*.whl")
+    session.install("-q", str(whl))
+    session.chdir(session.create_tmp())  # not the source tree; the script moves on to a temp dir of its own
+    session.run("python", str(ROOT / "scripts" / "smoke_wheel.py"), str(dist))
