@@ -10,11 +10,46 @@ from typing import Annotated, Any, Callable, Iterator, Optional
 import typer
 from rich.console import Console
 from rich.markup import escape
+from typer.core import TyperCommand, TyperGroup
 
 from triec._version import __version__
 from triec.errors import TriecError
 
-app = typer.Typer(
+
+class _FlagsTakeNoValue:
+    """Help that labels flags without a value type.
+
+    typer >= 0.29 prints every option's type in rich help, so ``--json`` reads
+    ``--json <bool>`` as if it took a value. A flag's metavar is what typer shows
+    instead of its type, so a blank one hides the label, for our flags and for
+    ``--help`` alike; options that take values keep theirs.
+    """
+
+    def get_params(self, ctx: Any) -> list[Any]:  # click's Context and Parameter (typer vendors click)
+        params = super().get_params(ctx)  # type: ignore[misc]
+        for p in params:
+            if (getattr(p, "is_flag", False) or getattr(p, "count", False)) and p.metavar is None:
+                p.metavar = ""
+        return params
+
+
+class _Group(_FlagsTakeNoValue, TyperGroup):
+    pass
+
+
+class _Command(_FlagsTakeNoValue, TyperCommand):
+    pass
+
+
+class _App(typer.Typer):
+    """The ``triec`` app: every command registered on it renders its flags as flags."""
+
+    def command(self, *args: Any, cls: type[TyperCommand] | None = None, **kwargs: Any) -> Callable[[Any], Any]:
+        return super().command(*args, cls=cls or _Command, **kwargs)
+
+
+app = _App(
+    cls=_Group,
     name="triec",
     help="Compile finite sets of strings into exact constrained-decoding masks.",
     no_args_is_help=True,
