@@ -37,7 +37,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +81,25 @@ TIMED = {
         "batch": "a loop of Guide.write_mask_into (no batch API)",
     },
 }
+
+
+@dataclass(frozen=True)
+class BenchProgress:
+    """Where a run stands: told before each (K, engine) cell starts and after it ends."""
+
+    done: int  # cells finished
+    total: int  # cells in the run
+    cell: str  # "K=1,000 xgrammar": the cell starting or just finished
+    status: str | None = None  # None when starting; the cell's status when finished
+    seconds: float = 0.0  # the finished cell's wall time
+
+
+class BenchInterrupted(KeyboardInterrupt):
+    """Ctrl-C during a run; ``result`` holds every cell measured before it (``interrupted: true``)."""
+
+    def __init__(self, result: dict[str, Any]) -> None:
+        super().__init__("interrupted")
+        self.result = result
 
 
 # ---------------------------------------------------------------- helpers
@@ -408,9 +428,13 @@ def run_bench(
     timeout: float,
     paths: int = DEFAULT_PATHS,
     seed: int = 0,
-    progress: Any = None,
+    progress: Callable[[BenchProgress], None] | None = None,
 ) -> dict[str, Any]:
-    """Every (K, engine) cell; the result is what ``--json`` writes."""
+    """Every (K, engine) cell; the result is what ``--json`` writes.
+
+    Ctrl-C raises :class:`BenchInterrupted` carrying the cells measured so far
+    (the row of the K in progress keeps its finished cells).
+    """
     import triec
 
     vocab = triec.Vocabulary.load(tokenizer, vocab_size=vocab_size)
@@ -437,6 +461,29 @@ def run_bench(
         "results": [],
     }
     base = {"tokenizer": spec, "vocab_size": vocab.vocab_size, "eos": list(vocab.eos_token_ids), "repeat": repeat, "batch": list(batches), "seed": seed}
+    try:
+        _run_cells(result, base, ks, value_source, engines, timeout, paths, seed, vocab, progress)
+    except KeyboardInterrupt:
+        if result["results"] and not result["results"][-1]["engines"]:
+            result["results"].pop()  # interrupted before its first cell finished
+        result["interrupted"] = True
+        raise BenchInterrupted(result) from None
+    return result
+
+
+def _run_cells(
+    result: dict[str, Any],
+    base: dict[str, Any],
+    ks: Sequence[int],
+    value_source: str,
+    engines: Sequence[str],
+    timeout: float,
+    paths: int,
+    seed: int,
+    vocab: Any,
+    progress: Callable[[BenchProgress], None] | None,
+) -> None:
+    spec, total, done = vocab.name, len(ks) * len(engines), 0
     for k in ks:
         values = value_set(value_source, k, seed)
         decode, skipped = decode_paths(spec, vocab, values, paths, seed)
@@ -450,22 +497,25 @@ def run_bench(
             "engines": {},
         }
         job = {**base, "values": values, "paths": decode}
+        result["results"].append(row)  # filled cell by cell: an interrupted run keeps what finished
         for name in engines:
+            label = f"K={k:,} {name}"
             if progress:
-                progress(f"K={k:,}: {name}")
+                progress(BenchProgress(done, total, label))
+            t0 = time.perf_counter()
             if name != "triec" and not is_installed(name):
-                row["engines"][name] = {"status": "missing", "error": f"not installed; {install_hint(name)}"}
-                continue
-            cell = run_cell({**job, "engine": name}, timeout)
+                cell = {"status": "missing", "error": f"not installed; {install_hint(name)}"}
+            else:
+                cell = run_cell({**job, "engine": name}, timeout)
             if name == "triec":
                 with tempfile.TemporaryDirectory(prefix="triec-cold-cache-") as cache:
                     cold = run_cell({**job, "engine": "triec-cold"}, timeout, env={**os.environ, "TRIEC_CACHE_DIR": cache})
                 cell["cold"] = {key: cold.get(key) for key in ("status", "error", "cold_s", "tokenizer_s", "automaton_s", "compile_s", "peak_rss")}
+                row["states"] = cell.get("states")
             row["engines"][name] = cell
-        if "triec" in row["engines"]:
-            row["states"] = row["engines"]["triec"].get("states")
-        result["results"].append(row)
-    return result
+            done += 1
+            if progress:
+                progress(BenchProgress(done, total, label, str(cell.get("status")), time.perf_counter() - t0))
 
 
 # ---------------------------------------------------------------- presentation

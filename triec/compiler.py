@@ -7,7 +7,7 @@ happen at the edges (:mod:`triec.values`, :mod:`triec.artifact`).
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -76,8 +76,9 @@ def compile_keys(
     *,
     implementation: str = "numpy",
     stats: CompileStats | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> MaskTable:
-    """Compile sorted, unique UTF-8 keys."""
+    """Compile sorted, unique UTF-8 keys. ``progress(done, total)`` hears the walk's levels (numpy path)."""
     stats = stats if stats is not None else CompileStats()
     total = sum(map(len, keys))
     if total > MAX_VALUE_BYTES:
@@ -92,7 +93,7 @@ def compile_keys(
     t2 = time.perf_counter()
     if implementation == "numpy":
         assert automaton is not None
-        tr = walk(trie, automaton, vocab.vocab_size)
+        tr = walk(trie, automaton, vocab.vocab_size, progress)
         offsets, tokens, next_state = tr.offsets, tr.tokens, tr.next_state
     elif implementation == "reference":
         from triec.reference import reference_transitions

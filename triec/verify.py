@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,6 +38,7 @@ DEFAULT_STATES = 50_000
 DEFAULT_WALKS = 100
 MAX_EXAMPLES = 10
 BRUTE_FORCE_BUDGET = 5_000_000  # states x tokens: the definition checked literally, for small sets
+PROGRESS_EVERY = 256  # states between progress reports (a report costs a call; a state, microseconds)
 
 WRONG_TOKENIZER = (
     "an artifact compiled for one tokenizer and served with another yields plausible but wrong masks: "
@@ -117,6 +118,26 @@ class VerifyReport:
         d = asdict(self)
         d["ok"] = self.ok
         return d
+
+
+@dataclass(frozen=True)
+class CheckProgress:
+    """How far one comparison has come: what ``verify(progress=...)`` is told as it runs.
+
+    ``phase`` is ``preparing`` (the reference's own derivation), ``loading`` (the
+    engine over the vocabulary), ``compiling`` (the engine's grammar), ``states``, ``walks``, then ``done``, or ``skipped`` / ``error``
+    when the engine could not finish.
+    """
+
+    against: str
+    phase: str
+    states: int
+    states_total: int
+    walks: int = 0
+    walks_total: int = 0
+
+
+ProgressFn = Callable[[CheckProgress], None]
 
 
 # ---------------------------------------------------------------- integrity
@@ -287,7 +308,13 @@ def _set_mismatch(
     )
 
 
-def compare_reference(table: MaskTable, vocab: Vocabulary, states: np.ndarray, max_examples: int = MAX_EXAMPLES) -> CheckResult:
+def compare_reference(
+    table: MaskTable,
+    vocab: Vocabulary,
+    states: np.ndarray,
+    max_examples: int = MAX_EXAMPLES,
+    progress: ProgressFn | None = None,
+) -> CheckResult:
     """Allowed tokens, next states and accepting flags against :mod:`triec.reference`.
 
     The reference numbers the prefixes of the artifact's values itself and finds
@@ -298,6 +325,9 @@ def compare_reference(table: MaskTable, vocab: Vocabulary, states: np.ndarray, m
     from triec.reference import brute_force_allowed, prefix_states, reference_transitions
 
     result = CheckResult(against="reference")
+    total = int(states.size)
+    if progress:
+        progress(CheckProgress("reference", "preparing", 0, total))
     t0 = time.perf_counter()
     keys = table.value_bytes
     prefixes = prefix_states(keys)
@@ -318,6 +348,8 @@ def compare_reference(table: MaskTable, vocab: Vocabulary, states: np.ndarray, m
         ours, nexts = table.allowed_tokens[lo:hi], table.allowed_next[lo:hi]
         theirs, their_next = r_tok[r_off[s] : r_off[s + 1]], r_next[r_off[s] : r_off[s + 1]]
         result.states_checked += 1
+        if progress and result.states_checked % PROGRESS_EVERY == 0:
+            progress(CheckProgress("reference", "states", result.states_checked, total))
         if not np.array_equal(ours, theirs):
             result.add(_set_mismatch(table, vocab, s, ours, theirs, "allowed tokens differ", by_state[s]), max_examples)
         elif not np.array_equal(nexts, their_next):
@@ -345,6 +377,8 @@ def compare_reference(table: MaskTable, vocab: Vocabulary, states: np.ndarray, m
                 result.add(_set_mismatch(table, vocab, s, ours, np.array(ids), "allowed tokens differ from brute force", p), max_examples)
         result.seconds["brute_force"] = time.perf_counter() - t1
     result.seconds["compare"] = time.perf_counter() - t1
+    if progress:
+        progress(CheckProgress("reference", "done", result.states_checked, total))
     return result
 
 
@@ -361,6 +395,7 @@ def compare_engine(
     walks: int = DEFAULT_WALKS,
     seed: int = 0,
     max_examples: int = MAX_EXAMPLES,
+    progress: ProgressFn | None = None,
 ) -> CheckResult:
     """Full mask rows of ``states`` and of random decode walks against a peer engine.
 
@@ -369,6 +404,13 @@ def compare_engine(
     """
     result = CheckResult(against=engine.name, version=engine.version)
     result.seconds["engine_setup"] = engine.setup_seconds
+    total = int(states.size)
+
+    def report(phase: str) -> None:
+        if progress:
+            progress(CheckProgress(engine.name, phase, result.states_checked, total, result.walks, walks))
+
+    report("compiling")
     t0 = time.perf_counter()
     compiled = engine.compile(table.values)
     result.seconds["compile"] = time.perf_counter() - t0
@@ -395,6 +437,8 @@ def compare_engine(
     def check(s: int, prefix: bytes) -> None:
         result.states_checked += 1
         compare(m, s, prefix, "mask rows differ")
+        if result.states_checked % PROGRESS_EVERY == 0:
+            report("states")
 
     # Iterative DFS: ("enter", state, prefix) consumes the edge into state, ("leave",) rolls it back.
     stack: list[tuple[int, int, bytes]] = [(1, 0, b"")]
@@ -424,9 +468,12 @@ def compare_engine(
 
     t2 = time.perf_counter()
     rng = random.Random(seed)
+    report("walks")
     for _ in range(walks):
         _walk(table, vocab, engine.matcher(compiled), rng, result, max_examples)
+        report("walks")
     result.seconds["walks"] = time.perf_counter() - t2
+    report("done")
     return result
 
 
@@ -506,9 +553,11 @@ def verify(
     walks: int = DEFAULT_WALKS,
     explicit: Sequence[str] = (),
     max_examples: int = MAX_EXAMPLES,
+    progress: ProgressFn | None = None,
 ) -> VerifyReport:
     """Run every check. Engines named in ``explicit`` must be installed
-    (:class:`EngineUnavailable`); others that are missing are reported as skipped."""
+    (:class:`EngineUnavailable`); others that are missing are reported as skipped.
+    ``progress`` hears how far each comparison has come (:class:`CheckProgress`)."""
     t0 = time.perf_counter()
     table, vocab, report = load_checked(path, tokenizer)
     report.seed = seed
@@ -520,11 +569,15 @@ def verify(
     paths: tuple[np.ndarray, np.ndarray] | None = None
     for name in against:
         if name == "reference":
-            report.checks.append(compare_reference(table, vocab, selected, max_examples))
+            report.checks.append(compare_reference(table, vocab, selected, max_examples, progress))
             continue
+        if progress:
+            progress(CheckProgress(name, "loading", 0, int(selected.size)))
         try:
             engine = make_engine(name, vocab)
         except EngineUnavailable as exc:
+            if progress:
+                progress(CheckProgress(name, "skipped", 0, int(selected.size)))
             if name in explicit:
                 raise
             report.checks.append(CheckResult(against=name, status="skipped", reason=str(exc)))
@@ -535,11 +588,15 @@ def verify(
             report.unreachable_states = int(table.num_states - reachable)
         try:
             report.checks.append(
-                compare_engine(table, vocab, engine, selected, paths, walks=walks, seed=seed, max_examples=max_examples)
+                compare_engine(
+                    table, vocab, engine, selected, paths, walks=walks, seed=seed, max_examples=max_examples, progress=progress
+                )
             )
         except EngineUnsupported as exc:
             report.checks.append(CheckResult(against=name, status="skipped", version=engine.version, reason=str(exc)))
         except TriecError as exc:  # the engine itself failed: not a pass
             report.checks.append(CheckResult(against=name, status="error", version=engine.version, reason=str(exc)))
+        if progress and report.checks[-1].status in ("skipped", "error"):
+            progress(CheckProgress(name, report.checks[-1].status, 0, int(selected.size)))
     report.seconds = time.perf_counter() - t0
     return report

@@ -13,6 +13,7 @@ vocabulary root. Python-level work is per depth, not per node or per match.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,8 +32,17 @@ class Transitions:
     next_state: np.ndarray  # int32 [P]
 
 
-def walk(trie: Trie, automaton: VocabAutomaton, vocab_size: int) -> Transitions:
-    """Every allowed (state, token, next state) of the trie, sorted by (state, token)."""
+def walk(
+    trie: Trie, automaton: VocabAutomaton, vocab_size: int, progress: Callable[[int, int], None] | None = None
+) -> Transitions:
+    """Every allowed (state, token, next state) of the trie, sorted by (state, token).
+
+    ``progress(done, total)``, if given, is called once per level (a display for
+    long compiles; one call per level costs nothing measurable), then once after
+    the pairs are collected and once when they are sorted into CSR. Units: half of
+    ``total`` for the levels, in proportion to the trie states walked; a quarter
+    each for collecting and sorting, which take about as long together.
+    """
     depth, parent, byte = trie.depth, trie.parent, trie.byte
     max_depth = int(depth.max()) if depth.size else 0
     by_depth = np.argsort(depth.astype(np.uint16) if max_depth < 65536 else depth, kind="stable")
@@ -79,6 +89,8 @@ def walk(trie: Trie, automaton: VocabAutomaton, vocab_size: int) -> Transitions:
         f_node = dest[keep]
         f_start = np.concatenate(([0], start[keep]))
         f_v = np.concatenate(([0], v[keep]))
+        if progress is not None:
+            progress(2 * hi_b, 4 * trie.num_nodes)
 
     if found_start:
         start = np.concatenate(found_start)
@@ -89,7 +101,12 @@ def walk(trie: Trie, automaton: VocabAutomaton, vocab_size: int) -> Transitions:
         start, key, dest = start[ends_token], key[ends_token], dest[ends_token]
     else:
         start = key = dest = np.zeros(0, dtype=np.int64)
-    return _to_csr(trie.num_nodes, automaton, vocab_size, start, key, dest)
+    if progress is not None:  # collecting took about half of the second share; the sort is the rest
+        progress(3 * trie.num_nodes, 4 * trie.num_nodes)
+    transitions = _to_csr(trie.num_nodes, automaton, vocab_size, start, key, dest)
+    if progress is not None:
+        progress(4 * trie.num_nodes, 4 * trie.num_nodes)
+    return transitions
 
 
 def _to_csr(

@@ -100,20 +100,27 @@ def report_errors(fn: Callable[..., None]) -> Callable[..., None]:
 
 
 class Phases:
-    """Times named phases and shows a spinner while one runs (stderr, interactive only)."""
+    """Times named phases and shows a spinner while one runs (stderr, interactive only).
+
+    ``with phases.phase(...) as step`` gives a ``step(done, total)`` callback: a phase
+    that reports through it (the compile's walk) grows a progress bar once it has run
+    about a second.
+    """
 
     def __init__(self, show: bool) -> None:
-        self.show = show and err.is_terminal
+        from triec.cli._progress import interactive
+
+        self.show = interactive(show)
         self.seconds: dict[str, float] = {}
 
     @contextmanager
-    def phase(self, name: str, label: str) -> Iterator[None]:
+    def phase(self, name: str, label: str) -> Iterator[Callable[[int, int], None]]:
+        from triec.cli._progress import PhaseDisplay
+
         t0 = time.perf_counter()
-        if self.show:
-            with err.status(f"{label}...", spinner="dots"):
-                yield
-        else:
-            yield
-        self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - t0
-
-
+        try:
+            with PhaseDisplay(self.show) as display:
+                display.begin(label)
+                yield display.step
+        finally:
+            self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - t0

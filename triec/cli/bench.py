@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 from rich.markup import escape
 
-from triec.cli._common import app, err, out, report_errors
+from triec.cli._common import EXIT_INTERRUPTED, app, err, out, report_errors
 from triec.errors import TriecError
 
 
@@ -28,9 +28,15 @@ def bench_cmd(
     seed: Annotated[int, typer.Option("--seed", min=0, help="Seed of the value sets, paths and batches.")] = 0,
     json_out: Annotated[Optional[Path], typer.Option("--json", help="Write every summary (min/median/max), versions and machine info here.")] = None,
     plot_out: Annotated[Optional[Path], typer.Option("--plot", help="Write a PNG: compile and per-step time vs K, log-log (needs matplotlib).")] = None,
+    quiet: Annotated[bool, typer.Option("-q", "--quiet", help="No progress on stderr (the table is still printed).")] = False,
 ) -> None:
-    """Benchmark triec against the installed peer engines on identical vocabulary, EOS ids and values."""
-    from triec.bench import MAX_BATCH, MAX_K, parse_engines, parse_int_list, plot, run_bench
+    """Benchmark triec against the installed peer engines on identical vocabulary, EOS ids and values.
+
+    On a terminal a progress bar names the cell being measured; elsewhere one line per
+    finished cell goes to stderr. Ctrl-C prints the cells measured so far and exits 130.
+    """
+    from triec.bench import MAX_BATCH, MAX_K, BenchInterrupted, parse_engines, parse_int_list, plot, run_bench
+    from triec.cli._progress import BenchBar
 
     ks = parse_int_list(k, "--k", MAX_K)
     batches = parse_int_list(batch, "--batch", MAX_BATCH)
@@ -48,20 +54,26 @@ def bench_cmd(
         except ImportError:
             raise TriecError("--plot needs matplotlib: pip install matplotlib (or pip install 'triec[bench]')") from None
 
-    def progress(msg: str) -> None:
-        err.print(f"[dim]{escape(msg)}[/]", highlight=False)
-
-    result = run_bench(
-        tokenizer=tokenizer, vocab_size=vocab_size, ks=ks, value_source=value_set, engines=names, batches=batches,
-        repeat=repeat, timeout=timeout, paths=paths, seed=seed, progress=progress,
-    )
+    interrupted = False
+    with BenchBar(show=not quiet) as bar:
+        try:
+            result = run_bench(
+                tokenizer=tokenizer, vocab_size=vocab_size, ks=ks, value_source=value_set, engines=names, batches=batches,
+                repeat=repeat, timeout=timeout, paths=paths, seed=seed, progress=None if quiet else bar,
+            )  # fmt: skip
+        except BenchInterrupted as exc:
+            result, interrupted = exc.result, True
     if json_out is not None:
         from triec.artifact import atomic_write
 
         atomic_write(json_out, json.dumps(result, indent=1).encode())
-    if plot_out is not None:
+    if plot_out is not None and result["results"]:
         plot(result, str(plot_out))
     _print_table(result)
+    if interrupted:
+        done = sum(len(r["engines"]) for r in result["results"])
+        err.print(f"interrupted: the table holds the {done} cell(s) measured before Ctrl-C", highlight=False)
+        raise typer.Exit(EXIT_INTERRUPTED)
 
 
 def _print_table(result: dict) -> None:  # noqa: ANN001
@@ -72,7 +84,10 @@ def _print_table(result: dict) -> None:  # noqa: ANN001
     s = result["settings"]
     header, rows = table_rows(result)
     t = Table(
-        title=escape(f"triec bench: {s['set']}, {s['tokenizer']} ({s['vocab_size']:,} wide), repeat {s['repeat']}; × = time / triec's"),
+        title=escape(
+            f"triec bench: {s['set']}, {s['tokenizer']} ({s['vocab_size']:,} wide), repeat {s['repeat']}; × = time / triec's"
+            + ("; INTERRUPTED: the cells measured before Ctrl-C" if result.get("interrupted") else "")
+        ),
         title_justify="left",
     )
     for h in header[:-1]:  # notes go below the table: they are long

@@ -84,9 +84,9 @@ def compile_cmd(
         if implementation == "numpy":
             vocab.automaton  # noqa: B018 - load or build now so its time is reported on its own
     stats = CompileStats()
-    with phases.phase("compile", f"compiling {len(raw_values):,} values"):
+    with phases.phase("compile", f"compiling {len(raw_values):,} values") as step:
         keys, stats.duplicates = prepare_values(raw_values)
-        table = compile_keys(keys, vocab, implementation=implementation, stats=stats)
+        table = compile_keys(keys, vocab, implementation=implementation, stats=stats, progress=step if phases.show else None)
     with phases.phase("write", f"writing {target}"):
         size = table.save(target, compress=zstd or str(target).endswith(".zst"))
     total = time.perf_counter() - total0

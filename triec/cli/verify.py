@@ -26,19 +26,26 @@ def verify_cmd(
     seed: Annotated[int, typer.Option("--seed", min=0, help="Seed of the state sample and of the decode walks.")] = 0,
     walks: Annotated[int, typer.Option("--walks", min=0, help="Random decode walks replayed against each engine.")] = 100,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as one JSON object.")] = False,
+    quiet: Annotated[bool, typer.Option("-q", "--quiet", help="Print nothing when everything matches (the exit code says it).")] = False,
 ) -> None:
     """Check ARTIFACT's integrity and every state's mask against independent derivations.
 
     Exit 0: everything matches; 1: a mismatch or an integrity failure; 2: bad usage.
+    On a terminal, a progress bar per engine runs on stderr.
     """
+    from triec.cli._progress import VerifyBars
     from triec.verify import parse_against, verify
 
     names = parse_against(against or [])
     explicit = [n for n in names if "all" not in ",".join(against or []).split(",")]
-    report = verify(artifact, tokenizer=tokenizer, against=names, states=states, seed=seed, walks=walks, explicit=explicit)
+    with VerifyBars(show=not (as_json or quiet)) as bars:
+        report = verify(
+            artifact, tokenizer=tokenizer, against=names, states=states, seed=seed, walks=walks, explicit=explicit,
+            progress=bars if bars.show else None,
+        )  # fmt: skip
     if as_json:
         out.print_json(json.dumps(report.to_json()))
-    else:
+    elif not (quiet and report.ok):
         _print_report(report)
     if not report.ok:
         raise typer.Exit(EXIT_CHECK_FAILED)
