@@ -181,6 +181,8 @@ def main() -> None:
 
         helptext = run("triec", "--help").stdout
         check(all(c in helptext for c in ("compile", "verify", "inspect", "bench")), "triec --help lists every command")
+        helps = helptext + "".join(run("triec", c, "--help").stdout for c in ("compile", "verify", "inspect", "bench"))
+        check("--json" in helps and "<bool>" not in helps, "help shows flags without a <bool> label")
         check(triec.__version__ in run("triec", "--version").stdout, "triec --version")
         run("triec", "compile", str(work / "missing.txt"), expect=2)
         check(True, "a missing values file exits 2")
