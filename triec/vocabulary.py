@@ -96,22 +96,22 @@ class Vocabulary:
         mask to the model's logits width (default: the model config's
         ``vocab_size`` when found, else the tokenizer's size).
         """
-        from triec.token_bytes import decode_token_bytes, guess_eos_token_ids, ids_for_tokens
         from triec.tokenizer_source import locate
+        from triec.vocab_cache import load_or_decode
 
         src = locate(tokenizer)
-        doc = src.tokenizer_json
+        decoded = load_or_decode(src)
         if eos_token_ids is not None:
             eos = list(eos_token_ids)
         else:
-            eos = src.eos_ids or ids_for_tokens(doc, src.eos_names) or guess_eos_token_ids(doc)
+            eos = src.eos_ids or decoded.ids_for_tokens(src.eos_names, src) or decoded.guessed_eos
         if not eos:
             raise TokenizerError(f"{src.name}: cannot tell the end-of-sequence token; pass eos_token_ids / --eos")
-        token_bytes, family = decode_token_bytes(doc, src.name, eos)
+        token_bytes = decoded.token_bytes
         width = vocab_size
         if width is None and src.model_vocab_size and src.model_vocab_size >= len(token_bytes):
             width = src.model_vocab_size
-        return cls(token_bytes, eos_token_ids=eos, vocab_size=width, name=src.name, family=family)
+        return cls(token_bytes, eos_token_ids=eos, vocab_size=width, name=src.name, family=decoded.family)
 
     @property
     def automaton(self) -> VocabAutomaton:
