@@ -16,7 +16,8 @@ from triec._version import __version__
 
 if TYPE_CHECKING:
     from triec.artifact import load
-    from triec.compiler import CompileStats, compile
+    from triec.compiler import CompileStats, compile, compile_json_schema
+    from triec.encoding import Encoding
     from triec.errors import (
         ArtifactChecksumError,
         ArtifactContentError,
@@ -37,6 +38,8 @@ _WHERE = {
     "load": "triec.artifact",
     "CompileStats": "triec.compiler",
     "compile": "triec.compiler",
+    "compile_json_schema": "triec.compiler",
+    "Encoding": "triec.encoding",
     "ArtifactChecksumError": "triec.errors",
     "ArtifactContentError": "triec.errors",
     "OutputError": "triec.errors",
@@ -59,6 +62,7 @@ __all__ = [
     "ArtifactError",
     "ArtifactVersionError",
     "CompileStats",
+    "Encoding",
     "FINISHED",
     "MaskTable",
     "OutputError",
@@ -71,6 +75,7 @@ __all__ = [
     "Vocabulary",
     "__version__",
     "compile",
+    "compile_json_schema",
     "load",
 ]
 

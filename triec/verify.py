@@ -370,7 +370,7 @@ def compare_engine(
     result = CheckResult(against=engine.name, version=engine.version)
     result.seconds["engine_setup"] = engine.setup_seconds
     t0 = time.perf_counter()
-    compiled = engine.compile(table.values)
+    compiled = engine.compile(table.strings)
     result.seconds["compile"] = time.perf_counter() - t0
 
     t1 = time.perf_counter()
