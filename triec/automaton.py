@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from triec.disk_cache import cache_dir, load_arrays, save_arrays
-from triec.trie import build_trie
+from triec.trie import build_trie_from_buffer, join_keys, longest_common_prefixes
 
 if TYPE_CHECKING:
     from triec.vocabulary import Vocabulary
@@ -48,22 +48,22 @@ def build_automaton(token_bytes: tuple[bytes, ...] | list[bytes]) -> VocabAutoma
     """Build the token trie; pure function of the decoded vocabulary."""
     ids = [i for i, b in enumerate(token_bytes) if b]
     ids.sort(key=token_bytes.__getitem__)  # stable: equal bytes keep ascending ids
-    keys: list[bytes] = []
-    group_start: list[int] = []
-    prev = None
-    for pos, tid in enumerate(ids):
-        b = token_bytes[tid]
-        if b != prev:
-            keys.append(b)
-            group_start.append(pos)
-            prev = b
-    key_offsets = np.array(group_start + [len(ids)], dtype=np.int32)
+    data, offsets = join_keys(list(map(token_bytes.__getitem__, ids)))
+    # Equal neighbours share their whole length: group them without a Python loop.
+    lengths = np.diff(offsets)
+    lcp = longest_common_prefixes(data, offsets)
+    first = np.ones(len(ids), dtype=bool)
+    first[1:] = (lcp[1:] != lengths[1:]) | (lengths[1:] != lengths[:-1])
+    starts = np.flatnonzero(first)
+    key_offsets = np.append(starts, len(ids)).astype(np.int32)
     key_ids = np.array(ids, dtype=np.int32)
-
-    trie = build_trie(keys)
+    key_lengths = lengths[starts]
+    key_bytes = np.ascontiguousarray(data[np.repeat(first, lengths)])
+    trie = build_trie_from_buffer(key_bytes, np.concatenate([[0], np.cumsum(key_lengths)]).astype(np.int64))
+    num_keys = int(starts.shape[0])
     n = trie.num_nodes
     node_key = np.full(n, -1, dtype=np.int32)
-    node_key[trie.terminal] = np.arange(len(keys), dtype=np.int32)
+    node_key[trie.terminal] = np.arange(num_keys, dtype=np.int32)
     has_child = np.zeros(n, dtype=bool)
     has_child[trie.parent[1:]] = True
     edge = trie.parent[1:].astype(np.int64) * 256 + trie.byte[1:]
@@ -74,7 +74,7 @@ def build_automaton(token_bytes: tuple[bytes, ...] | list[bytes]) -> VocabAutoma
     root_child = np.full(256, -1, dtype=np.int32)
     at_root = np.nonzero(trie.parent == 0)[0]
     root_child[trie.byte[at_root]] = at_root
-    max_len = int(np.diff(trie.key_offsets).max()) if keys else 0
+    max_len = int(key_lengths.max()) if num_keys else 0
     return VocabAutomaton(
         root_child=root_child,
         edge_keys=edge_keys,
