@@ -143,3 +143,16 @@ def test_eos_name_outside_the_added_tokens_falls_back_to_the_json(cache: Path, t
     for _ in range(2):  # decoded, then cached
         vocab = triec.Vocabulary.load(str(d))
         assert vocab.eos_token_ids == (tid,) and vocab.token_bytes[tid] == b""
+
+
+@pytest.mark.parametrize("eos", [None, [0], [5, 7, 100, 30000], [3, 160000]])
+def test_packed_vocabulary_equals_the_list_one(eos: list[int] | None) -> None:
+    """Vocabulary.load keeps the bytes packed until asked; its fingerprint and bytes are those of the list form."""
+    from triec.vocabulary import fingerprint_token_bytes
+
+    for spec in ("gpt2", "qwen2"):
+        packed = triec.Vocabulary.load(spec, eos_token_ids=eos, vocab_size=170_000 if eos and 160000 in eos else None)
+        fp = packed.fingerprint  # computed before any bytes object exists
+        listed = triec.Vocabulary(packed.token_bytes, eos_token_ids=packed.eos_token_ids, vocab_size=packed.vocab_size)
+        assert fp == listed.fingerprint == fingerprint_token_bytes(listed.token_bytes)
+        assert packed.num_tokens == len(listed.token_bytes) and all(packed.token_bytes[e] == b"" for e in packed.eos_token_ids if e < packed.num_tokens)

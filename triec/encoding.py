@@ -11,7 +11,7 @@ JSON-schema compilers use for the same ``enum`` member: Python's
 ``json.dumps(value, ensure_ascii=False)`` (non-ASCII characters raw; ``\\"``,
 ``\\\\``, ``\\b \\f \\n \\r \\t``; other control characters as ``\\u00XX``)
 except DEL (U+007F), which both engines write as ``\\u007f`` (docs/decisions.md
-D11; tests/test_json_encoding.py checks it against both engines).
+D13; tests/test_json_encoding.py checks it against both engines).
 """
 
 from __future__ import annotations

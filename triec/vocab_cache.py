@@ -6,7 +6,7 @@ is the sha256 of the tokenizer file's bytes as stored (plus this cache's format
 and the source of the decoding rules), so a file changed in place, under the
 same path, gets a new key and is decoded afresh: a stale entry can never be
 served. Hashing the file costs about 1 ms per MB here, cheaper than reasoning
-about modification times, inodes and clocks (docs/decisions.md D10).
+about modification times, inodes and clocks (docs/decisions.md D12).
 
 What is cached depends on the tokenizer file alone: bytes per id with special
 added tokens and control pieces blanked (EOS ids are blanked later, by
@@ -40,10 +40,17 @@ _NAMES = ["blob", "offsets", "info"]
 class DecodedTokenizer:
     """What a tokenizer file alone says about its vocabulary."""
 
-    token_bytes: list[bytes]  # per id; b"" for special added tokens and control pieces (EOS ids not yet blanked)
+    blob: bytes  # every id's bytes concatenated; b"" for special added tokens and control pieces (EOS not yet blanked)
+    offsets: np.ndarray  # int64 [N + 1]: id i is blob[offsets[i]:offsets[i + 1]]
     family: str
     added: dict[str, int]  # added token content -> id
     guessed_eos: list[int]  # EOS by the conventional names, for when no config says
+
+    @property
+    def token_bytes(self) -> list[bytes]:
+        """Bytes per id (made on demand; :class:`~triec.vocabulary.Vocabulary` keeps them packed until needed)."""
+        ends = self.offsets.tolist()
+        return [self.blob[a:b] for a, b in zip(ends[:-1], ends[1:], strict=True)]
 
     def ids_for_tokens(self, names: list[str], src: TokenizerSource) -> list[int]:
         """Ids of the named tokens; a name that is not an added token needs the parsed JSON (rare)."""
@@ -60,7 +67,11 @@ def decode(doc: dict[str, Any], label: str) -> DecodedTokenizer:
 
     token_bytes, family = decode_token_bytes(doc, label, [])
     added = {str(a.get("content")): int(a.get("id")) for a in doc.get("added_tokens") or []}
-    return DecodedTokenizer(token_bytes, family, added, guess_eos_token_ids(doc))
+    lengths = np.fromiter(map(len, token_bytes), dtype=np.int64, count=len(token_bytes))
+    offsets = np.zeros(lengths.shape[0] + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    return DecodedTokenizer(b"".join(token_bytes), offsets, family, added, guess_eos_token_ids(doc))
+
 
 
 @lru_cache(maxsize=1)
@@ -79,13 +90,10 @@ def _cache_path(key: str) -> Path:
 
 
 def save_cached(decoded: DecodedTokenizer, key: str) -> Path | None:
-    lengths = np.fromiter(map(len, decoded.token_bytes), dtype=np.int64, count=len(decoded.token_bytes))
-    offsets = np.zeros(lengths.shape[0] + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
     info = json.dumps({"family": decoded.family, "added": decoded.added, "guessed_eos": decoded.guessed_eos})
     arrays = {
-        "blob": np.frombuffer(b"".join(decoded.token_bytes), dtype=np.uint8),
-        "offsets": offsets,
+        "blob": np.frombuffer(decoded.blob, dtype=np.uint8),
+        "offsets": decoded.offsets,
         "info": np.frombuffer(info.encode(), dtype=np.uint8),
     }
     return save_arrays(_cache_path(key), key, CACHE_FORMAT, arrays)
@@ -103,9 +111,7 @@ def load_cached(key: str) -> DecodedTokenizer | None:
         return None
     try:
         info = json.loads(arrays["info"].tobytes())
-        ends = offsets.tolist()
-        token_bytes = [blob[a:b] for a, b in zip(ends[:-1], ends[1:], strict=True)]
-        return DecodedTokenizer(token_bytes, str(info["family"]), dict(info["added"]), list(info["guessed_eos"]))
+        return DecodedTokenizer(blob, offsets.astype(np.int64), str(info["family"]), dict(info["added"]), list(info["guessed_eos"]))
     except (ValueError, KeyError, TypeError):
         return None
 
