@@ -8,13 +8,40 @@ from contextlib import contextmanager
 from typing import Annotated, Any, Callable, Iterator, Optional
 
 import typer
+import typer.core
 from rich.console import Console
 from rich.markup import escape
 
 from triec._version import __version__
+from triec.cli._coercion import install
 from triec.errors import TriecError
 
-app = typer.Typer(
+
+class _Command(typer.core.TyperCommand):
+    """A command whose plain parameters convert without pydantic (:mod:`triec.cli._coercion`)."""
+
+    def get_params(self, ctx: Any) -> list[Any]:  # the parameters plus the --help option, made here
+        params = super().get_params(ctx)
+        install(params)
+        return params
+
+
+class _Group(typer.core.TyperGroup):
+    def get_params(self, ctx: Any) -> list[Any]:
+        params = super().get_params(ctx)
+        install(params)
+        return params
+
+
+class _App(typer.Typer):
+    """Every command registered on the app is a :class:`_Command` unless it names its own class."""
+
+    def command(self, *args: Any, cls: Any = None, **kwargs: Any) -> Any:
+        return super().command(*args, cls=cls or _Command, **kwargs)
+
+
+app = _App(
+    cls=_Group,
     name="triec",
     help="Compile finite sets of strings into exact constrained-decoding masks.",
     no_args_is_help=True,
