@@ -6,8 +6,9 @@ strings ``prefix + spell(value) + suffix`` (its trie, its masks); the user's own
 values come back from those strings by undoing the spelling, which is
 one-to-one (:meth:`Encoding.unspell`).
 
-The JSON spelling is one string per value, the one xgrammar's and llguidance's
-JSON-schema compilers use for the same ``enum`` member: Python's
+The JSON spelling is one string per value, the one xgrammar's JSON-schema
+compiler accepts for the same ``enum`` member (its only one; llguidance's accepts
+it too, and also other escapes of control characters): Python's
 ``json.dumps(value, ensure_ascii=False)`` (non-ASCII characters raw; ``\\"``,
 ``\\\\``, ``\\b \\f \\n \\r \\t``; other control characters as ``\\u00XX``)
 except DEL (U+007F), which both engines write as ``\\u007f`` (docs/decisions.md
