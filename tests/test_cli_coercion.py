@@ -1,7 +1,7 @@
 """The CLI's own conversion of plain parameters returns exactly what typer's pydantic conversion returns.
 
 triec.cli._coercion converts canonical values of plain types without importing
-pydantic (docs/decisions.md D14) and hands everything else to typer. Here every
+pydantic (docs/decisions.md D16) and hands everything else to typer. Here every
 parameter of every command is converted both ways over a corpus of inputs.
 """
 

@@ -1,4 +1,4 @@
-"""What each entry point imports: start-up time is mostly imports (docs/decisions.md D14)."""
+"""What each entry point imports: start-up time is mostly imports (docs/decisions.md D16)."""
 
 from __future__ import annotations
 

@@ -157,7 +157,7 @@ def test_llguidance_json_schema_accepts_exactly_our_spelling_and_other_escapes(
     """llguidance's own JSON schema grammar allows every token triec allows, in every state, and EOS where triec does;
     it allows more only inside an escape sequence, where it also takes ``\\u000a`` for ``\\n`` and upper-case hex
     (``\\u007F``): alternative spellings of the same control character. triec writes one spelling per value,
-    xgrammar's, which llguidance accepts (docs/decisions.md D13)."""
+    xgrammar's, which llguidance accepts (docs/decisions.md D15)."""
     vocab = vocabs[name]
     engine = engine_or_skip("llguidance", vocab)
     if form == "json":

@@ -12,7 +12,7 @@ it too, and also other escapes of control characters): Python's
 ``json.dumps(value, ensure_ascii=False)`` (non-ASCII characters raw; ``\\"``,
 ``\\\\``, ``\\b \\f \\n \\r \\t``; other control characters as ``\\u00XX``)
 except DEL (U+007F), which both engines write as ``\\u007f`` (docs/decisions.md
-D13; tests/test_json_encoding.py checks it against both engines).
+D15; tests/test_json_encoding.py checks it against both engines).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ is the sha256 of the tokenizer file's bytes as stored (plus this cache's format
 and the source of the decoding rules), so a file changed in place, under the
 same path, gets a new key and is decoded afresh: a stale entry can never be
 served. Hashing the file costs about 1 ms per MB here, cheaper than reasoning
-about modification times, inodes and clocks (docs/decisions.md D12).
+about modification times, inodes and clocks (docs/decisions.md D14).
 
 What is cached depends on the tokenizer file alone: bytes per id with special
 added tokens and control pieces blanked (EOS ids are blanked later, by

@@ -2,7 +2,7 @@
 
 typer 0.29 converts every command-line value through a pydantic ``TypeAdapter``:
 importing pydantic and building one adapter per parameter costs about 75 ms of
-CPU on every command (docs/decisions.md D14), a quarter of a warm ``triec
+CPU on every command (docs/decisions.md D16), a quarter of a warm ``triec
 compile``. For the plain types triec's commands use, a value in canonical form
 (a string; an integer or decimal written in plain digits, within the
 parameter's min and max; a non-empty path; a list of strings; a bool) converts
