@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 import triec
-from triec.artifact import FORMAT_VERSION
+from triec.artifact import PLAIN_FORMAT_VERSION
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN_DIR = ROOT / "fixtures" / "golden"
@@ -67,7 +67,7 @@ def main() -> int:
     vocab = triec.Vocabulary.load(TOKENIZER)
     README.write_text(
         README_TEXT.format(
-            format_version=FORMAT_VERSION,
+            format_version=PLAIN_FORMAT_VERSION,
             version=triec.__version__,
             values=VALUES,
             tokens=vocab.num_tokens,

@@ -14,7 +14,16 @@ import numpy as np
 import pytest
 
 import triec
-from triec.artifact import ALIGN, FORMAT_VERSION, MAGIC, PREAMBLE, SECTIONS, ZSTD_MAGIC, encode_artifact
+from triec.artifact import (
+    ALIGN,
+    FORMAT_VERSION,
+    MAGIC,
+    PLAIN_FORMAT_VERSION,
+    PREAMBLE,
+    SECTIONS,
+    ZSTD_MAGIC,
+    encode_artifact,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = ROOT / "fixtures" / "golden" / "tiny-gpt2.triec"
@@ -173,7 +182,7 @@ def test_no_pickle_anywhere(saved: Path) -> None:
 def test_layout(saved: Path, table: triec.MaskTable) -> None:
     data = saved.read_bytes()
     assert data[:8] == MAGIC == b"\x89TRIEC\r\n"
-    assert struct.unpack_from("<I", data, 8)[0] == FORMAT_VERSION == 1
+    assert struct.unpack_from("<I", data, 8)[0] == PLAIN_FORMAT_VERSION == 1  # raw values: unchanged since version 1
     head_len, head_crc, reserved = struct.unpack_from("<III", data, 12)
     assert reserved == 0
     head = data[24 : 24 + head_len]
@@ -281,7 +290,7 @@ def test_newer_version(saved: Path) -> None:
     data = bytearray(saved.read_bytes())
     struct.pack_into("<I", data, 8, FORMAT_VERSION + 1)
     rewrite(saved, data)
-    with pytest.raises(triec.ArtifactVersionError, match=r"version 2 is newer"):
+    with pytest.raises(triec.ArtifactVersionError, match=rf"version {FORMAT_VERSION + 1} is newer"):
         triec.load(saved)
 
 
@@ -330,7 +339,7 @@ def test_consistent_but_wrong_header_is_rejected(saved: Path) -> None:
     head = msgpack.packb(header, use_bin_type=True)
     old_len = PREAMBLE.unpack_from(data, 0)[2]
     assert len(head) == old_len
-    forged = PREAMBLE.pack(MAGIC, FORMAT_VERSION, len(head), zlib.crc32(head), 0) + head + data[24 + old_len :]
+    forged = PREAMBLE.pack(MAGIC, PLAIN_FORMAT_VERSION, len(head), zlib.crc32(head), 0) + head + data[24 + old_len :]
     rewrite(saved, forged)
     with pytest.raises(triec.ArtifactError, match="allowed_offsets"):
         triec.load(saved)

@@ -3,34 +3,67 @@
 ``triec.compile(values, vocab)`` builds a :class:`MaskTable`; ``table.save(path)``
 writes an mmap-able artifact; ``triec.load(path)`` opens one in a serving
 process with numpy alone.
+
+The names below are imported on first use (PEP 562), so ``import triec`` (and
+``triec --help``, which imports the package) costs no numpy import.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 from triec._version import __version__
-from triec.artifact import load
-from triec.compiler import CompileStats, compile
-from triec.errors import (
-    ArtifactChecksumError,
-    ArtifactContentError,
-    ArtifactError,
-    ArtifactVersionError,
-    OutputError,
-    TokenizerError,
-    TokenizerMismatch,
-    TokenNotAllowed,
-    TriecError,
-    ValueNotInTable,
-    ValuesError,
-)
-from triec.runtime import FINISHED, MaskTable
-from triec.vocabulary import Vocabulary
+
+if TYPE_CHECKING:
+    from triec.artifact import load
+    from triec.compiler import CompileStats, compile, compile_json_schema
+    from triec.encoding import Encoding
+    from triec.errors import (
+        ArtifactChecksumError,
+        ArtifactContentError,
+        ArtifactError,
+        ArtifactVersionError,
+        OutputError,
+        TokenizerError,
+        TokenizerMismatch,
+        TokenNotAllowed,
+        TriecError,
+        ValueNotInTable,
+        ValuesError,
+    )
+    from triec.runtime import FINISHED, MaskTable
+    from triec.vocabulary import Vocabulary
+
+_WHERE = {
+    "load": "triec.artifact",
+    "CompileStats": "triec.compiler",
+    "compile": "triec.compiler",
+    "compile_json_schema": "triec.compiler",
+    "Encoding": "triec.encoding",
+    "ArtifactChecksumError": "triec.errors",
+    "ArtifactContentError": "triec.errors",
+    "OutputError": "triec.errors",
+    "ArtifactError": "triec.errors",
+    "ArtifactVersionError": "triec.errors",
+    "TokenizerError": "triec.errors",
+    "TokenizerMismatch": "triec.errors",
+    "TokenNotAllowed": "triec.errors",
+    "TriecError": "triec.errors",
+    "ValueNotInTable": "triec.errors",
+    "ValuesError": "triec.errors",
+    "FINISHED": "triec.runtime",
+    "MaskTable": "triec.runtime",
+    "Vocabulary": "triec.vocabulary",
+}
 
 __all__ = [
-    "FINISHED",
     "ArtifactChecksumError",
     "ArtifactContentError",
     "ArtifactError",
     "ArtifactVersionError",
     "CompileStats",
+    "Encoding",
+    "FINISHED",
     "MaskTable",
     "OutputError",
     "TokenNotAllowed",
@@ -42,5 +75,21 @@ __all__ = [
     "Vocabulary",
     "__version__",
     "compile",
+    "compile_json_schema",
     "load",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'triec' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_WHERE))

@@ -3,7 +3,7 @@
 Layout (all integers little-endian; docs/format.md is the byte-by-byte spec)::
 
     0   8  magic  b"\\x89TRIEC\\r\\n"
-    8   4  u32    format version (1)
+    8   4  u32    format version (1, or 2 when the header records an encoding)
     12  4  u32    header length H
     16  4  u32    CRC-32 of the header bytes
     20  4  u32    reserved, 0
@@ -31,13 +31,20 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from triec._version import __version__
+from triec.encoding import Encoding
 from triec.errors import ArtifactChecksumError, ArtifactError, ArtifactVersionError, OutputError, TokenizerMismatch
 
 if TYPE_CHECKING:
     from triec.runtime import MaskTable
 
 MAGIC = b"\x89TRIEC\r\n"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # the newest version this triec reads and writes
+# Version 2 = version 1 plus the header's ``encoding`` map. A table of raw values
+# with nothing around them is still written as version 1, byte for byte as
+# before, so that older readers keep loading it; a table whose values are
+# spelled (JSON, prefix, suffix) is version 2, which older readers refuse with
+# "upgrade triec" instead of handing back the spelled strings as values.
+PLAIN_FORMAT_VERSION = 1
 PREAMBLE = struct.Struct("<8sIIII")
 ALIGN = 64
 MAX_HEADER = 1 << 20  # a header is a few hundred bytes; refuse anything absurd
@@ -102,8 +109,14 @@ def encode_artifact(table: MaskTable) -> bytes:
         "build_options": table.build_options,
         "sections": sections,
     }
+    version = PLAIN_FORMAT_VERSION
+    if not table.encoding.plain:
+        version = FORMAT_VERSION
+        header = {k: v for k, v in header.items() if k != "sections"}
+        header["encoding"] = table.encoding.to_header()
+        header["sections"] = sections
     head = msgpack.packb(header, use_bin_type=True)
-    out = bytearray(PREAMBLE.pack(MAGIC, FORMAT_VERSION, len(head), zlib.crc32(head), 0))
+    out = bytearray(PREAMBLE.pack(MAGIC, version, len(head), zlib.crc32(head), 0))
     out += head
     data_start = _align(len(out))
     out += bytes(data_start - len(out))
@@ -193,7 +206,7 @@ def _read_buffer(path: str | os.PathLike[str]) -> tuple[Any, bool]:
         raise ArtifactError(f"{source}: cannot read artifact ({exc.strerror or exc})") from exc
 
 
-def _header(buf: Any, source: str) -> tuple[dict[str, Any], int]:
+def _header(buf: Any, source: str) -> tuple[dict[str, Any], int, int]:
     size = len(buf)
     if size < PREAMBLE.size:
         raise _fail(source, f"file is {size} bytes, shorter than the {PREAMBLE.size}-byte preamble")
@@ -204,8 +217,8 @@ def _header(buf: Any, source: str) -> tuple[dict[str, Any], int]:
         raise ArtifactVersionError(
             f"{source}: format version {version} is newer than this triec supports ({FORMAT_VERSION}); upgrade triec"
         )
-    if version != FORMAT_VERSION:
-        raise _fail(source, f"format version: expected {FORMAT_VERSION}, found {version}")
+    if version not in (PLAIN_FORMAT_VERSION, FORMAT_VERSION):
+        raise _fail(source, f"format version: expected {PLAIN_FORMAT_VERSION} or {FORMAT_VERSION}, found {version}")
     if reserved != 0:
         raise _fail(source, f"preamble reserved field: expected 0, found {reserved}")
     if head_len > MAX_HEADER or PREAMBLE.size + head_len > size:
@@ -221,7 +234,7 @@ def _header(buf: Any, source: str) -> tuple[dict[str, Any], int]:
         raise _fail(source, f"header is not valid msgpack ({type(exc).__name__})") from exc
     if not isinstance(header, dict):
         raise _fail(source, "header: expected a map")
-    return header, _align(PREAMBLE.size + head_len)
+    return header, _align(PREAMBLE.size + head_len), version
 
 
 def _header_length(buf: Any) -> int:
@@ -246,7 +259,7 @@ def _count(header: dict[str, Any], name: str, source: str, upper: int = 2**32, w
 
 def parse_artifact(buf: Any, source: str, *, verify: bool = False) -> dict[str, Any]:
     """Validate the layout and return the header plus numpy views of the sections."""
-    header, data_start = _header(buf, source)
+    header, data_start, version = _header(buf, source)
     if verify and any(buf[PREAMBLE.size + _header_length(buf) : data_start]):
         raise _fail(source, "padding after the header: expected zero bytes")
     if header.get("format") != FORMAT_NAME:
@@ -264,6 +277,15 @@ def parse_artifact(buf: Any, source: str, *, verify: bool = False) -> dict[str, 
         raise _fail(source, f"header field 'eos_token_ids': expected ids in 0..{vocab_size - 1}, found {eos!r}")
     _field(header, "triec_version", str, source)
     _field(header, "build_options", dict, source)
+    if version == PLAIN_FORMAT_VERSION and "encoding" in header:
+        raise _fail(source, f"header field 'encoding': needs format version {FORMAT_VERSION}, the file says {version}")
+    if version == FORMAT_VERSION:
+        try:
+            encoding = Encoding.from_header(header.get("encoding"))
+        except ValueError as exc:
+            raise _fail(source, f"header field 'encoding': {exc}") from None
+        if encoding.plain:
+            raise _fail(source, f"header field 'encoding': a raw encoding without prefix or suffix is written as version {PLAIN_FORMAT_VERSION}")
     tok = _field(header, "tokenizer", dict, source)
     if not isinstance(tok.get("fingerprint"), str) or not isinstance(tok.get("name"), str):
         raise _fail(source, "header field 'tokenizer': expected name and fingerprint strings")
@@ -303,7 +325,7 @@ def parse_artifact(buf: Any, source: str, *, verify: bool = False) -> dict[str, 
         cursor = offset + length
     if data_start + cursor != size:
         raise _fail(source, f"file size: expected {data_start + cursor} bytes, found {size}")
-    return {"header": header, "arrays": arrays}
+    return {"header": header, "arrays": arrays, "format_version": version}
 
 
 def load(
@@ -337,8 +359,10 @@ def load(
         tokenizer_name=header["tokenizer"]["name"],
         build_options=header["build_options"],
         source=source,
+        encoding=Encoding.from_header(header["encoding"]) if "encoding" in header else None,
     )
     table.header = header  # type: ignore[attr-defined]
+    table.format_version = parsed["format_version"]  # type: ignore[attr-defined]
     if verify:
         validate_contents(table, source)
     else:

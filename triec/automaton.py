@@ -8,23 +8,19 @@ one ``np.searchsorted`` on ``edge_keys``.
 
 from __future__ import annotations
 
-import hashlib
-import io
-import os
-import tempfile
-import zipfile
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from triec.trie import build_trie
+from triec.disk_cache import cache_dir, load_arrays, save_arrays
+from triec.trie import build_trie_from_buffer, join_keys, longest_common_prefixes
 
 if TYPE_CHECKING:
     from triec.vocabulary import Vocabulary
 
-CACHE_FORMAT = 2
+CACHE_FORMAT = 3
 
 
 @dataclass(frozen=True)
@@ -52,22 +48,22 @@ def build_automaton(token_bytes: tuple[bytes, ...] | list[bytes]) -> VocabAutoma
     """Build the token trie; pure function of the decoded vocabulary."""
     ids = [i for i, b in enumerate(token_bytes) if b]
     ids.sort(key=token_bytes.__getitem__)  # stable: equal bytes keep ascending ids
-    keys: list[bytes] = []
-    group_start: list[int] = []
-    prev = None
-    for pos, tid in enumerate(ids):
-        b = token_bytes[tid]
-        if b != prev:
-            keys.append(b)
-            group_start.append(pos)
-            prev = b
-    key_offsets = np.array(group_start + [len(ids)], dtype=np.int32)
+    data, offsets = join_keys(list(map(token_bytes.__getitem__, ids)))
+    # Equal neighbours share their whole length: group them without a Python loop.
+    lengths = np.diff(offsets)
+    lcp = longest_common_prefixes(data, offsets)
+    first = np.ones(len(ids), dtype=bool)
+    first[1:] = (lcp[1:] != lengths[1:]) | (lengths[1:] != lengths[:-1])
+    starts = np.flatnonzero(first)
+    key_offsets = np.append(starts, len(ids)).astype(np.int32)
     key_ids = np.array(ids, dtype=np.int32)
-
-    trie = build_trie(keys)
+    key_lengths = lengths[starts]
+    key_bytes = np.ascontiguousarray(data[np.repeat(first, lengths)])
+    trie = build_trie_from_buffer(key_bytes, np.concatenate([[0], np.cumsum(key_lengths)]).astype(np.int64))
+    num_keys = int(starts.shape[0])
     n = trie.num_nodes
     node_key = np.full(n, -1, dtype=np.int32)
-    node_key[trie.terminal] = np.arange(len(keys), dtype=np.int32)
+    node_key[trie.terminal] = np.arange(num_keys, dtype=np.int32)
     has_child = np.zeros(n, dtype=bool)
     has_child[trie.parent[1:]] = True
     edge = trie.parent[1:].astype(np.int64) * 256 + trie.byte[1:]
@@ -78,7 +74,7 @@ def build_automaton(token_bytes: tuple[bytes, ...] | list[bytes]) -> VocabAutoma
     root_child = np.full(256, -1, dtype=np.int32)
     at_root = np.nonzero(trie.parent == 0)[0]
     root_child[trie.byte[at_root]] = at_root
-    max_len = int(np.diff(trie.key_offsets).max()) if keys else 0
+    max_len = int(key_lengths.max()) if num_keys else 0
     return VocabAutomaton(
         root_child=root_child,
         edge_keys=edge_keys,
@@ -94,15 +90,6 @@ def build_automaton(token_bytes: tuple[bytes, ...] | list[bytes]) -> VocabAutoma
 # ---------------------------------------------------------------- disk cache
 
 
-def cache_dir() -> Path:
-    """``$TRIEC_CACHE_DIR``, else ``$XDG_CACHE_HOME/triec``, else ``~/.cache/triec``."""
-    explicit = os.environ.get("TRIEC_CACHE_DIR")
-    if explicit:
-        return Path(explicit)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "triec"
-
-
 def _cache_path(fingerprint: str) -> Path:
     digest = fingerprint.split(":", 1)[-1]
     return cache_dir() / "automata" / f"v{CACHE_FORMAT}-{digest}.npz"
@@ -111,56 +98,22 @@ def _cache_path(fingerprint: str) -> Path:
 _ARRAY_FIELDS = [f.name for f in fields(VocabAutomaton) if f.name != "max_token_len"]
 
 
-def _digest(arrays: dict[str, np.ndarray], fingerprint: str) -> str:
-    h = hashlib.sha256(fingerprint.encode())
-    for name in _ARRAY_FIELDS:
-        a = np.ascontiguousarray(arrays[name])
-        h.update(f"{name}:{a.dtype.str}:{a.shape}".encode())
-        h.update(a.data)
-    return h.hexdigest()
-
-
 def save_cached(automaton: VocabAutomaton, fingerprint: str) -> Path | None:
     """Write atomically (temporary file, then rename); a failure only costs the cache."""
-    path = _cache_path(fingerprint)
     arrays = {name: getattr(automaton, name) for name in _ARRAY_FIELDS}
-    meta = np.array([CACHE_FORMAT, automaton.max_token_len], dtype=np.int64)
-    digest = np.frombuffer(bytes.fromhex(_digest(arrays, fingerprint)), dtype=np.uint8)
-    fp = np.frombuffer(fingerprint.encode(), dtype=np.uint8)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                np.savez(fh, meta=meta, digest=digest, fingerprint=fp, **arrays)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-    except OSError:
-        return None
-    return path
+    arrays["max_token_len"] = np.array([automaton.max_token_len], dtype=np.int64)
+    return save_arrays(_cache_path(fingerprint), fingerprint, CACHE_FORMAT, arrays)
 
 
 def load_cached(fingerprint: str) -> VocabAutomaton | None:
     """The cached automaton if present and intact; ``None`` when in any doubt."""
-    path = _cache_path(fingerprint)
-    try:
-        raw = path.read_bytes()
-    except OSError:
+    arrays = load_arrays(_cache_path(fingerprint), fingerprint, CACHE_FORMAT, [*_ARRAY_FIELDS, "max_token_len"])
+    if arrays is None:
         return None
-    try:
-        with np.load(io.BytesIO(raw), allow_pickle=False) as npz:
-            data = {name: npz[name] for name in npz.files}
-        meta, digest, fp = data["meta"], data["digest"], data["fingerprint"]
-        if int(meta[0]) != CACHE_FORMAT or fp.tobytes().decode() != fingerprint:
-            return None
-        arrays = {name: data[name] for name in _ARRAY_FIELDS}
-        if digest.tobytes().hex() != _digest(arrays, fingerprint):
-            return None
-        return VocabAutomaton(max_token_len=int(meta[1]), **arrays)
-    except (OSError, ValueError, KeyError, zipfile.BadZipFile, UnicodeDecodeError, EOFError):
+    max_len = arrays.pop("max_token_len")
+    if max_len.shape != (1,):
         return None
+    return VocabAutomaton(max_token_len=int(max_len[0]), **arrays)
 
 
 _MEMORY: dict[str, VocabAutomaton] = {}

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from triec.encoding import PLAIN, RAW, Encoding, as_encoding
 from triec.errors import ValuesError
 from triec.runtime import MaskTable
 from triec.trie import build_trie
@@ -54,6 +55,19 @@ def prepare_values(values: Iterable[str | bytes]) -> tuple[list[bytes], int]:
     return keys, len(encoded) - len(keys)
 
 
+def spell_all(values: Iterable[str | bytes], encoding: Encoding) -> Iterable[str | bytes]:
+    """Each value as the string compiled for it; raw values pass through untouched."""
+    if encoding.plain:
+        return values
+    return [encoding.spell(_as_text(i, v)) for i, v in enumerate(values)]
+
+
+def _as_text(i: int, v: object) -> str:
+    if isinstance(v, str):
+        return v
+    return _encode_one(i, v).decode("utf-8")
+
+
 def _encode_one(i: int, v: object) -> bytes:
     if isinstance(v, str):
         try:
@@ -76,9 +90,13 @@ def compile_keys(
     *,
     implementation: str = "numpy",
     stats: CompileStats | None = None,
+    encoding: Encoding = PLAIN,
     progress: Callable[[int, int], None] | None = None,
 ) -> MaskTable:
-    """Compile sorted, unique UTF-8 keys. ``progress(done, total)`` hears the walk's levels (numpy path)."""
+    """Compile sorted, unique UTF-8 keys (the exact strings, already spelled with ``encoding``).
+
+    ``progress(done, total)`` hears the walk's levels (numpy path).
+    """
     stats = stats if stats is not None else CompileStats()
     total = sum(map(len, keys))
     if total > MAX_VALUE_BYTES:
@@ -114,6 +132,7 @@ def compile_keys(
         tokenizer_fingerprint=vocab.fingerprint,
         tokenizer_name=vocab.name,
         build_options={"tokenizer_family": vocab.family, "tokenizer_tokens": vocab.num_tokens},
+        encoding=encoding,
     )
     table._value_bytes = keys
     table._indices_checked = True  # built here: correct by construction
@@ -129,20 +148,47 @@ def compile(  # noqa: A001 - the public name mirrors re.compile
     values: Iterable[str | bytes],
     vocab: Vocabulary | str | None = None,
     *,
+    encoding: str | Encoding = RAW,
+    prefix: str = "",
+    suffix: str = "",
     implementation: str = "numpy",
     stats: CompileStats | None = None,
 ) -> MaskTable:
     """Compile a finite set of strings into a :class:`MaskTable` for ``vocab``.
 
     ``vocab`` is a :class:`Vocabulary` or anything :meth:`Vocabulary.load`
-    accepts (default: the bundled ``qwen2``). Duplicates are dropped; the
-    table's values are sorted by their UTF-8 bytes.
+    accepts (default: the bundled ``qwen2``). Each value is compiled as
+    ``prefix + spelling + suffix``, the spelling being the value itself
+    (``encoding="raw"``) or its JSON string literal (``encoding="json"``);
+    ``table.values`` gives the values back as passed. Duplicates are dropped;
+    the table's values are sorted by the UTF-8 bytes of their spellings.
     """
+    enc = as_encoding(encoding, prefix, suffix)
     if not isinstance(vocab, Vocabulary):
         vocab = Vocabulary.load(vocab)
     stats = stats if stats is not None else CompileStats()
     t0 = time.perf_counter()
-    keys, dups = prepare_values(values)
+    keys, dups = prepare_values(spell_all(values, enc))
     stats.duplicates = dups
     stats.phases["values"] = time.perf_counter() - t0
-    return compile_keys(keys, vocab, implementation=implementation, stats=stats)
+    return compile_keys(keys, vocab, implementation=implementation, stats=stats, encoding=enc)
+
+
+def compile_json_schema(
+    schema: dict | str,
+    vocab: Vocabulary | str | None = None,
+    *,
+    implementation: str = "numpy",
+    stats: CompileStats | None = None,
+) -> MaskTable:
+    """Compile the instances of a flat JSON Schema object (one string ``enum`` property, any ``const`` ones).
+
+    The strings are xgrammar's compact JSON (``any_whitespace=False``):
+    ``{"label": "x", "version": 1}``; ``table.values`` are the enum members.
+    Any other schema raises :class:`~triec.errors.ValuesError` naming the
+    unsupported keyword (see :mod:`triec.json_schema`).
+    """
+    from triec.json_schema import parse_schema
+
+    values, enc = parse_schema(schema)
+    return compile(values, vocab, encoding=enc, implementation=implementation, stats=stats)

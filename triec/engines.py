@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
+import json
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -83,6 +84,15 @@ def regex_literal(value: str) -> str:
         else:
             out.append(ch)
     return "".join(out)
+
+
+def xgrammar_regex_literal(value: str) -> str:
+    """A regex for xgrammar's ``compile_regex`` matching exactly ``value``: ASCII punctuation, space and controls as ``\\u00HH``.
+
+    xgrammar reads ``\\x`` as many hex digits as follow (``\\x22a`` is U+022A),
+    so the fixed-width ``\\u`` form is used instead.
+    """
+    return "".join(f"\\u{ord(ch):04x}" if ch.isascii() and not ch.isalnum() else ch for ch in value)
 
 
 def ebnf_literal(value: str) -> str:
@@ -154,6 +164,14 @@ class Engine(ABC):
     @abstractmethod
     def matcher(self, compiled: Any) -> Matcher:
         """A fresh matcher at the start state."""
+
+    def compile_json_schema(self, schema: dict[str, Any]) -> Any:
+        """The engine's own JSON-schema grammar, compact (no free whitespace; separators ``", "`` and ``": "``).
+
+        Checks that triec's JSON spelling of values and schema instances is the
+        engine's (docs/verify.md).
+        """
+        raise EngineUnsupported(f"{self.name}: no JSON-schema compiler adapter")
 
     def fill_batch(self, matchers: Sequence[Matcher], out: np.ndarray) -> None:
         """Fill ``out[i]`` for each matcher; engines with a parallel batch API override this."""
@@ -247,16 +265,32 @@ class LLGuidanceEngine(Engine):
         return self._llg.LLMatcher.grammar_from_lark(f'%llguidance {{"no_forcing": true}}\nstart: /({alternation})/')
 
     def compile(self, values: Sequence[str]) -> Any:
-        grammar = self.grammar(values)
+        return self._compile_grammar(self.grammar(values))
+
+    def matcher(self, compiled: Any) -> Matcher:
+        _grammar, _limits, template = compiled
+        return _LLMatcher(template.deep_copy())
+
+    def compile_json_schema(self, schema: dict[str, Any]) -> Any:
+        """``%json`` in a lark grammar, so that ``no_forcing`` applies; compact separators as xgrammar's.
+
+        An object schema without ``additionalProperties`` gets ``false``: that is
+        xgrammar's default (strict mode) and triec's reading; llguidance would
+        otherwise allow further properties.
+        """
+        schema = dict(schema)
+        if (schema.get("type") == "object" or "properties" in schema) and "additionalProperties" not in schema:
+            schema["additionalProperties"] = False
+        schema["x-guidance"] = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
+        grammar = '%llguidance {"no_forcing": true}\nstart: %json ' + json.dumps(schema)
+        return self._compile_grammar(grammar)
+
+    def _compile_grammar(self, grammar: str) -> Any:
         limits = self._llg.LLParserLimits(max_grammar_size=1 << 62, max_lexer_states=1 << 62, step_lexer_fuel=1 << 62, initial_lexer_fuel=1 << 62)
         m = self._llg.LLMatcher(self.tokenizer, grammar, log_level=0, limits=limits)
         if m.is_error():
             raise TriecError(f"llguidance rejected the grammar: {m.get_error()}")
         return (grammar, limits, m)
-
-    def matcher(self, compiled: Any) -> Matcher:
-        _grammar, _limits, template = compiled
-        return _LLMatcher(template.deep_copy())
 
     def fill_batch(self, matchers: Sequence[Matcher], out: np.ndarray) -> None:
         if self._executor is None:
@@ -313,6 +347,14 @@ class XGrammarEngine(Engine):
 
     def matcher(self, compiled: Any) -> Matcher:
         return _XGMatcher(self._xgr.GrammarMatcher(compiled))
+
+    def compile_json_schema(self, schema: dict[str, Any]) -> Any:
+        """``compile_json_schema(..., any_whitespace=False)``: xgrammar's compact form, strict mode."""
+        return self.compiler.compile_json_schema(json.dumps(schema), any_whitespace=False)
+
+    def compile_regex(self, values: Sequence[str]) -> Any:
+        """``compile_regex`` of the alternation of the escaped literals (the EBNF of :meth:`compile` says the same)."""
+        return self.compiler.compile_regex("(" + "|".join(xgrammar_regex_literal(v) for v in values) + ")")
 
     def fill_batch(self, matchers: Sequence[Matcher], out: np.ndarray) -> None:
         if self._batch is None:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from triec.compiler import prepare_values
+from triec.compiler import prepare_values, spell_all
 from triec.csr import concat_ranges
 from triec.errors import ValueNotInTable
 from triec.memo import per_table
@@ -93,13 +93,18 @@ class RestrictedTable(StateQueries):
         self.vocab_size = parent.vocab_size
         self.eos_token_ids = parent.eos_token_ids
         self.tokenizer_fingerprint = parent.tokenizer_fingerprint
+        self.encoding = parent.encoding
         self._eos = np.array(self.eos_token_ids, dtype=np.int32)
         self._values: list[str] | None = None
+        self._strings: list[str] | None = None
 
     @classmethod
     def build(cls, table: MaskTable | RestrictedTable, values: Iterable[str | bytes]) -> RestrictedTable:
-        """Find the subset's states: per value, a binary search plus one run of states per branch point."""
-        keys, _ = prepare_values(values)
+        """Find the subset's states: per value, a binary search plus one run of states per branch point.
+
+        ``values`` are the user's values (spelled with the table's encoding here).
+        """
+        keys, _ = prepare_values(spell_all(values, table.encoding))
         if isinstance(table, RestrictedTable):  # a subset of a subset: check here, build on the root table
             for key in keys:
                 table._index_of(key)
@@ -130,13 +135,6 @@ class RestrictedTable(StateQueries):
     @property
     def num_states(self) -> int:
         return int(self.states.shape[0])
-
-    @property
-    def values(self) -> list[str]:
-        """The subset's values, sorted by their UTF-8 bytes."""
-        if self._values is None:
-            self._values = [k.decode("utf-8") for k in self.value_bytes]
-        return self._values
 
     def __repr__(self) -> str:
         return f"RestrictedTable(values={self.num_values}, states={self.num_states}, parent={self.parent!r})"
@@ -234,4 +232,5 @@ class RestrictedTable(StateQueries):
             tokenizer_name=parent.tokenizer_name,
             build_options=parent.build_options,
             values=self.values,
+            encoding=parent.encoding,
         )

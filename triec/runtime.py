@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from triec.csr import concat_ranges
+from triec.encoding import PLAIN, Encoding
 from triec.errors import ArtifactContentError, TokenizerMismatch, TokenNotAllowed
 
 if TYPE_CHECKING:
@@ -44,6 +45,10 @@ class StateQueries:
     value_state: np.ndarray
     eos_token_ids: tuple[int, ...]
     _eos: np.ndarray
+    encoding: Encoding = PLAIN
+    """How values are spelled in the output (``prefix + spell(value) + suffix``); raw values by default."""
+    _values: list[str] | None = None
+    _strings: list[str] | None = None
 
     @property
     def num_values(self) -> int:
@@ -54,9 +59,26 @@ class StateQueries:
         """int32 words in one bitmask row: ``ceil(vocab_size / 32)``."""
         return (int(self.vocab_size) + 31) // 32  # type: ignore[attr-defined]
 
+    value_bytes: list[bytes]
+
     @property
-    def values(self) -> list[str]:  # pragma: no cover - overridden
-        raise NotImplementedError
+    def strings(self) -> list[str]:
+        """The exact strings the masks spell, in table order: ``encoding.spell(value)`` of each value."""
+        if self._strings is None:
+            self._strings = [b.decode("utf-8") for b in self.value_bytes]
+        return self._strings
+
+    @property
+    def values(self) -> list[str]:
+        """The values as the user gave them, in table order (sorted by the UTF-8 bytes of their spellings).
+
+        Equal to :attr:`strings` for a raw encoding without prefix or suffix;
+        otherwise each string with the prefix, suffix and JSON quoting undone.
+        """
+        if self._values is None:
+            strings = self.strings
+            self._values = strings if self.encoding.plain else [self.encoding.unspell(t) for t in strings]
+        return self._values
 
     def prefix(self, state: int) -> bytes:  # pragma: no cover - overridden
         raise NotImplementedError
@@ -210,6 +232,7 @@ class MaskTable(StateQueries):
         build_options: dict[str, Any] | None = None,
         source: str | None = None,
         values: list[str] | None = None,
+        encoding: Encoding | None = None,
     ) -> None:
         self.allowed_offsets = allowed_offsets
         self.allowed_tokens = allowed_tokens
@@ -223,8 +246,10 @@ class MaskTable(StateQueries):
         self.tokenizer_name = tokenizer_name
         self.build_options = dict(build_options or {})
         self.source = source
+        self.encoding = PLAIN if encoding is None else encoding
         self._eos = np.array(self.eos_token_ids, dtype=np.int32)
-        self._values: list[str] | None = values
+        self._values = values  # the user's values, when the caller already has them
+        self._strings = None
         self._value_bytes: list[bytes] | None = None
         self._offsets_list: list[int] | None = None
         self._value_error: str | None = None  # why the value bytes are corrupt, once found
@@ -250,8 +275,8 @@ class MaskTable(StateQueries):
     # ------------------------------------------------------------- values
 
     @property
-    def value_bytes(self) -> list[bytes]:
-        """Values as bytes in table order (sorted), rebuilt once on first use.
+    def value_bytes(self) -> list[bytes]:  # type: ignore[override]
+        """The compiled strings as UTF-8 bytes in table order (sorted), rebuilt once on first use.
 
         A loaded table's values are checked as they are rebuilt: strictly
         increasing, else :class:`~triec.errors.ArtifactContentError` (the
@@ -272,21 +297,43 @@ class MaskTable(StateQueries):
         return self._value_bytes
 
     @property
-    def values(self) -> list[str]:
-        """The K distinct values, sorted by their UTF-8 bytes; value i ends at ``value_state[i]``.
+    def strings(self) -> list[str]:
+        """The compiled strings (``encoding.spell`` of each value), sorted by their UTF-8 bytes; value i ends at ``value_state[i]``.
 
         Raises :class:`~triec.errors.ArtifactContentError` on first use when a
         loaded table's value bytes are not valid UTF-8 (checked lazily).
         """
-        if self._values is None:
+        if self._strings is None:
             keys = self.value_bytes
             try:
-                self._values = [b.decode("utf-8") for b in keys]
+                self._strings = [b.decode("utf-8") for b in keys]
             except UnicodeDecodeError as exc:
                 i = next(i for i, b in enumerate(keys) if not _is_utf8(b))
                 raise ArtifactContentError(
                     f"{self._where}: section state_byte: value {i} is not valid UTF-8 ({exc.reason}); the artifact is corrupt"
                 ) from None
+        return self._strings
+
+    @property
+    def values(self) -> list[str]:
+        """The values as the user gave them, in table order (see :attr:`StateQueries.values`).
+
+        Raises :class:`~triec.errors.ArtifactContentError` on first use when a
+        loaded table's strings are not valid UTF-8 or not spelled as its
+        encoding says (checked lazily).
+        """
+        if self._values is None:
+            strings = self.strings
+            if self.encoding.plain:
+                self._values = strings
+            else:
+                try:
+                    self._values = [self.encoding.unspell(t) for t in strings]
+                except ValueError as exc:
+                    raise ArtifactContentError(
+                        f"{self._where}: section state_byte: a value is not spelled as header field 'encoding' says ({exc}); "
+                        "the artifact is corrupt"
+                    ) from None
         return self._values
 
     @property

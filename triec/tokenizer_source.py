@@ -7,11 +7,12 @@ logits width), and leaves decoding to :mod:`triec.token_bytes`.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
 from dataclasses import dataclass, field
-from importlib import resources
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -31,13 +32,31 @@ _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+$")
 
 @dataclass
 class TokenizerSource:
-    """A located tokenizer: its parsed JSON and the hints found around it."""
+    """A located tokenizer: its file's bytes as stored, the hints found around it, the JSON on demand.
+
+    Parsing a 150k-token ``tokenizer.json`` costs a few hundred milliseconds, so
+    it happens only when asked for (:attr:`tokenizer_json`); the decoded
+    vocabulary cache needs only :attr:`content_digest`.
+    """
 
     name: str  # what to record in artifacts so the tokenizer can be found again
-    tokenizer_json: dict[str, Any]
+    raw: bytes  # the tokenizer file's bytes as stored (zstd-compressed when ``compressed``)
+    compressed: bool
+    label: str  # how errors name the file
     eos_names: list[str] = field(default_factory=list)
     eos_ids: list[int] = field(default_factory=list)
     model_vocab_size: int | None = None
+
+    @cached_property
+    def content_digest(self) -> str:
+        """sha256 of the file's bytes: a changed file (same path, new content) gets a new digest."""
+        return hashlib.sha256(self.raw).hexdigest()
+
+    @cached_property
+    def tokenizer_json(self) -> dict[str, Any]:
+        """The parsed ``tokenizer.json`` (decompressed first when stored compressed)."""
+        raw = _decompress(self.raw, self.label) if self.compressed else self.raw
+        return _read_json_bytes(raw, self.label)
 
 
 MAX_TOKENIZER_BYTES = 1 << 30
@@ -65,18 +84,24 @@ def _decompress(raw: bytes, source: str) -> bytes:
         raise TokenizerError(f"{source}: cannot decompress ({exc})") from exc
 
 
-def read_tokenizer_file(path: Path) -> dict[str, Any]:
+def _read_file(path: Path) -> bytes:
     try:
         if not path.is_file():
             raise TokenizerError(f"{path}: not a regular file, expected a tokenizer.json")
         if path.stat().st_size > MAX_TOKENIZER_BYTES:
             raise TokenizerError(f"{path}: over the {MAX_TOKENIZER_BYTES:,}-byte limit for a tokenizer file")
-        raw = path.read_bytes()
+        return path.read_bytes()
     except OSError as exc:
         raise TokenizerError(f"{path}: cannot read tokenizer ({exc.strerror or exc})") from exc
-    if path.suffix == ".zst":
-        raw = _decompress(raw, str(path))
-    return _read_json_bytes(raw, str(path))
+
+
+def read_tokenizer_file(path: Path) -> dict[str, Any]:
+    """The parsed JSON of a ``tokenizer.json`` (or ``tokenizer.json.zst``) file."""
+    return _file_source(str(path), path).tokenizer_json
+
+
+def _file_source(name: str, file: Path) -> TokenizerSource:
+    return TokenizerSource(name=name, raw=_read_file(file), compressed=file.suffix == ".zst", label=str(file))
 
 
 def _optional_json(path: Path) -> dict[str, Any]:
@@ -128,15 +153,15 @@ def _from_path(path: Path) -> TokenizerSource:
             raise TokenizerError(f"{path}: directory holds no tokenizer.json")
     else:
         file = path
-    src = TokenizerSource(name=str(file.resolve()), tokenizer_json=read_tokenizer_file(file))
+    src = _file_source(str(file.resolve()), file)
     _hints_from_configs(src, {n: _optional_json(file.parent / n) for n in _CONFIG_FILES})
     return src
 
 
 def _from_bundle(name: str) -> TokenizerSource:
-    ref = resources.files("triec") / "data" / "tokenizers" / f"{name}.json.zst"
-    raw = _decompress(ref.read_bytes(), f"bundled tokenizer {name!r}")
-    src = TokenizerSource(name=name, tokenizer_json=_read_json_bytes(raw, f"bundled tokenizer {name!r}"))
+    # A plain path: importlib.resources costs 10 ms of imports, and setuptools installs package data as files.
+    file = Path(__file__).parent / "data" / "tokenizers" / f"{name}.json.zst"
+    src = TokenizerSource(name=name, raw=_read_file(file), compressed=True, label=f"bundled tokenizer {name!r}")
     src.eos_names = list(BUNDLED[name]["eos"])
     return src
 
@@ -164,7 +189,7 @@ def _from_hub(repo_id: str) -> TokenizerSource:
 
     file = fetch("tokenizer.json", required=True)
     assert file is not None
-    src = TokenizerSource(name=repo_id, tokenizer_json=read_tokenizer_file(file))
+    src = _file_source(repo_id, file)
     configs = {}
     for name in _CONFIG_FILES:
         found = fetch(name, required=False)

@@ -141,4 +141,4 @@ def validate_contents(table: MaskTable, source: str) -> None:
         owner = np.repeat(np.arange(s, dtype=np.int64), counts)
         if (table.allowed_next.astype(np.int64) <= owner).any():
             fail("allowed_next", "expected each next state to follow its state")
-    table.values  # noqa: B018 - rebuilding checks the byte order, decoding checks UTF-8 (ArtifactContentError)
+    table.values  # noqa: B018 - rebuilding checks the byte order, decoding UTF-8, undoing the encoding (ArtifactContentError)

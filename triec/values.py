@@ -1,4 +1,7 @@
-"""Read a values file: one value per line, a JSON array, or a JSON Schema ``enum``.
+"""Read a values file: one value per line, a JSON array, a JSON Schema ``enum``, or an object schema.
+
+An object schema (:mod:`triec.json_schema`) brings its own spelling of the
+values (JSON instances); :func:`read_input` returns it with the values.
 
 Errors name the file and the line (text) or index (JSON) so a user can fix
 their input without guessing.
@@ -12,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import BinaryIO
 
+from triec.encoding import Encoding
 from triec.errors import ValuesError
 
 _BOM = b"\xef\xbb\xbf"
@@ -28,7 +32,12 @@ FORMATS = ("auto", "lines", "json")
 
 
 def parse_values(raw: bytes, source: str, fmt: str = "auto") -> list[str]:
-    """Values from the bytes of a file.
+    """Values from the bytes of a file (an object schema's enum members; see :func:`parse_input`)."""
+    return parse_input(raw, source, fmt)[0]
+
+
+def parse_input(raw: bytes, source: str, fmt: str = "auto") -> tuple[list[str], Encoding | None]:
+    """Values from the bytes of a file, and the encoding an object schema implies (else ``None``).
 
     ``fmt="auto"``: a ``.json`` name is JSON, a ``.txt`` name is lines, and
     anything else (standard input included) is JSON when it parses as a JSON
@@ -53,7 +62,7 @@ def parse_values(raw: bytes, source: str, fmt: str = "auto") -> list[str]:
     if fmt == "json":
         return _parse_json(raw, source)
     if fmt == "lines":
-        return _parse_lines(raw, source)
+        return _parse_lines(raw, source), None
     raise ValueError(f"fmt must be one of {FORMATS}")
 
 
@@ -74,7 +83,7 @@ def _parse_lines(raw: bytes, source: str) -> list[str]:
     return out
 
 
-def _parse_json(raw: bytes, source: str) -> list[str]:
+def _parse_json(raw: bytes, source: str) -> tuple[list[str], Encoding | None]:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -87,9 +96,16 @@ def _parse_json(raw: bytes, source: str) -> list[str]:
     except RecursionError:
         raise ValuesError(f"{source}: {_NESTING}") from None
     where = "top-level array"
+    from triec.json_schema import is_object_schema, parse_schema
+
+    if is_object_schema(doc):
+        return parse_schema(doc, source)
     if isinstance(doc, dict):
         if "enum" not in doc:
-            raise ValuesError(f"{source}: JSON object has no \"enum\" array (expected a JSON Schema enum fragment)")
+            raise ValuesError(
+                f"{source}: JSON object has no \"enum\" array (expected a JSON Schema enum fragment, "
+                "or an object schema with \"properties\")"
+            )
         doc, where = doc["enum"], '"enum"'
     if not isinstance(doc, list):
         raise ValuesError(f"{source}: {where} must be an array of strings, found {type(doc).__name__}")
@@ -100,7 +116,7 @@ def _parse_json(raw: bytes, source: str) -> list[str]:
             v.encode("utf-8")
         except UnicodeEncodeError as exc:
             raise ValuesError(f"{source}: {where} index {i}: lone surrogate, not valid UTF-8") from exc
-    return doc
+    return doc, None
 
 
 def _read_bounded(fh: BinaryIO, source: str) -> bytes:
@@ -117,6 +133,11 @@ def _read_bounded(fh: BinaryIO, source: str) -> bytes:
 
 def read_values(path: str | Path, fmt: str = "auto") -> list[str]:
     """Read values from ``path``; ``-`` reads standard input. Raises :class:`ValuesError`."""
+    return read_input(path, fmt)[0]
+
+
+def read_input(path: str | Path, fmt: str = "auto") -> tuple[list[str], Encoding | None]:
+    """Values from ``path`` (``-``: standard input) and an object schema's encoding, if the file is one."""
     if str(path) == "-":
         source = "<stdin>"
         raw = _read_bounded(sys.stdin.buffer, source)
@@ -132,7 +153,7 @@ def read_values(path: str | Path, fmt: str = "auto") -> list[str]:
             raise ValuesError(f"{source}: is a directory, expected a values file") from exc
         except OSError as exc:
             raise ValuesError(f"{source}: cannot read ({exc.strerror or exc})") from exc
-    values = parse_values(raw, source, fmt)
+    values, encoding = parse_input(raw, source, fmt)
     if not values:
         raise ValuesError(f"{source}: no values (empty set)")
-    return values
+    return values, encoding

@@ -396,11 +396,14 @@ def compare_engine(
     seed: int = 0,
     max_examples: int = MAX_EXAMPLES,
     progress: ProgressFn | None = None,
+    compiled: Any = None,
 ) -> CheckResult:
     """Full mask rows of ``states`` and of random decode walks against a peer engine.
 
     The engine is driven down the artifact's token paths depth first (consume,
     compare, recurse, roll back), so each state costs one token and one mask.
+    ``compiled`` is the engine's grammar; by default the alternation of the
+    table's exact strings (:attr:`MaskTable.strings`).
     """
     result = CheckResult(against=engine.name, version=engine.version)
     result.seconds["engine_setup"] = engine.setup_seconds
@@ -412,7 +415,8 @@ def compare_engine(
 
     report("compiling")
     t0 = time.perf_counter()
-    compiled = engine.compile(table.values)
+    if compiled is None:
+        compiled = engine.compile(table.strings)
     result.seconds["compile"] = time.perf_counter() - t0
 
     t1 = time.perf_counter()

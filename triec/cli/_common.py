@@ -13,16 +13,17 @@ from rich.markup import escape
 from typer.core import TyperCommand, TyperGroup
 
 from triec._version import __version__
+from triec.cli._coercion import install
 from triec.errors import TriecError
 
 
-class _FlagsTakeNoValue:
-    """Help that labels flags without a value type.
+class _CommandParams:
+    """What our commands and the group do to their parameters, once, where click builds them.
 
-    typer >= 0.29 prints every option's type in rich help, so ``--json`` reads
-    ``--json <bool>`` as if it took a value. A flag's metavar is what typer shows
-    instead of its type, so a blank one hides the label, for our flags and for
-    ``--help`` alike; options that take values keep theirs.
+    Flags get a blank metavar: typer >= 0.29 prints every option's type in rich help,
+    so ``--json`` would read ``--json <bool>`` as if it took a value (a flag's metavar is
+    shown instead of its type; options that take values keep theirs). Plain parameters
+    convert without pydantic (:mod:`triec.cli._coercion`, D16).
     """
 
     def get_params(self, ctx: Any) -> list[Any]:  # click's Context and Parameter (typer vendors click)
@@ -30,19 +31,20 @@ class _FlagsTakeNoValue:
         for p in params:
             if (getattr(p, "is_flag", False) or getattr(p, "count", False)) and p.metavar is None:
                 p.metavar = ""
+        install(params)
         return params
 
 
-class _Group(_FlagsTakeNoValue, TyperGroup):
+class _Group(_CommandParams, TyperGroup):
     pass
 
 
-class _Command(_FlagsTakeNoValue, TyperCommand):
+class _Command(_CommandParams, TyperCommand):
     pass
 
 
 class _App(typer.Typer):
-    """The ``triec`` app: every command registered on it renders its flags as flags."""
+    """The ``triec`` app: every command registered on it is a :class:`_Command` unless it names its own class."""
 
     def command(self, *args: Any, cls: type[TyperCommand] | None = None, **kwargs: Any) -> Callable[[Any], Any]:
         return super().command(*args, cls=cls or _Command, **kwargs)

@@ -38,7 +38,9 @@ def _default_output(values: str) -> Path:
 @app.command("compile")
 @report_errors
 def compile_cmd(
-    values: Annotated[str, typer.Argument(help="Values file: one per line, a JSON array, or a JSON Schema enum; - for stdin.")],
+    values: Annotated[
+        str, typer.Argument(help="Values file: one per line, a JSON array, a JSON Schema enum, or a flat object schema; - for stdin.")
+    ],
     tokenizer: Annotated[
         Optional[str],
         typer.Option("-t", "--tokenizer", help="Bundled name (gpt2, qwen2), tokenizer.json path or directory, or Hugging Face repo id. Default: qwen2."),
@@ -49,18 +51,26 @@ def compile_cmd(
     ] = None,
     eos: Annotated[Optional[list[str]], typer.Option("--eos", help="EOS token id(s); repeat or comma-separate. Default: from the tokenizer.")] = None,
     fmt: Annotated[str, typer.Option("--format", help="Values format: auto, lines or json.")] = "auto",
+    encoding: Annotated[
+        Optional[str], typer.Option("--encoding", help="How each value is written: raw (as is) or json (its JSON string literal, quotes included). Default: raw.")
+    ] = None,
+    prefix: Annotated[Optional[str], typer.Option("--prefix", help="Literal text written before every value, e.g. '{\"tool\": '.")] = None,
+    suffix: Annotated[Optional[str], typer.Option("--suffix", help="Literal text written after every value, e.g. '}'.")] = None,
     zstd: Annotated[bool, typer.Option("--zstd", help="Wrap the artifact in zstd for shipping (loads into memory, not mmap).")] = False,
     implementation: Annotated[str, typer.Option("--implementation", help="numpy (fast) or reference (pyahocorasick).", hidden=True)] = "numpy",
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as one JSON object.")] = False,
     quiet: Annotated[bool, typer.Option("-q", "--quiet", help="Print nothing on success.")] = False,
 ) -> None:
     """Compile VALUES into an artifact of exact per-state token masks."""
-    from triec.compiler import CompileStats, compile_keys, prepare_values
-    from triec.values import FORMATS, read_values
+    from triec.compiler import CompileStats, compile_keys, prepare_values, spell_all
+    from triec.encoding import ENCODINGS, Encoding
+    from triec.values import FORMATS, read_input
     from triec.vocabulary import Vocabulary
 
     if fmt not in FORMATS:
         raise TriecError(f"--format: expected one of {', '.join(FORMATS)}, found {fmt!r}")
+    if encoding is not None and encoding not in ENCODINGS:
+        raise TriecError(f"--encoding: expected one of {', '.join(ENCODINGS)}, found {encoding!r}")
     if implementation not in ("numpy", "reference"):
         raise TriecError(f"--implementation: expected numpy or reference, found {implementation!r}")
     target = output or _default_output(values)
@@ -77,7 +87,11 @@ def compile_cmd(
     phases = Phases(show=not (quiet or as_json))
     total0 = time.perf_counter()
     with phases.phase("read", f"reading {values}"):
-        raw_values = read_values(values, fmt)
+        raw_values, schema_encoding = read_input(values, fmt)
+    flags = [f for f, v in (("--encoding", encoding), ("--prefix", prefix), ("--suffix", suffix)) if v is not None]
+    if schema_encoding is not None and flags:
+        raise TriecError(f"{values}: a JSON Schema object sets its own encoding, prefix and suffix; drop {', '.join(flags)}")
+    spelling = schema_encoding or Encoding(encoding or "raw", prefix or "", suffix or "")
     with phases.phase("tokenizer", "loading tokenizer"):
         vocab = Vocabulary.load(tokenizer, vocab_size=vocab_size, eos_token_ids=_parse_eos(eos))
     with phases.phase("automaton", "building the vocabulary automaton (cached after the first run)"):
@@ -85,8 +99,11 @@ def compile_cmd(
             vocab.automaton  # noqa: B018 - load or build now so its time is reported on its own
     stats = CompileStats()
     with phases.phase("compile", f"compiling {len(raw_values):,} values") as step:
-        keys, stats.duplicates = prepare_values(raw_values)
-        table = compile_keys(keys, vocab, implementation=implementation, stats=stats, progress=step if phases.show else None)
+        keys, stats.duplicates = prepare_values(spell_all(raw_values, spelling))
+        table = compile_keys(
+            keys, vocab, implementation=implementation, stats=stats, encoding=spelling,
+            progress=step if phases.show else None,
+        )
     with phases.phase("write", f"writing {target}"):
         size = table.save(target, compress=zstd or str(target).endswith(".zst"))
     total = time.perf_counter() - total0
@@ -100,6 +117,7 @@ def compile_cmd(
         "tokenizer_fingerprint": vocab.fingerprint,
         "vocab_size": vocab.vocab_size,
         "eos_token_ids": list(vocab.eos_token_ids),
+        "encoding": spelling.to_header(),
         "values": stats.num_values,
         "duplicates_removed": stats.duplicates,
         "value_bytes": stats.value_bytes,
@@ -133,6 +151,9 @@ def _print_summary(s: dict[str, Any]) -> None:
     t.add_column(justify="right")
     t.add_row("values (K)", f"{s['values']:,}" + (f"  ({s['duplicates_removed']:,} duplicates removed)" if s["duplicates_removed"] else ""))
     t.add_row("value bytes", f"{s['value_bytes']:,}")
+    enc = s["encoding"]
+    if enc != {"name": "raw", "prefix": "", "suffix": ""}:
+        t.add_row("encoding", escape(f"{enc['name']}, prefix {enc['prefix']!r}, suffix {enc['suffix']!r}"))
     t.add_row("states", f"{s['states']:,}")
     t.add_row("prefix sharing r = states/bytes", f"{s['sharing_ratio']:.3f}")
     t.add_row("allowed (state, token) pairs", f"{s['allowed_pairs']:,}  (root {s['root_allowed']:,}, max {s['max_allowed']:,})")

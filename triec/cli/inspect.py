@@ -28,13 +28,12 @@ def inspect_cmd(
     """Show an artifact's metadata, mask widths by depth, and one state's allowed tokens."""
     import triec
     from triec import inspect as ins
-    from triec.artifact import FORMAT_VERSION
 
     if prefix is not None and state is not None:
         raise TriecError("pass --prefix or --state, not both")
     table = triec.load(artifact, verify=True)
     header = dict(getattr(table, "header", {}))
-    header["format_version"] = FORMAT_VERSION
+    header["format_version"] = getattr(table, "format_version", None)
     report: dict[str, Any] = {"artifact": str(artifact), "file_bytes": os.path.getsize(artifact)}
     report["file_modified"] = dt.datetime.fromtimestamp(os.path.getmtime(artifact), dt.timezone.utc).isoformat(
         timespec="seconds"
@@ -66,6 +65,12 @@ def _print(r: dict[str, Any]) -> None:
     meta.add_row("file", f"{r['file_bytes']:,} bytes, modified {r['file_modified']} (not recorded inside: builds are deterministic)")
     meta.add_row("tokenizer", escape(f"{r['tokenizer']['name']}  {r['tokenizer']['fingerprint']}"))
     meta.add_row("mask width / EOS", escape(f"{r['vocab_size']:,} / {r['eos_token_ids']}"))
+    enc = r["encoding"]
+    meta.add_row(
+        "encoding / prefix / suffix",
+        escape(f"{enc['name']} / {enc['prefix']!r} / {enc['suffix']!r}")
+        + ("" if enc["name"] == "json" or enc["prefix"] or enc["suffix"] else "  (values as they are)"),
+    )
     meta.add_row("values (K) / value bytes", f"{r['values']:,} / {r['value_bytes']:,}")
     meta.add_row("states / sharing r", f"{r['states']:,} / {r['sharing_ratio']}")
     meta.add_row("allowed pairs", f"{r['allowed_pairs']:,}  (root {r['root_allowed']}, max {r['max_allowed']}, mean {r['mean_allowed']})")

@@ -1,0 +1,41 @@
+"""What each entry point imports: start-up time is mostly imports (docs/decisions.md D16)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+HEAVY = ("numpy", "typer", "rich", "pydantic", "tokenizers", "msgpack", "zstandard", "torch", "transformers", "ahocorasick")
+
+
+def loaded_after(code: str) -> set[str]:
+    """Top-level packages among HEAVY imported by a fresh interpreter running ``code``."""
+    probe = f"{code}\nimport json, sys\nprint(json.dumps(sorted({{m.split('.')[0] for m in sys.modules}} & set({HEAVY!r}))))"
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, cwd=ROOT, check=True)
+    return set(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def test_import_triec_imports_nothing_heavy() -> None:
+    assert loaded_after("import triec") == set()
+
+
+def test_runtime_is_numpy_only() -> None:
+    assert loaded_after("import triec.runtime") == {"numpy"}
+
+
+def test_help_needs_no_numpy() -> None:
+    code = "import sys\nsys.argv = ['triec', '--help']\nfrom triec.cli import main\ntry:\n    main()\nexcept SystemExit:\n    pass"
+    assert "numpy" not in loaded_after(code)
+
+
+def test_names_resolve_lazily() -> None:
+    import triec
+
+    for name in triec.__all__:
+        assert getattr(triec, name) is not None
+    assert triec.compile.__module__ == "triec.compiler" and triec.load.__module__ == "triec.artifact"
