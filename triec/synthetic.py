@@ -68,3 +68,40 @@ def product_names(k: int = 1500, seed: int = 0) -> list[str]:
             seen.add(name)
             out.append(name)
     return out
+
+
+def wide_codes(k: int, seed: int = 0) -> list[str]:
+    """``k`` distinct ICD-10-CM style codes (``A00``, ``A00.0``, ``S72.001A``): wide and shallow.
+
+    A letter, a digit, a digit or letter, then mostly a dot and 1-4 digits or
+    letters, some with a 7th-character extension (A, D, S). Thousands of nodes
+    share each depth and digit runs keep several vocabulary prefixes alive at
+    each: the shape that broke the walk in issue 9, unlike the tool names.
+    Generated with numpy (a million codes in well under a second), seeded.
+    """
+    if k < 0:
+        raise ValueError("k must be >= 0")
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    alphabets = [
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZ", "0123456789", "0123456789" * 3 + "ABCDEFGHJKLMNPQRSTVWXYZ", ".",
+        *["0123456789" * 4 + "ABCDEFGHJKX"] * 4, "ADS",
+    ]  # fmt: skip
+    tables = [np.frombuffer(a.encode(), dtype=np.uint8).astype(np.uint32) for a in alphabets]
+    out: dict[str, None] = {}
+    while len(out) < k:
+        n = max(1024, int(1.3 * (k - len(out))))
+        chars = np.zeros((n, len(tables)), dtype=np.uint32)
+        for j, t in enumerate(tables):
+            chars[:, j] = t[rng.integers(0, t.shape[0], n)]
+        sub = rng.integers(1, 5, n)  # characters after the dot
+        sub[rng.random(n) >= 0.93] = 0  # a bare category: no dot
+        ext = (sub == 4) & (rng.random(n) < 0.6)
+        width = np.where(sub > 0, 4 + sub, 3) + ext
+        chars[np.arange(len(tables)) >= width[:, None]] = 0
+        for code in chars.view(f"<U{len(tables)}").ravel().tolist():
+            out[code] = None
+            if len(out) == k:
+                break
+    return list(out)

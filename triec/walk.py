@@ -53,6 +53,8 @@ def walk(
 
     edge_keys, edge_child = automaton.edge_keys, automaton.edge_child  # sentinel-terminated
     has_child = automaton.has_child
+    # A level's expanded frontier (carried entries + one fresh entry per node) can
+    # be several times the trie's node count on wide, shallow sets: grow on demand.
     ramp = np.arange(trie.num_nodes + 1, dtype=np.int64)
 
     # Frontier, sorted by node; slot 0 is a dummy entry at the vocabulary root that
@@ -72,8 +74,11 @@ def walk(
         lo = np.searchsorted(f_node, par, side="left")
         per_child = np.searchsorted(f_node, par, side="right") - lo + 1  # carried entries + the fresh one
         ends = np.cumsum(per_child)
+        total = int(ends[-1])
+        if total > ramp.shape[0]:
+            ramp = np.arange(2 * total, dtype=np.int64)
         child = np.repeat(ramp[: hi_b - lo_b], per_child)
-        rank = ramp[: int(ends[-1])] - np.repeat(ends - per_child, per_child)  # 0 = fresh entry
+        rank = ramp[:total] - np.repeat(ends - per_child, per_child)  # 0 = fresh entry
         slot = (lo[child] + rank) * (rank > 0)  # frontier slot + 1, or 0 for the fresh dummy
         keys = f_v[slot] * 256 + level_key[lo_b:hi_b][child]
         pos = np.searchsorted(edge_keys, keys)
