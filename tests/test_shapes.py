@@ -117,3 +117,19 @@ mixed = st.lists(
 def test_generated_wide_sets_equal_reference(name: str, vocabs: dict[str, triec.Vocabulary], values: list[str]) -> None:
     vocab = vocabs[name]
     assert_equals_reference(triec.compile(values, vocab), values, vocab)
+
+
+@pytest.mark.parametrize("shape", ["issue_reproducer", "long_prefix_wide_end", "whitespace_runs", "nested_prefixes"])
+def test_tiny_chunks_give_the_same_tables(qwen2: triec.Vocabulary, shape: str) -> None:
+    """Levels and tails cut into passes of a few entries (even a single node's entries split) change nothing."""
+    from triec.compiler import prepare_buffer
+    from triec.trie import build_trie_from_buffer
+    from triec.walk import walk
+
+    sk = prepare_buffer(shapes.SHAPES[shape]())
+    trie = build_trie_from_buffer(sk.data, sk.offsets, sk.lcp, sk.starts)
+    whole = walk(trie, qwen2.automaton, qwen2.vocab_size)
+    for chunk in (1, 5, 1000):
+        cut = walk(trie, qwen2.automaton, qwen2.vocab_size, chunk=chunk)
+        for name in ("offsets", "tokens", "next_state"):
+            assert np.array_equal(getattr(whole, name), getattr(cut, name)), (chunk, name)

@@ -21,13 +21,14 @@ _LCP_BLOCK = 16  # bytes compared per vectorized round when computing LCPs
 class Trie:
     """A preorder-numbered byte trie; node 0 is the root (the empty prefix)."""
 
-    data: np.ndarray  # uint8: all keys concatenated, in sorted order
-    key_offsets: np.ndarray  # int64 [K + 1]: key i is data[key_offsets[i]:key_offsets[i + 1]]
+    data: np.ndarray  # uint8: the keys' bytes (in sorted order unless built from a SortedKeys)
+    key_offsets: np.ndarray  # int64 [K + 1]: cumulative key lengths; key i has key_offsets[i + 1] - key_offsets[i] bytes
     lcp: np.ndarray  # int64 [K]: bytes key i shares with key i - 1 (0 for key 0)
     terminal: np.ndarray  # int64 [K]: node where key i ends, strictly increasing
     parent: np.ndarray  # int32 [N]: parent node (-1 for the root)
     byte: np.ndarray  # uint8 [N]: byte on the edge into the node (0 for the root)
     depth: np.ndarray  # int32 [N]: prefix length of the node
+    key_starts: np.ndarray  # int64 [K]: key i starts at data[key_starts[i]]
 
     @property
     def num_nodes(self) -> int:
@@ -87,10 +88,17 @@ def build_trie(keys: list[bytes]) -> Trie:
     return build_trie_from_buffer(data, offsets)
 
 
-def build_trie_from_buffer(data: np.ndarray, offsets: np.ndarray) -> Trie:
+def build_trie_from_buffer(
+    data: np.ndarray, offsets: np.ndarray, lcp: np.ndarray | None = None, starts: np.ndarray | None = None
+) -> Trie:
+    """The trie of sorted, unique keys: ``data[offsets[i]:offsets[i + 1]]``, or, given ``starts``
+    (and then ``lcp``), ``data[starts[i]:starts[i] + offsets[i + 1] - offsets[i]]``."""
     k = offsets.shape[0] - 1
     lengths = np.diff(offsets)
-    lcp = longest_common_prefixes(data, offsets)
+    if starts is None:
+        starts = offsets[:-1]
+    if lcp is None:
+        lcp = longest_common_prefixes(data, offsets)
     created = lengths - lcp  # new nodes per key (0 only for a leading empty key)
     first_new = np.ones(k, dtype=np.int64)
     if k > 1:
@@ -106,7 +114,7 @@ def build_trie_from_buffer(data: np.ndarray, offsets: np.ndarray) -> Trie:
     depth = np.zeros(num_nodes, dtype=np.int32)
     depth[1:] = position + 1
     byte = np.zeros(num_nodes, dtype=np.uint8)
-    byte[1:] = data[offsets[:-1][owner] + position]
+    byte[1:] = data[starts[owner] + position]
 
     parent = np.empty(num_nodes, dtype=np.int32)
     parent[0] = -1
@@ -120,6 +128,7 @@ def build_trie_from_buffer(data: np.ndarray, offsets: np.ndarray) -> Trie:
         parent=parent,
         byte=byte,
         depth=depth,
+        key_starts=starts,
     )
 
 

@@ -1,14 +1,24 @@
-"""The fast path: a level-synchronous, numpy-vectorized walk of the value trie.
+"""The fast path: a numpy-vectorized walk of the value trie against the vocabulary trie.
 
 For every value-trie node we need each token whose bytes, read from that node,
-stay inside the trie. A *frontier entry* ``(node, start, v)`` says: reading the
-bytes from trie node ``start`` down to ``node`` spells the path from the
-vocabulary-trie root to vocabulary node ``v``. Processing one depth at a time,
-every entry at a node moves to each child of the node by that child's byte
-(one ``searchsorted`` for the whole level); entries that fall off the
-vocabulary trie die; wherever ``v`` ends a token, the pair (``start``, token)
-is allowed and leads to the child. Each node also starts one fresh entry at the
-vocabulary root. Python-level work is per depth, not per node or per match.
+stay inside the trie. An *entry* ``(node, start, v)`` says: reading the bytes
+from trie node ``start`` down to ``node`` spells the path from the
+vocabulary-trie root to vocabulary node ``v``; wherever ``v`` ends a token, the
+pair (``start``, token) is allowed and leads to ``node``.
+
+Entries are independent of each other, so they are advanced in *rounds*, not
+trie levels: round 1 is every node's one-byte step from its parent (a single
+table lookup for the whole trie); each later round moves every live entry to
+each child of its node by that child's byte (one ``searchsorted`` on the
+vocabulary's edge keys for the whole batch) and drops those that fall off the
+vocabulary trie. The number of rounds is the longest token match in the set
+(a dozen or two), not the trie's depth: a 1 MB value costs no more rounds than
+a 20-byte one, and Python-level work never grows with nodes or matches.
+
+Working memory is bounded: entries are advanced in batches of at most
+``chunk`` (the initial entries in slices, and any batch whose expansion to
+children would exceed ``chunk`` is split first), and found pairs are kept as
+int32 as soon as ``chunk`` raw ones are pending.
 """
 
 from __future__ import annotations
@@ -22,6 +32,8 @@ from triec.automaton import VocabAutomaton
 from triec.csr import concat_ranges
 from triec.trie import Trie
 
+CHUNK = 1 << 18  # entries advanced per numpy pass (and raw found entries held)
+
 
 @dataclass(frozen=True)
 class Transitions:
@@ -32,86 +44,190 @@ class Transitions:
     next_state: np.ndarray  # int32 [P]
 
 
+class _Found:
+    """Entries as they are found, (start node, vocabulary node, destination node).
+
+    Kept raw and filtered to token-ending entries (stored as int32 with the
+    distinct-bytes key) once ``limit`` entries are pending: a small set pays one
+    filter in all, a large one never holds more than ``limit`` raw entries.
+    """
+
+    def __init__(self, automaton: VocabAutomaton, limit: int) -> None:
+        self.node_key = automaton.node_key
+        self.limit = limit
+        self.pending: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self.pending_size = 0
+        self.start: list[np.ndarray] = []
+        self.key: list[np.ndarray] = []
+        self.dest: list[np.ndarray] = []
+
+    def add(self, start: np.ndarray, v: np.ndarray, dest: np.ndarray) -> None:
+        self.pending.append((start, v, dest))
+        self.pending_size += start.shape[0]
+        if self.pending_size >= self.limit:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self.pending:
+            return
+        if len(self.pending) == 1:
+            start, v, dest = self.pending[0]
+        else:
+            start, v, dest = (np.concatenate(a) for a in zip(*self.pending, strict=True))
+        self.pending, self.pending_size = [], 0
+        key = self.node_key[v]
+        ends = np.nonzero(key >= 0)[0]
+        self.start.append(start[ends].astype(np.int32))
+        self.key.append(key[ends])
+        self.dest.append(dest[ends].astype(np.int32))
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        self._flush()
+        if not self.start:
+            empty = np.zeros(0, dtype=np.int32)
+            return empty, empty, empty
+        out = []
+        for pieces in (self.start, self.key, self.dest):  # one array at a time: pieces freed as they are joined
+            out.append(pieces[0] if len(pieces) == 1 else np.concatenate(pieces))
+            pieces.clear()
+        return out[0], out[1], out[2]
+
+
 def walk(
-    trie: Trie, automaton: VocabAutomaton, vocab_size: int, progress: Callable[[int, int], None] | None = None
+    trie: Trie,
+    automaton: VocabAutomaton,
+    vocab_size: int,
+    progress: Callable[[int, int], None] | None = None,
+    *,
+    chunk: int = CHUNK,
 ) -> Transitions:
     """Every allowed (state, token, next state) of the trie, sorted by (state, token).
 
-    ``progress(done, total)``, if given, is called once per level (a display for
-    long compiles; one call per level costs nothing measurable), then once after
-    the pairs are collected and once when they are sorted into CSR. Units: half of
-    ``total`` for the levels, in proportion to the trie states walked; a quarter
-    each for collecting and sorting, which take about as long together.
+    ``progress(done, total)``, if given, is called after each slice of ``chunk``
+    nodes has been walked (half of ``total``, in proportion to the nodes), then
+    once after the pairs are collected and once when they are sorted into CSR (a
+    quarter each).
     """
-    depth, parent, byte = trie.depth, trie.parent, trie.byte
-    max_depth = int(depth.max()) if depth.size else 0
-    by_depth = np.argsort(depth.astype(np.uint16) if max_depth < 65536 else depth, kind="stable")
-    bounds = np.searchsorted(depth[by_depth], np.arange(max_depth + 2), side="left").tolist()
-    level_par = parent[by_depth].astype(np.int64)
-    level_key = byte[by_depth].astype(np.int64)
-    by_depth = by_depth.astype(np.int64)
-
-    edge_keys, edge_child = automaton.edge_keys, automaton.edge_child  # sentinel-terminated
-    has_child = automaton.has_child
-    # A level's expanded frontier (carried entries + one fresh entry per node) can
-    # be several times the trie's node count on wide, shallow sets: grow on demand.
-    ramp = np.arange(trie.num_nodes + 1, dtype=np.int64)
-
-    # Frontier, sorted by node; slot 0 is a dummy entry at the vocabulary root that
-    # stands for the fresh token every node starts.
-    f_node = np.zeros(0, dtype=np.int64)
-    f_start = np.zeros(1, dtype=np.int64)
-    f_v = np.zeros(1, dtype=np.int64)
-    found_start: list[np.ndarray] = []
-    found_v: list[np.ndarray] = []
-    found_dest: list[np.ndarray] = []
-
-    for d in range(1, max_depth + 1):
-        lo_b, hi_b = bounds[d], bounds[d + 1]
-        if lo_b == hi_b:
-            break
-        par = level_par[lo_b:hi_b]
-        lo = np.searchsorted(f_node, par, side="left")
-        per_child = np.searchsorted(f_node, par, side="right") - lo + 1  # carried entries + the fresh one
-        ends = np.cumsum(per_child)
-        total = int(ends[-1])
-        if total > ramp.shape[0]:
-            ramp = np.arange(2 * total, dtype=np.int64)
-        child = np.repeat(ramp[: hi_b - lo_b], per_child)
-        rank = ramp[:total] - np.repeat(ends - per_child, per_child)  # 0 = fresh entry
-        slot = (lo[child] + rank) * (rank > 0)  # frontier slot + 1, or 0 for the fresh dummy
-        keys = f_v[slot] * 256 + level_key[lo_b:hi_b][child]
-        pos = np.searchsorted(edge_keys, keys)
-        hit = np.nonzero(edge_keys[pos] == keys)[0]
-        child, slot, v = child[hit], slot[hit], edge_child[pos[hit]]
-        start = np.where(slot > 0, f_start[slot], par[child])
-        dest = by_depth[lo_b:hi_b][child]
-        found_start.append(start)
-        found_v.append(v)
-        found_dest.append(dest)
-
-        keep = np.nonzero(has_child[v])[0]
-        f_node = dest[keep]
-        f_start = np.concatenate(([0], start[keep]))
-        f_v = np.concatenate(([0], v[keep]))
-        if progress is not None:
-            progress(2 * hi_b, 4 * trie.num_nodes)
-
-    if found_start:
-        start = np.concatenate(found_start)
-        v = np.concatenate(found_v)
-        dest = np.concatenate(found_dest)
-        key = automaton.node_key[v]
-        ends_token = np.nonzero(key >= 0)[0]
-        start, key, dest = start[ends_token], key[ends_token], dest[ends_token]
-    else:
-        start = key = dest = np.zeros(0, dtype=np.int64)
-    if progress is not None:  # collecting took about half of the second share; the sort is the rest
-        progress(3 * trie.num_nodes, 4 * trie.num_nodes)
-    transitions = _to_csr(trie.num_nodes, automaton, vocab_size, start, key, dest)
+    found = _Found(automaton, chunk)
+    n = trie.num_nodes
+    if n > 1:
+        kids = Children.of(trie)
+        for lo in range(1, n, chunk):  # nodes lo .. hi - 1
+            hi = min(lo + chunk, n)
+            # round 1: the token's first byte, read from the parent; one table lookup per node
+            v = automaton.root_child[trie.byte[lo:hi]].astype(np.int64)
+            live = np.nonzero(v >= 0)[0]
+            child = live + lo
+            parent = trie.parent[child].astype(np.int64)
+            v = v[live]
+            found.add(parent, v, child)
+            go_on = np.nonzero(automaton.has_child[v])[0]
+            _advance(kids, automaton, found, child[go_on], parent[go_on], v[go_on], chunk)
+            if progress is not None:
+                progress(2 * hi, 4 * n)
+        del kids
+    start, key, dest = found.arrays()
     if progress is not None:
-        progress(4 * trie.num_nodes, 4 * trie.num_nodes)
-    return transitions
+        progress(3 * n, 4 * n)
+    out = _to_csr(n, automaton, vocab_size, start, key, dest)
+    if progress is not None:
+        progress(4 * n, 4 * n)
+    return out
+
+
+@dataclass(frozen=True)
+class Children:
+    """Each node's children as CSR: ``node[lo[n]:lo[n] + count[n]]`` with their edge bytes."""
+
+    node: np.ndarray  # int32 [N - 1]: children grouped by parent, in byte order within a parent
+    byte: np.ndarray  # uint8 [N - 1]: the byte on the edge into each
+    lo: np.ndarray  # int32 (int64 past 2**31 nodes) [N]
+    count: np.ndarray  # int32 [N]
+    first_byte: np.ndarray  # uint8 [N]: the byte on the edge into each node (trie.byte)
+
+    @classmethod
+    def of(cls, trie: Trie) -> Children:
+        # preorder numbering makes parent ids mostly ascending runs: a stable sort is cheap
+        node = np.argsort(trie.parent[1:], kind="stable").astype(np.int32)
+        node += 1
+        count = np.bincount(trie.parent[1:], minlength=trie.num_nodes).astype(np.int32)
+        lo = np.cumsum(count, dtype=np.int64)
+        lo -= count
+        if lo.shape[0] and lo[-1] < 2**31:
+            lo = lo.astype(np.int32)
+        return cls(node, trie.byte[node], lo, count, trie.byte)
+
+
+def _advance(
+    kids: Children,
+    automaton: VocabAutomaton,
+    found: _Found,
+    node: np.ndarray,
+    start: np.ndarray,
+    v: np.ndarray,
+    chunk: int,
+) -> None:
+    """Advance a batch of entries one byte per round until every one has fallen off the vocabulary trie.
+
+    The entries start one byte deep (at a child of the vocabulary root, reached
+    by their node's own byte), so their first step is a lookup in the two-byte
+    table; later steps binary-search the edge keys.
+    """
+    edge_keys, edge_child, has_child = automaton.edge_keys, automaton.edge_child, automaton.has_child
+    two = two_byte_table(automaton)
+    stack = [(node, start, v, True)]
+    while stack:
+        node, start, v, first = stack.pop()
+        while node.shape[0]:
+            count = kids.count[node]
+            ends = np.cumsum(count)
+            total = int(ends[-1])
+            if total > chunk and node.shape[0] > 1:  # expanding would exceed the bound: halve the batch
+                half = max(1, int(np.searchsorted(ends, total // 2)))
+                stack.append((node[half:], start[half:], v[half:], first))
+                node, start, v = node[:half], start[:half], v[:half]
+                continue
+            which = np.repeat(np.arange(node.shape[0], dtype=np.int64), count)
+            pos = concat_ranges(kids.lo[node], count) if total else which
+            if first:  # every entry is one byte deep: one lookup in the two-byte table
+                v = two[kids.first_byte[node][which].astype(np.int64) * 256 + kids.byte[pos]]
+                hit = np.nonzero(v >= 0)[0]
+                v = v[hit]
+            else:
+                keys = v[which] * 256
+                keys += kids.byte[pos]
+                at = np.searchsorted(edge_keys, keys)
+                hit = np.nonzero(edge_keys[at] == keys)[0]
+                v = edge_child[at[hit]]
+            node = kids.node[pos[hit]].astype(np.int64)
+            start = start[which[hit]]
+            found.add(start, v, node)
+            keep = np.nonzero(has_child[v])[0]
+            node, start, v = node[keep], start[keep], v[keep]
+            first = False
+
+
+_TWO_BYTE: dict[int, tuple[VocabAutomaton, np.ndarray]] = {}
+
+
+def two_byte_table(automaton: VocabAutomaton) -> np.ndarray:
+    """``table[b0 * 256 + b1]``: the vocabulary node spelling bytes b0 b1, or -1 (int64 [65536]).
+
+    Most entries die within two bytes, so their lookups skip the binary search
+    over the edge keys. Built once per automaton (about a millisecond) and kept
+    with it.
+    """
+    found = _TWO_BYTE.get(id(automaton))
+    if found is not None and found[0] is automaton:
+        return found[1]
+    u = automaton.root_child.astype(np.int64)
+    keys = (u[:, None] * 256 + np.arange(256, dtype=np.int64)).ravel()
+    at = np.searchsorted(automaton.edge_keys, keys)
+    table = np.where((automaton.edge_keys[at] == keys) & (np.repeat(u, 256) >= 0), automaton.edge_child[at], -1)
+    if len(_TWO_BYTE) >= 8:
+        _TWO_BYTE.clear()
+    _TWO_BYTE[id(automaton)] = (automaton, table)
+    return table
 
 
 def _to_csr(
@@ -124,33 +240,39 @@ def _to_csr(
 ) -> Transitions:
     key = key.astype(np.int64)
     if automaton.single_id:
-        token = automaton.key_ids[automaton.key_offsets[key]].astype(np.int64)
+        token = automaton.key_ids[automaton.key_offsets[key]]
     else:  # several ids share bytes: each of them is allowed and leads to the same node
         lo = automaton.key_offsets[key].astype(np.int64)
         counts = automaton.key_offsets[key + 1].astype(np.int64) - lo
-        token = automaton.key_ids[concat_ranges(lo, counts)].astype(np.int64)
+        token = automaton.key_ids[concat_ranges(lo, counts)]
         start = np.repeat(start, counts)
         dest = np.repeat(dest, counts)
-    order = _order_by(start * vocab_size + token, num_states * vocab_size)
-    start = start[order]
+    del key
+    order = _order_by(start, token, vocab_size, num_states)
     offsets = np.zeros(num_states + 1, dtype=np.int64)
     np.cumsum(np.bincount(start, minlength=num_states), out=offsets[1:])
-    return Transitions(
-        offsets=offsets,
-        tokens=token[order].astype(np.int32),
-        next_state=dest[order].astype(np.int32),
-    )
+    del start
+    token = token[order].astype(np.int32, copy=False)
+    dest = dest[order].astype(np.int32, copy=False)
+    return Transitions(offsets=offsets, tokens=token, next_state=dest)
 
 
-def _order_by(keys: np.ndarray, key_bound: int) -> np.ndarray:
-    """``argsort(keys)`` for unique keys, via a plain sort when the index fits beside the key.
+def _order_by(start: np.ndarray, token: np.ndarray, vocab_size: int, num_states: int) -> np.ndarray:
+    """``argsort(start * vocab_size + token)`` for unique pairs, via a plain sort when the index fits beside the key.
 
     Sorting values is markedly faster than argsort in numpy (SIMD sorts), so the
     position is packed into the low bits and read back after sorting.
     """
-    n = keys.shape[0]
+    n = start.shape[0]
     index_bits = max(1, (n - 1).bit_length())
-    if n == 0 or (max(key_bound, 1) - 1).bit_length() + index_bits > 63:
-        return np.argsort(keys)
-    packed = np.sort((keys << index_bits) | np.arange(n, dtype=np.int64))
-    return packed & ((1 << index_bits) - 1)
+    key_bound = max(num_states * vocab_size, 1)
+    packed = start.astype(np.int64)
+    packed *= vocab_size
+    packed += token
+    if n == 0 or (key_bound - 1).bit_length() + index_bits > 63:
+        return np.argsort(packed)
+    packed <<= index_bits
+    packed |= np.arange(n, dtype=np.int64)
+    packed.sort(kind="stable")  # timsort: the rounds emit long ascending runs
+    packed &= (1 << index_bits) - 1
+    return packed

@@ -62,7 +62,7 @@ def compile_cmd(
     quiet: Annotated[bool, typer.Option("-q", "--quiet", help="Print nothing on success.")] = False,
 ) -> None:
     """Compile VALUES into an artifact of exact per-state token masks."""
-    from triec.compiler import CompileStats, compile_keys, prepare_values, spell_all
+    from triec.compiler import CompileStats, compile_sorted, prepare_buffer, spell_all
     from triec.encoding import ENCODINGS, Encoding
     from triec.values import FORMATS, read_input
     from triec.vocabulary import Vocabulary
@@ -99,9 +99,10 @@ def compile_cmd(
             vocab.automaton  # noqa: B018 - load or build now so its time is reported on its own
     stats = CompileStats()
     with phases.phase("compile", f"compiling {len(raw_values):,} values") as step:
-        keys, stats.duplicates = prepare_values(spell_all(raw_values, spelling))
-        table = compile_keys(
-            keys, vocab, implementation=implementation, stats=stats, encoding=spelling,
+        sorted_keys = prepare_buffer(spell_all(raw_values, spelling))
+        stats.duplicates = sorted_keys.duplicates
+        table = compile_sorted(
+            sorted_keys, vocab, implementation=implementation, stats=stats, encoding=spelling,
             progress=step if phases.show else None,
         )
     with phases.phase("write", f"writing {target}"):
