@@ -44,10 +44,14 @@ _KEEP = np.array([((1 << 64) - 1) ^ ((1 << (8 * (8 - n))) - 1) for n in range(9)
 _LEFT_BITS = 4  # low bits of a sort key: value bytes left, capped at nbytes + 1 (<= 8)
 
 
-def _u64_at_every_byte(data: np.ndarray) -> np.ndarray:
-    """A view whose item ``i`` is bytes ``i .. i + 7`` of ``data`` (zero-padded) as a big-endian uint64."""
-    padded = np.concatenate([data, np.zeros(8, dtype=np.uint8)])
-    return np.ndarray(shape=(data.shape[0] + 1,), dtype=">u8", buffer=padded, strides=(1,))
+def _u64_at_every_byte(data: np.ndarray, end: int) -> np.ndarray:
+    """A view whose item ``i`` (0 <= i <= end) is bytes ``i .. i + 7`` of ``data`` as a big-endian uint64.
+
+    Reads past ``end`` are masked by the callers; ``data`` is copied with 8 zero
+    bytes appended only if it does not already extend 8 bytes past ``end``.
+    """
+    padded = data if data.shape[0] >= end + 8 and data.flags.c_contiguous else np.concatenate([data[:end], np.zeros(8, dtype=np.uint8)])
+    return np.ndarray(shape=(end + 1,), dtype=">u8", buffer=padded, strides=(1,))
 
 
 def _sort_keys(
@@ -61,9 +65,12 @@ def _sort_keys(
     keys are equal only if both values are equal so far and both go on (or are
     equal). The run id on top keeps every tied run in place.
     """
-    pos = np.minimum(starts + done, words.shape[0] - 1)
+    pos = starts + done
+    np.minimum(pos, words.shape[0] - 1, out=pos)
+    x = words[pos]
+    del pos
+    x = x.byteswap(inplace=True).view(np.uint64)  # native order, same bytes: no second copy
     left = lengths - done
-    x = words[pos].astype(np.uint64)
     x &= _KEEP[np.clip(left, 0, nbytes)]
     x >>= np.uint64(64 - 8 * nbytes - _LEFT_BITS)
     x |= np.minimum(left, nbytes + 1).astype(np.uint64)
@@ -81,18 +88,22 @@ def _equal_leading_bytes(x: np.ndarray, nbytes: int) -> np.ndarray:
 
 
 def sort_unique(data: np.ndarray, offsets: np.ndarray) -> SortedKeys:
-    """Sort the values ``data[offsets[i]:offsets[i + 1]]`` bytewise, drop duplicates, compute LCPs."""
+    """Sort the values ``data[offsets[i]:offsets[i + 1]]`` bytewise, drop duplicates, compute LCPs.
+
+    ``data`` may extend past ``offsets[-1]`` (8 spare bytes there save a copy of the buffer).
+    """
     k = offsets.shape[0] - 1
-    starts = offsets[:-1].astype(np.int64)
-    lengths = np.diff(offsets).astype(np.int64)
+    starts = np.asarray(offsets[:-1], dtype=np.int64)
+    lengths = np.diff(offsets).astype(np.int64, copy=False)
     if k == 0:
         return SortedKeys(data, starts, np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int64), 0)
-    words = _u64_at_every_byte(data)
+    words = _u64_at_every_byte(data, int(offsets[-1]))
 
     nbytes = (64 - _LEFT_BITS) // 8
     key = _sort_keys(words, starts, lengths, 0, nbytes, None, 0)
     order = np.argsort(key)
     c, ln = key[order], lengths[order]
+    del key
     lcp = np.zeros(k, dtype=np.int64)  # lcp[i]: sorted value i against sorted value i - 1
     dup = np.zeros(k, dtype=bool)
     # Runs still tied, as slots of ``order`` (pos); every member is equal on its first ``done`` bytes.
@@ -114,6 +125,7 @@ def sort_unique(data: np.ndarray, offsets: np.ndarray) -> SortedKeys:
         member[1:] = tied
         member[:-1] |= tied
         keep = np.nonzero(member)[0]
+        del member, boundary, split, at, shorter, x, c
         if keep.size == 0:
             break
         done += nbytes
@@ -122,11 +134,14 @@ def sort_unique(data: np.ndarray, offsets: np.ndarray) -> SortedKeys:
         run_bits = int(run[-1]).bit_length()
         nbytes = min(8, (64 - _LEFT_BITS - run_bits) // 8)
         pos, ln = pos[keep], ln[keep]
+        del keep, tied
         idx = order[pos]
         key = _sort_keys(words, starts[idx], ln, done, nbytes, run, run_bits)
+        del run
         sub = np.argsort(key)  # the run id on top keeps runs in place, sorted within
         order[pos] = idx[sub]
         c, ln = key[sub], ln[sub]
+        del key, sub, idx
 
     keep = np.nonzero(~dup)[0]
     unique = order[keep]

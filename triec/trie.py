@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 _LCP_BLOCK = 16  # bytes compared per vectorized round when computing LCPs
+_NODE_BLOCK = 1 << 20  # nodes whose depth and byte are computed per vectorized pass
 
 
 @dataclass(frozen=True)
@@ -107,19 +108,24 @@ def build_trie_from_buffer(
     terminal = first_new + created - 1
     num_nodes = 1 + int(created.sum())
 
-    owner = np.repeat(np.arange(k, dtype=np.int64), created)  # key that created each node
-    node_ids = np.arange(1, num_nodes, dtype=np.int64)
-    position = lcp[owner] + (node_ids - first_new[owner])  # byte index inside the owner key
-
+    owner = np.repeat(np.arange(k, dtype=np.int32), created)  # key that created each node
+    shift = first_new - lcp - 1  # node j created by key o has depth j - shift[o]
     depth = np.zeros(num_nodes, dtype=np.int32)
-    depth[1:] = position + 1
     byte = np.zeros(num_nodes, dtype=np.uint8)
-    byte[1:] = data[starts[owner] + position]
+    for lo in range(1, num_nodes, _NODE_BLOCK):  # in blocks: a few MB of temporaries whatever N
+        hi = min(lo + _NODE_BLOCK, num_nodes)
+        o = owner[lo - 1 : hi - 1]
+        d = np.arange(lo, hi, dtype=np.int64) - shift[o]
+        depth[lo:hi] = d
+        d += starts[o]
+        d -= 1
+        byte[lo:hi] = data[d]
+    del owner
 
     parent = np.empty(num_nodes, dtype=np.int32)
     parent[0] = -1
-    parent[1:] = node_ids - 1  # within a key's run of new nodes, the parent is the previous node
-    _link_branch_points(parent, depth, owner, first_new, created, lcp, k)
+    parent[1:] = np.arange(num_nodes - 1, dtype=np.int32)  # within a key's run of new nodes, the parent is the previous node
+    _link_branch_points(parent, first_new, created, lcp)
     return Trie(
         data=data,
         key_offsets=offsets,
@@ -132,30 +138,25 @@ def build_trie_from_buffer(
     )
 
 
-def _link_branch_points(
-    parent: np.ndarray,
-    depth: np.ndarray,
-    owner: np.ndarray,
-    first_new: np.ndarray,
-    created: np.ndarray,
-    lcp: np.ndarray,
-    k: int,
-) -> None:
+def _link_branch_points(parent: np.ndarray, first_new: np.ndarray, created: np.ndarray, lcp: np.ndarray) -> None:
     """Set the parent of the first node each key creates.
 
     That parent is the node at depth ``lcp[i]`` on key ``i``'s path, created by
-    the last key ``m <= i`` with ``lcp[m] < lcp[i]``. Nodes of equal depth are
-    numbered in the order of the keys that created them, so one searchsorted
-    over (depth, creator) finds it for all keys at once.
+    the last key ``m < i`` with ``lcp[m] < lcp[i]`` (its previous smaller LCP):
+    node ``first_new[m] + lcp[i] - lcp[m] - 1``. Previous smaller elements are
+    found for all keys at once by pointer jumping (``m = prev[m]`` while
+    ``lcp[m] >= lcp[i]``, all keys in a round), in O(K) memory and a handful of
+    rounds, instead of sorting all N nodes by depth.
     """
     at_root = np.nonzero((created > 0) & (lcp == 0))[0]
     parent[first_new[at_root]] = 0
-    branching = np.nonzero((created > 0) & (lcp > 0))[0]
-    if branching.size == 0:
+    todo = np.nonzero((created > 0) & (lcp > 0))[0]
+    if todo.size == 0:
         return
-    order = np.argsort(depth[1:].astype(np.uint16) if depth.max() < 65536 else depth[1:], kind="stable") + 1
-    sorted_keys = depth[order].astype(np.int64) * k + owner[order - 1]
-    wanted = lcp[branching] * k + branching
-    hit = np.searchsorted(sorted_keys, wanted, side="right") - 1
-    parent[first_new[branching]] = order[hit]
-
+    prev = np.arange(-1, lcp.shape[0] - 1, dtype=np.int64)  # prev[i] < i; every key between has lcp >= lcp[i]
+    branching = todo
+    while todo.size:
+        todo = todo[lcp[prev[todo]] >= lcp[todo]]
+        prev[todo] = prev[prev[todo]]
+    m = prev[branching]
+    parent[first_new[branching]] = first_new[m] + (lcp[branching] - lcp[m] - 1)
