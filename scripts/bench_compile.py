@@ -1,11 +1,15 @@
 """Compile-side figures for docs/benchmarks.md: prints medians, asserts nothing.
 
-    python scripts/bench_compile.py [--tokenizer qwen2] [--vocab-size 151936] [--k 1000,10000,100000] [--repeat 15]
+    python scripts/bench_compile.py [--tokenizer qwen2] [--vocab-size 151936] [--k 100,1000,10000,100000,1000000]
+                                    [--repeat 15] [--set tools|codes]
 
 Measures, on the seeded synthetic tool names, in one process:
   * warm compile (automaton in memory) with its phases, median of --repeat runs;
   * the reference (pyahocorasick) implementation on the same input, for the ratio;
   * artifact bytes, plain and zstd; triec.load time (median);
+  * peak memory of one compile in a fresh process: the growth of peak RSS over
+    the RSS just before triec.compile (vocabulary, automaton and the values list
+    already loaded), next to the budget of issue 9: 4 x artifact + automaton;
   * a cold first compile for a tokenizer never seen (fresh cache dir, new process).
 """
 
@@ -25,7 +29,9 @@ import numpy as np
 
 import triec
 from triec.compiler import CompileStats
-from triec.synthetic import tool_names
+from triec.synthetic import tool_names, wide_codes
+
+SETS = {"tools": tool_names, "codes": wide_codes}
 
 
 def median_ms(fn, repeat: int) -> tuple[float, object]:
@@ -41,7 +47,9 @@ COLD = """
 import json, sys, time
 t0 = time.perf_counter()
 import triec
-from triec.synthetic import tool_names
+from triec.synthetic import tool_names, wide_codes
+
+SETS = {"tools": tool_names, "codes": wide_codes}
 t1 = time.perf_counter()
 v = triec.Vocabulary.load(sys.argv[1], vocab_size=int(sys.argv[2]) if sys.argv[2] != "0" else None)
 t2 = time.perf_counter()
@@ -62,11 +70,39 @@ def cold_compile(tokenizer: str, vocab_size: int, k: int) -> dict[str, float]:
     return json.loads(out.stdout)
 
 
+MEMORY = """
+import json, os, resource, sys, tempfile
+import triec
+from triec.synthetic import tool_names, wide_codes
+v = triec.Vocabulary.load(sys.argv[1], vocab_size=int(sys.argv[2]) if sys.argv[2] != "0" else None)
+a = v.automaton
+values = {"tools": tool_names, "codes": wide_codes}[sys.argv[4]](int(sys.argv[3]))
+with open("/proc/self/statm") as f:
+    rss_before = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+table = triec.compile(values, v)
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+with tempfile.TemporaryDirectory() as d:
+    size = table.save(os.path.join(d, "a.triec"))
+automaton = sum(x.nbytes for x in (a.root_child, a.edge_keys, a.edge_child, a.has_child, a.node_key, a.key_offsets, a.key_ids))
+print(json.dumps({"rss_before": rss_before, "peak": peak, "artifact": size, "automaton": automaton}))
+"""
+
+
+def compile_memory(tokenizer: str, vocab_size: int, k: int, value_set: str) -> dict[str, int]:
+    """Peak RSS growth of one compile in a fresh process (Linux ru_maxrss)."""
+    out = subprocess.run(
+        [sys.executable, "-c", MEMORY, tokenizer, str(vocab_size), str(k), value_set], capture_output=True, text=True, check=True
+    )
+    return json.loads(out.stdout)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tokenizer", default="qwen2")
     ap.add_argument("--vocab-size", type=int, default=151936)
-    ap.add_argument("--k", default="1000,10000,100000")
+    ap.add_argument("--k", default="100,1000,10000,100000,1000000")
+    ap.add_argument("--set", default="tools", choices=sorted(SETS), help="tools: synthetic tool names; codes: ICD-10 style codes")
+    ap.add_argument("--no-memory", action="store_true", help="skip the fresh-process peak memory measurement")
     ap.add_argument("--repeat", type=int, default=15)
     ap.add_argument("--reference-max-k", type=int, default=10000)
     args = ap.parse_args()
@@ -77,14 +113,14 @@ def main() -> None:
     print(f"tokenizer {vocab.name}: {vocab.num_tokens} tokens, mask width {vocab.vocab_size}, numpy {np.__version__}")
     header = (
         f"{'K':>8} {'states':>8} {'pairs':>8} {'r':>6} | {'compile ms':>10} {'values':>7} {'trie':>7} {'masks':>7} "
-        f"| {'ref ms':>8} {'ratio':>6} | {'bytes':>10} {'zstd':>9} | {'load ms':>8}"
+        f"| {'ref ms':>8} {'ratio':>6} | {'bytes':>10} {'zstd':>9} | {'load ms':>8} | {'peak MiB':>8} {'budget':>7}"
     )
     print(header)
     print("-" * len(header))
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for k in ks:
-            names = tool_names(k)
+            names = SETS[args.set](k)
             triec.compile(names, vocab)  # warm-up
             phases: list[dict[str, float]] = []
 
@@ -106,6 +142,9 @@ def main() -> None:
             size = table.save(plain)
             zsize = table.save(packed)
             load_ms, _ = median_ms(lambda plain=plain: triec.load(plain), max(args.repeat, 50))
+            mem = None if args.no_memory else compile_memory(args.tokenizer, args.vocab_size, k, args.set)
+            peak_mib = (mem["peak"] - mem["rss_before"]) / 2**20 if mem else float("nan")
+            budget_mib = (4 * mem["artifact"] + mem["automaton"]) / 2**20 if mem else float("nan")
             row = {
                 "k": k,
                 "states": st.num_states,
@@ -117,13 +156,16 @@ def main() -> None:
                 "artifact_bytes": size,
                 "zstd_bytes": zsize,
                 "load_ms": load_ms,
+                "peak_compile_mib": peak_mib,
+                "memory_budget_mib": budget_mib,
             }
             rows.append(row)
             print(
                 f"{k:>8} {st.num_states:>8} {st.num_allowed:>8} {st.sharing_ratio:>6.3f} | {ms:>10.2f} {ph['values']:>7.2f} "
                 f"{ph['trie']:>7.2f} {ph['masks']:>7.2f} | {ref_ms:>8.1f} {ref_ms / ms:>6.1f} | {size:>10,} {zsize:>9,} | "
-                f"{load_ms:>8.3f}"
+                f"{load_ms:>8.3f} | {peak_mib:>8.0f} {budget_mib:>7.0f}"
             )
+    print("peak MiB: growth of peak RSS during one compile in a fresh process; budget: 4 x artifact + automaton")
     cold = cold_compile(args.tokenizer, args.vocab_size, min(ks))
     print(
         f"\ncold first compile (new process, empty cache, K={min(ks)}): {1000 * cold['first_compile']:.0f} ms "

@@ -133,3 +133,12 @@ def test_tiny_chunks_give_the_same_tables(qwen2: triec.Vocabulary, shape: str) -
         cut = walk(trie, qwen2.automaton, qwen2.vocab_size, chunk=chunk)
         for name in ("offsets", "tokens", "next_state"):
             assert np.array_equal(getattr(whole, name), getattr(cut, name)), (chunk, name)
+
+
+def test_200k_wide_codes_equal_reference(qwen2: triec.Vocabulary) -> None:
+    """Issue 9's large case: 200,000 ICD-10 style codes (a million would take the reference past 30 s)."""
+    from triec.synthetic import wide_codes
+
+    values = wide_codes(200_000)
+    assert len(set(values)) == 200_000
+    assert_equals_reference(triec.compile(values, qwen2), values, qwen2)
