@@ -7,9 +7,10 @@ Measures, on the seeded synthetic tool names, in one process:
   * warm compile (automaton in memory) with its phases, median of --repeat runs;
   * the reference (pyahocorasick) implementation on the same input, for the ratio;
   * artifact bytes, plain and zstd; triec.load time (median);
-  * peak memory of one compile in a fresh process: the growth of peak RSS over
-    the RSS just before triec.compile (vocabulary, automaton and the values list
-    already loaded), next to the budget of issue 9: 4 x artifact + automaton;
+  * peak memory of one compile in a fresh process: the growth of peak RSS (VmHWM,
+    reset just before) over the RSS just before triec.compile (vocabulary,
+    automaton and the values list already loaded), next to the budget of
+    issue 9: 4 x artifact + automaton;
   * a cold first compile for a tokenizer never seen (fresh cache dir, new process).
 """
 
@@ -61,6 +62,18 @@ print(json.dumps({"import": t1 - t0, "tokenizer": t2 - t1, "automaton": t3 - t2,
 """
 
 
+def long_value_sets() -> dict[str, list[str]]:
+    """Seeded text over letters, digits, spaces and punctuation: unshared tails dominate depth."""
+    import random
+
+    rng = random.Random(0)
+    alphabet = "abcdefghijklmnopqrstuvwxyz     .,;:-_0123456789ABCDEFGHIJ"
+    return {
+        "one 1,000,000-byte value": ["".join(rng.choices(alphabet, k=1_000_000))],
+        "1,000 values of 2 KB": ["".join(rng.choices(alphabet, k=2048)) for _ in range(1000)],
+    }
+
+
 def cold_compile(tokenizer: str, vocab_size: int, k: int) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as cache:
         env = dict(os.environ, TRIEC_CACHE_DIR=cache)
@@ -71,16 +84,23 @@ def cold_compile(tokenizer: str, vocab_size: int, k: int) -> dict[str, float]:
 
 
 MEMORY = """
-import json, os, resource, sys, tempfile
+import json, os, sys, tempfile
 import triec
 from triec.synthetic import tool_names, wide_codes
 v = triec.Vocabulary.load(sys.argv[1], vocab_size=int(sys.argv[2]) if sys.argv[2] != "0" else None)
 a = v.automaton
 values = {"tools": tool_names, "codes": wide_codes}[sys.argv[4]](int(sys.argv[3]))
-with open("/proc/self/statm") as f:
-    rss_before = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+def status(field):
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith(field + ":"))
+try:  # reset the peak RSS (Linux >= 4.0), so loading the tokenizer's own peak does not count
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+except OSError:
+    pass
+rss_before = status("VmRSS")
 table = triec.compile(values, v)
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+peak = max(status("VmHWM"), rss_before)
 with tempfile.TemporaryDirectory() as d:
     size = table.save(os.path.join(d, "a.triec"))
 automaton = sum(x.nbytes for x in (a.root_child, a.edge_keys, a.edge_child, a.has_child, a.node_key, a.key_offsets, a.key_ids))
@@ -103,6 +123,7 @@ def main() -> None:
     ap.add_argument("--k", default="100,1000,10000,100000,1000000")
     ap.add_argument("--set", default="tools", choices=sorted(SETS), help="tools: synthetic tool names; codes: ICD-10 style codes")
     ap.add_argument("--no-memory", action="store_true", help="skip the fresh-process peak memory measurement")
+    ap.add_argument("--no-long", action="store_true", help="skip the long-value sets (one 1,000,000-byte value, 1,000 x 2 KB)")
     ap.add_argument("--repeat", type=int, default=15)
     ap.add_argument("--reference-max-k", type=int, default=10000)
     args = ap.parse_args()
@@ -166,6 +187,12 @@ def main() -> None:
                 f"{load_ms:>8.3f} | {peak_mib:>8.0f} {budget_mib:>7.0f}"
             )
     print("peak MiB: growth of peak RSS during one compile in a fresh process; budget: 4 x artifact + automaton")
+    if not args.no_long:
+        print()
+        for label, values in long_value_sets().items():
+            triec.compile(values, vocab)
+            ms, table = median_ms(lambda values=values: triec.compile(values, vocab), max(3, args.repeat // 3))
+            print(f"long values, {label}: {ms:.1f} ms ({table.num_states:,} states, {table.num_allowed:,} pairs)")
     cold = cold_compile(args.tokenizer, args.vocab_size, min(ks))
     print(
         f"\ncold first compile (new process, empty cache, K={min(ks)}): {1000 * cold['first_compile']:.0f} ms "

@@ -89,6 +89,7 @@ def test_a_cell_past_its_timeout_says_so() -> None:
 
 def test_options_are_checked() -> None:
     assert parse_int_list("10, 1e3,100_000", "--k") == [10, 1000, 100000]
+    assert parse_int_list("1e6,1000000", "--k") == [1_000_000, 1_000_000]
     with pytest.raises(TriecError, match="--k"):
         parse_int_list("10,x", "--k")
     result = invoke("bench", "--engines", "triec,vllm")
