@@ -70,6 +70,9 @@ def product_names(k: int = 1500, seed: int = 0) -> list[str]:
     return out
 
 
+WIDE_CODES_MAX = 10_000_000
+
+
 def wide_codes(k: int, seed: int = 0) -> list[str]:
     """``k`` distinct ICD-10-CM style codes (``A00``, ``A00.0``, ``S72.001A``): wide and shallow.
 
@@ -79,8 +82,8 @@ def wide_codes(k: int, seed: int = 0) -> list[str]:
     each: the shape that broke the walk in issue 9, unlike the tool names.
     Generated with numpy (a million codes in well under a second), seeded.
     """
-    if k < 0:
-        raise ValueError("k must be >= 0")
+    if not 0 <= k <= WIDE_CODES_MAX:
+        raise ValueError(f"k must be in 0..{WIDE_CODES_MAX:,}, not {k}")
     import numpy as np
 
     rng = np.random.default_rng(seed)
