@@ -50,3 +50,22 @@ def test_random_binary(values: list[bytes]) -> None:
 @given(st.lists(st.text(alphabet="ab\x00", max_size=30).map(str.encode), min_size=1, max_size=80))
 def test_few_symbols_deep_ties(values: list[bytes]) -> None:
     check(values)
+
+
+def test_prepare_buffer_equals_prepare_values_past_the_small_set_path() -> None:
+    """Over SMALL_SET values (the keysort path): NULs, non-ASCII, duplicates, the empty value."""
+    import random
+
+    from triec.compiler import SMALL_SET, prepare_buffer, prepare_values
+
+    rng = random.Random(3)
+    alphabet = ["a", "b", "\x00", "é", "日", "👩", " "]
+    values = ["".join(rng.choices(alphabet, k=rng.randrange(0, 12))) for _ in range(3 * SMALL_SET)]
+    values += values[:100] + ["", "\x00", "\x00\x00"]
+    got = prepare_buffer(values)
+    keys, dups = prepare_values(values)
+    raw = got.data.tobytes()
+    lengths = np.diff(got.offsets).tolist()
+    assert [raw[a : a + n] for a, n in zip(got.starts.tolist(), lengths, strict=True)] == keys
+    assert got.duplicates == dups
+    assert got.lcp.tolist() == expected(keys)[1]
