@@ -32,6 +32,8 @@ if TYPE_CHECKING:
         ValuesError,
     )
     from triec.runtime import FINISHED, MaskTable
+    from triec.schema_compiler import compile_schema
+    from triec.schema_table import SchemaMatcher, SchemaTable
     from triec.vocabulary import Vocabulary
 
 _WHERE = {
@@ -53,6 +55,9 @@ _WHERE = {
     "ValuesError": "triec.errors",
     "FINISHED": "triec.runtime",
     "MaskTable": "triec.runtime",
+    "compile_schema": "triec.schema_compiler",
+    "SchemaMatcher": "triec.schema_table",
+    "SchemaTable": "triec.schema_table",
     "Vocabulary": "triec.vocabulary",
 }
 
@@ -66,6 +71,8 @@ __all__ = [
     "FINISHED",
     "MaskTable",
     "OutputError",
+    "SchemaMatcher",
+    "SchemaTable",
     "TokenNotAllowed",
     "TokenizerError",
     "TokenizerMismatch",
@@ -76,6 +83,7 @@ __all__ = [
     "__version__",
     "compile",
     "compile_json_schema",
+    "compile_schema",
     "load",
 ]
 

@@ -42,6 +42,10 @@ class Transitions:
     offsets: np.ndarray  # int64 [S + 1]
     tokens: np.ndarray  # int32 [P]
     next_state: np.ndarray  # int32 [P]
+    leaf_entries: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+    """With ``walk(..., leaf_entries=True)``: (start, vocabulary node, leaf) of every partial
+    token match still alive where a value's path ends at a leaf: the tokens that would run past
+    the end of the value (what :mod:`triec.straddle` continues into a literal tail)."""
 
 
 class _Found:
@@ -52,8 +56,11 @@ class _Found:
     filter in all, a large one never holds more than ``limit`` raw entries.
     """
 
-    def __init__(self, automaton: VocabAutomaton, limit: int) -> None:
+    def __init__(self, automaton: VocabAutomaton, limit: int, leaves: np.ndarray | None = None) -> None:
         self.node_key = automaton.node_key
+        self.has_child = automaton.has_child
+        self.leaves = leaves  # bool per trie node, when partial matches alive at leaves are wanted
+        self.at_leaf: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self.limit = limit
         self.pending: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self.pending_size = 0
@@ -62,6 +69,10 @@ class _Found:
         self.dest: list[np.ndarray] = []
 
     def add(self, start: np.ndarray, v: np.ndarray, dest: np.ndarray) -> None:
+        if self.leaves is not None:
+            alive = np.nonzero(self.leaves[dest] & self.has_child[v])[0]
+            if alive.size:
+                self.at_leaf.append((start[alive].astype(np.int64), v[alive].astype(np.int64), dest[alive].astype(np.int64)))
         self.pending.append((start, v, dest))
         self.pending_size += start.shape[0]
         if self.pending_size >= self.limit:
@@ -100,15 +111,21 @@ def walk(
     progress: Callable[[int, int], None] | None = None,
     *,
     chunk: int = CHUNK,
+    leaf_entries: bool = False,
 ) -> Transitions:
     """Every allowed (state, token, next state) of the trie, sorted by (state, token).
 
     ``progress(done, total)``, if given, is called after each slice of ``chunk``
     nodes has been walked (half of ``total``, in proportion to the nodes), then
     once after the pairs are collected and once when they are sorted into CSR (a
-    quarter each).
+    quarter each). ``leaf_entries=True`` also returns the partial token matches
+    alive at leaves (:attr:`Transitions.leaf_entries`).
     """
-    found = _Found(automaton, chunk)
+    leaves = None
+    if leaf_entries:
+        leaves = np.ones(trie.num_nodes, dtype=bool)
+        leaves[trie.parent[1:]] = False
+    found = _Found(automaton, chunk, leaves)
     n = trie.num_nodes
     if n > 1:
         kids = Children.of(trie)
@@ -132,7 +149,11 @@ def walk(
     out = _to_csr(n, automaton, vocab_size, start, key, dest)
     if progress is not None:
         progress(4 * n, 4 * n)
-    return out
+    if not leaf_entries:
+        return out
+    empty = np.zeros(0, dtype=np.int64)
+    parts = tuple(np.concatenate([f[i] for f in found.at_leaf]) if found.at_leaf else empty for i in range(3))
+    return Transitions(out.offsets, out.tokens, out.next_state, leaf_entries=parts)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)

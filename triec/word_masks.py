@@ -61,7 +61,14 @@ def build_state_words(table: MaskTable) -> StateWords:
         accepting = np.asarray(table.value_state, dtype=np.int64)
         state = np.concatenate([state, np.repeat(accepting, eos.size)])
         tokens = np.concatenate([tokens, np.tile(eos, accepting.size)])
-    key = state * width + (tokens >> 5)
+    return words_from_pairs(num_states, state, tokens, width)
+
+
+def words_from_pairs(num_rows: int, row: np.ndarray, tokens: np.ndarray, width: int) -> StateWords:
+    """(word, bits) CSR of arbitrary (row, token) pairs: duplicate pairs and shared words are OR-ed."""
+    row = np.asarray(row, dtype=np.int64)
+    tokens = np.asarray(tokens, dtype=np.int64)
+    key = row * width + (tokens >> 5)
     order = np.argsort(key, kind="stable")
     key = key[order]
     bits = np.left_shift(np.uint32(1), (tokens[order] & 31).astype(np.uint32))
@@ -70,6 +77,6 @@ def build_state_words(table: MaskTable) -> StateWords:
         starts = np.flatnonzero(first)
         key = key[starts]
         bits = np.bitwise_or.reduceat(bits, starts)
-    word_state = key // width
-    out_offsets = np.searchsorted(word_state, np.arange(num_states + 1, dtype=np.int64)).astype(np.int64)
-    return StateWords(offsets=out_offsets, words=key - word_state * width, bits=bits.view(np.int32))
+    word_row = key // width
+    out_offsets = np.searchsorted(word_row, np.arange(num_rows + 1, dtype=np.int64)).astype(np.int64)
+    return StateWords(offsets=out_offsets, words=key - word_row * width, bits=bits.view(np.int32))

@@ -1,0 +1,134 @@
+"""``triec.compile_schema``: an enum-then-continuation JSON Schema + vocabulary -> :class:`SchemaTable`.
+
+The trie holds the keys ``PREFIX + json(name)`` only; the literal TAIL is shared
+by every name through the straddle tables (built once per vocabulary, tail,
+continuation and engine, and cached on disk), so a compile costs the trie of
+the names plus a lookup.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any
+
+import numpy as np
+
+from triec.compiler import CompileStats
+from triec.encoding import json_string_literal
+from triec.runtime import MaskTable
+from triec.schema_table import SchemaTable
+from triec.tool_schema import CONVENTION, parse_tool_schema
+from triec.trie import build_trie
+from triec.vocabulary import Vocabulary
+from triec.walk import walk
+
+_PLAIN = re.compile(r'["\\\x00-\x1f\x7f]')
+
+
+def name_keys(prefix: bytes, names: list[str]) -> list[bytes]:
+    """PREFIX + the JSON string literal of each name (a fast path for names needing no escape)."""
+    if _PLAIN.search("".join(names)) is None:
+        head = prefix + b'"'
+        return [head + n.encode("utf-8") + b'"' for n in names]
+    return [prefix + json_string_literal(n).encode("utf-8") for n in names]
+
+
+def compile_schema(
+    schema: dict[str, Any],
+    vocab: Vocabulary | str | None = None,
+    *,
+    engine: str = "llguidance",
+    stats: CompileStats | None = None,
+    source: str = "schema",
+) -> SchemaTable:
+    """Compile ``{"type": "object", "properties": {NAME: {"enum": [...]}, NEXT: ARGS, ...}, "required": [all]}``.
+
+    The output convention is compact (``", "`` and ``": "``, schema order, no other
+    whitespace); the continuation after ``, "NEXT": `` runs in ``engine``
+    (``llguidance``, the default, or ``xgrammar``). Raises
+    :class:`~triec.tool_schema.SchemaShapeError` for any other shape.
+    """
+    from triec import straddle
+    from triec.engines import engine_version
+
+    stats = stats if stats is not None else CompileStats()
+    if not isinstance(vocab, Vocabulary):
+        vocab = Vocabulary.load(vocab)
+    t0 = time.perf_counter()
+    tool = parse_tool_schema(schema, engine, source)
+    keys = name_keys(tool.prefix, tool.names)
+    order = sorted(range(len(keys)), key=keys.__getitem__)
+    keys = [keys[i] for i in order]
+    names = [tool.names[i] for i in order]
+    t1 = time.perf_counter()
+    automaton = vocab.automaton
+    t2 = time.perf_counter()
+    trie = build_trie(keys)
+    tr = walk(trie, automaton, vocab.vocab_size, leaf_entries=True)
+    t3 = time.perf_counter()
+
+    table_holder: dict[str, Any] = {}
+
+    def make_continuation() -> Any:
+        from triec.continuation import PLACEHOLDER, Continuation, driver
+
+        cont = Continuation(
+            driver(engine, vocab), tool.continuation, tool.name_property,
+            tool.prefix + json_string_literal(PLACEHOLDER).encode("utf-8") + tool.tail,
+        )
+        table_holder["cont"] = cont
+        return cont
+
+    st, how = straddle.load_or_build(vocab, tool.tail, engine, tool.continuation_text, make_continuation)
+    t4 = time.perf_counter()
+    assert tr.leaf_entries is not None
+    start, v, leaf = tr.leaf_entries
+    pos = np.searchsorted(st.head_node, v)
+    pos_c = np.minimum(pos, max(st.head_node.shape[0] - 1, 0))
+    hit = np.flatnonzero((pos < st.head_node.shape[0]) & (st.head_node[pos_c] == v)) if st.head_node.size else np.zeros(0, np.int64)
+    e_state, e_row, e_leaf = start[hit], pos[hit] + len(tool.tail), leaf[hit]
+    o = np.lexsort((e_row, e_state))
+    trie_table = MaskTable(
+        allowed_offsets=tr.offsets.astype(np.uint32),
+        allowed_tokens=tr.tokens.astype(np.int32),
+        allowed_next=tr.next_state.astype(np.int32),
+        value_state=trie.terminal.astype(np.int32),
+        value_lcp=trie.lcp.astype(np.int32),
+        state_byte=trie.byte,
+        vocab_size=vocab.vocab_size,
+        eos_token_ids=vocab.eos_token_ids,
+        tokenizer_fingerprint=vocab.fingerprint,
+        tokenizer_name=vocab.name,
+        build_options={"tokenizer_family": vocab.family, "tokenizer_tokens": vocab.num_tokens},
+    )
+    trie_table._value_bytes = keys
+    table = SchemaTable(
+        trie=trie_table,
+        straddles=st,
+        entry_state=e_state[o].astype(np.int32),
+        entry_row=e_row[o].astype(np.int32),
+        entry_leaf=e_leaf[o].astype(np.int32),
+        names=names,
+        prefix=tool.prefix,
+        tail=tool.tail,
+        name_property=tool.name_property,
+        next_property=tool.next_property,
+        continuation_text=tool.continuation_text,
+        continuation_sha256=tool.continuation_sha256,
+        engine=engine,
+        engine_version=engine_version(engine),
+        convention=CONVENTION,
+        vocab=vocab,
+    )
+    if "cont" in table_holder:
+        table._continuations[engine] = table_holder["cont"]
+    t5 = time.perf_counter()
+    stats.num_values = len(keys)
+    stats.duplicates = tool.duplicates
+    stats.value_bytes = int(trie.key_offsets[-1])
+    stats.num_states = trie.num_nodes
+    stats.num_allowed = trie_table.num_allowed
+    stats.phases.update({"values": t1 - t0, "automaton": t2 - t1, "masks": t3 - t2, f"straddles ({how})": t4 - t3,
+                         "assemble": t5 - t4})
+    return table
