@@ -150,6 +150,8 @@ class LLGuidanceDriver(EngineDriver):
 
     def accept(self, m: Any, token: int) -> bool:
         t = int(token)
+        if t in self.vocab.eos_token_ids:  # EOS ends the output where the grammar is complete
+            return bool(m.is_accepting()) and bool(m.consume_token(t))
         if not 0 <= t < self.vocab.vocab_size or m.validate_tokens([t]) != 1:
             return False
         return bool(m.consume_token(t))

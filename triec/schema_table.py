@@ -181,6 +181,20 @@ class SchemaTable:
         """A fresh per-sequence matcher (xgrammar / llguidance style)."""
         return SchemaMatcher(self, self.continuation(engine))
 
+    def matcher_at(self, state: int, tail_offset: int | None = None, value: int = -1) -> SchemaMatcher:
+        """A matcher positioned at trie state ``state``, or at ``tail_offset`` after value ``value`` (for checks)."""
+        m = self.matcher()
+        if tail_offset is None:
+            if state in _leaf_value(self):
+                m._enter_leaf(state)
+            else:
+                m._src = int(state)
+        else:
+            if not 0 <= tail_offset < self.tail_len or not 0 <= value < self.num_values:
+                raise IndexError(f"tail offset {tail_offset} / value {value} out of range")
+            m._value, m._src = int(value), self.num_states + int(tail_offset)
+        return m
+
     def mask_writer(self, max_batch: int = 1) -> SchemaMaskWriter:
         """Rows for batches of matchers, clearing only what it set (O(allowed) in the name field)."""
         return SchemaMaskWriter(self, max_batch)
@@ -322,7 +336,7 @@ class SchemaMatcher:
         t = int(token)
         if self._cont is not None:
             ok = self._drv.accept(self._cont, t)
-            if ok and self._drv.is_terminated(self._cont):
+            if ok and t in self._eos:
                 self._done = True
             return ok
         src = self._src
