@@ -1,0 +1,270 @@
+"""Tool-call schemas: {"name": <one of K names>, "arguments": ARGS}, exactly as the engines on the whole schema.
+
+Oracles: llguidance (CI installs it) and xgrammar (skipped when missing), each
+compiled on the whole schema in the same compact convention. Every trie state,
+one step past every token leaving the trie part, every tail offset (a few keys)
+and random walks to EOS are compared row by row (triec.schema_verify).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import triec
+from triec import straddle
+from triec.errors import TriecError
+from triec.schema_verify import compare_schema
+from triec.tool_schema import SchemaShapeError
+
+ENGINES = ["llguidance", pytest.param("xgrammar", marks=pytest.mark.skipif(
+    __import__("importlib").util.find_spec("xgrammar") is None, reason="xgrammar not installed"))]
+
+# quotes, backslashes, '/', non-ASCII, emoji, U+2028, the empty name, names that are prefixes of each other
+NAMES = ["get_user", "get", "get_users", "get_user_by_id", 'say "hi"', "back\\slash", "a/b", "café",
+         "日本語", "👩\u200d💻", "\u2028", "", "x"]
+
+ARGS = {
+    "object": {"type": "object", "properties": {"query": {"type": "string"}, "limit": {"type": "integer"}},
+               "required": ["query"], "additionalProperties": False},
+    "string": {"type": "string"},
+    "any": {},
+    "free_object": {"type": "object"},
+}
+
+
+def tool_schema(names: list[str], args: dict, **extra: object) -> dict:
+    return {"type": "object", "properties": {"name": {"type": "string", "enum": names}, "arguments": args},
+            "required": ["name", "arguments"], **extra}
+
+
+def check(table: triec.SchemaTable, schema: dict, walks: int = 8, narrower_ok: bool = False) -> None:
+    r = compare_schema(table, schema, walks=walks, max_walk_steps=40, full_tail_leaves=1)
+    assert r.mismatches == 0, r.examples
+    assert narrower_ok or r.engine_narrower == 0, r.narrower_examples
+    assert r.states_checked == table.num_states
+    assert r.steps_past > 0 and r.tail_checked == table.tail_len - 1 and r.walk_steps > 0
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_exact_on_every_tokenizer(vocab: triec.Vocabulary, engine: str) -> None:
+    schema = tool_schema(NAMES, ARGS["object"])
+    check(triec.compile_schema(schema, vocab, engine=engine), schema)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("args", ["string", "any", "free_object"])
+def test_exact_for_each_kind_of_arguments(vocabs: dict[str, triec.Vocabulary], engine: str, args: str) -> None:
+    schema = tool_schema(NAMES[:8], ARGS[args])
+    check(triec.compile_schema(schema, vocabs["gpt2"], engine=engine), schema)
+
+
+def test_three_properties_and_refs(vocabs: dict[str, triec.Vocabulary]) -> None:
+    schema = {"type": "object", "$defs": {"id": {"type": "integer"}},
+              "properties": {"tool": {"enum": ["a", "ab"]}, "id": {"$ref": "#/$defs/id"}, "args": {"type": "boolean"}},
+              "required": ["tool", "id", "args"], "additionalProperties": False}
+    table = triec.compile_schema(schema, vocabs["gpt2"])
+    assert table.tail == b', "id": '
+    check(table, schema)
+
+
+# ---------------------------------------------------------------- synthetic tokens
+
+
+def synthetic_vocab(extra: list[bytes]) -> triec.Vocabulary:
+    """Every single byte, some ordinary pieces, tokens that straddle, then EOS (b"")."""
+    pieces = [bytes([b]) for b in range(256)] + [b'{"', b'name', b'":', b' "', b'ge', b't_', b'user', b'",', b'", "',
+                                                  b'arguments', b'": ', b'{}', b'}}', b'"}'] + extra
+    tokens = list(dict.fromkeys(pieces))
+    return triec.Vocabulary(tokens + [b""], eos_token_ids=[len(tokens)], name="synthetic")
+
+
+SYNTHETIC = [
+    b', "arguments": ',  # the whole tail
+    b'", "arguments": {',  # closes the name, spans the tail, enters the continuation
+    b'er", "arg',  # starts inside the name
+    b'get_user", "arguments": {}}',  # a whole output after the prefix
+    b'{"name": "get", "arguments": {}}',  # a whole output
+    b'{"name": "',  # the prefix
+    b'guments": {"q": "',  # from inside the tail into a string of the continuation
+    b'": {}}', b'"arguments": {}',  # tail offset > 0 into the continuation
+    b'r"', b'\\""', b's", ',
+]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("args", ["free_object", "string"])
+def test_synthetic_straddling_tokens(engine: str, args: str) -> None:
+    vocab = synthetic_vocab(SYNTHETIC)
+    schema = tool_schema(["get", "get_user", "get_users", 'q"s', "x\\"], ARGS[args])
+    table = triec.compile_schema(schema, vocab, engine=engine)
+    # xgrammar's mask omits a few long straddling tokens that its own accept_token accepts
+    # (docs/verify.md); every other row must be equal
+    check(table, schema, walks=20, narrower_ok=engine == "xgrammar")
+    # the synthetic tokens are really used as straddles
+    ids = {b: vocab.token_bytes.index(b) for b in SYNTHETIC}
+    m = table.matcher()
+    assert m.accept_token(ids[b'{"name": "get", "arguments": {}}']) == (args == "free_object")
+    if args == "free_object":
+        assert m.value == "get" and m.phase == "continuation"
+        eos = vocab.eos_token_ids[0]
+        assert list(m.allowed()) == [eos] and m.accept_token(eos) and m.is_terminated()
+
+
+def _brute_straddles(vocab: triec.Vocabulary, table: triec.SchemaTable, schema: dict, engine: str):
+    """The definition, literally: token t straddles at prefix p iff p + t = KEY(v) + r, r non-empty,
+    r a prefix of TAIL or TAIL + x with x viable after KEY(v) + TAIL in the whole schema's engine."""
+    from triec.continuation import driver
+
+    drv = driver(engine, vocab)
+    whole = drv.compile(schema)
+    keys = table.trie.value_bytes
+    tail = table.tail
+
+    def viable(key: bytes, rest: bytes) -> bool:
+        m = drv.start(whole)
+        return drv.feed(m, key + tail) and drv.feed(m, rest)
+
+    per_state: dict[int, set[int]] = {}
+    for s in range(table.num_states):
+        p = table.trie.prefix(s)
+        found = set()
+        for t, b in enumerate(vocab.token_bytes):
+            if not b:
+                continue
+            for key in keys:
+                if key.startswith(p) and len(key) > len(p) and (p + b).startswith(key) and len(p + b) > len(key):
+                    r = (p + b)[len(key):]
+                    if tail.startswith(r) or (r.startswith(tail) and viable(key, r[len(tail):])):
+                        found.add(t)
+        per_state[s] = found
+    per_offset = {}
+    for i in range(len(tail)):
+        found = set()
+        for t, b in enumerate(vocab.token_bytes):
+            if b and (tail[i:].startswith(b) or (b.startswith(tail[i:]) and len(b) > len(tail) - i and viable(keys[0], b[len(tail) - i:]))):
+                found.add(t)
+        per_offset[i] = found
+    return per_state, per_offset
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_straddle_sets_equal_brute_force(engine: str) -> None:
+    vocab = synthetic_vocab(SYNTHETIC)
+    schema = tool_schema(["get", "get_user", "x\\"], ARGS["free_object"])
+    table = triec.compile_schema(schema, vocab, engine=engine)
+    per_state, per_offset = _brute_straddles(vocab, table, schema, engine)
+    st = table.straddles
+    leaves = set(table.trie.value_state.tolist())
+    for s in range(table.num_states):
+        if s in leaves:
+            continue
+        ours = set()
+        for e in table.entries_at(s):
+            r = int(table.entry_row[e])
+            ours |= set(st.tokens[st.offsets[r]:st.offsets[r + 1]].tolist())
+        assert ours == per_state[s], (s, table.trie.prefix(s))
+    for i in range(table.tail_len):
+        assert set(st.tokens[st.offsets[i]:st.offsets[i + 1]].tolist()) == per_offset[i], i
+    assert any(per_state.values())
+
+
+# ---------------------------------------------------------------- names and shapes
+
+
+def test_control_characters_refused_for_llguidance_and_exact_under_xgrammar(vocabs: dict[str, triec.Vocabulary]) -> None:
+    schema = tool_schema(["a\nb", "del\x7f", "tab\there"], ARGS["string"])
+    with pytest.raises(SchemaShapeError, match="control character U\\+000A.*several spellings"):
+        triec.compile_schema(schema, vocabs["gpt2"])
+    pytest.importorskip("xgrammar")
+    table = triec.compile_schema(schema, vocabs["gpt2"], engine="xgrammar")
+    assert b'"del\\u007f"' in b"".join(table.trie.value_bytes)
+    check(table, schema)
+
+
+@pytest.mark.parametrize(
+    ("schema", "message"),
+    [
+        ([1], "expected a JSON object"),
+        ({"type": "object", "properties": {"name": {"enum": ["a"]}}, "required": ["name"]}, "at least one more property"),
+        (tool_schema(["a"], {}) | {"required": ["name"]}, '"required" must list every property'),
+        (tool_schema(["a"], {}) | {"additionalProperties": True}, '"additionalProperties" must be false'),
+        (tool_schema(["a"], {}) | {"allOf": []}, "keyword 'allOf' is not supported"),
+        (tool_schema(["a"], {}) | {"type": "array"}, '"type" must be "object"'),
+        ({"type": "object", "properties": {"name": {"type": "string"}, "a": {}}, "required": ["name", "a"]}, 'must be a string "enum"'),
+        ({"type": "object", "properties": {"name": {"enum": ["a"], "minLength": 2}, "a": {}}, "required": ["name", "a"]}, "'minLength' is not supported"),
+        (tool_schema([1], {}), '"enum"\\[0\\] is int'),
+        (tool_schema([], {}), "non-empty array"),
+    ],
+)
+def test_refused_shapes(vocabs: dict[str, triec.Vocabulary], schema: object, message: str) -> None:
+    with pytest.raises(SchemaShapeError, match=message):
+        triec.compile_schema(schema, vocabs["gpt2"])  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------- matcher API
+
+
+def test_matcher_api(vocabs: dict[str, triec.Vocabulary]) -> None:
+    vocab = vocabs["qwen2"]
+    schema = tool_schema(["get_user", "get_users", "send"], ARGS["object"])
+    table = triec.compile_schema(schema, vocab)
+    m = table.matcher()
+    ids = {b: i for i, b in enumerate(vocab.token_bytes) if b}
+    assert m.value is None and m.phase == "name"
+    assert not m.accept_token(ids[b"x"]) and m.phase == "name"  # refused, no change
+    assert m.accept_token(ids[b'{"']) and m.accept_token(ids[b"name"]) and m.accept_token(ids[b'":']) and m.accept_token(ids[b' "'])
+    assert m.accept_token(ids[b"send"]) and m.value is None
+    row = np.zeros(table.words_per_row, dtype=np.int32)
+    m.fill_bitmask(row)
+    assert ids[b'",'] in m.allowed() and not set(vocab.eos_token_ids) & set(m.allowed().tolist())
+    assert m.accept_token(ids[b'",']) and m.value == "send" and m.phase == "tail"
+    for piece in [b' "', b"arguments", b'":', b' {"']:
+        assert m.accept_token(ids[piece]), piece
+    assert m.phase == "continuation" and m.value == "send"
+    writer = table.mask_writer(2)
+    other = table.matcher()
+    rows = writer.fill([m, other])
+    full = np.zeros((2, table.words_per_row), dtype=np.int32)
+    table.fill_bitmask([m, other], full)
+    assert np.array_equal(rows, full)
+    m.reset()
+    assert m.value is None and m.phase == "name"
+    assert np.array_equal(writer.fill([m, other]), np.stack([full[1], full[1]]))
+
+
+def test_straddle_cache_round_trip(vocabs: dict[str, triec.Vocabulary], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TRIEC_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(straddle, "_MEMORY", {})
+    schema = tool_schema(["a", "b"], ARGS["string"])
+    stats = triec.CompileStats()
+    first = triec.compile_schema(schema, vocabs["gpt2"], stats=stats)
+    assert any("built" in k for k in stats.phases)
+    files = list((tmp_path / "straddles").glob("*.npz"))
+    assert len(files) == 1
+    monkeypatch.setattr(straddle, "_MEMORY", {})
+    stats = triec.CompileStats()
+    second = triec.compile_schema(schema, vocabs["gpt2"], stats=stats)
+    assert any("disk" in k for k in stats.phases)
+    assert np.array_equal(first.straddles.tokens, second.straddles.tokens)
+    files[0].write_bytes(files[0].read_bytes()[:-40])  # truncated: rebuilt, not trusted
+    monkeypatch.setattr(straddle, "_MEMORY", {})
+    stats = triec.CompileStats()
+    triec.compile_schema(schema, vocabs["gpt2"], stats=stats)
+    assert any("built" in k for k in stats.phases)
+
+
+def test_other_engine_at_matcher_time_is_refused(vocabs: dict[str, triec.Vocabulary]) -> None:
+    table = triec.compile_schema(tool_schema(["a"], {}), vocabs["gpt2"])
+    with pytest.raises(TriecError, match="computed with llguidance"):
+        table.matcher("xgrammar")
+
+
+def test_schema_json_round_trip_of_names(vocabs: dict[str, triec.Vocabulary]) -> None:
+    table = triec.compile_schema(tool_schema(NAMES, {}), vocabs["gpt2"])
+    assert sorted(table.names) == sorted(NAMES)
+    n = len(table.prefix)
+    assert [json.loads(k[n:]) for k in table.trie.value_bytes] == table.names
