@@ -58,9 +58,8 @@ def compile_schema(
     t0 = time.perf_counter()
     tool = parse_tool_schema(schema, engine, source)
     keys = name_keys(tool.prefix, tool.names)
-    order = sorted(range(len(keys)), key=keys.__getitem__)
-    keys = [keys[i] for i in order]
-    names = [tool.names[i] for i in order]
+    name_of = dict(zip(keys, tool.names, strict=True))
+    keys.sort()
     t1 = time.perf_counter()
     automaton = vocab.automaton
     t2 = time.perf_counter()
@@ -109,7 +108,7 @@ def compile_schema(
         entry_state=e_state[o].astype(np.int32),
         entry_row=e_row[o].astype(np.int32),
         entry_leaf=e_leaf[o].astype(np.int32),
-        names=names,
+        names=name_of,
         prefix=tool.prefix,
         tail=tool.tail,
         name_property=tool.name_property,

@@ -49,7 +49,7 @@ class SchemaTable:
         entry_state: np.ndarray,
         entry_row: np.ndarray,
         entry_leaf: np.ndarray,
-        names: list[str] | None,
+        names: list[str] | dict[bytes, str] | None,
         prefix: bytes,
         tail: bytes,
         name_property: str,
@@ -117,8 +117,10 @@ class SchemaTable:
         return self.trie.num_values
 
     @property
-    def names(self) -> list[str]:
+    def names(self) -> list[str]:  # noqa: D401
         """Name of each value index (the trie's key order: sorted by the keys' bytes)."""
+        if isinstance(self._names, dict):  # from a compile: key -> name, resolved on first use
+            self._names = [self._names[k] for k in self.trie.value_bytes]
         if self._names is None:
             import json
 
@@ -320,11 +322,7 @@ class SchemaMatcher:
         if j < self._n:
             self._src = self._s + j
             return
-        cont = self._cont_src.new()
-        x = st.rest_of(k)
-        if x and not self._drv.feed(cont, x):
-            raise TriecError(f"{self._drv.name} refused {x!r} at the handover; the straddle table does not match it")
-        self._cont = cont
+        self._cont = self._cont_src.new(st.rest_of(k))
         self._src = -1
 
     # ------------------------------------------------------------- decoding

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -90,11 +91,12 @@ def with_enum(continuation: dict[str, Any], name_property: str, names: list[str]
     return {**continuation, "properties": props}
 
 
+_CONTROL = re.compile("[\x00-\x1f\x7f]")
+
+
 def _control(text: str) -> str | None:
-    for ch in text:
-        if ord(ch) < 0x20 or ord(ch) == 0x7F:
-            return f"U+{ord(ch):04X}"
-    return None
+    found = _CONTROL.search(text)
+    return None if found is None else f"U+{ord(found.group()):04X}"
 
 
 def parse_tool_schema(schema: Any, engine: str = "llguidance", source: str = "schema") -> ToolSchema:
@@ -143,21 +145,22 @@ def parse_tool_schema(schema: Any, engine: str = "llguidance", source: str = "sc
     members = spec["enum"]
     if not isinstance(members, list) or not members:
         raise fail(f'property {name_prop!r}: "enum" must be a non-empty array of strings')
-    for i, m in enumerate(members):
-        if not isinstance(m, str):
-            raise fail(f'property {name_prop!r}: "enum"[{i}] is {type(m).__name__}, expected a string')
-        try:
-            m.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            raise fail(f'property {name_prop!r}: "enum"[{i}] is not encodable as UTF-8 ({exc.reason})') from exc
-        if engine == "llguidance":
-            bad = _control(m)
-            if bad:
-                raise fail(
-                    f'property {name_prop!r}: "enum"[{i}] = {m!r} holds control character {bad}, which llguidance '
-                    "accepts in several spellings (e.g. \\n, \\u000a, \\u000A); compile with engine xgrammar "
-                    "(one spelling) or drop the name"
-                )
+    if not all(isinstance(m, str) for m in members):
+        i = next(i for i, m in enumerate(members) if not isinstance(m, str))
+        raise fail(f'property {name_prop!r}: "enum"[{i}] is {type(members[i]).__name__}, expected a string')
+    joined = "".join(members)  # one scan for the common case; pinpoint the member only on failure
+    try:
+        joined.encode("utf-8")
+    except UnicodeEncodeError:
+        i, exc = next((i, e) for i, m in enumerate(members) if (e := _encode_error(m)) is not None)
+        raise fail(f'property {name_prop!r}: "enum"[{i}] is not encodable as UTF-8 ({exc})') from None
+    if engine == "llguidance" and _control(joined):
+        i, m = next((i, m) for i, m in enumerate(members) if _control(m))
+        raise fail(
+            f'property {name_prop!r}: "enum"[{i}] = {m!r} holds control character {_control(m)}, which llguidance '
+            "accepts in several spellings (e.g. \\n, \\u000a, \\u000A); compile with engine xgrammar "
+            "(one spelling) or drop the name"
+        )
     names = list(dict.fromkeys(members))
     continuation = {**schema, "properties": {**props, name_prop: {k: v for k, v in spec.items() if k != "enum"}}}
     return ToolSchema(
@@ -170,6 +173,14 @@ def parse_tool_schema(schema: Any, engine: str = "llguidance", source: str = "sc
         tail=(ITEM_SEPARATOR + json_string_literal(next_prop) + KEY_SEPARATOR).encode("utf-8"),
         continuation=continuation,
     )
+
+
+def _encode_error(text: str) -> str | None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return exc.reason
+    return None
 
 
 def looks_like_tool_schema(doc: Any) -> bool:
