@@ -41,6 +41,17 @@ def tool_schema(names: list[str], args: dict, **extra: object) -> dict:
             "required": ["name", "arguments"], **extra}
 
 
+def greedy(vocab: triec.Vocabulary, text: bytes) -> list[int]:
+    """Longest-match token ids spelling ``text`` (any spelling is a valid decode path)."""
+    ids = {b: i for i, b in enumerate(vocab.token_bytes) if b}
+    out, i = [], 0
+    while i < len(text):
+        n = max(n for n in range(1, len(text) - i + 1) if text[i : i + n] in ids)
+        out.append(ids[text[i : i + n]])
+        i += n
+    return out
+
+
 def check(table: triec.SchemaTable, schema: dict, walks: int = 8, narrower_ok: bool = False) -> None:
     r = compare_schema(table, schema, walks=walks, max_walk_steps=40, full_tail_leaves=1)
     assert r.mismatches == 0, r.examples
@@ -268,3 +279,45 @@ def test_schema_json_round_trip_of_names(vocabs: dict[str, triec.Vocabulary]) ->
     assert sorted(table.names) == sorted(NAMES)
     n = len(table.prefix)
     assert [json.loads(k[n:]) for k in table.trie.value_bytes] == table.names
+
+
+# ---------------------------------------------------------------- artifact
+
+
+def test_artifact_round_trip(vocabs: dict[str, triec.Vocabulary], tmp_path: Path) -> None:
+    vocab = vocabs["gpt2"]
+    schema = tool_schema(NAMES, ARGS["object"])
+    table = triec.compile_schema(schema, vocab)
+    path = tmp_path / "tools.triec"
+    table.save(path)
+    assert path.read_bytes() == (table.save(tmp_path / "again.triec") and (tmp_path / "again.triec").read_bytes())
+    loaded = triec.load(path, verify=True)
+    assert isinstance(loaded, triec.SchemaTable)
+    assert loaded.header["format"] == "triec-schema"
+    s = loaded.header["schema"]
+    assert s["engine"] == "llguidance" and s["tail"] == ', "arguments": ' and s["prefix"] == '{"name": '
+    assert json.loads(s["continuation"])["properties"]["arguments"] == ARGS["object"]
+    assert s["convention"]["item_separator"] == ", " and s["continuation_sha256"].startswith("sha256:")
+    assert loaded.names == table.names
+    loaded.bind(vocab)
+    check(loaded, schema)
+    a, b = table.matcher(), loaded.matcher()
+    for t in greedy(vocab, b'{"name": "get_user", "arguments": {"'):
+        ra, rb = np.zeros(table.words_per_row, np.int32), np.zeros(table.words_per_row, np.int32)
+        a.fill_bitmask(ra)
+        b.fill_bitmask(rb)
+        assert np.array_equal(ra, rb)
+        assert a.accept_token(t) and b.accept_token(t), t
+    assert b.value == "get_user" and b.phase == "continuation"
+
+
+def test_artifact_corrupt_schema_sections_refused(vocabs: dict[str, triec.Vocabulary], tmp_path: Path) -> None:
+    table = triec.compile_schema(tool_schema(["a", "b"], ARGS["string"]), vocabs["gpt2"])
+    path = tmp_path / "t.triec"
+    table.save(path)
+    raw = bytearray(path.read_bytes())
+    raw[-1] ^= 0xFF  # last byte of the last section (head_bytes)
+    path.write_bytes(bytes(raw))
+    triec.load(path)  # layout still fine
+    with pytest.raises(triec.ArtifactChecksumError, match="head_bytes"):
+        triec.load(path, verify=True)

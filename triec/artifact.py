@@ -81,14 +81,28 @@ def _expected_counts(num_states: int, num_allowed: int, num_values: int) -> dict
 
 
 def encode_artifact(table: MaskTable) -> bytes:
-    """The artifact's bytes: a pure function of the table (same table, same bytes)."""
+    """The artifact's bytes: a pure function of the table (same table, same bytes).
+
+    A compiled tool schema (:class:`~triec.schema_table.SchemaTable`) is written as
+    format ``"triec-schema"``: its trie's six sections, then the schema sections
+    (:mod:`triec.schema_artifact`), and a ``schema`` map in the header.
+    """
     import msgpack
 
-    if table.num_allowed >= 2**32:
-        raise ArtifactError(f"{table.num_allowed} allowed pairs exceed the format's u32 offsets")
+    schema_table = table if getattr(table, "kind", None) == "tool-schema" else None
+    trie = schema_table.trie if schema_table is not None else table  # type: ignore[attr-defined]
+    if trie.num_allowed >= 2**32:
+        raise ArtifactError(f"{trie.num_allowed} allowed pairs exceed the format's u32 offsets")
     arrays: list[tuple[str, str, bytes, int]] = []
-    for name, dtype in SECTIONS:
-        a = np.ascontiguousarray(getattr(table, name), dtype=np.dtype(dtype))
+    layout = list(SECTIONS)
+    sources = {name: getattr(trie, name) for name, _ in SECTIONS}
+    if schema_table is not None:
+        from triec.schema_artifact import SCHEMA_SECTIONS, schema_arrays
+
+        layout += SCHEMA_SECTIONS
+        sources.update(schema_arrays(schema_table))
+    for name, dtype in layout:
+        a = np.ascontiguousarray(sources[name], dtype=np.dtype(dtype))
         arrays.append((name, dtype, a.tobytes(), int(a.shape[0])))
     sections = []
     offset = 0
@@ -97,24 +111,28 @@ def encode_artifact(table: MaskTable) -> bytes:
             {"name": name, "dtype": dtype, "count": count, "offset": offset, "length": len(raw), "crc32": zlib.crc32(raw)}
         )
         offset = _align(offset + len(raw))
-    header = {
+    header: dict[str, Any] = {
         "format": FORMAT_NAME,
         "triec_version": __version__,
-        "tokenizer": {"name": table.tokenizer_name, "fingerprint": table.tokenizer_fingerprint},
-        "vocab_size": table.vocab_size,
-        "eos_token_ids": list(table.eos_token_ids),
-        "num_values": table.num_values,
-        "num_states": table.num_states,
-        "num_allowed": table.num_allowed,
-        "build_options": table.build_options,
-        "sections": sections,
+        "tokenizer": {"name": trie.tokenizer_name, "fingerprint": trie.tokenizer_fingerprint},
+        "vocab_size": trie.vocab_size,
+        "eos_token_ids": list(trie.eos_token_ids),
+        "num_values": trie.num_values,
+        "num_states": trie.num_states,
+        "num_allowed": trie.num_allowed,
+        "build_options": trie.build_options,
     }
     version = PLAIN_FORMAT_VERSION
-    if not table.encoding.plain:
+    if not trie.encoding.plain:
         version = FORMAT_VERSION
-        header = {k: v for k, v in header.items() if k != "sections"}
-        header["encoding"] = table.encoding.to_header()
-        header["sections"] = sections
+        header["encoding"] = trie.encoding.to_header()
+    if schema_table is not None:
+        from triec.schema_artifact import FORMAT_NAME as SCHEMA_FORMAT
+        from triec.schema_artifact import schema_header
+
+        header["format"] = SCHEMA_FORMAT
+        header["schema"] = schema_header(schema_table)
+    header["sections"] = sections
     head = msgpack.packb(header, use_bin_type=True)
     out = bytearray(PREAMBLE.pack(MAGIC, version, len(head), zlib.crc32(head), 0))
     out += head
@@ -262,8 +280,10 @@ def parse_artifact(buf: Any, source: str, *, verify: bool = False) -> dict[str, 
     header, data_start, version = _header(buf, source)
     if verify and any(buf[PREAMBLE.size + _header_length(buf) : data_start]):
         raise _fail(source, "padding after the header: expected zero bytes")
-    if header.get("format") != FORMAT_NAME:
-        raise _fail(source, f"header field 'format': expected {FORMAT_NAME!r}, found {header.get('format')!r}")
+    from triec.schema_artifact import FORMAT_NAME as SCHEMA_FORMAT
+
+    if header.get("format") not in (FORMAT_NAME, SCHEMA_FORMAT):
+        raise _fail(source, f"header field 'format': expected {FORMAT_NAME!r} or {SCHEMA_FORMAT!r}, found {header.get('format')!r}")
     vocab_size = _count(header, "vocab_size", source, 2**31)
     if vocab_size < 1:
         raise _fail(source, "header field 'vocab_size': a mask is at least 1 token wide, found 0")
@@ -291,12 +311,21 @@ def parse_artifact(buf: Any, source: str, *, verify: bool = False) -> dict[str, 
         raise _fail(source, "header field 'tokenizer': expected name and fingerprint strings")
     sections = _field(header, "sections", list, source)
     expected = _expected_counts(num_states, num_allowed, num_values)
-    if len(sections) != len(SECTIONS):
-        raise _fail(source, f"header field 'sections': expected {len(SECTIONS)} sections, found {len(sections)}")
+    layout = list(SECTIONS)
+    if header["format"] == SCHEMA_FORMAT:
+        from triec.schema_artifact import SCHEMA_SECTIONS
+        from triec.schema_artifact import expected_counts as schema_counts
+
+        layout += SCHEMA_SECTIONS
+        expected.update(schema_counts(header.get("schema"), source))
+    elif "schema" in header:
+        raise _fail(source, f"header field 'schema': only a {SCHEMA_FORMAT!r} artifact has one")
+    if len(sections) != len(layout):
+        raise _fail(source, f"header field 'sections': expected {len(layout)} sections, found {len(sections)}")
     size = len(buf)
     arrays: dict[str, np.ndarray] = {}
     cursor = 0
-    for sec, (name, dtype) in zip(sections, SECTIONS, strict=True):
+    for sec, (name, dtype) in zip(sections, layout, strict=True):
         if not isinstance(sec, dict) or sec.get("name") != name:
             raise _fail(source, f"section table: expected {name!r} next, found {sec!r:.80}")
         if sec.get("dtype") != dtype:
@@ -351,8 +380,9 @@ def load(
     buf, _compressed = _read_buffer(source)
     parsed = parse_artifact(buf, source, verify=verify)
     header, arrays = parsed["header"], parsed["arrays"]
+    trie_arrays = {name: arrays[name] for name, _ in SECTIONS}
     table = MaskTable(
-        **arrays,
+        **trie_arrays,
         vocab_size=header["vocab_size"],
         eos_token_ids=header["eos_token_ids"],
         tokenizer_fingerprint=header["tokenizer"]["fingerprint"],
@@ -373,4 +403,12 @@ def load(
             f"{source}: compiled for tokenizer {table.tokenizer_fingerprint} ({table.tokenizer_name}), "
             f"expected {expect_fingerprint}"
         )
+    if "schema" in header:
+        from triec.schema_artifact import build_schema_table, validate_schema_contents
+
+        schema_table = build_schema_table(table, header, arrays)
+        schema_table.source, schema_table.header = source, header
+        if verify:
+            validate_schema_contents(schema_table, source)
+        return schema_table  # type: ignore[return-value]
     return table

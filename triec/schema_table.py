@@ -141,6 +141,10 @@ class SchemaTable:
 
     # ------------------------------------------------------------- engine
 
+    def check_tokenizer(self, fingerprint_or_vocab: Any) -> None:
+        """As :meth:`MaskTable.check_tokenizer`."""
+        self.trie.check_tokenizer(fingerprint_or_vocab)
+
     def bind(self, vocab: Vocabulary) -> None:
         """Attach the decoded vocabulary the continuation engine needs (checked against the fingerprint)."""
         self.trie.check_tokenizer(vocab)
