@@ -268,10 +268,16 @@ def test_straddle_cache_round_trip(vocabs: dict[str, triec.Vocabulary], tmp_path
     assert any("built" in k for k in stats.phases)
 
 
-def test_other_engine_at_matcher_time_is_refused(vocabs: dict[str, triec.Vocabulary]) -> None:
-    table = triec.compile_schema(tool_schema(["a"], {}), vocabs["gpt2"])
-    with pytest.raises(TriecError, match="computed with llguidance"):
-        table.matcher("xgrammar")
+def test_other_engine_at_matcher_time(vocabs: dict[str, triec.Vocabulary]) -> None:
+    pytest.importorskip("xgrammar")
+    schema = tool_schema(["a", "ab"], ARGS["free_object"])
+    table = triec.compile_schema(schema, vocabs["gpt2"])
+    twin = table.with_engine("xgrammar")
+    assert twin.engine == "xgrammar" and twin.trie is table.trie and table.engine == "llguidance"
+    assert table.matcher("xgrammar").table is twin
+    check(twin, schema)
+    with pytest.raises(TriecError, match="unknown continuation engine"):
+        table.matcher("nope")
 
 
 def test_schema_json_round_trip_of_names(vocabs: dict[str, triec.Vocabulary]) -> None:

@@ -139,3 +139,26 @@ def test_processor_follows_each_row_and_resets(vocabs) -> None:
         ids = torch.cat([ids, torch.tensor(nxt).unsqueeze(1)], dim=1)
     out = proc(torch.tensor([[1, 2]]), torch.zeros(1, vocab.vocab_size))  # another generate call: a fresh row
     assert np.array_equal(np.flatnonzero(torch.isfinite(out[0]).numpy()), table.allowed(table.start))
+
+
+def test_generate_tool_calls_with_a_schema_table(vocabs, hf, models) -> None:
+    """A compiled tool schema in generate: every row is one complete tool call, then EOS."""
+    vocab, tok, model = vocabs["qwen2"], hf["qwen2"], models["qwen2"]
+    names = triec.synthetic.tool_names(1000)
+    args = {"type": "object", "properties": {"flag": {"type": "boolean"}}, "required": ["flag"], "additionalProperties": False}
+    schema = {"type": "object", "properties": {"name": {"type": "string", "enum": names}, "arguments": args},
+              "required": ["name", "arguments"], "additionalProperties": False}
+    table = triec.compile_schema(schema, vocab)
+    budget = max(len(n.encode()) for n in names) + len('{"name": "", "arguments": {"flag": false}}') + 1
+    for sample in (False, True):
+        proc = TriecLogitsProcessor(table)
+        rows = generate(model, tok, vocab, proc, sample=sample, max_new_tokens=budget)
+        for row, m in zip(rows, proc.matchers, strict=True):
+            eos = [i for i, t in enumerate(row) if t in vocab.eos_token_ids]
+            assert eos, row
+            text = b"".join(vocab.token_bytes[t] for t in row[: eos[0]]).decode()
+            call = json.loads(text)
+            assert text == json.dumps(call, ensure_ascii=False)  # compact convention: ", " and ": "
+            assert call["name"] in names and isinstance(call["arguments"]["flag"], bool)
+            # generate stops at EOS without calling the processor again: the matcher sits where EOS is allowed
+            assert m.value == call["name"] and row[eos[0]] in m.allowed()

@@ -149,3 +149,51 @@ def describe_state(
         "tokens": tokens,
         "tokens_truncated": shown < hi_off - lo_off,
     }
+
+
+# ---------------------------------------------------------------- tool schemas
+
+
+def straddle_counts(table: Any) -> dict[str, Any]:
+    """Straddling tokens of a tool-schema table: per tail offset, per head, and the (state, head) entries.
+
+    ``tail[i]`` counts the tokens allowed i bytes into the tail, split into those that stay inside
+    it and those that hand over to the continuation (carrying bytes past the tail or not).
+    """
+    st = table.straddles
+    n = table.tail_len
+    counts = np.diff(np.asarray(st.offsets, dtype=np.int64))
+    target = np.asarray(st.target, dtype=np.int64)
+    row = np.repeat(np.arange(st.num_rows), counts)
+    rest = np.diff(np.asarray(st.rest_offsets, dtype=np.int64)) > 0
+    tail = []
+    for i in range(n):
+        sel = row == i
+        tail.append({
+            "offset": i,
+            "read": escape_bytes(table.tail[:i]),
+            "tokens": int(sel.sum()),
+            "inside_tail": int((sel & (target < n)).sum()),
+            "handover": int((sel & (target == n) & ~rest).sum()),
+            "into_continuation": int((sel & rest).sum()),
+        })
+    heads = [{"head": escape_bytes(st.head(j)), "tokens": int(counts[n + j]),
+              "entries": int((np.asarray(table.entry_row) == n + j).sum())} for j in range(st.num_rows - n)]
+    return {"tail": tail, "heads": heads, "entries": int(table.entry_state.shape[0]), "total": int(counts.sum())}
+
+
+def schema_summary(table: Any) -> dict[str, Any]:
+    """Convention, literal text, continuation and engine of a tool-schema table."""
+    return {
+        "kind": "tool-schema",
+        "engine": table.engine,
+        "engine_version": table.engine_version,
+        "convention": table.convention,
+        "name_property": table.name_property,
+        "next_property": table.next_property,
+        "prefix": table.prefix.decode("utf-8"),
+        "tail": table.tail.decode("utf-8"),
+        "continuation": table.continuation_text,
+        "continuation_sha256": table.continuation_sha256,
+        "straddles": straddle_counts(table),
+    }

@@ -78,6 +78,7 @@ class SchemaTable:
         self.convention = dict(convention)
         self.vocab = vocab
         self._continuations: dict[str, Continuation] = {}
+        self._twins: dict[str, SchemaTable] = {}
         self.source: str | None = None
         self.header: dict[str, Any] | None = None
 
@@ -160,14 +161,42 @@ class SchemaTable:
         assert self.vocab is not None
         return self.vocab
 
+    def with_engine(self, engine: str) -> SchemaTable:
+        """This table with its continuation run by ``engine``: the same trie and entries, that engine's straddle tables.
+
+        Straddle tables depend on the engine (its continuation language decides which bytes are viable past the
+        tail), so they are built (or read from the cache) for it; the head rows are the same for every engine.
+        """
+        if engine == self.engine:
+            return self
+        if engine not in ("llguidance", "xgrammar"):
+            raise TriecError(f"unknown continuation engine {engine!r}; expected llguidance or xgrammar")
+        found = self._twins.get(engine)
+        if found is not None:
+            return found
+        from triec import straddle
+        from triec.engines import engine_version
+
+        vocab = self._vocabulary()
+        twin = SchemaTable(
+            trie=self.trie, straddles=self.straddles, entry_state=self.entry_state, entry_row=self.entry_row,
+            entry_leaf=self.entry_leaf, names=self._names, prefix=self.prefix, tail=self.tail,
+            name_property=self.name_property, next_property=self.next_property, continuation_text=self.continuation_text,
+            continuation_sha256=self.continuation_sha256, engine=engine, engine_version=engine_version(engine),
+            convention=self.convention, vocab=vocab,
+        )
+        st, _ = straddle.load_or_build(vocab, self.tail, engine, self.continuation_text, lambda: twin.continuation())
+        if st.num_rows != self.straddles.num_rows or not np.array_equal(st.head_bytes, self.straddles.head_bytes):
+            raise TriecError(f"the straddle heads for {engine} differ from the table's; recompile with engine={engine!r}")
+        twin.straddles = st
+        self._twins[engine] = twin
+        return twin
+
     def continuation(self, engine: str | None = None) -> Continuation:
         """The engine's handover template (built on first use: the engine's tokenizer setup and a small compile)."""
         name = engine or self.engine
         if name != self.engine:
-            raise TriecError(
-                f"this table's straddle tables were computed with {self.engine}; compile with engine={name!r} "
-                "to serve the continuation with it"
-            )
+            return self.with_engine(name).continuation()
         found = self._continuations.get(name)
         if found is None:
             import json
@@ -184,8 +213,10 @@ class SchemaTable:
         return found
 
     def matcher(self, engine: str | None = None) -> SchemaMatcher:
-        """A fresh per-sequence matcher (xgrammar / llguidance style)."""
-        return SchemaMatcher(self, self.continuation(engine))
+        """A fresh per-sequence matcher (xgrammar / llguidance style); ``engine`` overrides the compile's."""
+        if engine is not None and engine != self.engine:
+            return self.with_engine(engine).matcher()
+        return SchemaMatcher(self, self.continuation())
 
     def matcher_at(self, state: int, tail_offset: int | None = None, value: int = -1) -> SchemaMatcher:
         """A matcher positioned at trie state ``state``, or at ``tail_offset`` after value ``value`` (for checks)."""

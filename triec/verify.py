@@ -105,6 +105,7 @@ class VerifyReport:
     sampled: bool = False
     seed: int = 0
     unreachable_states: int = 0
+    schema: dict[str, Any] | None = None  # a tool-schema artifact: engine, prefix, tail, continuation hash
     checks: list[CheckResult] = field(default_factory=list)
     seconds: float = 0.0
 
@@ -568,6 +569,10 @@ def verify(
     if table is None or vocab is None:
         report.seconds = time.perf_counter() - t0
         return report
+    if getattr(table, "kind", None) == "tool-schema":
+        _verify_schema(table, vocab, report, against, explicit, walks, seed, max_examples)
+        report.seconds = time.perf_counter() - t0
+        return report
     selected, report.sampled = select_states(table, states, seed)
     report.states_selected = int(selected.size)
     paths: tuple[np.ndarray, np.ndarray] | None = None
@@ -604,3 +609,62 @@ def verify(
             progress(CheckProgress(name, report.checks[-1].status, 0, int(selected.size)))
     report.seconds = time.perf_counter() - t0
     return report
+
+
+def _verify_schema(table: Any, vocab: Vocabulary, report: VerifyReport, against: Sequence[str], explicit: Sequence[str],
+                   walks: int, seed: int, max_examples: int) -> None:
+    """A tool-schema artifact: its name trie against the reference; the whole output against each engine.
+
+    Each engine is compared with itself compiled on the whole schema (every name), in the artifact's
+    convention: every trie state, one step past every token leaving the trie part, every tail offset
+    (after a few keys), random walks to EOS (docs/verify.md).
+    """
+    import json
+
+    from triec.schema_verify import compare_schema
+    from triec.tool_schema import with_enum
+
+    table.bind(vocab)
+    report.schema = {"engine": table.engine, "prefix": table.prefix.decode("utf-8"), "tail": table.tail.decode("utf-8"),
+                     "continuation_sha256": table.continuation_sha256}
+    schema = with_enum(json.loads(table.continuation_text), table.name_property, table.names)
+    report.states_selected = table.num_states
+    for name in against:
+        if name == "reference":
+            result = compare_reference(table.trie, vocab, np.arange(table.num_states, dtype=np.int64), max_examples)
+            result.against = "reference"
+            result.reason = "the trie of the name keys"
+            report.checks.append(result)
+            continue
+        if name not in ("llguidance", "xgrammar"):
+            report.checks.append(CheckResult(against=name, status="skipped", reason="tool schemas are compared with llguidance and xgrammar"))
+            continue
+        try:
+            make_engine(name, vocab)  # raises EngineUnavailable with the pip command
+        except EngineUnavailable as exc:
+            if name in explicit:
+                raise
+            report.checks.append(CheckResult(against=name, status="skipped", reason=str(exc)))
+            continue
+        t0 = time.perf_counter()
+        try:
+            r = compare_schema(table.with_engine(name), schema, walks=walks, seed=seed)
+        except TriecError as exc:
+            report.checks.append(CheckResult(against=name, status="error", reason=str(exc)))
+            continue
+        result = CheckResult(against=name, version=table.with_engine(name).engine_version,
+                             states_checked=r.states_checked + r.steps_past + r.tail_checked,
+                             walks=r.walks, walk_steps=r.walk_steps)
+        result.reason = (f"{r.states_checked} trie states, {r.steps_past} steps past the trie part, "
+                         f"{r.tail_checked} tail offsets, {r.walks_ended} of {r.walks} walks ended with EOS")
+        if r.engine_narrower:
+            result.reason += f"; {r.engine_narrower} rows where the engine's mask omits tokens its own accept_token accepts"
+        for ex in r.examples:
+            result.add(Mismatch(state=-1, prefix=ex["prefix"], problem=ex["where"],
+                                only_triec=[{"id": x.split(":", 1)[0], "bytes": x.split(":", 1)[1]} for x in ex["only_triec"]],
+                                only_other=[{"id": x.split(":", 1)[0], "bytes": x.split(":", 1)[1]} for x in ex["only_engine"]]),
+                       max_examples)
+        result.mismatches = r.mismatches
+        result.status = "ok" if r.mismatches == 0 else "mismatch"
+        result.seconds["compare"] = time.perf_counter() - t0
+        report.checks.append(result)

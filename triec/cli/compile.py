@@ -60,8 +60,16 @@ def compile_cmd(
     implementation: Annotated[str, typer.Option("--implementation", help="numpy (fast) or reference (pyahocorasick).", hidden=True)] = "numpy",
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as one JSON object.")] = False,
     quiet: Annotated[bool, typer.Option("-q", "--quiet", help="Print nothing on success.")] = False,
+    engine: Annotated[
+        str, typer.Option("--engine", help="Tool-call schemas only: the engine that runs the continuation (llguidance or xgrammar).")
+    ] = "llguidance",
 ) -> None:
-    """Compile VALUES into an artifact of exact per-state token masks."""
+    """Compile VALUES into an artifact of exact per-state token masks.
+
+    A JSON Schema object whose first property is a string "enum" followed by more
+    properties (a tool call: {"name": <one of K tools>, "arguments": {...}})
+    compiles into a tool-schema artifact: the names in the trie, the rest run by --engine.
+    """
     from triec.compiler import CompileStats, compile_sorted, prepare_buffer, spell_all
     from triec.encoding import ENCODINGS, Encoding
     from triec.values import FORMATS, read_input
@@ -86,6 +94,12 @@ def compile_cmd(
         raise TriecError(f"{target}: is the values file itself; pass another path with -o")
     phases = Phases(show=not (quiet or as_json))
     total0 = time.perf_counter()
+    doc = _tool_schema_document(values, fmt)
+    if doc is not None:
+        _compile_tool_schema(doc, values, target, tokenizer, vocab_size, _parse_eos(eos), engine, zstd, as_json, quiet, phases, total0)
+        return
+    if engine != "llguidance":
+        raise TriecError("--engine applies to tool-call schemas only (a JSON object whose first property is an enum)")
     with phases.phase("read", f"reading {values}"):
         raw_values, schema_encoding = read_input(values, fmt)
     flags = [f for f, v in (("--encoding", encoding), ("--prefix", prefix), ("--suffix", suffix)) if v is not None]
@@ -142,6 +156,95 @@ def compile_cmd(
         out.print_json(json.dumps(summary))
     elif not quiet:
         _print_summary(summary)
+
+
+def _tool_schema_document(values: str, fmt: str) -> Any:
+    """The parsed JSON when VALUES is a tool-call schema file (an object whose first property has an enum), else None."""
+    from triec.tool_schema import looks_like_tool_schema
+
+    if values == "-" or fmt == "lines":
+        return None
+    try:
+        raw = Path(values).read_bytes()
+    except OSError:
+        return None  # read_values reports it
+    if not raw.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"{"):
+        return None
+    try:
+        doc = json.loads(raw.decode("utf-8-sig"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    if not looks_like_tool_schema(doc):
+        return None
+    from triec.errors import ValuesError
+    from triec.json_schema import parse_schema
+
+    try:  # a flat schema (the enum plus const properties) is a finite set: compiled whole, no engine needed
+        parse_schema(doc)
+    except ValuesError:
+        return doc
+    return None
+
+
+def _compile_tool_schema(
+    doc: Any, values: str, target: Path, tokenizer: str | None, vocab_size: int | None, eos: list[int] | None,
+    engine: str, zstd: bool, as_json: bool, quiet: bool, phases: Phases, total0: float,
+) -> None:
+    from triec.compiler import CompileStats
+    from triec.schema_compiler import compile_schema
+    from triec.vocabulary import Vocabulary
+
+    with phases.phase("tokenizer", "loading tokenizer"):
+        vocab = Vocabulary.load(tokenizer, vocab_size=vocab_size, eos_token_ids=eos)
+    with phases.phase("automaton", "building the vocabulary automaton (cached after the first run)"):
+        vocab.automaton  # noqa: B018
+    stats = CompileStats()
+    with phases.phase("compile", "compiling the tool schema"):
+        table = compile_schema(doc, vocab, engine=engine, stats=stats, source=values)
+    with phases.phase("write", f"writing {target}"):
+        size = table.save(target, compress=zstd or str(target).endswith(".zst"))
+    from triec.inspect import straddle_counts
+
+    summary = {
+        "output": str(target),
+        "kind": "tool-schema",
+        "artifact_bytes": size,
+        "tokenizer": vocab.name,
+        "tokenizer_fingerprint": vocab.fingerprint,
+        "vocab_size": vocab.vocab_size,
+        "eos_token_ids": list(vocab.eos_token_ids),
+        "engine": table.engine,
+        "engine_version": table.engine_version,
+        "name_property": table.name_property,
+        "next_property": table.next_property,
+        "names": stats.num_values,
+        "duplicates_removed": stats.duplicates,
+        "states": stats.num_states,
+        "allowed_pairs": stats.num_allowed,
+        "straddle_entries": int(table.entry_state.shape[0]),
+        "straddles_per_tail_offset": straddle_counts(table)["tail"],
+        "continuation_sha256": table.continuation_sha256,
+        "seconds": {**{k: round(v, 6) for k, v in stats.phases.items()}, "tokenizer": round(phases.seconds["tokenizer"], 6),
+                    "automaton": round(phases.seconds["automaton"], 6), "write": round(phases.seconds["write"], 6),
+                    "total": round(time.perf_counter() - total0, 6)},
+    }
+    if as_json:
+        out.print_json(json.dumps(summary))
+    elif not quiet:
+        from rich.table import Table
+
+        t = Table(title=escape(f"triec compile (tool schema) → {summary['output']}"), show_header=False, title_justify="left")
+        t.add_column(style="bold")
+        t.add_column(justify="right")
+        t.add_row("names (K)", f"{summary['names']:,}" + (f"  ({summary['duplicates_removed']:,} duplicates removed)" if summary["duplicates_removed"] else ""))
+        t.add_row("output", escape(f"{table.prefix.decode()}<name>{table.tail.decode()}<{table.next_property}...>"))
+        t.add_row("trie states", f"{summary['states']:,}")
+        t.add_row("straddle entries", f"{summary['straddle_entries']:,}")
+        t.add_row("continuation engine", f"{table.engine} {table.engine_version or ''}")
+        t.add_row("tokenizer", escape(f"{summary['tokenizer']}  ({summary['vocab_size']:,} wide, EOS {summary['eos_token_ids']})"))
+        t.add_row("artifact", f"{size:,} bytes")
+        t.add_row("time (ms)", "  ".join(f"{k} {1000 * v:.1f}" for k, v in summary["seconds"].items()))
+        out.print(t)
 
 
 def _print_summary(s: dict[str, Any]) -> None:

@@ -32,6 +32,10 @@ def inspect_cmd(
     if prefix is not None and state is not None:
         raise TriecError("pass --prefix or --state, not both")
     table = triec.load(artifact, verify=True)
+    schema_info = None
+    if getattr(table, "kind", None) == "tool-schema":  # a compiled tool schema: show its name trie, then the rest
+        schema_info = ins.schema_summary(table)
+        table = table.trie
     header = dict(getattr(table, "header", {}))
     header["format_version"] = getattr(table, "format_version", None)
     report: dict[str, Any] = {"artifact": str(artifact), "file_bytes": os.path.getsize(artifact)}
@@ -39,6 +43,8 @@ def inspect_cmd(
         timespec="seconds"
     )
     report.update(ins.summary(table, header, ins.section_sizes(table)))
+    if schema_info is not None:
+        report["schema"] = schema_info
     report["depths"] = ins.depth_distribution(table)
     report["widest_states"] = ins.widest_states(table, widest) if widest else []
     if prefix is not None:
@@ -75,6 +81,25 @@ def _print(r: dict[str, Any]) -> None:
     meta.add_row("states / sharing r", f"{r['states']:,} / {r['sharing_ratio']}")
     meta.add_row("allowed pairs", f"{r['allowed_pairs']:,}  (root {r['root_allowed']}, max {r['max_allowed']}, mean {r['mean_allowed']})")
     out.print(meta)
+    sch = r.get("schema")
+    if sch:
+        st = Table(title="tool schema", show_header=False, title_justify="left")
+        st.add_column(style="bold")
+        st.add_column()
+        st.add_row("output", escape(f"{sch['prefix']}<{sch['name_property']}>{sch['tail']}<continuation>"))
+        st.add_row("convention", escape(", ".join(f"{k}={v!r}" for k, v in sch["convention"].items())))
+        st.add_row("continuation engine", escape(f"{sch['engine']} {sch['engine_version'] or ''}"))
+        st.add_row("continuation", escape(sch["continuation"][:200] + ("..." if len(sch["continuation"]) > 200 else "")))
+        st.add_row("continuation sha256", sch["continuation_sha256"])
+        st.add_row("straddle entries / heads", f"{sch['straddles']['entries']:,} / {len(sch['straddles']['heads'])}")
+        out.print(st)
+        tt = Table(title="straddling tokens per tail offset", title_justify="left")
+        for col in ("offset", "read", "tokens", "inside tail", "handover", "into continuation"):
+            tt.add_column(col, justify="left" if col == "read" else "right")
+        for row in sch["straddles"]["tail"]:
+            tt.add_row(str(row["offset"]), escape(repr(row["read"])), str(row["tokens"]), str(row["inside_tail"]),
+                       str(row["handover"]), str(row["into_continuation"]))
+        out.print(tt)
 
     sec = Table(title="sections", title_justify="left")
     for col in ("section", "bytes", "zstd bytes"):

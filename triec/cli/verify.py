@@ -82,7 +82,12 @@ def _print_report(report) -> None:  # noqa: ANN001 - VerifyReport, imported lazi
             f"{sum(c.seconds.values()):.2f}",
         )
     out.print(t)
+    if report.schema:
+        out.print(escape(f"tool schema: {report.schema['prefix']}<name>{report.schema['tail']}<continuation in "
+                         f"{report.schema['engine']}>; each engine compared with itself compiled on the whole schema"), highlight=False)
     for c in report.checks:
+        if report.schema and c.status in ("ok", "mismatch") and c.reason:
+            out.print(escape(f"  {c.against}: {c.reason}"), highlight=False, soft_wrap=True)
         if c.status in ("skipped", "error"):
             out.print(f"[yellow]{escape(c.against)} {c.status}:[/] {escape(c.reason)}", highlight=False, soft_wrap=True)
         for m in c.examples:

@@ -7,6 +7,12 @@ host synchronisation. EOS is allowed exactly where a row's text is a complete
 value; after EOS the row allows only EOS, so finished rows in a batch never
 produce an all ``-inf`` row.
 
+A compiled tool schema (:class:`~triec.schema_table.SchemaTable`) is served with
+one :class:`~triec.schema_table.SchemaMatcher` per row on the CPU (the name field
+from the trie's word rows, the continuation from its engine); its rows are
+written by one :class:`~triec.schema_table.SchemaMaskWriter` and copied to the
+logits' device.
+
 Greedy and sampled decoding are supported; beam search (which reorders rows
 between steps) and assisted or speculative decoding (several tokens per call)
 are not: a call whose input is not exactly one token longer than the previous
@@ -25,6 +31,7 @@ from triec.torch_table import TorchMaskTable
 if TYPE_CHECKING:
     from triec.restrict import RestrictedTable
     from triec.runtime import MaskTable
+    from triec.schema_table import SchemaMaskWriter, SchemaMatcher, SchemaTable
 
 
 class TriecLogitsProcessor(LogitsProcessor):
@@ -39,8 +46,11 @@ class TriecLogitsProcessor(LogitsProcessor):
     # (rows joining and leaving the batch) would scramble.
     supports_continuous_batching = False
 
-    def __init__(self, table: MaskTable | RestrictedTable | TorchMaskTable) -> None:
+    def __init__(self, table: MaskTable | RestrictedTable | TorchMaskTable | SchemaTable) -> None:
         self._source = table
+        self._schema = table if getattr(table, "kind", None) == "tool-schema" else None
+        self.matchers: list[SchemaMatcher] | None = None
+        self._writer: SchemaMaskWriter | None = None
         self._tables: dict[torch.device, TorchMaskTable] = {}
         if isinstance(table, TorchMaskTable):
             self._tables[table.device] = table
@@ -50,6 +60,7 @@ class TriecLogitsProcessor(LogitsProcessor):
     def reset(self) -> None:
         """Forget the rows' states: the next call starts every row afresh."""
         self.states = None
+        self.matchers = None
         self._length = 0
 
     def device_table(self, device: torch.device) -> TorchMaskTable:
@@ -65,6 +76,8 @@ class TriecLogitsProcessor(LogitsProcessor):
         return table
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        if self._schema is not None:
+            return self._call_schema(input_ids, scores)
         table = self.device_table(scores.device)
         batch, length = input_ids.shape
         if self.states is None or self.states.shape[0] != batch or length != self._length + 1:
@@ -73,3 +86,34 @@ class TriecLogitsProcessor(LogitsProcessor):
             self.states = table.advance(self.states, input_ids[:, -1].to(scores.device))
         self._length = length
         return table.apply_bitmask(scores, table.fill(self.states), inplace=False)
+
+    def _call_schema(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        table = self._schema
+        assert table is not None
+        batch, length = input_ids.shape
+        if self.matchers is None or len(self.matchers) != batch or length != self._length + 1:
+            self.matchers = [table.matcher() for _ in range(batch)]
+        else:
+            last = input_ids[:, -1].tolist()
+            for row, (m, t) in enumerate(zip(self.matchers, last, strict=True)):
+                if m.is_terminated():
+                    continue  # generate pads finished rows
+                if not m.accept_token(t):
+                    raise ValueError(f"row {row}: token {t} was not allowed by the mask (was the mask applied last?)")
+        self._length = length
+        if self._writer is None or self._writer.max_batch < batch:
+            self._writer = table.mask_writer(batch)
+        rows = torch.from_numpy(self._writer.fill(self.matchers)).to(scores.device)
+        return _apply_bitmask(scores, rows)
+
+
+def _apply_bitmask(scores: torch.Tensor, bitmask: torch.Tensor) -> torch.Tensor:
+    """``scores`` with -inf where the int32 bitmask's bit is 0 (columns past the bitmask are masked too)."""
+    b, width = scores.shape
+    bits = torch.tensor([1 << i for i in range(8)], dtype=torch.uint8, device=bitmask.device)
+    blocked = ((bitmask.contiguous().view(torch.uint8).unsqueeze(-1) & bits) == 0).reshape(b, -1)
+    if blocked.shape[1] >= width:
+        blocked = blocked[:, :width]
+    else:
+        blocked = torch.cat([blocked, torch.ones((b, width - blocked.shape[1]), dtype=torch.bool, device=blocked.device)], 1)
+    return scores.masked_fill(blocked, float("-inf"))
