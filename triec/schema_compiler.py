@@ -8,7 +8,6 @@ the names plus a lookup.
 
 from __future__ import annotations
 
-import re
 import time
 from typing import Any
 
@@ -18,19 +17,24 @@ from triec.compiler import CompileStats
 from triec.encoding import json_string_literal
 from triec.runtime import MaskTable
 from triec.schema_table import SchemaTable
-from triec.tool_schema import CONVENTION, parse_tool_schema
+from triec.tool_schema import _PLAIN, CONVENTION, parse_tool_schema
 from triec.trie import build_trie
 from triec.vocabulary import Vocabulary
 from triec.walk import walk
 
-_PLAIN = re.compile(r'["\\\x00-\x1f\x7f]')
 
+def name_keys(prefix: bytes, names: list[str], plain: bool | None = None) -> list[bytes]:
+    """PREFIX + the JSON string literal of each name.
 
-def name_keys(prefix: bytes, names: list[str]) -> list[bytes]:
-    """PREFIX + the JSON string literal of each name (a fast path for names needing no escape)."""
-    if _PLAIN.search("".join(names)) is None:
-        head = prefix + b'"'
-        return [head + n.encode("utf-8") + b'"' for n in names]
+    ``plain`` (no name holds a quote, backslash or control character) takes a path of
+    a few C-level string operations for the whole list instead of one ``json.dumps`` each.
+    """
+    if plain is None:
+        plain = _PLAIN.search("".join(names)) is None
+    if plain and names:
+        head = prefix.decode("utf-8") + '"'
+        text = head + ('"\x00' + head).join(names) + '"'
+        return text.encode("utf-8").split(b"\x00")
     return [prefix + json_string_literal(n).encode("utf-8") for n in names]
 
 
@@ -57,7 +61,7 @@ def compile_schema(
         vocab = Vocabulary.load(vocab)
     t0 = time.perf_counter()
     tool = parse_tool_schema(schema, engine, source)
-    keys = name_keys(tool.prefix, tool.names)
+    keys = name_keys(tool.prefix, tool.names, tool.names_plain)
     name_of = dict(zip(keys, tool.names, strict=True))
     keys.sort()
     t1 = time.perf_counter()

@@ -62,6 +62,7 @@ class ToolSchema:
     prefix: bytes  # {"name":<space>
     tail: bytes  # ,<space>"arguments":<space>
     continuation: dict[str, Any]  # the schema without the enum's members
+    names_plain: bool = False  # no name needs an escape: its JSON literal is '"' + name + '"'
 
     @property
     def continuation_text(self) -> str:
@@ -92,6 +93,7 @@ def with_enum(continuation: dict[str, Any], name_property: str, names: list[str]
 
 
 _CONTROL = re.compile("[\x00-\x1f\x7f]")
+_PLAIN = re.compile(r'["\\\x00-\x1f\x7f]')
 
 
 def _control(text: str) -> str | None:
@@ -145,7 +147,7 @@ def parse_tool_schema(schema: Any, engine: str = "llguidance", source: str = "sc
     members = spec["enum"]
     if not isinstance(members, list) or not members:
         raise fail(f'property {name_prop!r}: "enum" must be a non-empty array of strings')
-    if not all(isinstance(m, str) for m in members):
+    if set(map(type, members)) != {str}:
         i = next(i for i, m in enumerate(members) if not isinstance(m, str))
         raise fail(f'property {name_prop!r}: "enum"[{i}] is {type(members[i]).__name__}, expected a string')
     joined = "".join(members)  # one scan for the common case; pinpoint the member only on failure
@@ -154,7 +156,8 @@ def parse_tool_schema(schema: Any, engine: str = "llguidance", source: str = "sc
     except UnicodeEncodeError:
         i, exc = next((i, e) for i, m in enumerate(members) if (e := _encode_error(m)) is not None)
         raise fail(f'property {name_prop!r}: "enum"[{i}] is not encodable as UTF-8 ({exc})') from None
-    if engine == "llguidance" and _control(joined):
+    plain = _PLAIN.search(joined) is None  # no quote, backslash or control character: names spell as themselves
+    if engine == "llguidance" and not plain and _control(joined):
         i, m = next((i, m) for i, m in enumerate(members) if _control(m))
         raise fail(
             f'property {name_prop!r}: "enum"[{i}] = {m!r} holds control character {_control(m)}, which llguidance '
@@ -172,6 +175,7 @@ def parse_tool_schema(schema: Any, engine: str = "llguidance", source: str = "sc
         prefix=("{" + json_string_literal(name_prop) + KEY_SEPARATOR).encode("utf-8"),
         tail=(ITEM_SEPARATOR + json_string_literal(next_prop) + KEY_SEPARATOR).encode("utf-8"),
         continuation=continuation,
+        names_plain=plain,
     )
 
 
