@@ -327,3 +327,63 @@ def test_artifact_corrupt_schema_sections_refused(vocabs: dict[str, triec.Vocabu
     triec.load(path)  # layout still fine
     with pytest.raises(triec.ArtifactChecksumError, match="head_bytes"):
         triec.load(path, verify=True)
+
+
+def test_writer_rows_equal_full_rows_along_random_batches(vocabs: dict[str, triec.Vocabulary]) -> None:
+    """The writer clears only what it set: after names, tails, continuations and resets, rows stay exact."""
+    import random
+
+    vocab = vocabs["gpt2"]
+    table = triec.compile_schema(tool_schema(NAMES, ARGS["string"]), vocab)
+    rng = random.Random(3)
+    matchers = [table.matcher() for _ in range(4)]
+    writer = table.mask_writer(4)
+    full = np.zeros((4, table.words_per_row), dtype=np.int32)
+    for step in range(120):
+        n = rng.randint(1, 4)
+        batch = rng.sample(matchers, n)  # rows change owners between fills
+        rows = writer.fill(batch)
+        table.fill_bitmask(batch, full)
+        assert np.array_equal(rows, full[:n]), step
+        for m in batch:
+            if m.is_terminated() or rng.random() < 0.05:
+                m.reset()
+                continue
+            ids = m.allowed()
+            assert m.accept_token(int(rng.choice(ids.tolist())))
+
+
+def test_hostile_schema_headers_refused(vocabs: dict[str, triec.Vocabulary], tmp_path: Path) -> None:
+    import msgpack
+
+    from triec.artifact import encode_artifact
+
+    table = triec.compile_schema(tool_schema(["a", "b"], ARGS["string"]), vocabs["gpt2"])
+    raw = encode_artifact(table)
+
+    def with_schema(**changes: object) -> Path:
+        import struct
+        import zlib
+
+        _, version, head_len, _, _ = struct.unpack_from("<8sIIII", raw, 0)
+        header = msgpack.unpackb(raw[24 : 24 + head_len], raw=False)
+        header["schema"].update(changes)
+        head = msgpack.packb(header, use_bin_type=True)
+        assert len(head) <= ((24 + head_len + 63) // 64) * 64 - 24, "keep the header within its padding"
+        data_start = ((24 + head_len + 63) // 64) * 64
+        out = struct.pack("<8sIIII", raw[:8], version, len(head), zlib.crc32(head), 0) + head
+        out += bytes(data_start - len(out)) + raw[data_start:]
+        path = tmp_path / f"h{len(list(tmp_path.iterdir()))}.triec"
+        path.write_bytes(out)
+        return path
+
+    cases = {
+        "does not match the continuation's text": {"continuation_sha256": "sha256:" + "0" * 64},
+        "expected llguidance or xgrammar": {"engine": "outlines"},
+        "'num_straddle_rows'": {"num_heads": 0},
+        "'tail' is empty": {"tail": ""},
+        "'num_entries': expected an integer": {"num_entries": -1},
+    }
+    for message, change in cases.items():
+        with pytest.raises(triec.ArtifactError, match=message):
+            triec.load(with_schema(**change))
