@@ -387,3 +387,29 @@ def test_hostile_schema_headers_refused(vocabs: dict[str, triec.Vocabulary], tmp
     for message, change in cases.items():
         with pytest.raises(triec.ArtifactError, match=message):
             triec.load(with_schema(**change))
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_non_ascii_and_quoted_property_names(vocabs: dict[str, triec.Vocabulary], engine: str) -> None:
+    schema = {"type": "object", "properties": {"wérkzeug": {"enum": ["a", "é"]}, 'ar"g/s': {"type": "integer"}},
+              "required": ["wérkzeug", 'ar"g/s']}
+    table = triec.compile_schema(schema, vocabs["qwen2"], engine=engine)
+    assert table.prefix == '{"wérkzeug": '.encode() and table.tail == b', "ar\\"g/s": '
+    check(table, schema)
+
+
+def test_cached_heads_from_another_automaton_are_rebuilt(vocabs: dict[str, triec.Vocabulary], tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TRIEC_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(straddle, "_MEMORY", {})
+    schema = tool_schema(["a", "b"], ARGS["string"])
+    first = triec.compile_schema(schema, vocabs["gpt2"])
+    st = first.straddles
+    key = next((tmp_path / "straddles").glob("*.npz")).name[len("v1-"):-len(".npz")]
+    wrong = straddle.StraddleTable(**{**st.__dict__, "head_node": st.head_node + 1})
+    straddle.save_cached(wrong, key)  # a valid file whose head ids do not fit this automaton
+    monkeypatch.setattr(straddle, "_MEMORY", {})
+    stats = triec.CompileStats()
+    again = triec.compile_schema(schema, vocabs["gpt2"], stats=stats)
+    assert any("built" in k for k in stats.phases)
+    assert np.array_equal(again.entry_row, first.entry_row)

@@ -221,7 +221,9 @@ def _pack(rows: list[list[tuple[int, int, bytes]]], heads: list[int], head_bytes
 
 def cache_key(vocab: Vocabulary, tail: bytes, engine: str, engine_version: str | None, continuation_text: str) -> str:
     """What the tables depend on: vocabulary, tail, continuation, engine (and its version)."""
-    h = hashlib.sha256(b"triec-straddles-v%d\x00" % CACHE_FORMAT)
+    from triec.automaton import CACHE_FORMAT as AUTOMATON_FORMAT
+
+    h = hashlib.sha256(b"triec-straddles-v%d-automaton-v%d\x00" % (CACHE_FORMAT, AUTOMATON_FORMAT))
     for part in (vocab.fingerprint, str(vocab.vocab_size), ",".join(map(str, vocab.eos_token_ids)), engine,
                  engine_version or "", continuation_text):
         h.update(part.encode("utf-8") + b"\x00")
@@ -286,6 +288,17 @@ def load_cached(key: str) -> StraddleTable | None:
         return None
 
 
+def _heads_match(table: StraddleTable, a: VocabAutomaton) -> bool:
+    """Each cached head's bytes still lead to its recorded vocabulary-trie node."""
+    tr = _Trie(a)
+    for j, node in enumerate(table.head_node.tolist()):
+        h = table.head(j)
+        path = tr.walk(h)
+        if len(path) != len(h) or path[-1] != node:
+            return False
+    return True
+
+
 _MEMORY: dict[str, StraddleTable] = {}
 
 
@@ -298,6 +311,8 @@ def load_or_build(vocab: Vocabulary, tail: bytes, engine: str, continuation_text
     how = "memory"
     if found is None:
         found, how = load_cached(key), "disk"
+        if found is not None and not _heads_match(found, vocab.automaton):
+            found = None  # head ids from another automaton build: recompute
         if found is None:
             found, how = build_straddles(vocab, tail, make_continuation()), "built"
             save_cached(found, key)
