@@ -329,12 +329,14 @@ def test_artifact_corrupt_schema_sections_refused(vocabs: dict[str, triec.Vocabu
         triec.load(path, verify=True)
 
 
-def test_writer_rows_equal_full_rows_along_random_batches(vocabs: dict[str, triec.Vocabulary]) -> None:
-    """The writer clears only what it set: after names, tails, continuations and resets, rows stay exact."""
+@pytest.mark.parametrize("engine", ENGINES)
+def test_writer_rows_equal_full_rows_along_random_batches(vocabs: dict[str, triec.Vocabulary], engine: str) -> None:
+    """The writer clears only what it set (and batches the engine's rows): after names, tails,
+    continuations and resets, rows equal each matcher's full row."""
     import random
 
     vocab = vocabs["gpt2"]
-    table = triec.compile_schema(tool_schema(NAMES, ARGS["string"]), vocab)
+    table = triec.compile_schema(tool_schema(NAMES, ARGS["string"]), vocab, engine=engine)
     rng = random.Random(3)
     matchers = [table.matcher() for _ in range(4)]
     writer = table.mask_writer(4)

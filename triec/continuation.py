@@ -77,6 +77,11 @@ class EngineDriver(ABC):
     @abstractmethod
     def is_terminated(self, m: Any) -> bool: ...
 
+    def fill_many(self, handles: list[Any], buf: np.ndarray, rows: list[int]) -> None:
+        """Fill ``buf[rows[i]]`` for each handle; engines with a parallel batch API override this."""
+        for m, r in zip(handles, rows, strict=True):
+            self.fill(m, buf[r])
+
     def version(self) -> str | None:
         from triec.engines import engine_version
 
@@ -103,6 +108,7 @@ class LLGuidanceDriver(EngineDriver):
         super().__init__(vocab)
         self.engine: LLGuidanceEngine = make_engine("llguidance", vocab)  # type: ignore[assignment]
         self.llg = self.engine._llg
+        self._executor: Any = None
         self.limits = self.llg.LLParserLimits(
             max_grammar_size=1 << 62, max_lexer_states=1 << 62, step_lexer_fuel=1 << 62, initial_lexer_fuel=1 << 62
         )
@@ -165,6 +171,17 @@ class LLGuidanceDriver(EngineDriver):
     def is_terminated(self, m: Any) -> bool:
         return bool(m.is_stopped())
 
+    def fill_many(self, handles: list[Any], buf: np.ndarray, rows: list[int]) -> None:
+        if len(handles) < 2:
+            return super().fill_many(handles, buf, rows)
+        if self._executor is None:
+            self._executor = self.llg.LLExecutor()
+        self._executor.unsafe_compute_mask_ptr(list(zip(handles, rows, strict=True)), buf.ctypes.data, buf.shape[1] * 4, buf.shape[0])
+        for m, r in zip(handles, rows, strict=True):
+            if m.is_error():
+                raise TriecError(f"llguidance: {m.get_error()}")
+            self._clear_padding(buf[r])
+
 
 class XGrammarDriver(EngineDriver):
     name = "xgrammar"
@@ -173,6 +190,7 @@ class XGrammarDriver(EngineDriver):
         super().__init__(vocab)
         self.engine: XGrammarEngine = make_engine("xgrammar", vocab)  # type: ignore[assignment]
         self.xgr = self.engine._xgr
+        self._batch: Any = None
 
     def compile(self, schema: dict[str, Any]) -> Any:
         return self.engine.compiler.compile_json_schema(
@@ -206,6 +224,15 @@ class XGrammarDriver(EngineDriver):
 
     def is_terminated(self, m: Any) -> bool:
         return bool(m.is_terminated())
+
+    def fill_many(self, handles: list[Any], buf: np.ndarray, rows: list[int]) -> None:
+        if len(handles) < 2:
+            return super().fill_many(handles, buf, rows)
+        if self._batch is None:
+            self._batch = self.xgr.BatchGrammarMatcher()
+        self._batch.batch_fill_next_token_bitmask(handles, buf, rows)
+        for r in rows:
+            self._clear_padding(buf[r])
 
 
 _DRIVERS: dict[str, type[EngineDriver]] = {"llguidance": LLGuidanceDriver, "xgrammar": XGrammarDriver}

@@ -484,6 +484,7 @@ class SchemaMaskWriter:
         if n > self.max_batch:
             raise ValueError(f"{n} matchers exceed this writer's max_batch of {self.max_batch}")
         w = self._words
+        engine_rows: dict[Any, tuple[list[Any], list[int]]] = {}
         for i in range(n):
             m = matchers[i]
             src = m.words_source()
@@ -491,7 +492,12 @@ class SchemaMaskWriter:
                 continue
             self._clear(i)
             if src < 0:
-                m.fill_bitmask(self._buf[i])
+                if m._cont is not None and not m._done:  # the engine writes the whole row: batched below
+                    handles, rows = engine_rows.setdefault(m._drv, ([], []))
+                    handles.append(m._cont)
+                    rows.append(i)
+                else:
+                    m.fill_bitmask(self._buf[i])
                 self._last[i] = -1
                 continue
             lo, hi = w.offsets_list[src], w.offsets_list[src + 1]
@@ -503,4 +509,6 @@ class SchemaMaskWriter:
             else:
                 self._buf[i][w.words[lo:hi]] = w.bits[lo:hi]
             self._last[i] = src
+        for drv, (handles, rows) in engine_rows.items():
+            drv.fill_many(handles, self._buf, rows)
         return self._buf[:n]
