@@ -281,7 +281,9 @@ def test_other_engine_at_matcher_time(vocabs: dict[str, triec.Vocabulary]) -> No
 
 
 def test_schema_json_round_trip_of_names(vocabs: dict[str, triec.Vocabulary]) -> None:
-    table = triec.compile_schema(tool_schema(NAMES, {}), vocabs["gpt2"])
+    table = triec.compile_schema(json.dumps(tool_schema(NAMES, {})), vocabs["gpt2"])  # JSON text works too
+    with pytest.raises(SchemaShapeError, match="not valid JSON"):
+        triec.compile_schema("{", vocabs["gpt2"])
     assert sorted(table.names) == sorted(NAMES)
     n = len(table.prefix)
     assert [json.loads(k[n:]) for k in table.trie.value_bytes] == table.names

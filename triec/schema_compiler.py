@@ -39,7 +39,7 @@ def name_keys(prefix: bytes, names: list[str], plain: bool | None = None) -> lis
 
 
 def compile_schema(
-    schema: dict[str, Any],
+    schema: dict[str, Any] | str | bytes,
     vocab: Vocabulary | str | None = None,
     *,
     engine: str = "llguidance",
@@ -60,6 +60,15 @@ def compile_schema(
     if not isinstance(vocab, Vocabulary):
         vocab = Vocabulary.load(vocab)
     t0 = time.perf_counter()
+    if isinstance(schema, (str, bytes)):  # JSON text
+        import json
+
+        from triec.tool_schema import SchemaShapeError
+
+        try:
+            schema = json.loads(schema)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise SchemaShapeError(f"{source}: not valid JSON ({exc})") from None
     tool = parse_tool_schema(schema, engine, source)
     keys = name_keys(tool.prefix, tool.names, tool.names_plain)
     name_of = dict(zip(keys, tool.names, strict=True))
