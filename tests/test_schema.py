@@ -417,3 +417,32 @@ def test_cached_heads_from_another_automaton_are_rebuilt(vocabs: dict[str, triec
     again = triec.compile_schema(schema, vocabs["gpt2"], stats=stats)
     assert any("built" in k for k in stats.phases)
     assert np.array_equal(again.entry_row, first.entry_row)
+
+
+def test_fuzzed_schema_artifacts_load_cleanly_or_fail_with_artifact_error(vocabs: dict[str, triec.Vocabulary], tmp_path: Path) -> None:
+    """Bit flips and truncations: triec.load(verify=True) raises ArtifactError or gives a table whose rows build."""
+    import random
+
+    from triec.artifact import encode_artifact
+    from triec.schema_table import source_words
+
+    raw = encode_artifact(triec.compile_schema(tool_schema(["get", "get_user", "x"], ARGS["string"]), vocabs["gpt2"]))
+    rng = random.Random(13)
+    path = tmp_path / "f.triec"
+    loaded = 0
+    for _ in range(300):
+        data = bytearray(raw)
+        if rng.random() < 0.2:
+            data = data[: rng.randrange(len(data))]
+        else:
+            for _ in range(rng.randint(1, 4)):
+                data[rng.randrange(len(data))] ^= 1 << rng.randrange(8)
+        path.write_bytes(bytes(data))
+        try:
+            table = triec.load(path, verify=True)
+        except triec.ArtifactError:
+            continue
+        loaded += 1
+        sw = source_words(table)
+        assert sw.offsets[-1] == sw.words.shape[0]
+    assert loaded < 300
