@@ -11,6 +11,7 @@ step's row compared. Pure logic, no printing.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -161,7 +162,10 @@ def _clone(table: SchemaTable, m: SchemaMatcher) -> SchemaMatcher:
     return c
 
 
-def _check_tail(table, drv, o, value, prefix, res, same, step_past) -> None:  # type: ignore[no-untyped-def]
+def _check_tail(
+    table: SchemaTable, drv: Any, o: Any, value: int, prefix: bytes, res: SchemaCheck,
+    same: Callable[..., bool], step_past: Callable[..., None],
+) -> None:
     """Every tail offset after one key: its row and one step past each of its tokens."""
     tail = table.tail
     for i in range(1, len(tail)):
@@ -191,7 +195,9 @@ def _closing(vocab: Any) -> np.ndarray:
     return found
 
 
-def _walk(table, drv, whole, rng, res, same, max_steps) -> None:  # type: ignore[no-untyped-def]
+def _walk(
+    table: SchemaTable, drv: Any, whole: Any, rng: random.Random, res: SchemaCheck, same: Callable[..., bool], max_steps: int
+) -> None:
     """A random decode to EOS; closing tokens preferred half the time so that walks end."""
     vocab = table.vocab
     m, o = table.matcher(), drv.start(whole)

@@ -26,18 +26,20 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import sys
 import tempfile
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from triec.automaton import VocabAutomaton, cache_dir
 
 if TYPE_CHECKING:
-    from triec.continuation import Continuation
+    from triec.continuation import Continuation, EngineDriver
     from triec.vocabulary import Vocabulary
 
 CACHE_FORMAT = 1
@@ -152,7 +154,8 @@ def build_straddles(vocab: Vocabulary, tail: bytes, cont: Continuation) -> Strad
     return _pack(rows, heads, head_bytes, n)
 
 
-def _viable_below(tr: _Trie, drv, m, u: int) -> list[tuple[int, bytes]]:  # type: ignore[no-untyped-def]
+def _viable_below(tr: _Trie, drv: EngineDriver, m: Any, u: int) -> list[tuple[int, bytes]]:
+    """Depth first below node u with the engine fed each byte: a refused byte prunes its whole subtree."""
     found: list[tuple[int, bytes]] = []
 
     def visit(node: int, x: bytes) -> None:
@@ -165,8 +168,6 @@ def _viable_below(tr: _Trie, drv, m, u: int) -> list[tuple[int, bytes]]:  # type
             visit(c, nx)
             drv.rollback(m, 1)
 
-    import sys
-
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(max(limit, 10_000))
     try:
@@ -176,7 +177,9 @@ def _viable_below(tr: _Trie, drv, m, u: int) -> list[tuple[int, bytes]]:  # type
     return found
 
 
-def _spine_row(tr: _Trie, spine: bytes, offset0: int, n: int, below) -> list[tuple[int, int, bytes]]:  # type: ignore[no-untyped-def]
+def _spine_row(
+    tr: _Trie, spine: bytes, offset0: int, n: int, below: Callable[[int], list[tuple[int, bytes]]]
+) -> list[tuple[int, int, bytes]]:
     """Tokens read along ``spine`` (= the rest of the tail, possibly after a head) and past it.
 
     ``offset0`` is the tail offset at the spine's first byte (negative: a head's bytes come first).
@@ -302,7 +305,9 @@ def _heads_match(table: StraddleTable, a: VocabAutomaton) -> bool:
 _MEMORY: dict[str, StraddleTable] = {}
 
 
-def load_or_build(vocab: Vocabulary, tail: bytes, engine: str, continuation_text: str, make_continuation) -> tuple[StraddleTable, str]:  # type: ignore[no-untyped-def]
+def load_or_build(
+    vocab: Vocabulary, tail: bytes, engine: str, continuation_text: str, make_continuation: Callable[[], Continuation]
+) -> tuple[StraddleTable, str]:
     """In-process memo, then the disk cache, then a build (which needs the engine). Returns (table, how)."""
     from triec.engines import engine_version
 
