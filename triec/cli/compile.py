@@ -161,18 +161,22 @@ def compile_cmd(
 def _tool_schema_document(values: str, fmt: str) -> Any:
     """The parsed JSON when VALUES is a tool-call schema file (an object whose first property has an enum), else None."""
     from triec.tool_schema import looks_like_tool_schema
+    from triec.values import MAX_VALUES_BYTES
 
     if values == "-" or fmt == "lines":
         return None
     try:
-        raw = Path(values).read_bytes()
+        path = Path(values)
+        if not path.is_file() or path.stat().st_size > MAX_VALUES_BYTES:
+            return None  # read_values reports FIFOs, directories and oversized files
+        raw = path.read_bytes()
     except OSError:
         return None  # read_values reports it
     if not raw.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"{"):
         return None
     try:
         doc = json.loads(raw.decode("utf-8-sig"))
-    except (UnicodeDecodeError, json.JSONDecodeError):
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
         return None
     if not looks_like_tool_schema(doc):
         return None
