@@ -446,3 +446,33 @@ def test_fuzzed_schema_artifacts_load_cleanly_or_fail_with_artifact_error(vocabs
         sw = source_words(table)
         assert sw.offsets[-1] == sw.words.shape[0]
     assert loaded < 300
+
+
+def test_plain_load_checks_schema_indices(vocabs: dict[str, triec.Vocabulary], tmp_path: Path) -> None:
+    """An out-of-range index in a schema section (CRC recomputed) is refused by a plain load."""
+    import struct
+    import zlib
+
+    import msgpack
+
+    from triec.artifact import encode_artifact
+
+    raw = bytearray(encode_artifact(triec.compile_schema(tool_schema(["a", "b"], ARGS["string"]), vocabs["gpt2"])))
+    _, _, head_len, _, _ = struct.unpack_from("<8sIIII", raw, 0)
+    header = msgpack.unpackb(bytes(raw[24 : 24 + head_len]), raw=False)
+    data_start = ((24 + head_len + 63) // 64) * 64
+    for name, value, message in [("entry_leaf", 0, "entry_leaf"), ("straddle_target", 99, "straddle_target"),
+                                 ("entry_row", 0, "entry_row")]:
+        data = bytearray(raw)
+        sec = next(s for s in header["sections"] if s["name"] == name)
+        struct.pack_into("<i", data, data_start + sec["offset"], value)
+        h = dict(header, sections=[dict(s, crc32=zlib.crc32(bytes(data[data_start + s["offset"]: data_start + s["offset"] + s["length"]])))
+                                   for s in header["sections"]])
+        head = msgpack.packb(h, use_bin_type=True)
+        assert len(head) == head_len
+        data[24 : 24 + head_len] = head
+        struct.pack_into("<I", data, 16, zlib.crc32(head))
+        path = tmp_path / f"{name}.triec"
+        path.write_bytes(bytes(data))
+        with pytest.raises(triec.ArtifactContentError, match=message):
+            triec.load(path)

@@ -404,10 +404,11 @@ def load(
             f"expected {expect_fingerprint}"
         )
     if "schema" in header:
-        from triec.schema_artifact import build_schema_table, validate_schema_contents
+        from triec.schema_artifact import build_schema_table, check_schema_indices, validate_schema_contents
 
         schema_table = build_schema_table(table, header, arrays)
         schema_table.source, schema_table.header = source, header
+        check_schema_indices(schema_table, source)
         if verify:
             validate_schema_contents(schema_table, source)
         return schema_table  # type: ignore[return-value]

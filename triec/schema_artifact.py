@@ -155,42 +155,69 @@ def build_schema_table(trie: MaskTable, header: dict[str, Any], arrays: dict[str
     )
 
 
-def validate_schema_contents(table: SchemaTable, source: str) -> None:
-    """``verify=True`` checks of the schema sections: every id, offset and state in range."""
+def check_schema_indices(table: SchemaTable, source: str) -> None:
+    """Every index the matcher follows is in range (each plain load; O(entries + straddles)).
 
-    def fail(msg: str) -> ArtifactError:
-        return ArtifactError(f"{source}: {msg}")
+    Raises :class:`ArtifactContentError`: entry states in ``0 .. S - 1``, entry rows head rows,
+    entry leaves keys' ends, offsets from 0 to their data's length without decreasing,
+    straddle tokens content ids of the mask, targets in ``1 .. len(tail)``.
+    """
+    from triec.errors import ArtifactContentError
+
+    def fail(section: str, msg: str) -> ArtifactContentError:
+        return ArtifactContentError(f"{source}: section {section}: {msg}")
 
     trie, st = table.trie, table.straddles
     n, s = table.tail_len, trie.num_states
     leaves = np.asarray(trie.value_state, dtype=np.int64)
     es, er, el = (np.asarray(a, dtype=np.int64) for a in (table.entry_state, table.entry_row, table.entry_leaf))
     if es.size:
-        if es.min() < 0 or es.max() >= s or np.any(np.diff(es) < 0):
-            raise fail("section entry_state: states must be ascending and in range")
-        if np.isin(es, leaves).any():
-            raise fail("section entry_state: a straddle entry starts at a key's end")
+        if es.min() < 0 or es.max() >= s:
+            raise fail("entry_state", f"states must lie in 0..{s - 1}")
         if er.min() < n or er.max() >= st.num_rows:
-            raise fail(f"section entry_row: rows must lie in {n}..{st.num_rows - 1} (head rows)")
-        if not np.isin(el, leaves).all() or np.any(el <= es):
-            raise fail("section entry_leaf: every entry must end at a key's end below its state")
+            raise fail("entry_row", f"rows must lie in {n}..{st.num_rows - 1} (head rows)")
+        pos = np.minimum(np.searchsorted(leaves, el), leaves.shape[0] - 1)
+        if np.any(leaves[pos] != el):
+            raise fail("entry_leaf", "every entry must end at a key's end (a value_state)")
     for name, off, total in (("straddle_offsets", st.offsets, st.tokens.shape[0]),
                              ("straddle_rest_offsets", st.rest_offsets, st.rest.shape[0]),
                              ("head_offsets", st.head_offsets, st.head_bytes.shape[0])):
         o = np.asarray(off, dtype=np.int64)
         if o[0] != 0 or o[-1] != total or np.any(np.diff(o) < 0):
-            raise fail(f"section {name}: offsets must run from 0 to {total} without decreasing")
+            raise fail(name, f"offsets must run from 0 to {total} without decreasing")
     tok = np.asarray(st.tokens, dtype=np.int64)
     if tok.size:
         if tok.min() < 0 or tok.max() >= trie.vocab_size or np.isin(tok, trie.eos_token_ids).any():
-            raise fail(f"section straddle_tokens: ids must be content tokens in 0..{trie.vocab_size - 1}")
+            raise fail("straddle_tokens", f"ids must be content tokens in 0..{trie.vocab_size - 1}")
+        tgt = np.asarray(st.target, dtype=np.int64)
+        if tgt.min() < 1 or tgt.max() > n:
+            raise fail("straddle_target", f"tail offsets must lie in 1..{n}")
+
+
+def validate_schema_contents(table: SchemaTable, source: str) -> None:
+    """``verify=True`` checks of the schema sections beyond the indices: order and consistency."""
+    from triec.errors import ArtifactContentError
+
+    def fail(section: str, msg: str) -> ArtifactContentError:
+        return ArtifactContentError(f"{source}: section {section}: {msg}")
+
+    trie, st = table.trie, table.straddles
+    n = table.tail_len
+    leaves = np.asarray(trie.value_state, dtype=np.int64)
+    es, el = np.asarray(table.entry_state, dtype=np.int64), np.asarray(table.entry_leaf, dtype=np.int64)
+    if es.size:
+        if np.any(np.diff(es) < 0):
+            raise fail("entry_state", "states must be ascending")
+        if np.isin(es, leaves).any():
+            raise fail("entry_state", "a straddle entry starts at a key's end")
+        if np.any(el <= es):
+            raise fail("entry_leaf", "every entry must end at a key's end below its state")
+    tok = np.asarray(st.tokens, dtype=np.int64)
+    if tok.size:
         row = np.repeat(np.arange(st.num_rows), np.diff(np.asarray(st.offsets, dtype=np.int64)))
         same_row = row[1:] == row[:-1]
         if np.any(same_row & (tok[1:] <= tok[:-1])):
-            raise fail("section straddle_tokens: ids must be strictly ascending within each row")
-        tgt = np.asarray(st.target, dtype=np.int64)
-        if tgt.min() < 1 or tgt.max() > n:
-            raise fail(f"section straddle_target: tail offsets must lie in 1..{n}")
+            raise fail("straddle_tokens", "ids must be strictly ascending within each row")
         has_rest = np.diff(np.asarray(st.rest_offsets, dtype=np.int64)) > 0
-        if np.any(has_rest & (tgt != n)):
-            raise fail("section straddle_rest_offsets: only a token reaching the handover carries bytes past the tail")
+        if np.any(has_rest & (np.asarray(st.target, dtype=np.int64) != n)):
+            raise fail("straddle_rest_offsets", "only a token reaching the handover carries bytes past the tail")
