@@ -101,12 +101,14 @@ def test_schema_file(tmp_path: Path) -> None:
     assert triec.load(out).strings == ["a", "b"] and triec.load(out).format_version == 1
 
 
+# An enum *first* followed by other properties is a tool-call schema (tests/test_schema_cli.py), so
+# the flat-schema refusals are exercised with the enum elsewhere or alone.
 @pytest.mark.parametrize(
     ("schema", "fragments"),
     [
-        ({"type": "object", "properties": {"a": {"enum": ["x"]}, "b": {"type": "object", "properties": {}}}, "required": ["a", "b"]}, ["properties.b", "'properties'"]),
-        ({"type": "object", "properties": {"a": {"enum": ["x"]}, "b": {"enum": ["y"]}}, "required": ["a", "b"]}, ["properties.b", "second 'enum'"]),
-        ({"type": "object", "properties": {"a": {"enum": ["x"]}, "n": {"type": "integer"}}, "required": ["a", "n"]}, ["properties.n", "'type'"]),
+        ({"type": "object", "properties": {"b": {"type": "object", "properties": {}}, "a": {"enum": ["x"]}}, "required": ["a", "b"]}, ["properties.b", "'properties'"]),
+        ({"type": "object", "properties": {"c": {"const": 1}, "a": {"enum": ["x"]}, "b": {"enum": ["y"]}}, "required": ["a", "b", "c"]}, ["properties.b", "second 'enum'"]),
+        ({"type": "object", "properties": {"n": {"type": "integer"}, "a": {"enum": ["x"]}}, "required": ["a", "n"]}, ["properties.n", "'type'"]),
         ({"type": "object", "properties": {"a": {"enum": ["x"], "pattern": "x"}}, "required": ["a"]}, ["properties.a", "'pattern'"]),
     ],
 )

@@ -82,3 +82,20 @@ def test_engine_option_only_for_schemas(tmp_path: Path) -> None:
     (tmp_path / "v.txt").write_text("a\nb\n")
     result = invoke("compile", str(tmp_path / "v.txt"), "-t", "gpt2", "-o", str(tmp_path / "v.triec"), "--engine", "xgrammar")
     assert result.exit_code == 2 and "tool-call schemas only" in result.stderr
+
+
+def test_enum_first_then_structure_is_a_tool_schema_and_flat_schemas_stay_flat(tmp_path: Path) -> None:
+    """An enum followed by a structured property compiles as a tool schema; enum + consts stays a flat finite set."""
+    tool = {"type": "object", "properties": {"a": {"enum": ["x", "y"]}, "b": {"type": "object", "properties": {}}},
+            "required": ["a", "b"]}
+    (tmp_path / "tool.json").write_text(json.dumps(tool))
+    result = invoke("compile", str(tmp_path / "tool.json"), "-t", "gpt2", "-o", str(tmp_path / "tool.triec"), "--json")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["kind"] == "tool-schema"
+    assert isinstance(triec.load(tmp_path / "tool.triec"), triec.SchemaTable)
+    flat = {"type": "object", "properties": {"a": {"enum": ["x", "y"]}, "v": {"const": 1}}, "required": ["a", "v"]}
+    (tmp_path / "flat.json").write_text(json.dumps(flat))
+    result = invoke("compile", str(tmp_path / "flat.json"), "-t", "gpt2", "-o", str(tmp_path / "flat.triec"), "--json")
+    assert result.exit_code == 0, result.stderr
+    table = triec.load(tmp_path / "flat.triec")
+    assert not isinstance(table, triec.SchemaTable) and sorted(table.values) == ["x", "y"]

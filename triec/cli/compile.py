@@ -178,8 +178,8 @@ def _tool_schema_document(values: str, fmt: str) -> Any:
         doc = json.loads(raw.decode("utf-8-sig"))
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
         return None
-    if not looks_like_tool_schema(doc):
-        return None
+    if not looks_like_tool_schema(doc) or len(doc["properties"]) < 2:
+        return None  # an enum alone is a flat schema: read_input compiles or refuses it
     from triec.errors import ValuesError
     from triec.json_schema import parse_schema
 
