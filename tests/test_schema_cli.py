@@ -99,3 +99,9 @@ def test_enum_first_then_structure_is_a_tool_schema_and_flat_schemas_stay_flat(t
     assert result.exit_code == 0, result.stderr
     table = triec.load(tmp_path / "flat.triec")
     assert not isinstance(table, triec.SchemaTable) and sorted(table.values) == ["x", "y"]
+
+
+def test_spelling_flags_refused_for_tool_schemas(tmp_path: Path) -> None:
+    (tmp_path / "tools.json").write_text(json.dumps(SCHEMA))
+    result = invoke("compile", str(tmp_path / "tools.json"), "-t", "gpt2", "-o", str(tmp_path / "t.triec"), "--prefix", "x")
+    assert result.exit_code == 2 and "fixes its own spelling" in result.stderr and "--prefix" in result.stderr

@@ -96,6 +96,9 @@ def compile_cmd(
     total0 = time.perf_counter()
     doc = _tool_schema_document(values, fmt)
     if doc is not None:
+        flags = [f for f, v in (("--encoding", encoding), ("--prefix", prefix), ("--suffix", suffix)) if v is not None]
+        if flags:
+            raise TriecError(f"{values}: a tool-call schema fixes its own spelling (compact JSON); drop {', '.join(flags)}")
         _compile_tool_schema(doc, values, target, tokenizer, vocab_size, _parse_eos(eos), engine, zstd, as_json, quiet, phases, total0)
         return
     if engine != "llguidance":
