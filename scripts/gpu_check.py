@@ -143,6 +143,14 @@ def time_step(
     return fill, apply, adv, step
 
 
+def time_mask_rows(dev: TorchMaskTable, states: torch.Tensor, logits: torch.Tensor, iters: int) -> tuple[float, float]:
+    """Per-call microseconds of ``mask_rows`` over every row: the bitmask path, then the gather path."""
+    rows = torch.arange(states.numel(), device=dev.device)
+    bits = time_us(lambda: dev.mask_rows(logits, rows, states, max_gather=0), dev.device, iters)
+    gather = time_us(lambda: dev.mask_rows(logits, rows, states, max_gather=1 << 20), dev.device, iters)
+    return bits, gather
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cuda")
@@ -186,9 +194,7 @@ def main(argv: list[str] | None = None) -> int:
             states = torch.from_numpy(rng.integers(0, table.num_states, b)).to(device)
             logits = torch.randn(b, table.vocab_size, device=device)
             fill, apply, adv, step = time_step(dev, states, logits, args.iters)
-            rows = torch.arange(b, device=device)
-            by_bits = time_us(lambda: dev.mask_rows(logits, rows, states, max_gather=0), device, args.iters)
-            by_gather = time_us(lambda: dev.mask_rows(logits, rows, states, max_gather=1 << 20), device, args.iters)
+            by_bits, by_gather = time_mask_rows(dev, states, logits, args.iters)
             sync = no_host_sync(dev, states, logits)
             print(
                 f"  B={b:<4} | {fill:8.1f} | {apply:8.1f} | {adv:10.1f} | {step:7.1f} | {by_bits:9.1f} / {by_gather:9.1f}"
