@@ -30,7 +30,7 @@ import torch
 
 from triec.errors import TriecError
 from triec.runtime import MaskTable
-from triec.torch_table import TorchMaskTable
+from triec.torch_table import DEFAULT_MAX_GATHER, TorchMaskTable
 
 log = logging.getLogger("triec.vllm")
 
@@ -190,15 +190,18 @@ class ServedModel:
         self._lock = threading.Lock()
 
     def fingerprint(self, eos_token_ids: Sequence[int]) -> str:
-        """The served tokenizer's vocabulary fingerprint, with the artifact's EOS ids (computed once each)."""
-        from triec.vocabulary import Vocabulary
+        """The served tokenizer's vocabulary fingerprint, with the artifact's EOS ids.
 
-        key = tuple(eos_token_ids)
+        Decoding a 150k-token tokenizer costs about 0.4 s, so the answer is kept
+        in memory and on disk (:func:`served_fingerprint`); the engine process
+        computes it at start-up for the model's own EOS ids, which is what an
+        artifact compiled for the model records, so the first request finds it.
+        """
+        key = tuple(sorted(set(int(e) for e in eos_token_ids)))
         with self._lock:
             fp = self._fingerprints.get(key)
             if fp is None:
-                vocab = Vocabulary.load(self.tokenizer, vocab_size=self.vocab_size, eos_token_ids=key)
-                fp = self._fingerprints[key] = vocab.fingerprint
+                fp = self._fingerprints[key] = served_fingerprint(self.tokenizer, self.vocab_size, key)
         return fp
 
     def stop_ids(self, params: Any) -> set[int]:
@@ -209,6 +212,47 @@ class ServedModel:
                 stops.add(int(self.eos_token_id))
             stops.update(self.generation_eos_ids)
         return stops
+
+
+def _fingerprint_cache_file(tokenizer: str, vocab_size: int, eos: tuple[int, ...]) -> Path:
+    import hashlib
+    import json
+
+    from triec.automaton import cache_dir
+
+    stamp: list[int] = []
+    for candidate in (Path(tokenizer) / "tokenizer.json", Path(tokenizer)):
+        try:
+            st = candidate.stat()
+        except OSError:
+            continue
+        if candidate.is_file():
+            stamp = [st.st_mtime_ns, st.st_size]
+            break
+    raw = json.dumps([os.path.abspath(tokenizer) if Path(tokenizer).exists() else tokenizer, vocab_size, eos, stamp])
+    return cache_dir() / "served" / (hashlib.sha256(raw.encode()).hexdigest()[:32] + ".txt")
+
+
+def served_fingerprint(tokenizer: str, vocab_size: int, eos: tuple[int, ...]) -> str:
+    """The fingerprint of ``Vocabulary.load(tokenizer, vocab_size, eos)``, cached on disk by the tokenizer file's stamp."""
+    from triec.vocabulary import Vocabulary
+
+    cached = _fingerprint_cache_file(tokenizer, vocab_size, eos)
+    try:
+        text = cached.read_text().strip()
+        if text.startswith("sha256:"):
+            return text
+    except OSError:
+        pass
+    fp = Vocabulary.load(tokenizer, vocab_size=vocab_size, eos_token_ids=eos).fingerprint
+    try:  # temp file + rename: a concurrent reader sees all or nothing
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cached.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(fp + "\n")
+        os.replace(tmp, cached)
+    except OSError:
+        pass
+    return fp
 
 
 def served_model_from_config(model_config: Any, eos_token_id: int | None = None) -> ServedModel:
@@ -450,6 +494,34 @@ def safe_parse(params: Any) -> TriecRequest | None | Exception:
         return parse_extra_args(getattr(params, "extra_args", None))
     except Exception as exc:
         return exc
+
+
+def engine_start(vllm_config: Any, batch: BatchState) -> None:
+    """Engine start-up work that would otherwise fall on the first requests (never raises).
+
+    Caches the served tokenizer's fingerprint for the model's EOS ids (the
+    frontend's admission check reads it), and, unless ``TRIEC_PRELOAD=0``,
+    uploads the tables of the artifacts already in the directory (at most 64).
+    """
+    try:
+        served = served_model_from_config(vllm_config.model_config)
+        served.fingerprint(engine_eos_ids(vllm_config))
+    except Exception as exc:
+        log.warning("triec: could not fingerprint the served tokenizer at start-up: %s", exc)
+    directory = batch.store.directory
+    if os.environ.get("TRIEC_PRELOAD", "1") == "0" or directory is None:
+        return
+    try:
+        names = sorted(p.name[: -len(SUFFIX)] for p in directory.glob("*" + SUFFIX))[:64]
+    except OSError:
+        return
+    for name in names:
+        try:
+            _, table = batch.device_table(TriecRequest(name))
+            if torch.device(batch.device).type in DEFAULT_MAX_GATHER:
+                table.token_rows()  # the gather path's lists, built now rather than in the first step
+        except Exception as exc:
+            log.warning("triec: artifact %r not preloaded: %s", name, exc)
 
 
 def engine_eos_ids(vllm_config: Any) -> list[int]:
