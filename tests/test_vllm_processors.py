@@ -340,3 +340,22 @@ def test_engine_side_never_raises(artifacts) -> None:
     assert bool(torch.isfinite(logits[2]).all())
     table = artifacts["colors"]
     assert np.array_equal(np.flatnonzero(torch.isfinite(logits[3]).numpy()), table.allowed(table.start))
+
+
+def test_device_tables_of_finished_subsets_are_dropped(artifacts) -> None:
+    """Many different subsets over time: tables no slot uses are evicted, live rows keep theirs."""
+    proc = TriecLogitsProcessor(fake_config(), torch.device("cpu"), False)
+    proc.core.max_tables = 3
+    tools = artifacts["tools"]
+    keep = SamplingParams(extra_args={"triec": "tools", "restrict": list(tools.values[:3])})
+    proc.update_state(BatchUpdate(1, [], [(0, keep, [1], [])], []))
+    for i in range(8):
+        subset = tools.values[10 + i : 12 + i]
+        params = SamplingParams(extra_args={"triec": "tools", "restrict": subset})
+        proc.update_state(BatchUpdate(2, [1] if i else [], [(1, params, [1], [])], []))
+        logits = torch.zeros(2, V)
+        proc.apply(logits)
+        for row, values in ((0, tools.values[:3]), (1, subset)):
+            view = tools.restrict(values)
+            assert np.array_equal(np.flatnonzero(torch.isfinite(logits[row]).numpy()), view.allowed(view.start))
+        assert len(proc.core.tables) <= 3 + 1

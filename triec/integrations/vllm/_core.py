@@ -323,6 +323,8 @@ class BatchState:
         self.states = torch.zeros(max(1, capacity), dtype=torch.int64, device=self.device)
         self._keys: dict[Any, int] = {}
         self.tables: dict[int, TorchMaskTable] = {}
+        self._next_gid = 0
+        self.max_tables = 256  # past this many, tables no slot uses are dropped
         self._eos = torch.tensor(sorted(set(eos_ids)) or [0], dtype=torch.int64, device=self.device)
 
     def _grow(self, slot: int) -> None:
@@ -338,10 +340,21 @@ class BatchState:
         key, table = self.store.resolve(request)
         gid = self._keys.get(key)
         if gid is None:
-            gid = len(self._keys)
+            if len(self.tables) >= self.max_tables:
+                self._evict()
+            gid = self._next_gid
+            self._next_gid += 1
             self._keys[key] = gid
             self.tables[gid] = table.to_torch(self.device)
         return gid, self.tables[gid]
+
+    def _evict(self) -> None:
+        """Drop the device tables no slot uses (old artifact versions, subsets of finished requests)."""
+        used = set(np.unique(self.group).tolist())
+        for key, gid in list(self._keys.items()):
+            if gid not in used:
+                del self._keys[key]
+                del self.tables[gid]
 
     def assign(self, slot: int, request: TriecRequest | Exception | None) -> None:
         """Start ``slot`` for a new request; never raises (a failure ends the row with EOS)."""
