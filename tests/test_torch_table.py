@@ -138,6 +138,11 @@ def test_mask_rows_keeps_exactly_the_allowed_logits(qwen2: triec.Vocabulary, max
             assert torch.equal(logits[r, want], before[r, want])
         others = np.setdiff1d(np.arange(n + 4), rows)
         assert torch.equal(logits[others], before[others])
+        every = before[: n].clone()  # rows=None: row i takes states[i]
+        dev.mask_rows(every, None, torch.from_numpy(states), max_gather=max_gather)
+        explicit = before[: n].clone()
+        dev.mask_rows(explicit, torch.arange(n), torch.from_numpy(states), max_gather=max_gather)
+        assert torch.equal(every, explicit)
 
 
 def test_representation_bytes(qwen2: triec.Vocabulary) -> None:

@@ -228,7 +228,7 @@ class TorchMaskTable:
         return self._token_rows
 
     def mask_rows(
-        self, logits: torch.Tensor, rows: torch.Tensor, states: torch.Tensor, *, max_gather: int | None = None
+        self, logits: torch.Tensor, rows: torch.Tensor | None, states: torch.Tensor, *, max_gather: int | None = None
     ) -> torch.Tensor:
         """Set ``logits[rows[i]]`` to -inf outside the allowed tokens of ``states[i]`` (in place).
 
@@ -239,13 +239,18 @@ class TorchMaskTable:
         :meth:`apply_bitmask` over the rows; no synchronisation, O(width) per row
         with a B x V temporary. Rows whose state allows at most ``max_gather``
         tokens take the gather path (default :data:`DEFAULT_MAX_GATHER` for the
-        device type, 0 = always the bitmask). ``logits`` must be contiguous.
+        device type, 0 = always the bitmask). ``rows=None`` means every row, in
+        order (``states`` then has one state per row). ``logits`` must be contiguous.
         """
-        rows = rows.reshape(-1).to(device=logits.device, dtype=torch.int64)
         states = states.reshape(-1)
+        limit = DEFAULT_MAX_GATHER.get(logits.device.type, 0) if max_gather is None else int(max_gather)
+        if rows is None:
+            if limit <= 0:
+                return self.apply_bitmask(logits, self.fill(states))
+            rows = torch.arange(states.numel(), device=logits.device)
+        rows = rows.reshape(-1).to(device=logits.device, dtype=torch.int64)
         if rows.numel() == 0:
             return logits
-        limit = DEFAULT_MAX_GATHER.get(logits.device.type, 0) if max_gather is None else int(max_gather)
         if limit <= 0:
             return self._mask_rows_bitmask(logits, rows, states)
         offsets, tokens = self.token_rows()
@@ -270,8 +275,6 @@ class TorchMaskTable:
         return logits
 
     def _mask_rows_bitmask(self, logits: torch.Tensor, rows: torch.Tensor, states: torch.Tensor) -> torch.Tensor:
-        if rows.numel() == logits.shape[0] and bool((rows == torch.arange(rows.numel(), device=rows.device)).all()):
-            return self.apply_bitmask(logits, self.fill(states))
         sub = logits.index_select(0, rows)
         self.apply_bitmask(sub, self.fill(states))
         return logits.index_copy_(0, rows, sub)

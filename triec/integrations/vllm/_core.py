@@ -307,6 +307,14 @@ def check_request(params: Any, served: ServedModel | None, store: ArtifactStore)
 # ----------------------------------------------------------------------------- the batched step
 
 
+def to_device(a: np.ndarray, device: torch.device) -> torch.Tensor:
+    """A small host index array on ``device``; on CUDA through pinned memory, so the copy does not wait for the GPU."""
+    t = torch.from_numpy(np.ascontiguousarray(a))
+    if device.type == "cuda":
+        return t.pin_memory().to(device, non_blocking=True)
+    return t.to(device)
+
+
 class BatchState:
     """Per-slot table and state of a batch, on the logits' device; the step is a loop over tables, not rows.
 
@@ -405,8 +413,8 @@ class BatchState:
         groups = self.group[slots]
         for gid in np.unique(groups[groups >= 0]).tolist():
             at = np.flatnonzero(groups == gid)
-            at_t = torch.from_numpy(at).to(self.device)
-            sl = torch.from_numpy(slots[at]).to(self.device)
+            at_t = to_device(at, self.device)
+            sl = to_device(slots[at], self.device)
             tok = tokens.to(self.device)[at_t]
             old = self.states[sl]
             new = self.tables[gid].advance(old, tok)
@@ -419,14 +427,15 @@ class BatchState:
         groups = self.group[slots]
         for gid in np.unique(groups[groups != UNCONSTRAINED]).tolist():
             at = np.flatnonzero(groups == gid)
-            r = torch.from_numpy(rows[at]).to(logits.device)
+            r = to_device(rows[at], logits.device)
             if gid == EOS_ONLY:
                 kept = logits[:, self._eos].index_select(0, r)
                 logits.index_fill_(0, r, float("-inf"))
                 logits[r.unsqueeze(1), self._eos.unsqueeze(0)] = kept
                 continue
-            sl = torch.from_numpy(slots[at]).to(self.device)
-            self.tables[gid].mask_rows(logits, r, self.states[sl])
+            sl = to_device(slots[at], self.device)
+            every = at.size == logits.shape[0] and bool((rows[at] == np.arange(at.size)).all())  # host-side test
+            self.tables[gid].mask_rows(logits, None if every else r, self.states[sl])
         return logits
 
 
@@ -434,7 +443,7 @@ def end_everything(logits: torch.Tensor, rows: np.ndarray, eos: torch.Tensor) ->
     """Last resort after an internal error: the constrained rows may emit only EOS."""
     if rows.size == 0:
         return
-    r = torch.from_numpy(rows).to(logits.device)
+    r = to_device(rows, logits.device)
     e = eos.to(logits.device)
     kept = logits[:, e].index_select(0, r)
     logits.index_fill_(0, r, float("-inf"))

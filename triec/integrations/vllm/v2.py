@@ -55,7 +55,7 @@ class TriecLogitsProcessorV2(_V2LogitsProcessor):
         slots_np = np.array(sorted(set(self._added)), dtype=np.int64)
         self._added.clear()
         try:
-            slots = torch.from_numpy(slots_np).to(self.device)
+            slots = _core.to_device(slots_np, self.device)
             self.consumed[slots] = 0
             out_len, total = self._lengths(slots)
             prompt = total - out_len
@@ -78,7 +78,7 @@ class TriecLogitsProcessorV2(_V2LogitsProcessor):
             return logits
         try:
             sl_np = slots_np[rows]
-            sl = torch.from_numpy(sl_np).to(self.device)
+            sl = _core.to_device(sl_np, self.device)
             out_len, total = self._lengths(sl)
             fresh = out_len > self.consumed[sl]  # the token sampled last step, now committed
             last = self.req_states.all_token_ids.gpu[sl, (total - 1).clamp(min=0)].to(torch.int64)
