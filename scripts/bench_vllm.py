@@ -60,11 +60,15 @@ def run_cell(args: argparse.Namespace) -> dict[str, object]:
     )  # type: ignore[arg-type]
     start_s = time.perf_counter() - t0
 
+    max_tokens = args.max_tokens
+    if args.method.startswith("unconstrained:"):  # unconstrained with another max_tokens (e.g. triec's length)
+        max_tokens = int(args.method.split(":", 1)[1])
+
     def params() -> SamplingParams:
-        p = SamplingParams(max_tokens=args.max_tokens, temperature=0.0)
+        p = SamplingParams(max_tokens=max_tokens, temperature=0.0)
         if args.method == "triec":
             p.extra_args = {"triec": f"tools{args.k}"}
-        elif args.method != "unconstrained":
+        elif not args.method.startswith("unconstrained"):
             p.structured_outputs = StructuredOutputsParams(choice=values)
         return p
 
@@ -95,7 +99,7 @@ def run_cell(args: argparse.Namespace) -> dict[str, object]:
         req_s=round(n / elapsed, 2),
         tok_s=round(sum(tokens) / elapsed, 1),
         tokens_per_req=round(statistics.mean(tokens), 2),
-        valid=None if args.method == "unconstrained" else round(sum(valid) / n, 4),
+        valid=None if args.method.startswith("unconstrained") else round(sum(valid) / n, 4),
     )
     return out
 
@@ -192,7 +196,8 @@ def table(rows: list[dict[str, object]]) -> str:
             lines.append(f"| {r['k']:,} | {r['b']} | {r['method']} | failed: {r['error']} | | | | | |")
             continue
         t = by.get(("triec", r["k"], r["b"]))
-        ratio = "" if r["method"] == "triec" or t is None or "req_s" not in t else f"{t['req_s'] / r['req_s']:.2f}x"
+        broken = r["valid"] is not None and r["valid"] < 1
+        ratio = "" if r["method"] == "triec" or t is None or "req_s" not in t or broken else f"{t['req_s'] / r['req_s']:.2f}x"
         valid = "n/a" if r["valid"] is None else f"{r['valid']:.0%}"
         lines.append(
             f"| {r['k']:,} | {r['b']} | {r['method']} | {r['req_s']} | {r['tok_s']} | {r['tokens_per_req']} | {valid} "
@@ -202,8 +207,11 @@ def table(rows: list[dict[str, object]]) -> str:
 
 
 def plot(rows: list[dict[str, object]], path: str) -> None:
-    import matplotlib
-
+    try:
+        import matplotlib
+    except ImportError:
+        print(f"no plot: matplotlib is not installed (render it later with --from-json FILE --plot {path})")
+        return
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -211,11 +219,14 @@ def plot(rows: list[dict[str, object]], path: str) -> None:
     fig, ax = plt.subplots(figsize=(8, 4))
     width = 0.8 / len(METHODS)
     for i, m in enumerate(METHODS):
-        ys = [next((r.get("req_s", 0) for r in rows if (r["method"], r["k"], r["b"]) == (m, k, b)), 0) for k, b in cells]
+        ys = [
+            next((r.get("req_s", 0) if r.get("valid") in (None, 1.0) else 0 for r in rows if (r["method"], r["k"], r["b"]) == (m, k, b)), 0)
+            for k, b in cells
+        ]
         ax.bar([c + i * width for c in range(len(cells))], ys, width, label=m)
     ax.set_xticks([c + 0.4 - width / 2 for c in range(len(cells))], [f"K={k:,}\nB={b}" for k, b in cells])
     ax.set_ylabel("requests / s (greedy, max_tokens 32)")
-    ax.set_title("vLLM on CPU, tiny Llama: triec vs structured outputs (choice)")
+    ax.set_title("vLLM on CPU, tiny Llama: triec vs structured outputs (choice); 0 = failed")
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -237,6 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--plot", default=None, help="write a bar chart (PNG) here")
     # one cell, in a child process
     ap.add_argument("--check", action="store_true", help="run the end-to-end check instead of the bench")
+    ap.add_argument("--from-json", default=None, help="render --md/--plot from a --json file instead of measuring")
     ap.add_argument("--cell", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--check-child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--method", help=argparse.SUPPRESS)
@@ -249,6 +261,14 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.check_child:
         print("CELL " + json.dumps(run_check(args)), flush=True)
+        return 0
+    if args.from_json:
+        rows = [json.loads(x) for x in Path(args.from_json).read_text().splitlines() if x.strip()]
+        print(table(rows))
+        if args.md:
+            Path(args.md).write_text(table(rows) + "\n")
+        if args.plot:
+            plot(rows, args.plot)
         return 0
     try:
         import vllm  # noqa: F401
