@@ -244,10 +244,12 @@ class TorchMaskTable:
         """
         states = states.reshape(-1)
         limit = DEFAULT_MAX_GATHER.get(logits.device.type, 0) if max_gather is None else int(max_gather)
-        if rows is None:
+        every = rows is None
+        if every:
             if limit <= 0:
                 return self.apply_bitmask(logits, self.fill(states))
             rows = torch.arange(states.numel(), device=logits.device)
+        assert rows is not None
         rows = rows.reshape(-1).to(device=logits.device, dtype=torch.int64)
         if rows.numel() == 0:
             return logits
@@ -259,6 +261,7 @@ class TorchMaskTable:
         count = offsets[r + 1] - lo
         narrow = count <= limit
         if not bool(narrow.all()):
+            every = False
             wide = ~narrow
             self._mask_rows_bitmask(logits, rows[wide], states[wide])
             rows, lo, count = rows[narrow], lo[narrow], count[narrow]
@@ -270,7 +273,10 @@ class TorchMaskTable:
         flat = (rows * logits.shape[1]).unsqueeze(1) + tokens[pos]
         view = logits.view(-1)
         kept = view[flat]
-        logits.index_fill_(0, rows, float("-inf"))
+        if every:  # a contiguous fill is several times faster than index_fill_ over the same rows
+            logits.fill_(float("-inf"))
+        else:
+            logits.index_fill_(0, rows, float("-inf"))
         view[flat] = kept
         return logits
 

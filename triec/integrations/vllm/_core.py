@@ -434,8 +434,11 @@ class BatchState:
                 logits[r.unsqueeze(1), self._eos.unsqueeze(0)] = kept
                 continue
             sl = to_device(slots[at], self.device)
-            every = at.size == logits.shape[0] and bool((rows[at] == np.arange(at.size)).all())  # host-side test
-            self.tables[gid].mask_rows(logits, None if every else r, self.states[sl])
+            first = int(rows[at[0]])
+            if bool((rows[at] == np.arange(first, first + at.size)).all()):  # a contiguous block of rows (host test)
+                self.tables[gid].mask_rows(logits[first : first + at.size], None, self.states[sl])
+            else:
+                self.tables[gid].mask_rows(logits, r, self.states[sl])
         return logits
 
 
