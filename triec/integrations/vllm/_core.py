@@ -192,10 +192,10 @@ class ServedModel:
     def fingerprint(self, eos_token_ids: Sequence[int]) -> str:
         """The served tokenizer's vocabulary fingerprint, with the artifact's EOS ids.
 
-        Decoding a 150k-token tokenizer costs about 0.4 s, so the answer is kept
-        in memory and on disk (:func:`served_fingerprint`); the engine process
-        computes it at start-up for the model's own EOS ids, which is what an
-        artifact compiled for the model records, so the first request finds it.
+        Decoding a 150k-token tokenizer costs about 0.4 s the first time; triec's
+        vocabulary cache keeps the result on disk, and the engine process loads
+        it at start-up (:func:`engine_start`), so the frontend's first request
+        reads the cache (about 15 ms) and later ones the memo here.
         """
         key = tuple(sorted(set(int(e) for e in eos_token_ids)))
         with self._lock:
@@ -214,45 +214,12 @@ class ServedModel:
         return stops
 
 
-def _fingerprint_cache_file(tokenizer: str, vocab_size: int, eos: tuple[int, ...]) -> Path:
-    import hashlib
-    import json
-
-    from triec.automaton import cache_dir
-
-    stamp: list[int] = []
-    for candidate in (Path(tokenizer) / "tokenizer.json", Path(tokenizer)):
-        try:
-            st = candidate.stat()
-        except OSError:
-            continue
-        if candidate.is_file():
-            stamp = [st.st_mtime_ns, st.st_size]
-            break
-    raw = json.dumps([os.path.abspath(tokenizer) if Path(tokenizer).exists() else tokenizer, vocab_size, eos, stamp])
-    return cache_dir() / "served" / (hashlib.sha256(raw.encode()).hexdigest()[:32] + ".txt")
-
-
 def served_fingerprint(tokenizer: str, vocab_size: int, eos: tuple[int, ...]) -> str:
-    """The fingerprint of ``Vocabulary.load(tokenizer, vocab_size, eos)``, cached on disk by the tokenizer file's stamp."""
+    """The fingerprint of ``Vocabulary.load(tokenizer, vocab_size, eos)`` (decoded once per tokenizer file:
+    triec's vocabulary cache keeps the decoded bytes on disk, so later processes load them in milliseconds)."""
     from triec.vocabulary import Vocabulary
 
-    cached = _fingerprint_cache_file(tokenizer, vocab_size, eos)
-    try:
-        text = cached.read_text().strip()
-        if text.startswith("sha256:"):
-            return text
-    except OSError:
-        pass
-    fp = Vocabulary.load(tokenizer, vocab_size=vocab_size, eos_token_ids=eos).fingerprint
-    try:  # temp file + rename: a concurrent reader sees all or nothing
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cached.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(fp + "\n")
-        os.replace(tmp, cached)
-    except OSError:
-        pass
-    return fp
+    return Vocabulary.load(tokenizer, vocab_size=vocab_size, eos_token_ids=eos).fingerprint
 
 
 def served_model_from_config(model_config: Any, eos_token_id: int | None = None) -> ServedModel:
@@ -524,8 +491,8 @@ def safe_parse(params: Any) -> TriecRequest | None | Exception:
 def engine_start(vllm_config: Any, batch: BatchState) -> None:
     """Engine start-up work that would otherwise fall on the first requests (never raises).
 
-    Caches the served tokenizer's fingerprint for the model's EOS ids (the
-    frontend's admission check reads it), and, unless ``TRIEC_PRELOAD=0``,
+    Decodes the served tokenizer once (triec's vocabulary cache then serves the
+    frontend's admission check from disk), and, unless ``TRIEC_PRELOAD=0``,
     uploads the tables of the artifacts already in the directory (at most 64).
     """
     try:
