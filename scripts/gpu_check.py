@@ -20,6 +20,7 @@ Without vLLM this part is skipped with a message.
     python scripts/gpu_check.py                       # CUDA, the issue's sizes, then vLLM
     python scripts/gpu_check.py --device cpu --ks 1000 --iters 20
     python scripts/gpu_check.py --vllm only           # just the vLLM checks and bench
+    python scripts/gpu_check.py --tokenizer shared/tokenizers/qwen2/tokenizer.json   # no zstandard needed
 """
 
 from __future__ import annotations
@@ -159,6 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--iters", type=int, default=200, help="steps per timing round")
     ap.add_argument("--sample", type=int, default=8192, help="states whose rows are checked (all if fewer)")
     ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
+    ap.add_argument("--tokenizer", default="qwen2", help="tokenizer (default: the bundled Qwen2; a path needs no zstandard)")
     ap.add_argument("--vllm", choices=("auto", "on", "off", "only"), default="auto",
                     help="vLLM end-to-end checks and bench (auto: on CUDA when vLLM is importable)")  # fmt: skip
     ap.add_argument("--vllm-ks", default="1000,10000")
@@ -176,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"device {device} ({name}), torch {torch.__version__}")
     if args.vllm == "only":
         return vllm_checks(args)
-    vocab = triec.Vocabulary.load("qwen2", vocab_size=151936)
+    vocab = triec.Vocabulary.load(args.tokenizer, vocab_size=151936)
     rng = np.random.default_rng(0)
     failed = False
     for k in (int(x) for x in args.ks.split(",")):
