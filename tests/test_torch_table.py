@@ -119,6 +119,32 @@ def test_apply_bitmask_matches_xgrammar_and_pads(qwen2: triec.Vocabulary) -> Non
     assert torch.equal(masked[:, : table.vocab_size], ours)
 
 
+@pytest.mark.parametrize("max_gather", [0, 1, 3, 100_000])
+def test_mask_rows_keeps_exactly_the_allowed_logits(qwen2: triec.Vocabulary, max_gather: int) -> None:
+    """Gather and bitmask paths alike: chosen rows keep their allowed logits, other rows are untouched."""
+    table = triec.compile(MIXED, qwen2)
+    dev = table.to_torch()
+    rng = np.random.default_rng(max_gather)
+    for _ in range(8):
+        n = int(rng.integers(1, 12))
+        states = rng.integers(-2, table.num_states, n)
+        rows = rng.permutation(n + 4)[:n]
+        logits = torch.randn(n + 4, table.vocab_size)
+        before = logits.clone()
+        assert dev.mask_rows(logits, torch.from_numpy(rows), torch.from_numpy(states), max_gather=max_gather) is logits
+        for r, s in zip(rows.tolist(), states.tolist(), strict=True):
+            want = np.array(table.eos_token_ids) if s < 0 else table.allowed(s)
+            assert np.array_equal(np.flatnonzero(torch.isfinite(logits[r]).numpy()), want)
+            assert torch.equal(logits[r, want], before[r, want])
+        others = np.setdiff1d(np.arange(n + 4), rows)
+        assert torch.equal(logits[others], before[others])
+        every = before[: n].clone()  # rows=None: row i takes states[i]
+        dev.mask_rows(every, None, torch.from_numpy(states), max_gather=max_gather)
+        explicit = before[: n].clone()
+        dev.mask_rows(explicit, torch.arange(n), torch.from_numpy(states), max_gather=max_gather)
+        assert torch.equal(every, explicit)
+
+
 def test_representation_bytes(qwen2: triec.Vocabulary) -> None:
     table = triec.compile(triec.synthetic.tool_names(1000), qwen2)
     dev = table.to_torch()

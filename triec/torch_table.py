@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
+from triec.csr import concat_ranges
 from triec.runtime import FINISHED
 from triec.word_masks import state_words
 
@@ -56,6 +57,11 @@ INVALID = -2
 
 DEFAULT_NARROW_WORDS = 256
 """Pairs gathered per state and step; states with more words get a dense row."""
+
+DEFAULT_MAX_GATHER = {"cpu": 4096}
+"""Per device type: rows allowing at most this many tokens are masked by gathering their
+logits (:meth:`TorchMaskTable.mask_rows`); other devices and wider rows use the bitmask.
+Measured in docs/benchmarks.md ("Masking logits rows")."""
 
 _NO_KEY = np.iinfo(np.int64).max  # sentinel pair key past every real one, so no array is empty
 
@@ -94,6 +100,8 @@ class TorchMaskTable:
         self.accepting: torch.Tensor = put["accepting"]  # bool [S + 1]
         self.eos: torch.Tensor = put["eos"]  # int64 [E]
         self._lanes = torch.arange(self.narrow_words, device=self.device)
+        self._source = table
+        self._token_rows: tuple[torch.Tensor, torch.Tensor] | None = None  # built on first mask_rows gather
         self._byte_bits = torch.tensor([1 << i for i in range(8)], dtype=torch.uint8, device=self.device)
 
     @property
@@ -207,6 +215,76 @@ class TorchMaskTable:
             raise ValueError(f"logits must be (B, V) with B = {states.numel()} states, got {tuple(logits.shape)}")
         return self.apply_bitmask(logits, self.fill(states))
 
+    def token_rows(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(offsets int64 [S + 2], tokens int64 [N + 1]): each state's allowed ids, EOS included.
+
+        Row ``S`` is the terminal states' row (the EOS ids). Built on first use
+        from the numpy table (O(allowed pairs)); the gather path of
+        :meth:`mask_rows` reads it.
+        """
+        if self._token_rows is None:
+            offsets, tokens = _token_rows(self._source)
+            self._token_rows = (torch.from_numpy(offsets).to(self.device), torch.from_numpy(tokens).to(self.device))
+        return self._token_rows
+
+    def mask_rows(
+        self, logits: torch.Tensor, rows: torch.Tensor | None, states: torch.Tensor, *, max_gather: int | None = None
+    ) -> torch.Tensor:
+        """Set ``logits[rows[i]]`` to -inf outside the allowed tokens of ``states[i]`` (in place).
+
+        Two exact methods, one result. *Gather*: read the few allowed logits of
+        each row, fill the rows with -inf, write the read values back; it costs
+        the row fills plus O(allowed), and needs the largest allowed count on
+        the host (a synchronisation). *Bitmask*: :meth:`fill` then
+        :meth:`apply_bitmask` over the rows; no synchronisation, O(width) per row
+        with a B x V temporary. Rows whose state allows at most ``max_gather``
+        tokens take the gather path (default :data:`DEFAULT_MAX_GATHER` for the
+        device type, 0 = always the bitmask). ``rows=None`` means every row, in
+        order (``states`` then has one state per row). ``logits`` must be contiguous.
+        """
+        states = states.reshape(-1)
+        limit = DEFAULT_MAX_GATHER.get(logits.device.type, 0) if max_gather is None else int(max_gather)
+        every = rows is None
+        if every:
+            if limit <= 0:
+                return self.apply_bitmask(logits, self.fill(states))
+            rows = torch.arange(states.numel(), device=logits.device)
+        assert rows is not None
+        rows = rows.reshape(-1).to(device=logits.device, dtype=torch.int64)
+        if rows.numel() == 0:
+            return logits
+        if limit <= 0:
+            return self._mask_rows_bitmask(logits, rows, states)
+        offsets, tokens = self.token_rows()
+        r = self._rows_of(states)
+        lo = offsets[r]
+        count = offsets[r + 1] - lo
+        narrow = count <= limit
+        if not bool(narrow.all()):
+            every = False
+            wide = ~narrow
+            self._mask_rows_bitmask(logits, rows[wide], states[wide])
+            rows, lo, count = rows[narrow], lo[narrow], count[narrow]
+            if rows.numel() == 0:
+                return logits
+        lanes = torch.arange(int(count.max()), device=logits.device)
+        # Lanes past a row's count repeat its first token: writing the same value twice is harmless.
+        pos = torch.where(lanes < count.unsqueeze(1), lo.unsqueeze(1) + lanes, lo.unsqueeze(1))
+        flat = (rows * logits.shape[1]).unsqueeze(1) + tokens[pos]
+        view = logits.view(-1)
+        kept = view[flat]
+        if every:  # a contiguous fill is several times faster than index_fill_ over the same rows
+            logits.fill_(float("-inf"))
+        else:
+            logits.index_fill_(0, rows, float("-inf"))
+        view[flat] = kept
+        return logits
+
+    def _mask_rows_bitmask(self, logits: torch.Tensor, rows: torch.Tensor, states: torch.Tensor) -> torch.Tensor:
+        sub = logits.index_select(0, rows)
+        self.apply_bitmask(sub, self.fill(states))
+        return logits.index_copy_(0, rows, sub)
+
     def advance(self, states: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
         """Next states (int64) after one token per row; see the module docstring for the terminals.
 
@@ -274,6 +352,28 @@ def _device_arrays(table: MaskTable, narrow_words: int) -> tuple[int, dict[str, 
         "accepting": accepting,
         "eos": eos,
     }
+
+
+def _token_rows(table: MaskTable) -> tuple[np.ndarray, np.ndarray]:
+    """Allowed ids per state with EOS appended at accepting states, plus the terminal row (EOS)."""
+    n = table.num_states
+    content_offsets = np.asarray(table.allowed_offsets, dtype=np.int64)
+    content = np.diff(content_offsets)
+    eos = np.asarray(table.eos_token_ids, dtype=np.int64)
+    accepting = np.zeros(n, dtype=bool)
+    accepting[np.asarray(table.value_state, dtype=np.int64)] = True
+    counts = np.concatenate([content + accepting * eos.size, [eos.size]])
+    offsets = np.zeros(n + 2, dtype=np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    tokens = np.zeros(int(offsets[-1]) + 1, dtype=np.int64)  # one spare slot keeps every gather in range
+    tokens[concat_ranges(offsets[:n], content)] = np.asarray(table.allowed_tokens, dtype=np.int64)
+    ends = np.concatenate([np.flatnonzero(accepting), [n]])  # states whose row ends in the EOS ids
+    if eos.size:
+        at = (offsets[ends] + np.concatenate([content, [0]])[ends]).repeat(eos.size) + np.tile(
+            np.arange(eos.size), ends.size
+        )
+        tokens[at] = np.tile(eos, ends.size)
+    return offsets, tokens
 
 
 def _words_of(tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

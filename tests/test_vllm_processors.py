@@ -1,0 +1,361 @@
+"""Both vLLM processors, engine-free: random batch histories, every row's mask equal to the numpy table's.
+
+The histories follow each interface's contract as vLLM's code states it: for
+the V1 interface, batch updates (removed, then added, then moved one-way or
+swapped), output lists that are live references, async scheduling's -1
+placeholder patched before ``apply``, requests resumed with several outputs;
+for Model Runner V2, recycled slots, tokens committed on the device
+(``all_token_ids``, ``total_len``), rows reordered every step. The reference
+is the numpy runtime (a restricted view for ``restrict`` requests) walking
+each request's tokens; the processors run on their own device tables.
+Requires vLLM (the ``vllm`` nox session); skipped elsewhere.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+import triec
+import triec.synthetic
+
+pytest.importorskip("vllm")
+torch = pytest.importorskip("torch")
+
+from vllm import SamplingParams  # noqa: E402
+from vllm.v1.sample.logits_processor import BatchUpdate, MoveDirectionality  # noqa: E402
+
+from triec.integrations.vllm import TriecLogitsProcessor, TriecLogitsProcessorV2, _core  # noqa: E402
+
+V = 151_936
+COLORS = ["red", "green", "blue", "yellow", "re", "gre"]
+RESTRICT = tuple(triec.synthetic.tool_names(300)[10:14])
+
+
+@pytest.fixture(scope="module")
+def artifacts(tmp_path_factory: pytest.TempPathFactory, qwen2: triec.Vocabulary) -> dict[str, triec.MaskTable]:
+    vocab = triec.Vocabulary.load("qwen2", vocab_size=V)
+    root = tmp_path_factory.mktemp("artifacts")
+    tables = {"tools": triec.compile(triec.synthetic.tool_names(300), vocab), "colors": triec.compile(COLORS, vocab)}
+    for name, table in tables.items():
+        table.save(root / f"{name}.triec")
+    _core.reset_store(root)
+    return tables
+
+
+def fake_config(max_num_seqs: int = 8) -> SimpleNamespace:
+    model = SimpleNamespace(
+        tokenizer="qwen2", get_vocab_size=lambda: V, hf_config=SimpleNamespace(eos_token_id=[151643, 151645]),
+        try_get_generation_config=lambda: {"eos_token_id": [151643, 151645]},
+    )  # fmt: skip
+    return SimpleNamespace(model_config=model, scheduler_config=SimpleNamespace(max_num_seqs=max_num_seqs))
+
+
+class Req:
+    """A request of the simulation: its arguments, tokens so far, and the reference table."""
+
+    def __init__(self, rng: np.random.Generator, tables: dict[str, triec.MaskTable]) -> None:
+        kind = int(rng.integers(0, 4))
+        self.args = [None, {"triec": "tools"}, {"triec": "colors"}, {"triec": "tools", "restrict": list(RESTRICT)}][kind]
+        self.ref = None
+        if kind == 1:
+            self.ref = tables["tools"]
+        elif kind == 2:
+            self.ref = tables["colors"]
+        elif kind == 3:
+            self.ref = tables["tools"].restrict(RESTRICT)
+        self.params = SamplingParams(extra_args=self.args)
+        self.output: list[int] = []
+        self.state = None if self.ref is None else self.ref.start
+        self.finished = False
+        self.pending = -1
+
+    def allowed(self) -> np.ndarray:
+        assert self.ref is not None
+        if self.state == triec.FINISHED:
+            return np.array(self.ref.eos_token_ids)
+        return self.ref.allowed(self.state)
+
+    def take(self, token: int) -> None:
+        self.output.append(token)
+        if self.ref is not None and not self.finished:
+            self.state = self.ref.advance(self.state, token)
+            self.finished = self.state == triec.FINISHED
+
+    def resume_tokens(self, rng: np.random.Generator, n: int) -> None:
+        """Outputs generated before a preemption: a valid prefix of a value."""
+        for _ in range(n):
+            if self.ref is None:
+                self.take(int(rng.integers(0, 1000)))
+                continue
+            allowed = [t for t in self.allowed().tolist() if t not in self.ref.eos_token_ids]
+            if not allowed:
+                return
+            self.take(int(rng.choice(allowed)))
+
+
+def check_row(req: Req, row: torch.Tensor) -> None:
+    finite = np.flatnonzero(torch.isfinite(row).numpy())
+    if req.ref is None:
+        assert finite.size == V, "an unconstrained row was masked"
+    else:
+        assert np.array_equal(finite, req.allowed()), (req.args, req.output)
+
+
+def sample(req: Req, row: torch.Tensor, rng: np.random.Generator) -> int:
+    finite = np.flatnonzero(torch.isfinite(row).numpy())
+    return int(rng.choice(finite)) if req.ref is not None else int(rng.integers(0, 5000))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_v1_random_batch_updates(artifacts, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    proc = TriecLogitsProcessor(fake_config(), torch.device("cpu"), False)
+    assert proc.is_argmax_invariant() is False
+    batch: list[Req | None] = []
+    checked = 0
+    for _step in range(40):
+        removed = [i for i, r in enumerate(batch) if r is not None and (r.finished or rng.random() < 0.1)]
+        for i in removed:
+            batch[i] = None
+        added = []
+        for _ in range(int(rng.integers(0, 4))):
+            req = Req(rng, artifacts)
+            if rng.random() < 0.3:
+                req.resume_tokens(rng, int(rng.integers(1, 4)))
+            index = batch.index(None) if None in batch else len(batch)  # the lowest free index first
+            if index == len(batch):
+                batch.append(None)
+            batch[index] = req
+            added.append((index, req.params, [1, 2, 3], req.output))
+        moved = []
+        while batch and batch[-1] is None:
+            batch.pop()
+        while None in batch:  # condense: the last request moves one-way into the lowest hole
+            hole, last = batch.index(None), len(batch) - 1
+            batch[hole] = batch.pop()
+            moved.append((last, hole, MoveDirectionality.UNIDIRECTIONAL))
+            while batch and batch[-1] is None:
+                batch.pop()
+        if len(batch) >= 2 and rng.random() < 0.5:  # reorder: swap two rows
+            a, b = (int(x) for x in rng.choice(len(batch), 2, replace=False))
+            batch[a], batch[b] = batch[b], batch[a]
+            moved.append((a, b, MoveDirectionality.SWAP))
+        update = BatchUpdate(batch_size=len(batch), removed=sorted(removed, reverse=True), added=added, moved=moved)
+        proc.update_state(update if (removed or added or moved) else None)
+        live: list[Req] = [r for r in batch if r is not None]
+        for r in live:  # async scheduling: the -1 placeholder is patched just before sampling
+            if r.output and r.output[-1] == -1:
+                r.output.pop()
+                r.take(r.pending)
+        logits = torch.zeros(len(live), V)
+        proc.apply(logits)
+        for i, req in enumerate(live):
+            check_row(req, logits[i])
+            checked += req.ref is not None
+        for i, req in enumerate(live):
+            token = sample(req, logits[i], rng)
+            if rng.random() < 0.3:
+                req.pending = token
+                req.output.append(-1)
+            else:
+                req.take(token)
+    assert checked > 20
+
+
+def test_v1_placeholder_is_read_in_apply(artifacts) -> None:
+    """A trailing -1 is not a token: the row keeps its state until the real token is written."""
+    proc = TriecLogitsProcessor(fake_config(), torch.device("cpu"), False)
+    table = artifacts["colors"]
+    output: list[int] = []
+    proc.update_state(BatchUpdate(1, [], [(0, SamplingParams(extra_args={"triec": "colors"}), [1], output)], []))
+    logits = torch.zeros(1, V)
+    proc.apply(logits)
+    first = int(table.allowed(table.start)[0])
+    output.append(-1)
+    logits = torch.zeros(1, V)
+    proc.apply(logits)
+    assert np.array_equal(np.flatnonzero(torch.isfinite(logits[0]).numpy()), table.allowed(table.start))
+    output[-1] = first
+    logits = torch.zeros(1, V)
+    proc.apply(logits)
+    want = table.allowed(table.advance(table.start, first))
+    assert np.array_equal(np.flatnonzero(torch.isfinite(logits[0]).numpy()), want)
+
+
+class FakeReqStates:
+    """Model Runner V2's request state, as the processor reads it: device tensors behind ``.gpu``."""
+
+    def __init__(self, max_reqs: int, max_len: int = 256) -> None:
+        self.device = torch.device("cpu")
+        self.max_num_reqs = max_reqs
+        self.vocab_size = V
+        self.all_token_ids = SimpleNamespace(gpu=torch.zeros(max_reqs, max_len, dtype=torch.int32))
+        self.prompt_len = SimpleNamespace(gpu=torch.zeros(max_reqs, dtype=torch.int32))
+        self.prefill_len = SimpleNamespace(gpu=torch.zeros(max_reqs, dtype=torch.int32))
+        self.total_len = SimpleNamespace(gpu=torch.zeros(max_reqs, dtype=torch.int32))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_v2_random_slots(artifacts, seed: int) -> None:
+    rng = np.random.default_rng(100 + seed)
+    states = FakeReqStates(8)
+    proc = TriecLogitsProcessorV2(fake_config(), states)
+    slots: dict[int, Req] = {}
+    checked = 0
+    for _step in range(40):
+        for s in [s for s, r in slots.items() if r.finished or rng.random() < 0.1]:
+            del slots[s]  # the runner frees the slot; the next occupant is announced by add_request
+        free = [s for s in range(8) if s not in slots]
+        for s in rng.permutation(free)[: int(rng.integers(0, 4))].tolist():
+            req = Req(rng, artifacts)
+            if rng.random() < 0.3:
+                req.resume_tokens(rng, int(rng.integers(1, 4)))
+            prompt = [int(x) for x in rng.integers(0, 1000, int(rng.integers(1, 6)))]
+            tokens = prompt + req.output  # the prefill: prompt plus outputs kept across a preemption
+            states.prompt_len.gpu[s] = len(prompt)
+            states.total_len.gpu[s] = len(tokens)
+            states.all_token_ids.gpu[s, : len(tokens)] = torch.tensor(tokens, dtype=torch.int32)
+            assert proc.add_request(s, req.params) is (req.ref is not None)
+            slots[s] = req
+        proc.apply_staged_writes()
+        order = rng.permutation(sorted(slots)).astype(np.int64)  # rows are reordered every step
+        if order.size == 0:
+            continue
+        ctx = SimpleNamespace(idx_mapping_np=order, idx_mapping=torch.from_numpy(order))
+        logits = torch.zeros(order.size, V)
+        proc.apply(logits, ctx)
+        for row, s in enumerate(order.tolist()):
+            check_row(slots[s], logits[row])
+            checked += slots[s].ref is not None
+        for row, s in enumerate(order.tolist()):  # post_update: commit the sampled token on the device
+            token = sample(slots[s], logits[row], rng)
+            slots[s].take(token)
+            total = int(states.total_len.gpu[s])
+            states.all_token_ids.gpu[s, total] = token
+            states.total_len.gpu[s] = total + 1
+    assert checked > 20
+
+
+def test_v2_partial_prefill_does_not_advance(artifacts) -> None:
+    """A step with no newly committed token (chunked prefill) leaves the state as it is."""
+    states = FakeReqStates(2)
+    proc = TriecLogitsProcessorV2(fake_config(2), states)
+    states.prompt_len.gpu[1] = 3
+    states.total_len.gpu[1] = 3
+    proc.add_request(1, SamplingParams(extra_args={"triec": "colors"}))
+    proc.apply_staged_writes()
+    table = artifacts["colors"]
+    ctx = SimpleNamespace(idx_mapping_np=np.array([1]), idx_mapping=torch.tensor([1]))
+    for _ in range(3):
+        logits = torch.zeros(1, V)
+        proc.apply(logits, ctx)
+        assert np.array_equal(np.flatnonzero(torch.isfinite(logits[0]).numpy()), table.allowed(table.start))
+
+
+# ----------------------------------------------------------------------------- admission, engine-free
+
+
+def test_parse_extra_args() -> None:
+    parse = _core.parse_extra_args
+    assert parse(None) is None and parse({}) is None and parse({"other": 1}) is None
+    assert parse({"triec": "tools"}) == _core.TriecRequest("tools")
+    assert parse({"triec": "tools", "restrict": ["b", "a", "b"]}) == _core.TriecRequest("tools", ("a", "b"))
+    for bad in (
+        {"triec": "../tools"}, {"triec": "/etc/passwd"}, {"triec": "a/b"}, {"triec": ".hidden"}, {"triec": ""},
+        {"triec": 3}, {"triec": ["tools"]}, {"restrict": ["a"]}, {"triec": "tools", "restrict": []},
+        {"triec": "tools", "restrict": [1, 2]}, {"triec": "tools", "restrict": {"a": 1}}, {"triec": "a..b"},
+    ):  # fmt: skip
+        with pytest.raises(_core.RequestError):
+            parse(bad)
+
+
+def test_store_refuses_paths_out(tmp_path: Path, artifacts) -> None:
+    inside, outside = tmp_path / "served", tmp_path / "private"
+    inside.mkdir()
+    outside.mkdir()
+    artifacts["colors"].save(outside / "secret.triec")
+    artifacts["colors"].save(inside / "colors.triec")
+    os.symlink(outside / "secret.triec", inside / "leak.triec")
+    os.symlink(inside / "colors.triec", inside / "alias.triec")  # a link that stays inside is fine
+    store = _core.ArtifactStore(inside)
+    assert store.table("colors").values == artifacts["colors"].values
+    assert store.table("alias").values == artifacts["colors"].values
+    for name in ("leak", "missing", "../private/secret", str(outside / "secret")):
+        with pytest.raises(_core.RequestError):
+            store.table(name)
+    with pytest.raises(_core.RequestError, match="TRIEC_ARTIFACT_DIR"):
+        _core.ArtifactStore("").table("colors")
+    (inside / "broken.triec").write_bytes(b"not an artifact")
+    with pytest.raises(_core.RequestError, match="not a valid triec artifact"):
+        store.table("broken")
+
+
+def test_check_request_rejections(artifacts) -> None:
+    store = _core.store()
+    served = _core.ServedModel("qwen2", V, 151643, (151643, 151645))
+    ok = SamplingParams(extra_args={"triec": "colors"})
+    assert _core.check_request(ok, served, store) == _core.TriecRequest("colors")
+    assert _core.check_request(SamplingParams(), served, store) is None
+    cases = {
+        "no artifact named": SamplingParams(extra_args={"triec": "nope"}),
+        "min_tokens": SamplingParams(extra_args={"triec": "colors"}, min_tokens=2, max_tokens=8),
+        "stop_token_ids": SamplingParams(extra_args={"triec": "colors"}, ignore_eos=True),
+        "not one of the table": SamplingParams(extra_args={"triec": "colors", "restrict": ["purple"]}),
+    }
+    for message, params in cases.items():
+        with pytest.raises(_core.RequestError, match=message):
+            _core.check_request(params, served, store)
+    # ignore_eos with the EOS ids as explicit stop ids is fine
+    fine = SamplingParams(extra_args={"triec": "colors"}, ignore_eos=True, stop_token_ids=[151643, 151645])
+    assert _core.check_request(fine, served, store) is not None
+    gpt2 = _core.ServedModel("gpt2", V, 50256, (50256,))
+    with pytest.raises(_core.RequestError, match="another tokenizer"):
+        _core.check_request(SamplingParams(extra_args={"triec": "colors"}, stop_token_ids=[151643, 151645]), gpt2, store)
+    narrow = _core.ServedModel("qwen2", 151_665, 151643, (151643, 151645))
+    with pytest.raises(_core.RequestError, match="wide"):
+        _core.check_request(ok, narrow, store)
+    with pytest.raises(_core.RequestError, match="which model"):
+        _core.check_request(ok, None, store)
+
+
+def test_engine_side_never_raises(artifacts) -> None:
+    """A request that reaches the engine unchecked (artifact gone, bad args) ends with EOS; others are untouched."""
+    proc = TriecLogitsProcessor(fake_config(), torch.device("cpu"), False)
+    added = [
+        (0, SamplingParams(extra_args={"triec": "gone"}), [1], []),
+        (1, SamplingParams(extra_args={"triec": "../x"}), [1], []),
+        (2, SamplingParams(), [1], []),
+        (3, SamplingParams(extra_args={"triec": "colors"}), [1], []),
+    ]
+    proc.update_state(BatchUpdate(4, [], added, []))
+    logits = torch.zeros(4, V)
+    proc.apply(logits)
+    for row in (0, 1):
+        assert np.flatnonzero(torch.isfinite(logits[row]).numpy()).tolist() == [151643, 151645]
+    assert bool(torch.isfinite(logits[2]).all())
+    table = artifacts["colors"]
+    assert np.array_equal(np.flatnonzero(torch.isfinite(logits[3]).numpy()), table.allowed(table.start))
+
+
+def test_device_tables_of_finished_subsets_are_dropped(artifacts) -> None:
+    """Many different subsets over time: tables no slot uses are evicted, live rows keep theirs."""
+    proc = TriecLogitsProcessor(fake_config(), torch.device("cpu"), False)
+    proc.core.max_tables = 3
+    tools = artifacts["tools"]
+    keep = SamplingParams(extra_args={"triec": "tools", "restrict": list(tools.values[:3])})
+    proc.update_state(BatchUpdate(1, [], [(0, keep, [1], [])], []))
+    for i in range(8):
+        subset = tools.values[10 + i : 12 + i]
+        params = SamplingParams(extra_args={"triec": "tools", "restrict": subset})
+        proc.update_state(BatchUpdate(2, [1] if i else [], [(1, params, [1], [])], []))
+        logits = torch.zeros(2, V)
+        proc.apply(logits)
+        for row, values in ((0, tools.values[:3]), (1, subset)):
+            view = tools.restrict(values)
+            assert np.array_equal(np.flatnonzero(torch.isfinite(logits[row]).numpy()), view.allowed(view.start))
+        assert len(proc.core.tables) <= 3 + 1

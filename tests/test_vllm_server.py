@@ -1,0 +1,128 @@
+"""The OpenAI-compatible vLLM server with the triec processor, driven by the ``openai`` client.
+
+The server runs in its own process group on 127.0.0.1 at a free port, with a
+bounded start-up wait; the whole group is stopped at the end (vLLM's engine
+and worker processes included). Requires vLLM and openai (the ``vllm`` nox
+session); skipped elsewhere.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+import pytest
+
+import triec
+import triec.synthetic
+
+pytest.importorskip("vllm")
+openai = pytest.importorskip("openai")
+
+from tiny_llama import make_tiny_llama  # noqa: E402
+
+STARTUP_S = 300
+COLORS = ["red", "green", "blue", "yellow"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def stop_group(proc: subprocess.Popen) -> None:
+    """SIGTERM to the server's whole process group, SIGKILL after 30 s."""
+    try:
+        pgid = os.getpgid(proc.pid)
+    except ProcessLookupError:
+        return
+    for sig, wait in ((signal.SIGTERM, 30), (signal.SIGKILL, 10)):
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(pgid, 0)  # still someone in the group?
+            except ProcessLookupError:
+                proc.wait(timeout=5)
+                return
+            proc.poll()
+            time.sleep(0.5)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, object]]:
+    root = tmp_path_factory.mktemp("server")
+    model = make_tiny_llama(root / "model")
+    vocab = triec.Vocabulary.load(model)
+    art = root / "artifacts"
+    art.mkdir()
+    tools = triec.compile(triec.synthetic.tool_names(1000), vocab)
+    tools.save(art / "tools.triec")
+    triec.compile(COLORS, vocab).save(art / "colors.triec")
+    port = free_port()
+    env = dict(os.environ, TRIEC_ARTIFACT_DIR=str(art), VLLM_CPU_KVCACHE_SPACE="1")
+    log = open(root / "server.log", "wb")  # noqa: SIM115 - closed at teardown
+    cmd = [
+        sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model),
+        "--served-model-name", "tiny", "--host", "127.0.0.1", "--port", str(port),
+        "--logits-processors", "triec.integrations.vllm:TriecLogitsProcessor",
+        "--max-num-seqs", "8", "--max-model-len", "256", "--enforce-eager",
+    ]  # fmt: skip
+    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="none", timeout=60, max_retries=0)
+        deadline = time.monotonic() + STARTUP_S
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"server exited with {proc.returncode}: {(root / 'server.log').read_text()[-3000:]}")
+            if time.monotonic() > deadline:
+                pytest.fail(f"server not ready after {STARTUP_S} s: {(root / 'server.log').read_text()[-3000:]}")
+            try:
+                client.models.list()
+                break
+            except openai.APIConnectionError:
+                time.sleep(1)
+        yield {"client": client, "tools": set(tools.values), "proc": proc}
+    finally:
+        stop_group(proc)
+        log.close()
+    with pytest.raises(ProcessLookupError):
+        os.killpg(proc.pid, 0)  # nothing of the server is left
+
+
+def complete(client, prompt: str, xargs: dict | None, **kwargs):
+    extra = {"vllm_xargs": xargs} if xargs is not None else None
+    return client.completions.create(model="tiny", prompt=prompt, max_tokens=40, extra_body=extra, **kwargs)
+
+
+def test_constrained_completions_over_http(server) -> None:
+    client = server["client"]
+    for i in range(6):
+        for name, values in (("tools", server["tools"]), ("colors", set(COLORS))):
+            choice = complete(client, f"Select one #{i}:", {"triec": name}, temperature=0.0 if i % 2 else 1.0).choices[0]
+            assert choice.text in values and choice.finish_reason == "stop", (name, choice)
+    restricted = complete(client, "Pick:", {"triec": "colors", "restrict": ["blue", "red"]}, temperature=1.0)
+    assert restricted.choices[0].text in {"blue", "red"}
+
+
+def test_unconstrained_completion_is_untouched(server) -> None:
+    choice = complete(server["client"], "Select one:", None, temperature=0.0).choices[0]
+    assert choice.finish_reason == "length" and choice.text not in server["tools"]
+
+
+def test_bad_requests_get_400(server) -> None:
+    client = server["client"]
+    for xargs in ({"triec": "../etc/passwd"}, {"triec": "nope"}, {"triec": "colors", "restrict": ["teal"]}):
+        with pytest.raises(openai.BadRequestError) as info:
+            complete(client, "x", xargs)
+        assert info.value.status_code == 400
+    assert complete(client, "Pick:", {"triec": "colors"}).choices[0].text in COLORS  # still serving

@@ -1,0 +1,20 @@
+"""vLLM logits processors that constrain a request to one value of a named triec artifact.
+
+Two classes, one per vLLM model runner (each runner refuses the other's):
+
+* :class:`TriecLogitsProcessor`: the V1 interface, used on CPU and on CUDA
+  with ``VLLM_USE_V2_MODEL_RUNNER=0``;
+* :class:`TriecLogitsProcessorV2`: Model Runner V2, vLLM's default wherever
+  Triton runs (every CUDA machine).
+
+A request opts in with ``SamplingParams(extra_args={"triec": "tools"})`` (over
+HTTP: ``"vllm_xargs": {"triec": "tools"}``), optionally narrowed with
+``"restrict": [values...]``; ``tools`` is ``$TRIEC_ARTIFACT_DIR/tools.triec``.
+Requests without ``"triec"`` are left alone. See README, "Serving with vLLM".
+"""
+
+from triec.integrations.vllm._core import ARG_NAME, ARG_RESTRICT, ENV_DIR, RequestError
+from triec.integrations.vllm.v1 import TriecLogitsProcessor
+from triec.integrations.vllm.v2 import TriecLogitsProcessorV2
+
+__all__ = ["ARG_NAME", "ARG_RESTRICT", "ENV_DIR", "RequestError", "TriecLogitsProcessor", "TriecLogitsProcessorV2"]

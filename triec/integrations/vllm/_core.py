@@ -1,0 +1,528 @@
+"""What both vLLM processors share: request arguments, the artifact store, admission checks, the batched step.
+
+Nothing here imports vLLM: the two interface classes (:mod:`.v1`, :mod:`.v2`)
+translate vLLM's calls into :class:`BatchState` operations, and the admission
+checks read plain attributes of ``SamplingParams``.
+
+Safety model. A request names an artifact; the name is resolved inside the
+directory the operator set in ``TRIEC_ARTIFACT_DIR`` and nowhere else. Every
+check that can fail on user input runs at admission (:func:`check_request`,
+called from ``validate_params``: vLLM answers HTTP 400 and keeps serving).
+Inside the engine step nothing raises on user input: a request that still
+cannot be served there (its artifact vanished in between) is masked to EOS
+only and ends at once with an empty text.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from triec.errors import TriecError
+from triec.runtime import MaskTable
+from triec.torch_table import DEFAULT_MAX_GATHER, TorchMaskTable
+
+log = logging.getLogger("triec.vllm")
+
+ENV_DIR = "TRIEC_ARTIFACT_DIR"
+"""Environment variable: the only directory requests may name artifacts in."""
+
+ARG_NAME = "triec"
+"""``extra_args`` / ``vllm_xargs`` key: the artifact's name (``tools`` is ``$TRIEC_ARTIFACT_DIR/tools.triec``)."""
+
+ARG_RESTRICT = "restrict"
+"""``extra_args`` key: an optional list of values narrowing the artifact for this request."""
+
+SUFFIX = ".triec"
+MAX_RESTRICT = 100_000
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$")
+
+EOS_ONLY = -2
+"""Group id of rows that must end now (their table could not be set up in the engine)."""
+
+UNCONSTRAINED = -1
+
+
+class RequestError(TriecError, ValueError):
+    """A request's triec arguments cannot be served (vLLM turns it into HTTP 400)."""
+
+
+@dataclass(frozen=True)
+class TriecRequest:
+    """The parsed triec arguments of one request."""
+
+    name: str
+    restrict: tuple[str, ...] | None = None
+
+
+def parse_extra_args(extra_args: dict[str, Any] | None) -> TriecRequest | None:
+    """The request's triec arguments, ``None`` when it is unconstrained; RequestError when malformed."""
+    if not extra_args or not isinstance(extra_args, dict):
+        return None
+    name = extra_args.get(ARG_NAME)
+    restrict = extra_args.get(ARG_RESTRICT)
+    if name is None:
+        if restrict is not None:
+            raise RequestError(f"{ARG_RESTRICT!r} needs {ARG_NAME!r}: name the artifact whose values it narrows")
+        return None
+    if not isinstance(name, str) or not _NAME.match(name) or ".." in name:
+        raise RequestError(
+            f"{ARG_NAME!r} must be an artifact name (letters, digits, '_', '-', '.'; no path), not {name!r:.80}"
+        )
+    if restrict is None:
+        return TriecRequest(name)
+    if isinstance(restrict, str):
+        restrict = [restrict]
+    if not isinstance(restrict, list) or not restrict:
+        raise RequestError(f"{ARG_RESTRICT!r} must be a non-empty list of values")
+    if len(restrict) > MAX_RESTRICT:
+        raise RequestError(f"{ARG_RESTRICT!r} holds {len(restrict)} values; at most {MAX_RESTRICT} are accepted")
+    bad = next((v for v in restrict if not isinstance(v, str)), None)
+    if bad is not None:
+        raise RequestError(f"{ARG_RESTRICT!r} values must be strings, not {type(bad).__name__} {bad!r:.80}")
+    return TriecRequest(name, tuple(sorted(set(restrict))))
+
+
+# ----------------------------------------------------------------------------- artifacts
+
+
+class ArtifactStore:
+    """Artifacts by name inside one directory, loaded once (reloaded when the file changes).
+
+    Restricted subsets are compacted into standalone tables and kept in a
+    small LRU cache, so requests repeating a subset share one table.
+    """
+
+    def __init__(self, directory: str | os.PathLike[str] | None = None, *, max_subsets: int = 256) -> None:
+        raw = os.environ.get(ENV_DIR) if directory is None else os.fspath(directory)
+        self.directory = Path(raw).resolve() if raw else None
+        self._tables: dict[str, tuple[tuple[int, int], MaskTable]] = {}
+        self._subsets: OrderedDict[tuple[str, tuple[int, int], tuple[str, ...]], MaskTable] = OrderedDict()
+        self._max_subsets = max_subsets
+        self._lock = threading.Lock()
+
+    def path(self, name: str) -> Path:
+        """The artifact file a name stands for; RequestError when it is not inside the directory."""
+        if self.directory is None:
+            raise RequestError(f"this server serves no triec artifacts (the operator did not set {ENV_DIR})")
+        if not _NAME.match(name) or ".." in name:
+            raise RequestError(f"{name!r:.80} is not an artifact name")
+        path = self.directory / (name + SUFFIX)
+        real = path.resolve()
+        if real.parent != self.directory and self.directory not in real.parents:
+            raise RequestError(f"artifact {name!r} is a link leading out of the artifact directory: refused")
+        if not real.is_file():
+            raise RequestError(f"no artifact named {name!r} on this server")
+        return real
+
+    def table(self, name: str) -> MaskTable:
+        """The named artifact's table; RequestError when it is missing or invalid."""
+        table, _ = self._load(name)
+        return table
+
+    def _load(self, name: str) -> tuple[MaskTable, tuple[int, int]]:
+        from triec.artifact import load
+
+        path = self.path(name)
+        try:
+            st = path.stat()
+        except OSError as exc:
+            raise RequestError(f"artifact {name!r} cannot be read") from exc
+        stamp = (st.st_mtime_ns, st.st_size)
+        with self._lock:
+            found = self._tables.get(name)
+            if found is not None and found[0] == stamp:
+                return found[1], stamp
+        try:
+            table = load(path)
+        except (TriecError, OSError) as exc:
+            raise RequestError(f"artifact {name!r} is not a valid triec artifact: {exc}") from exc
+        with self._lock:
+            self._tables[name] = (stamp, table)
+        return table, stamp
+
+    def resolve(self, request: TriecRequest) -> tuple[tuple[Any, ...], MaskTable]:
+        """(cache key, table) for a request: the artifact, or its compacted subset."""
+        table, stamp = self._load(request.name)
+        if request.restrict is None:
+            return (request.name, stamp), table
+        key = (request.name, stamp, request.restrict)
+        with self._lock:
+            sub = self._subsets.get(key)
+            if sub is not None:
+                self._subsets.move_to_end(key)
+                return key, sub
+        try:
+            sub = table.restrict(request.restrict).compact()
+        except TriecError as exc:
+            raise RequestError(f"{ARG_RESTRICT!r} for artifact {request.name!r}: {exc}") from exc
+        with self._lock:
+            self._subsets[key] = sub
+            while len(self._subsets) > self._max_subsets:
+                self._subsets.popitem(last=False)
+        return key, sub
+
+
+# ----------------------------------------------------------------------------- admission
+
+
+@dataclass
+class ServedModel:
+    """What admission needs to know about the served model."""
+
+    tokenizer: str
+    vocab_size: int
+    eos_token_id: int | None  # the tokenizer's EOS: vLLM stops on it unless ignore_eos
+    generation_eos_ids: tuple[int, ...]  # generation_config's eos_token_id: stop ids unless ignore_eos
+
+    def __post_init__(self) -> None:
+        self._fingerprints: dict[tuple[int, ...], str] = {}
+        self._lock = threading.Lock()
+
+    def fingerprint(self, eos_token_ids: Sequence[int]) -> str:
+        """The served tokenizer's vocabulary fingerprint, with the artifact's EOS ids.
+
+        Decoding a 150k-token tokenizer costs about 0.4 s the first time; triec's
+        vocabulary cache keeps the result on disk, and the engine process loads
+        it at start-up (:func:`engine_start`), so the frontend's first request
+        reads the cache (about 15 ms) and later ones the memo here.
+        """
+        key = tuple(sorted(set(int(e) for e in eos_token_ids)))
+        with self._lock:
+            fp = self._fingerprints.get(key)
+            if fp is None:
+                fp = self._fingerprints[key] = served_fingerprint(self.tokenizer, self.vocab_size, key)
+        return fp
+
+    def stop_ids(self, params: Any) -> set[int]:
+        """Token ids that will end ``params``'s request (as vLLM's scheduler decides after admission)."""
+        stops = {int(t) for t in (getattr(params, "stop_token_ids", None) or ())}
+        if not getattr(params, "ignore_eos", False):
+            if self.eos_token_id is not None:
+                stops.add(int(self.eos_token_id))
+            stops.update(self.generation_eos_ids)
+        return stops
+
+
+def served_fingerprint(tokenizer: str, vocab_size: int, eos: tuple[int, ...]) -> str:
+    """The fingerprint of ``Vocabulary.load(tokenizer, vocab_size, eos)`` (decoded once per tokenizer file:
+    triec's vocabulary cache keeps the decoded bytes on disk, so later processes load them in milliseconds)."""
+    from triec.vocabulary import Vocabulary
+
+    return Vocabulary.load(tokenizer, vocab_size=vocab_size, eos_token_ids=eos).fingerprint
+
+
+def served_model_from_config(model_config: Any, eos_token_id: int | None = None) -> ServedModel:
+    """A :class:`ServedModel` from vLLM's ``ModelConfig`` (and the tokenizer's EOS id when known)."""
+    gen = {}
+    try:
+        gen = model_config.try_get_generation_config() or {}
+    except Exception:  # a model without a generation config
+        gen = {}
+    eos = gen.get("eos_token_id")
+    gen_ids = (eos,) if isinstance(eos, int) else tuple(int(e) for e in (eos or ()))
+    return ServedModel(
+        tokenizer=str(model_config.tokenizer),
+        vocab_size=int(model_config.get_vocab_size()),
+        eos_token_id=eos_token_id,
+        generation_eos_ids=gen_ids,
+    )
+
+
+def check_request(params: Any, served: ServedModel | None, store: ArtifactStore) -> TriecRequest | None:
+    """Every admission check for one request's ``SamplingParams``; RequestError names the first failure."""
+    request = parse_extra_args(getattr(params, "extra_args", None))
+    if request is None:
+        return None
+    if served is None:
+        raise RequestError("triec cannot tell which model this server runs (unsupported vLLM version?)")
+    _, table = store.resolve(request)
+    parent = store.table(request.name)
+    if parent.vocab_size != served.vocab_size:
+        raise RequestError(
+            f"artifact {request.name!r} has masks {parent.vocab_size} wide; the served model's logits are "
+            f"{served.vocab_size} wide (compile it with --vocab-size {served.vocab_size})"
+        )
+    if served.fingerprint(parent.eos_token_ids) != parent.tokenizer_fingerprint:
+        raise RequestError(
+            f"artifact {request.name!r} was compiled for another tokenizer ({parent.tokenizer_name or 'unnamed'}, "
+            f"{parent.tokenizer_fingerprint[:19]}...) than the served model's ({served.tokenizer})"
+        )
+    if int(getattr(params, "min_tokens", 0) or 0) > 0:
+        raise RequestError("min_tokens > 0 cannot be combined with triec: EOS would be masked at a complete value")
+    if getattr(params, "structured_outputs", None) is not None:
+        raise RequestError("a request takes either triec or structured_outputs, not both")
+    missing = sorted(set(table.eos_token_ids) - served.stop_ids(params))
+    if missing:
+        raise RequestError(
+            f"artifact {request.name!r} ends values with EOS ids {list(table.eos_token_ids)}, but {missing} would not "
+            "stop this request (ignore_eos, or a model whose EOS differs): add them to stop_token_ids"
+        )
+    return request
+
+
+# ----------------------------------------------------------------------------- the batched step
+
+
+def to_device(a: np.ndarray, device: torch.device) -> torch.Tensor:
+    """A small host index array on ``device``; on CUDA through pinned memory, so the copy does not wait for the GPU."""
+    t = torch.from_numpy(np.ascontiguousarray(a))
+    if device.type == "cuda":
+        return t.pin_memory().to(device, non_blocking=True)
+    return t.to(device)
+
+
+class BatchState:
+    """Per-slot table and state of a batch, on the logits' device; the step is a loop over tables, not rows.
+
+    A slot is a persistent-batch index (V1 interface) or a request slot
+    (Model Runner V2). ``group[slot]`` is -1 for an unconstrained slot,
+    :data:`EOS_ONLY` for one that must end, else the id of a device table;
+    ``states[slot]`` is its state (a device tensor of int64).
+    """
+
+    def __init__(self, store: ArtifactStore, device: torch.device, capacity: int, eos_ids: Iterable[int]) -> None:
+        self.store = store
+        self.device = torch.device(device)
+        self.group = np.full(max(1, capacity), UNCONSTRAINED, dtype=np.int64)
+        self.states = torch.zeros(max(1, capacity), dtype=torch.int64, device=self.device)
+        self._keys: dict[Any, int] = {}
+        self.tables: dict[int, TorchMaskTable] = {}
+        self._next_gid = 0
+        self.max_tables = 256  # past this many, tables no slot uses are dropped
+        self._eos = torch.tensor(sorted(set(eos_ids)) or [0], dtype=torch.int64, device=self.device)
+
+    def _grow(self, slot: int) -> None:
+        if slot < self.group.shape[0]:
+            return
+        n = max(slot + 1, 2 * self.group.shape[0])
+        self.group = np.concatenate([self.group, np.full(n - self.group.shape[0], UNCONSTRAINED, dtype=np.int64)])
+        pad = torch.zeros(n - self.states.shape[0], dtype=torch.int64, device=self.device)
+        self.states = torch.cat([self.states, pad])
+
+    def device_table(self, request: TriecRequest) -> tuple[int, TorchMaskTable]:
+        """The request's table on the device (uploaded once per artifact version or subset)."""
+        key, table = self.store.resolve(request)
+        gid = self._keys.get(key)
+        if gid is None:
+            if len(self.tables) >= self.max_tables:
+                self._evict()
+            gid = self._next_gid
+            self._next_gid += 1
+            self._keys[key] = gid
+            self.tables[gid] = table.to_torch(self.device)
+        return gid, self.tables[gid]
+
+    def _evict(self) -> None:
+        """Drop the device tables no slot uses (old artifact versions, subsets of finished requests)."""
+        used = set(np.unique(self.group).tolist())
+        for key, gid in list(self._keys.items()):
+            if gid not in used:
+                del self._keys[key]
+                del self.tables[gid]
+
+    def assign(self, slot: int, request: TriecRequest | Exception | None) -> None:
+        """Start ``slot`` for a new request; never raises (a failure ends the row with EOS)."""
+        self._grow(slot)
+        if isinstance(request, Exception):
+            log.error("triec: a request with bad arguments reached the engine and ends at once: %s", request)
+            self.group[slot] = EOS_ONLY
+            return
+        if request is None:
+            self.group[slot] = UNCONSTRAINED
+            return
+        try:
+            gid, table = self.device_table(request)
+        except Exception as exc:  # the engine must keep serving: end this request now
+            log.error("triec: request for artifact %r ends at once: %s", request.name, exc)
+            self.group[slot] = EOS_ONLY
+            return
+        self.group[slot] = gid
+        self.states[slot] = table.start
+
+    def clear(self, slot: int) -> None:
+        if slot < self.group.shape[0]:
+            self.group[slot] = UNCONSTRAINED
+
+    def move(self, a: int, b: int, swap: bool) -> None:
+        """Slot ``a``'s request moves to ``b`` (and ``b``'s to ``a`` when ``swap``)."""
+        self._grow(max(a, b))
+        ga, gb = int(self.group[a]), int(self.group[b])
+        idx = torch.tensor([a, b], device=self.device)
+        sa_sb = self.states[idx]
+        self.group[b] = ga
+        self.states[b] = sa_sb[0]
+        if swap:
+            self.group[a] = gb
+            self.states[a] = sa_sb[1]
+        else:
+            self.group[a] = UNCONSTRAINED
+
+    def constrained(self, slots: np.ndarray) -> np.ndarray:
+        """Positions in ``slots`` whose slot is constrained (including EOS-only)."""
+        return np.flatnonzero(self.group[slots] != UNCONSTRAINED)
+
+    def advance(self, slots: np.ndarray, tokens: torch.Tensor, where: torch.Tensor | None = None) -> None:
+        """Fold one token per slot into its state (tokens on the device, aligned with ``slots``).
+
+        ``where`` (bool, aligned) leaves the slots where it is False as they are.
+        """
+        groups = self.group[slots]
+        for gid in np.unique(groups[groups >= 0]).tolist():
+            at = np.flatnonzero(groups == gid)
+            at_t = to_device(at, self.device)
+            sl = to_device(slots[at], self.device)
+            tok = tokens.to(self.device)[at_t]
+            old = self.states[sl]
+            new = self.tables[gid].advance(old, tok)
+            if where is not None:
+                new = torch.where(where.to(self.device)[at_t], new, old)
+            self.states[sl] = new
+
+    def mask(self, logits: torch.Tensor, rows: np.ndarray, slots: np.ndarray) -> torch.Tensor:
+        """Mask ``logits[rows[i]]`` for the request in ``slots[i]``, in place, grouped by table."""
+        groups = self.group[slots]
+        for gid in np.unique(groups[groups != UNCONSTRAINED]).tolist():
+            at = np.flatnonzero(groups == gid)
+            r = to_device(rows[at], logits.device)
+            if gid == EOS_ONLY:
+                kept = logits[:, self._eos].index_select(0, r)
+                logits.index_fill_(0, r, float("-inf"))
+                logits[r.unsqueeze(1), self._eos.unsqueeze(0)] = kept
+                continue
+            sl = to_device(slots[at], self.device)
+            first = int(rows[at[0]])
+            if bool((rows[at] == np.arange(first, first + at.size)).all()):  # a contiguous block of rows (host test)
+                self.tables[gid].mask_rows(logits[first : first + at.size], None, self.states[sl])
+            else:
+                self.tables[gid].mask_rows(logits, r, self.states[sl])
+        return logits
+
+
+def end_everything(logits: torch.Tensor, rows: np.ndarray, eos: torch.Tensor) -> None:
+    """Last resort after an internal error: the constrained rows may emit only EOS."""
+    if rows.size == 0:
+        return
+    r = to_device(rows, logits.device)
+    e = eos.to(logits.device)
+    kept = logits[:, e].index_select(0, r)
+    logits.index_fill_(0, r, float("-inf"))
+    logits[r.unsqueeze(1), e.unsqueeze(0)] = kept
+
+
+# ----------------------------------------------------------------------------- process-wide singletons
+
+_STORE: ArtifactStore | None = None
+_SERVED: dict[tuple[int, int], ServedModel] = {}
+_SERVED_LOCK = threading.Lock()
+
+
+def store() -> ArtifactStore:
+    """The process's artifact store (``TRIEC_ARTIFACT_DIR`` read on first use)."""
+    global _STORE
+    if _STORE is None:
+        _STORE = ArtifactStore()
+    return _STORE
+
+
+def reset_store(directory: str | os.PathLike[str] | None = None) -> ArtifactStore:
+    """Replace the process's store (tests; an operator changing the directory)."""
+    global _STORE
+    _STORE = ArtifactStore(directory)
+    return _STORE
+
+
+def frontend_served_model(max_depth: int = 12) -> ServedModel | None:
+    """The served model as the caller's vLLM frontend sees it, or ``None``.
+
+    ``validate_params`` is a classmethod that receives only the request's
+    parameters; vLLM calls it from its ``InputProcessor``, which holds the
+    model configuration and the tokenizer. We find that object among the
+    calling frames (``self`` with ``model_config``, ``renderer`` and
+    ``generation_config_fields``), once per processor object.
+    """
+    import sys
+
+    frame = sys._getframe(1)
+    for _ in range(max_depth):
+        if frame is None:
+            return None
+        owner = frame.f_locals.get("self")
+        if owner is not None and all(hasattr(owner, a) for a in ("model_config", "renderer", "generation_config_fields")):
+            key = (id(owner), id(owner.model_config))
+            with _SERVED_LOCK:
+                found = _SERVED.get(key)
+                if found is None:
+                    try:
+                        eos = owner.renderer.get_eos_token_id()
+                    except Exception:
+                        eos = None
+                    found = _SERVED[key] = served_model_from_config(owner.model_config, eos)
+            return found
+        frame = frame.f_back
+    return None
+
+
+def validate(params: Any) -> None:
+    """The body of both classes' ``validate_params``: raises RequestError (HTTP 400) on a bad request."""
+    if parse_extra_args(getattr(params, "extra_args", None)) is None:
+        return
+    check_request(params, frontend_served_model(), store())
+
+
+def safe_parse(params: Any) -> TriecRequest | None | Exception:
+    """Engine side: the request's arguments, or the error (already refused at admission, so not expected)."""
+    try:
+        return parse_extra_args(getattr(params, "extra_args", None))
+    except Exception as exc:
+        return exc
+
+
+def engine_start(vllm_config: Any, batch: BatchState) -> None:
+    """Engine start-up work that would otherwise fall on the first requests (never raises).
+
+    Decodes the served tokenizer once (triec's vocabulary cache then serves the
+    frontend's admission check from disk), and, unless ``TRIEC_PRELOAD=0``,
+    uploads the tables of the artifacts already in the directory (at most 64).
+    """
+    try:
+        served = served_model_from_config(vllm_config.model_config)
+        served.fingerprint(engine_eos_ids(vllm_config))
+    except Exception as exc:
+        log.warning("triec: could not fingerprint the served tokenizer at start-up: %s", exc)
+    directory = batch.store.directory
+    if os.environ.get("TRIEC_PRELOAD", "1") == "0" or directory is None:
+        return
+    try:
+        names = sorted(p.name[: -len(SUFFIX)] for p in directory.glob("*" + SUFFIX))[:64]
+    except OSError:
+        return
+    for name in names:
+        try:
+            _, table = batch.device_table(TriecRequest(name))
+            if torch.device(batch.device).type in DEFAULT_MAX_GATHER:
+                table.token_rows()  # the gather path's lists, built now rather than in the first step
+        except Exception as exc:
+            log.warning("triec: artifact %r not preloaded: %s", name, exc)
+
+
+def engine_eos_ids(vllm_config: Any) -> list[int]:
+    """EOS ids the served model stops on, for rows that must end (from the configs; never raises)."""
+    try:
+        served = served_model_from_config(vllm_config.model_config)
+        ids = list(served.generation_eos_ids)
+        hf_eos = getattr(vllm_config.model_config.hf_config, "eos_token_id", None)
+        ids += [hf_eos] if isinstance(hf_eos, int) else list(hf_eos or ())
+        return sorted({int(i) for i in ids}) or [0]
+    except Exception:
+        return [0]
