@@ -13,8 +13,26 @@ HTTP: ``"vllm_xargs": {"triec": "tools"}``), optionally narrowed with
 Requests without ``"triec"`` are left alone. See README, "Serving with vLLM".
 """
 
+from typing import TYPE_CHECKING, Any
+
 from triec.integrations.vllm._core import ARG_NAME, ARG_RESTRICT, ENV_DIR, RequestError
-from triec.integrations.vllm.v1 import TriecLogitsProcessor
-from triec.integrations.vllm.v2 import TriecLogitsProcessorV2
+
+if TYPE_CHECKING:
+    from triec.integrations.vllm.v1 import TriecLogitsProcessor
+    from triec.integrations.vllm.v2 import TriecLogitsProcessorV2
+
+
+def __getattr__(name: str) -> Any:
+    """The processor classes import vLLM, so only when asked for: the shared core needs torch alone."""
+    if name == "TriecLogitsProcessor":
+        from triec.integrations.vllm.v1 import TriecLogitsProcessor
+
+        return TriecLogitsProcessor
+    if name == "TriecLogitsProcessorV2":
+        from triec.integrations.vllm.v2 import TriecLogitsProcessorV2
+
+        return TriecLogitsProcessorV2
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = ["ARG_NAME", "ARG_RESTRICT", "ENV_DIR", "RequestError", "TriecLogitsProcessor", "TriecLogitsProcessorV2"]
