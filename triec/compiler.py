@@ -185,7 +185,27 @@ def compile_sorted(
     else:
         raise ValueError(f"implementation must be one of {IMPLEMENTATIONS}, not {implementation!r}")
     t3 = time.perf_counter()
-    table = MaskTable(
+    table = mask_table(trie, offsets, tokens, next_state, vocab, encoding)
+    table._value_bytes = sk.keys
+    table._indices_checked = True  # built here: correct by construction
+    stats.num_values = trie.num_keys
+    stats.value_bytes = int(trie.key_offsets[-1])
+    stats.num_states = trie.num_nodes
+    stats.num_allowed = table.num_allowed
+    stats.phases.update({"automaton": t1 - t0, "trie": t2 - t1, "masks": t3 - t2})
+    return table
+
+
+def mask_table(
+    trie: Trie,
+    offsets: np.ndarray,
+    tokens: np.ndarray,
+    next_state: np.ndarray,
+    vocab: Vocabulary,
+    encoding: Encoding = PLAIN,
+) -> MaskTable:
+    """The runtime table of a trie and its allowed transitions (CSR), stamped with the vocabulary it is for."""
+    return MaskTable(
         allowed_offsets=offsets.astype(np.uint32),
         allowed_tokens=tokens.astype(np.int32, copy=False),
         allowed_next=next_state.astype(np.int32, copy=False),
@@ -199,14 +219,6 @@ def compile_sorted(
         build_options={"tokenizer_family": vocab.family, "tokenizer_tokens": vocab.num_tokens},
         encoding=encoding,
     )
-    table._value_bytes = sk.keys
-    table._indices_checked = True  # built here: correct by construction
-    stats.num_values = trie.num_keys
-    stats.value_bytes = int(trie.key_offsets[-1])
-    stats.num_states = trie.num_nodes
-    stats.num_allowed = table.num_allowed
-    stats.phases.update({"automaton": t1 - t0, "trie": t2 - t1, "masks": t3 - t2})
-    return table
 
 
 def _keys_of(trie: Trie) -> list[bytes]:

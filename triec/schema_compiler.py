@@ -13,9 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from triec.compiler import CompileStats
+from triec.compiler import CompileStats, mask_table
 from triec.encoding import json_string_literal
-from triec.runtime import MaskTable
 from triec.schema_table import SchemaTable
 from triec.tool_schema import _PLAIN, CONVENTION, parse_tool_schema
 from triec.trie import build_trie
@@ -101,19 +100,7 @@ def compile_schema(
     hit = np.flatnonzero((pos < st.head_node.shape[0]) & (st.head_node[pos_c] == v)) if st.head_node.size else np.zeros(0, np.int64)
     e_state, e_row, e_leaf = start[hit], pos[hit] + len(tool.tail), leaf[hit]
     o = np.lexsort((e_row, e_state))
-    trie_table = MaskTable(
-        allowed_offsets=tr.offsets.astype(np.uint32),
-        allowed_tokens=tr.tokens.astype(np.int32),
-        allowed_next=tr.next_state.astype(np.int32),
-        value_state=trie.terminal.astype(np.int32),
-        value_lcp=trie.lcp.astype(np.int32),
-        state_byte=trie.byte,
-        vocab_size=vocab.vocab_size,
-        eos_token_ids=vocab.eos_token_ids,
-        tokenizer_fingerprint=vocab.fingerprint,
-        tokenizer_name=vocab.name,
-        build_options={"tokenizer_family": vocab.family, "tokenizer_tokens": vocab.num_tokens},
-    )
+    trie_table = mask_table(trie, tr.offsets, tr.tokens, tr.next_state, vocab)
     trie_table._value_bytes = keys
     table = SchemaTable(
         trie=trie_table,

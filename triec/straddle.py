@@ -24,11 +24,7 @@ Rows 0..len(TAIL)-1 are the tail offsets; head row j is row len(TAIL) + j.
 from __future__ import annotations
 
 import hashlib
-import io
-import os
 import sys
-import tempfile
-import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -37,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from triec.automaton import VocabAutomaton, cache_dir
+from triec.disk_cache import load_arrays, save_arrays
 
 if TYPE_CHECKING:
     from triec.continuation import Continuation, EngineDriver
@@ -241,54 +238,20 @@ def _path(key: str) -> Path:
 _ARRAYS = [f.name for f in fields(StraddleTable) if f.name != "tail_len"]
 
 
-def _digest(arrays: dict[str, np.ndarray], key: str) -> str:
-    h = hashlib.sha256(key.encode())
-    for name in _ARRAYS:
-        a = np.ascontiguousarray(arrays[name])
-        h.update(f"{name}:{a.dtype.str}:{a.shape}".encode())
-        h.update(a.data)
-    return h.hexdigest()
-
-
 def save_cached(table: StraddleTable, key: str) -> Path | None:
-    """Atomic write (temporary file, then rename); a failure only costs the cache."""
-    path = _path(key)
+    """Atomic, verified write (:func:`triec.disk_cache.save_arrays`); a failure only costs the cache."""
     arrays = {name: getattr(table, name) for name in _ARRAYS}
-    meta = np.array([CACHE_FORMAT, table.tail_len], dtype=np.int64)
-    digest = np.frombuffer(bytes.fromhex(_digest(arrays, key)), dtype=np.uint8)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                np.savez(fh, meta=meta, digest=digest, **arrays)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-    except OSError:
-        return None
-    return path
+    arrays["tail_len"] = np.array([table.tail_len], dtype=np.int64)
+    return save_arrays(_path(key), key, CACHE_FORMAT, arrays)
 
 
 def load_cached(key: str) -> StraddleTable | None:
     """The cached tables if present and intact; ``None`` when in any doubt."""
-    try:
-        raw = _path(key).read_bytes()
-    except OSError:
+    arrays = load_arrays(_path(key), key, CACHE_FORMAT, [*_ARRAYS, "tail_len"])
+    if arrays is None:
         return None
-    try:
-        with np.load(io.BytesIO(raw), allow_pickle=False) as npz:
-            data = {name: npz[name] for name in npz.files}
-        meta = data["meta"]
-        if int(meta[0]) != CACHE_FORMAT:
-            return None
-        arrays = {name: data[name] for name in _ARRAYS}
-        if data["digest"].tobytes().hex() != _digest(arrays, key):
-            return None
-        return StraddleTable(tail_len=int(meta[1]), **arrays)
-    except (OSError, ValueError, KeyError, zipfile.BadZipFile, EOFError):
-        return None
+    tail_len = int(arrays.pop("tail_len")[0])
+    return StraddleTable(tail_len=tail_len, **arrays)
 
 
 def _heads_match(table: StraddleTable, a: VocabAutomaton) -> bool:
