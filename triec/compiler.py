@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -172,9 +172,20 @@ def compile_sorted(
     automaton = vocab.automaton if implementation == "numpy" else None
     t1 = time.perf_counter()
     trie = build_trie_from_buffer(sk.data, sk.offsets, sk.lcp, sk.starts)
+    keys, stats.duplicates = sk.keys, sk.duplicates
+    del sk  # compile() passes it on without keeping it: the values buffer can go with the trie's copy
     t2 = time.perf_counter()
+    stats.num_values = trie.num_keys
+    stats.value_bytes = int(trie.key_offsets[-1])
+    value_state, value_lcp = trie.terminal.astype(np.int32), trie.lcp.astype(np.int32)
     if implementation == "numpy":
         assert automaton is not None
+        # the walk reads parents and bytes alone, the table value states and LCPs (now int32):
+        # the value bytes and the per-value int64 arrays go before the walk
+        empty = np.zeros(0, dtype=np.int64)
+        trie = replace(
+            trie, data=empty.view(np.uint8), key_offsets=empty, lcp=value_lcp, terminal=value_state, depth=empty, key_starts=empty
+        )
         tr = walk(trie, automaton, vocab.vocab_size, progress)
         offsets, tokens, next_state = tr.offsets, tr.tokens, tr.next_state
         del tr
@@ -186,10 +197,8 @@ def compile_sorted(
         raise ValueError(f"implementation must be one of {IMPLEMENTATIONS}, not {implementation!r}")
     t3 = time.perf_counter()
     table = mask_table(trie, offsets, tokens, next_state, vocab, encoding)
-    table._value_bytes = sk.keys
+    table._value_bytes = keys
     table._indices_checked = True  # built here: correct by construction
-    stats.num_values = trie.num_keys
-    stats.value_bytes = int(trie.key_offsets[-1])
     stats.num_states = trie.num_nodes
     stats.num_allowed = table.num_allowed
     stats.phases.update({"automaton": t1 - t0, "trie": t2 - t1, "masks": t3 - t2})
@@ -206,11 +215,11 @@ def mask_table(
 ) -> MaskTable:
     """The runtime table of a trie and its allowed transitions (CSR), stamped with the vocabulary it is for."""
     return MaskTable(
-        allowed_offsets=offsets.astype(np.uint32),
+        allowed_offsets=offsets.astype(np.uint32, copy=False),
         allowed_tokens=tokens.astype(np.int32, copy=False),
         allowed_next=next_state.astype(np.int32, copy=False),
-        value_state=trie.terminal.astype(np.int32),
-        value_lcp=trie.lcp.astype(np.int32),
+        value_state=trie.terminal.astype(np.int32, copy=False),
+        value_lcp=trie.lcp.astype(np.int32, copy=False),
         state_byte=trie.byte,
         vocab_size=vocab.vocab_size,
         eos_token_ids=vocab.eos_token_ids,
@@ -250,11 +259,15 @@ def compile(  # noqa: A001 - the public name mirrors re.compile
     if not isinstance(vocab, Vocabulary):
         vocab = Vocabulary.load(vocab)
     stats = stats if stats is not None else CompileStats()
+    # no local holds the prepared values: compile_sorted frees their buffer once the trie is built
+    return compile_sorted(_prepare_timed(values, enc, stats), vocab, implementation=implementation, stats=stats, encoding=enc)
+
+
+def _prepare_timed(values: Iterable[str | bytes], enc: Encoding, stats: CompileStats) -> SortedKeys:
     t0 = time.perf_counter()
     sk = prepare_buffer(spell_all(values, enc))
-    stats.duplicates = sk.duplicates
     stats.phases["values"] = time.perf_counter() - t0
-    return compile_sorted(sk, vocab, implementation=implementation, stats=stats, encoding=enc)
+    return sk
 
 
 def compile_json_schema(

@@ -108,23 +108,32 @@ def build_trie_from_buffer(
     terminal = first_new + created - 1
     num_nodes = 1 + int(created.sum())
 
-    owner = np.repeat(np.arange(k, dtype=np.int32), created)  # key that created each node
-    shift = first_new - lcp - 1  # node j created by key o has depth j - shift[o]
+    # Within the run of nodes a key creates, depth and byte position go up by one per node;
+    # at the first node of each run they jump. Both are cumulative sums of per-node steps,
+    # filled block by block: a few MB of temporaries whatever N, and no per-node owner array.
     depth = np.zeros(num_nodes, dtype=np.int32)
     byte = np.zeros(num_nodes, dtype=np.uint8)
-    for lo in range(1, num_nodes, _NODE_BLOCK):  # in blocks: a few MB of temporaries whatever N
+    skip = 1 if k and created[0] == 0 else 0  # only a leading empty key creates no node
+    fn, lc, st, ln = first_new[skip:], lcp[skip:], starts[skip:], lengths[skip:]
+    for lo in range(1, num_nodes, _NODE_BLOCK):
         hi = min(lo + _NODE_BLOCK, num_nodes)
-        o = owner[lo - 1 : hi - 1]
-        d = np.arange(lo, hi, dtype=np.int64) - shift[o]
+        a = int(np.searchsorted(fn, lo, side="right"))  # run a - 1 holds node lo; runs a .. b - 1 start inside
+        b = int(np.searchsorted(fn, hi, side="left"))
+        at = fn[a:b] - lo
+        d = np.ones(hi - lo, dtype=np.int64)
+        d[0] = lc[a - 1] + 1 + (lo - fn[a - 1])
+        d[at] = lc[a:b] + 1 - ln[a - 1 : b - 1]  # the previous node ends the previous key
+        np.cumsum(d, out=d)
         depth[lo:hi] = d
-        d += starts[o]
-        d -= 1
-        byte[lo:hi] = data[d]
-    del owner
+        p = np.zeros(hi - lo, dtype=np.int64)  # the start of the node's key, less one
+        p[0] = st[a - 1] - 1
+        p[at] = st[a:b] - st[a - 1 : b - 1]
+        np.cumsum(p, out=p)
+        p += d
+        byte[lo:hi] = data[p]
+        del d, p, at
 
-    parent = np.empty(num_nodes, dtype=np.int32)
-    parent[0] = -1
-    parent[1:] = np.arange(num_nodes - 1, dtype=np.int32)  # within a key's run of new nodes, the parent is the previous node
+    parent = np.arange(-1, num_nodes - 1, dtype=np.int32)  # root -1; within a key's run of new nodes, the parent is the previous node
     _link_branch_points(parent, first_new, created, lcp)
     return Trie(
         data=data,

@@ -33,13 +33,14 @@ from triec.csr import concat_ranges
 from triec.trie import Trie
 
 CHUNK = 1 << 18  # entries advanced per numpy pass (and raw found entries held)
+_PACKED_BITS = 63  # a pair's (state, token, next state) sorts as one int64 when their bits fit
 
 
 @dataclass(frozen=True)
 class Transitions:
     """Allowed (state, token) pairs as CSR, tokens ascending within each state."""
 
-    offsets: np.ndarray  # int64 [S + 1]
+    offsets: np.ndarray  # uint32 [S + 1] (int64 from 2**32 pairs)
     tokens: np.ndarray  # int32 [P]
     next_state: np.ndarray  # int32 [P]
     leaf_entries: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
@@ -259,7 +260,7 @@ def _to_csr(
     key: np.ndarray,
     dest: np.ndarray,
 ) -> Transitions:
-    key = key.astype(np.int64)
+    """Pairs to CSR. Held at most: the pairs (int32), the offsets and one int64 per pair (the packed sort key)."""
     if automaton.single_id:
         token = automaton.key_ids[automaton.key_offsets[key]]
     else:  # several ids share bytes: each of them is allowed and leads to the same node
@@ -268,32 +269,53 @@ def _to_csr(
         token = automaton.key_ids[concat_ranges(lo, counts)]
         start = np.repeat(start, counts)
         dest = np.repeat(dest, counts)
+        del lo, counts
     del key
-    order = _order_by(start, token, vocab_size, num_states)
-    offsets = np.zeros(num_states + 1, dtype=np.int64)
-    np.cumsum(np.bincount(start, minlength=num_states), out=offsets[1:])
+    n = start.shape[0]
+    per_state = np.bincount(start, minlength=num_states)
+    offsets = np.zeros(num_states + 1, dtype=np.uint32 if n < 2**32 else np.int64)
+    np.cumsum(per_state, out=offsets[1:], dtype=offsets.dtype)
+    del per_state
+    state_bits = max(1, (num_states - 1).bit_length())
+    token_bits = max(1, (vocab_size - 1).bit_length())
+    packed = start.astype(np.int64)
     del start
-    token = token[order].astype(np.int32, copy=False)
-    dest = dest[order].astype(np.int32, copy=False)
+    packed <<= token_bits
+    packed |= token  # int32 into int64 in place: numpy casts in small buffers, no int64 copy
+    if 2 * state_bits + token_bits <= _PACKED_BITS:  # the destination rides in the low bits: sorting the keys is the whole job
+        del token
+        packed <<= state_bits
+        packed |= dest
+        del dest
+        packed.sort(kind="stable")  # timsort: the rounds emit long ascending runs
+        dest = np.empty(n, dtype=np.int32)
+        np.bitwise_and(packed, (1 << state_bits) - 1, out=dest, casting="unsafe")
+        packed >>= state_bits
+        packed &= (1 << token_bits) - 1
+        token = packed.astype(np.int32)
+        del packed
+    else:  # past about 2**22 states with qwen2: sort (key, index) and gather
+        order = _sort_order(packed, state_bits + token_bits)
+        del packed
+        token = token[order].astype(np.int32, copy=False)
+        dest = dest[order].astype(np.int32, copy=False)
     return Transitions(offsets=offsets, tokens=token, next_state=dest)
 
 
-def _order_by(start: np.ndarray, token: np.ndarray, vocab_size: int, num_states: int) -> np.ndarray:
-    """``argsort(start * vocab_size + token)`` for unique pairs, via a plain sort when the index fits beside the key.
+def _sort_order(packed: np.ndarray, key_bits: int) -> np.ndarray:
+    """``argsort(packed)`` for unique keys, via a plain sort when the index fits beside the key (reuses ``packed``).
 
     Sorting values is markedly faster than argsort in numpy (SIMD sorts), so the
     position is packed into the low bits and read back after sorting.
     """
-    n = start.shape[0]
+    n = packed.shape[0]
     index_bits = max(1, (n - 1).bit_length())
-    key_bound = max(num_states * vocab_size, 1)
-    packed = start.astype(np.int64)
-    packed *= vocab_size
-    packed += token
-    if n == 0 or (key_bound - 1).bit_length() + index_bits > 63:
-        return np.argsort(packed)
+    if n == 0 or key_bits + index_bits > 63:
+        return np.argsort(packed, kind="stable")
     packed <<= index_bits
-    packed |= np.arange(n, dtype=np.int64)
+    for lo in range(0, n, 1 << 20):  # the index in slices: no second n-sized int64 array
+        hi = min(lo + (1 << 20), n)
+        packed[lo:hi] |= np.arange(lo, hi, dtype=np.int64)
     packed.sort(kind="stable")  # timsort: the rounds emit long ascending runs
     packed &= (1 << index_bits) - 1
     return packed
