@@ -135,6 +135,24 @@ def test_tiny_chunks_give_the_same_tables(qwen2: triec.Vocabulary, shape: str) -
             assert np.array_equal(getattr(whole, name), getattr(cut, name)), (chunk, name)
 
 
+@pytest.mark.parametrize("shape", ["issue_reproducer", "nested_prefixes"])
+def test_index_sort_fallback_gives_the_same_tables(qwen2: triec.Vocabulary, shape: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pairs sort as one packed int64 while (state, token, next state) fit in 63 bits; past that (about 2**22
+    states) they sort as (key, index) and are gathered: forced here, both give the same CSR."""
+    import triec.walk
+    from triec.compiler import prepare_buffer
+    from triec.trie import build_trie_from_buffer
+
+    sk = prepare_buffer(shapes.SHAPES[shape]())
+    trie = build_trie_from_buffer(sk.data, sk.offsets, sk.lcp, sk.starts)
+    packed = triec.walk.walk(trie, qwen2.automaton, qwen2.vocab_size)
+    monkeypatch.setattr(triec.walk, "_PACKED_BITS", 0)
+    gathered = triec.walk.walk(trie, qwen2.automaton, qwen2.vocab_size)
+    assert packed.tokens.shape[0] > 1000
+    for name in ("offsets", "tokens", "next_state"):
+        assert np.array_equal(getattr(packed, name), getattr(gathered, name)), name
+
+
 def test_200k_wide_codes_equal_reference(qwen2: triec.Vocabulary) -> None:
     """Issue 9's large case: 200,000 ICD-10 style codes (a million would take the reference past 30 s)."""
     from triec.synthetic import wide_codes

@@ -59,3 +59,17 @@ def test_empty_key_is_the_root() -> None:
     t = build_trie([b"", b"a"])
     assert t.terminal.tolist() == [0, 1]
     assert t.num_nodes == 2
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.binary(max_size=12), min_size=1, max_size=30), st.integers(1, 7))
+def test_node_blocks_cut_anywhere(keys: list[bytes], block: int) -> None:
+    """Depth and byte are filled block by block: blocks of a few nodes cut key runs at every place."""
+    import triec.trie
+
+    saved = triec.trie._NODE_BLOCK
+    triec.trie._NODE_BLOCK = block
+    try:
+        check(keys)
+    finally:
+        triec.trie._NODE_BLOCK = saved
