@@ -90,6 +90,7 @@ def prepare_buffer(values: Iterable[str | bytes]) -> SortedKeys:
     del joined
     offsets = np.zeros(len(items) + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
+    del lengths
     return sort_unique(np.frombuffer(data, dtype=np.uint8), offsets)
 
 

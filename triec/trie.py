@@ -132,6 +132,7 @@ def build_trie_from_buffer(
         p += d
         byte[lo:hi] = data[p]
         del d, p, at
+    del lengths, fn, lc, st, ln
 
     parent = np.arange(-1, num_nodes - 1, dtype=np.int32)  # root -1; within a key's run of new nodes, the parent is the previous node
     _link_branch_points(parent, first_new, created, lcp)
@@ -162,7 +163,7 @@ def _link_branch_points(parent: np.ndarray, first_new: np.ndarray, created: np.n
     todo = np.nonzero((created > 0) & (lcp > 0))[0]
     if todo.size == 0:
         return
-    prev = np.arange(-1, lcp.shape[0] - 1, dtype=np.int64)  # prev[i] < i; every key between has lcp >= lcp[i]
+    prev = np.arange(-1, lcp.shape[0] - 1, dtype=np.int32 if lcp.shape[0] < 2**31 else np.int64)  # prev[i] < i; every key between has lcp >= lcp[i]
     branching = todo
     while todo.size:
         todo = todo[lcp[prev[todo]] >= lcp[todo]]
