@@ -36,7 +36,7 @@ import torch
 
 from triec.errors import TriecError
 from triec.runtime import MaskTable
-from triec.schema_table import SchemaMaskWriter, SchemaMatcher, SchemaTable
+from triec.schema_table import SchemaMaskWriter, SchemaMatcher, SchemaTable, source_words
 from triec.torch_table import DEFAULT_MAX_GATHER, TorchMaskTable
 
 log = logging.getLogger("triec.vllm")
@@ -481,29 +481,52 @@ class BatchState:
                 self.matchers.pop(slot, None)
 
     def _mask_schema(self, logits: torch.Tensor, rows: np.ndarray, slots: np.ndarray) -> None:
-        """The schema rows' masks: each artifact's writer fills its rows on the host, applied as one bitmask."""
-        by_table: dict[int, tuple[list[int], list[SchemaMatcher]]] = {}
+        """The schema rows' masks, row by row on the logits.
+
+        In the name field and the tail a row allows few tokens, read from the
+        table's precomputed (word, bits) row: the allowed logits are gathered,
+        the row filled with -inf and they are written back. In the arguments the
+        engine writes whole rows (one batched fill per artifact's writer), which
+        are unpacked and applied as a mask.
+        """
+        width = logits.shape[1]
+        engine: dict[int, tuple[list[int], list[SchemaMatcher]]] = {}
         for r, s in zip(rows.tolist(), slots.tolist(), strict=True):
             m = self.matchers[s]
-            found = by_table.setdefault(id(m.table), ([], []))
-            found[0].append(r)
-            found[1].append(m)
-        width = logits.shape[1]
-        bits = torch.tensor([1 << i for i in range(8)], dtype=torch.uint8)
-        for tid, (rs, ms) in by_table.items():
+            src = m.words_source()
+            if src < 0 and not m.is_terminated():
+                found = engine.setdefault(id(m.table), ([], []))
+                found[0].append(r)
+                found[1].append(m)
+                continue
+            if m.is_terminated():
+                ids = np.asarray(m.table.eos_token_ids, dtype=np.int64)
+            else:
+                w = source_words(m.table)
+                lo, hi = w.offsets_list[src], w.offsets_list[src + 1]
+                bits = np.unpackbits(np.ascontiguousarray(w.bits[lo:hi]).view(np.uint8).reshape(-1, 4), axis=1,
+                                     bitorder="little")  # fmt: skip
+                word, pos = np.nonzero(bits)
+                ids = w.words[lo:hi].astype(np.int64)[word] * 32 + pos
+            ids = ids[ids < width]
+            row = logits[r]
+            idx = to_device(ids, logits.device)
+            kept = row.index_select(0, idx)
+            row.fill_(float("-inf"))
+            row.index_copy_(0, idx, kept)
+        for tid, (rs, ms) in engine.items():
             table, writer = self._writers.get(tid, (None, None))
             if writer is None or writer.max_batch < len(ms):
                 table = ms[0].table
                 writer = table.mask_writer(max(len(ms), self.group.shape[0]))
                 self._writers[tid] = (table, writer)
-            words = torch.from_numpy(writer.fill(ms))  # a view of the writer's buffer: unpacked before the next fill
-            blocked = ((words.view(torch.uint8).unsqueeze(-1) & bits) == 0).reshape(len(ms), -1)
-            if blocked.shape[1] >= width:
-                blocked = blocked[:, :width]
-            else:
-                blocked = torch.cat([blocked, torch.ones((len(ms), width - blocked.shape[1]), dtype=torch.bool)], 1)
-            r = to_device(np.asarray(rs, dtype=np.int64), logits.device)
-            logits[r] = logits[r].masked_fill(to_device(blocked.numpy(), logits.device), float("-inf"))
+            words = writer.fill(ms)  # a view of the writer's buffer, read before its next fill
+            bits = np.unpackbits(words.view(np.uint8), axis=1, bitorder="little")[:, :width]
+            blocked = to_device(bits == 0, logits.device)
+            for j, r in enumerate(rs):
+                row = logits[r]
+                row[: bits.shape[1]].masked_fill_(blocked[j], float("-inf"))
+                row[bits.shape[1] :] = float("-inf")
 
     def mask(self, logits: torch.Tensor, rows: np.ndarray, slots: np.ndarray) -> torch.Tensor:
         """Mask ``logits[rows[i]]`` for the request in ``slots[i]``, in place, grouped by table."""
