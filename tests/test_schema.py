@@ -317,6 +317,10 @@ def test_artifact_round_trip(vocabs: dict[str, triec.Vocabulary], tmp_path: Path
         assert np.array_equal(ra, rb)
         assert a.accept_token(t) and b.accept_token(t), t
     assert b.value == "get_user" and b.phase == "continuation"
+    unbound = triec.load(path)  # no bind: the recorded tokenizer name (bundled gpt2) is decoded on first use
+    assert unbound.vocab is None
+    c = unbound.matcher()
+    assert np.array_equal(c.allowed(), table.matcher().allowed()) and unbound.vocab.fingerprint == vocab.fingerprint
 
 
 def test_artifact_corrupt_schema_sections_refused(vocabs: dict[str, triec.Vocabulary], tmp_path: Path) -> None:

@@ -4,13 +4,16 @@ One engine for the module (about 40 s to start): a tiny random-weight Llama
 written by the test with the bundled Qwen2 tokenizer, ``max_num_seqs`` 8 so
 that 40 requests join, leave and move within the persistent batch. Every
 constrained output must be exactly one value of its artifact (text and token
-bytes) ending with EOS (finish reason ``stop``); each admission check must
+bytes) ending with EOS (finish reason ``stop``), and every tool-call schema
+output a JSON object naming a registry tool with arguments valid per the
+schema (checked with ``jsonschema``); each admission check must
 answer with vLLM's validation error while the engine keeps serving. Requires
 vLLM (the ``vllm`` nox session); skipped elsewhere.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,6 +32,20 @@ from vllm.exceptions import VLLMValidationError  # noqa: E402
 from triec.integrations.vllm import _core  # noqa: E402
 
 COLORS = ["red", "green", "blue", "yellow", "purple", "re"]
+TOOLS = ["get_weather", "get_forecast", "send_alert", "search"]
+TOOL_CALL = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "enum": TOOLS},
+        "arguments": {
+            "type": "object",
+            "properties": {"unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+                           "days": {"type": "integer", "minimum": 1, "maximum": 7}, "urgent": {"type": "boolean"}},
+            "required": ["unit", "days", "urgent"], "additionalProperties": False,
+        },
+    },
+    "required": ["name", "arguments"], "additionalProperties": False,
+}  # fmt: skip  (a finite language: even a random model's outputs end within max_tokens)
 
 
 @pytest.fixture(scope="module")
@@ -42,6 +59,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     tables = {"tools": triec.compile(triec.synthetic.tool_names(1000), vocab), "colors": triec.compile(COLORS, vocab)}
     for name, table in tables.items():
         table.save(art / f"{name}.triec")
+    triec.compile_schema(TOOL_CALL, vocab).save(art / "toolcall.triec")
     gpt2 = triec.Vocabulary.load("gpt2", vocab_size=VOCAB_SIZE)
     triec.compile(COLORS, gpt2).save(art / "gpt2colors.triec")  # another tokenizer's masks
     odd = triec.Vocabulary.load(model, eos_token_ids=[151643, 151644])  # an EOS id this model never stops on
@@ -119,6 +137,7 @@ def test_rejections_answer_and_the_engine_keeps_serving(llm: LLM, served) -> Non
         "would not stop": {"triec": "oddeos"},
         "not one of the table": {"triec": "colors", "restrict": ["teal"]},
         "needs 'triec'": {"restrict": ["red"]},
+        "cannot narrow": {"triec": "toolcall", "restrict": ["search"]},
     }
     for message, extra in bad.items():
         with pytest.raises(VLLMValidationError, match=message):
@@ -128,6 +147,39 @@ def test_rejections_answer_and_the_engine_keeps_serving(llm: LLM, served) -> Non
             llm.generate(["x"], SamplingParams(max_tokens=8, extra_args={"triec": "colors"}, **kwargs), use_tqdm=False)
     out = llm.generate(["Pick a color:"], SamplingParams(max_tokens=8, extra_args={"triec": "colors"}), use_tqdm=False)
     assert value_of(out[0].outputs[0], served["vocab"], set(COLORS)) is not None
+
+
+def test_tool_call_requests_in_a_mixed_batch(llm: LLM, served) -> None:
+    """Schema rows (one matcher each) beside plain rows: every tool-call output parses and is valid per the schema."""
+    jsonschema = pytest.importorskip("jsonschema")
+    tables, vocab = served["tables"], served["vocab"]
+    kinds = [({"triec": "toolcall"}, None), ({"triec": "colors"}, set(COLORS)), (None, None),
+             ({"triec": "toolcall"}, None), ({"triec": "tools"}, set(tables["tools"].values))]  # fmt: skip
+    prompts, params = [], []
+    for i in range(30):
+        extra, _ = kinds[i % len(kinds)]
+        greedy = (i // len(kinds)) % 2 == 0
+        prompts.append(f"Call a tool #{i}:")
+        params.append(SamplingParams(max_tokens=120, temperature=0.0 if greedy else 1.0, seed=i, extra_args=extra))
+    outputs = llm.generate(prompts, params, use_tqdm=False)
+    calls = []
+    for i, out in enumerate(outputs):
+        completion = out.outputs[0]
+        extra, values = kinds[i % len(kinds)]
+        if extra is None:
+            continue
+        if values is not None:
+            assert value_of(completion, vocab, values) is not None, (extra, completion.text)
+            continue
+        ids = list(completion.token_ids)
+        assert completion.finish_reason == "stop" and ids[-1] in vocab.eos_token_ids, (completion.text, ids)
+        text = b"".join(vocab.token_bytes[t] for t in ids[:-1])
+        assert completion.text.encode() == text
+        call = json.loads(text)
+        jsonschema.validate(call, TOOL_CALL)
+        assert call["name"] in TOOLS
+        calls.append(call)
+    assert len(calls) == 12 and len({json.dumps(c) for c in calls}) > 2  # rows follow their own matchers
 
 
 def test_artifact_dir_must_be_set(served, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -7,7 +7,9 @@ placeholder patched before ``apply``, requests resumed with several outputs;
 for Model Runner V2, recycled slots, tokens committed on the device
 (``all_token_ids``, ``total_len``), rows reordered every step. The reference
 is the numpy runtime (a restricted view for ``restrict`` requests) walking
-each request's tokens; the processors run on their own device tables.
+each request's tokens, and for tool-call schema requests a fresh
+``SchemaMatcher`` of a separately compiled table fed the same tokens; the
+processors run on their own device tables and on the artifact they load.
 Requires vLLM (the ``vllm`` nox session); skipped elsewhere.
 """
 
@@ -34,13 +36,22 @@ from triec.integrations.vllm import TriecLogitsProcessor, TriecLogitsProcessorV2
 V = 151_936
 COLORS = ["red", "green", "blue", "yellow", "re", "gre"]
 RESTRICT = tuple(triec.synthetic.tool_names(300)[10:14])
+TOOL_NAMES = ["get_user", "get_users", "send", "get", "search_files"]
+TOOL_ARGS = {"type": "object", "properties": {"query": {"type": "string"}, "limit": {"type": "integer"}},
+             "required": ["query"], "additionalProperties": False}  # fmt: skip
+
+
+def tool_schema(names: list[str], args: dict) -> dict:
+    return {"type": "object", "properties": {"name": {"type": "string", "enum": names}, "arguments": args},
+            "required": ["name", "arguments"]}  # fmt: skip
 
 
 @pytest.fixture(scope="module")
 def artifacts(tmp_path_factory: pytest.TempPathFactory, qwen2: triec.Vocabulary) -> dict[str, triec.MaskTable]:
     vocab = triec.Vocabulary.load("qwen2", vocab_size=V)
     root = tmp_path_factory.mktemp("artifacts")
-    tables = {"tools": triec.compile(triec.synthetic.tool_names(300), vocab), "colors": triec.compile(COLORS, vocab)}
+    tables = {"tools": triec.compile(triec.synthetic.tool_names(300), vocab), "colors": triec.compile(COLORS, vocab),
+              "toolcall": triec.compile_schema(tool_schema(TOOL_NAMES, TOOL_ARGS), vocab)}  # fmt: skip
     for name, table in tables.items():
         table.save(root / f"{name}.triec")
     _core.reset_store(root)
@@ -59,10 +70,15 @@ class Req:
     """A request of the simulation: its arguments, tokens so far, and the reference table."""
 
     def __init__(self, rng: np.random.Generator, tables: dict[str, triec.MaskTable]) -> None:
-        kind = int(rng.integers(0, 4))
-        self.args = [None, {"triec": "tools"}, {"triec": "colors"}, {"triec": "tools", "restrict": list(RESTRICT)}][kind]
+        kind = int(rng.integers(0, 5))
+        self.args = [None, {"triec": "tools"}, {"triec": "colors"}, {"triec": "tools", "restrict": list(RESTRICT)},
+                     {"triec": "toolcall"}][kind]  # fmt: skip
         self.ref = None
-        if kind == 1:
+        self.matcher = None  # a schema request's reference: a fresh matcher of the in-memory compiled table
+        if kind == 4:
+            self.matcher = tables["toolcall"].matcher()
+            self.ref = tables["toolcall"]
+        elif kind == 1:
             self.ref = tables["tools"]
         elif kind == 2:
             self.ref = tables["colors"]
@@ -70,19 +86,24 @@ class Req:
             self.ref = tables["tools"].restrict(RESTRICT)
         self.params = SamplingParams(extra_args=self.args)
         self.output: list[int] = []
-        self.state = None if self.ref is None else self.ref.start
+        self.state = None if self.ref is None or self.matcher is not None else self.ref.start
         self.finished = False
         self.pending = -1
 
     def allowed(self) -> np.ndarray:
         assert self.ref is not None
+        if self.matcher is not None:
+            return self.matcher.allowed()
         if self.state == triec.FINISHED:
             return np.array(self.ref.eos_token_ids)
         return self.ref.allowed(self.state)
 
     def take(self, token: int) -> None:
         self.output.append(token)
-        if self.ref is not None and not self.finished:
+        if self.matcher is not None and not self.finished:
+            assert self.matcher.accept_token(token), (self.output, token)
+            self.finished = self.matcher.is_terminated()
+        elif self.ref is not None and not self.finished:
             self.state = self.ref.advance(self.state, token)
             self.finished = self.state == triec.FINISHED
 
@@ -106,8 +127,16 @@ def check_row(req: Req, row: torch.Tensor) -> None:
         assert np.array_equal(finite, req.allowed()), (req.args, req.output)
 
 
+def leave(req: Req) -> float:
+    """The chance a request is aborted this step (schema requests rarely: their outputs take longer)."""
+    return 0.03 if req.matcher is not None else 0.1
+
+
 def sample(req: Req, row: torch.Tensor, rng: np.random.Generator) -> int:
     finite = np.flatnonzero(torch.isfinite(row).numpy())
+    if req.matcher is not None and rng.random() < 0.6:  # schema rows: often the longest token, to reach every phase
+        lengths = req.ref.vocab.__dict__.setdefault("_lengths", np.array([len(b) for b in req.ref.vocab.token_bytes]))
+        return int(finite[np.argmax(lengths[finite])])
     return int(rng.choice(finite)) if req.ref is not None else int(rng.integers(0, 5000))
 
 
@@ -117,9 +146,9 @@ def test_v1_random_batch_updates(artifacts, seed: int) -> None:
     proc = TriecLogitsProcessor(fake_config(), torch.device("cpu"), False)
     assert proc.is_argmax_invariant() is False
     batch: list[Req | None] = []
-    checked = 0
+    checked, phases = 0, set()
     for _step in range(40):
-        removed = [i for i, r in enumerate(batch) if r is not None and (r.finished or rng.random() < 0.1)]
+        removed = [i for i, r in enumerate(batch) if r is not None and (r.finished or rng.random() < leave(r))]
         for i in removed:
             batch[i] = None
         added = []
@@ -157,6 +186,7 @@ def test_v1_random_batch_updates(artifacts, seed: int) -> None:
         for i, req in enumerate(live):
             check_row(req, logits[i])
             checked += req.ref is not None
+            phases.add(req.matcher.phase if req.matcher is not None else "")
         for i, req in enumerate(live):
             token = sample(req, logits[i], rng)
             if rng.random() < 0.3:
@@ -165,6 +195,7 @@ def test_v1_random_batch_updates(artifacts, seed: int) -> None:
             else:
                 req.take(token)
     assert checked > 20
+    assert {"name", "tail", "continuation"} <= phases  # schema rows were checked in every phase
 
 
 def test_v1_placeholder_is_read_in_apply(artifacts) -> None:
@@ -206,9 +237,9 @@ def test_v2_random_slots(artifacts, seed: int) -> None:
     states = FakeReqStates(8)
     proc = TriecLogitsProcessorV2(fake_config(), states)
     slots: dict[int, Req] = {}
-    checked = 0
+    checked, phases = 0, set()
     for _step in range(40):
-        for s in [s for s, r in slots.items() if r.finished or rng.random() < 0.1]:
+        for s in [s for s, r in slots.items() if r.finished or rng.random() < leave(r)]:
             del slots[s]  # the runner frees the slot; the next occupant is announced by add_request
         free = [s for s in range(8) if s not in slots]
         for s in rng.permutation(free)[: int(rng.integers(0, 4))].tolist():
@@ -232,6 +263,7 @@ def test_v2_random_slots(artifacts, seed: int) -> None:
         for row, s in enumerate(order.tolist()):
             check_row(slots[s], logits[row])
             checked += slots[s].ref is not None
+            phases.add(slots[s].matcher.phase if slots[s].matcher is not None else "")
         for row, s in enumerate(order.tolist()):  # post_update: commit the sampled token on the device
             token = sample(slots[s], logits[row], rng)
             slots[s].take(token)
@@ -239,6 +271,7 @@ def test_v2_random_slots(artifacts, seed: int) -> None:
             states.all_token_ids.gpu[s, total] = token
             states.total_len.gpu[s] = total + 1
     assert checked > 20
+    assert {"name", "tail", "continuation"} <= phases  # schema rows were checked in every phase
 
 
 def test_v2_partial_prefill_does_not_advance(artifacts) -> None:
@@ -359,3 +392,38 @@ def test_device_tables_of_finished_subsets_are_dropped(artifacts) -> None:
             view = tools.restrict(values)
             assert np.array_equal(np.flatnonzero(torch.isfinite(logits[row]).numpy()), view.allowed(view.start))
         assert len(proc.core.tables) <= 3 + 1
+
+
+def test_schema_admission_and_engine_side(artifacts) -> None:
+    """Schema artifacts pass the same admission checks; ``restrict`` is refused; an off-schema token ends the row."""
+    store = _core.store()
+    served = _core.ServedModel("qwen2", V, 151643, (151643, 151645))
+    ok = SamplingParams(extra_args={"triec": "toolcall"})
+    assert _core.check_request(ok, served, store) == _core.TriecRequest("toolcall")
+    cases = {
+        "cannot narrow": SamplingParams(extra_args={"triec": "toolcall", "restrict": ["send"]}),
+        "stop_token_ids": SamplingParams(extra_args={"triec": "toolcall"}, ignore_eos=True),
+        "min_tokens": SamplingParams(extra_args={"triec": "toolcall"}, min_tokens=1, max_tokens=8),
+    }
+    for message, params in cases.items():
+        with pytest.raises(_core.RequestError, match=message):
+            _core.check_request(params, served, store)
+    with pytest.raises(_core.RequestError, match="another tokenizer"):
+        _core.check_request(ok, _core.ServedModel("gpt2", V, 151643, (151643, 151645)), store)
+    proc = TriecLogitsProcessor(fake_config(), torch.device("cpu"), False)
+    out0: list[int] = []
+    out1: list[int] = []
+    proc.update_state(BatchUpdate(2, [], [(0, ok, [1], out0), (1, ok, [1], out1)], []))
+    logits = torch.zeros(2, V)
+    proc.apply(logits)
+    start = artifacts["toolcall"].matcher().allowed()
+    allowed = np.flatnonzero(torch.isfinite(logits[0]).numpy())
+    assert np.array_equal(allowed, start) and int(allowed[0]) != 0
+    out0.append(0)  # "!" is not allowed where the schema starts: row 0 ends, row 1 goes on
+    out1.append(int(allowed[0]))
+    logits = torch.zeros(2, V)
+    proc.apply(logits)
+    assert np.flatnonzero(torch.isfinite(logits[0]).numpy()).tolist() == [151643, 151645]
+    m = artifacts["toolcall"].matcher()
+    assert m.accept_token(int(allowed[0]))
+    assert np.array_equal(np.flatnonzero(torch.isfinite(logits[1]).numpy()), m.allowed())

@@ -157,7 +157,12 @@ class SchemaTable:
 
             if not self.tokenizer_name:
                 raise TriecError("this table records no tokenizer name; call table.bind(vocab) first")
-            self.bind(resolve_vocabulary(self.tokenizer_name, self.trie))
+            vocab, problems = resolve_vocabulary(self.tokenizer_name, self.trie)
+            if problems:
+                from triec.errors import TokenizerMismatch
+
+                raise TokenizerMismatch(f"{problems[0]}; call table.bind(vocab) with the tokenizer it was compiled for")
+            self.bind(vocab)
         assert self.vocab is not None
         return self.vocab
 

@@ -11,6 +11,12 @@ called from ``validate_params``: vLLM answers HTTP 400 and keeps serving).
 Inside the engine step nothing raises on user input: a request that still
 cannot be served there (its artifact vanished in between) is masked to EOS
 only and ends at once with an empty text.
+
+Tool-call schema artifacts (:class:`~triec.schema_table.SchemaTable`, D19) are
+served beside plain tables: each such row keeps one
+:class:`~triec.schema_table.SchemaMatcher` on the host, fed the same tokens as
+the plain rows' device states, and its mask rows come from one
+:class:`~triec.schema_table.SchemaMaskWriter` per artifact (D20).
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ import torch
 
 from triec.errors import TriecError
 from triec.runtime import MaskTable
+from triec.schema_table import SchemaMaskWriter, SchemaMatcher, SchemaTable, source_words
 from triec.torch_table import DEFAULT_MAX_GATHER, TorchMaskTable
 
 log = logging.getLogger("triec.vllm")
@@ -51,6 +58,15 @@ EOS_ONLY = -2
 """Group id of rows that must end now (their table could not be set up in the engine)."""
 
 UNCONSTRAINED = -1
+
+SCHEMA = -3
+"""Group id of rows served by a per-row :class:`~triec.schema_table.SchemaMatcher` (a tool-call schema artifact)."""
+
+Table = MaskTable | SchemaTable
+
+
+def is_schema(table: object) -> bool:
+    return getattr(table, "kind", None) == "tool-schema"
 
 
 class RequestError(TriecError, ValueError):
@@ -106,7 +122,7 @@ class ArtifactStore:
     def __init__(self, directory: str | os.PathLike[str] | None = None, *, max_subsets: int = 256) -> None:
         raw = os.environ.get(ENV_DIR) if directory is None else os.fspath(directory)
         self.directory = Path(raw).resolve() if raw else None
-        self._tables: dict[str, tuple[tuple[int, int], MaskTable]] = {}
+        self._tables: dict[str, tuple[tuple[int, int], Table]] = {}
         self._subsets: OrderedDict[tuple[str, tuple[int, int], tuple[str, ...]], MaskTable] = OrderedDict()
         self._max_subsets = max_subsets
         self._lock = threading.Lock()
@@ -125,12 +141,12 @@ class ArtifactStore:
             raise RequestError(f"no artifact named {name!r} on this server")
         return real
 
-    def table(self, name: str) -> MaskTable:
+    def table(self, name: str) -> Table:
         """The named artifact's table; RequestError when it is missing or invalid."""
         table, _ = self._load(name)
         return table
 
-    def _load(self, name: str) -> tuple[MaskTable, tuple[int, int]]:
+    def _load(self, name: str) -> tuple[Table, tuple[int, int]]:
         from triec.artifact import load
 
         path = self.path(name)
@@ -151,11 +167,16 @@ class ArtifactStore:
             self._tables[name] = (stamp, table)
         return table, stamp
 
-    def resolve(self, request: TriecRequest) -> tuple[tuple[Any, ...], MaskTable]:
+    def resolve(self, request: TriecRequest) -> tuple[tuple[Any, ...], Table]:
         """(cache key, table) for a request: the artifact, or its compacted subset."""
         table, stamp = self._load(request.name)
         if request.restrict is None:
             return (request.name, stamp), table
+        if is_schema(table):
+            raise RequestError(
+                f"{ARG_RESTRICT!r} cannot narrow artifact {request.name!r}: it is a tool-call schema; compile a "
+                "schema whose name enum holds just the wanted tools instead"
+            )
         key = (request.name, stamp, request.restrict)
         with self._lock:
             sub = self._subsets.get(key)
@@ -268,6 +289,15 @@ def check_request(params: Any, served: ServedModel | None, store: ArtifactStore)
             f"artifact {request.name!r} ends values with EOS ids {list(table.eos_token_ids)}, but {missing} would not "
             "stop this request (ignore_eos, or a model whose EOS differs): add them to stop_token_ids"
         )
+    if is_schema(table):
+        import importlib.util
+
+        engine = table.engine  # type: ignore[union-attr]
+        if importlib.util.find_spec(engine) is None:
+            raise RequestError(
+                f"artifact {request.name!r} is a tool-call schema whose arguments run in {engine}, which this "
+                f"server does not have installed (pip install {engine})"
+            )
     return request
 
 
@@ -287,12 +317,21 @@ class BatchState:
 
     A slot is a persistent-batch index (V1 interface) or a request slot
     (Model Runner V2). ``group[slot]`` is -1 for an unconstrained slot,
-    :data:`EOS_ONLY` for one that must end, else the id of a device table;
-    ``states[slot]`` is its state (a device tensor of int64).
+    :data:`EOS_ONLY` for one that must end, :data:`SCHEMA` for one served by
+    ``matchers[slot]`` (a tool-call schema, on the host), else the id of a
+    device table; ``states[slot]`` is its state (a device tensor of int64).
+    ``served`` names the tokenizer whose decoded vocabulary schema artifacts'
+    continuation engines need (``None``: the tokenizer the artifact records).
     """
 
-    def __init__(self, store: ArtifactStore, device: torch.device, capacity: int, eos_ids: Iterable[int]) -> None:
+    def __init__(
+        self, store: ArtifactStore, device: torch.device, capacity: int, eos_ids: Iterable[int],
+        served: ServedModel | None = None,
+    ) -> None:  # fmt: skip
         self.store = store
+        self.served = served
+        self.matchers: dict[int, SchemaMatcher] = {}
+        self._writers: dict[int, tuple[SchemaTable, SchemaMaskWriter]] = {}  # id(table) -> its row writer
         self.device = torch.device(device)
         self.group = np.full(max(1, capacity), UNCONSTRAINED, dtype=np.int64)
         self.states = torch.zeros(max(1, capacity), dtype=torch.int64, device=self.device)
@@ -330,7 +369,23 @@ class BatchState:
             if gid not in used:
                 del self._keys[key]
                 del self.tables[gid]
+        live = {id(m.table) for m in self.matchers.values()}
+        for tid in [t for t in self._writers if t not in live]:
+            del self._writers[tid]
 
+    def schema_table(self, request: TriecRequest) -> SchemaTable | None:
+        """The request's artifact when it is a tool-call schema, bound and with its continuation built; else None."""
+        _, table = self.store.resolve(request)
+        if not is_schema(table):
+            return None
+        assert isinstance(table, SchemaTable)
+        if self.served is not None and table.vocab is None:
+            from triec.vocabulary import Vocabulary
+
+            s = self.served
+            table.bind(Vocabulary.load(s.tokenizer, vocab_size=s.vocab_size, eos_token_ids=table.eos_token_ids))
+        table.continuation()  # the engine's tokenizer setup and template compile: once per artifact version
+        return table
     def assign(self, slot: int, request: TriecRequest | Exception | None) -> None:
         """Start ``slot`` for a new request; never raises (a failure ends the row with EOS)."""
         self._grow(slot)
@@ -342,6 +397,14 @@ class BatchState:
             self.group[slot] = UNCONSTRAINED
             return
         try:
+            schema = self.schema_table(request)
+            if schema is not None:
+                if len(self._writers) > self.max_tables:
+                    self._evict()
+                self.matchers[slot] = schema.matcher()
+                self._writers.setdefault(id(schema), (schema, schema.mask_writer(self.group.shape[0])))
+                self.group[slot] = SCHEMA
+                return
             gid, table = self.device_table(request)
         except Exception as exc:  # the engine must keep serving: end this request now
             log.error("triec: request for artifact %r ends at once: %s", request.name, exc)
@@ -353,6 +416,7 @@ class BatchState:
     def clear(self, slot: int) -> None:
         if slot < self.group.shape[0]:
             self.group[slot] = UNCONSTRAINED
+        self.matchers.pop(slot, None)
 
     def move(self, a: int, b: int, swap: bool) -> None:
         """Slot ``a``'s request moves to ``b`` (and ``b``'s to ``a`` when ``swap``)."""
@@ -360,11 +424,16 @@ class BatchState:
         ga, gb = int(self.group[a]), int(self.group[b])
         idx = torch.tensor([a, b], device=self.device)
         sa_sb = self.states[idx]
+        ma, mb = self.matchers.pop(a, None), self.matchers.pop(b, None)
         self.group[b] = ga
         self.states[b] = sa_sb[0]
+        if ma is not None:
+            self.matchers[b] = ma
         if swap:
             self.group[a] = gb
             self.states[a] = sa_sb[1]
+            if mb is not None:
+                self.matchers[a] = mb
         else:
             self.group[a] = UNCONSTRAINED
 
@@ -378,6 +447,8 @@ class BatchState:
         ``where`` (bool, aligned) leaves the slots where it is False as they are.
         """
         groups = self.group[slots]
+        if (groups == SCHEMA).any():
+            self._accept(slots, groups, tokens, where)
         for gid in np.unique(groups[groups >= 0]).tolist():
             at = np.flatnonzero(groups == gid)
             at_t = to_device(at, self.device)
@@ -389,11 +460,82 @@ class BatchState:
                 new = torch.where(where.to(self.device)[at_t], new, old)
             self.states[sl] = new
 
+    def _accept(self, slots: np.ndarray, groups: np.ndarray, tokens: torch.Tensor, where: torch.Tensor | None) -> None:
+        """Feed the schema rows' tokens to their matchers (one host copy of the tokens, only when such rows exist).
+
+        A token the matcher refuses was not sampled under its mask (another
+        processor, speculative decoding): the row ends with EOS rather than
+        decode outside the schema.
+        """
+        at = np.flatnonzero(groups == SCHEMA)
+        toks = tokens[to_device(at, tokens.device)].cpu().tolist()
+        keep = [True] * at.size if where is None else where[to_device(at, where.device)].cpu().tolist()
+        for i, t, k in zip(at.tolist(), toks, keep, strict=True):
+            slot = int(slots[i])
+            m = self.matchers.get(slot)
+            if not k or m is None or m.is_terminated():
+                continue
+            if not m.accept_token(int(t)):
+                log.error("triec: slot %d emitted token %d outside its tool-call schema; it ends now", slot, t)
+                self.group[slot] = EOS_ONLY
+                self.matchers.pop(slot, None)
+
+    def _mask_schema(self, logits: torch.Tensor, rows: np.ndarray, slots: np.ndarray) -> None:
+        """The schema rows' masks, row by row on the logits.
+
+        In the name field and the tail a row allows few tokens, read from the
+        table's precomputed (word, bits) row: the allowed logits are gathered,
+        the row filled with -inf and they are written back. In the arguments the
+        engine writes whole rows (one batched fill per artifact's writer), which
+        are unpacked and applied as a mask.
+        """
+        width = logits.shape[1]
+        engine: dict[int, tuple[list[int], list[SchemaMatcher]]] = {}
+        for r, s in zip(rows.tolist(), slots.tolist(), strict=True):
+            m = self.matchers[s]
+            src = m.words_source()
+            if src < 0 and not m.is_terminated():
+                found = engine.setdefault(id(m.table), ([], []))
+                found[0].append(r)
+                found[1].append(m)
+                continue
+            if m.is_terminated():
+                ids = np.asarray(m.table.eos_token_ids, dtype=np.int64)
+            else:
+                w = source_words(m.table)
+                lo, hi = w.offsets_list[src], w.offsets_list[src + 1]
+                bits = np.unpackbits(np.ascontiguousarray(w.bits[lo:hi]).view(np.uint8).reshape(-1, 4), axis=1,
+                                     bitorder="little")  # fmt: skip
+                word, pos = np.nonzero(bits)
+                ids = w.words[lo:hi].astype(np.int64)[word] * 32 + pos
+            ids = ids[ids < width]
+            row = logits[r]
+            idx = to_device(ids, logits.device)
+            kept = row.index_select(0, idx)
+            row.fill_(float("-inf"))
+            row.index_copy_(0, idx, kept)
+        for tid, (rs, ms) in engine.items():
+            table, writer = self._writers.get(tid, (None, None))
+            if writer is None or writer.max_batch < len(ms):
+                table = ms[0].table
+                writer = table.mask_writer(max(len(ms), self.group.shape[0]))
+                self._writers[tid] = (table, writer)
+            words = writer.fill(ms)  # a view of the writer's buffer, read before its next fill
+            bits = np.unpackbits(words.view(np.uint8), axis=1, bitorder="little")[:, :width]
+            blocked = to_device(bits == 0, logits.device)
+            for j, r in enumerate(rs):
+                row = logits[r]
+                row[: bits.shape[1]].masked_fill_(blocked[j], float("-inf"))
+                row[bits.shape[1] :] = float("-inf")
+
     def mask(self, logits: torch.Tensor, rows: np.ndarray, slots: np.ndarray) -> torch.Tensor:
         """Mask ``logits[rows[i]]`` for the request in ``slots[i]``, in place, grouped by table."""
         groups = self.group[slots]
         for gid in np.unique(groups[groups != UNCONSTRAINED]).tolist():
             at = np.flatnonzero(groups == gid)
+            if gid == SCHEMA:
+                self._mask_schema(logits, rows[at], slots[at])
+                continue
             r = to_device(rows[at], logits.device)
             if gid == EOS_ONLY:
                 kept = logits[:, self._eos].index_select(0, r)
@@ -509,11 +651,21 @@ def engine_start(vllm_config: Any, batch: BatchState) -> None:
         return
     for name in names:
         try:
+            if batch.schema_table(TriecRequest(name)) is not None:
+                continue  # bound and its continuation built: nothing goes to the device
             _, table = batch.device_table(TriecRequest(name))
             if torch.device(batch.device).type in DEFAULT_MAX_GATHER:
                 table.token_rows()  # the gather path's lists, built now rather than in the first step
         except Exception as exc:
             log.warning("triec: artifact %r not preloaded: %s", name, exc)
+
+
+def engine_served(vllm_config: Any) -> ServedModel | None:
+    """The served model as the engine's config describes it (``None`` when it cannot tell; never raises)."""
+    try:
+        return served_model_from_config(vllm_config.model_config)
+    except Exception:
+        return None
 
 
 def engine_eos_ids(vllm_config: Any) -> list[int]:

@@ -30,7 +30,9 @@ class TriecLogitsProcessor(_V1LogitsProcessor):
 
     def __init__(self, vllm_config: Any, device: torch.device, is_pin_memory: bool) -> None:
         capacity = int(getattr(vllm_config.scheduler_config, "max_num_seqs", 256) or 256)
-        self.core = _core.BatchState(_core.store(), device, capacity, _core.engine_eos_ids(vllm_config))
+        self.core = _core.BatchState(
+            _core.store(), device, capacity, _core.engine_eos_ids(vllm_config), _core.engine_served(vllm_config)
+        )
         _core.engine_start(vllm_config, self.core)
         self.outputs: dict[int, list[int]] = {}  # slot -> the request's live output list (constrained slots)
         self.consumed: dict[int, int] = {}  # slot -> output tokens folded into its state

@@ -30,7 +30,9 @@ class TriecLogitsProcessorV2(_V2LogitsProcessor):
         self.req_states = req_states
         self.device = torch.device(req_states.device)
         capacity = int(req_states.max_num_reqs)
-        self.core = _core.BatchState(_core.store(), self.device, capacity, _core.engine_eos_ids(vllm_config))
+        self.core = _core.BatchState(
+            _core.store(), self.device, capacity, _core.engine_eos_ids(vllm_config), _core.engine_served(vllm_config)
+        )
         _core.engine_start(vllm_config, self.core)
         self.consumed = torch.zeros(capacity, dtype=torch.int64, device=self.device)  # output tokens folded in
         self._added: list[int] = []
