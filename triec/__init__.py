@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from triec._version import __version__
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # for type checkers; tests/test_public_api.py checks it names exactly what _WHERE does
     from triec.artifact import load
     from triec.compiler import CompileStats, compile, compile_json_schema
     from triec.encoding import Encoding
@@ -23,7 +23,11 @@ if TYPE_CHECKING:
         ArtifactContentError,
         ArtifactError,
         ArtifactVersionError,
+        EngineUnavailable,
+        EngineUnsupported,
         OutputError,
+        RequestError,
+        SchemaShapeError,
         TokenizerError,
         TokenizerMismatch,
         TokenNotAllowed,
@@ -36,23 +40,19 @@ if TYPE_CHECKING:
     from triec.schema_table import SchemaMatcher, SchemaTable
     from triec.vocabulary import Vocabulary
 
-_WHERE = {
+_ERRORS = (
+    "ArtifactChecksumError", "ArtifactContentError", "ArtifactError", "ArtifactVersionError", "EngineUnavailable",
+    "EngineUnsupported", "OutputError", "RequestError", "SchemaShapeError", "TokenizerError", "TokenizerMismatch",
+    "TokenNotAllowed", "TriecError", "ValueNotInTable", "ValuesError",
+)  # fmt: skip
+
+_WHERE: dict[str, str] = {
     "load": "triec.artifact",
     "CompileStats": "triec.compiler",
     "compile": "triec.compiler",
     "compile_json_schema": "triec.compiler",
     "Encoding": "triec.encoding",
-    "ArtifactChecksumError": "triec.errors",
-    "ArtifactContentError": "triec.errors",
-    "OutputError": "triec.errors",
-    "ArtifactError": "triec.errors",
-    "ArtifactVersionError": "triec.errors",
-    "TokenizerError": "triec.errors",
-    "TokenizerMismatch": "triec.errors",
-    "TokenNotAllowed": "triec.errors",
-    "TriecError": "triec.errors",
-    "ValueNotInTable": "triec.errors",
-    "ValuesError": "triec.errors",
+    **dict.fromkeys(_ERRORS, "triec.errors"),
     "FINISHED": "triec.runtime",
     "MaskTable": "triec.runtime",
     "compile_schema": "triec.schema_compiler",
@@ -60,32 +60,9 @@ _WHERE = {
     "SchemaTable": "triec.schema_table",
     "Vocabulary": "triec.vocabulary",
 }
+"""The public surface, one name per line: where each name of ``triec`` is defined."""
 
-__all__ = [
-    "ArtifactChecksumError",
-    "ArtifactContentError",
-    "ArtifactError",
-    "ArtifactVersionError",
-    "CompileStats",
-    "Encoding",
-    "FINISHED",
-    "MaskTable",
-    "OutputError",
-    "SchemaMatcher",
-    "SchemaTable",
-    "TokenNotAllowed",
-    "TokenizerError",
-    "TokenizerMismatch",
-    "TriecError",
-    "ValueNotInTable",
-    "ValuesError",
-    "Vocabulary",
-    "__version__",
-    "compile",
-    "compile_json_schema",
-    "compile_schema",
-    "load",
-]
+__all__ = sorted(["__version__", *_WHERE])
 
 
 def __getattr__(name: str) -> Any:

@@ -32,20 +32,12 @@ from typing import Any
 
 import numpy as np
 
-from triec.errors import TriecError
+from triec.errors import EngineUnavailable, EngineUnsupported, TriecError
 from triec.vocabulary import Vocabulary
 
 ENGINES: tuple[str, ...] = ("llguidance", "xgrammar", "outlines-core")
 _MODULES = {"llguidance": "llguidance", "xgrammar": "xgrammar", "outlines-core": "outlines_core"}
 _DISTRIBUTIONS = {"llguidance": "llguidance", "xgrammar": "xgrammar", "outlines-core": "outlines_core"}
-
-
-class EngineUnavailable(TriecError):
-    """A peer engine is not installed (the message says how to install it)."""
-
-
-class EngineUnsupported(TriecError):
-    """The engine cannot express this value set exactly (the message says why)."""
 
 
 def install_hint(name: str) -> str:

@@ -52,3 +52,19 @@ class TokenizerMismatch(ArtifactError):
 
 class TokenNotAllowed(TriecError, ValueError):
     """A token was offered in a state whose mask does not allow it."""
+
+
+class SchemaShapeError(ValuesError):
+    """The schema is not an enum-then-continuation object triec can compose exactly."""
+
+
+class EngineUnavailable(TriecError):
+    """A peer engine is not installed (the message says how to install it)."""
+
+
+class EngineUnsupported(TriecError):
+    """The engine cannot express this value set exactly (the message says why)."""
+
+
+class RequestError(TriecError, ValueError):
+    """A serving request's triec arguments cannot be served (vLLM turns it into HTTP 400)."""

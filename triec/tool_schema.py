@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from triec.encoding import json_string_literal
-from triec.errors import ValuesError
+from triec.errors import SchemaShapeError
 
 ITEM_SEPARATOR = ", "
 KEY_SEPARATOR = ": "
@@ -44,10 +44,6 @@ ENGINES = ("llguidance", "xgrammar")
 _TOP_LEVEL = {"type", "properties", "required", "additionalProperties", "$defs", "definitions", "title",
               "description", "$schema", "$id", "$comment", "examples"}
 _NAME_KEYWORDS = {"enum", "type", "title", "description", "$comment", "examples"}
-
-
-class SchemaShapeError(ValuesError):
-    """The schema is not an enum-then-continuation object triec can compose exactly."""
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from triec.errors import TriecError
+from triec.errors import RequestError, TriecError
 from triec.runtime import MaskTable
 from triec.schema_table import SchemaMaskWriter, SchemaMatcher, SchemaTable, source_words
 from triec.torch_table import DEFAULT_MAX_GATHER, TorchMaskTable
@@ -67,10 +67,6 @@ Table = MaskTable | SchemaTable
 
 def is_schema(table: object) -> bool:
     return getattr(table, "kind", None) == "tool-schema"
-
-
-class RequestError(TriecError, ValueError):
-    """A request's triec arguments cannot be served (vLLM turns it into HTTP 400)."""
 
 
 @dataclass(frozen=True)
