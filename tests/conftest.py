@@ -17,6 +17,20 @@ PHI3 = FIXTURES / "tokenizers" / "phi3" / "tokenizer.json.zst"
 TOKENIZERS = {"gpt2": "gpt2", "qwen2": "qwen2", "phi3": str(PHI3)}
 
 
+def _cuda_available() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Tests marked ``cuda`` run only where a CUDA device is present."""
+    if item.get_closest_marker("cuda") is not None and not _cuda_available():
+        pytest.skip("no CUDA device")
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     """Keep the automaton cache of a test run out of the user's cache directory."""

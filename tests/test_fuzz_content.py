@@ -43,12 +43,6 @@ from triec.artifact import ALIGN, PREAMBLE, encode_artifact
 from triec.errors import ArtifactContentError, ArtifactError
 
 MUTATIONS = int(os.environ.get("TRIEC_FUZZ_MUTATIONS", 10_000))
-try:
-    import torch as _torch
-
-    CUDA = bool(_torch.cuda.is_available())
-except ImportError:  # pragma: no cover - the test extra installs torch
-    CUDA = False
 TORCH_EVERY = 20  # the device table is built for every 20th table that loads (a few ms each)
 
 
@@ -246,7 +240,7 @@ def test_content_fuzz(vocabs: dict[str, triec.Vocabulary], scratch: Path, one_to
     assert counts["verify: ArtifactContentError"] > 0 and counts["plain: ArtifactChecksumError"] == 0, counts
 
 
-@pytest.mark.skipif(not CUDA, reason="no CUDA device")
+@pytest.mark.cuda
 def test_content_fuzz_cuda(vocabs: dict[str, triec.Vocabulary], scratch: Path) -> None:
     """On CUDA, every loaded table goes to the device: an index out of range would be a device-side assert."""
     counts = run_fuzz(vocabs, scratch, 2_000, "cuda", 1)

@@ -25,6 +25,8 @@ from triec.engines import Engine, row_ids
 from triec.verify import compare_engine, token_paths
 
 # Every kind of character a JSON spelling treats specially, and a few it must leave alone.
+pytestmark = pytest.mark.engines
+
 ESCAPING = [
     "slack.get_user",
     'say "hi"',

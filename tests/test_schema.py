@@ -20,6 +20,8 @@ from triec.errors import TriecError
 from triec.schema_verify import compare_schema
 from triec.tool_schema import SchemaShapeError
 
+pytestmark = pytest.mark.engines
+
 ENGINES = ["llguidance", pytest.param("xgrammar", marks=pytest.mark.skipif(
     __import__("importlib").util.find_spec("xgrammar") is None, reason="xgrammar not installed"))]
 

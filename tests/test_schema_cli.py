@@ -11,6 +11,8 @@ from typer.testing import CliRunner, Result
 import triec
 from triec.cli import app
 
+pytestmark = pytest.mark.engines
+
 SCHEMA = {
     "type": "object",
     "properties": {

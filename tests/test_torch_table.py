@@ -14,6 +14,8 @@ from hypothesis import strategies as st
 import triec
 import triec.synthetic
 
+pytestmark = pytest.mark.torch
+
 torch = pytest.importorskip("torch")
 
 from triec.torch_table import INVALID, TorchMaskTable  # noqa: E402
@@ -21,7 +23,6 @@ from triec.word_masks import state_words  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 MIXED = sorted(set(triec.synthetic.tool_names(300)) | {"", "a", "ab", "abc", "é", "日本語", "x y", "slack"})
-CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 
 
 def _rows(table: triec.MaskTable, states: np.ndarray) -> np.ndarray:
@@ -162,7 +163,7 @@ def test_hypothesis_random_sets(vocabs: dict[str, triec.Vocabulary], values: lis
     assert_same_as_numpy(table, table.to_torch(narrow_words=narrow))
 
 
-@CUDA
+@pytest.mark.cuda
 def test_cuda_matches_numpy(qwen2: triec.Vocabulary) -> None:
     table = triec.compile(MIXED, qwen2)
     assert_same_as_numpy(table, table.to_torch("cuda"))

@@ -17,6 +17,8 @@ import triec
 import triec.synthetic
 from triec.tokenizer_source import locate
 
+pytestmark = pytest.mark.torch
+
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")

@@ -25,6 +25,8 @@ from triec.cli import app
 from triec.engines import ENGINES, Engine, EngineUnavailable, install_hint, is_installed, make_engine, row_ids
 from triec.verify import compare_engine, escape_bytes, select_states, state_depths, token_paths, verify
 
+pytestmark = pytest.mark.engines
+
 NAMES = ("gpt2", "phi3", "qwen2")
 
 CASES: dict[str, list[str]] = {

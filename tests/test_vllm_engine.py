@@ -23,6 +23,8 @@ import pytest
 import triec
 import triec.synthetic
 
+pytestmark = pytest.mark.vllm
+
 pytest.importorskip("vllm")
 
 from tiny_llama import EOS_IDS, VOCAB_SIZE, make_tiny_llama  # noqa: E402

@@ -25,6 +25,8 @@ import pytest
 import triec
 import triec.synthetic
 
+pytestmark = pytest.mark.vllm
+
 pytest.importorskip("vllm")
 torch = pytest.importorskip("torch")
 

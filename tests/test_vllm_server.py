@@ -21,6 +21,8 @@ import pytest
 import triec
 import triec.synthetic
 
+pytestmark = pytest.mark.vllm
+
 pytest.importorskip("vllm")
 openai = pytest.importorskip("openai")
 
