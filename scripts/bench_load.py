@@ -2,12 +2,12 @@
 
     python scripts/bench_load.py [--k 100000] [--tokenizer qwen2] [--vocab-size 151936] [--repeat 300]
 
-Compiles ``triec.synthetic.tool_names(K)``, writes the artifact to a temporary
+Compiles ``triec.check.synthetic.tool_names(K)``, writes the artifact to a temporary
 directory and times, side by side in one process (medians, warm page cache):
 
 * layout only: mmap + header + section table (what a plain load did before
   the index checks; docs/decisions.md D3);
-* plain ``triec.load``: the layout plus :func:`triec.validate.check_indices`;
+* plain ``triec.load``: the layout plus :func:`triec.runtime.validate.check_indices`;
 * ``check_indices`` alone on an already-mapped table (pages already touched);
 * ``triec.load(verify=True)``: section CRCs plus every content check.
 """
@@ -22,9 +22,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import triec
-from triec.artifact import _read_buffer, parse_artifact
-from triec.synthetic import tool_names
-from triec.validate import check_indices
+from triec.artifact.container import read_buffer
+from triec.artifact.masks import parse_artifact
+from triec.check.synthetic import tool_names
+from triec.runtime.validate import check_indices
 
 
 def median_ms(fn: Callable[[], object], repeat: int) -> float:
@@ -51,7 +52,7 @@ def main() -> None:
         source = str(path)
 
         def layout_only() -> object:
-            buf, _ = _read_buffer(source)
+            buf, _ = read_buffer(source)
             return parse_artifact(buf, source)
 
         loaded = triec.load(path)

@@ -25,10 +25,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import triec  # noqa: E402
-from triec import straddle  # noqa: E402
-from triec.continuation import driver  # noqa: E402
-from triec.synthetic import tool_names  # noqa: E402
-from triec.verify import token_paths  # noqa: E402
+from triec.check.paths import token_paths  # noqa: E402
+from triec.check.synthetic import tool_names  # noqa: E402
+from triec.schema import straddle  # noqa: E402
+from triec.schema.continuation import driver  # noqa: E402
 
 ARGS = {"type": "object", "properties": {"query": {"type": "string"}, "limit": {"type": "integer"}},
         "required": ["query"], "additionalProperties": False}

@@ -38,8 +38,8 @@ import numpy as np
 import torch
 
 import triec
-from triec.synthetic import tool_names
-from triec.torch_table import INVALID, TorchMaskTable
+from triec.check.synthetic import tool_names
+from triec.runtime.torch import INVALID, TorchMaskTable
 
 BENCH_VLLM = str(Path(__file__).resolve().parent / "bench_vllm.py")
 

@@ -25,8 +25,8 @@ import numpy as np
 import torch
 
 import triec
+from triec.check.synthetic import tool_names
 from triec.integrations.vllm import _core
-from triec.synthetic import tool_names
 
 
 def main() -> int:

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 import triec
-from triec.artifact import PLAIN_FORMAT_VERSION
+from triec.artifact.container import PLAIN_FORMAT_VERSION
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN_DIR = ROOT / "fixtures" / "golden"

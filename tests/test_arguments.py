@@ -91,7 +91,7 @@ def device(request: pytest.FixtureRequest) -> str:
 
 
 def test_device_table_maps_out_of_range_states_to_invalid(table: triec.MaskTable, device: str) -> None:
-    from triec.torch_table import INVALID
+    from triec.runtime.torch import INVALID
 
     dev = table.to_torch(device)
     s = table.num_states
@@ -123,7 +123,7 @@ def test_device_table_maps_out_of_range_states_to_invalid(table: triec.MaskTable
 
 
 def test_device_table_check_states_and_shapes(table: triec.MaskTable, device: str) -> None:
-    from triec.torch_table import INVALID
+    from triec.runtime.torch import INVALID
 
     dev = table.to_torch(device)
 

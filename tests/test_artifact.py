@@ -14,16 +14,8 @@ import numpy as np
 import pytest
 
 import triec
-from triec.artifact import (
-    ALIGN,
-    FORMAT_VERSION,
-    MAGIC,
-    PLAIN_FORMAT_VERSION,
-    PREAMBLE,
-    SECTIONS,
-    ZSTD_MAGIC,
-    encode_artifact,
-)
+from triec.artifact.container import ALIGN, FORMAT_VERSION, MAGIC, PLAIN_FORMAT_VERSION, PREAMBLE, ZSTD_MAGIC
+from triec.artifact.masks import SECTIONS, encode_artifact
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = ROOT / "fixtures" / "golden" / "tiny-gpt2.triec"

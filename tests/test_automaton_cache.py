@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import triec
-from triec import automaton as am
-from triec.synthetic import tool_names
+from triec.check.synthetic import tool_names
+from triec.tokenizer import automaton as am
 
 
 @pytest.fixture

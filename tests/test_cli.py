@@ -18,7 +18,7 @@ import zstandard
 from typer.testing import CliRunner, Result
 
 import triec
-from triec.artifact import MAGIC, PREAMBLE, ZSTD_MAGIC
+from triec.artifact.container import MAGIC, PREAMBLE, ZSTD_MAGIC
 from triec.cli import app
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -38,8 +38,9 @@ import numpy as np
 import pytest
 
 import triec
-import triec.synthetic
-from triec.artifact import ALIGN, PREAMBLE, encode_artifact
+import triec.check.synthetic
+from triec.artifact.container import ALIGN, PREAMBLE
+from triec.artifact.masks import encode_artifact
 from triec.errors import ArtifactContentError, ArtifactError
 
 MUTATIONS = int(os.environ.get("TRIEC_FUZZ_MUTATIONS", 10_000))
@@ -176,7 +177,7 @@ def exercise(table: triec.MaskTable, rng: random.Random, *, device: str | None) 
 def exercise_device(table: triec.MaskTable, rows: np.ndarray, rng: random.Random, device: str) -> None:
     import torch
 
-    from triec.torch_table import INVALID
+    from triec.runtime.torch import INVALID
 
     n = table.num_states
     dev = table.to_torch(device)

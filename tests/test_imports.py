@@ -38,4 +38,4 @@ def test_names_resolve_lazily() -> None:
 
     for name in triec.__all__:
         assert getattr(triec, name) is not None
-    assert triec.compile.__module__ == "triec.compiler" and triec.load.__module__ == "triec.artifact"
+    assert triec.compile.__module__ == "triec.build.compile" and triec.load.__module__ == "triec.artifact.masks"

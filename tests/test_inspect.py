@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 import triec
-from triec import inspect as ins
+from triec.check import inspect as ins
 from triec.cli import app
 
 VALUES = ["get", "get_user", "get_users", "list_files", "héllo", "日本", ""]

@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner, Result
 
 import triec
-from triec.artifact import FORMAT_VERSION, MAGIC, PLAIN_FORMAT_VERSION, PREAMBLE
+from triec.artifact.container import FORMAT_VERSION, MAGIC, PLAIN_FORMAT_VERSION, PREAMBLE
 from triec.cli import app
 from triec.encoding import Encoding
 

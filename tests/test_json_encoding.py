@@ -20,9 +20,11 @@ from hypothesis import strategies as st
 from test_verify import NAMES, engine_or_skip
 
 import triec
+from triec._arrays import row_ids
+from triec.check.paths import token_paths
+from triec.check.verify import compare_engine
 from triec.encoding import Encoding, json_string_literal
-from triec.engines import Engine, row_ids
-from triec.verify import compare_engine, token_paths
+from triec.engines import Engine
 
 # Every kind of character a JSON spelling treats specially, and a few it must leave alone.
 pytestmark = pytest.mark.engines
@@ -269,7 +271,7 @@ def test_restrict_takes_the_users_values(vocabs: dict[str, triec.Vocabulary]) ->
 
 
 def test_schema_errors_name_the_keyword(vocabs: dict[str, triec.Vocabulary]) -> None:
-    from triec.json_schema import parse_schema
+    from triec.build.json_schema import parse_schema
 
     def obj(props: dict, **extra: object) -> dict:
         return {"type": "object", "properties": props, "required": list(props), **extra}

@@ -3,7 +3,7 @@
 Oracles: llguidance (CI installs it) and xgrammar (skipped when missing), each
 compiled on the whole schema in the same compact convention. Every trie state,
 one step past every token leaving the trie part, every tail offset (a few keys)
-and random walks to EOS are compared row by row (triec.schema_verify).
+and random walks to EOS are compared row by row (triec.check.schema_verify).
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 
 import triec
-from triec import straddle
+from triec.check.schema_verify import compare_schema
 from triec.errors import TriecError
-from triec.schema_verify import compare_schema
-from triec.tool_schema import SchemaShapeError
+from triec.schema import straddle
+from triec.schema.shape import SchemaShapeError
 
 pytestmark = pytest.mark.engines
 
@@ -130,7 +130,7 @@ def test_synthetic_straddling_tokens(engine: str, args: str) -> None:
 def _brute_straddles(vocab: triec.Vocabulary, table: triec.SchemaTable, schema: dict, engine: str):
     """The definition, literally: token t straddles at prefix p iff p + t = KEY(v) + r, r non-empty,
     r a prefix of TAIL or TAIL + x with x viable after KEY(v) + TAIL in the whole schema's engine."""
-    from triec.continuation import driver
+    from triec.schema.continuation import driver
 
     drv = driver(engine, vocab)
     whole = drv.compile(schema)
@@ -366,7 +366,7 @@ def test_writer_rows_equal_full_rows_along_random_batches(vocabs: dict[str, trie
 def test_hostile_schema_headers_refused(vocabs: dict[str, triec.Vocabulary], tmp_path: Path) -> None:
     import msgpack
 
-    from triec.artifact import encode_artifact
+    from triec.artifact.masks import encode_artifact
 
     table = triec.compile_schema(tool_schema(["a", "b"], ARGS["string"]), vocabs["gpt2"])
     raw = encode_artifact(table)
@@ -429,8 +429,8 @@ def test_fuzzed_schema_artifacts_load_cleanly_or_fail_with_artifact_error(vocabs
     """Bit flips and truncations: triec.load(verify=True) raises ArtifactError or gives a table whose rows build."""
     import random
 
-    from triec.artifact import encode_artifact
-    from triec.schema_table import source_words
+    from triec.artifact.masks import encode_artifact
+    from triec.schema.rows import source_words
 
     raw = encode_artifact(triec.compile_schema(tool_schema(["get", "get_user", "x"], ARGS["string"]), vocabs["gpt2"]))
     rng = random.Random(13)
@@ -461,7 +461,7 @@ def test_plain_load_checks_schema_indices(vocabs: dict[str, triec.Vocabulary], t
 
     import msgpack
 
-    from triec.artifact import encode_artifact
+    from triec.artifact.masks import encode_artifact
 
     raw = bytearray(encode_artifact(triec.compile_schema(tool_schema(["a", "b"], ARGS["string"]), vocabs["gpt2"])))
     _, _, head_len, _, _ = struct.unpack_from("<8sIIII", raw, 0)

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 import triec
-import triec.synthetic
-from triec.tokenizer_source import locate
+import triec.check.synthetic
+from triec.tokenizer.source import locate
 
 pytestmark = pytest.mark.torch
 
@@ -93,7 +93,7 @@ CASES = [("qwen2", 10), ("qwen2", 1000), ("qwen2", 10_000), ("gpt2", 10), ("gpt2
 @pytest.mark.parametrize(("name", "k"), CASES)
 def test_generate_emits_exactly_one_value(name: str, k: int, vocabs, hf, models) -> None:
     vocab, tok, model = vocabs[name], hf[name], models[name]
-    values = triec.synthetic.tool_names(k)
+    values = triec.check.synthetic.tool_names(k)
     table = triec.compile(values, vocab)
     budget = max(len(v.encode()) for v in values) + 1  # every content token holds at least one byte
     value_set = set(values)
@@ -115,7 +115,7 @@ def test_generate_emits_exactly_one_value(name: str, k: int, vocabs, hf, models)
 
 def test_restricted_view_in_generate(vocabs, hf, models) -> None:
     vocab, tok, model = vocabs["qwen2"], hf["qwen2"], models["qwen2"]
-    table = triec.compile(triec.synthetic.tool_names(10_000), vocab)
+    table = triec.compile(triec.check.synthetic.tool_names(10_000), vocab)
     subset = table.values[5000:5004]
     rows = generate(model, tok, vocab, TriecLogitsProcessor(table.restrict(subset)), sample=True, max_new_tokens=40)
     assert {value_then_eos(row, tok, vocab, set(subset)) for row in rows} <= set(subset)
@@ -146,7 +146,7 @@ def test_processor_follows_each_row_and_resets(vocabs) -> None:
 def test_generate_tool_calls_with_a_schema_table(vocabs, hf, models) -> None:
     """A compiled tool schema in generate: every row is one complete tool call, then EOS."""
     vocab, tok, model = vocabs["qwen2"], hf["qwen2"], models["qwen2"]
-    names = triec.synthetic.tool_names(1000)
+    names = triec.check.synthetic.tool_names(1000)
     args = {"type": "object", "properties": {"flag": {"type": "boolean"}}, "required": ["flag"], "additionalProperties": False}
     schema = {"type": "object", "properties": {"name": {"type": "string", "enum": names}, "arguments": args},
               "required": ["name", "arguments"], "additionalProperties": False}

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 import triec
-import triec.synthetic
+import triec.check.synthetic
 
 pytestmark = pytest.mark.vllm
 
@@ -58,7 +58,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     assert vocab.vocab_size == VOCAB_SIZE and list(vocab.eos_token_ids) == EOS_IDS
     art = root / "artifacts"
     art.mkdir()
-    tables = {"tools": triec.compile(triec.synthetic.tool_names(1000), vocab), "colors": triec.compile(COLORS, vocab)}
+    tables = {"tools": triec.compile(triec.check.synthetic.tool_names(1000), vocab), "colors": triec.compile(COLORS, vocab)}
     for name, table in tables.items():
         table.save(art / f"{name}.triec")
     triec.compile_schema(TOOL_CALL, vocab).save(art / "toolcall.triec")

@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 import triec
-import triec.synthetic
+import triec.check.synthetic
 
 pytestmark = pytest.mark.vllm
 
@@ -37,7 +37,7 @@ from triec.integrations.vllm import TriecLogitsProcessor, TriecLogitsProcessorV2
 
 V = 151_936
 COLORS = ["red", "green", "blue", "yellow", "re", "gre"]
-RESTRICT = tuple(triec.synthetic.tool_names(300)[10:14])
+RESTRICT = tuple(triec.check.synthetic.tool_names(300)[10:14])
 TOOL_NAMES = ["get_user", "get_users", "send", "get", "search_files"]
 TOOL_ARGS = {"type": "object", "properties": {"query": {"type": "string"}, "limit": {"type": "integer"}},
              "required": ["query"], "additionalProperties": False}  # fmt: skip
@@ -52,7 +52,7 @@ def tool_schema(names: list[str], args: dict) -> dict:
 def artifacts(tmp_path_factory: pytest.TempPathFactory, qwen2: triec.Vocabulary) -> dict[str, triec.MaskTable]:
     vocab = triec.Vocabulary.load("qwen2", vocab_size=V)
     root = tmp_path_factory.mktemp("artifacts")
-    tables = {"tools": triec.compile(triec.synthetic.tool_names(300), vocab), "colors": triec.compile(COLORS, vocab),
+    tables = {"tools": triec.compile(triec.check.synthetic.tool_names(300), vocab), "colors": triec.compile(COLORS, vocab),
               "toolcall": triec.compile_schema(tool_schema(TOOL_NAMES, TOOL_ARGS), vocab)}  # fmt: skip
     for name, table in tables.items():
         table.save(root / f"{name}.triec")

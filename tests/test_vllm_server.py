@@ -19,7 +19,7 @@ from collections.abc import Iterator
 import pytest
 
 import triec
-import triec.synthetic
+import triec.check.synthetic
 
 pytestmark = pytest.mark.vllm
 
@@ -67,7 +67,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, objec
     vocab = triec.Vocabulary.load(model)
     art = root / "artifacts"
     art.mkdir()
-    tools = triec.compile(triec.synthetic.tool_names(1000), vocab)
+    tools = triec.compile(triec.check.synthetic.tool_names(1000), vocab)
     tools.save(art / "tools.triec")
     triec.compile(COLORS, vocab).save(art / "colors.triec")
     port = free_port()

@@ -10,9 +10,9 @@ import pytest
 import zstandard
 
 import triec
-from triec import vocab_cache as vc
-from triec.token_bytes import decode_token_bytes
-from triec.tokenizer_source import locate
+from triec.tokenizer import cache as vc
+from triec.tokenizer.source import locate
+from triec.tokenizer.token_bytes import decode_token_bytes
 
 
 @pytest.fixture
@@ -148,7 +148,7 @@ def test_eos_name_outside_the_added_tokens_falls_back_to_the_json(cache: Path, t
 @pytest.mark.parametrize("eos", [None, [0], [5, 7, 100, 30000], [3, 160000]])
 def test_packed_vocabulary_equals_the_list_one(eos: list[int] | None) -> None:
     """Vocabulary.load keeps the bytes packed until asked; its fingerprint and bytes are those of the list form."""
-    from triec.vocabulary import fingerprint_token_bytes
+    from triec.tokenizer.vocabulary import fingerprint_token_bytes
 
     for spec in ("gpt2", "qwen2"):
         packed = triec.Vocabulary.load(spec, eos_token_ids=eos, vocab_size=170_000 if eos and 160000 in eos else None)

@@ -15,8 +15,8 @@ import pytest
 import zstandard
 
 import triec
-from triec.tokenizer_source import locate
-from triec.vocabulary import fingerprint_token_bytes
+from triec.tokenizer.source import locate
+from triec.tokenizer.vocabulary import fingerprint_token_bytes
 
 ROOT = Path(__file__).resolve().parent.parent
 PHI3_ZST = ROOT / "fixtures" / "tokenizers" / "phi3" / "tokenizer.json.zst"

@@ -19,12 +19,12 @@ from cases import CASES, LONG
 from tokenizers import Tokenizer
 
 import triec
-import triec.synthetic
-from triec.tokenizer_source import locate
+import triec.check.synthetic
+from triec.tokenizer.source import locate
 
 NAMES = ("gpt2", "phi3", "qwen2")
 
-TOOL_NAMES = triec.synthetic.tool_names(10_000)
+TOOL_NAMES = triec.check.synthetic.tool_names(10_000)
 UNICODE = CASES["unicode"]
 WHITESPACE = CASES["whitespace"]
 PREFIXES = CASES["prefix_chain"]

@@ -22,7 +22,7 @@ def make_tiny_llama(directory: str | Path, seed: int = 0) -> Path:
     import torch
     import transformers
 
-    from triec.tokenizer_source import locate
+    from triec.tokenizer.source import locate
 
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)

@@ -5,18 +5,20 @@ writes an mmap-able artifact; ``triec.load(path)`` opens one in a serving
 process with numpy alone.
 
 The names below are imported on first use (PEP 562), so ``import triec`` (and
-``triec --help``, which imports the package) costs no numpy import.
+``triec --help``, which imports the package) costs no numpy import. The
+package's layers, bottom up, and what each module holds: docs/architecture.md.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from triec import _compat
 from triec._version import __version__
 
 if TYPE_CHECKING:  # for type checkers; tests/test_public_api.py checks it names exactly what _WHERE does
-    from triec.artifact import load
-    from triec.compiler import CompileStats, compile, compile_json_schema
+    from triec.artifact.masks import load
+    from triec.build.compile import CompileStats, compile, compile_json_schema
     from triec.encoding import Encoding
     from triec.errors import (
         ArtifactChecksumError,
@@ -35,10 +37,13 @@ if TYPE_CHECKING:  # for type checkers; tests/test_public_api.py checks it names
         ValueNotInTable,
         ValuesError,
     )
-    from triec.runtime import FINISHED, MaskTable
-    from triec.schema_compiler import compile_schema
-    from triec.schema_table import SchemaMatcher, SchemaTable
-    from triec.vocabulary import Vocabulary
+    from triec.runtime.kinds import Table, TableKind
+    from triec.runtime.states import FINISHED
+    from triec.runtime.table import MaskTable
+    from triec.schema.compile import compile_schema
+    from triec.schema.matcher import SchemaMatcher
+    from triec.schema.table import SchemaTable
+    from triec.tokenizer.vocabulary import Vocabulary
 
 _ERRORS = (
     "ArtifactChecksumError", "ArtifactContentError", "ArtifactError", "ArtifactVersionError", "EngineUnavailable",
@@ -47,22 +52,26 @@ _ERRORS = (
 )  # fmt: skip
 
 _WHERE: dict[str, str] = {
-    "load": "triec.artifact",
-    "CompileStats": "triec.compiler",
-    "compile": "triec.compiler",
-    "compile_json_schema": "triec.compiler",
+    "load": "triec.artifact.masks",
+    "CompileStats": "triec.build.compile",
+    "compile": "triec.build.compile",
+    "compile_json_schema": "triec.build.compile",
     "Encoding": "triec.encoding",
     **dict.fromkeys(_ERRORS, "triec.errors"),
-    "FINISHED": "triec.runtime",
-    "MaskTable": "triec.runtime",
-    "compile_schema": "triec.schema_compiler",
-    "SchemaMatcher": "triec.schema_table",
-    "SchemaTable": "triec.schema_table",
-    "Vocabulary": "triec.vocabulary",
+    "FINISHED": "triec.runtime.states",
+    "MaskTable": "triec.runtime.table",
+    "Table": "triec.runtime.kinds",
+    "TableKind": "triec.runtime.kinds",
+    "compile_schema": "triec.schema.compile",
+    "SchemaMatcher": "triec.schema.matcher",
+    "SchemaTable": "triec.schema.table",
+    "Vocabulary": "triec.tokenizer.vocabulary",
 }
 """The public surface, one name per line: where each name of ``triec`` is defined."""
 
 __all__ = sorted(["__version__", *_WHERE])
+
+_compat.install()  # the module paths of 0.1 keep importing for one release (triec/_compat.py)
 
 
 def __getattr__(name: str) -> Any:

@@ -1,11 +1,9 @@
-"""What every ``triec`` command shares: the app, consoles, exit codes, error reporting, phase timing."""
+"""What every ``triec`` command shares: the app, consoles, exit codes, error reporting."""
 
 from __future__ import annotations
 
 import functools
-import time
-from contextlib import contextmanager
-from typing import Annotated, Any, Callable, Iterator, Optional
+from typing import Annotated, Any, Callable, Optional
 
 import typer
 from rich.console import Console
@@ -99,30 +97,3 @@ def report_errors(fn: Callable[..., None]) -> Callable[..., None]:
             raise typer.Exit(EXIT_INTERRUPTED) from None
 
     return wrapper
-
-
-class Phases:
-    """Times named phases and shows a spinner while one runs (stderr, interactive only).
-
-    ``with phases.phase(...) as step`` gives a ``step(done, total)`` callback: a phase
-    that reports through it (the compile's walk) grows a progress bar once it has run
-    about a second.
-    """
-
-    def __init__(self, show: bool) -> None:
-        from triec.cli._progress import interactive
-
-        self.show = interactive(show)
-        self.seconds: dict[str, float] = {}
-
-    @contextmanager
-    def phase(self, name: str, label: str) -> Iterator[Callable[[int, int], None]]:
-        from triec.cli._progress import PhaseDisplay
-
-        t0 = time.perf_counter()
-        try:
-            with PhaseDisplay(self.show) as display:
-                display.begin(label)
-                yield display.step
-        finally:
-            self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - t0

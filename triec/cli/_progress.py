@@ -1,6 +1,6 @@
 """Progress displays for long commands: rich bars on stderr, and only on a terminal.
 
-The work itself (:mod:`triec.verify`, :mod:`triec.bench`, :mod:`triec.walk`) only
+The work itself (:mod:`triec.check.verify`, :mod:`triec.check.bench`, :mod:`triec.build.walk`) only
 calls a callback; these classes turn the calls into bars. When stderr is not a
 terminal, or the command prints JSON or was asked to be quiet, they draw
 nothing, so logs and pipes never fill with redraws.
@@ -9,6 +9,8 @@ nothing, so logs and pipes never fill with redraws.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -28,8 +30,8 @@ from rich.text import Text
 from triec.cli import _common
 
 if TYPE_CHECKING:
-    from triec.bench import BenchProgress
-    from triec.verify import CheckProgress
+    from triec.check.bench import BenchProgress
+    from triec.check.verify import CheckProgress
 
 SHOW_AFTER_S = 1.0  # a compile walk shows its bar only once it has run this long
 
@@ -168,3 +170,26 @@ class PhaseDisplay(_Bars):
         if self.progress is None or self.task is None or time.perf_counter() - self.started < SHOW_AFTER_S:
             return
         self.progress.update(self.task, completed=done, total=total, detail=f"{100 * done / max(total, 1):3.0f}%")
+
+
+class Phases:
+    """Times named phases and shows a spinner while one runs (stderr, interactive only).
+
+    ``with phases.phase(...) as step`` gives a ``step(done, total)`` callback: a phase
+    that reports through it (the compile's walk) grows a progress bar once it has run
+    about a second.
+    """
+
+    def __init__(self, show: bool) -> None:
+        self.show = interactive(show)
+        self.seconds: dict[str, float] = {}
+
+    @contextmanager
+    def phase(self, name: str, label: str) -> Iterator[Callable[[int, int], None]]:
+        t0 = time.perf_counter()
+        try:
+            with PhaseDisplay(self.show) as display:
+                display.begin(label)
+                yield display.step
+        finally:
+            self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - t0

@@ -35,7 +35,7 @@ def bench_cmd(
     On a terminal a progress bar names the cell being measured; elsewhere one line per
     finished cell goes to stderr. Ctrl-C prints the cells measured so far and exits 130.
     """
-    from triec.bench import MAX_BATCH, MAX_K, BenchInterrupted, parse_engines, parse_int_list, plot, run_bench
+    from triec.check.bench import MAX_BATCH, MAX_K, BenchInterrupted, parse_engines, parse_int_list, plot, run_bench
     from triec.cli._progress import BenchBar
 
     ks = parse_int_list(k, "--k", MAX_K)
@@ -64,7 +64,7 @@ def bench_cmd(
         except BenchInterrupted as exc:
             result, interrupted = exc.result, True
     if json_out is not None:
-        from triec.artifact import atomic_write
+        from triec.artifact.container import atomic_write
 
         atomic_write(json_out, json.dumps(result, indent=1).encode())
     if plot_out is not None and result["results"]:
@@ -79,7 +79,7 @@ def bench_cmd(
 def _print_table(result: dict) -> None:  # noqa: ANN001
     from rich.table import Table
 
-    from triec.bench import table_rows
+    from triec.check.bench import table_rows
 
     s = result["settings"]
     header, rows = table_rows(result)

@@ -5,13 +5,16 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich.markup import escape
 
-from triec.cli._common import Phases, app, out, report_errors
+from triec.cli._common import app, out, report_errors
 from triec.errors import TriecError
+
+if TYPE_CHECKING:
+    from triec.cli._progress import Phases
 
 
 def _parse_eos(raw: list[str] | None) -> list[int] | None:
@@ -70,10 +73,12 @@ def compile_cmd(
     properties (a tool call: {"name": <one of K tools>, "arguments": {...}})
     compiles into a tool-schema artifact: the names in the trie, the rest run by --engine.
     """
-    from triec.compiler import CompileStats, compile_sorted, prepare_buffer, spell_all
+    from triec.build.compile import CompileStats, compile_sorted, prepare_buffer
+    from triec.build.values import FORMATS, read_input
+    from triec.cli._progress import Phases
     from triec.encoding import ENCODINGS, Encoding
-    from triec.values import FORMATS, read_input
-    from triec.vocabulary import Vocabulary
+    from triec.keys import spell_all
+    from triec.tokenizer.vocabulary import Vocabulary
 
     if fmt not in FORMATS:
         raise TriecError(f"--format: expected one of {', '.join(FORMATS)}, found {fmt!r}")
@@ -163,8 +168,8 @@ def compile_cmd(
 
 def _tool_schema_document(values: str, fmt: str) -> Any:
     """The parsed JSON when VALUES is a tool-call schema file (an object whose first property has an enum), else None."""
-    from triec.tool_schema import looks_like_tool_schema
-    from triec.values import MAX_VALUES_BYTES
+    from triec.build.values import MAX_VALUES_BYTES
+    from triec.schema.shape import looks_like_tool_schema
 
     if values == "-" or fmt == "lines":
         return None
@@ -183,8 +188,8 @@ def _tool_schema_document(values: str, fmt: str) -> Any:
         return None
     if not looks_like_tool_schema(doc) or len(doc["properties"]) < 2:
         return None  # an enum alone is a flat schema: read_input compiles or refuses it
+    from triec.build.json_schema import parse_schema
     from triec.errors import ValuesError
-    from triec.json_schema import parse_schema
 
     try:  # a flat schema (the enum plus const properties) is a finite set: compiled whole, no engine needed
         parse_schema(doc)
@@ -197,9 +202,9 @@ def _compile_tool_schema(
     doc: Any, values: str, target: Path, tokenizer: str | None, vocab_size: int | None, eos: list[int] | None,
     engine: str, zstd: bool, as_json: bool, quiet: bool, phases: Phases, total0: float,
 ) -> None:
-    from triec.compiler import CompileStats
-    from triec.schema_compiler import compile_schema
-    from triec.vocabulary import Vocabulary
+    from triec.build.compile import CompileStats
+    from triec.schema.compile import compile_schema
+    from triec.tokenizer.vocabulary import Vocabulary
 
     with phases.phase("tokenizer", "loading tokenizer"):
         vocab = Vocabulary.load(tokenizer, vocab_size=vocab_size, eos_token_ids=eos)
@@ -210,11 +215,11 @@ def _compile_tool_schema(
         table = compile_schema(doc, vocab, engine=engine, stats=stats, source=values)
     with phases.phase("write", f"writing {target}"):
         size = table.save(target, compress=zstd or str(target).endswith(".zst"))
-    from triec.inspect import straddle_counts
+    from triec.check.inspect import straddle_counts
 
     summary = {
         "output": str(target),
-        "kind": "tool-schema",
+        "kind": table.kind.value,
         "artifact_bytes": size,
         "tokenizer": vocab.name,
         "tokenizer_fingerprint": vocab.fingerprint,

@@ -26,18 +26,19 @@ def inspect_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print everything as one JSON object.")] = False,
 ) -> None:
     """Show an artifact's metadata, mask widths by depth, and one state's allowed tokens."""
-    import triec
-    from triec import inspect as ins
+    from triec.artifact.masks import load
+    from triec.check import inspect as ins
+    from triec.runtime.kinds import TableKind
 
     if prefix is not None and state is not None:
         raise TriecError("pass --prefix or --state, not both")
-    table = triec.load(artifact, verify=True)
+    table = load(artifact, verify=True)
     schema_info = None
-    if getattr(table, "kind", None) == "tool-schema":  # a compiled tool schema: show its name trie, then the rest
+    if table.kind is TableKind.TOOL_SCHEMA:  # a compiled tool schema: show its name trie, then the rest
         schema_info = ins.schema_summary(table)
-        table = table.trie
-    header = dict(getattr(table, "header", {}))
-    header["format_version"] = getattr(table, "format_version", None)
+        table = table.trie  # type: ignore[attr-defined]
+    header = dict(table.header or {})
+    header["format_version"] = table.format_version  # type: ignore[attr-defined]
     report: dict[str, Any] = {"artifact": str(artifact), "file_bytes": os.path.getsize(artifact)}
     report["file_modified"] = dt.datetime.fromtimestamp(os.path.getmtime(artifact), dt.timezone.utc).isoformat(
         timespec="seconds"

@@ -2,15 +2,15 @@
 
 Each batch row starts at the table's start state and follows its own state
 from the tokens it emits; the state tensor lives on the logits' device and is
-advanced with batched kernels (:mod:`triec.torch_table`), so a step costs no
+advanced with batched kernels (:mod:`triec.runtime.torch`), so a step costs no
 host synchronisation. EOS is allowed exactly where a row's text is a complete
 value; after EOS the row allows only EOS, so finished rows in a batch never
 produce an all ``-inf`` row.
 
-A compiled tool schema (:class:`~triec.schema_table.SchemaTable`) is served with
-one :class:`~triec.schema_table.SchemaMatcher` per row on the CPU (the name field
+A compiled tool schema (:class:`~triec.schema.table.SchemaTable`) is served with
+one :class:`~triec.schema.matcher.SchemaMatcher` per row on the CPU (the name field
 from the trie's word rows, the continuation from its engine); its rows are
-written by one :class:`~triec.schema_table.SchemaMaskWriter` and copied to the
+written by one :class:`~triec.schema.matcher.SchemaMaskWriter` and copied to the
 logits' device.
 
 Greedy and sampled decoding are supported; beam search (which reorders rows
@@ -26,12 +26,14 @@ from typing import TYPE_CHECKING
 import torch
 from transformers import LogitsProcessor
 
-from triec.torch_table import TorchMaskTable
+from triec.runtime.kinds import TableKind
+from triec.runtime.torch import TorchMaskTable
 
 if TYPE_CHECKING:
-    from triec.restrict import RestrictedTable
-    from triec.runtime import MaskTable
-    from triec.schema_table import SchemaMaskWriter, SchemaMatcher, SchemaTable
+    from triec.runtime.restrict import RestrictedTable
+    from triec.runtime.table import MaskTable
+    from triec.schema.matcher import SchemaMaskWriter, SchemaMatcher
+    from triec.schema.table import SchemaTable
 
 
 class TriecLogitsProcessor(LogitsProcessor):
@@ -48,7 +50,7 @@ class TriecLogitsProcessor(LogitsProcessor):
 
     def __init__(self, table: MaskTable | RestrictedTable | TorchMaskTable | SchemaTable) -> None:
         self._source = table
-        self._schema = table if getattr(table, "kind", None) == "tool-schema" else None
+        self._schema = table if getattr(table, "kind", None) is TableKind.TOOL_SCHEMA else None  # a TorchMaskTable has no kind
         self.matchers: list[SchemaMatcher] | None = None
         self._writer: SchemaMaskWriter | None = None
         self._tables: dict[torch.device, TorchMaskTable] = {}

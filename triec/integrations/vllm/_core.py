@@ -12,11 +12,11 @@ Inside the engine step nothing raises on user input: a request that still
 cannot be served there (its artifact vanished in between) is masked to EOS
 only and ends at once with an empty text.
 
-Tool-call schema artifacts (:class:`~triec.schema_table.SchemaTable`, D19) are
+Tool-call schema artifacts (:class:`~triec.schema.table.SchemaTable`, D19) are
 served beside plain tables: each such row keeps one
-:class:`~triec.schema_table.SchemaMatcher` on the host, fed the same tokens as
+:class:`~triec.schema.matcher.SchemaMatcher` on the host, fed the same tokens as
 the plain rows' device states, and its mask rows come from one
-:class:`~triec.schema_table.SchemaMaskWriter` per artifact (D20).
+:class:`~triec.schema.matcher.SchemaMaskWriter` per artifact (D20).
 """
 
 from __future__ import annotations
@@ -35,9 +35,12 @@ import numpy as np
 import torch
 
 from triec.errors import RequestError, TriecError
-from triec.runtime import MaskTable
-from triec.schema_table import SchemaMaskWriter, SchemaMatcher, SchemaTable, source_words
-from triec.torch_table import DEFAULT_MAX_GATHER, TorchMaskTable
+from triec.runtime.kinds import TableKind
+from triec.runtime.table import MaskTable
+from triec.runtime.torch import DEFAULT_MAX_GATHER, TorchMaskTable
+from triec.schema.matcher import SchemaMaskWriter, SchemaMatcher
+from triec.schema.rows import source_words
+from triec.schema.table import SchemaTable
 
 log = logging.getLogger("triec.vllm")
 
@@ -60,13 +63,14 @@ EOS_ONLY = -2
 UNCONSTRAINED = -1
 
 SCHEMA = -3
-"""Group id of rows served by a per-row :class:`~triec.schema_table.SchemaMatcher` (a tool-call schema artifact)."""
+"""Group id of rows served by a per-row :class:`~triec.schema.matcher.SchemaMatcher` (a tool-call schema artifact)."""
 
 Table = MaskTable | SchemaTable
 
 
-def is_schema(table: object) -> bool:
-    return getattr(table, "kind", None) == "tool-schema"
+def is_schema(table: Table) -> bool:
+    """A tool-call schema artifact (served by host matchers), not a plain mask table."""
+    return table.kind is TableKind.TOOL_SCHEMA
 
 
 @dataclass(frozen=True)
@@ -143,7 +147,7 @@ class ArtifactStore:
         return table
 
     def _load(self, name: str) -> tuple[Table, tuple[int, int]]:
-        from triec.artifact import load
+        from triec.artifact.masks import load
 
         path = self.path(name)
         try:
@@ -234,7 +238,7 @@ class ServedModel:
 def served_fingerprint(tokenizer: str, vocab_size: int, eos: tuple[int, ...]) -> str:
     """The fingerprint of ``Vocabulary.load(tokenizer, vocab_size, eos)`` (decoded once per tokenizer file:
     triec's vocabulary cache keeps the decoded bytes on disk, so later processes load them in milliseconds)."""
-    from triec.vocabulary import Vocabulary
+    from triec.tokenizer.vocabulary import Vocabulary
 
     return Vocabulary.load(tokenizer, vocab_size=vocab_size, eos_token_ids=eos).fingerprint
 
@@ -376,7 +380,7 @@ class BatchState:
             return None
         assert isinstance(table, SchemaTable)
         if self.served is not None and table.vocab is None:
-            from triec.vocabulary import Vocabulary
+            from triec.tokenizer.vocabulary import Vocabulary
 
             s = self.served
             table.bind(Vocabulary.load(s.tokenizer, vocab_size=s.vocab_size, eos_token_ids=table.eos_token_ids))

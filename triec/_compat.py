@@ -1,0 +1,145 @@
+"""The module paths of triec 0.1, kept importable for one release (0.2) with a ``DeprecationWarning``.
+
+0.2 laid the package out in layers (docs/architecture.md); a module that moved
+is listed in :data:`MOVED` with its new home (or homes, when it was split). An
+import of an old path gets a module that warns once, naming the new path, and
+hands out the new modules' objects themselves (``triec.compiler.compile is
+triec.build.compile.compile``), so old code and new code share state. The
+old paths need no files: a finder on ``sys.meta_path`` answers for exactly these
+names after the regular finders found nothing. Old paths that are packages now
+(``triec.runtime``, ``triec.artifact``, ``triec.engines``) are the new modules
+themselves and re-export their old names without a warning.
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from importlib.machinery import ModuleSpec
+from types import BuiltinFunctionType, FunctionType, ModuleType
+from typing import Any
+
+REMOVED_IN = "0.3"
+
+MOVED: dict[str, tuple[str, ...]] = {
+    # base
+    "triec.csr": ("triec._arrays",),
+    "triec.memo": ("triec._memo",),
+    # runtime
+    "triec.mask_writer": ("triec.runtime.mask_writer",),
+    "triec.restrict": ("triec.runtime.restrict",),
+    "triec.torch_table": ("triec.runtime.torch",),
+    "triec.validate": ("triec.runtime.validate",),
+    "triec.word_masks": ("triec.runtime.word_masks",),
+    # tokenizer
+    "triec.automaton": ("triec.tokenizer.automaton",),
+    "triec.token_bytes": ("triec.tokenizer.token_bytes",),
+    "triec.tokenizer_source": ("triec.tokenizer.source",),
+    "triec.vocab_cache": ("triec.tokenizer.cache",),
+    "triec.vocabulary": ("triec.tokenizer.vocabulary",),
+    # build
+    "triec.compiler": ("triec.build.compile", "triec.keys"),
+    "triec.json_schema": ("triec.build.json_schema",),
+    "triec.keysort": ("triec.build.keysort",),
+    "triec.reference": ("triec.build.reference",),
+    "triec.values": ("triec.build.values",),
+    "triec.walk": ("triec.build.walk",),
+    # schema
+    "triec.continuation": ("triec.schema.continuation",),
+    "triec.schema_artifact": ("triec.schema.artifact",),
+    "triec.schema_compiler": ("triec.schema.compile",),
+    "triec.schema_table": ("triec.schema.table", "triec.schema.matcher", "triec.schema.rows"),
+    "triec.straddle": ("triec.schema.straddle",),
+    "triec.tool_schema": ("triec.schema.shape",),
+    # check
+    "triec.bench": ("triec.check.bench",),
+    "triec.inspect": ("triec.check.inspect",),
+    "triec.schema_verify": ("triec.check.schema_verify",),
+    "triec.synthetic": ("triec.check.synthetic",),
+    "triec.verify": ("triec.check.verify", "triec.check.paths", "triec.tokenizer.resolve"),
+}
+"""Old module path -> the modules that hold its names now (searched in order; the first is named in the warning)."""
+
+
+class _MovedModule(ModuleType):
+    """An old path: every attribute is looked up in the new homes, never copied (so monkeypatches of them show)."""
+
+    __homes__: tuple[ModuleType, ...] = ()
+
+    def __getattr__(self, name: str) -> Any:
+        for home in self.__homes__:
+            try:
+                return getattr(home, name)
+            except AttributeError:
+                continue
+        raise AttributeError(f"module {self.__name__!r} has no attribute {name!r} (it moved to {self.__doc__})")
+
+    def __dir__(self) -> list[str]:
+        return sorted(set().union(*(dir(home) for home in self.__homes__)))
+
+
+class _Finder:
+    """Finds the paths in :data:`MOVED` (installed last on ``sys.meta_path``; regular files always win)."""
+
+    @classmethod
+    def find_spec(cls, name: str, path: Any = None, target: Any = None) -> ModuleSpec | None:
+        return ModuleSpec(name, cls, origin="moved") if name in MOVED else None
+
+    @staticmethod
+    def create_module(spec: ModuleSpec) -> ModuleType:
+        return _MovedModule(spec.name)
+
+    @staticmethod
+    def exec_module(module: ModuleType) -> None:
+        import importlib
+
+        targets = MOVED[module.__name__]
+        module.__homes__ = tuple(importlib.import_module(t) for t in targets)  # type: ignore[attr-defined]
+        module.__doc__ = ", ".join(targets)
+        module.__all__ = sorted({n for home in module.__homes__ for n in _public(home)})  # type: ignore[attr-defined]
+        warnings.warn(
+            f"{module.__name__} is deprecated and will be removed in triec {REMOVED_IN}: "
+            f"import from {targets[0]} instead" + (f" (or {', '.join(targets[1:])})" if targets[1:] else ""),
+            DeprecationWarning,
+            stacklevel=_importer_level(),
+        )
+
+
+def _public(home: ModuleType) -> list[str]:
+    """What ``from old import *`` gives: a module's public names and triec's objects it imports (an exception
+    that moved to triec.errors, say), not the modules, typing helpers and third-party names it imports."""
+    if hasattr(home, "__all__"):
+        return list(home.__all__)
+    out = []
+    for name, value in vars(home).items():
+        if name.startswith("_") or name in ("TYPE_CHECKING", "annotations") or isinstance(value, ModuleType):
+            continue
+        if isinstance(value, (type, FunctionType, BuiltinFunctionType)):
+            if not str(getattr(value, "__module__", "")).startswith("triec"):
+                continue
+        out.append(name)
+    return out
+
+
+def _importer_level() -> int:
+    """The ``stacklevel`` of the frame whose import reached here: ``warnings`` itself skips importlib's bootstrap
+    frames, so count the others (this module, ``importlib.import_module``) up to the importer."""
+    import importlib
+
+    skip = {__file__, importlib.__file__}
+    frame = sys._getframe(1)
+    level = 0
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if not ("importlib" in name and "_bootstrap" in name):
+            level += 1
+            if name not in skip:
+                break
+        frame = frame.f_back  # type: ignore[assignment]
+    return level
+
+
+def install() -> None:
+    """Put the finder on ``sys.meta_path`` once (``import triec`` does this)."""
+    if _Finder not in sys.meta_path:
+        sys.meta_path.append(_Finder)  # type: ignore[arg-type]

@@ -1,0 +1,37 @@
+"""The artifact file: what is written to disk and mapped back in a serving process.
+
+* :mod:`~triec.artifact.container`: preamble, msgpack header, 64-byte-aligned sections with CRCs,
+  atomic writes; knows nothing of what the sections mean;
+* :mod:`~triec.artifact.masks`: the mask-table format on top of it (``triec.load``, ``table.save``).
+
+The names below were ``triec.artifact``'s in 0.1 (a module then).
+"""
+
+from triec.artifact.container import (
+    ALIGN,
+    FORMAT_VERSION,
+    MAGIC,
+    MAX_HEADER,
+    PLAIN_FORMAT_VERSION,
+    PREAMBLE,
+    ZSTD_MAGIC,
+    atomic_write,
+)
+from triec.artifact.masks import FORMAT_NAME, SECTIONS, encode_artifact, load, parse_artifact, write_artifact
+
+__all__ = [
+    "ALIGN",
+    "FORMAT_NAME",
+    "FORMAT_VERSION",
+    "MAGIC",
+    "MAX_HEADER",
+    "PLAIN_FORMAT_VERSION",
+    "PREAMBLE",
+    "SECTIONS",
+    "ZSTD_MAGIC",
+    "atomic_write",
+    "encode_artifact",
+    "load",
+    "parse_artifact",
+    "write_artifact",
+]

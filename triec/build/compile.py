@@ -1,0 +1,252 @@
+"""``triec.compile``: values + vocabulary -> :class:`~triec.runtime.table.MaskTable`.
+
+Pure functions: values in, arrays out. Reading files and writing artifacts
+happen at the edges (:mod:`triec.build.values`, :mod:`triec.artifact`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from triec.build.keysort import SortedKeys, sort_unique
+from triec.build.walk import walk
+from triec.encoding import PLAIN, RAW, Encoding, as_encoding
+from triec.errors import ValuesError
+from triec.keys import prepare_values, spell_all
+from triec.runtime import MaskTable
+from triec.tokenizer.vocabulary import Vocabulary
+from triec.trie import Trie, build_trie_from_buffer, join_keys, longest_common_prefixes
+
+IMPLEMENTATIONS = ("numpy", "reference")
+MAX_VALUE_BYTES = 2**31 - 2
+"""Most value bytes one table holds: states (at most bytes + 1) and value ids are int32 in the format."""
+SMALL_SET = 500  # up to this many values, prepare_values (Python's sort) is faster than keysort
+TINY_SET = 64  # up to this many values, LCPs in Python beat a dozen numpy calls
+
+
+@dataclass
+class CompileStats:
+    """What a compile did and how long each phase took (seconds)."""
+
+    num_values: int = 0
+    duplicates: int = 0
+    value_bytes: int = 0
+    num_states: int = 0
+    num_allowed: int = 0
+    phases: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def sharing_ratio(self) -> float:
+        """The paper's prefix-sharing ratio r = trie states / value bytes (lower = more sharing)."""
+        return self.num_states / self.value_bytes if self.value_bytes else 1.0
+
+
+def prepare_buffer(values: Iterable[str | bytes]) -> SortedKeys:
+    """Like :func:`prepare_values`, into one sorted buffer: no ``bytes`` object per value.
+
+    A list of ``str`` is joined and encoded once and sorted by
+    :func:`triec.build.keysort.sort_unique` (a million values: about 60 MB and 1 s
+    less than ``prepare_values``). Small sets (where Python's sort wins over a
+    dozen numpy calls) and anything else (bytes, bad input) go through
+    :func:`prepare_values`, which names the offending value.
+    """
+    items = values if isinstance(values, list) else list(values)
+    if len(items) <= SMALL_SET:
+        keys, dups = prepare_values(items)
+        buf, offsets = join_keys(keys)
+        tiny = len(keys) <= TINY_SET and buf.shape[0] <= 64 * TINY_SET
+        lcp = _python_lcps(keys) if tiny else longest_common_prefixes(buf, offsets)
+        return SortedKeys.contiguous(buf, offsets, lcp, dups, keys)
+    try:
+        joined = "".join([*items, "\0" * 8])  # 8 spare bytes: keysort reads 8 at a time, without a copy
+        data = joined.encode("utf-8")
+    except (TypeError, UnicodeEncodeError):
+        keys, dups = prepare_values(items)
+        buf, offsets = join_keys(keys)
+        return SortedKeys.contiguous(buf, offsets, longest_common_prefixes(buf, offsets), dups)
+    if not items:
+        raise ValuesError("no values: a mask table needs at least one value")
+    if joined.isascii():
+        lengths = np.fromiter(map(len, items), dtype=np.int64, count=len(items))
+    else:
+        lengths = np.fromiter(map(len, map(str.encode, items)), dtype=np.int64, count=len(items))
+    del joined
+    offsets = np.zeros(len(items) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    del lengths
+    return sort_unique(np.frombuffer(data, dtype=np.uint8), offsets)
+
+
+def _python_lcps(keys: list[bytes]) -> np.ndarray:
+    lcp = [0]
+    for a, b in zip(keys, keys[1:], strict=False):
+        n = min(len(a), len(b))
+        i = 0
+        while i < n and a[i] == b[i]:
+            i += 1
+        lcp.append(i)
+    return np.array(lcp, dtype=np.int64)
+
+
+def compile_keys(
+    keys: list[bytes],
+    vocab: Vocabulary,
+    *,
+    implementation: str = "numpy",
+    stats: CompileStats | None = None,
+    encoding: Encoding = PLAIN,
+    progress: Callable[[int, int], None] | None = None,
+) -> MaskTable:
+    """Compile sorted, unique UTF-8 keys (the exact strings, already spelled with ``encoding``).
+
+    ``progress(done, total)`` hears the walk's rounds (numpy path).
+    """
+    data, offsets = join_keys(keys)
+    sk = SortedKeys.contiguous(data, offsets, longest_common_prefixes(data, offsets), 0, keys)
+    return compile_sorted(sk, vocab, implementation=implementation, stats=stats, encoding=encoding, progress=progress)
+
+
+def compile_sorted(
+    sk: SortedKeys,
+    vocab: Vocabulary,
+    *,
+    implementation: str = "numpy",
+    stats: CompileStats | None = None,
+    encoding: Encoding = PLAIN,
+    progress: Callable[[int, int], None] | None = None,
+) -> MaskTable:
+    """Compile sorted, unique keys held in one buffer with their LCPs (:func:`prepare_buffer`)."""
+    stats = stats if stats is not None else CompileStats()
+    total = int(sk.offsets[-1])
+    if total > MAX_VALUE_BYTES:
+        raise ValuesError(
+            f"{sk.offsets.shape[0] - 1:,} values of {total:,} bytes: over the {MAX_VALUE_BYTES:,}-byte limit "
+            "(every byte can be a trie state, and state ids are int32)"
+        )
+    t0 = time.perf_counter()
+    automaton = vocab.automaton if implementation == "numpy" else None
+    t1 = time.perf_counter()
+    trie = build_trie_from_buffer(sk.data, sk.offsets, sk.lcp, sk.starts)
+    keys, stats.duplicates = sk.keys, sk.duplicates
+    del sk  # compile() passes it on without keeping it: the values buffer can go with the trie's copy
+    t2 = time.perf_counter()
+    stats.num_values = trie.num_keys
+    stats.value_bytes = int(trie.key_offsets[-1])
+    value_state, value_lcp = trie.terminal.astype(np.int32), trie.lcp.astype(np.int32)
+    if implementation == "numpy":
+        assert automaton is not None
+        # the walk reads parents and bytes alone, the table value states and LCPs (now int32):
+        # the value bytes and the per-value int64 arrays go before the walk
+        empty = np.zeros(0, dtype=np.int64)
+        trie = replace(
+            trie, data=empty.view(np.uint8), key_offsets=empty, lcp=value_lcp, terminal=value_state, depth=empty, key_starts=empty
+        )
+        tr = walk(trie, automaton, vocab.vocab_size, progress)
+        offsets, tokens, next_state = tr.offsets, tr.tokens, tr.next_state
+        del tr
+    elif implementation == "reference":
+        from triec.build.reference import reference_transitions
+
+        offsets, tokens, next_state = reference_transitions(_keys_of(trie), vocab.token_bytes, trie.num_nodes)
+    else:
+        raise ValueError(f"implementation must be one of {IMPLEMENTATIONS}, not {implementation!r}")
+    t3 = time.perf_counter()
+    table = mask_table(trie, offsets, tokens, next_state, vocab, encoding, keys)
+    stats.num_states = trie.num_nodes
+    stats.num_allowed = table.num_allowed
+    stats.phases.update({"automaton": t1 - t0, "trie": t2 - t1, "masks": t3 - t2})
+    return table
+
+
+def mask_table(
+    trie: Trie,
+    offsets: np.ndarray,
+    tokens: np.ndarray,
+    next_state: np.ndarray,
+    vocab: Vocabulary,
+    encoding: Encoding = PLAIN,
+    keys: list[bytes] | None = None,
+) -> MaskTable:
+    """The runtime table of a trie and its allowed transitions (CSR), stamped with the vocabulary it is for.
+
+    Correct by construction (:meth:`MaskTable._from_compile`); ``keys`` are the trie's sorted keys when at hand.
+    """
+    return MaskTable._from_compile(
+        value_bytes=keys,
+        allowed_offsets=offsets.astype(np.uint32, copy=False),
+        allowed_tokens=tokens.astype(np.int32, copy=False),
+        allowed_next=next_state.astype(np.int32, copy=False),
+        value_state=trie.terminal.astype(np.int32, copy=False),
+        value_lcp=trie.lcp.astype(np.int32, copy=False),
+        state_byte=trie.byte,
+        vocab_size=vocab.vocab_size,
+        eos_token_ids=vocab.eos_token_ids,
+        tokenizer_fingerprint=vocab.fingerprint,
+        tokenizer_name=vocab.name,
+        build_options={"tokenizer_family": vocab.family, "tokenizer_tokens": vocab.num_tokens},
+        encoding=encoding,
+    )
+
+
+def _keys_of(trie: Trie) -> list[bytes]:
+    raw = trie.data.tobytes()
+    lengths = np.diff(trie.key_offsets).tolist()
+    return [raw[a : a + n] for a, n in zip(trie.key_starts.tolist(), lengths, strict=True)]
+
+
+def compile(  # noqa: A001 - the public name mirrors re.compile
+    values: Iterable[str | bytes],
+    vocab: Vocabulary | str | None = None,
+    *,
+    encoding: str | Encoding = RAW,
+    prefix: str = "",
+    suffix: str = "",
+    implementation: str = "numpy",
+    stats: CompileStats | None = None,
+) -> MaskTable:
+    """Compile a finite set of strings into a :class:`MaskTable` for ``vocab``.
+
+    ``vocab`` is a :class:`Vocabulary` or anything :meth:`Vocabulary.load`
+    accepts (default: the bundled ``qwen2``). Each value is compiled as
+    ``prefix + spelling + suffix``, the spelling being the value itself
+    (``encoding="raw"``) or its JSON string literal (``encoding="json"``);
+    ``table.values`` gives the values back as passed. Duplicates are dropped;
+    the table's values are sorted by the UTF-8 bytes of their spellings.
+    """
+    enc = as_encoding(encoding, prefix, suffix)
+    if not isinstance(vocab, Vocabulary):
+        vocab = Vocabulary.load(vocab)
+    stats = stats if stats is not None else CompileStats()
+    # no local holds the prepared values: compile_sorted frees their buffer once the trie is built
+    return compile_sorted(_prepare_timed(values, enc, stats), vocab, implementation=implementation, stats=stats, encoding=enc)
+
+
+def _prepare_timed(values: Iterable[str | bytes], enc: Encoding, stats: CompileStats) -> SortedKeys:
+    t0 = time.perf_counter()
+    sk = prepare_buffer(spell_all(values, enc))
+    stats.phases["values"] = time.perf_counter() - t0
+    return sk
+
+
+def compile_json_schema(
+    schema: dict | str,
+    vocab: Vocabulary | str | None = None,
+    *,
+    implementation: str = "numpy",
+    stats: CompileStats | None = None,
+) -> MaskTable:
+    """Compile the instances of a flat JSON Schema object (one string ``enum`` property, any ``const`` ones).
+
+    The strings are xgrammar's compact JSON (``any_whitespace=False``):
+    ``{"label": "x", "version": 1}``; ``table.values`` are the enum members.
+    Any other schema raises :class:`~triec.errors.ValuesError` naming the
+    unsupported keyword (see :mod:`triec.build.json_schema`).
+    """
+    from triec.build.json_schema import parse_schema
+
+    values, enc = parse_schema(schema)
+    return compile(values, vocab, encoding=enc, implementation=implementation, stats=stats)

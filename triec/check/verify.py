@@ -1,0 +1,599 @@
+"""Check an artifact state by state against independent derivations of its masks.
+
+triec's promise is that in every state the allowed tokens equal what an exact
+finite-state engine computes for the same values and vocabulary. This module
+makes that promise checkable on the user's own artifact and tokenizer:
+
+1. integrity: checksums, format, ranges (``triec.load(verify=True)``), and the
+   tokenizer's fingerprint against the one recorded in the artifact;
+2. state selection: every state up to a limit, else a seeded sample that always
+   holds the start and every state of byte depth <= 2 (the widest masks);
+3. per state, the artifact's mask row against another derivation: the
+   pyahocorasick reference (plus brute force on small sets), or a peer engine
+   driven to the state along a token path the artifact itself provides;
+4. decode walks: random allowed tokens from the start until EOS, every step's
+   mask compared, each walk ending on a value.
+
+Pure logic: no printing. docs/verify.md explains what is compared and why.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from triec._arrays import row_ids
+from triec.artifact.masks import load
+from triec.check.paths import escape_bytes, token_paths
+from triec.check.schema_verify import compare_schema
+from triec.engines import ENGINES, Engine, Matcher, make_engine
+from triec.errors import ArtifactError, EngineUnavailable, EngineUnsupported, TokenizerError, TriecError
+from triec.runtime.kinds import TableKind
+from triec.runtime.table import MaskTable
+from triec.schema.shape import with_enum
+from triec.tokenizer.resolve import resolve_vocabulary
+from triec.tokenizer.vocabulary import Vocabulary
+
+AGAINST: tuple[str, ...] = ("reference", *ENGINES)
+DEFAULT_STATES = 50_000
+DEFAULT_WALKS = 100
+MAX_EXAMPLES = 10
+BRUTE_FORCE_BUDGET = 5_000_000  # states x tokens: the definition checked literally, for small sets
+PROGRESS_EVERY = 256  # states between progress reports (a report costs a call; a state, microseconds)
+
+WRONG_TOKENIZER = (
+    "an artifact compiled for one tokenizer and served with another yields plausible but wrong masks: "
+    "the token ids point at different bytes, so nothing fails loudly"
+)
+
+
+# ---------------------------------------------------------------- report
+
+
+@dataclass
+class Mismatch:
+    """One state where two derivations disagree."""
+
+    state: int
+    prefix: str  # escaped
+    problem: str  # what disagreed, in words
+    only_triec: list[dict[str, Any]] = field(default_factory=list)  # [{"id": 123, "bytes": "..."}]
+    only_other: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class CheckResult:
+    """The comparison of the artifact with one derivation (reference or engine)."""
+
+    against: str
+    status: str = "ok"  # ok | mismatch | skipped | error
+    version: str | None = None
+    reason: str = ""  # why skipped, or the engine's error
+    states_checked: int = 0
+    walks: int = 0
+    walk_steps: int = 0
+    mismatches: int = 0
+    examples: list[Mismatch] = field(default_factory=list)
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    def add(self, mismatch: Mismatch, max_examples: int = MAX_EXAMPLES) -> None:
+        self.mismatches += 1
+        self.status = "mismatch"
+        if len(self.examples) < max_examples:
+            self.examples.append(mismatch)
+
+
+@dataclass
+class VerifyReport:
+    """Everything ``triec verify`` found; ``ok`` decides the exit code."""
+
+    artifact: str
+    tokenizer: str = ""
+    fingerprint: str = ""
+    num_values: int = 0
+    num_states: int = 0
+    vocab_size: int = 0
+    eos_token_ids: list[int] = field(default_factory=list)
+    integrity_ok: bool = False
+    integrity_problems: list[str] = field(default_factory=list)
+    states_selected: int = 0
+    sampled: bool = False
+    seed: int = 0
+    unreachable_states: int = 0
+    schema: dict[str, Any] | None = None  # a tool-schema artifact: engine, prefix, tail, continuation hash
+    checks: list[CheckResult] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        """Integrity held, nothing mismatched, and at least one comparison ran."""
+        ran = [c for c in self.checks if c.status != "skipped"]
+        return self.integrity_ok and bool(ran) and all(c.status == "ok" for c in ran)
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["ok"] = self.ok
+        return d
+
+
+@dataclass(frozen=True)
+class CheckProgress:
+    """How far one comparison has come: what ``verify(progress=...)`` is told as it runs.
+
+    ``phase`` is ``preparing`` (the reference's own derivation), ``loading`` (the
+    engine over the vocabulary), ``compiling`` (the engine's grammar), ``states``, ``walks``, then ``done``, or ``skipped`` / ``error``
+    when the engine could not finish.
+    """
+
+    against: str
+    phase: str
+    states: int
+    states_total: int
+    walks: int = 0
+    walks_total: int = 0
+
+
+ProgressFn = Callable[[CheckProgress], None]
+
+
+# ---------------------------------------------------------------- integrity
+
+
+def load_checked(path: str, tokenizer: str | None) -> tuple[MaskTable | None, Vocabulary | None, VerifyReport]:
+    """Load with full checks, resolve the tokenizer, compare fingerprints.
+
+    Without ``tokenizer`` the name recorded in the artifact is used. Returns
+    ``(None, None, report)`` when integrity fails. A tokenizer that cannot be
+    found at all raises :class:`TokenizerError` (a usage problem, exit 2).
+    """
+    report = VerifyReport(artifact=str(path))
+    if not Path(path).exists():
+        raise TriecError(f"{path}: no such artifact file")
+    if not Path(path).is_file():
+        raise TriecError(f"{path}: not a regular file, expected an artifact")
+    try:
+        table = load(path, verify=True)
+    except ArtifactError as exc:
+        report.integrity_problems.append(str(exc))
+        return None, None, report
+    report.tokenizer = tokenizer or table.tokenizer_name
+    report.fingerprint = table.tokenizer_fingerprint
+    report.num_values, report.num_states = table.num_values, table.num_states
+    report.vocab_size, report.eos_token_ids = table.vocab_size, list(table.eos_token_ids)
+    if not report.tokenizer:
+        raise TokenizerError(f"{path}: the artifact records no tokenizer name; pass one with -t")
+    vocab, problems = resolve_vocabulary(report.tokenizer, table)
+    if problems:
+        report.integrity_problems.append(
+            f"{path}: wrong tokenizer {report.tokenizer!r}: {'; '.join(problems)}. "
+            f"{WRONG_TOKENIZER[0].upper()}{WRONG_TOKENIZER[1:]}"
+        )
+        return None, vocab, report
+    report.integrity_ok = True
+    return table, vocab, report
+
+
+# ---------------------------------------------------------------- states and paths
+
+
+def state_depths(table: MaskTable) -> np.ndarray:
+    """Byte depth (prefix length) of every state, from the value arrays alone."""
+    vs = table.value_state.astype(np.int64)
+    lcp = table.value_lcp.astype(np.int64)
+    first = np.concatenate([[1], vs[:-1] + 1])  # first state each value creates
+    created = vs - first + 1
+    depth = np.zeros(table.num_states, dtype=np.int64)
+    total = int(created.sum())
+    if total:
+        owner_start = np.repeat(first, created)
+        owner_lcp = np.repeat(lcp, created)
+        states = np.repeat(first - np.cumsum(created) + created, created) + np.arange(total)
+        depth[states] = owner_lcp + (states - owner_start) + 1
+    return depth
+
+
+def select_states(table: MaskTable, limit: int, seed: int) -> tuple[np.ndarray, bool]:
+    """All states when there are at most ``limit``; else a seeded sample of ``limit``.
+
+    The sample always holds the start and every state of byte depth <= 2.
+    Returns (sorted states, sampled).
+    """
+    n = table.num_states
+    if n <= limit:
+        return np.arange(n, dtype=np.int64), False
+    must = np.flatnonzero(state_depths(table) <= 2)
+    rest = np.setdiff1d(np.arange(n, dtype=np.int64), must)
+    take = max(0, min(limit - must.size, rest.size))
+    rng = np.random.default_rng(seed)
+    chosen = rng.choice(rest, size=take, replace=False) if take else np.zeros(0, dtype=np.int64)
+    return np.union1d(must, chosen).astype(np.int64), True
+
+
+# ---------------------------------------------------------------- reference
+
+
+def _token_list(ids: Sequence[int], vocab: Vocabulary, limit: int = 8) -> list[dict[str, Any]]:
+    out = []
+    for t in list(ids)[:limit]:
+        b = vocab.token_bytes[t] if 0 <= t < vocab.num_tokens else b""
+        label = "<eos>" if t in vocab.eos_token_ids else ("<padding>" if t >= vocab.num_tokens else escape_bytes(b))
+        out.append({"id": int(t), "bytes": label})
+    return out
+
+
+def _set_mismatch(
+    table: MaskTable, vocab: Vocabulary, state: int, ours: np.ndarray, theirs: np.ndarray, problem: str, prefix: bytes | None = None
+) -> Mismatch:
+    a, b = set(ours.tolist()), set(theirs.tolist())
+    p = table.prefix(state) if prefix is None else prefix
+    return Mismatch(
+        state=int(state),
+        prefix=escape_bytes(p),
+        problem=problem,
+        only_triec=_token_list(sorted(a - b), vocab),
+        only_other=_token_list(sorted(b - a), vocab),
+    )
+
+
+def compare_reference(
+    table: MaskTable,
+    vocab: Vocabulary,
+    states: np.ndarray,
+    max_examples: int = MAX_EXAMPLES,
+    progress: ProgressFn | None = None,
+) -> CheckResult:
+    """Allowed tokens, next states and accepting flags against :mod:`triec.build.reference`.
+
+    The reference numbers the prefixes of the artifact's values itself and finds
+    tokens with its own Aho-Corasick scan; brute force (the definition: token t
+    is allowed after p iff p + bytes(t) is a prefix of a value) runs too when
+    states x tokens is small.
+    """
+    from triec.build.reference import brute_force_allowed, prefix_states, reference_transitions
+
+    result = CheckResult(against="reference")
+    total = int(states.size)
+    if progress:
+        progress(CheckProgress("reference", "preparing", 0, total))
+    t0 = time.perf_counter()
+    keys = table.value_bytes
+    prefixes = prefix_states(keys)
+    if len(prefixes) != table.num_states:
+        result.add(Mismatch(0, "", f"the values have {len(prefixes)} distinct prefixes, the artifact {table.num_states} states"))
+        return result
+    r_off, r_tok, r_next = reference_transitions(keys, vocab.token_bytes)
+    result.seconds["reference"] = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    by_state = sorted(prefixes, key=prefixes.__getitem__)  # state -> prefix
+    accepting = np.zeros(table.num_states, dtype=bool)
+    accepting[[prefixes[k] for k in keys]] = True
+    ours_acc = np.zeros(table.num_states, dtype=bool)
+    ours_acc[table.value_state.astype(np.int64)] = True
+    off = table.allowed_offsets.astype(np.int64)
+    for s in states.tolist():
+        lo, hi = int(off[s]), int(off[s + 1])
+        ours, nexts = table.allowed_tokens[lo:hi], table.allowed_next[lo:hi]
+        theirs, their_next = r_tok[r_off[s] : r_off[s + 1]], r_next[r_off[s] : r_off[s + 1]]
+        result.states_checked += 1
+        if progress and result.states_checked % PROGRESS_EVERY == 0:
+            progress(CheckProgress("reference", "states", result.states_checked, total))
+        if not np.array_equal(ours, theirs):
+            result.add(_set_mismatch(table, vocab, s, ours, theirs, "allowed tokens differ", by_state[s]), max_examples)
+        elif not np.array_equal(nexts, their_next):
+            bad = int(np.flatnonzero(nexts != their_next)[0])
+            result.add(
+                Mismatch(
+                    s,
+                    escape_bytes(by_state[s]),
+                    f"token {int(ours[bad])} leads to state {int(nexts[bad])}, the reference says {int(their_next[bad])}",
+                ),
+                max_examples,
+            )
+        elif accepting[s] != ours_acc[s]:
+            result.add(
+                Mismatch(s, escape_bytes(by_state[s]), f"EOS {'allowed' if ours_acc[s] else 'refused'} here, the reference "
+                         f"{'allows' if accepting[s] else 'refuses'} it"),
+                max_examples,
+            )
+    if table.num_states * vocab.num_tokens <= BRUTE_FORCE_BUDGET:
+        brute = brute_force_allowed(keys, vocab.token_bytes)
+        for p, ids in brute.items():
+            s = prefixes[p]
+            ours = table.allowed_tokens[off[s] : off[s + 1]]
+            if ours.tolist() != ids:
+                result.add(_set_mismatch(table, vocab, s, ours, np.array(ids), "allowed tokens differ from brute force", p), max_examples)
+        result.seconds["brute_force"] = time.perf_counter() - t1
+    result.seconds["compare"] = time.perf_counter() - t1
+    if progress:
+        progress(CheckProgress("reference", "done", result.states_checked, total))
+    return result
+
+
+# ---------------------------------------------------------------- engines
+
+
+def compare_engine(
+    table: MaskTable,
+    vocab: Vocabulary,
+    engine: Engine,
+    states: np.ndarray,
+    paths: tuple[np.ndarray, np.ndarray],
+    *,
+    walks: int = DEFAULT_WALKS,
+    seed: int = 0,
+    max_examples: int = MAX_EXAMPLES,
+    progress: ProgressFn | None = None,
+    compiled: Any = None,
+) -> CheckResult:
+    """Full mask rows of ``states`` and of random decode walks against a peer engine.
+
+    The engine is driven down the artifact's token paths depth first (consume,
+    compare, recurse, roll back), so each state costs one token and one mask.
+    ``compiled`` is the engine's grammar; by default the alternation of the
+    table's exact strings (:attr:`MaskTable.strings`).
+    """
+    result = CheckResult(against=engine.name, version=engine.version)
+    result.seconds["engine_setup"] = engine.setup_seconds
+    total = int(states.size)
+
+    def report(phase: str) -> None:
+        if progress:
+            progress(CheckProgress(engine.name, phase, result.states_checked, total, result.walks, walks))
+
+    report("compiling")
+    t0 = time.perf_counter()
+    if compiled is None:
+        compiled = engine.compile(table.strings)
+    result.seconds["compile"] = time.perf_counter() - t0
+
+    t1 = time.perf_counter()
+    parent, via = paths
+    selected = np.zeros(table.num_states, dtype=bool)
+    selected[states] = True
+    needed = selected.copy()  # selected states and their ancestors on the path tree
+    reachable = (parent >= 0) | (np.arange(table.num_states) == 0)
+    for s in np.flatnonzero(selected & reachable)[::-1].tolist():
+        p = int(parent[s])
+        while p >= 0 and not needed[p]:
+            needed[p] = True
+            p = int(parent[p])
+    children: dict[int, list[int]] = {}
+    for s in np.flatnonzero(needed & reachable).tolist():
+        if s:
+            children.setdefault(int(parent[s]), []).append(s)
+
+    compare = _RowComparer(table, vocab, result, max_examples)
+    m = engine.matcher(compiled)
+
+    def check(s: int, prefix: bytes) -> None:
+        result.states_checked += 1
+        compare(m, s, prefix, "mask rows differ")
+        if result.states_checked % PROGRESS_EVERY == 0:
+            report("states")
+
+    # Iterative DFS: ("enter", state, prefix) consumes the edge into state, ("leave",) rolls it back.
+    stack: list[tuple[int, int, bytes]] = [(1, 0, b"")]
+    while stack:
+        kind, s, prefix = stack.pop()
+        if kind == 0:
+            m.rollback(1)
+            continue
+        if s:
+            t = int(via[s])
+            if not m.consume(t):
+                result.add(
+                    Mismatch(s, escape_bytes(prefix), f"{engine.name} refuses token {t} ({escape_bytes(vocab.token_bytes[t])!s}), "
+                             "which the artifact allows here"),
+                    max_examples,
+                )
+                continue
+            stack.append((0, s, b""))
+        if selected[s]:
+            if table.prefix(s) != prefix:
+                result.add(Mismatch(s, escape_bytes(prefix), f"the artifact's path to state {s} spells {escape_bytes(prefix)!r}, "
+                                    f"its prefix is {escape_bytes(table.prefix(s))!r}"), max_examples)
+            check(s, prefix)
+        for c in reversed(children.get(s, [])):
+            stack.append((1, c, prefix + vocab.token_bytes[int(via[c])]))
+    result.seconds["states"] = time.perf_counter() - t1
+
+    t2 = time.perf_counter()
+    rng = random.Random(seed)
+    report("walks")
+    for _ in range(walks):
+        _walk(table, vocab, engine.matcher(compiled), rng, result, max_examples)
+        report("walks")
+    result.seconds["walks"] = time.perf_counter() - t2
+    report("done")
+    return result
+
+
+class _RowComparer:
+    """The artifact's full bitmask row of a state against the engine's, recording a mismatch."""
+
+    def __init__(self, table: MaskTable, vocab: Vocabulary, result: CheckResult, max_examples: int) -> None:
+        self.table, self.vocab, self.result, self.max_examples = table, vocab, result, max_examples
+        self.ours = np.empty((1, table.words_per_row), dtype=np.int32)
+        self.theirs = np.empty(table.words_per_row, dtype=np.int32)
+
+    def __call__(self, matcher: Matcher, state: int, prefix: bytes, what: str) -> bool:
+        self.table.fill_bitmask([state], self.ours)
+        self.theirs.fill(0)
+        matcher.fill(self.theirs)
+        if np.array_equal(self.ours[0], self.theirs):
+            return True
+        mismatch = _set_mismatch(self.table, self.vocab, state, row_ids(self.ours[0]), row_ids(self.theirs), what, prefix)
+        self.result.add(mismatch, self.max_examples)
+        return False
+
+
+def _walk(table: MaskTable, vocab: Vocabulary, m: Matcher, rng: random.Random, result: CheckResult, max_examples: int) -> None:
+    """One random constrained decode; every step's row compared; it must end on a value."""
+    compare = _RowComparer(table, vocab, result, max_examples)
+    eos = set(vocab.eos_token_ids)
+    state, prefix = table.start, b""
+    result.walks += 1
+    for _ in range(max(len(v) for v in table.value_bytes) + 1):
+        result.walk_steps += 1
+        if not compare(m, state, prefix, "mask rows differ on a decode walk"):
+            return
+        allowed = table.allowed(state).tolist()
+        content = [t for t in allowed if t not in eos]
+        if len(content) < len(allowed) and (not content or rng.random() < 0.3):
+            if table.value(state) is None:
+                result.add(Mismatch(state, escape_bytes(prefix), "EOS allowed but the prefix is not a value"), max_examples)
+            return
+        if not content:
+            result.add(Mismatch(state, escape_bytes(prefix), "empty mask: the walk is stuck"), max_examples)
+            return
+        t = rng.choice(content)
+        if not m.consume(t):
+            result.add(Mismatch(state, escape_bytes(prefix), f"engine refuses token {t} on a decode walk"), max_examples)
+            return
+        state, prefix = table.advance(state, t), prefix + vocab.token_bytes[t]
+    result.add(Mismatch(state, escape_bytes(prefix), "walk did not reach EOS"), max_examples)
+
+
+# ---------------------------------------------------------------- driver
+
+
+def parse_against(raw: Sequence[str]) -> list[str]:
+    """``reference``, engine names, comma lists and ``all`` (reference + every engine)."""
+    names: list[str] = []
+    for chunk in raw:
+        for part in chunk.split(","):
+            part = part.strip()
+            if not part:
+                continue
+            if part == "all":
+                names.extend(AGAINST)
+            elif part in AGAINST:
+                names.append(part)
+            else:
+                raise TriecError(f"--against: expected reference, {', '.join(ENGINES)} or all, found {part!r}")
+    return list(dict.fromkeys(names)) or ["reference"]
+
+
+def verify(
+    path: str,
+    *,
+    tokenizer: str | None = None,
+    against: Sequence[str] = ("reference",),
+    states: int = DEFAULT_STATES,
+    seed: int = 0,
+    walks: int = DEFAULT_WALKS,
+    explicit: Sequence[str] = (),
+    max_examples: int = MAX_EXAMPLES,
+    progress: ProgressFn | None = None,
+) -> VerifyReport:
+    """Run every check. Engines named in ``explicit`` must be installed
+    (:class:`EngineUnavailable`); others that are missing are reported as skipped.
+    ``progress`` hears how far each comparison has come (:class:`CheckProgress`)."""
+    t0 = time.perf_counter()
+    table, vocab, report = load_checked(path, tokenizer)
+    report.seed = seed
+    if table is None or vocab is None:
+        report.seconds = time.perf_counter() - t0
+        return report
+    if table.kind is TableKind.TOOL_SCHEMA:
+        _verify_schema(table, vocab, report, against, explicit, walks, seed, max_examples)
+        report.seconds = time.perf_counter() - t0
+        return report
+    selected, report.sampled = select_states(table, states, seed)
+    report.states_selected = int(selected.size)
+    paths: tuple[np.ndarray, np.ndarray] | None = None
+    for name in against:
+        if name == "reference":
+            report.checks.append(compare_reference(table, vocab, selected, max_examples, progress))
+            continue
+        if progress:
+            progress(CheckProgress(name, "loading", 0, int(selected.size)))
+        try:
+            engine = make_engine(name, vocab)
+        except EngineUnavailable as exc:
+            if progress:
+                progress(CheckProgress(name, "skipped", 0, int(selected.size)))
+            if name in explicit:
+                raise
+            report.checks.append(CheckResult(against=name, status="skipped", reason=str(exc)))
+            continue
+        if paths is None:
+            paths = token_paths(table)
+            reachable = (paths[0] >= 0).sum() + 1
+            report.unreachable_states = int(table.num_states - reachable)
+        try:
+            report.checks.append(
+                compare_engine(
+                    table, vocab, engine, selected, paths, walks=walks, seed=seed, max_examples=max_examples, progress=progress
+                )
+            )
+        except EngineUnsupported as exc:
+            report.checks.append(CheckResult(against=name, status="skipped", version=engine.version, reason=str(exc)))
+        except TriecError as exc:  # the engine itself failed: not a pass
+            report.checks.append(CheckResult(against=name, status="error", version=engine.version, reason=str(exc)))
+        if progress and report.checks[-1].status in ("skipped", "error"):
+            progress(CheckProgress(name, report.checks[-1].status, 0, int(selected.size)))
+    report.seconds = time.perf_counter() - t0
+    return report
+
+
+def _verify_schema(table: Any, vocab: Vocabulary, report: VerifyReport, against: Sequence[str], explicit: Sequence[str],
+                   walks: int, seed: int, max_examples: int) -> None:
+    """A tool-schema artifact: its name trie against the reference; the whole output against each engine.
+
+    Each engine is compared with itself compiled on the whole schema (every name), in the artifact's
+    convention: every trie state, one step past every token leaving the trie part, every tail offset
+    (after a few keys), random walks to EOS (docs/verify.md).
+    """
+    import json
+
+    table.bind(vocab)
+    report.schema = {"engine": table.engine, "prefix": table.prefix.decode("utf-8"), "tail": table.tail.decode("utf-8"),
+                     "continuation_sha256": table.continuation_sha256}
+    schema = with_enum(json.loads(table.continuation_text), table.name_property, table.names)
+    report.states_selected = table.num_states
+    for name in against:
+        if name == "reference":
+            result = compare_reference(table.trie, vocab, np.arange(table.num_states, dtype=np.int64), max_examples)
+            result.against = "reference"
+            result.reason = "the trie of the name keys"
+            report.checks.append(result)
+            continue
+        if name not in ("llguidance", "xgrammar"):
+            report.checks.append(CheckResult(against=name, status="skipped", reason="tool schemas are compared with llguidance and xgrammar"))
+            continue
+        try:
+            make_engine(name, vocab)  # raises EngineUnavailable with the pip command
+        except EngineUnavailable as exc:
+            if name in explicit:
+                raise
+            report.checks.append(CheckResult(against=name, status="skipped", reason=str(exc)))
+            continue
+        t0 = time.perf_counter()
+        try:
+            r = compare_schema(table.with_engine(name), schema, walks=walks, seed=seed)
+        except TriecError as exc:
+            report.checks.append(CheckResult(against=name, status="error", reason=str(exc)))
+            continue
+        result = CheckResult(against=name, version=table.with_engine(name).engine_version,
+                             states_checked=r.states_checked + r.steps_past + r.tail_checked,
+                             walks=r.walks, walk_steps=r.walk_steps)
+        result.reason = (f"{r.states_checked} trie states, {r.steps_past} steps past the trie part, "
+                         f"{r.tail_checked} tail offsets, {r.walks_ended} of {r.walks} walks ended with EOS")
+        if r.engine_narrower:
+            result.reason += f"; {r.engine_narrower} rows where the engine's mask omits tokens its own accept_token accepts"
+        for ex in r.examples:
+            result.add(Mismatch(state=-1, prefix=ex["prefix"], problem=ex["where"],
+                                only_triec=[{"id": x.split(":", 1)[0], "bytes": x.split(":", 1)[1]} for x in ex["only_triec"]],
+                                only_other=[{"id": x.split(":", 1)[0], "bytes": x.split(":", 1)[1]} for x in ex["only_engine"]]),
+                       max_examples)
+        result.mismatches = r.mismatches
+        result.status = "ok" if r.mismatches == 0 else "mismatch"
+        result.seconds["compare"] = time.perf_counter() - t0
+        report.checks.append(result)

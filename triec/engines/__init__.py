@@ -1,0 +1,81 @@
+"""Adapters that make the peer engines answer the same question triec does.
+
+``triec verify`` and ``triec bench`` compare triec with llguidance, xgrammar and
+outlines-core. A comparison means something only if every engine sees the same
+problem, so each adapter builds its matcher from:
+
+* the same decoded vocabulary: triec's :attr:`Vocabulary.token_bytes`, passed to
+  the engine as raw bytes per id (no engine re-decodes the tokenizer). Ids with
+  ``b""`` bytes (special tokens, EOS, control pieces) are special / never
+  content, and ids from ``num_tokens`` to ``vocab_size`` are padding;
+* the same EOS ids, allowed exactly where the prefix is a value;
+* the same language: an alternation of the exact values, escaped so that every
+  value matches byte for byte (values may hold any Unicode, newlines included,
+  and may be prefixes of each other or empty);
+* the same mask layout: int32 rows of ``ceil(vocab_size / 32)`` words, token j
+  in bit ``j & 31`` of word ``j >> 5``.
+
+docs/verify.md lists the conventions each engine needed. Engines are imported
+lazily; a missing one raises :class:`EngineUnavailable` with the pip command.
+
+One interface (:mod:`~triec.engines.base`), one module per engine; a new engine is
+a module here and a line in :data:`_CLASSES`. The names below were
+``triec.engines``'s in 0.1 (a module then).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from triec._arrays import row_ids
+from triec.engines.base import (
+    ENGINES,
+    Engine,
+    Matcher,
+    check_name,
+    engine_version,
+    install_hint,
+    is_installed,
+    regex_literal,
+)
+from triec.engines.llguidance import LLGuidanceEngine
+from triec.engines.outlines_core import OutlinesCoreEngine
+from triec.engines.xgrammar import XGrammarEngine, ebnf_literal, xgrammar_regex_literal
+from triec.errors import EngineUnavailable, EngineUnsupported
+
+if TYPE_CHECKING:
+    from triec.tokenizer.vocabulary import Vocabulary
+
+_CLASSES: dict[str, type[Engine]] = {
+    "llguidance": LLGuidanceEngine,
+    "xgrammar": XGrammarEngine,
+    "outlines-core": OutlinesCoreEngine,
+}
+
+
+def make_engine(name: str, vocab: Vocabulary) -> Engine:
+    """Build engine ``name`` over ``vocab``; raises :class:`EngineUnavailable` when it is missing."""
+    check_name(name)
+    if not is_installed(name):
+        raise EngineUnavailable(f"{name} is not installed; install it with: {install_hint(name)}")
+    return _CLASSES[name](vocab)
+
+
+__all__ = [
+    "ENGINES",
+    "Engine",
+    "EngineUnavailable",
+    "EngineUnsupported",
+    "LLGuidanceEngine",
+    "Matcher",
+    "OutlinesCoreEngine",
+    "XGrammarEngine",
+    "ebnf_literal",
+    "engine_version",
+    "install_hint",
+    "is_installed",
+    "make_engine",
+    "regex_literal",
+    "row_ids",
+    "xgrammar_regex_literal",
+]

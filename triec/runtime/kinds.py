@@ -1,0 +1,61 @@
+"""What kind of table a compiled table is, and what every kind answers.
+
+Two kinds exist: a :class:`~triec.runtime.table.MaskTable` (the states of a
+finite set of strings) and a :class:`~triec.schema.table.SchemaTable` (an enum
+field of such a set, then a grammar engine). Code that must tell them apart
+reads the declared ``kind``; everything in :class:`Table` it may use without
+asking.
+"""
+
+from __future__ import annotations
+
+import os
+from enum import StrEnum
+from typing import Any, ClassVar, Protocol
+
+
+class TableKind(StrEnum):
+    """A table's kind; a ``str``, so ``TableKind.TOOL_SCHEMA == "tool-schema"`` (the string ``SchemaTable.kind`` was before)."""
+
+    MASKS = "masks"
+    """:class:`~triec.runtime.table.MaskTable`: per-state masks of a finite set (``triec.compile``)."""
+
+    TOOL_SCHEMA = "tool-schema"
+    """:class:`~triec.schema.table.SchemaTable`: an enum field, then an engine (``triec.compile_schema``)."""
+
+
+class Table(Protocol):
+    """The surface every kind of table has: its kind, its tokenizer, its mask width, saving."""
+
+    kind: ClassVar[TableKind]
+    source: str | None
+    """The artifact it was loaded from, ``None`` when compiled in this process."""
+    header: dict[str, Any] | None
+    """The artifact header it was loaded with, ``None`` when compiled in this process."""
+
+    @property
+    def vocab_size(self) -> int: ...
+
+    @property
+    def words_per_row(self) -> int: ...
+
+    @property
+    def eos_token_ids(self) -> tuple[int, ...]: ...
+
+    @property
+    def tokenizer_fingerprint(self) -> str: ...
+
+    @property
+    def tokenizer_name(self) -> str: ...
+
+    @property
+    def num_values(self) -> int: ...
+
+    @property
+    def num_states(self) -> int: ...
+
+    def check_tokenizer(self, fingerprint_or_vocab: Any) -> None: ...
+
+    def mask_writer(self, max_batch: int = 1) -> Any: ...
+
+    def save(self, path: str | os.PathLike[str], *, compress: bool | None = None) -> int: ...

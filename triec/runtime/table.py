@@ -1,0 +1,341 @@
+"""The compiled mask table: decode-time lookups over six arrays, numpy only.
+
+A serving process imports this module (through ``triec.load``) and nothing
+heavier. Every answer is a slice or a binary search into arrays that may be
+memory-mapped from an artifact: ``allowed`` costs O(allowed tokens), never
+O(vocabulary).
+
+States are trie nodes numbered in preorder; state 0 is the empty prefix.
+"""
+
+from __future__ import annotations
+
+import operator
+import os
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+
+from triec._arrays import concat_ranges
+from triec.encoding import PLAIN, Encoding
+from triec.errors import ArtifactContentError, TokenizerMismatch
+from triec.runtime.kinds import TableKind
+from triec.runtime.states import StateQueries, terminal_note
+from triec.runtime.validate import check_indices, validate_contents
+
+if TYPE_CHECKING:
+    from triec.runtime.mask_writer import MaskWriter
+    from triec.runtime.restrict import RestrictedTable
+    from triec.runtime.torch import TorchMaskTable
+
+
+
+class MaskTable(StateQueries):
+    """Allowed tokens and transitions for every prefix of a finite set of values.
+
+    Arrays (little-endian; shared with the artifact sections of the same names):
+
+    * ``allowed_offsets`` [S + 1], ``allowed_tokens`` [P], ``allowed_next`` [P]:
+      the content tokens allowed in state s are
+      ``allowed_tokens[allowed_offsets[s]:allowed_offsets[s + 1]]`` (ascending)
+      and ``allowed_next`` holds the state each one leads to. EOS is not stored
+      there; it is allowed exactly at accepting states.
+    * ``value_state`` [K]: the state where value i ends (strictly increasing).
+    * ``value_lcp`` [K] and ``state_byte`` [S]: enough to rebuild every value and
+      every state's prefix (value i is value i-1's first ``value_lcp[i]`` bytes
+      followed by the bytes of states ``value_state[i-1]+1 .. value_state[i]``).
+
+    Built by ``triec.compile`` (:meth:`_from_compile`), ``triec.load``
+    (:meth:`_from_artifact`), :meth:`RestrictedTable.compact`, or by hand.
+    """
+
+    kind: ClassVar[TableKind] = TableKind.MASKS
+
+    def __init__(
+        self,
+        *,
+        allowed_offsets: np.ndarray,
+        allowed_tokens: np.ndarray,
+        allowed_next: np.ndarray,
+        value_state: np.ndarray,
+        value_lcp: np.ndarray,
+        state_byte: np.ndarray,
+        vocab_size: int,
+        eos_token_ids: Sequence[int],
+        tokenizer_fingerprint: str,
+        tokenizer_name: str = "",
+        build_options: dict[str, Any] | None = None,
+        source: str | None = None,
+        values: list[str] | None = None,
+        encoding: Encoding | None = None,
+    ) -> None:
+        self.allowed_offsets = allowed_offsets
+        self.allowed_tokens = allowed_tokens
+        self.allowed_next = allowed_next
+        self.value_state = value_state
+        self.value_lcp = value_lcp
+        self.state_byte = state_byte
+        self.vocab_size = int(vocab_size)
+        self.eos_token_ids: tuple[int, ...] = tuple(int(e) for e in eos_token_ids)
+        self.tokenizer_fingerprint = tokenizer_fingerprint
+        self.tokenizer_name = tokenizer_name
+        self.build_options = dict(build_options or {})
+        self.source = source
+        self.encoding = PLAIN if encoding is None else encoding
+        self._eos = np.array(self.eos_token_ids, dtype=np.int32)
+        self._values = values  # the user's values, when the caller already has them
+        self._strings = None
+        self._value_bytes: list[bytes] | None = None
+        self._offsets_list: list[int] | None = None
+        self._value_error: str | None = None  # why the value bytes are corrupt, once found
+        self._indices_checked = False  # True once every index is known in range (compiled, or checked at load)
+        self.header: dict[str, Any] | None = None
+        """The artifact header this table was loaded with; ``None`` when it was not loaded."""
+        self.format_version: int | None = None
+        """The artifact format version this table was loaded from; ``None`` when it was not loaded."""
+
+    @classmethod
+    def _from_compile(cls, *, value_bytes: list[bytes] | None = None, **fields: Any) -> MaskTable:
+        """A compiled table: correct by construction, so it skips the index checks; ``value_bytes``, when the
+        compiler has them, are its sorted keys (saves rebuilding them from the arrays)."""
+        table = cls(**fields)
+        table._value_bytes = value_bytes
+        table._indices_checked = True
+        return table
+
+    @classmethod
+    def _from_artifact(
+        cls, *, header: dict[str, Any], format_version: int, verify: bool, source: str, **fields: Any
+    ) -> MaskTable:
+        """A table over an artifact's sections: every index checked (:func:`~triec.runtime.validate.check_indices`),
+        and with ``verify`` every content check (:func:`~triec.runtime.validate.validate_contents`)."""
+        table = cls(source=source, **fields)
+        table.header, table.format_version = header, format_version
+        if verify:
+            validate_contents(table, source)
+        else:
+            check_indices(table, source)
+        table._indices_checked = True
+        return table
+
+    def _derive(self, *, values: list[str] | None = None, **arrays: np.ndarray) -> MaskTable:
+        """Another table over ``arrays`` for the same tokenizer, build options and encoding (a compacted subset)."""
+        return MaskTable(
+            **arrays,
+            vocab_size=self.vocab_size,
+            eos_token_ids=self.eos_token_ids,
+            tokenizer_fingerprint=self.tokenizer_fingerprint,
+            tokenizer_name=self.tokenizer_name,
+            build_options=self.build_options,
+            values=values,
+            encoding=self.encoding,
+        )
+
+    # ------------------------------------------------------------- shape
+
+    @property
+    def num_states(self) -> int:
+        return int(self.state_byte.shape[0])
+
+    @property
+    def num_allowed(self) -> int:
+        """Allowed (state, content token) pairs, EOS not counted."""
+        return int(self.allowed_tokens.shape[0])
+
+    def __repr__(self) -> str:
+        return (
+            f"MaskTable(values={self.num_values}, states={self.num_states}, allowed={self.num_allowed}, "
+            f"vocab_size={self.vocab_size}, eos={list(self.eos_token_ids)})"
+        )
+
+    # ------------------------------------------------------------- values
+
+    @property
+    def value_bytes(self) -> list[bytes]:  # type: ignore[override]
+        """The compiled strings as UTF-8 bytes in table order (sorted), rebuilt once on first use.
+
+        A loaded table's values are checked as they are rebuilt: strictly
+        increasing, else :class:`~triec.errors.ArtifactContentError` (the
+        loader checks only that every slice is in range; docs/decisions.md D3).
+        """
+        if self._value_bytes is None:
+            if self._value_error is not None:  # found corrupt before: do not rebuild on every call
+                raise ArtifactContentError(self._value_error)
+            keys = _rebuild_values(self.value_state, self.value_lcp, self.state_byte)
+            if not all(map(operator.lt, keys, keys[1:])):
+                i = next(i for i in range(1, len(keys)) if keys[i - 1] >= keys[i])
+                self._value_error = (
+                    f"{self._where}: section state_byte: values {i - 1} and {i} are not in strictly increasing "
+                    "byte order (the trie's preorder); the artifact is corrupt"
+                )
+                raise ArtifactContentError(self._value_error)
+            self._value_bytes = keys
+        return self._value_bytes
+
+    @property
+    def strings(self) -> list[str]:
+        """The compiled strings (``encoding.spell`` of each value), sorted by their UTF-8 bytes; value i ends at ``value_state[i]``.
+
+        Raises :class:`~triec.errors.ArtifactContentError` on first use when a
+        loaded table's value bytes are not valid UTF-8 (checked lazily).
+        """
+        if self._strings is None:
+            keys = self.value_bytes
+            try:
+                self._strings = [b.decode("utf-8") for b in keys]
+            except UnicodeDecodeError as exc:
+                i = next(i for i, b in enumerate(keys) if not _is_utf8(b))
+                raise ArtifactContentError(
+                    f"{self._where}: section state_byte: value {i} is not valid UTF-8 ({exc.reason}); the artifact is corrupt"
+                ) from None
+        return self._strings
+
+    @property
+    def values(self) -> list[str]:
+        """The values as the user gave them, in table order (see :attr:`StateQueries.values`).
+
+        Raises :class:`~triec.errors.ArtifactContentError` on first use when a
+        loaded table's strings are not valid UTF-8 or not spelled as its
+        encoding says (checked lazily).
+        """
+        if self._values is None:
+            strings = self.strings
+            if self.encoding.plain:
+                self._values = strings
+            else:
+                try:
+                    self._values = [self.encoding.unspell(t) for t in strings]
+                except ValueError as exc:
+                    raise ArtifactContentError(
+                        f"{self._where}: section state_byte: a value is not spelled as header field 'encoding' says ({exc}); "
+                        "the artifact is corrupt"
+                    ) from None
+        return self._values
+
+    @property
+    def _where(self) -> str:
+        return self.source or "in-memory table"
+
+    def _check_state(self, state: int) -> int:
+        s = int(state)
+        if not 0 <= s < self.num_states:
+            raise IndexError(f"state {state} out of range (0..{self.num_states - 1}){terminal_note(s)}")
+        return s
+
+    def _check_states(self, states: np.ndarray) -> None:
+        if states.view(np.uint64).max() >= self.num_states:  # negatives read as unsigned are huge
+            bad = int(states[(states < 0) | (states >= self.num_states)][0])
+            raise IndexError(f"state {bad} out of range (0..{self.num_states - 1}){terminal_note(bad)}")
+
+    def _content(self, state: int) -> tuple[np.ndarray, np.ndarray]:
+        lo, hi = int(self.allowed_offsets[state]), int(self.allowed_offsets[state + 1])
+        return self.allowed_tokens[lo:hi], self.allowed_next[lo:hi]
+
+    def _contents(self, states: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        lo = self.allowed_offsets[states].astype(np.int64)
+        counts = self.allowed_offsets[states + 1].astype(np.int64) - lo
+        row = np.repeat(np.arange(states.shape[0], dtype=np.int64), counts)
+        return row, self.allowed_tokens[concat_ranges(lo, counts)].astype(np.int64)
+
+    def prefix(self, state: int) -> bytes:
+        """The bytes read from the start to reach ``state``."""
+        s = self._check_state(state)
+        i = int(np.searchsorted(self.value_state, s))  # first value whose path ends at or below s
+        end = int(self.value_state[i])
+        value = self.value_bytes[i]
+        return value[: len(value) - (end - s)] if s > 0 else b""
+
+    def state_for_prefix(self, prefix: bytes | str) -> int | None:
+        """The state reached by reading ``prefix``, or ``None`` if no value starts with it."""
+        p = prefix.encode("utf-8") if isinstance(prefix, str) else bytes(prefix)
+        import bisect
+
+        values = self.value_bytes
+        i = bisect.bisect_left(values, p)  # the first value with this prefix created its node
+        if i == len(values) or not values[i].startswith(p):
+            return None
+        return int(self.value_state[i]) - (len(values[i]) - len(p))
+
+    # ------------------------------------------------------------- serving (imported on use: torch only for to_torch)
+
+    def mask_writer(self, max_batch: int = 1) -> MaskWriter:
+        """A writer of up to ``max_batch`` bitmask rows that clears only what it set (O(allowed) per fill)."""
+        from triec.runtime.mask_writer import MaskWriter
+
+        return MaskWriter(self, max_batch)
+
+    def to_torch(self, device: Any = None, **options: Any) -> TorchMaskTable:
+        """This table on a torch device (imports torch): batched fill, advance and logits masking."""
+        from triec.runtime.torch import TorchMaskTable
+
+        return TorchMaskTable(self, device, **options)
+
+    def restrict(self, values: Iterable[str | bytes]) -> RestrictedTable:
+        """A view allowing only ``values`` (a subset of this table's), built in O(subset bytes)."""
+        from triec.runtime.restrict import RestrictedTable
+
+        return RestrictedTable.build(self, values)
+
+    # ------------------------------------------------------------- checks & I/O
+
+    def check_indices(self) -> None:
+        """Raise :class:`~triec.errors.ArtifactContentError` unless every index the runtime follows is in range.
+
+        A no-op for compiled and loaded tables (known good); a table built by hand is checked
+        (:func:`~triec.runtime.validate.check_indices`) before anything trusts its arrays, e.g. a device upload.
+        """
+        if not self._indices_checked:
+            check_indices(self, self._where)
+
+    def check_tokenizer(self, fingerprint_or_vocab: Any) -> None:
+        """Raise :class:`TokenizerMismatch` unless the vocabulary is the one compiled for.
+
+        Accepts a fingerprint string or a :class:`~triec.Vocabulary`; for the
+        latter the EOS ids and the mask width must match too.
+        """
+        fp = getattr(fingerprint_or_vocab, "fingerprint", fingerprint_or_vocab)
+        if fp != self.tokenizer_fingerprint:
+            raise TokenizerMismatch(
+                f"artifact was compiled for tokenizer {self.tokenizer_fingerprint} "
+                f"({self.tokenizer_name or 'unnamed'}), not {fp}: its masks would be wrong for this tokenizer"
+            )
+        eos = getattr(fingerprint_or_vocab, "eos_token_ids", None)
+        if eos is not None and tuple(eos) != self.eos_token_ids:
+            raise TokenizerMismatch(f"artifact allows EOS ids {list(self.eos_token_ids)}, the vocabulary uses {list(eos)}")
+        width = getattr(fingerprint_or_vocab, "vocab_size", None)
+        if width is not None and int(width) != self.vocab_size:
+            raise TokenizerMismatch(f"artifact masks are {self.vocab_size} wide, the vocabulary is {width} wide")
+
+    def save(self, path: str | os.PathLike[str], *, compress: bool | None = None) -> int:
+        """Write the artifact atomically; ``compress`` (default: path ends in ``.zst``) wraps it in zstd.
+
+        Returns the number of bytes written. (The artifact layer sits above this one: it reads
+        tables. This is the one import from here upward, made on use; docs/architecture.md.)
+        """
+        from triec.artifact.masks import write_artifact
+
+        return write_artifact(self, path, compress=compress)
+
+
+def _is_utf8(b: bytes) -> bool:
+    try:
+        b.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _rebuild_values(value_state: np.ndarray, value_lcp: np.ndarray, state_byte: np.ndarray) -> list[bytes]:
+    """Each value is its predecessor's shared prefix plus the bytes of the states it created."""
+    raw = state_byte.tobytes()
+    ends = value_state.tolist()
+    shared = value_lcp.tolist()
+    out: list[bytes] = []
+    prev_end = 0
+    prev = b""
+    for end, lcp in zip(ends, shared, strict=True):
+        cur = prev[:lcp] + raw[prev_end + 1 : end + 1]
+        out.append(cur)
+        prev, prev_end = cur, end
+    return out

@@ -1,0 +1,382 @@
+"""A mask table resident on a torch device: fill, advance and mask a batch of states per step.
+
+Serving engines sample on the GPU; copying masks from the host every step and
+reading sampled tokens back costs a synchronisation per step. This module keeps
+the table on the device and does each step as a fixed sequence of batched
+kernels over a state tensor: no Python loop over the batch, no ``.item()``, no
+data-dependent shapes, hence no host synchronisation.
+
+Representation (docs/decisions.md D9):
+
+* bitmask rows as the per-state (word, bits) pairs of :mod:`triec.runtime.word_masks`
+  in CSR form; a step gathers ``narrow_words`` pairs per state (masked by each
+  state's count) and scatter-adds them into zeroed rows (adding distinct bits
+  equals OR-ing them);
+* the few states with more pairs than that ("wide") get a dense int32 row each,
+  and their rows start as a gather from those dense rows instead of zeros;
+* transitions as one sorted int64 key ``state * (vocab_size + 2) + token + 1``
+  per allowed pair plus the next state: ``advance`` is one ``searchsorted``
+  (the stride leaves room for tokens clamped from outside the vocabulary).
+
+Negative states are terminal: ``FINISHED`` (-1, after EOS at an accepting
+state) and ``INVALID`` (-2, after a token the mask did not allow). They stay
+where they are under ``advance`` and their mask row allows exactly the EOS ids,
+so a finished row in a batch never turns into an all ``-inf`` row.
+
+Out-of-range state ids (anything but ``0 .. num_states - 1``, FINISHED and
+INVALID) are a caller error reported in band, not raised: ``fill`` gives them
+the terminal row and ``advance`` turns them into ``INVALID``. Raising would
+need the state values on the host, a synchronisation per step; an index past
+a table on a CUDA device would instead be a device-side assert that kills
+every request of the process. ``check_states`` raises ``ValueError`` for
+callers that want the loud form and can afford the synchronisation
+(docs/decisions.md D12). Every tensor is indexed only with ids made safe by
+``torch.where``; the uploaded arrays themselves passed
+:func:`triec.runtime.validate.check_indices` (at load, or here for a table built by
+hand).
+
+Only this module (and the integrations) import torch; ``table.to_torch()`` imports it on use.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+
+from triec._arrays import concat_ranges
+from triec.runtime.states import FINISHED
+from triec.runtime.word_masks import state_words
+
+if TYPE_CHECKING:
+    from triec.runtime.table import MaskTable
+
+INVALID = -2
+"""What :meth:`TorchMaskTable.advance` returns for a token the state does not allow."""
+
+DEFAULT_NARROW_WORDS = 256
+"""Pairs gathered per state and step; states with more words get a dense row."""
+
+DEFAULT_MAX_GATHER = {"cpu": 4096}
+"""Per device type: rows allowing at most this many tokens are masked by gathering their
+logits (:meth:`TorchMaskTable.mask_rows`); other devices and wider rows use the bitmask.
+Measured in docs/benchmarks.md ("Masking logits rows")."""
+
+_NO_KEY = np.iinfo(np.int64).max  # sentinel pair key past every real one, so no array is empty
+
+
+class TorchMaskTable:
+    """A :class:`~triec.runtime.table.MaskTable` on a torch device (built by ``table.to_torch(device)``).
+
+    State tensors are int64 (int32 accepted) of shape ``(B,)``; the same ids as
+    the numpy table, plus the negative terminal states above.
+    """
+
+    def __init__(
+        self, table: MaskTable, device: str | torch.device | None = None, *, narrow_words: int = DEFAULT_NARROW_WORDS
+    ) -> None:
+        if narrow_words < 1:
+            raise ValueError(f"narrow_words must be >= 1, not {narrow_words}")
+        table.check_indices()  # a table built by hand is checked before anything is uploaded
+        self.device = torch.device(device if device is not None else "cpu")
+        self.num_states = table.num_states
+        self.vocab_size = table.vocab_size
+        self.words_per_row = table.words_per_row
+        self.eos_token_ids = table.eos_token_ids
+        self.start = table.start
+        self.narrow_words, arrays = _device_arrays(table, narrow_words)
+        put = {name: torch.from_numpy(np.ascontiguousarray(a)).to(self.device) for name, a in arrays.items()}
+        self.word_offsets: torch.Tensor = put["word_offsets"]  # int32 [S + 2]; state S is the terminal row
+        self.word_index: torch.Tensor = put["word_index"]  # int32 [N + 1]
+        self.word_bits: torch.Tensor = put["word_bits"]  # int32 [N + 1]
+        self.wide_states: torch.Tensor = put["wide_states"]  # int64 [D], ascending
+        self.dense_rows: torch.Tensor = put["dense_rows"]  # int32 [D + 1, W]; row 0 is all zero
+        self.pair_keys: torch.Tensor = put["pair_keys"]  # int64 [P + 1]: state * (V + 2) + token + 1, ascending, then a sentinel
+        self.pair_next: torch.Tensor = put["pair_next"]  # int32 [P + 1]
+        self.accepting: torch.Tensor = put["accepting"]  # bool [S + 1]
+        self.eos: torch.Tensor = put["eos"]  # int64 [E]
+        self._lanes = torch.arange(self.narrow_words, device=self.device)
+        self._source = table
+        self._token_rows: tuple[torch.Tensor, torch.Tensor] | None = None  # built on first mask_rows gather
+        self._byte_bits = torch.tensor([1 << i for i in range(8)], dtype=torch.uint8, device=self.device)
+
+    @property
+    def nbytes(self) -> int:
+        """Device bytes held by the table's tensors."""
+        tensors = (
+            self.word_offsets, self.word_index, self.word_bits, self.wide_states, self.dense_rows,
+            self.pair_keys, self.pair_next, self.accepting, self.eos,
+        )  # fmt: skip
+        return sum(t.numel() * t.element_size() for t in tensors)
+
+    def __repr__(self) -> str:
+        return (
+            f"TorchMaskTable(states={self.num_states}, device={self.device}, wide={self.wide_states.numel()}, "
+            f"narrow_words={self.narrow_words}, bytes={self.nbytes:,})"
+        )
+
+    def start_states(self, batch_size: int) -> torch.Tensor:
+        """A ``(batch_size,)`` int64 tensor of start states on the device."""
+        if int(batch_size) < 0:
+            raise ValueError(f"batch_size must be >= 0, not {batch_size}")
+        return torch.full((int(batch_size),), self.start, dtype=torch.int64, device=self.device)
+
+    def _live(self, s: torch.Tensor) -> torch.Tensor:
+        return (s >= 0) & (s < self.num_states)
+
+    def _rows_of(self, states: torch.Tensor) -> torch.Tensor:
+        """Row per state: itself when live, else the terminal row ``num_states`` (never out of range).
+
+        Two kernels: clamping to ``-1 .. S`` keeps live ids and sends every other id to -1 or S,
+        and ``% (S + 1)`` turns -1 into S.
+        """
+        s = states.reshape(-1).to(device=self.device, dtype=torch.int64)
+        return s.clamp(-1, self.num_states).remainder_(self.num_states + 1)
+
+    def check_states(self, states: torch.Tensor) -> None:
+        """Raise ``ValueError`` unless every state is a state, FINISHED or INVALID.
+
+        A debugging aid: it reads the states on the host (one synchronisation).
+        ``fill`` and ``advance`` never need it; they treat such ids as INVALID.
+        """
+        s = states.reshape(-1).to(device=self.device, dtype=torch.int64)
+        bad = ~(self._live(s) | (s == FINISHED) | (s == INVALID))
+        if bool(bad.any()):
+            first = int(s[bad][0])
+            raise ValueError(
+                f"state {first} out of range: states lie in 0..{self.num_states - 1}, or are FINISHED (-1) or INVALID (-2)"
+            )
+
+    def is_accepting(self, states: torch.Tensor) -> torch.Tensor:
+        """Bool ``(B,)``: the state's prefix is a value (terminal and out-of-range states are not accepting)."""
+        return self.accepting[self._rows_of(states)]
+
+    def fill(self, states: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+        """The ``(B, ceil(vocab_size / 32))`` int32 bitmask rows of ``states`` (xgrammar's layout).
+
+        FINISHED, INVALID and out-of-range ids get the terminal row: the EOS ids only.
+        """
+        rows_of = self._rows_of(states)
+        b = rows_of.shape[0]
+        if out is None:
+            out = torch.empty((b, self.words_per_row), dtype=torch.int32, device=self.device)
+        elif out.shape != (b, self.words_per_row) or out.dtype != torch.int32 or not _same_device(out.device, self.device):
+            raise ValueError(
+                f"out must be an int32 tensor of shape ({b}, {self.words_per_row}) on {self.device}, "
+                f"got {out.dtype} {tuple(out.shape)} on {out.device}"
+            )
+        if self.wide_states.numel():
+            j = torch.searchsorted(self.wide_states, rows_of).clamp_(max=self.wide_states.numel() - 1)
+            dense = torch.where(self.wide_states[j] == rows_of, j + 1, 0)
+            torch.index_select(self.dense_rows, 0, dense, out=out)
+        else:
+            out.zero_()
+        lo = self.word_offsets[rows_of].to(torch.int64)
+        count = self.word_offsets[rows_of + 1].to(torch.int64) - lo
+        valid = self._lanes < count.unsqueeze(1)  # (B, L)
+        pos = torch.where(valid, lo.unsqueeze(1) + self._lanes, 0)
+        words = self.word_index[pos].to(torch.int64)
+        bits = torch.where(valid, self.word_bits[pos], 0)
+        if self.words_per_row:  # a 0-wide row has nowhere to put even the padding lane
+            out.scatter_add_(1, words, bits)  # words are unique per state, so the sums are ORs
+        return out
+
+    def apply_bitmask(self, logits: torch.Tensor, bitmask: torch.Tensor, *, inplace: bool = True) -> torch.Tensor:
+        """Set ``logits`` to -inf where the bitmask bit is 0 (in place unless ``inplace=False``).
+
+        Logit columns past ``32 * words`` are masked too. Same result as
+        xgrammar's ``apply_token_bitmask_inplace`` over the full width; torch only.
+        """
+        if logits.ndim != 2 or bitmask.ndim != 2 or bitmask.shape[0] != logits.shape[0] or bitmask.dtype != torch.int32:
+            raise ValueError(
+                f"expected logits (B, V) and an int32 bitmask (B, W), got {tuple(logits.shape)} and "
+                f"{bitmask.dtype} {tuple(bitmask.shape)}"
+            )
+        b, width = logits.shape
+        # Little-endian words: token j is bit j % 8 of byte j // 8, so unpack bytes (a B x V uint8 temporary).
+        octets = bitmask.contiguous().view(torch.uint8)
+        blocked = ((octets.unsqueeze(-1) & self._byte_bits) == 0).reshape(b, -1)  # (B, 32 * W)
+        if blocked.shape[1] >= width:
+            blocked = blocked[:, :width]
+        else:
+            pad = torch.ones((b, width - blocked.shape[1]), dtype=torch.bool, device=blocked.device)
+            blocked = torch.cat([blocked, pad], dim=1)
+        if inplace:
+            return logits.masked_fill_(blocked, float("-inf"))
+        return logits.masked_fill(blocked, float("-inf"))
+
+    def mask_logits(self, logits: torch.Tensor, states: torch.Tensor) -> torch.Tensor:
+        """Fill the rows of ``states`` and apply them to ``logits`` (in place); returns ``logits``."""
+        if logits.ndim != 2 or logits.shape[0] != states.numel():
+            raise ValueError(f"logits must be (B, V) with B = {states.numel()} states, got {tuple(logits.shape)}")
+        return self.apply_bitmask(logits, self.fill(states))
+
+    def token_rows(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(offsets int64 [S + 2], tokens int64 [N + 1]): each state's allowed ids, EOS included.
+
+        Row ``S`` is the terminal states' row (the EOS ids). Built on first use
+        from the numpy table (O(allowed pairs)); the gather path of
+        :meth:`mask_rows` reads it.
+        """
+        if self._token_rows is None:
+            offsets, tokens = _token_rows(self._source)
+            self._token_rows = (torch.from_numpy(offsets).to(self.device), torch.from_numpy(tokens).to(self.device))
+        return self._token_rows
+
+    def mask_rows(
+        self, logits: torch.Tensor, rows: torch.Tensor | None, states: torch.Tensor, *, max_gather: int | None = None
+    ) -> torch.Tensor:
+        """Set ``logits[rows[i]]`` to -inf outside the allowed tokens of ``states[i]`` (in place).
+
+        Two exact methods, one result. *Gather*: read the few allowed logits of
+        each row, fill the rows with -inf, write the read values back; it costs
+        the row fills plus O(allowed), and needs the largest allowed count on
+        the host (a synchronisation). *Bitmask*: :meth:`fill` then
+        :meth:`apply_bitmask` over the rows; no synchronisation, O(width) per row
+        with a B x V temporary. Rows whose state allows at most ``max_gather``
+        tokens take the gather path (default :data:`DEFAULT_MAX_GATHER` for the
+        device type, 0 = always the bitmask). ``rows=None`` means every row, in
+        order (``states`` then has one state per row). ``logits`` must be contiguous.
+        """
+        states = states.reshape(-1)
+        limit = DEFAULT_MAX_GATHER.get(logits.device.type, 0) if max_gather is None else int(max_gather)
+        every = rows is None
+        if every:
+            if limit <= 0:
+                return self.apply_bitmask(logits, self.fill(states))
+            rows = torch.arange(states.numel(), device=logits.device)
+        assert rows is not None
+        rows = rows.reshape(-1).to(device=logits.device, dtype=torch.int64)
+        if rows.numel() == 0:
+            return logits
+        if limit <= 0:
+            return self._mask_rows_bitmask(logits, rows, states)
+        offsets, tokens = self.token_rows()
+        r = self._rows_of(states)
+        lo = offsets[r]
+        count = offsets[r + 1] - lo
+        narrow = count <= limit
+        if not bool(narrow.all()):
+            every = False
+            wide = ~narrow
+            self._mask_rows_bitmask(logits, rows[wide], states[wide])
+            rows, lo, count = rows[narrow], lo[narrow], count[narrow]
+            if rows.numel() == 0:
+                return logits
+        lanes = torch.arange(int(count.max()), device=logits.device)
+        # Lanes past a row's count repeat its first token: writing the same value twice is harmless.
+        pos = torch.where(lanes < count.unsqueeze(1), lo.unsqueeze(1) + lanes, lo.unsqueeze(1))
+        flat = (rows * logits.shape[1]).unsqueeze(1) + tokens[pos]
+        view = logits.view(-1)
+        kept = view[flat]
+        if every:  # a contiguous fill is several times faster than index_fill_ over the same rows
+            logits.fill_(float("-inf"))
+        else:
+            logits.index_fill_(0, rows, float("-inf"))
+        view[flat] = kept
+        return logits
+
+    def _mask_rows_bitmask(self, logits: torch.Tensor, rows: torch.Tensor, states: torch.Tensor) -> torch.Tensor:
+        sub = logits.index_select(0, rows)
+        self.apply_bitmask(sub, self.fill(states))
+        return logits.index_copy_(0, rows, sub)
+
+    def advance(self, states: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+        """Next states (int64) after one token per row; see the module docstring for the terminals.
+
+        FINISHED and INVALID stay as they are; any other id outside the table becomes INVALID.
+        """
+        if tokens.numel() != states.numel():
+            raise ValueError(f"advance needs one token per state: {states.numel()} states, {tokens.numel()} tokens")
+        s = states.reshape(-1).to(device=self.device, dtype=torch.int64)
+        t = tokens.reshape(-1).to(device=self.device, dtype=torch.int64)
+        row = self._rows_of(s)  # the terminal row S has no pairs and is not accepting
+        # Keys have a stride of vocab_size + 2 and hold token + 1: a token clamped from outside the
+        # vocabulary becomes 0 or vocab_size + 1, which no pair has, and cannot reach another row.
+        key = row * (self.vocab_size + 2) + t.clamp(-1, self.vocab_size).add_(1)
+        i = torch.searchsorted(self.pair_keys, key).clamp_(max=self.pair_keys.numel() - 1)
+        otherwise = torch.where(s == FINISHED, FINISHED, INVALID)  # FINISHED stays; every other miss is INVALID
+        nxt = torch.where(self.pair_keys[i] == key, self.pair_next[i].to(torch.int64), otherwise)
+        eos = (t.unsqueeze(1) == self.eos).any(1) & self.accepting[row]
+        return torch.where(eos, FINISHED, nxt)
+
+
+def _same_device(a: torch.device, b: torch.device) -> bool:
+    """``cuda`` and ``cuda:0`` are the same device when one of them names no index."""
+    return a.type == b.type and (a.index is None or b.index is None or a.index == b.index)
+
+
+def _device_arrays(table: MaskTable, narrow_words: int) -> tuple[int, dict[str, np.ndarray]]:
+    """The gather width and the numpy arrays of the device representation (see the module docstring)."""
+    sw = state_words(table)
+    n_states = table.num_states
+    counts = sw.counts()
+    width = int(min(narrow_words, max(int(counts.max(initial=0)), len(table.eos_token_ids), 1)))
+    wide = np.flatnonzero(counts > width).astype(np.int64)
+    dense = np.zeros((wide.size + 1, table.words_per_row), dtype=np.int32)
+    for r, s in enumerate(wide.tolist(), start=1):
+        lo, hi = int(sw.offsets[s]), int(sw.offsets[s + 1])
+        dense[r, sw.words[lo:hi]] = sw.bits[lo:hi]
+    # Wide states keep an empty CSR segment: their dense row is already complete.
+    keep = np.ones(sw.words.size, dtype=bool)
+    for s in wide.tolist():
+        keep[int(sw.offsets[s]) : int(sw.offsets[s + 1])] = False
+    kept_counts = np.where(counts > width, 0, counts)
+    eos = np.asarray(table.eos_token_ids, dtype=np.int64)
+    eos_words, eos_bits = _words_of(eos)
+    offsets = np.zeros(n_states + 2, dtype=np.int64)
+    np.cumsum(kept_counts, out=offsets[1 : n_states + 1])
+    offsets[n_states + 1] = offsets[n_states] + eos_words.size
+    pad = np.zeros(1, dtype=np.int64)  # one spare pair so every gather index is in range
+    word_index = np.concatenate([sw.words[keep], eos_words, pad])
+    word_bits = np.concatenate([sw.bits[keep], eos_bits, pad.astype(np.int32)])
+    if offsets[-1] >= 2**31:
+        raise ValueError("too many mask words for int32 offsets")
+    allowed_offsets = np.asarray(table.allowed_offsets, dtype=np.int64)
+    pair_state = np.repeat(np.arange(n_states, dtype=np.int64), np.diff(allowed_offsets))
+    pair_keys = pair_state * (table.vocab_size + 2) + np.asarray(table.allowed_tokens, dtype=np.int64) + 1
+    accepting = np.zeros(n_states + 1, dtype=bool)
+    accepting[np.asarray(table.value_state, dtype=np.int64)] = True
+    return width, {
+        "word_offsets": offsets.astype(np.int32),
+        "word_index": word_index.astype(np.int32),
+        "word_bits": word_bits.astype(np.int32),
+        "wide_states": wide,
+        "dense_rows": dense,
+        "pair_keys": np.concatenate([pair_keys, [_NO_KEY]]),
+        "pair_next": np.concatenate([np.asarray(table.allowed_next, dtype=np.int32), [0]]).astype(np.int32),
+        "accepting": accepting,
+        "eos": eos,
+    }
+
+
+def _token_rows(table: MaskTable) -> tuple[np.ndarray, np.ndarray]:
+    """Allowed ids per state with EOS appended at accepting states, plus the terminal row (EOS)."""
+    n = table.num_states
+    content_offsets = np.asarray(table.allowed_offsets, dtype=np.int64)
+    content = np.diff(content_offsets)
+    eos = np.asarray(table.eos_token_ids, dtype=np.int64)
+    accepting = np.zeros(n, dtype=bool)
+    accepting[np.asarray(table.value_state, dtype=np.int64)] = True
+    counts = np.concatenate([content + accepting * eos.size, [eos.size]])
+    offsets = np.zeros(n + 2, dtype=np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    tokens = np.zeros(int(offsets[-1]) + 1, dtype=np.int64)  # one spare slot keeps every gather in range
+    tokens[concat_ranges(offsets[:n], content)] = np.asarray(table.allowed_tokens, dtype=np.int64)
+    ends = np.concatenate([np.flatnonzero(accepting), [n]])  # states whose row ends in the EOS ids
+    if eos.size:
+        at = (offsets[ends] + np.concatenate([content, [0]])[ends]).repeat(eos.size) + np.tile(
+            np.arange(eos.size), ends.size
+        )
+        tokens[at] = np.tile(eos, ends.size)
+    return offsets, tokens
+
+
+def _words_of(tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(word, bits) pairs of one row allowing exactly ``tokens``."""
+    words = np.unique(tokens >> 5)
+    bits = np.zeros(words.size, dtype=np.uint32)
+    for t in tokens.tolist():
+        bits[np.searchsorted(words, t >> 5)] |= np.uint32(1) << np.uint32(t & 31)
+    return words.astype(np.int64), bits.view(np.int32)

@@ -1,0 +1,186 @@
+"""The decoded vocabulary: the exact bytes every token id emits, plus EOS and mask width."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import struct
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from triec.errors import TokenizerError
+
+if TYPE_CHECKING:
+    from triec.tokenizer.automaton import VocabAutomaton
+
+_FINGERPRINT_TAG = b"triec-vocabulary-v1\x00"
+
+
+def _fingerprint_packed(blob: bytes, offsets: np.ndarray, blank: Sequence[int]) -> str:
+    """:func:`fingerprint_token_bytes` of the packed bytes with the ids ``blank`` emptied, without a list of bytes."""
+    lengths = np.diff(offsets).astype(np.uint32)
+    n = int(lengths.shape[0])
+    cuts = sorted(i for i in set(blank) if 0 <= i < n)
+    lengths[cuts] = 0
+    h = hashlib.sha256(_FINGERPRINT_TAG)
+    h.update(struct.pack("<I", n))
+    h.update(lengths.astype("<u4").tobytes())
+    view, pos = memoryview(blob), 0
+    for i in cuts:
+        h.update(view[pos : int(offsets[i])])
+        pos = int(offsets[i + 1])
+    h.update(view[pos:])
+    return "sha256:" + h.hexdigest()
+
+
+def fingerprint_token_bytes(token_bytes: Sequence[bytes]) -> str:
+    """sha256 over every id's bytes, length-prefixed, in id order.
+
+    Two vocabularies with the same fingerprint produce the same masks for the
+    same values, which is what the automaton cache and artifacts rely on.
+    """
+    h = hashlib.sha256(_FINGERPRINT_TAG)
+    h.update(struct.pack("<I", len(token_bytes)))
+    h.update(struct.pack(f"<{len(token_bytes)}I", *map(len, token_bytes)))
+    h.update(b"".join(token_bytes))
+    return "sha256:" + h.hexdigest()
+
+
+class Vocabulary:
+    """Token bytes by id, the EOS ids, and the width of the model's logits.
+
+    ``token_bytes[i]`` is ``b""`` for ids that can never be part of a value
+    (special tokens, EOS ids, control pieces); ids from ``len(token_bytes)`` to
+    ``vocab_size`` are padding and never allowed.
+    """
+
+    def __init__(
+        self,
+        token_bytes: Sequence[bytes],
+        *,
+        eos_token_ids: Iterable[int],
+        vocab_size: int | None = None,
+        name: str = "custom",
+        family: str = "custom",
+    ) -> None:
+        tokens = list(token_bytes)
+        self._setup(len(tokens), eos_token_ids, vocab_size, name, family)
+        for tid in self.eos_token_ids:
+            if tid < len(tokens):
+                tokens[tid] = b""  # EOS ends a value; it is never part of one
+        self._token_bytes: tuple[bytes, ...] | None = tuple(tokens)
+        self._packed: tuple[bytes, np.ndarray] | None = None
+        self.fingerprint = fingerprint_token_bytes(self._token_bytes)
+
+    def _setup(self, num_tokens: int, eos_token_ids: Iterable[int], vocab_size: int | None, name: str, family: str) -> None:
+        eos = tuple(sorted(set(int(i) for i in eos_token_ids)))
+        width = num_tokens if vocab_size is None else int(vocab_size)
+        if width < num_tokens:
+            raise TokenizerError(
+                f"vocab_size {width} is smaller than the tokenizer's {num_tokens} tokens; "
+                "it must be at least the number of token ids"
+            )
+        if width >= 2**31:
+            raise TokenizerError(f"vocab_size {width} does not fit in int32 token ids")
+        for tid in eos:
+            if not 0 <= tid < width:
+                raise TokenizerError(f"EOS token id {tid} is outside the vocabulary (0..{width - 1})")
+        self.eos_token_ids: tuple[int, ...] = eos
+        self.vocab_size = width
+        self.name = name
+        self.family = family
+        self._num_tokens = num_tokens
+        self._automaton: VocabAutomaton | None = None
+
+    @classmethod
+    def _from_packed(
+        cls,
+        blob: bytes,
+        offsets: np.ndarray,
+        *,
+        eos_token_ids: Iterable[int],
+        vocab_size: int | None,
+        name: str,
+        family: str,
+    ) -> Vocabulary:
+        """From every id's bytes concatenated (id i is ``blob[offsets[i]:offsets[i + 1]]``), EOS ids not yet emptied.
+
+        Equal to ``Vocabulary(list_of_bytes, ...)``, but the 150k ``bytes``
+        objects are made only when :attr:`token_bytes` is first read: a compile
+        whose automaton is cached never needs them.
+        """
+        self = cls.__new__(cls)
+        self._setup(int(offsets.shape[0]) - 1, eos_token_ids, vocab_size, name, family)
+        self._token_bytes = None
+        self._packed = (blob, offsets)
+        self.fingerprint = _fingerprint_packed(blob, offsets, self.eos_token_ids)
+        return self
+
+    @property
+    def token_bytes(self) -> tuple[bytes, ...]:
+        """The bytes each id emits; ``b""`` for ids that are never part of a value."""
+        if self._token_bytes is None:
+            assert self._packed is not None
+            blob, offsets = self._packed
+            ends = offsets.tolist()
+            tokens = [blob[a:b] for a, b in zip(ends[:-1], ends[1:], strict=True)]
+            for tid in self.eos_token_ids:
+                if tid < len(tokens):
+                    tokens[tid] = b""
+            self._token_bytes = tuple(tokens)
+            self._packed = None
+        return self._token_bytes
+
+    @property
+    def num_tokens(self) -> int:
+        """Ids defined by the tokenizer (the mask may be wider: ``vocab_size``)."""
+        return self._num_tokens
+
+    def __repr__(self) -> str:
+        return (
+            f"Vocabulary(name={self.name!r}, tokens={self.num_tokens}, vocab_size={self.vocab_size}, "
+            f"eos={list(self.eos_token_ids)}, fingerprint={self.fingerprint[:19]}...)"
+        )
+
+    @classmethod
+    def load(
+        cls,
+        tokenizer: str | os.PathLike[str] | None = None,
+        *,
+        vocab_size: int | None = None,
+        eos_token_ids: Iterable[int] | None = None,
+    ) -> Vocabulary:
+        """Load a bundled name (``gpt2``, ``qwen2``), a tokenizer.json path or directory, or a Hub id.
+
+        EOS ids default to the model's generation config when one is found,
+        else to the tokenizer's conventional end token. ``vocab_size`` pads the
+        mask to the model's logits width (default: the model config's
+        ``vocab_size`` when found, else the tokenizer's size).
+        """
+        from triec.tokenizer.cache import load_or_decode
+        from triec.tokenizer.source import locate
+
+        src = locate(tokenizer)
+        decoded = load_or_decode(src)
+        if eos_token_ids is not None:
+            eos = list(eos_token_ids)
+        else:
+            eos = src.eos_ids or decoded.ids_for_tokens(src.eos_names, src) or decoded.guessed_eos
+        if not eos:
+            raise TokenizerError(f"{src.name}: cannot tell the end-of-sequence token; pass eos_token_ids / --eos")
+        num_tokens = int(decoded.offsets.shape[0]) - 1
+        width = vocab_size
+        if width is None and src.model_vocab_size and src.model_vocab_size >= num_tokens:
+            width = src.model_vocab_size
+        return cls._from_packed(decoded.blob, decoded.offsets, eos_token_ids=eos, vocab_size=width, name=src.name, family=decoded.family)
+
+    @property
+    def automaton(self) -> VocabAutomaton:
+        """The vocabulary's byte automaton, built once (disk-cached) per fingerprint."""
+        if self._automaton is None:
+            from triec.tokenizer.automaton import load_or_build
+
+            self._automaton = load_or_build(self)
+        return self._automaton
