@@ -1,4 +1,4 @@
-"""A compiled enum-then-continuation schema and its per-sequence matchers.
+"""A compiled enum-then-continuation schema: the trie of the names, the straddle tables, the engine.
 
 The output ``PREFIX + json(name) + TAIL + C`` is served in three phases:
 
@@ -11,9 +11,10 @@ The output ``PREFIX + json(name) + TAIL + C`` is served in three phases:
    a straddling token carried past the tail; the engine's own mask and
    advance, EOS exactly where the engine allows it.
 
-Phases 1 and 2 are rows of precomputed (word, bits) pairs, written in
-O(words set); only phase 3 touches the engine. This module imports numpy
-alone; the engine is imported when the first matcher needs it.
+Phases 1 and 2 are rows of precomputed (word, bits) pairs (:mod:`triec.schema.rows`),
+written in O(words set); only phase 3 touches the engine. The matchers that walk
+the phases are :mod:`triec.schema.matcher`'s. This module imports numpy alone;
+the engine is imported when the first matcher needs it.
 """
 
 from __future__ import annotations
