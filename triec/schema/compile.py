@@ -1,13 +1,17 @@
-"""``triec.compile_schema``: an enum-then-continuation JSON Schema + vocabulary -> :class:`SchemaTable`.
+"""``triec.compile_schema``: any JSON Schema the engine accepts, its large string enums served by tries.
 
-The trie holds the keys ``PREFIX + json(name)`` only; the literal TAIL is shared
-by every name through the straddle tables (built once per vocabulary, tail,
-continuation and engine, and cached on disk), so a compile costs the trie of
-the names plus a lookup.
+Every string enum of at least ``threshold`` members that a trie can serve
+exactly (:mod:`triec.schema.locate`) becomes a *slot*: its values' JSON
+literals in a trie, walked once with the vocabulary automaton; the engine
+gets the schema with that enum reduced to one marker value. When the schema is
+an object whose first property is such an enum and whose text up to the next
+property is literal (the tool-call shape of D19), that slot starts the output
+and holds the literal prefix and tail itself, so its rows never touch an engine.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -16,10 +20,18 @@ import numpy as np
 from triec.build.compile import CompileStats, mask_table
 from triec.build.walk import walk
 from triec.encoding import json_string_literal
-from triec.schema.shape import CONVENTION, NEEDS_ESCAPE, parse_tool_schema
-from triec.schema.table import SchemaTable
+from triec.errors import SchemaShapeError
+from triec.schema.grammar import GrammarSpec
+from triec.schema.locate import DEFAULT_THRESHOLD, locate, with_markers
+from triec.schema.shape import CONVENTION, NEEDS_ESCAPE, canonical_json, parse_tool_schema
+from triec.schema.slot import OTHER, Slot, build_slot
+from triec.schema.table import Grammar, SchemaTable
+from triec.tokenizer.index import token_index
 from triec.tokenizer.vocabulary import Vocabulary
 from triec.trie import build_trie
+
+MARKERS = [chr(c) for c in range(0xF0000, 0xF0400)] + [chr(c) for c in range(0x100000, 0x100400)]
+"""Candidate markers: private-use characters of planes 15 and 16, which schemas and tokens essentially never hold."""
 
 
 def name_keys(prefix: bytes, names: list[str], plain: bool | None = None) -> list[bytes]:
@@ -37,95 +49,142 @@ def name_keys(prefix: bytes, names: list[str], plain: bool | None = None) -> lis
     return [prefix + json_string_literal(n).encode("utf-8") for n in names]
 
 
+def pick_markers(vocab: Vocabulary, n: int, avoid: str = "") -> list[str]:
+    """``n`` markers no token can enter: no token holds '"' followed by a marker's first byte."""
+    after = token_index(vocab).after_quote
+    out = [m for m in MARKERS if m.encode("utf-8")[0] not in after and m not in avoid and m != OTHER][:n]
+    if len(out) < n or OTHER.encode("utf-8")[0] in after:
+        raise SchemaShapeError(f"this vocabulary has tokens with '\"' followed by every marker's first byte; "
+                               f"no enum can be served by a trie exactly with {vocab.name or 'it'}")
+    return out
+
+
+def build_values_slot(
+    keys: list[bytes], vocab: Vocabulary, *, tail: bytes = b"", enter_state: int = -1, marker: str = "",
+    value_grammar: np.ndarray | None = None,
+) -> Slot:
+    """A slot over sorted, unique keys: trie, walk (with the partial tokens alive at key ends), crossing tokens."""
+    trie = build_trie(keys)
+    tr = walk(trie, vocab.automaton, vocab.vocab_size, leaf_entries=True)
+    table = mask_table(trie, tr.offsets, tr.tokens, tr.next_state, vocab, keys=keys)
+    assert tr.leaf_entries is not None
+    return build_slot(table, trie.depth, tr.leaf_entries, vocab, tail=tail, enter_state=enter_state, marker=marker,
+                      value_grammar=value_grammar)
+
+
 def compile_schema(
     schema: dict[str, Any] | str | bytes,
     vocab: Vocabulary | str | None = None,
     *,
     engine: str = "llguidance",
+    threshold: int = DEFAULT_THRESHOLD,
     stats: CompileStats | None = None,
     source: str = "schema",
 ) -> SchemaTable:
-    """Compile ``{"type": "object", "properties": {NAME: {"enum": [...]}, NEXT: ARGS, ...}, "required": [all]}``.
+    """Compile a JSON Schema whose large string enums (``threshold`` members or more) are served by tries.
 
-    The output convention is compact (``", "`` and ``": "``, schema order, no other
-    whitespace); the continuation after ``, "NEXT": `` runs in ``engine``
-    (``llguidance``, the default, or ``xgrammar``). Raises
-    :class:`~triec.schema.shape.SchemaShapeError` for any other shape.
+    The output convention is compact (``", "`` and ``": "``, schema order, no
+    other whitespace); everything but the enums runs in ``engine``
+    (``llguidance``, the default, or ``xgrammar``), so the masks equal that
+    engine's on the whole schema. Raises :class:`~triec.errors.SchemaShapeError`
+    when no enum can be served by a trie (the message says why for each), or for
+    a schema the engine refuses.
     """
     from triec.engines import engine_version
-    from triec.schema import straddle
 
     stats = stats if stats is not None else CompileStats()
     if not isinstance(vocab, Vocabulary):
         vocab = Vocabulary.load(vocab)
     t0 = time.perf_counter()
-    if isinstance(schema, (str, bytes)):  # JSON text
-        import json
-
-        from triec.schema.shape import SchemaShapeError
-
+    if isinstance(schema, (str, bytes)):
         try:
             schema = json.loads(schema)
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise SchemaShapeError(f"{source}: not valid JSON ({exc})") from None
-    tool = parse_tool_schema(schema, engine, source)
-    keys = name_keys(tool.prefix, tool.names, tool.names_plain)
-    name_of = dict(zip(keys, tool.names, strict=True))
-    keys.sort()
+    if not isinstance(schema, dict):
+        raise SchemaShapeError(f"{source}: expected a JSON object (a JSON Schema), found {type(schema).__name__}")
+    found = locate(schema, threshold, engine)
+    served = found.slots
+    if not served:
+        why = "; ".join(f"{s.pointer or '/'}: {s.reason}" for s in found.sites) or f"no string enum has {threshold} or more members"
+        raise SchemaShapeError(f"{source}: nothing for a trie to serve ({why}); serve this schema with the engine "
+                               f"alone, or lower the threshold (now {threshold})")
+    text = canonical_json(schema)
+    markers = pick_markers(vocab, len(served) + 1, avoid=text)
+    by_ptr = {s.pointer: markers[i] for i, s in enumerate(served)}
+    start = _start_shape(schema, served[0], engine)
+    grammar_schema = with_markers(schema, by_ptr)
+    spec = GrammarSpec(canonical_json(grammar_schema))
     t1 = time.perf_counter()
-    automaton = vocab.automaton
+    _ = vocab.automaton
     t2 = time.perf_counter()
-    trie = build_trie(keys)
-    tr = walk(trie, automaton, vocab.vocab_size, leaf_entries=True)
+    entered = [i for i, site in enumerate(served)
+               if start is None or i > 0 or _used_elsewhere(schema, site.pointer)]
+    slots: list[Slot] = []
+    if start is not None:  # slot 0 starts the output: the literal prefix in its keys, then its literal tail
+        prefix, tail, _prop = start
+        keys = sorted(set(name_keys(prefix, served[0].values)))
+        slots.append(build_values_slot(keys, vocab, tail=tail, value_grammar=np.zeros(len(keys), dtype=np.int32)))
+    for i in entered:
+        keys = sorted(set(name_keys(b"", served[i].values)))
+        slots.append(build_values_slot(keys, vocab, enter_state=0, marker=markers[i]))
+    held = tuple(range(len(slots) - len(entered), len(slots)))
+    if start is not None:
+        template = start[0] + json_string_literal(markers[0]).encode("utf-8") + start[1]
+        grammars, start_slot, start_grammar = [Grammar(spec, template, held)], 0, -1
+    else:
+        grammars, start_slot, start_grammar = [Grammar(spec, b"", held)], -1, 0
     t3 = time.perf_counter()
-
-    table_holder: dict[str, Any] = {}
-
-    def make_continuation() -> Any:
-        from triec.schema.continuation import PLACEHOLDER, Continuation, driver
-
-        cont = Continuation(
-            driver(engine, vocab), tool.continuation, tool.name_property,
-            tool.prefix + json_string_literal(PLACEHOLDER).encode("utf-8") + tool.tail,
-        )
-        table_holder["cont"] = cont
-        return cont
-
-    st, how = straddle.load_or_build(vocab, tool.tail, engine, tool.continuation_text, make_continuation)
-    t4 = time.perf_counter()
-    assert tr.leaf_entries is not None
-    start, v, leaf = tr.leaf_entries
-    pos = np.searchsorted(st.head_node, v)
-    pos_c = np.minimum(pos, max(st.head_node.shape[0] - 1, 0))
-    hit = np.flatnonzero((pos < st.head_node.shape[0]) & (st.head_node[pos_c] == v)) if st.head_node.size else np.zeros(0, np.int64)
-    e_state, e_row, e_leaf = start[hit], pos[hit] + len(tool.tail), leaf[hit]
-    o = np.lexsort((e_row, e_state))
-    trie_table = mask_table(trie, tr.offsets, tr.tokens, tr.next_state, vocab, keys=keys)
-    table = SchemaTable(
-        trie=trie_table,
-        straddles=st,
-        entry_state=e_state[o].astype(np.int32),
-        entry_row=e_row[o].astype(np.int32),
-        entry_leaf=e_leaf[o].astype(np.int32),
-        names=name_of,
-        prefix=tool.prefix,
-        tail=tool.tail,
-        name_property=tool.name_property,
-        next_property=tool.next_property,
-        continuation_text=tool.continuation_text,
-        continuation_sha256=tool.continuation_sha256,
-        engine=engine,
-        engine_version=engine_version(engine),
-        convention=CONVENTION,
-        vocab=vocab,
-        continuation=table_holder.get("cont"),
-    )
-    t5 = time.perf_counter()
-    stats.num_values = len(keys)
-    stats.duplicates = tool.duplicates
-    stats.value_bytes = int(trie.key_offsets[-1])
-    stats.num_states = trie.num_nodes
-    stats.num_allowed = trie_table.num_allowed
-    stats.phases.update({"values": t1 - t0, "automaton": t2 - t1, "masks": t3 - t2, f"straddles ({how})": t4 - t3,
-                         "assemble": t5 - t4})
+    info: dict[str, Any] = {
+        "shape": "tool-call" if start is not None else "schema",
+        "schema": text,
+        "threshold": threshold,
+        "slots": [{"pointer": served[i].pointer, "values": len(served[i].values)}
+                  for i in ([0] if start is not None else []) + entered],
+        "engine_enums": [{"pointer": s.pointer, "values": len(s.values), "reason": s.reason}
+                         for s in found.sites if not s.served],
+    }
+    if start is not None:
+        info.update(prefix=start[0].decode("utf-8"), name_property=start[2])
+    table = SchemaTable(slots=slots, grammars=grammars, start_slot=start_slot, start_grammar=start_grammar,
+                        engine=engine, engine_version=engine_version(engine), convention=CONVENTION, info=info,
+                        vocab=vocab)
+    stats.num_values = sum(s.num_values for s in table.slots)
+    stats.duplicates = sum(s.duplicates for s in served)
+    stats.value_bytes = sum(sum(map(len, s.keys)) for s in table.slots)
+    stats.num_states = table.num_states
+    stats.num_allowed = sum(s.trie.num_allowed for s in table.slots)
+    stats.phases.update({"schema": t1 - t0, "automaton": t2 - t1, "masks": t3 - t2, "assemble": time.perf_counter() - t3})
     return table
+
+
+def _start_shape(schema: dict[str, Any], first: Any, engine: str) -> tuple[bytes, bytes, str] | None:
+    """(prefix, tail, property) when the first enum is the schema's first property and the text around it literal."""
+    if first.pointer.count("/") != 2 or not first.pointer.startswith("/properties/"):
+        return None
+    try:
+        shape = parse_tool_schema(schema, engine)
+    except SchemaShapeError:
+        return None
+    if f"/properties/{shape.name_property.replace('~', '~0').replace('/', '~1')}" != first.pointer:
+        return None
+    return shape.prefix, shape.tail, shape.name_property
+
+
+def _used_elsewhere(schema: dict[str, Any], pointer: str) -> bool:
+    """Whether a ``$ref`` reaches the start enum at ``pointer`` (then it also needs a slot entered from the engine)."""
+    found = []
+
+    def visit(node: Any) -> None:
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ("#" + pointer).startswith(ref.rstrip("/")) and ref.startswith("#"):
+                found.append(ref)
+            for v in node.values():
+                visit(v)
+        elif isinstance(node, list):
+            for v in node:
+                visit(v)
+
+    visit(schema)
+    return bool(found)

@@ -1,147 +1,405 @@
-"""Serving a schema table: one matcher per sequence, one writer for a batch of them.
+"""Per-sequence serving of a schema table: ``SchemaMatcher`` (one sequence), ``SchemaMaskWriter`` (a batch).
 
-A matcher is in the name field (a trie state), in the literal tail (an offset
-into it), or in the continuation (a copy of the engine's handover template);
-the first two read precomputed rows (:mod:`triec.schema.rows`), only the last
-asks the engine.
+Exactness at a slot's edges rests on three facts the compile checks:
+
+* no token of the vocabulary holds ``"`` followed by a marker's first byte, so the
+  engine's own mask never lets a token into a marker;
+* at a slot's opening quote the engine takes the marker and refuses
+  :data:`~triec.schema.slot.OTHER`, which any free string would take: two probes
+  (a few microseconds) tell a slot from an extra key or a string value;
+* nothing but the slot's values can start at its position (the compile leaves
+  ambiguous enums in the engine), and the grammar after a value depends on the
+  value at most through its own grammar.
+
+So the allowed set in the engine is the engine's row plus the slot entries the
+probes admit; in a slot it is the precomputed row plus the crossing tokens whose
+rest the grammar after the value accepts (judged once per grammar, or once per
+visit when the entering engine resumes). A token that crosses several
+boundaries is read byte by byte by :meth:`SchemaMatcher._consume`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from triec._arrays import row_ids
-from triec.schema.rows import leaf_value, row_maps, source_words
+from triec.errors import TriecError
+from triec.schema.slot import DYNAMIC, HANDOVER, OTHER, TAIL, Groups, Slot
+from triec.tokenizer.index import QUOTE
 
 if TYPE_CHECKING:
-    from triec.schema.continuation import Continuation
     from triec.schema.table import SchemaTable
+
+ENGINE, SLOT, TAILP, DONE = 0, 1, 2, 3
+PHASES = ("engine", "slot", "tail", "terminated")
+_EMPTY = np.zeros(0, dtype=np.int64)
+_OTHER = OTHER.encode("utf-8")
+
+
+@dataclass
+class State:
+    """Where a sequence is. Transitions build new states; an engine handle is never changed once shared."""
+
+    phase: int
+    g: int = -1  # the grammar of the engine handle
+    m: Any = None  # ENGINE: the live handle; SLOT/TAIL: the handle after the marker (the entering engine resumes)
+    s: int = -1  # slot
+    pos: int = 0  # trie state (SLOT) or tail offset (TAIL)
+    val: int = -1  # the value whose key was closed
+    chosen: tuple[tuple[int, int], ...] = ()  # (slot, value) of every value read so far
+    visit: int = 0  # slot entries so far
+    cache: dict[Any, Any] = field(default_factory=dict)  # per visit: judged tokens, rows after the marker
+
+    def copy(self) -> State:
+        return State(self.phase, self.g, self.m, self.s, self.pos, self.val, self.chosen, self.visit, self.cache)
 
 
 class SchemaMatcher:
-    """One sequence: ``allowed``, ``fill_bitmask``, ``accept_token``, ``is_terminated``, ``value``, ``reset``."""
+    """One sequence: ``fill_bitmask``, ``allowed``, ``accept_token``, ``rollback``, ``is_terminated``, ``fork``.
 
-    def __init__(self, table: SchemaTable, cont: Continuation) -> None:
+    ``accept_token`` returns False without changing anything for a token the row
+    does not allow; EOS ends the sequence where the grammar is complete.
+    """
+
+    def __init__(self, table: SchemaTable, state: State | None = None) -> None:
         self.table = table
-        self._cont_src = cont
-        self._drv = cont.driver
-        self._words = source_words(table)
-        self._leaf = leaf_value(table)
-        self._rows = row_maps(table)
-        self._s = table.num_states
-        self._n = table.tail_len
-        self._eos = tuple(table.eos_token_ids)
-        self.reset()
+        self.drv = table.driver()
+        self._eos = frozenset(table.eos_token_ids)
+        self._bytes = _byte_tokens(table)
+        self._q = int(self._bytes[QUOTE])
+        self._num_tokens = table.vocabulary().num_tokens
+        self.history: list[Any] = []  # per accepted token: 1 (one engine step), 2 (EOS) or the State before it
+        self.st = state if state is not None else self._initial()
+
+    def _initial(self) -> State:
+        t = self.table
+        if t.start_slot >= 0:
+            return self._land(State(SLOT, s=t.start_slot, pos=0), 0)
+        return State(ENGINE, g=t.start_grammar, m=t.template(t.start_grammar))
 
     def reset(self) -> None:
         """Back to the start: nothing emitted."""
-        self._src = 0  # trie state, or S + tail offset; -1 in the continuation
-        self._value = -1
-        self._cont: Any = None
-        self._done = False
-        if 0 in self._leaf:  # a key can't be empty, but keep the invariant: a leaf reads tail row 0
-            self._enter_leaf(0)
+        self.history.clear()
+        self.st = self._initial()
 
-    def move_to(self, state: int, tail_offset: int | None = None, value: int = -1) -> None:
-        """Position at trie state ``state``, or at ``tail_offset`` bytes into the tail after value ``value`` (checks
-        start there without decoding a path)."""
-        self.reset()
-        if tail_offset is None:
-            if state in self._leaf:
-                self._enter_leaf(state)
-            else:
-                self._src = int(state)
-        else:
-            if not 0 <= tail_offset < self._n or not 0 <= value < self.table.num_values:
-                raise IndexError(f"tail offset {tail_offset} / value {value} out of range")
-            self._value, self._src = int(value), self._s + int(tail_offset)
-
-    def copy(self) -> SchemaMatcher:
-        """An independent matcher in the same position (the engine's state copied, when in the continuation)."""
-        c = SchemaMatcher(self.table, self._cont_src)
-        c._src, c._value, c._done = self._src, self._value, self._done
-        c._cont = None if self._cont is None else self._drv.copy(self._cont)
-        return c
-
-    # ------------------------------------------------------------- state
-
-    @property
-    def value(self) -> str | None:
-        """The chosen name, known once its closing quote has been read (the handover to the tail)."""
-        return None if self._value < 0 else self.table.names[self._value]
-
-    @property
-    def value_index(self) -> int:
-        return self._value
+    # ------------------------------------------------------------- queries
 
     @property
     def phase(self) -> str:
-        if self._done:
-            return "terminated"
-        if self._cont is not None:
-            return "continuation"
-        return "tail" if self._src >= self._s or self._value >= 0 else "name"
+        return PHASES[self.st.phase]
 
     def is_terminated(self) -> bool:
         """True after EOS was accepted at the end of a complete output."""
-        return self._done
+        return self.st.phase == DONE
 
-    def _enter_leaf(self, leaf: int) -> None:
-        self._value = self._leaf[leaf]
-        self._src = self._s  # tail offset 0
+    @property
+    def values(self) -> list[tuple[int, str]]:
+        """(slot, value) of every value read so far, in order."""
+        return [(s, self.table.values_of(s)[v]) for s, v in self.st.chosen]
 
-    def _go(self, k: int) -> None:
-        """Follow straddle entry k (the value is already set)."""
-        st = self.table.straddles
-        j = int(st.target[k])
-        if j < self._n:
-            self._src = self._s + j
+    @property
+    def value(self) -> str | None:
+        """The last value read in the first slot (a tool-call table's chosen tool), once its key is closed."""
+        for s, v in reversed(self.st.chosen):
+            if s == 0:
+                return self.table.values_of(0)[v]
+        return None
+
+    @property
+    def value_index(self) -> int:
+        for s, v in reversed(self.st.chosen):
+            if s == 0:
+                return v
+        return -1
+
+    def fork(self) -> SchemaMatcher:
+        """An independent copy at the same point (its rollback history starts empty)."""
+        st = self.st.copy()
+        if st.m is not None:
+            st.m = self.drv.copy(st.m)
+        st.cache = dict(st.cache)
+        return SchemaMatcher(self.table, st)
+
+    copy = fork
+
+    # ------------------------------------------------------------- rows
+
+    def fill_bitmask(self, row: np.ndarray) -> None:
+        """Write the whole row (int32 words, xgrammar's layout, bit set = allowed)."""
+        st = self.st
+        if st.phase == ENGINE:
+            self._engine_row(st, row)
             return
-        self._cont = self._cont_src.new(st.rest_of(k))
-        self._src = -1
+        row.fill(0)
+        if st.phase == DONE:
+            for e in self._eos:
+                _set(row, e)
+            return
+        slot = self.table.slots[st.s]
+        src = st.pos if st.phase == SLOT else slot.tail_row(st.pos)
+        _or_source(slot, src, row)
+        if slot.dynamic[src]:
+            for t in self._dynamic_here(st, slot).tolist():
+                _set(row, t)
+
+    def allowed(self) -> np.ndarray:
+        """Allowed token ids, ascending (EOS included where the output may end)."""
+        from triec._arrays import row_ids
+
+        row = np.zeros(self.table.words_per_row, dtype=np.int32)
+        self.fill_bitmask(row)
+        return row_ids(row)
+
+    def static_source(self) -> tuple[Slot, int] | None:
+        """(slot, source row) when this row is exactly a precomputed one (no engine, no judged tokens), else None."""
+        st = self.st
+        if st.phase not in (SLOT, TAILP):
+            return None
+        slot = self.table.slots[st.s]
+        src = st.pos if st.phase == SLOT else slot.tail_row(st.pos)
+        return None if slot.dynamic[src] else (slot, src)
+
+    def _engine_row(self, st: State, row: np.ndarray) -> None:
+        """The engine's row plus every token the probes let into a slot."""
+        t = self.table
+        self.drv.fill(st.m, row)
+        for s in t.grammars[st.g].slots:
+            slot = t.slots[s]
+            mark = slot.marker.encode("utf-8")
+            if (self._q < 0 or _bit(row, self._q)) and self._at_slot(st.m, b'"', mark):
+                _or_source(slot, slot.enter_state, row)
+                if slot.dynamic[slot.enter_state]:
+                    for tok in self._dynamic_here(self._entered(st, s), slot).tolist():
+                        _set(row, tok)
+            en = slot.enters
+            for j, h in enumerate(en.labels):
+                b0 = int(self._bytes[h[0]])
+                if b0 >= 0 and not _bit(row, b0):
+                    continue  # its first byte is not viable here
+                if not self._at_slot(st.m, h + b'"', mark):
+                    continue
+                _or_source(slot, slot.enter_row(j), row)
+                if slot.dynamic[slot.enter_row(j)]:
+                    at = self._entered(st, s, h)
+                    lo, hi = en.span(j)
+                    for k in (np.flatnonzero(en.kind[lo:hi] == DYNAMIC) + lo).tolist():
+                        if self._rest_ok(at, s, int(en.leaf[k]), en.rest_of(k), int(en.rest_token[k])):
+                            _set(row, int(en.tokens[k]))
+
+    def _at_slot(self, m: Any, head: bytes, mark: bytes) -> bool:
+        """After ``head`` (ending in the opening quote), does the engine stand at the marker's slot?"""
+        return self.drv.probe(m, head + mark) and not self.drv.probe(m, head + _OTHER)
+
+    # ------------------------------------------------------------- judged tokens
+
+    def _dynamic_here(self, st: State, slot: Slot) -> np.ndarray:
+        """Tokens of this trie state or tail offset whose rest the grammar after the value must accept."""
+        if st.phase == TAILP:
+            return self._judged(st, slot, slot.tails, st.pos, st.val)
+        out = [self._judged(st, slot, slot.exits, int(slot.entry_group[k]), int(slot.entry_leaf[k]))
+               for k in slot.entries_at(st.pos)]
+        return np.concatenate(out) if out else _EMPTY
+
+    def _judged(self, st: State, slot: Slot, groups: Groups, gi: int, val: int) -> np.ndarray:
+        lo, hi = groups.span(gi)
+        dyn = np.flatnonzero(groups.kind[lo:hi] == DYNAMIC) + lo
+        if not dyn.size:
+            return _EMPTY
+        vg = slot.value_grammar
+        key: Any = (id(groups), gi, int(vg[val])) if vg is not None else (id(groups), gi)
+        cache = self.table.row_cache if vg is not None else st.cache
+        found = cache.get(key)
+        if found is None:
+            ok = [int(groups.tokens[k]) for k in dyn.tolist()
+                  if self._rest_ok(st, st.s, val, groups.rest_of(k), int(groups.rest_token[k]))]
+            found = np.array(ok, dtype=np.int64)
+            _put(self.table, cache, key, found, vg is not None)
+        return found
+
+    def _rest_ok(self, st: State, s: int, val: int, rest: bytes, rest_token: int) -> bool:
+        """Is ``rest`` viable right after value ``val``'s key and its slot's tail?"""
+        after = self._handover(st, s, val)
+        if rest_token >= 0:
+            return _bit(self._row_after(after, s), rest_token)
+        return self._consume(after, rest) is not None
+
+    def _row_after(self, after: State, s: int) -> np.ndarray:
+        """The whole row right after a value (an engine-phase state), cached with what it depends on."""
+        shared = self.table.slots[s].value_grammar is not None
+        key: Any = ("row", after.g) if shared else ("row",)
+        cache = self.table.row_cache if shared else after.cache
+        found = cache.get(key)
+        if found is None:
+            found = np.zeros(self.table.words_per_row, dtype=np.int32)
+            self._engine_row(after, found)
+            _put(self.table, cache, key, found, shared)
+        return found
+
+    # ------------------------------------------------------------- transitions
+
+    def _land(self, st: State, state: int) -> State:
+        """``st`` at trie state ``state`` of its slot; a key's end goes on into the tail or the grammar after."""
+        slot = self.table.slots[st.s]
+        v = slot.leaf_value(state)
+        if v >= 0:
+            return self._leaf(st, v)
+        st.phase, st.pos = SLOT, state
+        return st
+
+    def _leaf(self, st: State, val: int) -> State:
+        slot = self.table.slots[st.s]
+        st.val = val
+        st.chosen = (*st.chosen, (st.s, val))
+        if slot.tail:
+            st.phase, st.pos = TAILP, 0
+            return st
+        return self._handover(st, st.s, val)
+
+    def _handover(self, st: State, s: int, val: int) -> State:
+        """The engine-phase state right after value ``val`` of slot s and its tail (``st`` unchanged)."""
+        slot = self.table.slots[s]
+        out = st.copy()
+        out.s, out.val = s, val
+        out.phase = ENGINE
+        if slot.value_grammar is not None:  # the value picks the grammar that follows
+            g = int(slot.value_grammar[val])
+            out.g, out.m, out.cache = g, self.table.template(g), {}
+        return out  # else the entering engine resumes: its handle already read the marker
+
+    def _entered(self, st: State, s: int, head: bytes = b"") -> State:
+        """The state at slot s's entry after the engine read ``head`` (``st`` unchanged)."""
+        slot = self.table.slots[s]
+        out = st.copy()
+        out.cache = {}
+        out.visit = st.visit + 1
+        if slot.value_grammar is None:  # the engine reads the marker now and resumes after the value
+            m = self.drv.copy(st.m)
+            spelled = head + b'"' + slot.marker.encode("utf-8") + b'"'
+            if not self.drv.feed(m, spelled):
+                raise TriecError(f"{self.drv.name} refused the marker it had just accepted ({spelled!r})")
+            out.m = m
+        else:
+            out.m = None
+        out.phase, out.s, out.pos, out.val = SLOT, s, slot.enter_state, -1
+        return out
+
+    def _slot_start(self, st: State) -> int:
+        for s in self.table.grammars[st.g].slots:
+            if self._at_slot(st.m, b'"', self.table.slots[s].marker.encode("utf-8")):
+                return s
+        return -1
+
+    def _consume(self, st: State, data: bytes) -> State | None:
+        """The state after reading ``data`` (any bytes, across any boundaries), or None; ``st`` is not changed."""
+        st = st.copy()
+        own = False  # whether st.m is ours to feed (a handle shared with the caller is copied first)
+        i = 0
+        while i < len(data):
+            if st.phase == ENGINE:
+                if data[i] == QUOTE:
+                    s = self._slot_start(st)
+                    if s >= 0:
+                        st, own = self._entered(st, s), True
+                        continue
+                j = data.find(b'"', i + 1)
+                j = len(data) if j < 0 else j
+                if not own:
+                    st.m, own = self.drv.copy(st.m), True
+                if not self.drv.feed(st.m, data[i:j]):
+                    return None
+                i = j
+            elif st.phase == SLOT:
+                slot = self.table.slots[st.s]
+                got = slot.walk_bytes(st.pos, data[i:])
+                if got is None:
+                    return None
+                val, state, rest = got
+                if val < 0:
+                    return self._land(st, state)
+                resumes = slot.value_grammar is None
+                st = self._leaf(st, val)
+                own = own if resumes else st.phase == ENGINE  # a fresh template is ours
+                data, i = rest, 0
+            elif st.phase == TAILP:
+                tail = self.table.slots[st.s].tail
+                k = min(len(tail) - st.pos, len(data) - i)
+                if data[i : i + k] != tail[st.pos : st.pos + k]:
+                    return None
+                st.pos += k
+                i += k
+                if st.pos == len(tail):
+                    resumes = self.table.slots[st.s].value_grammar is None
+                    st = self._handover(st, st.s, st.val)
+                    own = own if resumes else True
+            else:
+                return None
+        return st
 
     # ------------------------------------------------------------- decoding
 
     def accept_token(self, token: int) -> bool:
         """Advance by one token; False (and no change) when it is not allowed here."""
-        if self._done:
-            return False
         t = int(token)
-        if self._cont is not None:
-            ok = self._drv.accept(self._cont, t)
-            if ok and t in self._eos:
-                self._done = True
-            return ok
-        src = self._src
-        if src >= self._s:  # tail offset
-            k = self._rows[src - self._s].get(t)
-            if k is None:
+        st = self.st
+        if st.phase == DONE:
+            return False
+        if st.phase == ENGINE:
+            if t in self._eos:
+                if self.drv.accept(st.m, t):
+                    self.history.append(2)
+                    st.phase = DONE
+                    return True
                 return False
-            self._go(k)
-            return True
-        trie = self.table.trie
-        lo, hi = int(trie.allowed_offsets[src]), int(trie.allowed_offsets[src + 1])
-        if hi > lo:
-            toks = trie.allowed_tokens[lo:hi]
+            if t in self.table.crossing(st.g) and 0 <= t < self._num_tokens:
+                new = self._consume(st, self.table.vocabulary().token_bytes[t])
+                if new is not None and new.visit != st.visit:  # it entered a slot (and maybe left it again)
+                    self.history.append(st)
+                    self.st = new
+                    return True
+            if self.drv.accept(st.m, t):
+                self.history.append(1)
+                return True
+            return False
+        if t in self._eos or not 0 <= t < self._num_tokens:
+            return False
+        slot = self.table.slots[st.s]
+        new: State | None = None
+        if st.phase == SLOT:
+            toks, nxt = slot.trie._content(st.pos)
             i = int(np.searchsorted(toks, t))
-            if i < hi - lo and int(toks[i]) == t:
-                nxt = int(trie.allowed_next[lo + i])
-                if nxt in self._leaf:
-                    self._enter_leaf(nxt)
-                else:
-                    self._src = nxt
-                return True
-        tb = self.table
-        for e in tb.entries_at(src):
-            k = self._rows[int(tb.entry_row[e])].get(t)
-            if k is not None:
-                self._value = self._leaf[int(tb.entry_leaf[e])]
-                self._go(k)
-                return True
-        return False
+            if i < toks.shape[0] and int(toks[i]) == t:
+                new = self._land(st.copy(), int(nxt[i]))
+            else:
+                for e in slot.entries_at(st.pos):
+                    new = self._cross(st, slot, slot.exits, int(slot.entry_group[e]), int(slot.entry_leaf[e]), t)
+                    if new is not None:
+                        break
+        else:
+            new = self._cross(st, slot, slot.tails, st.pos, st.val, t)
+        if new is None:
+            return False
+        self.history.append(st)
+        self.st = new
+        return True
+
+    def _cross(self, st: State, slot: Slot, groups: Groups, gi: int, val: int, t: int) -> State | None:
+        """Follow crossing token t of group gi (an exit head or a tail offset)."""
+        k = groups.find(gi, t)
+        if k < 0:
+            return None
+        kind = int(groups.kind[k])
+        base = st.copy() if groups is slot.tails else self._leaf(st.copy(), val)
+        if kind == TAIL:
+            base.phase, base.pos = TAILP, int(groups.target[k])
+            return base
+        after = base if base.phase == ENGINE else self._handover(base, base.s, base.val)
+        rest = groups.rest_of(k)
+        if kind == HANDOVER and not rest:
+            return after
+        return self._consume(after, rest) if kind in (HANDOVER, DYNAMIC) else None
 
     def accept_tokens(self, tokens: Sequence[int]) -> int:
         """Accept tokens in order; returns how many were accepted (stops at the first refused)."""
@@ -152,38 +410,63 @@ class SchemaMatcher:
             n += 1
         return n
 
-    def fill_bitmask(self, row: np.ndarray) -> None:
-        """Write the whole row (xgrammar's layout). In the name field and tail: a memset plus the words set."""
-        if self._cont is not None and not self._done:
-            self._drv.fill(self._cont, row)
-            return
-        row.fill(0)
-        if self._done:
-            for e in self._eos:
-                row[e >> 5] |= np.int32(np.uint32(1 << (e & 31)).view(np.int32))
-            return
-        w = self._words
-        lo, hi = w.offsets_list[self._src], w.offsets_list[self._src + 1]
-        row[w.words[lo:hi]] = w.bits[lo:hi]
+    def validate_tokens(self, tokens: Sequence[int]) -> int:
+        """How many of ``tokens`` would be accepted in order; the matcher does not move."""
+        n = self.accept_tokens(tokens)
+        self.rollback(n)
+        return n
 
-    def allowed(self) -> np.ndarray:
-        """Allowed token ids, ascending (EOS included where the output is complete)."""
-        row = np.zeros(self.table.words_per_row, dtype=np.int32)
-        self.fill_bitmask(row)
-        return row_ids(row)
+    def rollback(self, n: int) -> None:
+        """Undo the last ``n`` accepted tokens (EOS included)."""
+        n = int(n)
+        if not 0 <= n <= len(self.history):
+            raise ValueError(f"cannot roll back {n} tokens: {len(self.history)} accepted")
+        steps = 0
+        for _ in range(n):
+            rec = self.history.pop()
+            if isinstance(rec, int):  # an engine step (2: the EOS that ended the output)
+                steps += 1
+                if rec == 2:
+                    self.st.phase = ENGINE
+                continue
+            if steps:
+                self.drv.rollback(self.st.m, steps)
+                steps = 0
+            self.st = rec
+        if steps:
+            self.drv.rollback(self.st.m, steps)
 
-    def words_source(self) -> int:
-        """The precomputed row this matcher reads (-1 in the continuation)."""
-        return -1 if self._cont is not None or self._done else self._src
+    @property
+    def num_accepted(self) -> int:
+        return len(self.history)
+
+    def jump_forward(self) -> bytes:
+        """Bytes every continuation of the output starts with here (possibly none)."""
+        from triec.runtime.matcher import whole_chars
+
+        st = self.st
+        if st.phase == ENGINE:
+            forced = self.drv.forced(st.m)
+            for s in self.table.grammars[st.g].slots:
+                cut = forced.find(b'"' + self.table.slots[s].marker.encode("utf-8"))
+                if cut >= 0:
+                    forced = forced[: cut + 1]
+            return whole_chars(forced)
+        if st.phase == TAILP:
+            return self.table.slots[st.s].tail[st.pos :]
+        if st.phase == SLOT:
+            return whole_chars(self.table.slots[st.s].forced(st.pos))
+        return b""
 
 
 class SchemaMaskWriter:
     """Rows for up to ``max_batch`` matchers in one owned buffer.
 
-    Name-field and tail rows cost the words set now plus those set last time;
-    a row the engine wrote (continuation) is zeroed in full before its next
-    name-field use. The returned view is valid until the next ``fill``; do not
-    write to it.
+    A precomputed row (a slot or tail position without judged tokens) costs the
+    words set now plus those set last time; any other row is written whole
+    (engine rows in one batched engine call) and zeroed in full before a
+    precomputed row reuses it. The returned view is valid until the next
+    ``fill``; do not write to it.
     """
 
     def __init__(self, table: SchemaTable, max_batch: int = 1) -> None:
@@ -191,65 +474,70 @@ class SchemaMaskWriter:
             raise ValueError(f"max_batch must be >= 1, not {max_batch}")
         self.table = table
         self.max_batch = int(max_batch)
-        self.width = table.words_per_row
-        self._buf = np.zeros((self.max_batch, self.width), dtype=np.int32)
-        self._mv = [memoryview(self._buf[i]) for i in range(self.max_batch)]
-        self._words = source_words(table)
-        self._last: list[int] = [-2] * self.max_batch  # source written per row; -1 = full row (engine); -2 = clean
+        self._buf = np.zeros((self.max_batch, table.words_per_row), dtype=np.int32)
+        self._last: list[Any] = [None] * self.max_batch  # (slot, src) written per row; "full"; None = clean
 
     @property
     def buffer(self) -> np.ndarray:
         return self._buf
-
-    def _clear(self, i: int) -> None:
-        last = self._last[i]
-        if last == -2:
-            return
-        if last == -1:
-            self._buf[i].fill(0)
-        else:
-            w = self._words
-            lo, hi = w.offsets_list[last], w.offsets_list[last + 1]
-            if hi - lo <= 12:
-                mv = self._mv[i]
-                wl = w.words_list
-                for k in range(lo, hi):
-                    mv[wl[k]] = 0
-            else:
-                self._buf[i][w.words[lo:hi]] = 0
-        self._last[i] = -2
 
     def fill(self, matchers: Sequence[SchemaMatcher]) -> np.ndarray:
         """Write one row per matcher and return ``buffer[:len(matchers)]``."""
         n = len(matchers)
         if n > self.max_batch:
             raise ValueError(f"{n} matchers exceed this writer's max_batch of {self.max_batch}")
-        w = self._words
-        engine_rows: dict[Any, tuple[list[Any], list[int]]] = {}
-        for i in range(n):
-            m = matchers[i]
-            src = m.words_source()
-            if src >= 0 and src == self._last[i]:
+        engine_rows: list[tuple[SchemaMatcher, int]] = []
+        for i, m in enumerate(matchers):
+            src = m.static_source()
+            last = self._last[i]
+            if src is not None and last is not None and last != "full" and last[0] is src[0] and last[1] == src[1]:
                 continue
-            self._clear(i)
-            if src < 0:
-                if m._cont is not None and not m._done:  # the engine writes the whole row: batched below
-                    handles, rows = engine_rows.setdefault(m._drv, ([], []))
-                    handles.append(m._cont)
-                    rows.append(i)
+            row = self._buf[i]
+            if last == "full":
+                row.fill(0)
+            elif last is not None:
+                w = last[0].words
+                lo, hi = int(w.offsets[last[1]]), int(w.offsets[last[1] + 1])
+                row[w.words[lo:hi]] = 0
+            if src is None:
+                self._last[i] = "full"
+                if m.st.phase == ENGINE and not m.table.grammars[m.st.g].slots:
+                    engine_rows.append((m, i))  # the engine's own row: batched below
                 else:
-                    m.fill_bitmask(self._buf[i])
-                self._last[i] = -1
+                    m.fill_bitmask(row)
                 continue
-            lo, hi = w.offsets_list[src], w.offsets_list[src + 1]
-            if hi - lo <= 12:
-                mv = self._mv[i]
-                wl, bl = w.words_list, w.bits_list
-                for k in range(lo, hi):
-                    mv[wl[k]] = bl[k]
-            else:
-                self._buf[i][w.words[lo:hi]] = w.bits[lo:hi]
+            w = src[0].words
+            lo, hi = int(w.offsets[src[1]]), int(w.offsets[src[1] + 1])
+            row[w.words[lo:hi]] = w.bits[lo:hi]
             self._last[i] = src
-        for drv, (handles, rows) in engine_rows.items():
-            drv.fill_many(handles, self._buf, rows)
+        if engine_rows:
+            drv = engine_rows[0][0].drv
+            drv.fill_many([m.st.m for m, _ in engine_rows], self._buf, [i for _, i in engine_rows])
         return self._buf[:n]
+
+
+def _or_source(slot: Slot, src: int, row: np.ndarray) -> None:
+    w = slot.words
+    lo, hi = int(w.offsets[src]), int(w.offsets[src + 1])
+    row[w.words[lo:hi]] |= w.bits[lo:hi]
+
+
+def _bit(row: np.ndarray, t: int) -> bool:
+    return bool((int(row[t >> 5]) >> (t & 31)) & 1)
+
+
+def _set(row: np.ndarray, t: int) -> None:
+    row[t >> 5] |= np.int32(np.uint32(1 << (t & 31)).view(np.int32))
+
+
+def _put(table: SchemaTable, cache: dict[Any, Any], key: Any, value: Any, shared: bool) -> None:
+    cache[key] = value
+    if shared and len(cache) > table.row_cache_size:
+        cache.popitem(last=False)  # type: ignore[call-arg]
+
+
+def _byte_tokens(table: SchemaTable) -> np.ndarray:
+    from triec.tokenizer.index import token_index
+
+    return token_index(table.vocabulary()).byte_token
+

@@ -1,25 +1,28 @@
-"""A compiled enum-then-continuation schema: the trie of the names, the straddle tables, the engine.
+"""A compiled schema: finite sets served by their tries (slots), the structure around them by a grammar engine.
 
-The output ``PREFIX + json(name) + TAIL + C`` is served in three phases:
+The output is read in phases (docs/decisions.md D21):
 
-1. **name field**: a trie state n of the keys ``PREFIX + json(name)``; allowed =
-   the trie's tokens at n, plus the straddling tokens of every (n, head) entry
-   the compile's walk found (tokens closing the name and reading on);
-2. **tail**: i bytes of the literal TAIL read after the closing quote
-   (i = 0 is the key's leaf); allowed = tail row i of the straddle table;
-3. **continuation**: a copy of the engine's handover template, fed the bytes x
-   a straddling token carried past the tail; the engine's own mask and
-   advance, EOS exactly where the engine allows it.
+* **engine**: a grammar (:class:`~triec.schema.grammar.GrammarSpec`): the user's
+  schema with every large enum replaced by one *marker* value, or a tool's own
+  call grammar; the engine's own mask and advance;
+* **slot**: a trie state of one enum's values (:class:`~triec.schema.slot.Slot`);
+  precomputed rows, the engine untouched;
+* **tail**: literal text after a value (``, "arguments": ``), precomputed rows;
+* then the grammar after the value: the entering engine resumes after the
+  marker, or the value picks its own grammar (a tool's arguments), compiled
+  when first needed and cached.
 
-Phases 1 and 2 are rows of precomputed (word, bits) pairs (:mod:`triec.schema.rows`),
-written in O(words set); only phase 3 touches the engine. The matchers that walk
-the phases are :mod:`triec.schema.matcher`'s. This module imports numpy alone;
-the engine is imported when the first matcher needs it.
+A slot that starts the output holds its literal prefix in its keys
+(``{"name": "get_user"``), so the first rows never touch an engine. This module
+imports numpy alone; the engine is imported by the first matcher.
 """
 
 from __future__ import annotations
 
 import os
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -31,132 +34,152 @@ from triec.schema.matcher import SchemaMaskWriter, SchemaMatcher
 from triec.tokenizer.resolve import resolve_vocabulary
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
-
     from triec.runtime.table import MaskTable
-    from triec.schema.continuation import Continuation
-    from triec.schema.straddle import StraddleTable
+    from triec.schema.grammar import EngineDriver, GrammarSpec
+    from triec.schema.slot import Slot
     from triec.tokenizer.vocabulary import Vocabulary
+
+ENGINES = ("llguidance", "xgrammar")
+
+
+@dataclass(frozen=True)
+class Grammar:
+    """One grammar of a schema table: what the engine compiles, what it is fed first, which slots it holds."""
+
+    spec: GrammarSpec
+    template: bytes = b""  # fed once after the start: the text before a handover into this grammar
+    slots: tuple[int, ...] = ()  # slots whose marker this grammar holds (entered from it)
 
 
 class SchemaTable:
-    """Trie of the name keys + straddle tables + the recorded convention and continuation."""
+    """Slots + grammars + where the output starts; ``matcher()`` per sequence, ``mask_writer()`` per batch."""
 
     kind: ClassVar[TableKind] = TableKind.TOOL_SCHEMA
 
     def __init__(
         self,
         *,
-        trie: MaskTable,
-        straddles: StraddleTable,
-        entry_state: np.ndarray,
-        entry_row: np.ndarray,
-        entry_leaf: np.ndarray,
-        names: list[str] | dict[bytes, str] | None,
-        prefix: bytes,
-        tail: bytes,
-        name_property: str,
-        next_property: str,
-        continuation_text: str,
-        continuation_sha256: str,
+        slots: list[Slot],
+        grammars: list[Grammar],
+        start_slot: int = -1,
+        start_grammar: int = -1,
         engine: str,
         engine_version: str | None,
         convention: dict[str, Any],
+        info: dict[str, Any] | None = None,
         vocab: Vocabulary | None = None,
         source: str | None = None,
         header: dict[str, Any] | None = None,
-        continuation: Continuation | None = None,
     ) -> None:
-        self.trie = trie
-        self.straddles = straddles
-        self.entry_state = entry_state
-        self.entry_row = entry_row
-        self.entry_leaf = entry_leaf
-        self._names = names
-        self.prefix = prefix
-        self.tail = tail
-        self.name_property = name_property
-        self.next_property = next_property
-        self.continuation_text = continuation_text
-        self.continuation_sha256 = continuation_sha256
+        if (start_slot < 0) == (start_grammar < 0):
+            raise TriecError("a schema table starts in exactly one slot or one grammar")
+        if engine not in ENGINES:
+            raise TriecError(f"unknown engine {engine!r}; expected one of {', '.join(ENGINES)}")
+        self.slots = slots
+        self.grammars = grammars
+        self.start_slot = start_slot
+        self.start_grammar = start_grammar
         self.engine = engine
         self.engine_version = engine_version
         self.convention = dict(convention)
+        self.info: dict[str, Any] = dict(info or {})
+        """What was compiled: ``shape`` (``"tool-call"``, ``"tools"``, ``"schema"``), the tool format, property names..."""
         self.vocab = vocab
-        self._continuations: dict[str, Continuation] = {} if continuation is None else {engine: continuation}
-        self._twins: dict[str, SchemaTable] = {}
         self.source = source
         """The artifact this table was loaded from; ``None`` when compiled in this process."""
         self.header = header
         """The header of that artifact; ``None`` when compiled in this process."""
+        self._twins: dict[str, SchemaTable] = {}
+        self._templates: dict[int, Any] = {}
+        self._driver: EngineDriver | None = None
+        # serving caches shared by every matcher: rows of grammar templates, judged crossing tokens
+        self.row_cache: OrderedDict[Any, np.ndarray] = OrderedDict()
+        self.row_cache_size = 4096
+        self._crossing: list[dict[int, tuple[int, ...]]] | None = None
 
     # ------------------------------------------------------------- shape
 
     @property
+    def _first(self) -> MaskTable:
+        return self.slots[0].trie
+
+    @property
+    def trie(self) -> MaskTable:
+        """The first slot's trie (a tool-call table's names, or the first enum of a schema)."""
+        return self._first
+
+    @property
     def vocab_size(self) -> int:
-        return self.trie.vocab_size
+        return self._first.vocab_size
 
     @property
     def eos_token_ids(self) -> tuple[int, ...]:
-        return self.trie.eos_token_ids
+        return self._first.eos_token_ids
 
     @property
     def tokenizer_fingerprint(self) -> str:
-        return self.trie.tokenizer_fingerprint
+        return self._first.tokenizer_fingerprint
 
     @property
     def tokenizer_name(self) -> str:
-        return self.trie.tokenizer_name
+        return self._first.tokenizer_name
 
     @property
     def words_per_row(self) -> int:
-        return self.trie.words_per_row
+        return self._first.words_per_row
 
     @property
     def num_states(self) -> int:
-        """Trie states (the name field); the tail adds ``len(tail) - 1`` more."""
-        return self.trie.num_states
+        """Trie states of every slot."""
+        return sum(s.num_states for s in self.slots)
+
+    @property
+    def num_values(self) -> int:
+        return sum(s.num_values for s in self.slots)
+
+    @property
+    def prefix(self) -> bytes:
+        """The literal text before the first value when a slot starts the output (else b"")."""
+        return self.info.get("prefix", "").encode("utf-8")
+
+    @property
+    def tail(self) -> bytes:
+        return self.slots[self.start_slot].tail if self.start_slot >= 0 else b""
 
     @property
     def tail_len(self) -> int:
         return len(self.tail)
 
-    @property
-    def num_values(self) -> int:
-        return self.trie.num_values
+    def values_of(self, slot: int) -> list[str]:
+        """The values of one slot, in its trie's key order (sorted by the keys' bytes)."""
+        import json
+
+        s = self.slots[slot]
+        cached = getattr(s, "_values", None)
+        if cached is None:
+            n = len(self.prefix) if slot == self.start_slot else 0
+            cached = [json.loads(k[n:].decode("utf-8")) for k in s.keys]
+            s._values = cached  # type: ignore[attr-defined]
+        return cached
 
     @property
-    def names(self) -> list[str]:  # noqa: D401
-        """Name of each value index (the trie's key order: sorted by the keys' bytes)."""
-        if isinstance(self._names, dict):  # from a compile: key -> name, resolved on first use
-            self._names = [self._names[k] for k in self.trie.value_bytes]
-        if self._names is None:
-            import json
-
-            n = len(self.prefix)
-            self._names = [json.loads(k[n:].decode("utf-8")) for k in self.trie.value_bytes]
-        return self._names
+    def names(self) -> list[str]:
+        """The first slot's values (a tool-call table's tool names)."""
+        return self.values_of(0)
 
     def __repr__(self) -> str:
-        return (
-            f"SchemaTable(names={self.num_values}, states={self.num_states}, tail={self.tail!r}, "
-            f"straddle_rows={self.straddles.num_rows}, entries={self.entry_state.shape[0]}, engine={self.engine})"
-        )
-
-    def entries_at(self, state: int) -> range:
-        lo = int(np.searchsorted(self.entry_state, state, side="left"))
-        hi = int(np.searchsorted(self.entry_state, state, side="right"))
-        return range(lo, hi)
+        return (f"SchemaTable(shape={self.info.get('shape', '?')}, slots={len(self.slots)}, "
+                f"values={self.num_values}, states={self.num_states}, grammars={len(self.grammars)}, engine={self.engine})")
 
     # ------------------------------------------------------------- engine
 
     def check_tokenizer(self, fingerprint_or_vocab: Any) -> None:
         """As :meth:`MaskTable.check_tokenizer`."""
-        self.trie.check_tokenizer(fingerprint_or_vocab)
+        self._first.check_tokenizer(fingerprint_or_vocab)
 
     def bind(self, vocab: Vocabulary) -> None:
-        """Attach the decoded vocabulary the continuation engine needs (checked against the fingerprint)."""
-        self.trie.check_tokenizer(vocab)
+        """Attach the decoded vocabulary the engine needs (checked against the fingerprint)."""
+        self._first.check_tokenizer(vocab)
         self.vocab = vocab
 
     def vocabulary(self) -> Vocabulary:
@@ -165,78 +188,80 @@ class SchemaTable:
         if self.vocab is None:
             if not self.tokenizer_name:
                 raise TriecError("this table records no tokenizer name; call table.bind(vocab) first")
-            vocab, problems = resolve_vocabulary(self.tokenizer_name, self.trie)
+            vocab, problems = resolve_vocabulary(self.tokenizer_name, self._first)
             if problems:
                 raise TokenizerMismatch(f"{problems[0]}; call table.bind(vocab) with the tokenizer it was compiled for")
             self.bind(vocab)
         assert self.vocab is not None
         return self.vocab
 
-    def with_engine(self, engine: str) -> SchemaTable:
-        """This table with its continuation run by ``engine``: the same trie and entries, that engine's straddle tables.
+    def driver(self) -> EngineDriver:
+        if self._driver is None:
+            from triec.schema.grammar import driver
 
-        Straddle tables depend on the engine (its continuation language decides which bytes are viable past the
-        tail), so they are built (or read from the cache) for it; the head rows are the same for every engine.
-        """
+            self._driver = driver(self.engine, self.vocabulary())
+        return self._driver
+
+    def template(self, g: int) -> Any:
+        """A fresh engine matcher of grammar g after its template text (compiled and fed on first use)."""
+        found = self._templates.get(g)
+        if found is None:
+            drv = self.driver()
+            info = self.grammars[g]
+            found = drv.start(drv.compile_spec(info.spec))
+            if info.template and not drv.feed(found, info.template):
+                raise TriecError(f"{drv.name} refuses the literal text {info.template!r} of its own grammar")
+            self._templates[g] = found
+        return self.driver().copy(found)
+
+    def is_compiled(self, g: int) -> bool:
+        """Whether grammar g has been compiled in this process (a first handover into it pays the compile)."""
+        return g in self._templates
+
+    def crossing(self, g: int) -> dict[int, tuple[int, ...]]:
+        """Per token, the slots of grammar g it may cross into from the engine's text."""
+        if self._crossing is None:
+            self._crossing = [{} for _ in self.grammars]
+        if not self._crossing[g] and self.grammars[g].slots:
+            out: dict[int, set[int]] = {}
+            for s in self.grammars[g].slots:
+                slot = self.slots[s]
+                e = slot.enter_state
+                toks, _ = slot.trie._content(e)
+                for t in toks.tolist():
+                    out.setdefault(t, set()).add(s)
+                for k in slot.entries_at(e):
+                    lo, hi = slot.exits.span(int(slot.entry_group[k]))
+                    for t in slot.exits.tokens[lo:hi].tolist():
+                        out.setdefault(t, set()).add(s)
+                for t in slot.enters.tokens.tolist():
+                    out.setdefault(t, set()).add(s)
+            self._crossing[g] = {t: tuple(sorted(v)) for t, v in out.items()}
+        return self._crossing[g]
+
+    def with_engine(self, engine: str) -> SchemaTable:
+        """This table served by ``engine`` (the slots' tables do not depend on it; judged tokens are per engine)."""
         if engine == self.engine:
             return self
-        if engine not in ("llguidance", "xgrammar"):
-            raise TriecError(f"unknown continuation engine {engine!r}; expected llguidance or xgrammar")
         found = self._twins.get(engine)
-        if found is not None:
-            return found
-        from triec.engines import engine_version
-        from triec.schema import straddle
-
-        vocab = self.vocabulary()
-        twin = SchemaTable(
-            trie=self.trie, straddles=self.straddles, entry_state=self.entry_state, entry_row=self.entry_row,
-            entry_leaf=self.entry_leaf, names=self._names, prefix=self.prefix, tail=self.tail,
-            name_property=self.name_property, next_property=self.next_property, continuation_text=self.continuation_text,
-            continuation_sha256=self.continuation_sha256, engine=engine, engine_version=engine_version(engine),
-            convention=self.convention, vocab=vocab,
-        )
-        st, _ = straddle.load_or_build(vocab, self.tail, engine, self.continuation_text, lambda: twin.continuation())
-        if st.num_rows != self.straddles.num_rows or not np.array_equal(st.head_bytes, self.straddles.head_bytes):
-            raise TriecError(f"the straddle heads for {engine} differ from the table's; recompile with engine={engine!r}")
-        twin.straddles = st
-        self._twins[engine] = twin
-        return twin
-
-    def continuation(self, engine: str | None = None) -> Continuation:
-        """The engine's handover template (built on first use: the engine's tokenizer setup and a small compile)."""
-        name = engine or self.engine
-        if name != self.engine:
-            return self.with_engine(name).continuation()
-        found = self._continuations.get(name)
         if found is None:
-            import json
+            from triec.engines import engine_version
 
-            from triec.encoding import json_string_literal
-            from triec.schema.continuation import PLACEHOLDER, Continuation, driver
-
-            drv = driver(name, self.vocabulary())
-            found = Continuation(
-                drv, json.loads(self.continuation_text), self.name_property,
-                self.prefix + json_string_literal(PLACEHOLDER).encode("utf-8") + self.tail,
-            )
-            self._continuations[name] = found
+            found = SchemaTable(slots=self.slots, grammars=self.grammars, start_slot=self.start_slot,
+                                start_grammar=self.start_grammar, engine=engine, engine_version=engine_version(engine),
+                                convention=self.convention, info=self.info, vocab=self.vocab, source=self.source,
+                                header=self.header)
+            self._twins[engine] = found
         return found
 
     def matcher(self, engine: str | None = None) -> SchemaMatcher:
         """A fresh per-sequence matcher (xgrammar / llguidance style); ``engine`` overrides the compile's."""
         if engine is not None and engine != self.engine:
             return self.with_engine(engine).matcher()
-        return SchemaMatcher(self, self.continuation())
-
-    def matcher_at(self, state: int, tail_offset: int | None = None, value: int = -1) -> SchemaMatcher:
-        """A matcher positioned at trie state ``state``, or at ``tail_offset`` after value ``value`` (for checks)."""
-        m = self.matcher()
-        m.move_to(state, tail_offset, value)
-        return m
+        return SchemaMatcher(self)
 
     def mask_writer(self, max_batch: int = 1) -> SchemaMaskWriter:
-        """Rows for batches of matchers, clearing only what it set (O(allowed) in the name field)."""
+        """Rows for batches of matchers, clearing only what it set (O(allowed) in a slot)."""
         return SchemaMaskWriter(self, max_batch)
 
     def fill_bitmask(self, matchers: Sequence[SchemaMatcher], out: np.ndarray) -> np.ndarray:

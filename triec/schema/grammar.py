@@ -1,7 +1,9 @@
-"""The grammar engine that runs a schema's continuation, and the same engine on the whole schema.
+"""The grammar engines the schema layer hands structure to, behind one interface, and the grammars they run.
 
-Both come from one compile function per engine, in the compact convention
-(:data:`triec.schema.shape.CONVENTION`), so the composite and the oracle it is
+A grammar is a JSON Schema, optionally followed by one of a few literal texts
+(how a tagged tool-call format closes a call: ``"}\n</tool_call>"``). Each
+engine runs it in the compact convention (:data:`triec.schema.shape.CONVENTION`)
+that the whole-schema oracle uses, so the composite and the oracle it is
 checked against see the same language:
 
 * llguidance: ``%llguidance {"no_forcing": true}`` + ``start: %json {schema}``
@@ -9,35 +11,56 @@ checked against see the same language:
   "key_separator": ": "}``. Without ``no_forcing`` llguidance allows only the
   canonical token of forced text, a mask narrower than the language.
 * xgrammar: ``compile_json_schema(schema, any_whitespace=False, separators=(", ", ": "))``
-  (strict mode, its default: no extra properties).
+  (strict mode, its default: no extra properties); a literal text after the
+  schema is ``Grammar.concat`` with an EBNF rule.
 
-The continuation is the whole schema with the enum reduced to one placeholder
-name (``""``), driven through the placeholder's literal text once (the
-*template*); a handover copies the template. The engine's state after
-``PREFIX + json(v) + TAIL`` does not depend on v (nothing in the accepted shape
-refers to the name), so the copy is the state the whole-schema engine would be in.
+Drivers are built once per (engine, vocabulary) and keep a bounded cache of the
+grammars they compiled (:data:`GRAMMAR_CACHE`), so a registry's argument
+grammars are compiled once each, when first needed.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 from abc import ABC, abstractmethod
+from collections import OrderedDict
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from triec.engines import LLGuidanceEngine, XGrammarEngine, make_engine
+from triec.engines.xgrammar import ebnf_literal
 from triec.errors import TriecError
 from triec.schema.shape import ITEM_SEPARATOR, KEY_SEPARATOR
 from triec.tokenizer.vocabulary import Vocabulary
 
-PLACEHOLDER = ""
+GRAMMAR_CACHE = 2048
+"""Compiled grammars each driver keeps (least recently used out first); ``TRIEC_GRAMMAR_CACHE`` overrides."""
 
 _ENGINE_MEMO: dict[tuple[str, str, int, tuple[int, ...]], Any] = {}
 
 
+@dataclass(frozen=True)
+class GrammarSpec:
+    """A JSON Schema (its canonical JSON text) and the literal texts one of which must follow it (none: nothing)."""
+
+    schema: str
+    after: tuple[str, ...] = ()
+
+    @property
+    def key(self) -> str:
+        return json.dumps([self.schema, list(self.after)], ensure_ascii=False)
+
+    @property
+    def sha256(self) -> str:
+        return "sha256:" + hashlib.sha256(self.key.encode("utf-8")).hexdigest()
+
+
 class EngineDriver(ABC):
-    """One engine over one vocabulary: compile a schema, start, feed bytes, accept tokens, fill rows."""
+    """One engine over one vocabulary: compile a grammar, start, feed bytes, probe, accept tokens, fill rows."""
 
     name: str = ""
 
@@ -45,6 +68,36 @@ class EngineDriver(ABC):
         self.vocab = vocab
         self.words = (vocab.vocab_size + 31) // 32
         self.byte_tokens = _byte_tokens(vocab)
+        self._grammars: OrderedDict[str, Any] = OrderedDict()
+        self.cache_size = int(os.environ.get("TRIEC_GRAMMAR_CACHE", GRAMMAR_CACHE))
+        self.compiles = 0  # grammars compiled (cache misses), for reports
+
+    def compile_spec(self, spec: GrammarSpec) -> Any:
+        """The compiled grammar of ``spec``, from the driver's cache when it was compiled before."""
+        found = self._grammars.get(spec.key)
+        if found is not None:
+            self._grammars.move_to_end(spec.key)
+            return found
+        found = self._compile_spec(spec)
+        self.compiles += 1
+        self._grammars[spec.key] = found
+        while len(self._grammars) > self.cache_size:
+            self._grammars.popitem(last=False)
+        return found
+
+    def cached_grammars(self) -> int:
+        return len(self._grammars)
+
+    @abstractmethod
+    def _compile_spec(self, spec: GrammarSpec) -> Any: ...
+
+    @abstractmethod
+    def probe(self, m: Any, data: bytes) -> bool:
+        """Would ``data`` be accepted here? ``m`` is left unchanged."""
+
+    @abstractmethod
+    def forced(self, m: Any) -> bytes:
+        """The bytes the grammar forces next (possibly none)."""
 
     @abstractmethod
     def compile(self, schema: dict[str, Any]) -> Any: ...
@@ -121,10 +174,33 @@ class LLGuidanceDriver(EngineDriver):
         )
 
     def compile(self, schema: dict[str, Any]) -> Any:
-        m = self.llg.LLMatcher(self.engine.tokenizer, self.grammar(schema), log_level=0, limits=self.limits)
+        return self._matcher(self.grammar(schema), "schema")
+
+    def _matcher(self, grammar: Any, what: str) -> Any:
+        m = self.llg.LLMatcher(self.engine.tokenizer, grammar, log_level=0, limits=self.limits)
         if m.is_error():
-            raise TriecError(f"llguidance rejected the schema: {m.get_error()}")
+            raise TriecError(f"llguidance rejected the {what}: {m.get_error()}")
         return m
+
+    def _compile_spec(self, spec: GrammarSpec) -> Any:
+        if not spec.after:
+            return self.compile(json.loads(spec.schema))
+        options = {"whitespace_flexible": False, "item_separator": ITEM_SEPARATOR, "key_separator": KEY_SEPARATOR}
+        doc = {**json.loads(spec.schema), "x-guidance": options}
+        alts = " | ".join(json.dumps(a, ensure_ascii=False) for a in spec.after)
+        lark = ('%llguidance {"no_forcing": true}\nstart: j (' + alts + ")\nj: %json "
+                + json.dumps(doc, ensure_ascii=False))
+        return self._matcher(self.llg.LLMatcher.grammar_from_lark(lark), "grammar")
+
+    def probe(self, m: Any, data: bytes) -> bool:
+        ids = self._spell(data)
+        n = m.try_consume_tokens(ids)
+        if n:
+            m.rollback(n)
+        return n == len(ids)
+
+    def forced(self, m: Any) -> bytes:
+        return bytes(m.compute_ff_bytes())
 
     def start(self, compiled: Any) -> Any:
         return compiled.deep_copy()
@@ -197,6 +273,27 @@ class XGrammarDriver(EngineDriver):
             json.dumps(schema, ensure_ascii=False), any_whitespace=False, separators=(ITEM_SEPARATOR, KEY_SEPARATOR)
         )
 
+    def _compile_spec(self, spec: GrammarSpec) -> Any:
+        try:
+            if not spec.after:
+                return self.compile(json.loads(spec.schema))
+            xgr = self.xgr
+            g = xgr.Grammar.from_json_schema(spec.schema, any_whitespace=False, separators=(ITEM_SEPARATOR, KEY_SEPARATOR))
+            tail = xgr.Grammar.from_ebnf("root ::= " + " | ".join(ebnf_literal(a) for a in spec.after))
+            return self.engine.compiler.compile_grammar(xgr.Grammar.concat(g, tail))
+        except (RuntimeError, ValueError) as exc:
+            raise TriecError(f"xgrammar rejected the schema: {exc}") from None
+
+    def probe(self, m: Any, data: bytes) -> bool:
+        if m.accept_string(data):  # a refused string leaves the matcher as it was
+            m.rollback(1)
+            return True
+        return False
+
+    def forced(self, m: Any) -> bytes:
+        s = m.find_jump_forward_string()
+        return s.encode("utf-8") if isinstance(s, str) else bytes(s)
+
     def start(self, compiled: Any) -> Any:
         return self.xgr.GrammarMatcher(compiled)
 
@@ -249,30 +346,3 @@ def driver(name: str, vocab: Vocabulary) -> EngineDriver:
         _ENGINE_MEMO[key] = found
     return found
 
-
-class Continuation:
-    """The engine's state at the handover point, ready to be copied for each sequence."""
-
-    def __init__(self, drv: EngineDriver, continuation_schema: dict[str, Any], name_property: str, handover_text: bytes) -> None:
-        from triec.schema.shape import with_enum
-
-        self.driver = drv
-        self.compiled = drv.compile(with_enum(continuation_schema, name_property, [PLACEHOLDER]))
-        self.template = drv.start(self.compiled)
-        if not drv.feed(self.template, handover_text):
-            raise TriecError(f"{drv.name} refuses the literal text {handover_text!r} of its own continuation schema")
-        self._after: dict[bytes, Any] = {b"": self.template}
-
-    def new(self, rest: bytes = b"") -> Any:
-        """A matcher at the handover, having read ``rest`` (the bytes a straddling token carried past the tail).
-
-        The state after each distinct ``rest`` is made once and copied afterwards: a copy costs about a
-        microsecond, feeding bytes to the engine tens.
-        """
-        found = self._after.get(rest)
-        if found is None:
-            found = self.driver.copy(self.template)
-            if not self.driver.feed(found, rest):
-                raise TriecError(f"{self.driver.name} refused {rest!r} at the handover; the straddle table does not match it")
-            self._after[rest] = found
-        return self.driver.copy(found)

@@ -1,0 +1,302 @@
+"""A slot: one finite set's trie inside a larger output, and every token that crosses its edges.
+
+A slot's keys are its values' JSON string literals, after a literal prefix when
+the slot starts the output (``{"name": "get_user"``). Around the trie:
+
+* **exits**: a token may close a key and read on. The compile's walk reports
+  each (trie state, head) where a partial token is alive at a key's end
+  (:attr:`~triec.build.walk.Transitions.leaf_entries`); a head's tokens carry a
+  *rest* past the closing quote;
+* **tail**: literal text every value is followed by (``, "arguments": ``), served
+  from precomputed rows like the trie's;
+* **enters**: when a grammar engine hands over to the slot, a token may start in
+  the engine's text and run into a value (``' "get'``: a space, then a value).
+
+Each crossing token is classified once against the tail: it lands in the trie
+(``TRIE``), in the tail (``TAIL``), at the handover with a rest already known to
+be viable (``HANDOVER``: usually no rest; a rest only in tables converted from
+the first schema format, judged when they were compiled), or past the handover
+with a rest that the grammar after the value must accept (``DYNAMIC``, judged at
+serving time, once per grammar or once per visit). Everything here is a pure function of the keys, the tail and
+the vocabulary; the rows are (word, bits) pairs as in
+:mod:`triec.runtime.word_masks`.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from triec._arrays import concat_ranges
+from triec.runtime.word_masks import StateWords, words_from_pairs
+from triec.tokenizer.index import token_index
+
+if TYPE_CHECKING:
+    from triec.runtime.table import MaskTable
+    from triec.tokenizer.vocabulary import Vocabulary
+
+TRIE, TAIL, HANDOVER, DYNAMIC = 0, 1, 2, 3
+OTHER = "\U000ffffd"
+"""A character every free string takes and no marker is: at a slot's opening quote the engine takes the slot's
+marker and refuses this one, where a free string (an extra key, a string value) would take both."""
+KINDS = ("trie", "tail", "handover", "dynamic")
+
+Candidate = tuple[int, int, int, int, bytes]  # token, kind, target, leaf, rest
+
+
+@dataclass(frozen=True)
+class Groups:
+    """Crossing tokens in groups (CSR): one group per head, per tail offset, or per entering head."""
+
+    offsets: np.ndarray  # int64 [G + 1]
+    tokens: np.ndarray  # int32 [N], strictly ascending within a group
+    kind: np.ndarray  # int8 [N]: TRIE, TAIL, HANDOVER or DYNAMIC
+    target: np.ndarray  # int32 [N]: trie state (TRIE) or tail offset (TAIL), else -1
+    leaf: np.ndarray  # int32 [N]: the value whose key the token closes, -1 where the group's user knows it
+    rest_offsets: np.ndarray  # int64 [N + 1]
+    rest: np.ndarray  # uint8: the bytes a DYNAMIC token carries past the tail
+    rest_token: np.ndarray  # int32 [N]: a token spelling exactly that rest, -1 if none
+    labels: list[bytes]  # per group: the head's bytes (b"" for tail offsets)
+
+    @property
+    def num_groups(self) -> int:
+        return int(self.offsets.shape[0]) - 1
+
+    def span(self, g: int) -> tuple[int, int]:
+        return int(self.offsets[g]), int(self.offsets[g + 1])
+
+    def rest_of(self, k: int) -> bytes:
+        return self.rest[int(self.rest_offsets[k]) : int(self.rest_offsets[k + 1])].tobytes()
+
+    def find(self, g: int, token: int) -> int:
+        """The candidate index of ``token`` in group g, or -1."""
+        lo, hi = self.span(g)
+        i = int(np.searchsorted(self.tokens[lo:hi], token)) + lo
+        return i if i < hi and int(self.tokens[i]) == token else -1
+
+    @staticmethod
+    def pack(groups: list[list[Candidate]], labels: list[bytes], first_id: dict[bytes, int]) -> Groups:
+        flat = [c for g in groups for c in g]
+        offsets = np.zeros(len(groups) + 1, dtype=np.int64)
+        np.cumsum([len(g) for g in groups], out=offsets[1:])
+        rests = [c[4] for c in flat]
+        rest_offsets = np.zeros(len(flat) + 1, dtype=np.int64)
+        np.cumsum([len(x) for x in rests], out=rest_offsets[1:])
+        return Groups(
+            offsets=offsets,
+            tokens=np.array([c[0] for c in flat], dtype=np.int32),
+            kind=np.array([c[1] for c in flat], dtype=np.int8),
+            target=np.array([c[2] for c in flat], dtype=np.int32),
+            leaf=np.array([c[3] for c in flat], dtype=np.int32),
+            rest_offsets=rest_offsets,
+            rest=np.frombuffer(b"".join(rests), dtype=np.uint8).copy(),
+            rest_token=np.array([first_id.get(c[4], -1) if c[1] == DYNAMIC else -1 for c in flat], dtype=np.int32),
+            labels=list(labels),
+        )
+
+
+def classify(rest: bytes, tail: bytes) -> tuple[int, int, bytes] | None:
+    """Where ``rest`` (the bytes a token carries past a key's end) lands: (kind, tail offset, rest past the tail)."""
+    n = len(tail)
+    if len(rest) < n:
+        return (TAIL, len(rest), b"") if tail.startswith(rest) else None
+    if not rest.startswith(tail):
+        return None
+    x = rest[n:]
+    return (DYNAMIC, -1, x) if x else (HANDOVER, -1, b"")
+
+
+@dataclass
+class Slot:
+    """One finite set's trie, its crossing tokens and its static rows.
+
+    Source rows (what a position's static row is indexed by): trie states
+    ``0 .. S-1``, tail offsets ``S .. S+T-1``, entering heads ``S+T ..``.
+    """
+
+    trie: MaskTable
+    tail: bytes
+    enter_state: int  # the trie state an engine hands over at (before the opening quote); -1: never entered
+    marker: str  # the character the grammars hold instead of the values ("" for a slot only at the start)
+    exits: Groups
+    entry_state: np.ndarray  # int32 [E], ascending: trie states where a head closes a key
+    entry_group: np.ndarray  # int32 [E]: the head (a group of ``exits``)
+    entry_leaf: np.ndarray  # int32 [E]: the value index the head closes
+    tails: Groups  # group i: the tokens at tail offset i
+    enters: Groups  # group j: tokens read from the engine through head ``labels[j]`` into the trie
+    value_grammar: np.ndarray | None = None  # per value, the grammar that follows; None: the entering one resumes
+    words: StateWords = field(init=False, repr=False)
+    dynamic: np.ndarray = field(init=False, repr=False)  # bool per source row: some token needs the grammar after
+
+    def __post_init__(self) -> None:
+        self.words, self.dynamic = static_rows(self)
+
+    @property
+    def num_states(self) -> int:
+        return self.trie.num_states
+
+    @property
+    def num_values(self) -> int:
+        return self.trie.num_values
+
+    @property
+    def keys(self) -> list[bytes]:
+        return self.trie.value_bytes
+
+    def entries_at(self, state: int) -> range:
+        lo = int(np.searchsorted(self.entry_state, state, side="left"))
+        hi = int(np.searchsorted(self.entry_state, state, side="right"))
+        return range(lo, hi)
+
+    def tail_row(self, offset: int) -> int:
+        return self.num_states + offset
+
+    def enter_row(self, group: int) -> int:
+        return self.num_states + len(self.tail) + group
+
+    def leaf_value(self, state: int) -> int:
+        """The value whose key ends at ``state``, or -1."""
+        vs = self.trie.value_state
+        i = int(np.searchsorted(vs, state))
+        return i if i < vs.shape[0] and int(vs[i]) == state else -1
+
+    def walk_bytes(self, state: int, data: bytes) -> tuple[int, int, bytes] | None:
+        """Read ``data`` from trie state ``state``: (-1, state', b"") inside a key, (value, -1, rest) when it
+        closes value's key with ``rest`` left over, None when no key fits. O(log K)."""
+        keys = self.keys
+        w = self.trie.prefix(state) + data
+        i = bisect.bisect_left(keys, w)
+        if i < len(keys) and keys[i] == w:
+            return (i, -1, b"")
+        if i < len(keys) and keys[i].startswith(w):
+            return (-1, int(self.trie.value_state[i]) - (len(keys[i]) - len(w)), b"")
+        if i > 0 and w.startswith(keys[i - 1]):  # keys are prefix-free (each ends at its closing quote)
+            return (i - 1, -1, w[len(keys[i - 1]) :])
+        return None
+
+    def forced(self, state: int) -> bytes:
+        """The bytes every key below ``state`` continues with (through the tail if only one key is left)."""
+        keys = self.keys
+        p = self.trie.prefix(state)
+        lo = bisect.bisect_left(keys, p)
+        from triec.tokenizer.index import successor
+
+        hi = bisect.bisect_left(keys, successor(p), lo)
+        if lo >= hi:
+            return b""
+        a, b = keys[lo], keys[hi - 1]
+        k, limit = len(p), min(len(a), len(b))
+        while k < limit and a[k] == b[k]:
+            k += 1
+        return a[len(p) : k] + (self.tail if hi - lo == 1 else b"")
+
+
+def build_slot(
+    trie_table: MaskTable,
+    trie_depth: np.ndarray,
+    leaf_entries: tuple[np.ndarray, np.ndarray, np.ndarray],
+    vocab: Vocabulary,
+    *,
+    tail: bytes = b"",
+    enter_state: int = -1,
+    marker: str = "",
+    value_grammar: np.ndarray | None = None,
+) -> Slot:
+    """Classify every crossing token of a compiled trie (from ``walk(..., leaf_entries=True)``)."""
+    ti = token_index(vocab)
+    keys = trie_table.value_bytes
+    start, v, leaf_node = (np.asarray(a, dtype=np.int64) for a in leaf_entries)
+    leaf = np.searchsorted(np.asarray(trie_table.value_state, dtype=np.int64), leaf_node)
+    # exits: one group per head (a vocabulary-trie node; its bytes are the end of any key it closes)
+    _, first, inverse = np.unique(v, return_index=True, return_inverse=True)
+    labels = [keys[int(leaf[i])][int(trie_depth[start[i]]) :] for i in first.tolist()]
+    groups: list[list[Candidate]] = []
+    for h in labels:
+        cands = []
+        for t, tb in ti.below(h):
+            c = classify(tb[len(h) :], tail)
+            if c is not None:
+                cands.append((t, c[0], c[1], -1, c[2]))
+        groups.append(sorted(cands))
+    live = np.array([bool(g) for g in groups], dtype=bool)
+    keep = live[inverse] if inverse.size else np.zeros(0, dtype=bool)
+    remap = np.cumsum(live) - 1
+    e_state, e_group, e_leaf = start[keep], remap[inverse[keep]], leaf[keep]
+    order = np.lexsort((e_group, e_state))
+    exits = Groups.pack([g for g in groups if g], [h for h, ok in zip(labels, live.tolist(), strict=True) if ok],
+                        ti.first_id)
+    tails = Groups.pack([_tail_group(ti, tail, i) for i in range(len(tail))], [b""] * len(tail), ti.first_id)
+    enters = Groups.pack([], [], ti.first_id)
+    slot = Slot(trie_table, tail, enter_state, marker, exits, e_state[order].astype(np.int32),
+                e_group[order].astype(np.int32), e_leaf[order].astype(np.int32), tails, enters, value_grammar)
+    if enter_state >= 0:
+        slot.enters = _enter_groups(slot, vocab)
+        slot.words, slot.dynamic = static_rows(slot)
+    return slot
+
+
+def _tail_group(ti: object, tail: bytes, i: int) -> list[Candidate]:
+    """Tokens at tail offset i: inside the rest of the tail, ending at its end, or reading past it."""
+    spine = tail[i:]
+    cands: list[Candidate] = []
+    for k in range(1, len(spine) + 1):
+        for t in ti.spelling(spine[:k]):  # type: ignore[attr-defined]
+            cands.append((t, TAIL, i + k, -1, b"") if k < len(spine) else (t, HANDOVER, -1, -1, b""))
+    for t, tb in ti.below(spine):  # type: ignore[attr-defined]
+        cands.append((t, DYNAMIC, -1, -1, tb[len(spine) :]))
+    return sorted(cands)
+
+
+def _enter_groups(slot: Slot, vocab: Vocabulary) -> Groups:
+    """Tokens h + '"' + y with h non-empty: the engine reads h, the slot reads '"' + y from its entry state."""
+    ti = token_index(vocab)
+    found: dict[bytes, list[Candidate]] = {}
+    for t, i in ti.quoted:
+        tb = vocab.token_bytes[t]
+        got = slot.walk_bytes(slot.enter_state, tb[i:])
+        if got is None:
+            continue
+        val, state, rest = got
+        if val < 0:
+            c: Candidate | None = (t, TRIE, state, -1, b"")
+        else:
+            cl = classify(rest, slot.tail)
+            c = None if cl is None else (t, cl[0], cl[1], val, cl[2])
+        if c is not None:
+            found.setdefault(tb[:i], []).append(c)
+    labels = sorted(found)
+    return Groups.pack([sorted(found[h]) for h in labels], labels, ti.first_id)
+
+
+def static_rows(slot: Slot) -> tuple[StateWords, np.ndarray]:
+    """(word, bits) rows of every source row from the tokens whose landing needs no engine, and which rows
+    also hold DYNAMIC tokens."""
+    trie = slot.trie
+    s, n, ge = trie.num_states, len(slot.tail), slot.enters.num_groups
+    off = np.asarray(trie.allowed_offsets, dtype=np.int64)
+    rows = [np.repeat(np.arange(s, dtype=np.int64), np.diff(off))]
+    toks = [np.asarray(trie.allowed_tokens, dtype=np.int64)]
+    dynamic = np.zeros(s + n + ge, dtype=bool)
+    # exits: each entry repeats its head's tokens at its state
+    ex = slot.exits
+    e_group = slot.entry_group.astype(np.int64)
+    lo = ex.offsets[e_group]
+    cnt = ex.offsets[e_group + 1] - lo
+    idx = concat_ranges(lo, cnt)
+    at = np.repeat(slot.entry_state.astype(np.int64), cnt)
+    static = ex.kind[idx] != DYNAMIC
+    rows.append(at[static])
+    toks.append(ex.tokens[idx][static].astype(np.int64))
+    dynamic[at[~static]] = True
+    # tail offsets and entering heads: one source row per group
+    for groups, base in ((slot.tails, s), (slot.enters, s + n)):
+        g_of = np.repeat(np.arange(groups.num_groups, dtype=np.int64), np.diff(groups.offsets)) + base
+        static = groups.kind != DYNAMIC
+        rows.append(g_of[static])
+        toks.append(groups.tokens[static].astype(np.int64))
+        dynamic[g_of[~static]] = True
+    words = words_from_pairs(s + n + ge, np.concatenate(rows), np.concatenate(toks), trie.words_per_row)
+    return words, dynamic

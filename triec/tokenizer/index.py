@@ -1,0 +1,92 @@
+"""Lookups over a vocabulary's token bytes for the tokens that cross a boundary, built once per vocabulary.
+
+Where a trie meets a grammar engine, the tokens to find are "every token that
+starts with these bytes" (a contiguous range of the distinct token bytes in
+sorted order, which is the automaton's key order) and "the token, if any,
+that spells exactly these bytes".
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from triec._memo import per_table
+
+if TYPE_CHECKING:
+    from triec.tokenizer.vocabulary import Vocabulary
+
+QUOTE = 0x22
+
+
+@dataclass(frozen=True)
+class TokenIndex:
+    keys: list[bytes]  # the distinct non-empty token bytes, sorted (the automaton's key order)
+    key_offsets: np.ndarray  # ids of keys[d] are ids[key_offsets[d]:key_offsets[d + 1]], ascending
+    ids: np.ndarray  # int32
+    first_id: dict[bytes, int]  # the smallest id spelling each distinct bytes
+    byte_token: np.ndarray  # int32 [256]: the smallest id spelling exactly that one byte, -1 if none
+    quoted: list[tuple[int, int]]  # (id, i) for every '"' at position i >= 1 of a token
+    after_quote: frozenset[int]  # every byte that follows a '"' inside some token
+
+    def with_prefix(self, prefix: bytes) -> tuple[int, int]:
+        """The range [lo, hi) of :attr:`keys` starting with ``prefix`` (``prefix`` itself included)."""
+        lo = bisect.bisect_left(self.keys, prefix)
+        hi = bisect.bisect_left(self.keys, successor(prefix), lo) if prefix else len(self.keys)
+        return lo, hi
+
+    def spelling(self, data: bytes) -> list[int]:
+        """Every id whose bytes are exactly ``data``."""
+        lo, hi = self.with_prefix(data)
+        if lo < hi and self.keys[lo] == data:
+            return self.ids[int(self.key_offsets[lo]) : int(self.key_offsets[lo + 1])].tolist()
+        return []
+
+    def below(self, prefix: bytes) -> list[tuple[int, bytes]]:
+        """Every (id, bytes) whose bytes start with ``prefix`` and are longer."""
+        lo, hi = self.with_prefix(prefix)
+        off, out = self.key_offsets, []
+        for d in range(lo, hi):
+            k = self.keys[d]
+            if len(k) > len(prefix):
+                out.extend((t, k) for t in self.ids[int(off[d]) : int(off[d + 1])].tolist())
+        return out
+
+
+def successor(prefix: bytes) -> bytes:
+    """The smallest byte string after every string that starts with ``prefix``."""
+    b = bytearray(prefix)
+    while b and b[-1] == 0xFF:
+        b.pop()
+    if not b:
+        return b"\xff" * (len(prefix) + 1)
+    b[-1] += 1
+    return bytes(b)
+
+
+@per_table
+def token_index(vocab: Vocabulary) -> TokenIndex:
+    """Built from the automaton's key order in a few list operations (about 0.1 s for 150k tokens)."""
+    a = vocab.automaton
+    tb = vocab.token_bytes
+    key_offsets = np.asarray(a.key_offsets, dtype=np.int64)
+    ids = np.asarray(a.key_ids, dtype=np.int32)
+    firsts = ids[key_offsets[:-1]].tolist()
+    keys = [tb[i] for i in firsts]
+    byte_token = np.full(256, -1, dtype=np.int32)
+    quoted: list[tuple[int, int]] = []
+    after: set[int] = set()
+    for t, b in enumerate(tb):
+        if len(b) == 1 and byte_token[b[0]] < 0:
+            byte_token[b[0]] = t
+        i = b.find(b'"')
+        while i >= 0:
+            if i > 0:
+                quoted.append((t, i))
+            if i + 1 < len(b):
+                after.add(b[i + 1])
+            i = b.find(b'"', i + 1)
+    return TokenIndex(keys, key_offsets, ids, dict(zip(keys, firsts, strict=True)), byte_token, quoted, frozenset(after))
