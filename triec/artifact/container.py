@@ -3,7 +3,8 @@
 Layout (all integers little-endian; docs/format.md is the byte-by-byte spec)::
 
     0   8  magic  b"\\x89TRIEC\\r\\n"
-    8   4  u32    format version (1, or 2 when the header records an encoding)
+    8   4  u32    format version (1; 2 when the header records an encoding; 3 for the
+                  schema layout of slots and grammars)
     12  4  u32    header length H
     16  4  u32    CRC-32 of the header bytes
     20  4  u32    reserved, 0
@@ -37,13 +38,18 @@ import numpy as np
 from triec.errors import ArtifactChecksumError, ArtifactError, ArtifactVersionError, OutputError
 
 MAGIC = b"\x89TRIEC\r\n"
-FORMAT_VERSION = 2  # the newest version this triec reads and writes
+FORMAT_VERSION = 3  # the newest version this triec reads and writes
 # Version 2 = version 1 plus the header's ``encoding`` map. A table of raw values
 # with nothing around them is still written as version 1, byte for byte as
 # before, so that older readers keep loading it; a table whose values are
 # spelled (JSON, prefix, suffix) is version 2, which older readers refuse with
 # "upgrade triec" instead of handing back the spelled strings as values.
+# Version 3 is written for one layout only, the ``triec-schema`` tables of slots
+# and grammars (docs/format.md); mask tables keep versions 1 and 2, byte for byte.
 PLAIN_FORMAT_VERSION = 1
+ENCODED_FORMAT_VERSION = 2
+SCHEMA_FORMAT_VERSION = 3
+VERSIONS = (PLAIN_FORMAT_VERSION, ENCODED_FORMAT_VERSION, SCHEMA_FORMAT_VERSION)
 PREAMBLE = struct.Struct("<8sIIII")
 ALIGN = 64
 MAX_HEADER = 1 << 20  # a header is a few hundred bytes; refuse anything absurd
@@ -187,8 +193,8 @@ def read_header(buf: Any, source: str, *, verify: bool = False) -> tuple[dict[st
         raise ArtifactVersionError(
             f"{source}: format version {version} is newer than this triec supports ({FORMAT_VERSION}); upgrade triec"
         )
-    if version not in (PLAIN_FORMAT_VERSION, FORMAT_VERSION):
-        raise fail(source, f"format version: expected {PLAIN_FORMAT_VERSION} or {FORMAT_VERSION}, found {version}")
+    if version not in VERSIONS:
+        raise fail(source, f"format version: expected one of {', '.join(map(str, VERSIONS))}, found {version}")
     if reserved != 0:
         raise fail(source, f"preamble reserved field: expected 0, found {reserved}")
     if head_len > MAX_HEADER or PREAMBLE.size + head_len > size:

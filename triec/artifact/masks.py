@@ -1,9 +1,10 @@
 """The mask-table format (``"triec-masks"``): six sections and the header fields that describe them.
 
-Every artifact holds a mask table: a plain one is just that, and a compiled tool
-schema (format ``"triec-schema"``) is the trie of its names followed by sections
-of its own, which the schema layer writes and reads (:mod:`triec.schema.artifact`).
-That layer sits above this one, so it is imported where a table or a file of that
+A plain artifact is a mask table (versions 1 and 2). A compiled schema (format
+``"triec-schema"``) is the schema layer's own layout (:mod:`triec.schema.artifact`):
+version 3, slots and grammars; files of the first schema layout (versions 1 and
+2: the trie of the names followed by sections of its own) are still read. That
+layer sits above this one, so it is imported where a table or a file of that
 kind turns up, and nowhere else (docs/architecture.md, "Lazy edges").
 """
 
@@ -15,7 +16,7 @@ from typing import Any
 
 from triec._version import __version__
 from triec.artifact import container
-from triec.artifact.container import FORMAT_VERSION, PLAIN_FORMAT_VERSION
+from triec.artifact.container import ENCODED_FORMAT_VERSION, PLAIN_FORMAT_VERSION, SCHEMA_FORMAT_VERSION
 from triec.encoding import Encoding
 from triec.errors import ArtifactError, TokenizerMismatch
 from triec.runtime.kinds import Table, TableKind
@@ -61,19 +62,16 @@ def _schema_format() -> ModuleType:
 def encode_artifact(table: Table) -> bytes:
     """The artifact's bytes: a pure function of the table (same table, same bytes).
 
-    A compiled tool schema (``table.kind`` is :attr:`TableKind.TOOL_SCHEMA`) is written as
-    format ``"triec-schema"``: its trie's six sections, then the schema sections
-    (:mod:`triec.schema.artifact`), and a ``schema`` map in the header.
+    A compiled schema (``table.kind`` is :attr:`TableKind.TOOL_SCHEMA`) is written as
+    format ``"triec-schema"``, version 3, by the schema layer (:mod:`triec.schema.artifact`).
     """
-    schema = _schema_format() if table.kind is TableKind.TOOL_SCHEMA else None
-    trie: MaskTable = table.trie if schema is not None else table  # type: ignore[attr-defined, assignment]
+    if table.kind is TableKind.TOOL_SCHEMA:
+        return _schema_format().encode_schema_artifact(table)
+    trie: MaskTable = table  # type: ignore[assignment]
     if trie.num_allowed >= 2**32:
         raise ArtifactError(f"{trie.num_allowed} allowed pairs exceed the format's u32 offsets")
     layout = list(SECTIONS)
     sources = {name: getattr(trie, name) for name, _ in SECTIONS}
-    if schema is not None:
-        layout += schema.SCHEMA_SECTIONS
-        sources.update(schema.schema_arrays(table))
     header: dict[str, Any] = {
         "format": FORMAT_NAMES[table.kind],
         "triec_version": __version__,
@@ -87,10 +85,8 @@ def encode_artifact(table: Table) -> bytes:
     }
     version = PLAIN_FORMAT_VERSION
     if not trie.encoding.plain:
-        version = FORMAT_VERSION
+        version = ENCODED_FORMAT_VERSION
         header["encoding"] = trie.encoding.to_header()
-    if schema is not None:
-        header["schema"] = schema.schema_header(table)
     return container.encode(header, [(name, dtype, sources[name]) for name, dtype in layout], version)
 
 
@@ -106,6 +102,23 @@ def _fail(source: str, message: str) -> ArtifactError:
     return container.fail(source, message)
 
 
+def check_common_header(header: dict[str, Any], source: str) -> int:
+    """The header fields every format shares (mask width, EOS ids, writer, build options); returns the width."""
+    field, count = container.field, container.count
+    vocab_size = count(header, "vocab_size", source, 2**31)
+    if vocab_size < 1:
+        raise _fail(source, "header field 'vocab_size': a mask is at least 1 token wide, found 0")
+    eos = field(header, "eos_token_ids", list, source)
+    if not all(isinstance(e, int) and not isinstance(e, bool) and 0 <= e < vocab_size for e in eos):
+        raise _fail(source, f"header field 'eos_token_ids': expected ids in 0..{vocab_size - 1}, found {eos!r}")
+    field(header, "triec_version", str, source)
+    field(header, "build_options", dict, source)
+    tok = field(header, "tokenizer", dict, source)
+    if not isinstance(tok.get("fingerprint"), str) or not isinstance(tok.get("name"), str):
+        raise _fail(source, "header field 'tokenizer': expected name and fingerprint strings")
+    return vocab_size
+
+
 def parse_artifact(buf: Any, source: str, *, verify: bool = False) -> dict[str, Any]:
     """Validate the layout and return the header plus numpy views of the sections."""
     header, data_start, version = container.read_header(buf, source, verify=verify)
@@ -114,35 +127,34 @@ def parse_artifact(buf: Any, source: str, *, verify: bool = False) -> dict[str, 
     if kind is None:
         expected_formats = " or ".join(repr(n) for n in FORMAT_NAMES.values())
         raise _fail(source, f"header field 'format': expected {expected_formats}, found {header.get('format')!r}")
-    vocab_size = count(header, "vocab_size", source, 2**31)
-    if vocab_size < 1:
-        raise _fail(source, "header field 'vocab_size': a mask is at least 1 token wide, found 0")
+    if version == SCHEMA_FORMAT_VERSION:
+        if kind is not TableKind.TOOL_SCHEMA:
+            raise _fail(source, f"header field 'format': format version {version} holds "
+                                f"{FORMAT_NAMES[TableKind.TOOL_SCHEMA]!r} only, found {header['format']!r}")
+        schema = _schema_format()
+        check_common_header(header, source)
+        layout, expected = schema.layout_counts(header, source)
+        arrays = container.read_sections(buf, source, header, data_start, layout, expected, verify=verify)
+        return {"header": header, "arrays": arrays, "format_version": version}
+    check_common_header(header, source)
     num_states = count(header, "num_states", source, 2**31)
     num_allowed = count(header, "num_allowed", source)
     num_values = count(header, "num_values", source, 2**31)
     if num_states < 1 or num_values < 1:
         raise _fail(source, "header: an artifact holds at least one value and one state")
-    eos = field(header, "eos_token_ids", list, source)
-    if not all(isinstance(e, int) and not isinstance(e, bool) and 0 <= e < vocab_size for e in eos):
-        raise _fail(source, f"header field 'eos_token_ids': expected ids in 0..{vocab_size - 1}, found {eos!r}")
-    field(header, "triec_version", str, source)
-    field(header, "build_options", dict, source)
     if version == PLAIN_FORMAT_VERSION and "encoding" in header:
-        raise _fail(source, f"header field 'encoding': needs format version {FORMAT_VERSION}, the file says {version}")
-    if version == FORMAT_VERSION:
+        raise _fail(source, f"header field 'encoding': needs format version {ENCODED_FORMAT_VERSION}, the file says {version}")
+    if version == ENCODED_FORMAT_VERSION:
         try:
             encoding = Encoding.from_header(header.get("encoding"))
         except ValueError as exc:
             raise _fail(source, f"header field 'encoding': {exc}") from None
         if encoding.plain:
             raise _fail(source, f"header field 'encoding': a raw encoding without prefix or suffix is written as version {PLAIN_FORMAT_VERSION}")
-    tok = field(header, "tokenizer", dict, source)
-    if not isinstance(tok.get("fingerprint"), str) or not isinstance(tok.get("name"), str):
-        raise _fail(source, "header field 'tokenizer': expected name and fingerprint strings")
     field(header, "sections", list, source)
     expected = _expected_counts(num_states, num_allowed, num_values)
     layout = list(SECTIONS)
-    if kind is TableKind.TOOL_SCHEMA:
+    if kind is TableKind.TOOL_SCHEMA:  # the first schema layout (read, never written)
         schema = _schema_format()
         layout += schema.SCHEMA_SECTIONS
         expected.update(schema.expected_counts(header.get("schema"), source))
@@ -175,6 +187,14 @@ def load(
     buf, _compressed = container.read_buffer(source)
     parsed = parse_artifact(buf, source, verify=verify)
     header, arrays = parsed["header"], parsed["arrays"]
+    if parsed["format_version"] == SCHEMA_FORMAT_VERSION:
+        schema_table = _schema_format().load_schema_artifact(header, arrays, source, verify=verify)
+        if expect_fingerprint is not None and expect_fingerprint != schema_table.tokenizer_fingerprint:
+            raise TokenizerMismatch(
+                f"{source}: compiled for tokenizer {schema_table.tokenizer_fingerprint} ({schema_table.tokenizer_name}), "
+                f"expected {expect_fingerprint}"
+            )
+        return schema_table
     table = MaskTable._from_artifact(
         **{name: arrays[name] for name, _ in SECTIONS},
         vocab_size=header["vocab_size"],

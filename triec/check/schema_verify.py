@@ -1,15 +1,33 @@
-"""A compiled tool schema against an engine compiled on the whole schema, state by state.
+"""A compiled schema table against an engine compiled on the whole original schema, state by state.
 
-The oracle is llguidance or xgrammar given the schema with every name, in the same
-convention (:mod:`triec.schema.continuation`). Checked: every trie state's full row
-(reached along the trie's own token paths); one step past every token that
-leaves the trie part (each straddle at each trie state, each tail-row token at
-each key's end); every tail offset; and random decode walks to EOS, every
-step's row compared. Pure logic, no printing.
+The oracle is llguidance or xgrammar given the whole output's grammar in the
+same convention: for a table from ``compile_schema`` the user's schema with
+every enum whole (``info["schema"]``), for a table read from the first schema
+layout its continuation with every name; other shapes (a tool registry)
+register their own (:data:`ORACLES`) or are passed one (``oracle=``). Checked,
+every row in full (the matcher's ``fill_bitmask`` against the engine's mask):
+
+* **walks**: random decodes to EOS; a third of the steps prefer long tokens and
+  a third closing ones (a quote, brace or bracket, or EOS), so that walks cross
+  boundaries and end;
+* **each slot, exhaustively**: a walk reaches the slot's entry (the start of
+  the output for a start slot), then every trie state of the slot (depth
+  first along the trie's own token paths, the matcher forked and the engine
+  rolled back; past ``max_states`` a seeded sample that always holds the
+  states of depth <= 2), and one step past every crossing token at each state:
+  the exits (tokens closing a value and reading on) at every state, the tail
+  groups at every tail offset after a few values, and at the entry the
+  entering tokens (engine text + opening quote + value bytes), from where the
+  text before the quote begins.
+
+Rows where the engine's mask lacks tokens that its own ``accept_token``
+accepts (xgrammar on a few long synthetic tokens, docs/verify.md) are counted
+apart (``engine_narrower``), not as mismatches. Pure logic, no printing.
 """
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,11 +37,56 @@ import numpy as np
 
 from triec._arrays import row_ids
 from triec.check.paths import escape_bytes, token_paths
-from triec.schema.continuation import driver
+from triec.errors import TriecError
 
 if TYPE_CHECKING:
+    from triec.schema.grammar import EngineDriver
     from triec.schema.matcher import SchemaMatcher
+    from triec.schema.slot import Slot
     from triec.schema.table import SchemaTable
+    from triec.tokenizer.vocabulary import Vocabulary
+
+DEFAULT_MAX_STATES = 20_000
+"""Trie states of one slot checked exhaustively; a larger slot is sampled (depth <= 2 always in)."""
+
+
+@dataclass
+class Oracle:
+    """An engine on the whole output: ``driver`` answers fill / accept / rollback on the handles ``new()`` makes."""
+
+    driver: EngineDriver
+    new: Callable[[], Any]
+    what: str = ""
+
+
+ORACLES: dict[str, Callable[[SchemaTable], Oracle]] = {}
+"""Oracle makers by ``table.info["shape"]`` for shapes whose whole grammar is not a JSON Schema in ``info``."""
+
+
+def whole_schema(table: SchemaTable) -> dict[str, Any]:
+    """The user's whole schema the table was compiled from (every enum with all its members)."""
+    info = table.info
+    if isinstance(info.get("schema"), str):
+        return json.loads(info["schema"])
+    if isinstance(info.get("continuation"), str) and isinstance(info.get("name_property"), str):  # the first layout
+        from triec.schema.shape import with_enum
+
+        return with_enum(json.loads(info["continuation"]), info["name_property"], table.names)
+    raise TriecError(f"this table ({info.get('shape', '?')}) records no whole schema; pass compare_schema an oracle")
+
+
+def schema_oracle(table: SchemaTable, schema: dict[str, Any] | None = None) -> Oracle:
+    """``table.engine`` compiled on ``schema`` (default: :func:`whole_schema`) in the table's convention."""
+    from triec.schema.grammar import driver
+
+    drv = driver(table.engine, table.vocabulary())
+    compiled = drv.compile(schema if schema is not None else whole_schema(table))
+    return Oracle(drv, lambda: drv.start(compiled), f"{table.engine} on the whole schema")
+
+
+def default_oracle(table: SchemaTable) -> Oracle:
+    maker = ORACLES.get(str(table.info.get("shape", "")))
+    return maker(table) if maker is not None else schema_oracle(table)
 
 
 @dataclass
@@ -32,9 +95,14 @@ class SchemaCheck:
     states_checked: int = 0
     steps_past: int = 0
     tail_checked: int = 0
+    enters_checked: int = 0
+    slots_checked: int = 0
+    slots_unreached: list[int] = field(default_factory=list)
+    sampled: bool = False
     walks: int = 0
     walk_steps: int = 0
     walks_ended: int = 0
+    approach_steps: int = 0
     mismatches: int = 0
     examples: list[dict[str, Any]] = field(default_factory=list)
     engine_narrower: int = 0
@@ -46,178 +114,345 @@ class SchemaCheck:
     def ok(self) -> bool:
         return self.mismatches == 0
 
-    def add(self, where: str, prefix: bytes, ours: np.ndarray, theirs: np.ndarray, vocab: Any) -> None:
+    def add(self, where: str, prefix: bytes, ours: np.ndarray | None, theirs: np.ndarray | None, vocab: Any) -> None:
         self.mismatches += 1
         if len(self.examples) < 10:
-            a, b = set(row_ids(ours).tolist()), set(row_ids(theirs).tolist())
+            a = set(row_ids(ours).tolist()) if ours is not None else set()
+            b = set(row_ids(theirs).tolist()) if theirs is not None else set()
 
             def show(ids: set[int]) -> list[str]:
-                return [f"{t}:{escape_bytes(vocab.token_bytes[t]) if t < vocab.num_tokens else '<pad>'}" for t in sorted(ids)[:6]]
+                return [f"{t}:{_show(vocab, t)}" for t in sorted(ids)[:6]]
 
-            self.examples.append({"where": where, "prefix": escape_bytes(prefix), "only_triec": show(a - b), "only_engine": show(b - a)})
+            self.examples.append({"where": where, "prefix": escape_bytes(prefix), "only_triec": show(a - b),
+                                  "only_engine": show(b - a)})  # fmt: skip
+
+
+def _show(vocab: Any, t: int) -> str:
+    if t in vocab.eos_token_ids:
+        return "<eos>"
+    return escape_bytes(vocab.token_bytes[t]) if t < vocab.num_tokens else "<pad>"
+
+
+class _Run:
+    """One comparison's state: the oracle, the report, scratch rows."""
+
+    def __init__(self, table: SchemaTable, oracle: Oracle, res: SchemaCheck) -> None:
+        self.table, self.oracle, self.res = table, oracle, res
+        self.drv = oracle.driver
+        self.vocab: Vocabulary = table.vocabulary()
+        self.ours = np.zeros(table.words_per_row, dtype=np.int32)
+        self.theirs = np.zeros(table.words_per_row, dtype=np.int32)
+        self.eos = set(table.eos_token_ids)
+        tb = self.vocab.token_bytes
+        self.closing = np.zeros(table.vocab_size, dtype=bool)
+        self.length = np.zeros(table.vocab_size, dtype=np.int64)
+        for t, b in enumerate(tb):
+            self.closing[t] = b'"' in b or b"}" in b or b"]" in b
+            self.length[t] = len(b)
+        for e in self.eos:
+            self.closing[e] = True
+        from triec.tokenizer.index import token_index
+
+        self.byte_token = token_index(self.vocab).byte_token
+
+    def same(self, m: SchemaMatcher, o: Any, where: str, prefix: bytes) -> bool:
+        """Compare the full rows; an engine row narrower than its own accept_token counts apart."""
+        m.fill_bitmask(self.ours)
+        self.theirs.fill(0)
+        self.drv.fill(o, self.theirs)
+        if np.array_equal(self.ours, self.theirs):
+            return True
+        a, b = set(row_ids(self.ours).tolist()), set(row_ids(self.theirs).tolist())
+        if not b - a and all(self.accepts(o, t) for t in a - b):
+            res = self.res
+            res.engine_narrower += 1
+            if len(res.narrower_examples) < 10:
+                res.narrower_examples.append({"where": where, "prefix": escape_bytes(prefix),
+                                              "tokens": [f"{t}:{_show(self.vocab, t)}" for t in sorted(a - b)[:6]]})
+            return True
+        self.res.add(where, prefix, self.ours, self.theirs, self.vocab)
+        return False
+
+    def accepts(self, o: Any, t: int) -> bool:
+        if self.drv.accept(o, t):
+            self.drv.rollback(o, 1)
+            return True
+        return False
+
+    def step(self, m: SchemaMatcher, o: Any, t: int, where: str, prefix: bytes) -> bool:
+        """Both accept ``t`` (False, counted as a mismatch, when either refuses)."""
+        if not m.accept_token(t):
+            self.res.add(f"{where}: triec refuses token {t} ({_show(self.vocab, t)})", prefix, None, None, self.vocab)
+            return False
+        if not self.drv.accept(o, t):
+            self.res.add(f"{where}: the engine refuses token {t} ({_show(self.vocab, t)})", prefix, None, None, self.vocab)
+            m.rollback(1)
+            return False
+        return True
+
+    def step_past(self, m: SchemaMatcher, o: Any, tokens: list[int], prefix: bytes, where: str) -> None:
+        """One step past each token: both accept it, then the rows after it are compared."""
+        for t in tokens:
+            m2 = m.fork()
+            if not self.step(m2, o, t, where, prefix):
+                continue
+            self.res.steps_past += 1
+            self.same(m2, o, f"{where}, one step past token {t}", prefix + self.token(t))
+            self.drv.rollback(o, 1)
+
+    def token(self, t: int) -> bytes:
+        return b"" if t in self.eos or t >= self.vocab.num_tokens else self.vocab.token_bytes[t]
+
+    def pick(self, ids: list[int], rng: random.Random) -> int:
+        """A third of the time a closing token, a third one of the longest, else any."""
+        r = rng.random()
+        if r < 1 / 3:
+            ends = [t for t in ids if self.closing[t]]
+            if ends:
+                return rng.choice(ends)
+        if r < 2 / 3:
+            arr = np.asarray(ids, dtype=np.int64)
+            order = np.argsort(-self.length[arr], kind="stable")
+            top = arr[order[: max(1, len(ids) // 8)]]
+            return int(rng.choice(top.tolist()))
+        return rng.choice(ids)
 
 
 def compare_schema(
     table: SchemaTable,
-    schema: dict[str, Any],
+    oracle: Oracle | dict[str, Any] | None = None,
     *,
     walks: int = 50,
     seed: int = 0,
     max_walk_steps: int = 80,
     full_tail_leaves: int = 3,
+    max_states: int = DEFAULT_MAX_STATES,
+    entry_attempts: int = 40,
+    slots: bool = True,
 ) -> SchemaCheck:
-    """Compare with ``table.engine`` compiled on ``schema`` (the whole schema, every name)."""
-    vocab = table.vocabulary()
-    drv = driver(table.engine, vocab)
-    whole = drv.compile(schema)
+    """Compare ``table`` with its oracle (default :func:`default_oracle`; a dict is a whole schema to compile).
+
+    ``slots=False`` runs the walks only. See the module docstring for what is checked.
+    """
+    if isinstance(oracle, dict):
+        oracle = schema_oracle(table, oracle)
+    elif oracle is None:
+        oracle = default_oracle(table)
     res = SchemaCheck(against=table.engine)
-    width = table.words_per_row
-    ours = np.zeros(width, dtype=np.int32)
-    theirs = np.zeros(width, dtype=np.int32)
-
-    def same(m: SchemaMatcher, o: Any, where: str, prefix: bytes) -> bool:
-        m.fill_bitmask(ours)
-        theirs.fill(0)
-        drv.fill(o, theirs)
-        if np.array_equal(ours, theirs):
-            return True
-        only_ours = set(row_ids(ours).tolist()) - set(row_ids(theirs).tolist())
-        if not set(row_ids(theirs).tolist()) - set(row_ids(ours).tolist()) and all(_accepts(drv, o, t) for t in only_ours):
-            res.engine_narrower += 1
-            if len(res.narrower_examples) < 10:
-                res.narrower_examples.append({"where": where, "prefix": escape_bytes(prefix), "tokens": [
-                    f"{t}:{escape_bytes(vocab.token_bytes[t])}" for t in sorted(only_ours)[:6]]})
-            return True
-        res.add(where, prefix, ours, theirs, vocab)
-        return False
-
-    def step_past(m: SchemaMatcher, o: Any, tokens: list[int], prefix: bytes, where: str) -> None:
-        for t in tokens:
-            m2 = m.copy()
-            if not m2.accept_token(t):
-                res.add(f"{where}: triec refuses its own token {t}", prefix, ours, theirs, vocab)
-                continue
-            if not drv.accept(o, t):
-                res.add(f"{where}: engine refuses token {t}", prefix, ours, theirs, vocab)
-                continue
-            res.steps_past += 1
-            same(m2, o, f"{where}, one step past token {t}", prefix + vocab.token_bytes[t])
-            drv.rollback(o, 1)
-
-    trie = table.trie
-    parent, via = token_paths(trie)
-    children: dict[int, list[int]] = {}
-    for s in range(1, trie.num_states):
-        if parent[s] >= 0:
-            children.setdefault(int(parent[s]), []).append(s)
-    leaf_value = {int(s): i for i, s in enumerate(trie.value_state.tolist())}
-    st = table.straddles
-    o = drv.start(whole)
-    full_tail_done = 0
-    stack: list[tuple[int, int, bytes]] = [(1, 0, b"")]
-    while stack:
-        kind, s, prefix = stack.pop()
-        if kind == 0:
-            drv.rollback(o, 1)
-            continue
-        if s:
-            t = int(via[s])
-            if not drv.accept(o, t):
-                res.add(f"state {s}: engine refuses trie token {t}", prefix, ours, theirs, vocab)
-                continue
-            stack.append((0, s, b""))
-        m = table.matcher_at(s)
-        res.states_checked += 1
-        same(m, o, f"trie state {s}", prefix)
-        if s in leaf_value:
-            lo, hi = int(st.offsets[0]), int(st.offsets[1])
-            step_past(m, o, st.tokens[lo:hi].tolist(), prefix, f"key end {s}")
-            if full_tail_done < full_tail_leaves:
-                full_tail_done += 1
-                _check_tail(table, drv, o, leaf_value[s], prefix, res, same, step_past)
-        else:
-            straddling = []
-            for e in table.entries_at(s):
-                r = int(table.entry_row[e])
-                straddling.extend(st.tokens[int(st.offsets[r]) : int(st.offsets[r + 1])].tolist())
-            step_past(m, o, straddling, prefix, f"trie state {s} (straddles)")
-        for c in reversed(children.get(s, [])):
-            stack.append((1, c, prefix + vocab.token_bytes[int(via[c])]))
-
+    run = _Run(table, oracle, res)
     rng = random.Random(seed)
+    if slots:
+        for s in range(len(table.slots)):
+            at = _reach(run, s, rng, entry_attempts, max(max_walk_steps, 200))
+            if at is None:
+                res.slots_unreached.append(s)
+                continue
+            res.slots_checked += 1
+            _check_slot(run, s, *at, full_tail_leaves, max_states, seed)
     for _ in range(walks):
-        _walk(table, drv, whole, rng, res, same, max_walk_steps)
+        _walk(run, rng, max_walk_steps)
     return res
 
 
-def _accepts(drv: Any, o: Any, t: int) -> bool:
-    if drv.accept(o, t):
-        drv.rollback(o, 1)
-        return True
-    return False
+# ---------------------------------------------------------------- reaching a slot
 
 
-def _check_tail(
-    table: SchemaTable, drv: Any, o: Any, value: int, prefix: bytes, res: SchemaCheck,
-    same: Callable[..., bool], step_past: Callable[..., None],
-) -> None:
-    """Every tail offset after one key: its row and one step past each of its tokens."""
-    tail = table.tail
+def _at_entry(run: _Run, m: SchemaMatcher, s: int) -> bool:
+    """Whether the matcher stands where slot s begins: in the engine, with the opening quote entering s."""
+    from triec.schema.matcher import ENGINE, SLOT
+
+    if m.st.phase != ENGINE:
+        return False
+    q = int(run.byte_token[0x22])
+    if q < 0 or not (int(run.ours[q >> 5]) >> (q & 31)) & 1:
+        return False
+    m2 = m.fork()
+    return m2.accept_token(q) and m2.st.phase == SLOT and m2.st.s == s
+
+
+def _reach(run: _Run, s: int, rng: random.Random, attempts: int, max_steps: int) -> tuple[Any, Any, bytes] | None:
+    """(matcher, engine, text) at slot s's entry along a random walk (rows compared on the way), or None."""
+    from triec.schema.matcher import SLOT
+
+    table = run.table
+    if s == table.start_slot:
+        m, o = table.matcher(), run.oracle.new()
+        return (m, o, b"") if m.st.phase == SLOT and m.st.s == s and m.st.pos == 0 else None
+    for _ in range(attempts):
+        m, o, prefix = table.matcher(), run.oracle.new(), b""
+        for _ in range(max_steps):
+            run.res.approach_steps += 1
+            if not run.same(m, o, "walk to a slot", prefix):
+                return None
+            if _at_entry(run, m, s):
+                return m, o, prefix
+            ids = row_ids(run.ours).tolist()
+            if not ids:
+                run.res.add("walk to a slot: empty mask", prefix, run.ours, run.theirs, run.vocab)
+                return None
+            t = run.pick(ids, rng)
+            if t in run.eos or not run.step(m, o, t, "walk to a slot", prefix):
+                break
+            prefix += run.token(t)
+    return None
+
+
+# ---------------------------------------------------------------- one slot, state by state
+
+
+def _check_slot(run: _Run, s: int, m0: SchemaMatcher, o: Any, prefix0: bytes, full_tail_leaves: int, max_states: int,
+                seed: int) -> None:  # fmt: skip
+    from triec.check.verify import select_states
+
+    table, res, drv = run.table, run.res, run.drv
+    slot = table.slots[s]
+    trie = slot.trie
+    selected, sampled = select_states(trie, max_states, seed)
+    res.sampled = res.sampled or sampled
+    parent, via = token_paths(trie)
+    keep = np.zeros(trie.num_states, dtype=bool)
+    keep[selected] = True
+    for st in selected.tolist():  # the states on the way to a selected one are visited too
+        p = int(parent[st])
+        while p > 0 and not keep[p]:
+            keep[p] = True
+            p = int(parent[p])
+    children: dict[int, list[int]] = {}
+    for c in np.flatnonzero(keep[1:]).tolist():
+        c += 1
+        if parent[c] >= 0:
+            children.setdefault(int(parent[c]), []).append(c)
+    if s != table.start_slot:
+        _check_enters(run, s, prefix0)
+    tails_done = 0
+    stack: list[tuple[int, int, Any, bytes]] = [(1, 0, m0, prefix0)]
+    while stack:
+        kind, st, parent_m, prefix = stack.pop()
+        if kind == 0:
+            drv.rollback(o, 1)
+            continue
+        if st:
+            t = int(via[st])
+            m = parent_m.fork()
+            if not run.step(m, o, t, f"slot {s} state {st}", prefix):
+                continue
+            prefix += run.token(t)
+            stack.append((0, st, None, b""))
+        else:
+            m = parent_m
+        res.states_checked += 1
+        if not run.same(m, o, f"slot {s} trie state {st}", prefix):
+            continue
+        v = slot.leaf_value(st)
+        if v >= 0:
+            if slot.tail:
+                run.step_past(m, o, _group_tokens(slot.tails, 0, run), prefix, f"slot {s} key end {st}")
+                if tails_done < full_tail_leaves:
+                    tails_done += 1
+                    _check_tail(run, s, m, o, prefix)
+        else:
+            toks: list[int] = []
+            for e in slot.entries_at(st):
+                toks.extend(_group_tokens(slot.exits, int(slot.entry_group[e]), run))
+            run.step_past(m, o, sorted(set(toks)), prefix, f"slot {s} trie state {st} (exits)")
+        for c in reversed(children.get(st, [])):
+            stack.append((1, c, m, prefix))
+
+
+def _group_tokens(groups: Any, g: int, run: _Run) -> list[int]:
+    """The tokens of one group that the matcher's last row allowed (a judged token may be refused)."""
+    lo, hi = groups.span(g)
+    return [int(t) for t in groups.tokens[lo:hi].tolist() if (int(run.ours[t >> 5]) >> (t & 31)) & 1]
+
+
+def _check_tail(run: _Run, s: int, m: SchemaMatcher, o: Any, prefix: bytes) -> None:
+    """Every tail offset after one key: its row, and one step past each of its tokens (single-byte steps there)."""
+    slot = run.table.slots[s]
+    tail = slot.tail
+    drv = run.drv
+    fed = 0
+    m = m.fork()
     for i in range(1, len(tail)):
-        if not drv.feed(o, tail[i - 1 : i]):
-            res.add(f"engine refuses tail byte {i - 1}", prefix, np.zeros(1), np.zeros(1), table.vocab)
-            drv.rollback(o, i - 1)
-            return
-        m = table.matcher_at(0, tail_offset=i, value=value)
-        res.tail_checked += 1
-        if same(m, o, f"tail offset {i}", prefix + tail[:i]):
-            st = table.straddles
-            step_past(m, o, st.tokens[int(st.offsets[i]) : int(st.offsets[i + 1])].tolist(), prefix + tail[:i], f"tail offset {i}")
-    drv.rollback(o, len(tail) - 1)
+        b = int(run.byte_token[tail[i - 1]])
+        if b < 0 or not run.step(m, o, b, f"slot {s} tail byte {i - 1}", prefix + tail[: i - 1]):
+            break
+        fed += 1
+        run.res.tail_checked += 1
+        if run.same(m, o, f"slot {s} tail offset {i}", prefix + tail[:i]):
+            run.step_past(m, o, _group_tokens(slot.tails, i, run), prefix + tail[:i], f"slot {s} tail offset {i}")
+    if fed:
+        drv.rollback(o, fed)
 
 
-_CLOSING: dict[str, np.ndarray] = {}
+def _check_enters(run: _Run, s: int, prefix: bytes) -> None:
+    """At slot s's entry: from where each entering head begins (the text before the quote ends with it),
+    the row there and one step past each entering token of that head."""
+    slot: Slot = run.table.slots[s]
+    en = slot.enters
+    for j, h in enumerate(en.labels):
+        if not prefix.endswith(h) or len(h) > len(prefix):
+            continue
+        before = prefix[: len(prefix) - len(h)]
+        got = _drive(run, before)
+        if got is None:
+            continue
+        m, o = got
+        run.res.enters_checked += 1
+        if run.same(m, o, f"slot {s} entering head {escape_bytes(h)!r}", before):
+            lo, hi = en.span(j)
+            toks = [int(t) for t in en.tokens[lo:hi].tolist() if (int(run.ours[t >> 5]) >> (t & 31)) & 1]
+            run.step_past(m, o, toks, before, f"slot {s} entering head {escape_bytes(h)!r}")
 
 
-def _closing(vocab: Any) -> np.ndarray:
-    """Per id: does the token hold a closing quote, brace or bracket (walks prefer those so that they end)."""
-    found = _CLOSING.get(vocab.fingerprint)
-    if found is None:
-        found = np.zeros(vocab.vocab_size, dtype=bool)
-        for t, b in enumerate(vocab.token_bytes):
-            found[t] = b'"' in b or b"}" in b or b"]" in b
-        _CLOSING[vocab.fingerprint] = found
-    return found
+def _drive(run: _Run, text: bytes) -> tuple[Any, Any] | None:
+    """A fresh matcher and engine after ``text``, spelled with longest-match tokens; None if either refuses."""
+    m, o = run.table.matcher(), run.oracle.new()
+    for t in _spell(run.vocab, text):
+        if not (m.accept_token(t) and run.drv.accept(o, t)):
+            return None
+    return m, o
 
 
-def _walk(
-    table: SchemaTable, drv: Any, whole: Any, rng: random.Random, res: SchemaCheck, same: Callable[..., bool], max_steps: int
-) -> None:
-    """A random decode to EOS; closing tokens preferred half the time so that walks end."""
-    vocab = table.vocab
-    m, o = table.matcher(), drv.start(whole)
-    eos = set(table.eos_token_ids)
-    closing = _closing(vocab)
+def _spell(vocab: Vocabulary, text: bytes) -> list[int]:
+    from triec.tokenizer.index import token_index
+
+    ti = token_index(vocab)
+    out, i = [], 0
+    while i < len(text):
+        for n in range(min(len(text) - i, 64), 0, -1):
+            ids = ti.spelling(text[i : i + n])
+            if ids:
+                out.append(ids[0])
+                i += n
+                break
+        else:
+            return []
+    return out
+
+
+# ---------------------------------------------------------------- walks
+
+
+def _walk(run: _Run, rng: random.Random, max_steps: int) -> None:
+    """A random decode to EOS, every step's row compared."""
+    table, res = run.table, run.res
+    m, o = table.matcher(), run.oracle.new()
     prefix = b""
     res.walks += 1
-    row = np.zeros(table.words_per_row, dtype=np.int32)
     for _ in range(max_steps):
         res.walk_steps += 1
-        if not same(m, o, "decode walk", prefix):
+        if not run.same(m, o, "decode walk", prefix):
             return
-        m.fill_bitmask(row)
-        ids = row_ids(row).tolist()
+        ids = row_ids(run.ours).tolist()
         if not ids:
-            res.add("decode walk: empty mask", prefix, row, row, vocab)
+            res.add("decode walk: empty mask", prefix, run.ours, run.theirs, run.vocab)
             return
-        ends = [t for t in ids if t in eos or closing[t]]
-        t = rng.choice(ends) if ends and rng.random() < 0.5 else rng.choice(ids)
-        if not (m.accept_token(t) and drv.accept(o, t)):
-            res.add(f"decode walk: token {t} refused", prefix, row, row, vocab)
+        t = run.pick(ids, rng)
+        if not run.step(m, o, t, "decode walk", prefix):
             return
-        if t in eos:
+        if t in run.eos:
             if not m.is_terminated():
-                res.add("decode walk: EOS accepted but the matcher is not terminated", prefix, row, row, vocab)
+                res.add("decode walk: EOS accepted but the matcher is not terminated", prefix, None, None, run.vocab)
             res.walks_ended += 1
             return
-        prefix += vocab.token_bytes[t]
+        prefix += run.token(t)
