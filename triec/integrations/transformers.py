@@ -7,9 +7,10 @@ host synchronisation. EOS is allowed exactly where a row's text is a complete
 value; after EOS the row allows only EOS, so finished rows in a batch never
 produce an all ``-inf`` row.
 
-A compiled tool schema (:class:`~triec.schema.table.SchemaTable`) is served with
-one :class:`~triec.schema.matcher.SchemaMatcher` per row on the CPU (the name field
-from the trie's word rows, the continuation from its engine); its rows are
+A compiled schema (:class:`~triec.schema.table.SchemaTable`: a tool call, large
+enums anywhere in a JSON Schema) is served with one
+:class:`~triec.schema.matcher.SchemaMatcher` per row on the CPU (inside an enum
+from its slot's precomputed rows, the structure from its engine); its rows are
 written by one :class:`~triec.schema.matcher.SchemaMaskWriter` and copied to the
 logits' device.
 

@@ -103,7 +103,7 @@ def compile_schema(
             raise SchemaShapeError(f"{source}: not valid JSON ({exc})") from None
     if not isinstance(schema, dict):
         raise SchemaShapeError(f"{source}: expected a JSON object (a JSON Schema), found {type(schema).__name__}")
-    found = locate(schema, threshold, engine)
+    found = locate(schema, threshold, engine, always=_tool_enum(schema, engine))
     served = found.slots
     if not served:
         why = "; ".join(f"{s.pointer or '/'}: {s.reason}" for s in found.sites) or f"no string enum has {threshold} or more members"
@@ -156,6 +156,16 @@ def compile_schema(
     stats.num_allowed = sum(s.trie.num_allowed for s in table.slots)
     stats.phases.update({"schema": t1 - t0, "automaton": t2 - t1, "masks": t3 - t2, "assemble": time.perf_counter() - t3})
     return table
+
+
+def _tool_enum(schema: dict[str, Any], engine: str) -> tuple[str, ...]:
+    """The pointer of a tool-call schema's first enum (D19's shape), served by a trie whatever its size
+    (:func:`~triec.schema.locate.locate` still says when it cannot be, e.g. control characters under llguidance)."""
+    try:
+        shape = parse_tool_schema(schema, "xgrammar")
+    except SchemaShapeError:
+        return ()
+    return ("/properties/" + shape.name_property.replace("~", "~0").replace("/", "~1"),)
 
 
 def _start_shape(schema: dict[str, Any], first: Any, engine: str) -> tuple[bytes, bytes, str] | None:

@@ -62,20 +62,23 @@ class Located:
         return [s for s in self.sites if s.served]
 
 
-def locate(schema: Any, threshold: int = DEFAULT_THRESHOLD, engine: str = "llguidance") -> Located:
-    """Every string enum of at least ``threshold`` members, and whether a trie may serve it."""
+def locate(schema: Any, threshold: int = DEFAULT_THRESHOLD, engine: str = "llguidance",
+           always: tuple[str, ...] = ()) -> Located:
+    """Every string enum of at least ``threshold`` members (or at a pointer of ``always``, whatever its size),
+    and whether a trie may serve it."""
     out = Located()
     by_pointer: dict[str, EnumSite] = {}
-    _collect(schema, "", threshold, engine, out, by_pointer)
+    _collect(schema, "", threshold, engine, out, by_pointer, frozenset(always))
     if by_pointer:
         _check_positions(schema, schema, "", by_pointer, set())
     return out
 
 
-def _collect(node: Any, ptr: str, threshold: int, engine: str, out: Located, by: dict[str, EnumSite]) -> None:
+def _collect(node: Any, ptr: str, threshold: int, engine: str, out: Located, by: dict[str, EnumSite],
+             always: frozenset[str] = frozenset()) -> None:
     if isinstance(node, dict):
         e = node.get("enum")
-        if isinstance(e, list) and len(e) >= threshold:
+        if isinstance(e, list) and e and (len(e) >= threshold or ptr in always):
             values = list(dict.fromkeys(v for v in e if isinstance(v, str)))
             site = EnumSite(ptr, values, len(e) - len(values))
             if any(not isinstance(v, str) for v in e):
@@ -90,10 +93,10 @@ def _collect(node: Any, ptr: str, threshold: int, engine: str, out: Located, by:
             by[ptr] = site
         for k, v in node.items():
             if k != "enum":
-                _collect(v, f"{ptr}/{_escape(k)}", threshold, engine, out, by)
+                _collect(v, f"{ptr}/{_escape(k)}", threshold, engine, out, by, always)
     elif isinstance(node, list):
         for i, v in enumerate(node):
-            _collect(v, f"{ptr}/{i}", threshold, engine, out, by)
+            _collect(v, f"{ptr}/{i}", threshold, engine, out, by, always)
 
 
 def _escape(key: str) -> str:

@@ -12,10 +12,11 @@ Inside the engine step nothing raises on user input: a request that still
 cannot be served there (its artifact vanished in between) is masked to EOS
 only and ends at once with an empty text.
 
-Tool-call schema artifacts (:class:`~triec.schema.table.SchemaTable`, D19) are
-served beside plain tables: each such row keeps one
-:class:`~triec.schema.matcher.SchemaMatcher` on the host, fed the same tokens as
-the plain rows' device states, and its mask rows come from one
+Schema artifacts (:class:`~triec.schema.table.SchemaTable`: tool calls, large
+enums anywhere in a JSON Schema) are served beside plain tables: each such row
+keeps one :class:`~triec.schema.matcher.SchemaMatcher` on the host, fed the same
+tokens as the plain rows' device states; a row that is exactly a slot's
+precomputed (word, bits) row is gathered from it, every other row comes from one
 :class:`~triec.schema.matcher.SchemaMaskWriter` per artifact (D20).
 """
 
@@ -39,7 +40,6 @@ from triec.runtime.kinds import TableKind
 from triec.runtime.table import MaskTable
 from triec.runtime.torch import DEFAULT_MAX_GATHER, TorchMaskTable
 from triec.schema.matcher import SchemaMaskWriter, SchemaMatcher
-from triec.schema.rows import source_words
 from triec.schema.table import SchemaTable
 
 log = logging.getLogger("triec.vllm")
@@ -321,7 +321,7 @@ class BatchState:
     ``matchers[slot]`` (a tool-call schema, on the host), else the id of a
     device table; ``states[slot]`` is its state (a device tensor of int64).
     ``served`` names the tokenizer whose decoded vocabulary schema artifacts'
-    continuation engines need (``None``: the tokenizer the artifact records).
+    grammar engines need (``None``: the tokenizer the artifact records).
     """
 
     def __init__(
@@ -374,7 +374,7 @@ class BatchState:
             del self._writers[tid]
 
     def schema_table(self, request: TriecRequest) -> SchemaTable | None:
-        """The request's artifact when it is a tool-call schema, bound and with its continuation built; else None."""
+        """The request's artifact when it is a schema table, bound and its engine set up; else None."""
         _, table = self.store.resolve(request)
         if not is_schema(table):
             return None
@@ -384,7 +384,7 @@ class BatchState:
 
             s = self.served
             table.bind(Vocabulary.load(s.tokenizer, vocab_size=s.vocab_size, eos_token_ids=table.eos_token_ids))
-        table.continuation()  # the engine's tokenizer setup and template compile: once per artifact version
+        warm_schema(table)  # the engine's tokenizer setup and first grammar: once per artifact version
         return table
     def assign(self, slot: int, request: TriecRequest | Exception | None) -> None:
         """Start ``slot`` for a new request; never raises (a failure ends the row with EOS)."""
@@ -483,27 +483,29 @@ class BatchState:
     def _mask_schema(self, logits: torch.Tensor, rows: np.ndarray, slots: np.ndarray) -> None:
         """The schema rows' masks, row by row on the logits.
 
-        In the name field and the tail a row allows few tokens, read from the
-        table's precomputed (word, bits) row: the allowed logits are gathered,
-        the row filled with -inf and they are written back. In the arguments the
-        engine writes whole rows (one batched fill per artifact's writer), which
-        are unpacked and applied as a mask.
+        Where a row is exactly a slot's precomputed (word, bits) row (inside an
+        enum's trie or a literal tail, no token judged by an engine), it allows
+        few tokens: the allowed logits are gathered, the row filled with -inf
+        and they are written back. Every other row (the engine's, with the slot
+        entries it admits, or a slot row with judged tokens) is written whole
+        by the artifact's writer (the engine rows batched), unpacked and applied
+        as a mask.
         """
         width = logits.shape[1]
         engine: dict[int, tuple[list[int], list[SchemaMatcher]]] = {}
         for r, s in zip(rows.tolist(), slots.tolist(), strict=True):
             m = self.matchers[s]
-            src = m.words_source()
-            if src < 0 and not m.is_terminated():
-                found = engine.setdefault(id(m.table), ([], []))
-                found[0].append(r)
-                found[1].append(m)
-                continue
             if m.is_terminated():
                 ids = np.asarray(m.table.eos_token_ids, dtype=np.int64)
             else:
-                w = source_words(m.table)
-                lo, hi = w.offsets_list[src], w.offsets_list[src + 1]
+                src = m.static_source()
+                if src is None:
+                    found = engine.setdefault(id(m.table), ([], []))
+                    found[0].append(r)
+                    found[1].append(m)
+                    continue
+                w = src[0].words
+                lo, hi = int(w.offsets[src[1]]), int(w.offsets[src[1] + 1])
                 bits = np.unpackbits(np.ascontiguousarray(w.bits[lo:hi]).view(np.uint8).reshape(-1, 4), axis=1,
                                      bitorder="little")  # fmt: skip
                 word, pos = np.nonzero(bits)
@@ -549,6 +551,18 @@ class BatchState:
             else:
                 self.tables[gid].mask_rows(logits, r, self.states[sl])
         return logits
+
+
+def warm_schema(table: SchemaTable) -> None:
+    """Set up a schema table's engine before its first request: the engine over the vocabulary, the grammar
+    the output starts in (or a table's only grammar), and the matchers' token lookups. A registry's argument
+    grammars are left to their first use."""
+    table.driver()
+    if table.start_grammar >= 0:
+        table.template(table.start_grammar)
+    elif len(table.grammars) == 1:
+        table.template(0)
+    table.matcher()
 
 
 def end_everything(logits: torch.Tensor, rows: np.ndarray, eos: torch.Tensor) -> None:
@@ -652,7 +666,7 @@ def engine_start(vllm_config: Any, batch: BatchState) -> None:
     for name in names:
         try:
             if batch.schema_table(TriecRequest(name)) is not None:
-                continue  # bound and its continuation built: nothing goes to the device
+                continue  # bound and its engine set up: nothing goes to the device
             _, table = batch.device_table(TriecRequest(name))
             if torch.device(batch.device).type in DEFAULT_MAX_GATHER:
                 table.token_rows()  # the gather path's lists, built now rather than in the first step
