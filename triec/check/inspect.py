@@ -115,6 +115,23 @@ def section_sizes(table: MaskTable, level: int = 3) -> dict[str, dict[str, int]]
     return out
 
 
+def file_section_sizes(path: Any, level: int = 3) -> dict[str, dict[str, int]]:
+    """Bytes of each section of an artifact file as its header lists them, plain and zstd-compressed."""
+    import zstandard
+
+    from triec.artifact import container
+
+    buf, _ = container.read_buffer(path)
+    header, data_start, _ = container.read_header(buf, str(path))
+    cctx = zstandard.ZstdCompressor(level=level)
+    out = {}
+    for sec in header.get("sections", []):
+        start = data_start + int(sec["offset"])
+        raw = bytes(buf[start : start + int(sec["length"])])
+        out[str(sec["name"])] = {"bytes": len(raw), "zstd_bytes": len(cctx.compress(raw))}
+    return out
+
+
 def describe_state(
     table: MaskTable, state: int, *, max_values: int = 10, max_tokens: int | None = 200
 ) -> dict[str, Any]:
@@ -151,49 +168,114 @@ def describe_state(
     }
 
 
-# ---------------------------------------------------------------- tool schemas
+# ---------------------------------------------------------------- schema tables
 
 
-def straddle_counts(table: Any) -> dict[str, Any]:
-    """Straddling tokens of a tool-schema table: per tail offset, per head, and the (state, head) entries.
+def _kind_counts(groups: Any, rows: np.ndarray | None = None) -> dict[str, int]:
+    """Crossing tokens of a slot's groups by kind (TRIE, TAIL, HANDOVER, DYNAMIC); ``rows``: only those groups."""
+    from triec.schema.slot import KINDS
 
-    ``tail[i]`` counts the tokens allowed i bytes into the tail, split into those that stay inside
-    it and those that hand over to the continuation (carrying bytes past the tail or not).
-    """
-    st = table.straddles
-    n = table.tail_len
-    counts = np.diff(np.asarray(st.offsets, dtype=np.int64))
-    target = np.asarray(st.target, dtype=np.int64)
-    row = np.repeat(np.arange(st.num_rows), counts)
-    rest = np.diff(np.asarray(st.rest_offsets, dtype=np.int64)) > 0
-    tail = []
-    for i in range(n):
-        sel = row == i
-        tail.append({
+    kind = np.asarray(groups.kind, dtype=np.int64)
+    if rows is not None:
+        grp = np.repeat(np.arange(groups.num_groups), np.diff(np.asarray(groups.offsets, dtype=np.int64)))
+        kind = kind[np.isin(grp, rows)]
+    counts = np.bincount(kind, minlength=len(KINDS)) if kind.size else np.zeros(len(KINDS), dtype=np.int64)
+    return {name: int(counts[i]) for i, name in enumerate(KINDS)}
+
+
+def tail_rows(slot: Any) -> list[dict[str, Any]]:
+    """Per offset of a slot's literal tail: the tokens allowed there, those staying inside the tail, those ending
+    it (the handover), and those reading past it into the grammar after the value (judged there, or recorded)."""
+    from triec.schema.slot import DYNAMIC, HANDOVER, TAIL
+
+    out = []
+    rest = np.diff(np.asarray(slot.tails.rest_offsets, dtype=np.int64)) > 0
+    for i in range(len(slot.tail)):
+        lo, hi = slot.tails.span(i)
+        kind = np.asarray(slot.tails.kind[lo:hi], dtype=np.int64)
+        out.append({
             "offset": i,
-            "read": escape_bytes(table.tail[:i]),
-            "tokens": int(sel.sum()),
-            "inside_tail": int((sel & (target < n)).sum()),
-            "handover": int((sel & (target == n) & ~rest).sum()),
-            "into_continuation": int((sel & rest).sum()),
-        })
-    heads = [{"head": escape_bytes(st.head(j)), "tokens": int(counts[n + j]),
-              "entries": int((np.asarray(table.entry_row) == n + j).sum())} for j in range(st.num_rows - n)]
-    return {"tail": tail, "heads": heads, "entries": int(table.entry_state.shape[0]), "total": int(counts.sum())}
+            "read": escape_bytes(slot.tail[:i]),
+            "tokens": hi - lo,
+            "inside_tail": int((kind == TAIL).sum()),
+            "handover": int(((kind == HANDOVER) & ~rest[lo:hi]).sum()),
+            "into_grammar": int(((kind == DYNAMIC) | ((kind == HANDOVER) & rest[lo:hi])).sum()),
+        })  # fmt: skip
+    return out
 
 
-def schema_summary(table: Any) -> dict[str, Any]:
-    """Convention, literal text, continuation and engine of a tool-schema table."""
+def straddle_counts(table: Any, slot: int | None = None) -> dict[str, Any]:
+    """Crossing tokens of one slot (default: the start slot, else slot 0): per tail offset, per exit head, the
+    (state, head) entries and the entering heads (what D19 called straddles)."""
+    s = table.slots[slot if slot is not None else max(table.start_slot, 0)]
+    counts = np.diff(np.asarray(s.exits.offsets, dtype=np.int64))
+    heads = [{"head": escape_bytes(h), "tokens": int(counts[j]), "entries": int((s.entry_group == j).sum())}
+             for j, h in enumerate(s.exits.labels)]  # fmt: skip
+    enters = [{"head": escape_bytes(h), "tokens": s.enters.span(j)[1] - s.enters.span(j)[0]}
+              for j, h in enumerate(s.enters.labels)]  # fmt: skip
+    total = int(s.exits.tokens.shape[0] + s.tails.tokens.shape[0] + s.enters.tokens.shape[0])
+    return {"tail": tail_rows(s), "heads": heads, "enters": enters, "entries": int(s.entry_state.shape[0]),
+            "total": total}  # fmt: skip
+
+
+def slot_summary(table: Any, i: int) -> dict[str, Any]:
+    """One slot: where it stands, its values and trie, its tail, its crossing tokens by kind."""
+    s = table.slots[i]
+    where = table.info.get("slots") or []
+    pointer = where[i].get("pointer", "") if i < len(where) and isinstance(where[i], dict) else ""
+    held_by = [g for g, gr in enumerate(table.grammars) if i in gr.slots][:8]
+    return {
+        "slot": i,
+        "pointer": pointer,
+        "start": i == table.start_slot,
+        "entered_from_grammars": held_by,
+        "values": s.num_values,
+        "states": s.num_states,
+        "allowed_pairs": s.trie.num_allowed,
+        "tail": s.tail.decode("utf-8", "backslashreplace"),
+        "value_grammar": s.value_grammar is not None,
+        "entries": int(s.entry_state.shape[0]),
+        "exit_heads": s.exits.num_groups,
+        "entering_heads": s.enters.num_groups,
+        "crossing": {"exits": _kind_counts(s.exits), "tails": _kind_counts(s.tails), "enters": _kind_counts(s.enters)},
+    }
+
+
+def grammar_summary(table: Any, g: int, max_text: int = 200) -> dict[str, Any]:
+    gr = table.grammars[g]
+    text = gr.spec.schema
+    return {
+        "grammar": g,
+        "schema_bytes": len(text.encode("utf-8")),
+        "schema": text[:max_text] + ("..." if len(text) > max_text else ""),
+        "sha256": gr.spec.sha256,
+        "after": list(gr.spec.after),
+        "template": escape_bytes(gr.template),
+        "slots": list(gr.slots),
+    }
+
+
+def schema_summary(table: Any, max_grammars: int = 20) -> dict[str, Any]:
+    """What a schema table holds: its engine and convention, every slot, its grammars (the first
+    ``max_grammars`` in detail), the enums the engine serves, the start slot's tail offsets."""
+    info = table.info
+    start = table.slots[table.start_slot] if table.start_slot >= 0 else None
     return {
         "kind": table.kind.value,
+        "shape": info.get("shape", ""),
         "engine": table.engine,
         "engine_version": table.engine_version,
         "convention": table.convention,
-        "name_property": table.name_property,
-        "next_property": table.next_property,
-        "prefix": table.prefix.decode("utf-8"),
-        "tail": table.tail.decode("utf-8"),
-        "continuation": table.continuation_text,
-        "continuation_sha256": table.continuation_sha256,
+        "start": f"slot {table.start_slot}" if table.start_slot >= 0 else f"grammar {table.start_grammar}",
+        "prefix": table.prefix.decode("utf-8", "backslashreplace"),
+        "tail": table.tail.decode("utf-8", "backslashreplace"),
+        "name_property": info.get("name_property", ""),
+        "threshold": info.get("threshold"),
+        "legacy_format": info.get("legacy_format"),
+        "slots": [slot_summary(table, i) for i in range(len(table.slots))],
+        "num_grammars": len(table.grammars),
+        "grammars": [grammar_summary(table, g) for g in range(min(len(table.grammars), max_grammars))],
+        "engine_enums": list(info.get("engine_enums") or []),
+        "tail_offsets": tail_rows(start) if start is not None else [],
         "straddles": straddle_counts(table),
     }

@@ -302,8 +302,6 @@ def _reach(run: _Run, s: int, rng: random.Random, attempts: int, max_steps: int)
 
 def _check_slot(run: _Run, s: int, m0: SchemaMatcher, o: Any, prefix0: bytes, full_tail_leaves: int, max_states: int,
                 seed: int) -> None:  # fmt: skip
-    from triec.check.verify import select_states
-
     table, res, drv = run.table, run.res, run.drv
     slot = table.slots[s]
     trie = slot.trie
@@ -357,6 +355,21 @@ def _check_slot(run: _Run, s: int, m0: SchemaMatcher, o: Any, prefix0: bytes, fu
             run.step_past(m, o, sorted(set(toks)), prefix, f"slot {s} trie state {st} (exits)")
         for c in reversed(children.get(st, [])):
             stack.append((1, c, m, prefix))
+
+
+def select_states(trie: Any, limit: int, seed: int) -> tuple[np.ndarray, bool]:
+    """Every state when there are at most ``limit``; else a seeded sample of ``limit`` holding every state of
+    byte depth <= 2 (where rows are widest). Returns (sorted states, sampled)."""
+    from triec.check.inspect import state_depths
+
+    n = trie.num_states
+    if n <= limit:
+        return np.arange(n, dtype=np.int64), False
+    must = np.flatnonzero(state_depths(trie) <= 2)
+    rest = np.setdiff1d(np.arange(n, dtype=np.int64), must)
+    take = max(0, min(limit - must.size, rest.size))
+    chosen = np.random.default_rng(seed).choice(rest, size=take, replace=False) if take else np.zeros(0, np.int64)
+    return np.union1d(must, chosen).astype(np.int64), True
 
 
 def _group_tokens(groups: Any, g: int, run: _Run) -> list[int]:

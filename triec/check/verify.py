@@ -36,7 +36,6 @@ from triec.engines import ENGINES, Engine, Matcher, make_engine
 from triec.errors import ArtifactError, EngineUnavailable, EngineUnsupported, TokenizerError, TriecError
 from triec.runtime.kinds import TableKind
 from triec.runtime.table import MaskTable
-from triec.schema.shape import with_enum
 from triec.tokenizer.resolve import resolve_vocabulary
 from triec.tokenizer.vocabulary import Vocabulary
 
@@ -106,7 +105,7 @@ class VerifyReport:
     sampled: bool = False
     seed: int = 0
     unreachable_states: int = 0
-    schema: dict[str, Any] | None = None  # a tool-schema artifact: engine, prefix, tail, continuation hash
+    schema: dict[str, Any] | None = None  # a schema artifact: engine, shape, slots, enums left in the engine
     checks: list[CheckResult] = field(default_factory=list)
     seconds: float = 0.0
 
@@ -502,7 +501,7 @@ def verify(
         report.seconds = time.perf_counter() - t0
         return report
     if table.kind is TableKind.TOOL_SCHEMA:
-        _verify_schema(table, vocab, report, against, explicit, walks, seed, max_examples)
+        _verify_schema(table, vocab, report, against, explicit, walks, seed, max_examples, states)
         report.seconds = time.perf_counter() - t0
         return report
     selected, report.sampled = select_states(table, states, seed)
@@ -544,29 +543,45 @@ def verify(
 
 
 def _verify_schema(table: Any, vocab: Vocabulary, report: VerifyReport, against: Sequence[str], explicit: Sequence[str],
-                   walks: int, seed: int, max_examples: int) -> None:
-    """A tool-schema artifact: its name trie against the reference; the whole output against each engine.
+                   walks: int, seed: int, max_examples: int, states: int = DEFAULT_STATES) -> None:
+    """A schema artifact: each slot's trie against the reference; the whole output against each engine.
 
-    Each engine is compared with itself compiled on the whole schema (every name), in the artifact's
-    convention: every trie state, one step past every token leaving the trie part, every tail offset
-    (after a few keys), random walks to EOS (docs/verify.md).
+    Each engine is compared with itself compiled on the whole original schema (every enum whole), in the
+    artifact's convention: random walks to EOS, and each slot from its entry, every trie state (up to
+    ``states`` per slot, else a sample), one step past every crossing token (docs/verify.md).
     """
-    import json
-
     table.bind(vocab)
-    report.schema = {"engine": table.engine, "prefix": table.prefix.decode("utf-8"), "tail": table.tail.decode("utf-8"),
-                     "continuation_sha256": table.continuation_sha256}
-    schema = with_enum(json.loads(table.continuation_text), table.name_property, table.names)
+    info = table.info
+    report.schema = {
+        "engine": table.engine, "shape": info.get("shape", ""), "prefix": table.prefix.decode("utf-8"),
+        "tail": table.tail.decode("utf-8"), "grammars": len(table.grammars),
+        "slots": [{"pointer": (info.get("slots") or [{}] * len(table.slots))[i].get("pointer", ""),
+                   "values": s.num_values, "states": s.num_states} for i, s in enumerate(table.slots)],
+        "engine_enums": list(info.get("engine_enums") or []),
+    }  # fmt: skip
+    if "continuation_sha256" in info:
+        report.schema["continuation_sha256"] = info["continuation_sha256"]
     report.states_selected = table.num_states
     for name in against:
         if name == "reference":
-            result = compare_reference(table.trie, vocab, np.arange(table.num_states, dtype=np.int64), max_examples)
-            result.against = "reference"
-            result.reason = "the trie of the name keys"
+            result = CheckResult(against="reference", reason=f"the tries of {len(table.slots)} slot(s)")
+            for i, s in enumerate(table.slots):
+                r = compare_reference(s.trie, vocab, np.arange(s.num_states, dtype=np.int64), max_examples)
+                result.states_checked += r.states_checked
+                result.mismatches += r.mismatches
+                for ex in r.examples[: max(0, max_examples - len(result.examples))]:
+                    ex.problem = f"slot {i}: {ex.problem}"
+                    result.examples.append(ex)
+                for k, v in r.seconds.items():
+                    result.seconds[k] = result.seconds.get(k, 0.0) + v
+                if r.status not in ("ok", "mismatch"):
+                    result.status, result.reason = r.status, r.reason
+            if result.status == "ok" and result.mismatches:
+                result.status = "mismatch"
             report.checks.append(result)
             continue
         if name not in ("llguidance", "xgrammar"):
-            report.checks.append(CheckResult(against=name, status="skipped", reason="tool schemas are compared with llguidance and xgrammar"))
+            report.checks.append(CheckResult(against=name, status="skipped", reason="schema tables are compared with llguidance and xgrammar"))
             continue
         try:
             make_engine(name, vocab)  # raises EngineUnavailable with the pip command
@@ -576,16 +591,21 @@ def _verify_schema(table: Any, vocab: Vocabulary, report: VerifyReport, against:
             report.checks.append(CheckResult(against=name, status="skipped", reason=str(exc)))
             continue
         t0 = time.perf_counter()
+        twin = table.with_engine(name)
         try:
-            r = compare_schema(table.with_engine(name), schema, walks=walks, seed=seed)
+            r = compare_schema(twin, walks=walks, seed=seed, max_states=states)
         except TriecError as exc:
             report.checks.append(CheckResult(against=name, status="error", reason=str(exc)))
             continue
-        result = CheckResult(against=name, version=table.with_engine(name).engine_version,
-                             states_checked=r.states_checked + r.steps_past + r.tail_checked,
-                             walks=r.walks, walk_steps=r.walk_steps)
-        result.reason = (f"{r.states_checked} trie states, {r.steps_past} steps past the trie part, "
-                         f"{r.tail_checked} tail offsets, {r.walks_ended} of {r.walks} walks ended with EOS")
+        result = CheckResult(against=name, version=twin.engine_version,
+                             states_checked=r.states_checked + r.steps_past + r.tail_checked + r.enters_checked,
+                             walks=r.walks, walk_steps=r.walk_steps)  # fmt: skip
+        result.reason = (f"{r.states_checked} trie states of {r.slots_checked} slot(s)"
+                         + (" (sampled)" if r.sampled else "")
+                         + f", {r.steps_past} steps past crossing tokens, {r.tail_checked} tail offsets, "
+                         f"{r.enters_checked} entering heads, {r.walks_ended} of {r.walks} walks ended with EOS")  # fmt: skip
+        if r.slots_unreached:
+            result.reason += f"; slots no walk reached: {r.slots_unreached}"
         if r.engine_narrower:
             result.reason += f"; {r.engine_narrower} rows where the engine's mask omits tokens its own accept_token accepts"
         for ex in r.examples:

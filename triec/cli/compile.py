@@ -12,6 +12,7 @@ from rich.markup import escape
 
 from triec.cli._common import app, out, report_errors
 from triec.errors import TriecError
+from triec.schema.locate import DEFAULT_THRESHOLD
 
 if TYPE_CHECKING:
     from triec.cli._progress import Phases
@@ -64,19 +65,26 @@ def compile_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as one JSON object.")] = False,
     quiet: Annotated[bool, typer.Option("-q", "--quiet", help="Print nothing on success.")] = False,
     engine: Annotated[
-        str, typer.Option("--engine", help="Tool-call schemas only: the engine that runs the continuation (llguidance or xgrammar).")
+        str, typer.Option("--engine", help="JSON Schemas only: the engine that runs everything but the large enums (llguidance or xgrammar).")
     ] = "llguidance",
+    enum_threshold: Annotated[
+        int, typer.Option("--enum-threshold", min=1, help=f"JSON Schemas only: enums of at least this many strings are served by a trie (default {DEFAULT_THRESHOLD}).")
+    ] = DEFAULT_THRESHOLD,
 ) -> None:
     """Compile VALUES into an artifact of exact per-state token masks.
 
-    A JSON Schema object whose first property is a string "enum" followed by more
-    properties (a tool call: {"name": <one of K tools>, "arguments": {...}})
-    compiles into a tool-schema artifact: the names in the trie, the rest run by --engine.
+    A JSON Schema with string enums of --enum-threshold members or more, anywhere
+    in it (object properties at any depth, array items, anyOf branches, $defs),
+    compiles into a schema artifact: each such enum served by its own trie, the
+    rest of the schema run by --engine. So does a tool call ({"name": <one of K
+    tools>, "arguments": {...}}: an object whose first property is an enum), whatever
+    its number of names. A flat object of one enum and constants is a plain finite set.
     """
     from triec.build.compile import CompileStats, compile_sorted, prepare_buffer
     from triec.build.values import FORMATS, read_input
     from triec.cli._progress import Phases
     from triec.encoding import ENCODINGS, Encoding
+    from triec.errors import ValuesError
     from triec.keys import spell_all
     from triec.tokenizer.vocabulary import Vocabulary
 
@@ -99,17 +107,24 @@ def compile_cmd(
         raise TriecError(f"{target}: is the values file itself; pass another path with -o")
     phases = Phases(show=not (quiet or as_json))
     total0 = time.perf_counter()
-    doc = _tool_schema_document(values, fmt)
+    doc = _schema_document(values, fmt, enum_threshold)
     if doc is not None:
         flags = [f for f, v in (("--encoding", encoding), ("--prefix", prefix), ("--suffix", suffix)) if v is not None]
         if flags:
-            raise TriecError(f"{values}: a tool-call schema fixes its own spelling (compact JSON); drop {', '.join(flags)}")
-        _compile_tool_schema(doc, values, target, tokenizer, vocab_size, _parse_eos(eos), engine, zstd, as_json, quiet, phases, total0)
+            raise TriecError(f"{values}: a JSON Schema fixes its own spelling (compact JSON); drop {', '.join(flags)}")
+        _compile_schema(doc, values, target, tokenizer, vocab_size, _parse_eos(eos), engine, enum_threshold, zstd, as_json,
+                        quiet, phases, total0)  # fmt: skip
         return
     if engine != "llguidance":
-        raise TriecError("--engine applies to tool-call schemas only (a JSON object whose first property is an enum)")
+        raise TriecError("--engine applies to JSON Schemas only (with a large enum, or an enum first: a tool call)")
     with phases.phase("read", f"reading {values}"):
-        raw_values, schema_encoding = read_input(values, fmt)
+        try:
+            raw_values, schema_encoding = read_input(values, fmt)
+        except ValuesError as exc:
+            if "'const' properties" in str(exc):  # an object schema that is neither flat nor has a large enum
+                raise ValuesError(f"{exc}; nor does it hold a string enum of {enum_threshold} or more members "
+                                  "to serve with a trie (--enum-threshold)") from None
+            raise
     flags = [f for f, v in (("--encoding", encoding), ("--prefix", prefix), ("--suffix", suffix)) if v is not None]
     if schema_encoding is not None and flags:
         raise TriecError(f"{values}: a JSON Schema object sets its own encoding, prefix and suffix; drop {', '.join(flags)}")
@@ -166,9 +181,15 @@ def compile_cmd(
         _print_summary(summary)
 
 
-def _tool_schema_document(values: str, fmt: str) -> Any:
-    """The parsed JSON when VALUES is a tool-call schema file (an object whose first property has an enum), else None."""
+def _schema_document(values: str, fmt: str, threshold: int) -> Any:
+    """The parsed JSON when VALUES is a JSON Schema for :func:`~triec.schema.compile.compile_schema`, else None.
+
+    That is a JSON object holding a string enum of ``threshold`` members or more anywhere, or one whose first
+    property is an enum followed by more properties (a tool call); a flat object (one enum and constants) is
+    a finite set compiled whole, no engine needed, and a bare enum fragment a list of values.
+    """
     from triec.build.values import MAX_VALUES_BYTES
+    from triec.schema.locate import locate
     from triec.schema.shape import looks_like_tool_schema
 
     if values == "-" or fmt == "lines":
@@ -186,8 +207,15 @@ def _tool_schema_document(values: str, fmt: str) -> Any:
         doc = json.loads(raw.decode("utf-8-sig"))
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
         return None
-    if not looks_like_tool_schema(doc) or len(doc["properties"]) < 2:
-        return None  # an enum alone is a flat schema: read_input compiles or refuses it
+    if not isinstance(doc, dict):
+        return None
+    tool = looks_like_tool_schema(doc) and len(doc["properties"]) >= 2
+    try:
+        large = bool(locate(doc, threshold).sites)
+    except RecursionError:
+        return None
+    if not (tool or large) or set(doc) <= {"enum", "type", "title", "description", "$comment", "examples"}:
+        return None  # no enum to serve, or an enum fragment alone: read_input compiles or refuses it
     from triec.build.json_schema import parse_schema
     from triec.errors import ValuesError
 
@@ -198,11 +226,12 @@ def _tool_schema_document(values: str, fmt: str) -> Any:
     return None
 
 
-def _compile_tool_schema(
+def _compile_schema(
     doc: Any, values: str, target: Path, tokenizer: str | None, vocab_size: int | None, eos: list[int] | None,
-    engine: str, zstd: bool, as_json: bool, quiet: bool, phases: Phases, total0: float,
+    engine: str, threshold: int, zstd: bool, as_json: bool, quiet: bool, phases: Phases, total0: float,
 ) -> None:
     from triec.build.compile import CompileStats
+    from triec.check.inspect import slot_summary, tail_rows
     from triec.schema.compile import compile_schema
     from triec.tokenizer.vocabulary import Vocabulary
 
@@ -211,15 +240,16 @@ def _compile_tool_schema(
     with phases.phase("automaton", "building the vocabulary automaton (cached after the first run)"):
         vocab.automaton  # noqa: B018
     stats = CompileStats()
-    with phases.phase("compile", "compiling the tool schema"):
-        table = compile_schema(doc, vocab, engine=engine, stats=stats, source=values)
+    with phases.phase("compile", "compiling the schema"):
+        table = compile_schema(doc, vocab, engine=engine, threshold=threshold, stats=stats, source=values)
     with phases.phase("write", f"writing {target}"):
         size = table.save(target, compress=zstd or str(target).endswith(".zst"))
-    from triec.check.inspect import straddle_counts
-
+    slots = [slot_summary(table, i) for i in range(len(table.slots))]
+    start = table.slots[table.start_slot] if table.start_slot >= 0 else None
     summary = {
         "output": str(target),
         "kind": table.kind.value,
+        "shape": table.info.get("shape", ""),
         "artifact_bytes": size,
         "tokenizer": vocab.name,
         "tokenizer_fingerprint": vocab.fingerprint,
@@ -227,36 +257,55 @@ def _compile_tool_schema(
         "eos_token_ids": list(vocab.eos_token_ids),
         "engine": table.engine,
         "engine_version": table.engine_version,
-        "name_property": table.name_property,
-        "next_property": table.next_property,
-        "names": stats.num_values,
+        "enum_threshold": threshold,
+        "slots": [{k: s[k] for k in ("pointer", "values", "states", "allowed_pairs", "tail", "entries", "crossing")}
+                  for s in slots],
+        "engine_enums": list(table.info.get("engine_enums") or []),
+        "grammars": len(table.grammars),
+        "name_property": table.info.get("name_property"),
+        "names": start.num_values if start is not None else None,
+        "values": stats.num_values,
         "duplicates_removed": stats.duplicates,
         "states": stats.num_states,
         "allowed_pairs": stats.num_allowed,
-        "straddle_entries": int(table.entry_state.shape[0]),
-        "straddles_per_tail_offset": straddle_counts(table)["tail"],
-        "continuation_sha256": table.continuation_sha256,
+        "straddles_per_tail_offset": tail_rows(start) if start is not None else [],
         "seconds": {**{k: round(v, 6) for k, v in stats.phases.items()}, "tokenizer": round(phases.seconds["tokenizer"], 6),
                     "automaton": round(phases.seconds["automaton"], 6), "write": round(phases.seconds["write"], 6),
                     "total": round(time.perf_counter() - total0, 6)},
     }
     if as_json:
-        out.print_json(json.dumps(summary))
+        out.print_json(json.dumps(summary, ensure_ascii=False))
     elif not quiet:
-        from rich.table import Table
+        _print_schema_summary(table, summary)
 
-        t = Table(title=escape(f"triec compile (tool schema) → {summary['output']}"), show_header=False, title_justify="left")
-        t.add_column(style="bold")
-        t.add_column(justify="right")
-        t.add_row("names (K)", f"{summary['names']:,}" + (f"  ({summary['duplicates_removed']:,} duplicates removed)" if summary["duplicates_removed"] else ""))
-        t.add_row("output", escape(f"{table.prefix.decode()}<name>{table.tail.decode()}<{table.next_property}...>"))
-        t.add_row("trie states", f"{summary['states']:,}")
-        t.add_row("straddle entries", f"{summary['straddle_entries']:,}")
-        t.add_row("continuation engine", f"{table.engine} {table.engine_version or ''}")
-        t.add_row("tokenizer", escape(f"{summary['tokenizer']}  ({summary['vocab_size']:,} wide, EOS {summary['eos_token_ids']})"))
-        t.add_row("artifact", f"{size:,} bytes")
-        t.add_row("time (ms)", "  ".join(f"{k} {1000 * v:.1f}" for k, v in summary["seconds"].items()))
-        out.print(t)
+
+def _print_schema_summary(table: Any, summary: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    t = Table(title=escape(f"triec compile (schema, {summary['shape']}) → {summary['output']}"), show_header=False,
+              title_justify="left")  # fmt: skip
+    t.add_column(style="bold")
+    t.add_column()
+    if table.start_slot >= 0:
+        nxt = table.info.get("next_property") or "..."
+        t.add_row("output", escape(f"{table.prefix.decode()}<{table.info.get('name_property', 'name')}>"
+                                   f"{table.tail.decode()}<{nxt}...>"))  # fmt: skip
+    t.add_row("enums served by a trie", f"{len(summary['slots'])} (at least {summary['enum_threshold']:,} members, or a tool call's names)")
+    for s in summary["slots"]:
+        t.add_row(escape(f"  {s['pointer'] or '/'}"), f"K = {s['values']:,}, {s['states']:,} states")
+    if summary["engine_enums"]:
+        t.add_row("enums left in the engine", f"{len(summary['engine_enums'])}")
+        for e in summary["engine_enums"]:
+            t.add_row(escape(f"  {e['pointer'] or '/'}"), escape(f"K = {e['values']:,}: {e['reason']}"))
+    if summary["duplicates_removed"]:
+        t.add_row("duplicates removed", f"{summary['duplicates_removed']:,}")
+    t.add_row("trie states / allowed pairs", f"{summary['states']:,} / {summary['allowed_pairs']:,}")
+    t.add_row("grammars", f"{summary['grammars']:,}")
+    t.add_row("engine", f"{table.engine} {table.engine_version or ''}")
+    t.add_row("tokenizer", escape(f"{summary['tokenizer']}  ({summary['vocab_size']:,} wide, EOS {summary['eos_token_ids']})"))
+    t.add_row("artifact", f"{summary['artifact_bytes']:,} bytes")
+    t.add_row("time (ms)", "  ".join(f"{k} {1000 * v:.1f}" for k, v in summary["seconds"].items()))
+    out.print(t)
 
 
 def _print_summary(s: dict[str, Any]) -> None:

@@ -23,9 +23,16 @@ def inspect_cmd(
     prefix: Annotated[Optional[str], typer.Option("--prefix", help="Show the state this text leads to.")] = None,
     state: Annotated[Optional[int], typer.Option("--state", help="Show this state.")] = None,
     widest: Annotated[int, typer.Option("--widest", min=0, help="How many of the widest states to list.")] = 10,
+    slot: Annotated[
+        Optional[int], typer.Option("--slot", min=0, help="Schema artifacts: the slot (enum trie) whose states to show. Default: the first.")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print everything as one JSON object.")] = False,
 ) -> None:
-    """Show an artifact's metadata, mask widths by depth, and one state's allowed tokens."""
+    """Show an artifact's metadata, mask widths by depth, and one state's allowed tokens.
+
+    A schema artifact also shows its slots (the enums served by tries: where, how many values, the
+    crossing tokens at their edges by kind), its grammars, its tail offsets and the enums left to the engine.
+    """
     from triec.artifact.masks import load
     from triec.check import inspect as ins
     from triec.runtime.kinds import TableKind
@@ -34,16 +41,25 @@ def inspect_cmd(
         raise TriecError("pass --prefix or --state, not both")
     table = load(artifact, verify=True)
     schema_info = None
-    if table.kind is TableKind.TOOL_SCHEMA:  # a compiled tool schema: show its name trie, then the rest
+    sizes = None
+    if table.kind is TableKind.TOOL_SCHEMA:  # a schema table: show one slot's trie, then the rest
         schema_info = ins.schema_summary(table)
-        table = table.trie  # type: ignore[attr-defined]
+        n = len(table.slots)  # type: ignore[attr-defined]
+        if slot is not None and slot >= n:
+            raise TriecError(f"--slot {slot}: this artifact has slots 0..{n - 1}")
+        shown = slot if slot is not None else max(table.start_slot, 0)  # type: ignore[attr-defined]
+        schema_info["shown_slot"] = shown
+        sizes = ins.file_section_sizes(artifact)
+        table = table.slots[shown].trie  # type: ignore[attr-defined]
+    elif slot is not None:
+        raise TriecError("--slot applies to schema artifacts only")
     header = dict(table.header or {})
     header["format_version"] = table.format_version  # type: ignore[attr-defined]
     report: dict[str, Any] = {"artifact": str(artifact), "file_bytes": os.path.getsize(artifact)}
     report["file_modified"] = dt.datetime.fromtimestamp(os.path.getmtime(artifact), dt.timezone.utc).isoformat(
         timespec="seconds"
     )
-    report.update(ins.summary(table, header, ins.section_sizes(table)))
+    report.update(ins.summary(table, header, sizes if sizes is not None else ins.section_sizes(table)))
     if schema_info is not None:
         report["schema"] = schema_info
     report["depths"] = ins.depth_distribution(table)
@@ -84,23 +100,7 @@ def _print(r: dict[str, Any]) -> None:
     out.print(meta)
     sch = r.get("schema")
     if sch:
-        st = Table(title="tool schema", show_header=False, title_justify="left")
-        st.add_column(style="bold")
-        st.add_column()
-        st.add_row("output", escape(f"{sch['prefix']}<{sch['name_property']}>{sch['tail']}<continuation>"))
-        st.add_row("convention", escape(", ".join(f"{k}={v!r}" for k, v in sch["convention"].items())))
-        st.add_row("continuation engine", escape(f"{sch['engine']} {sch['engine_version'] or ''}"))
-        st.add_row("continuation", escape(sch["continuation"][:200] + ("..." if len(sch["continuation"]) > 200 else "")))
-        st.add_row("continuation sha256", sch["continuation_sha256"])
-        st.add_row("straddle entries / heads", f"{sch['straddles']['entries']:,} / {len(sch['straddles']['heads'])}")
-        out.print(st)
-        tt = Table(title="straddling tokens per tail offset", title_justify="left")
-        for col in ("offset", "read", "tokens", "inside tail", "handover", "into continuation"):
-            tt.add_column(col, justify="left" if col == "read" else "right")
-        for row in sch["straddles"]["tail"]:
-            tt.add_row(str(row["offset"]), escape(repr(row["read"])), str(row["tokens"]), str(row["inside_tail"]),
-                       str(row["handover"]), str(row["into_continuation"]))
-        out.print(tt)
+        _print_schema(sch)
 
     sec = Table(title="sections", title_justify="left")
     for col in ("section", "bytes", "zstd bytes"):
@@ -140,3 +140,55 @@ def _print(r: dict[str, Any]) -> None:
         if s["tokens_truncated"]:
             out.print(f"... {s['allowed_content_tokens'] - len(s['tokens'])} more tokens (use --json for all)")
         out.print("first values below: " + escape(", ".join(repr(v) for v in s["first_values"])))
+
+
+def _print_schema(sch: dict[str, Any]) -> None:
+    st = Table(title=f"schema ({sch['shape'] or '?'})", show_header=False, title_justify="left")
+    st.add_column(style="bold")
+    st.add_column()
+    if sch["prefix"] or sch["tail"]:
+        st.add_row("output", escape(f"{sch['prefix']}<{sch['name_property'] or 'value'}>{sch['tail']}<...>"))
+    st.add_row("starts in", sch["start"])
+    st.add_row("engine", escape(f"{sch['engine']} {sch['engine_version'] or ''}"))
+    st.add_row("convention", escape(", ".join(f"{k}={v!r}" for k, v in sch["convention"].items())))
+    if sch["threshold"] is not None:
+        st.add_row("enum threshold", f"{sch['threshold']:,}")
+    if sch["legacy_format"]:
+        st.add_row("read from", "the first schema layout (D19), converted on load")
+    st.add_row("grammars", f"{sch['num_grammars']:,}")
+    out.print(st)
+    slots = Table(title="slots (enums served by a trie); crossing tokens by kind: trie / tail / handover / dynamic",
+                  title_justify="left")  # fmt: skip
+    for col in ("slot", "pointer", "values", "states", "tail", "entered from", "exits", "tails", "enters"):
+        slots.add_column(col, justify="right" if col in ("slot", "values", "states") else "left")
+    for s in sch["slots"]:
+        kinds = {k: " / ".join(str(v) for v in s["crossing"][k].values()) for k in ("exits", "tails", "enters")}
+        entered = "start" if s["start"] else ", ".join(f"grammar {g}" for g in s["entered_from_grammars"])
+        slots.add_row(str(s["slot"]), escape(s["pointer"] or "-"), f"{s['values']:,}", f"{s['states']:,}",
+                      escape(repr(s["tail"])), entered, kinds["exits"], kinds["tails"], kinds["enters"])  # fmt: skip
+    out.print(slots)
+    if sch["engine_enums"]:
+        ee = Table(title="enums left in the engine", title_justify="left")
+        for col in ("pointer", "values", "why"):
+            ee.add_column(col, justify="right" if col == "values" else "left")
+        for e in sch["engine_enums"]:
+            ee.add_row(escape(e.get("pointer") or "/"), f"{e.get('values', 0):,}", escape(str(e.get("reason", ""))))
+        out.print(ee)
+    if sch["grammars"]:
+        gt = Table(title="grammars" + (f" (first {len(sch['grammars'])} of {sch['num_grammars']:,})"
+                                       if len(sch["grammars"]) < sch["num_grammars"] else ""), title_justify="left")  # fmt: skip
+        for col in ("grammar", "schema bytes", "sha256", "after", "template", "slots"):
+            gt.add_column(col, justify="right" if col in ("grammar", "schema bytes") else "left")
+        for g in sch["grammars"]:
+            gt.add_row(str(g["grammar"]), f"{g['schema_bytes']:,}", g["sha256"][:19], escape(repr(g["after"])),
+                       escape(repr(g["template"])), escape(str(g["slots"])))  # fmt: skip
+        out.print(gt)
+    if sch["tail_offsets"]:
+        tt = Table(title="crossing tokens per tail offset (start slot)", title_justify="left")
+        for col in ("offset", "read", "tokens", "inside tail", "handover", "into grammar"):
+            tt.add_column(col, justify="left" if col == "read" else "right")
+        for row in sch["tail_offsets"]:
+            tt.add_row(str(row["offset"]), escape(repr(row["read"])), str(row["tokens"]), str(row["inside_tail"]),
+                       str(row["handover"]), str(row["into_grammar"]))
+        out.print(tt)
+    out.print(f"states below: slot {sch['shown_slot']}'s trie (--slot N for another)")

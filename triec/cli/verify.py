@@ -83,8 +83,10 @@ def _print_report(report) -> None:  # noqa: ANN001 - VerifyReport, imported lazi
         )
     out.print(t)
     if report.schema:
-        out.print(escape(f"tool schema: {report.schema['prefix']}<name>{report.schema['tail']}<continuation in "
-                         f"{report.schema['engine']}>; each engine compared with itself compiled on the whole schema"), highlight=False)
+        sch = report.schema
+        slots = ", ".join(f"{s['pointer'] or '/'} (K = {s['values']:,})" for s in sch["slots"])
+        out.print(escape(f"schema ({sch['shape']}): enums served by tries: {slots}; the rest in {sch['engine']}; "
+                         "each engine compared with itself compiled on the whole schema"), highlight=False, soft_wrap=True)
     for c in report.checks:
         if report.schema and c.status in ("ok", "mismatch") and c.reason:
             out.print(escape(f"  {c.against}: {c.reason}"), highlight=False, soft_wrap=True)
