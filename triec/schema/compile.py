@@ -198,3 +198,59 @@ def _used_elsewhere(schema: dict[str, Any], pointer: str) -> bool:
 
     visit(schema)
     return bool(found)
+
+
+def compile_tools(
+    tools: Any,
+    vocab: Vocabulary | str | None = None,
+    *,
+    format: str = "vllm",
+    engine: str = "llguidance",
+    parallel: bool = True,
+    stats: CompileStats | None = None,
+    source: str = "tools",
+) -> SchemaTable:
+    """Compile a tool registry (OpenAI, MCP or Anthropic spelling) into the calls of one format.
+
+    The tool names go into one trie after the format's literal prefix; each tool's
+    arguments run in ``engine`` on that tool's own schema, compiled when a sequence
+    first picks the tool (and cached; tools with equal schemas share one).
+    ``parallel`` allows several calls where the format does (``vllm``, ``hermes``).
+    Raises :class:`~triec.schema.tools.ToolsError` naming a bad entry.
+    """
+    from triec.engines import engine_version
+    from triec.schema.tools import Tool, call_template, lazy_call_grammar, parse_tools, tool_format
+
+    stats = stats if stats is not None else CompileStats()
+    if not isinstance(vocab, Vocabulary):
+        vocab = Vocabulary.load(vocab)
+    t0 = time.perf_counter()
+    fmt = tool_format(format)
+    parsed = tools if tools and all(isinstance(t, Tool) for t in tools) else parse_tools(tools, source, engine)
+    multi = fmt.multi and parallel
+    markers = pick_markers(vocab, 2)
+    prefix = fmt.prefix.encode("utf-8")
+    keys = name_keys(prefix, [t.name for t in parsed])
+    order = sorted(range(len(keys)), key=keys.__getitem__)
+    keys = [keys[i] for i in order]
+    t1 = time.perf_counter()
+    _ = vocab.automaton
+    t2 = time.perf_counter()
+    template = call_template(fmt, markers[0])
+    held = (0,) if multi else ()
+    grammars = [Grammar(template=template, slots=held,
+                        make=lazy_call_grammar(fmt, parsed[i].parameters, parallel, (markers[0], markers[1])))
+                for i in order]
+    slot = build_values_slot(keys, vocab, tail=fmt.tail.encode("utf-8"), enter_state=len(prefix) if multi else -1,
+                             marker=markers[1] if multi else "", value_grammar=np.arange(len(keys), dtype=np.int32))
+    t3 = time.perf_counter()
+    info = {"shape": "tools", "format": fmt.name, "parallel": bool(parallel), "prefix": fmt.prefix,
+            "name_property": "name", "tools": len(parsed)}
+    table = SchemaTable(slots=[slot], grammars=grammars, start_slot=0, engine=engine,
+                        engine_version=engine_version(engine), convention=CONVENTION, info=info, vocab=vocab)
+    stats.num_values = len(keys)
+    stats.value_bytes = sum(map(len, keys))
+    stats.num_states = slot.num_states
+    stats.num_allowed = slot.trie.num_allowed
+    stats.phases.update({"tools": t1 - t0, "automaton": t2 - t1, "masks": t3 - t2, "assemble": time.perf_counter() - t3})
+    return table

@@ -21,8 +21,7 @@ from __future__ import annotations
 
 import os
 from collections import OrderedDict
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -42,13 +41,32 @@ if TYPE_CHECKING:
 ENGINES = ("llguidance", "xgrammar")
 
 
-@dataclass(frozen=True)
 class Grammar:
-    """One grammar of a schema table: what the engine compiles, what it is fed first, which slots it holds."""
+    """One grammar of a schema table: what the engine compiles, what it is fed first, which slots it holds.
 
-    spec: GrammarSpec
-    template: bytes = b""  # fed once after the start: the text before a handover into this grammar
-    slots: tuple[int, ...] = ()  # slots whose marker this grammar holds (entered from it)
+    ``spec`` may be made on first use (``make``): a registry's K argument grammars are neither serialized nor
+    compiled before a sequence picks their tool.
+    """
+
+    __slots__ = ("_spec", "_make", "template", "slots")
+
+    def __init__(self, spec: GrammarSpec | None = None, template: bytes = b"", slots: tuple[int, ...] = (),
+                 make: Callable[[], GrammarSpec] | None = None) -> None:
+        if (spec is None) == (make is None):
+            raise TriecError("a grammar has a spec or a way to make one")
+        self._spec, self._make = spec, make
+        self.template = template  # fed once after the start: the text before a handover into this grammar
+        self.slots = tuple(slots)  # slots whose marker this grammar holds (entered from it)
+
+    @property
+    def spec(self) -> GrammarSpec:
+        if self._spec is None:
+            assert self._make is not None
+            self._spec = self._make()
+        return self._spec
+
+    def __repr__(self) -> str:
+        return f"Grammar(template={self.template!r}, slots={self.slots}, made={self._spec is not None})"
 
 
 class SchemaTable:
@@ -90,7 +108,8 @@ class SchemaTable:
         self.header = header
         """The header of that artifact; ``None`` when compiled in this process."""
         self._twins: dict[str, SchemaTable] = {}
-        self._templates: dict[int, Any] = {}
+        self._templates: OrderedDict[int, Any] = OrderedDict()  # bounded like the driver's grammar cache
+        self._shared_templates: OrderedDict[tuple[str, bytes], Any] = OrderedDict()
         self._driver: EngineDriver | None = None
         # serving caches shared by every matcher: rows of grammar templates, judged crossing tokens
         self.row_cache: OrderedDict[Any, np.ndarray] = OrderedDict()
@@ -208,10 +227,18 @@ class SchemaTable:
         if found is None:
             drv = self.driver()
             info = self.grammars[g]
-            found = drv.start(drv.compile_spec(info.spec))
-            if info.template and not drv.feed(found, info.template):
-                raise TriecError(f"{drv.name} refuses the literal text {info.template!r} of its own grammar")
+            key = (info.spec.key, info.template)  # tools with the same arguments share one template
+            found = self._shared_templates.get(key)
+            if found is None:
+                found = drv.start(drv.compile_spec(info.spec))
+                if info.template and not drv.feed(found, info.template):
+                    raise TriecError(f"{drv.name} refuses the literal text {info.template!r} of its own grammar")
+                self._shared_templates[key] = found
+                while len(self._shared_templates) > drv.cache_size:
+                    self._shared_templates.popitem(last=False)
             self._templates[g] = found
+            while len(self._templates) > drv.cache_size:
+                self._templates.popitem(last=False)
         return self.driver().copy(found)
 
     def is_compiled(self, g: int) -> bool:

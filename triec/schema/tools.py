@@ -1,0 +1,254 @@
+"""Tool registries: K tools, each with its own argument schema, in the call formats models are trained to write.
+
+A registry compiles to one slot (the tool names, after the format's literal
+prefix and before its literal tail) and one grammar per distinct argument
+schema: the format's call with the name reduced to a marker, fed up to the
+arguments once (its *template*). The name picks the grammar (the slot's
+``value_grammar``), so no argument grammar is compiled before a sequence first
+chooses its tool. Formats that allow several calls continue, after a call, into
+the same names slot (a second marker in each tool's grammar).
+
+Formats (compact convention: ``", "`` and ``": "``, properties in order):
+
+=========  ==========================================================  ==================
+format     output                                                      calls
+=========  ==========================================================  ==================
+vllm       ``[{"name": N, "parameters": P}, ...]`` (vLLM's             1 or more (1 with
+           ``tool_choice="required"`` schema)                          ``parallel=False``)
+hermes     ``<tool_call>\\n{"name": N, "arguments": A}\\n</tool_call>``   1 or more, ``\\n``
+                                                                       between
+llama3     ``{"name": N, "parameters": P}``                            1
+object     ``{"name": N, "arguments": A}``                             1
+=========  ==========================================================  ==================
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from triec.encoding import json_string_literal
+from triec.errors import SchemaShapeError
+from triec.schema.grammar import GrammarSpec
+
+FORMATS = ("vllm", "hermes", "llama3", "object")
+NO_ARGUMENTS: dict[str, Any] = {"type": "object", "properties": {}, "additionalProperties": False}
+"""What a tool without ``parameters`` takes: exactly ``{}``."""
+_CONTROL = re.compile("[\x00-\x1f\x7f]")
+_DEFS = ("$defs", "definitions")
+
+
+class ToolsError(SchemaShapeError):
+    """A tool registry that cannot be compiled (a bad entry, a duplicate name); the message names the entry."""
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    parameters: Any  # a JSON Schema (dict or bool)
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Format:
+    name: str
+    key: str  # "parameters" or "arguments"
+    prefix: str  # before the first call's name
+    local_prefix: str  # the part of ``prefix`` the call's grammar reads itself
+    multi: bool  # whether calls may follow calls
+
+    @property
+    def tail(self) -> str:
+        return ", " + json_string_literal(self.key) + ": "
+
+
+_FORMATS = {
+    "vllm": Format("vllm", "parameters", '[{"name": ', '[{"name": ', True),
+    "hermes": Format("hermes", "arguments", '<tool_call>\n{"name": ', '{"name": ', True),
+    "llama3": Format("llama3", "parameters", '{"name": ', '{"name": ', False),
+    "object": Format("object", "arguments", '{"name": ', '{"name": ', False),
+}
+
+
+def tool_format(name: str) -> Format:
+    if name not in _FORMATS:
+        raise ToolsError(f"unknown tool format {name!r}; expected one of {', '.join(FORMATS)}")
+    return _FORMATS[name]
+
+
+# ---------------------------------------------------------------- reading registries
+
+
+def looks_like_tools(doc: Any) -> bool:
+    """A JSON array of tool entries, or an object ``{"tools": [...]}`` (MCP's ``tools/list`` result)."""
+    if isinstance(doc, dict) and isinstance(doc.get("tools"), list):
+        doc = doc["tools"]
+    return isinstance(doc, list) and bool(doc) and all(isinstance(t, dict) for t in doc) and any(
+        "function" in t or "inputSchema" in t or "input_schema" in t or ("name" in t and "parameters" in t)
+        for t in doc
+    )
+
+
+def parse_tools(doc: Any, source: str = "tools", engine: str = "llguidance") -> list[Tool]:
+    """Tools from the OpenAI (``{"type": "function", "function": {...}}`` or the function object itself), MCP
+    (``inputSchema``) and Anthropic (``input_schema``) spellings. Errors name the entry and the field."""
+    if isinstance(doc, dict) and isinstance(doc.get("tools"), list):
+        doc = doc["tools"]
+    if not isinstance(doc, list) or not doc:
+        raise ToolsError(f"{source}: expected a non-empty JSON array of tools (or {{\"tools\": [...]}})")
+    out: list[Tool] = []
+    seen: dict[str, int] = {}
+    for i, entry in enumerate(doc):
+        where = f"{source}: tools[{i}]"
+        if not isinstance(entry, dict):
+            raise ToolsError(f"{where}: expected an object, found {type(entry).__name__}")
+        fn = entry
+        if "function" in entry:
+            fn = entry["function"]
+            if not isinstance(fn, dict):
+                raise ToolsError(f"{where}.function: expected an object, found {type(fn).__name__}")
+            if entry.get("type", "function") != "function":
+                raise ToolsError(f"{where}.type: expected \"function\", found {entry.get('type')!r}")
+            where += ".function"
+        name = fn.get("name")
+        if not isinstance(name, str) or not name:
+            raise ToolsError(f"{where}.name: expected a non-empty string, found {name!r}")
+        if engine == "llguidance" and _CONTROL.search(name):
+            raise ToolsError(f"{where}.name: {name!r} holds a control character, which llguidance accepts in several "
+                             "spellings; compile with engine xgrammar or rename the tool")
+        if name in seen:
+            raise ToolsError(f"{where}.name: {name!r} is already the name of tools[{seen[name]}]; names must be unique")
+        seen[name] = i
+        params: Any = NO_ARGUMENTS
+        for key in ("parameters", "inputSchema", "input_schema"):
+            if key in fn:
+                params = fn[key]
+                if params is None:
+                    params = NO_ARGUMENTS
+                elif not isinstance(params, (dict, bool)):
+                    raise ToolsError(f"{where}.{key}: expected a JSON Schema object, found {type(params).__name__}")
+                elif isinstance(params, dict):
+                    _check_refs(params, f"{where}.{key}")
+                break
+        desc = fn.get("description", "")
+        out.append(Tool(name, params, desc if isinstance(desc, str) else ""))
+    return out
+
+
+def _check_refs(schema: dict[str, Any], where: str) -> None:
+    """A tool's ``$ref`` must point into its own ``$defs``/``definitions``: its schema moves inside the call's."""
+
+    def visit(node: Any, path: str) -> None:
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and not any(ref.startswith(f"#/{d}/") for d in _DEFS):
+                raise ToolsError(f"{where}{path}.$ref: {ref!r} points outside the tool's $defs; only '#/$defs/...' "
+                                 "references can move into a call's schema")
+            for k, v in node.items():
+                visit(v, f"{path}.{k}")
+        elif isinstance(node, list):
+            for i, v in enumerate(node):
+                visit(v, f"{path}[{i}]")
+
+    visit(schema, "")
+
+
+# ---------------------------------------------------------------- per-tool grammars
+
+
+def _split_defs(params: Any) -> tuple[Any, dict[str, Any]]:
+    """The parameters without their ``$defs``, and those defs (hoisted to the call schema's root)."""
+    if not isinstance(params, dict):
+        return params, {}
+    defs = {d: params[d] for d in _DEFS if isinstance(params.get(d), dict)}
+    return {k: v for k, v in params.items() if k not in defs}, defs
+
+
+def _branch(fmt: Format, name_value: Any, params: Any, strict: bool) -> dict[str, Any]:
+    branch: dict[str, Any] = {"properties": {"name": {"type": "string", "enum": [name_value]}, fmt.key: params},
+                              "required": ["name", fmt.key]}
+    if strict:
+        branch = {"type": "object", **branch, "additionalProperties": False}
+    return branch
+
+
+def call_grammar(fmt: Format, params: Any, *, parallel: bool, name_marker: str, next_marker: str) -> GrammarSpec:
+    """One tool's grammar: its call with the name ``name_marker``, then (multi-call formats) the next call up to
+    its name, ``next_marker``, where the names slot takes over again."""
+    from triec.schema.shape import canonical_json
+
+    body, defs = _split_defs(params)
+    if fmt.name == "vllm":
+        alts = [_branch(fmt, name_marker, body, strict=False)]
+        if parallel:
+            alts.append({"properties": {"name": {"type": "string", "enum": [next_marker]}}, "required": ["name"]})
+        schema: dict[str, Any] = {"type": "array", "minItems": 1, "items": {"type": "object", "anyOf": alts}}
+        if not parallel:
+            schema["maxItems"] = 1
+        return GrammarSpec(canonical_json({**schema, **defs}))
+    schema = {**_branch(fmt, name_marker, body, strict=True), **defs}
+    if fmt.name == "hermes":
+        after = ["\n</tool_call>"]
+        if parallel:
+            after.append('\n</tool_call>\n<tool_call>\n{"name": ' + json_string_literal(next_marker))
+        return GrammarSpec(canonical_json(schema), tuple(after))
+    return GrammarSpec(canonical_json(schema))
+
+
+def call_template(fmt: Format, name_marker: str) -> bytes:
+    """What a tool's grammar reads before its arguments: the call up to them, the name being the marker."""
+    return (fmt.local_prefix + json_string_literal(name_marker) + fmt.tail).encode("utf-8")
+
+
+def lazy_call_grammar(fmt: Format, params: Any, parallel: bool, markers: tuple[str, str]) -> Callable[[], GrammarSpec]:
+    """The grammar of one tool, built when a sequence first picks the tool (the build never serializes K schemas)."""
+
+    def make() -> GrammarSpec:
+        spec = call_grammar(fmt, params, parallel=parallel, name_marker=markers[0], next_marker=markers[1])
+        text = spec.schema + "".join(spec.after)
+        if text.count(markers[0]) != 1 or text.count(markers[1]) != (1 if parallel and fmt.multi else 0):
+            raise ToolsError(f"a tool's parameters hold U+{ord(markers[0]):X} or U+{ord(markers[1]):X}, private-use "
+                             "characters triec marks names with; remove them from the schema")
+        return spec
+
+    return make
+
+
+# ---------------------------------------------------------------- the whole format, for oracles
+
+
+def whole_format(tools: list[Tool], fmt: Format, *, parallel: bool) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """The format over every tool as one JSON Schema (and what follows it): what the engines compile as the
+    oracle (vLLM's ``tool_choice="required"`` schema for ``vllm``; an ``anyOf`` of calls otherwise)."""
+    defs: dict[str, Any] = {}
+    alts = []
+    for t in tools:
+        body, d = _split_defs(t.parameters)
+        for k, v in d.items():
+            defs.setdefault(k, {}).update(v)
+        alts.append(_branch(fmt, t.name, body, strict=fmt.name != "vllm"))
+    if fmt.name == "vllm":
+        schema: dict[str, Any] = {"type": "array", "minItems": 1, "items": {"type": "object", "anyOf": alts}}
+        if not parallel:
+            schema["maxItems"] = 1
+    else:
+        schema = {"anyOf": alts}
+    return {**schema, **defs}, ()
+
+
+def hermes_lark(schema: dict[str, Any], parallel: bool) -> str:
+    """llguidance's grammar of the hermes format: tagged calls, each the JSON of one call, ``\\n`` between."""
+    options = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
+    start = 'start: call ("\\n" call)*' if parallel else "start: call"
+    return ('%llguidance {"no_forcing": true}\n' + start + '\ncall: "<tool_call>\\n" j "\\n</tool_call>"\nj: %json '
+            + json.dumps({**schema, "x-guidance": options}, ensure_ascii=False))
+
+
+def hermes_ebnf(json_ebnf: str, parallel: bool) -> str:
+    """xgrammar's grammar of the hermes format, around the EBNF xgrammar made of the calls' JSON Schema."""
+    body = re.sub(r"^root ::=", "call_json ::=", json_ebnf, count=1, flags=re.M)
+    root = 'root ::= call ("\\n" call)*' if parallel else "root ::= call"
+    return root + '\ncall ::= "<tool_call>\\n" call_json "\\n</tool_call>"\n' + body
