@@ -239,7 +239,7 @@ def compile_tools(
     template = call_template(fmt, markers[0])
     held = (0,) if multi else ()
     grammars = [Grammar(template=template, slots=held,
-                        make=lazy_call_grammar(fmt, parsed[i].parameters, parallel, (markers[0], markers[1])))
+                        make=lazy_call_grammar(fmt, parsed[i].name, parsed[i].parameters, parallel, (markers[0], markers[1])))
                 for i in order]
     slot = build_values_slot(keys, vocab, tail=fmt.tail.encode("utf-8"), enter_state=len(prefix) if multi else -1,
                              marker=markers[1] if multi else "", value_grammar=np.arange(len(keys), dtype=np.int32))

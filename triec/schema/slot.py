@@ -32,7 +32,7 @@ import numpy as np
 
 from triec._arrays import concat_ranges
 from triec.runtime.word_masks import StateWords, words_from_pairs
-from triec.tokenizer.index import token_index
+from triec.tokenizer.index import TokenIndex, token_index
 
 if TYPE_CHECKING:
     from triec.runtime.table import MaskTable
@@ -96,6 +96,105 @@ class Groups:
             rest_token=np.array([first_id.get(c[4], -1) if c[1] == DYNAMIC else -1 for c in flat], dtype=np.int32),
             labels=list(labels),
         )
+
+
+    @staticmethod
+    def concat(parts: list[Groups]) -> Groups:
+        """Groups after groups (each part's groups keep their order)."""
+        if not parts:
+            return Groups.pack([], [], {})
+        offsets = [np.zeros(1, dtype=np.int64)]
+        rest_offsets = [np.zeros(1, dtype=np.int64)]
+        n = r = 0
+        for g in parts:
+            offsets.append(g.offsets[1:] + n)
+            rest_offsets.append(g.rest_offsets[1:] + r)
+            n += int(g.offsets[-1])
+            r += int(g.rest_offsets[-1])
+        return Groups(
+            offsets=np.concatenate(offsets), tokens=np.concatenate([g.tokens for g in parts]),
+            kind=np.concatenate([g.kind for g in parts]), target=np.concatenate([g.target for g in parts]),
+            leaf=np.concatenate([g.leaf for g in parts]), rest_offsets=np.concatenate(rest_offsets),
+            rest=np.concatenate([g.rest for g in parts]), rest_token=np.concatenate([g.rest_token for g in parts]),
+            labels=[lab for g in parts for lab in g.labels],
+        )
+
+
+def _below_group(ti: TokenIndex, prefix: bytes, tail: bytes, label: bytes) -> Groups:
+    """One group: every token longer than ``prefix`` that starts with it, classified by what it carries past
+    ``prefix`` against ``tail`` (vectorized: a group can hold every token that starts with a space)."""
+    ids, start, end = ti.below_arrays(prefix)
+    length = end - start
+    n = len(tail)
+    ok = np.ones(ids.shape[0], dtype=bool)
+    top = ti.flat.shape[0] - 1
+    for j in range(n):
+        has = length > j
+        ok &= ~has | (ti.flat[np.minimum(start + j, top)] == tail[j])
+    kind = np.where(length < n, TAIL, np.where(length == n, HANDOVER, DYNAMIC)).astype(np.int8)
+    target = np.where(kind == TAIL, length, -1).astype(np.int32)
+    ids, kind, target, start, end = ids[ok], kind[ok], target[ok], start[ok], end[ok]
+    rstart = np.where(kind == DYNAMIC, start + n, end)  # only a DYNAMIC token's rest is kept
+    rlen = end - rstart
+    rest_offsets = np.zeros(ids.shape[0] + 1, dtype=np.int64)
+    np.cumsum(rlen, out=rest_offsets[1:])
+    rest = ti.flat[concat_ranges(rstart, rlen)]
+    raw = rest.tobytes()
+    first_id = ti.first_id
+    ro = rest_offsets.tolist()
+    rest_token = np.array([first_id.get(raw[ro[k] : ro[k + 1]], -1) if kind[k] == DYNAMIC else -1
+                           for k in range(ids.shape[0])], dtype=np.int32)
+    order = np.argsort(ids, kind="stable")
+    if not np.array_equal(order, np.arange(order.shape[0])):  # ids are ascending within equal bytes only
+        ids, kind, target = ids[order], kind[order], target[order]
+        rl = rlen[order]
+        idx = concat_ranges(rest_offsets[:-1][order], rl)
+        rest = rest[idx]
+        rest_offsets = np.zeros(ids.shape[0] + 1, dtype=np.int64)
+        np.cumsum(rl, out=rest_offsets[1:])
+        rest_token = rest_token[order]
+    return Groups(offsets=np.array([0, ids.shape[0]], dtype=np.int64), tokens=ids.astype(np.int32), kind=kind,
+                  target=target, leaf=np.full(ids.shape[0], -1, dtype=np.int32), rest_offsets=rest_offsets, rest=rest,
+                  rest_token=rest_token, labels=[label])
+
+
+_TAILS: dict[tuple[str, int, bytes], Groups] = {}
+
+
+def tail_groups(vocab: Vocabulary, tail: bytes) -> Groups:
+    """Group i: the tokens at tail offset i (inside the tail, ending at its end, or reading past it).
+
+    A pure function of (vocabulary, tail), computed once per process for each tail (the largest group holds every
+    token that starts with the tail's last byte)."""
+    key = (vocab.fingerprint, vocab.vocab_size, tail)
+    found = _TAILS.get(key)
+    if found is None:
+        ti = token_index(vocab)
+        parts = []
+        for i in range(len(tail)):
+            spine = tail[i:]
+            inside: list[Candidate] = []
+            for k in range(1, len(spine) + 1):
+                for t in ti.spelling(spine[:k]):
+                    inside.append((t, TAIL, i + k, -1, b"") if k < len(spine) else (t, HANDOVER, -1, -1, b""))
+            past = _below_group(ti, spine, b"", b"")
+            parts.append(_merge(Groups.pack([sorted(inside)], [b""], ti.first_id), past))
+        found = Groups.concat(parts) if parts else Groups.pack([], [], ti.first_id)
+        _TAILS[key] = found
+    return found
+
+
+def _merge(a: Groups, b: Groups) -> Groups:
+    """Two one-group Groups with disjoint tokens as one group, tokens ascending."""
+    both = Groups.concat([a, b])
+    order = np.argsort(both.tokens, kind="stable")
+    rl = np.diff(both.rest_offsets)[order]
+    rest_offsets = np.zeros(order.shape[0] + 1, dtype=np.int64)
+    np.cumsum(rl, out=rest_offsets[1:])
+    return Groups(offsets=np.array([0, order.shape[0]], dtype=np.int64), tokens=both.tokens[order],
+                  kind=both.kind[order], target=both.target[order], leaf=both.leaf[order], rest_offsets=rest_offsets,
+                  rest=both.rest[concat_ranges(both.rest_offsets[:-1][order], rl)], rest_token=both.rest_token[order],
+                  labels=[b""])
 
 
 def classify(rest: bytes, tail: bytes) -> tuple[int, int, bytes] | None:
@@ -213,22 +312,15 @@ def build_slot(
     # exits: one group per head (a vocabulary-trie node; its bytes are the end of any key it closes)
     _, first, inverse = np.unique(v, return_index=True, return_inverse=True)
     labels = [keys[int(leaf[i])][int(trie_depth[start[i]]) :] for i in first.tolist()]
-    groups: list[list[Candidate]] = []
-    for h in labels:
-        cands = []
-        for t, tb in ti.below(h):
-            c = classify(tb[len(h) :], tail)
-            if c is not None:
-                cands.append((t, c[0], c[1], -1, c[2]))
-        groups.append(sorted(cands))
-    live = np.array([bool(g) for g in groups], dtype=bool)
+    head_groups = [_below_group(ti, h, tail, h) for h in labels]
+    live = np.array([int(g.offsets[-1]) > 0 for g in head_groups], dtype=bool)
     keep = live[inverse] if inverse.size else np.zeros(0, dtype=bool)
     remap = np.cumsum(live) - 1
     e_state, e_group, e_leaf = start[keep], remap[inverse[keep]], leaf[keep]
     order = np.lexsort((e_group, e_state))
-    exits = Groups.pack([g for g in groups if g], [h for h, ok in zip(labels, live.tolist(), strict=True) if ok],
-                        ti.first_id)
-    tails = Groups.pack([_tail_group(ti, tail, i) for i in range(len(tail))], [b""] * len(tail), ti.first_id)
+    exits = Groups.concat([g for g, ok in zip(head_groups, live.tolist(), strict=True) if ok]) if live.any() \
+        else Groups.pack([], [], ti.first_id)
+    tails = tail_groups(vocab, tail)
     enters = Groups.pack([], [], ti.first_id)
     slot = Slot(trie_table, tail, enter_state, marker, exits, e_state[order].astype(np.int32),
                 e_group[order].astype(np.int32), e_leaf[order].astype(np.int32), tails, enters, value_grammar)
@@ -238,24 +330,20 @@ def build_slot(
     return slot
 
 
-def _tail_group(ti: object, tail: bytes, i: int) -> list[Candidate]:
-    """Tokens at tail offset i: inside the rest of the tail, ending at its end, or reading past it."""
-    spine = tail[i:]
-    cands: list[Candidate] = []
-    for k in range(1, len(spine) + 1):
-        for t in ti.spelling(spine[:k]):  # type: ignore[attr-defined]
-            cands.append((t, TAIL, i + k, -1, b"") if k < len(spine) else (t, HANDOVER, -1, -1, b""))
-    for t, tb in ti.below(spine):  # type: ignore[attr-defined]
-        cands.append((t, DYNAMIC, -1, -1, tb[len(spine) :]))
-    return sorted(cands)
-
-
 def _enter_groups(slot: Slot, vocab: Vocabulary) -> Groups:
     """Tokens h + '"' + y with h non-empty: the engine reads h, the slot reads '"' + y from its entry state."""
     ti = token_index(vocab)
     found: dict[bytes, list[Candidate]] = {}
+    tb_all = vocab.token_bytes
+    opened = slot.walk_bytes(slot.enter_state, b'"')  # the state after the opening quote: its tokens' first bytes
+    if opened is None or opened[0] >= 0:
+        return Groups.pack([], [], ti.first_id)
+    toks, _ = slot.trie._content(opened[1])
+    second = {tb_all[t][0] for t in toks.tolist() if tb_all[t]}
     for t, i in ti.quoted:
-        tb = vocab.token_bytes[t]
+        tb = tb_all[t]
+        if i + 1 < len(tb) and tb[i + 1] not in second:
+            continue
         got = slot.walk_bytes(slot.enter_state, tb[i:])
         if got is None:
             continue

@@ -130,8 +130,6 @@ def parse_tools(doc: Any, source: str = "tools", engine: str = "llguidance") -> 
                     params = NO_ARGUMENTS
                 elif not isinstance(params, (dict, bool)):
                     raise ToolsError(f"{where}.{key}: expected a JSON Schema object, found {type(params).__name__}")
-                elif isinstance(params, dict):
-                    _check_refs(params, f"{where}.{key}")
                 break
         desc = fn.get("description", "")
         out.append(Tool(name, params, desc if isinstance(desc, str) else ""))
@@ -203,10 +201,15 @@ def call_template(fmt: Format, name_marker: str) -> bytes:
     return (fmt.local_prefix + json_string_literal(name_marker) + fmt.tail).encode("utf-8")
 
 
-def lazy_call_grammar(fmt: Format, params: Any, parallel: bool, markers: tuple[str, str]) -> Callable[[], GrammarSpec]:
-    """The grammar of one tool, built when a sequence first picks the tool (the build never serializes K schemas)."""
+def lazy_call_grammar(
+    fmt: Format, name: str, params: Any, parallel: bool, markers: tuple[str, str]
+) -> Callable[[], GrammarSpec]:
+    """The grammar of one tool, built when a sequence first picks the tool (the build never walks or serializes K
+    schemas; a schema problem is reported then, naming the tool)."""
 
     def make() -> GrammarSpec:
+        if isinstance(params, dict):
+            _check_refs(params, f"tool {name!r}: parameters")
         spec = call_grammar(fmt, params, parallel=parallel, name_marker=markers[0], next_marker=markers[1])
         text = spec.schema + "".join(spec.after)
         if text.count(markers[0]) != 1 or text.count(markers[1]) != (1 if parallel and fmt.multi else 0):

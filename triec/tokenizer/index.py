@@ -31,6 +31,8 @@ class TokenIndex:
     byte_token: np.ndarray  # int32 [256]: the smallest id spelling exactly that one byte, -1 if none
     quoted: list[tuple[int, int]]  # (id, i) for every '"' at position i >= 1 of a token
     after_quote: frozenset[int]  # every byte that follows a '"' inside some token
+    flat: np.ndarray  # uint8: keys[d]'s bytes are flat[flat_offsets[d]:flat_offsets[d + 1]]
+    flat_offsets: np.ndarray  # int64 [D + 1]
 
     def with_prefix(self, prefix: bytes) -> tuple[int, int]:
         """The range [lo, hi) of :attr:`keys` starting with ``prefix`` (``prefix`` itself included)."""
@@ -44,6 +46,18 @@ class TokenIndex:
         if lo < hi and self.keys[lo] == data:
             return self.ids[int(self.key_offsets[lo]) : int(self.key_offsets[lo + 1])].tolist()
         return []
+
+    def below_arrays(self, prefix: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every token longer than ``prefix`` that starts with it, as arrays: ids (ascending within equal bytes),
+        and where each one's bytes past ``prefix`` start and end in :attr:`flat`."""
+        lo, hi = self.with_prefix(prefix)
+        if lo < hi and self.keys[lo] == prefix:
+            lo += 1
+        ko = self.key_offsets
+        counts = ko[lo + 1 : hi + 1] - ko[lo:hi]
+        ids = self.ids[int(ko[lo]) : int(ko[hi])]
+        key = np.repeat(np.arange(lo, hi, dtype=np.int64), counts)
+        return ids, self.flat_offsets[key] + len(prefix), self.flat_offsets[key + 1]
 
     def below(self, prefix: bytes) -> list[tuple[int, bytes]]:
         """Every (id, bytes) whose bytes start with ``prefix`` and are longer."""
@@ -89,4 +103,8 @@ def token_index(vocab: Vocabulary) -> TokenIndex:
             if i + 1 < len(b):
                 after.add(b[i + 1])
             i = b.find(b'"', i + 1)
-    return TokenIndex(keys, key_offsets, ids, dict(zip(keys, firsts, strict=True)), byte_token, quoted, frozenset(after))
+    flat_offsets = np.zeros(len(keys) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, keys), dtype=np.int64, count=len(keys)), out=flat_offsets[1:])
+    flat = np.frombuffer(b"".join(keys), dtype=np.uint8)
+    return TokenIndex(keys, key_offsets, ids, dict(zip(keys, firsts, strict=True)), byte_token, quoted,
+                      frozenset(after), flat, flat_offsets)
