@@ -469,3 +469,17 @@ def _walk(run: _Run, rng: random.Random, max_steps: int) -> None:
             res.walks_ended += 1
             return
         prefix += run.token(t)
+
+
+def tools_oracle(table: SchemaTable) -> Oracle:
+    """A tools table's oracle: the engine on the whole format over every tool (vLLM's ``tool_choice="required"``
+    schema for ``vllm``; the tagged calls as a grammar for ``hermes``; an ``anyOf`` of calls otherwise)."""
+    from triec.schema.grammar import driver
+    from triec.schema.tools import tool_format, tools_of, whole_format_grammar
+
+    drv = driver(table.engine, table.vocabulary())
+    compiled = whole_format_grammar(tools_of(table), tool_format(table.info["format"]), bool(table.info["parallel"]), drv)
+    return Oracle(drv, lambda: drv.start(compiled), f"{table.engine} on the whole {table.info['format']} format")
+
+
+ORACLES["tools"] = tools_oracle

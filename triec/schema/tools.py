@@ -255,3 +255,32 @@ def hermes_ebnf(json_ebnf: str, parallel: bool) -> str:
     body = re.sub(r"^root ::=", "call_json ::=", json_ebnf, count=1, flags=re.M)
     root = 'root ::= call ("\\n" call)*' if parallel else "root ::= call"
     return root + '\ncall ::= "<tool_call>\\n" call_json "\\n</tool_call>"\n' + body
+
+
+def tools_of(table: Any) -> list[Tool]:
+    """The registry a compiled (or loaded) tools table serves: each name with its argument schema, in name order."""
+    fmt = tool_format(table.info["format"])
+    slot = table.slots[table.start_slot]
+    out = []
+    for v, name in enumerate(table.values_of(table.start_slot)):
+        spec = json.loads(table.grammars[int(slot.value_grammar[v])].spec.schema)
+        branch = spec["items"]["anyOf"][0] if fmt.name == "vllm" else spec
+        params = branch["properties"][fmt.key]
+        defs = {d: spec[d] for d in _DEFS if d in spec}
+        if defs and isinstance(params, dict):
+            params = {**params, **defs}
+        out.append(Tool(name, params))
+    return out
+
+
+def whole_format_grammar(tools: list[Tool], fmt: Format, parallel: bool, drv: Any) -> Any:
+    """The engine compiled on the whole format over every tool: the oracle a tools table must equal."""
+    schema, _ = whole_format(tools, fmt, parallel=parallel)
+    if fmt.name != "hermes":
+        return drv.compile(schema)
+    if drv.name == "llguidance":
+        return drv._matcher(drv.llg.LLMatcher.grammar_from_lark(hermes_lark(schema, parallel)), "tool-call grammar")
+    xgr = drv.xgr
+    g = xgr.Grammar.from_json_schema(json.dumps(schema, ensure_ascii=False), any_whitespace=False,
+                                     separators=(", ", ": "))
+    return drv.engine.compiler.compile_grammar(xgr.Grammar.from_ebnf(hermes_ebnf(str(g), parallel)))
