@@ -270,6 +270,8 @@ class SchemaTable:
         """This table served by ``engine`` (the slots' tables do not depend on it; judged tokens are per engine)."""
         if engine == self.engine:
             return self
+        if engine not in ENGINES:
+            raise TriecError(f"unknown continuation engine {engine!r}; expected one of {', '.join(ENGINES)}")
         found = self._twins.get(engine)
         if found is None:
             from triec.engines import engine_version
