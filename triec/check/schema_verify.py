@@ -261,23 +261,27 @@ def _at_entry(run: _Run, m: SchemaMatcher, s: int) -> bool:
     """Whether the matcher stands where slot s begins: in the engine, with the opening quote entering s."""
     from triec.schema.matcher import ENGINE, SLOT
 
-    if m.st.phase != ENGINE:
-        return False
     q = int(run.byte_token[0x22])
-    if q < 0 or not (int(run.ours[q >> 5]) >> (q & 31)) & 1:
+    if m.st.phase != ENGINE or q < 0:
         return False
     m2 = m.fork()
     return m2.accept_token(q) and m2.st.phase == SLOT and m2.st.s == s
 
 
 def _reach(run: _Run, s: int, rng: random.Random, attempts: int, max_steps: int) -> tuple[Any, Any, bytes] | None:
-    """(matcher, engine, text) at slot s's entry along a random walk (rows compared on the way), or None."""
+    """(matcher, engine, text) at slot s's entry along a random walk (rows compared on the way), or None.
+
+    A walk often steps over the entry with one token (``': "A0'``); where a row allows an entering token
+    of slot s, the text up to the quote (the walk's text + the token's head) is driven afresh instead.
+    """
     from triec.schema.matcher import SLOT
 
     table = run.table
+    slot = table.slots[s]
     if s == table.start_slot:
         m, o = table.matcher(), run.oracle.new()
         return (m, o, b"") if m.st.phase == SLOT and m.st.s == s and m.st.pos == 0 else None
+    en = slot.enters
     for _ in range(attempts):
         m, o, prefix = table.matcher(), run.oracle.new(), b""
         for _ in range(max_steps):
@@ -286,9 +290,16 @@ def _reach(run: _Run, s: int, rng: random.Random, attempts: int, max_steps: int)
                 return None
             if _at_entry(run, m, s):
                 return m, o, prefix
-            ids = row_ids(run.ours).tolist()
+            row = run.ours.copy()
+            for j, h in enumerate(en.labels):
+                lo, hi = en.span(j)
+                if any((int(row[t >> 5]) >> (t & 31)) & 1 for t in en.tokens[lo:hi].tolist()):
+                    got = _drive(run, prefix + h)
+                    if got is not None and run.same(*got, "walk to a slot", prefix + h) and _at_entry(run, got[0], s):
+                        return got[0], got[1], prefix + h
+            ids = row_ids(row).tolist()
             if not ids:
-                run.res.add("walk to a slot: empty mask", prefix, run.ours, run.theirs, run.vocab)
+                run.res.add("walk to a slot: empty mask", prefix, row, run.theirs, run.vocab)
                 return None
             t = run.pick(ids, rng)
             if t in run.eos or not run.step(m, o, t, "walk to a slot", prefix):
