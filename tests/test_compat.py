@@ -32,7 +32,7 @@ OLD_NAMES: dict[str, list[str]] = {
     'triec.cli.inspect': ['inspect_cmd'],
     'triec.cli.verify': ['verify_cmd'],
     'triec.compiler': ['CompileStats', 'IMPLEMENTATIONS', 'MAX_VALUE_BYTES', 'SMALL_SET', 'TINY_SET', 'compile', 'compile_json_schema', 'compile_keys', 'compile_sorted', 'mask_table', 'prepare_buffer', 'prepare_values', 'spell_all'],
-    'triec.continuation': ['Continuation', 'EngineDriver', 'LLGuidanceDriver', 'PLACEHOLDER', 'XGrammarDriver', 'driver'],
+    'triec.continuation': ['EngineDriver', 'LLGuidanceDriver', 'XGrammarDriver', 'driver'],  # Continuation, PLACEHOLDER: removed (D19's; grammars in triec.schema.grammar)
     'triec.csr': ['concat_ranges'],
     'triec.disk_cache': ['cache_dir', 'load_arrays', 'save_arrays'],
     'triec.encoding': ['ENCODINGS', 'Encoding', 'JSON', 'PLAIN', 'RAW', 'as_encoding', 'json_string_literal'],
@@ -52,11 +52,11 @@ OLD_NAMES: dict[str, list[str]] = {
     'triec.reference': ['brute_force_allowed', 'prefix_states', 'reference_transitions'],
     'triec.restrict': ['PathIndex', 'RestrictedTable', 'path_index'],
     'triec.runtime': ['FINISHED', 'MaskTable', 'StateQueries'],
-    'triec.schema_artifact': ['FORMAT_NAME', 'SCHEMA_SECTIONS', 'build_schema_table', 'check_schema_indices', 'expected_counts', 'schema_arrays', 'schema_header', 'validate_schema_contents'],
+    'triec.schema_artifact': ['FORMAT_NAME', 'SCHEMA_SECTIONS', 'build_schema_table', 'check_schema_indices', 'expected_counts', 'validate_schema_contents'],  # schema_arrays, schema_header: removed (the D19 layout is read, never written)
     'triec.schema_compiler': ['compile_schema', 'name_keys'],
-    'triec.schema_table': ['SchemaMaskWriter', 'SchemaMatcher', 'SchemaTable', 'SourceWords', 'source_words'],
+    'triec.schema_table': ['SchemaMaskWriter', 'SchemaMatcher', 'SchemaTable'],  # SourceWords, source_words: removed (each slot's rows: Slot.words)
     'triec.schema_verify': ['SchemaCheck', 'compare_schema'],
-    'triec.straddle': ['CACHE_FORMAT', 'QUOTE', 'StraddleTable', 'build_straddles', 'cache_key', 'find_heads', 'load_cached', 'load_or_build', 'save_cached'],
+    'triec.straddle': ['QUOTE'],  # the straddle tables and their disk cache: removed (a slot's crossing tokens, triec.schema.slot)
     'triec.synthetic': ['ACTIONS', 'ADJECTIVES', 'BRANDS', 'CATEGORIES', 'COLORS', 'NAMESPACES', 'PRODUCT_NAMES_MAX', 'RESOURCES', 'TOOL_NAMES_MAX', 'WIDE_CODES_MAX', 'product_names', 'tool_names', 'wide_codes'],
     'triec.token_bytes': ['BYTE_LEVEL', 'MAX_TOKEN_IDS', 'SENTENCEPIECE', 'decode_token_bytes', 'detect_family', 'guess_eos_token_ids', 'ids_for_tokens', 'model_vocab', 'unicode_to_byte'],
     'triec.tokenizer_source': ['BUNDLED', 'DEFAULT_TOKENIZER', 'MAX_TOKENIZER_BYTES', 'TokenizerSource', 'locate', 'read_tokenizer_file'],

@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner, Result
 
 import triec
-from triec.artifact.container import FORMAT_VERSION, MAGIC, PLAIN_FORMAT_VERSION, PREAMBLE
+from triec.artifact.container import ENCODED_FORMAT_VERSION, MAGIC, PLAIN_FORMAT_VERSION, PREAMBLE
 from triec.cli import app
 from triec.encoding import Encoding
 
@@ -53,7 +53,7 @@ def test_compile_json_with_prefix_and_suffix(tmp_path: Path, tools_json: Path) -
     summary = json.loads(result.stdout)
     assert summary["encoding"] == {"name": "json", "prefix": '{"tool": ', "suffix": "}"}
     table = triec.load(out, verify=True)
-    assert table.format_version == FORMAT_VERSION == 2
+    assert table.format_version == ENCODED_FORMAT_VERSION == 2
     assert table.encoding == Encoding("json", '{"tool": ', "}")
     assert '{"tool": "slack.get_user"}' in table.strings and '{"tool": "del\\u007f"}' in table.strings
     assert '{"tool": "quote\\"d"}' in table.strings
@@ -166,16 +166,16 @@ def test_header_encoding_checks(tmp_path: Path, vocabs: dict[str, triec.Vocabula
 
     cases: list[tuple[Callable[[dict[str, Any]], None], int, str]] = [
         (lambda h: None, PLAIN_FORMAT_VERSION, "'encoding': needs format version 2"),
-        (lambda h: h.pop("encoding"), FORMAT_VERSION, "header field 'encoding': expected a map"),
-        (lambda h: h.__setitem__("encoding", {"name": "yaml", "prefix": "", "suffix": ""}), FORMAT_VERSION, "expected one of raw, json"),
-        (lambda h: h.__setitem__("encoding", {"name": "json", "prefix": 1, "suffix": ""}), FORMAT_VERSION, "expected strings"),
-        (lambda h: h.__setitem__("encoding", {"name": "raw", "prefix": "", "suffix": ""}), FORMAT_VERSION, "written as version 1"),
+        (lambda h: h.pop("encoding"), ENCODED_FORMAT_VERSION, "header field 'encoding': expected a map"),
+        (lambda h: h.__setitem__("encoding", {"name": "yaml", "prefix": "", "suffix": ""}), ENCODED_FORMAT_VERSION, "expected one of raw, json"),
+        (lambda h: h.__setitem__("encoding", {"name": "json", "prefix": 1, "suffix": ""}), ENCODED_FORMAT_VERSION, "expected strings"),
+        (lambda h: h.__setitem__("encoding", {"name": "raw", "prefix": "", "suffix": ""}), ENCODED_FORMAT_VERSION, "written as version 1"),
     ]
     for mutate, version, message in cases:
         with pytest.raises(triec.ArtifactError, match=message):
             load(reheader(data, mutate, version))
     # A header whose encoding does not spell the stored strings: refused by the full check.
-    lying = reheader(data, lambda h: h.__setitem__("encoding", {"name": "json", "prefix": "(", "suffix": "]"}), FORMAT_VERSION)
+    lying = reheader(data, lambda h: h.__setitem__("encoding", {"name": "json", "prefix": "(", "suffix": "]"}), ENCODED_FORMAT_VERSION)
     with pytest.raises(triec.ArtifactError, match="not spelled as header field 'encoding' says"):
         load(lying, verify=True)
     raw_strings = tmp_path / "raw.triec"

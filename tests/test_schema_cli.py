@@ -1,4 +1,5 @@
-"""The CLI on tool-call schemas: compile detects them, verify checks them against both engines, inspect shows them."""
+"""The CLI on schemas: compile detects them (tool calls, large enums anywhere), verify checks them against both
+engines, inspect shows them."""
 
 from __future__ import annotations
 
@@ -38,6 +39,7 @@ def artifact(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert result.exit_code == 0, result.stderr
     summary = json.loads(result.stdout)
     assert summary["kind"] == "tool-schema" and summary["names"] == 5 and summary["engine"] == "llguidance"
+    assert summary["shape"] == "tool-call" and [s["pointer"] for s in summary["slots"]] == ["/properties/name"]
     assert len(summary["straddles_per_tail_offset"]) == len(', "arguments": ')
     return out
 
@@ -63,27 +65,51 @@ def test_inspect_shows_the_schema(artifact: Path) -> None:
     result = invoke("inspect", str(artifact), "--json", "--widest", "0")
     assert result.exit_code == 0, result.stderr
     s = json.loads(result.stdout)["schema"]
-    assert s["tail"] == ', "arguments": ' and s["engine"] == "llguidance"
+    assert s["tail"] == ', "arguments": ' and s["engine"] == "llguidance" and s["start"] == "slot 0"
     assert s["convention"]["key_separator"] == ": "
+    assert [row["offset"] for row in s["tail_offsets"]] == list(range(15))
+    assert s["tail_offsets"][-1]["into_grammar"] > 0  # ' {' style tokens enter the arguments
     assert [row["offset"] for row in s["straddles"]["tail"]] == list(range(15))
-    assert s["straddles"]["tail"][-1]["into_continuation"] > 0  # ' {' style tokens enter the arguments
+    slot = s["slots"][0]
+    assert slot["pointer"] == "/properties/name" and slot["values"] == 5 and slot["start"]
+    assert slot["crossing"]["tails"]["dynamic"] > 0 and slot["crossing"]["exits"]["tail"] > 0
+    assert s["num_grammars"] == 1 and s["grammars"][0]["slots"] == []
     text = invoke("inspect", str(artifact), "--widest", "0").stdout
-    assert "straddling tokens per tail offset" in text and "continuation engine" in text
+    assert "crossing tokens per tail offset" in text and "slots (enums served by a trie)" in text
 
 
 def test_bad_schema_exits_2_naming_the_problem(tmp_path: Path) -> None:
+    """Not the tool-call shape (an optional property), and its enum too small for a trie: one line, exit 2."""
     bad = dict(SCHEMA, required=["name"])
     (tmp_path / "bad.json").write_text(json.dumps(bad))
     result = invoke("compile", str(tmp_path / "bad.json"), "-t", "gpt2", "-o", str(tmp_path / "x.triec"))
-    assert result.exit_code == 2
-    assert "bad.json" in result.stderr and '"required" must list every property' in result.stderr
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1
+    assert "bad.json" in result.stderr and "nothing for a trie to serve" in result.stderr
+    assert "64 or more members" in result.stderr and "lower the threshold" in result.stderr
     assert not (tmp_path / "x.triec").exists()
+    # the same schema with a lower threshold: the enum is served by a slot the engine enters
+    result = invoke("compile", str(tmp_path / "bad.json"), "-t", "gpt2", "-o", str(tmp_path / "x.triec"),
+                    "--enum-threshold", "5", "--json")
+    assert result.exit_code == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["shape"] == "schema" and summary["enum_threshold"] == 5 and summary["slots"][0]["values"] == 5
+
+
+def test_no_servable_enum_exits_2_with_each_reason(tmp_path: Path) -> None:
+    values = [f"v{i}" for i in range(70)]
+    doc = {"type": "object", "properties": {"a": {"anyOf": [{"enum": values}, {"type": "string"}]},
+                                            "b": {"enum": values, "pattern": "v.*"}}, "required": ["a", "b"]}
+    (tmp_path / "s.json").write_text(json.dumps(doc))
+    result = invoke("compile", str(tmp_path / "s.json"), "-t", "gpt2", "-o", str(tmp_path / "x.triec"))
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert "/properties/a/anyOf/0: another alternative at its position may take a string" in result.stderr
+    assert "/properties/b: keyword 'pattern' next to the enum" in result.stderr
 
 
 def test_engine_option_only_for_schemas(tmp_path: Path) -> None:
     (tmp_path / "v.txt").write_text("a\nb\n")
     result = invoke("compile", str(tmp_path / "v.txt"), "-t", "gpt2", "-o", str(tmp_path / "v.triec"), "--engine", "xgrammar")
-    assert result.exit_code == 2 and "tool-call schemas only" in result.stderr
+    assert result.exit_code == 2 and "JSON Schemas only" in result.stderr
 
 
 def test_enum_first_then_structure_is_a_tool_schema_and_flat_schemas_stay_flat(tmp_path: Path) -> None:
@@ -107,3 +133,56 @@ def test_spelling_flags_refused_for_tool_schemas(tmp_path: Path) -> None:
     (tmp_path / "tools.json").write_text(json.dumps(SCHEMA))
     result = invoke("compile", str(tmp_path / "tools.json"), "-t", "gpt2", "-o", str(tmp_path / "t.triec"), "--prefix", "x")
     assert result.exit_code == 2 and "fixes its own spelling" in result.stderr and "--prefix" in result.stderr
+
+
+# ---------------------------------------------------------------- large enums anywhere (issue 20)
+
+CODES = [f"{c}{n:02d}.{d}" for c in "ABC" for n in range(4) for d in range(6)]  # 72 codes
+EXTRACTION = {
+    "type": "object",
+    "properties": {
+        "patient": {"type": "string", "maxLength": 12},
+        "codes": {"type": "array", "items": {"enum": CODES}, "minItems": 1, "maxItems": 3},
+        "severity": {"enum": ["low", "high"]},
+        "alt": {"anyOf": [{"enum": CODES}, {"type": "string", "maxLength": 3}]},
+    },
+    "required": ["patient", "codes", "severity"],
+}
+
+
+@pytest.fixture(scope="module")
+def extraction(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    d = tmp_path_factory.mktemp("extraction")
+    (d / "icd.json").write_text(json.dumps(EXTRACTION))
+    out = d / "icd.triec"
+    result = invoke("compile", str(d / "icd.json"), "-t", "gpt2", "-o", str(out), "--json")
+    assert result.exit_code == 0, result.stderr
+    return out, json.loads(result.stdout)
+
+
+def test_summary_says_which_enums_became_tries(extraction: tuple[Path, dict], tmp_path: Path) -> None:
+    _, s = extraction
+    assert s["shape"] == "schema" and s["enum_threshold"] == 64 and s["grammars"] == 1
+    assert [(x["pointer"], x["values"]) for x in s["slots"]] == [("/properties/codes/items", 72)]
+    assert s["engine_enums"] == [{"pointer": "/properties/alt/anyOf/0", "values": 72,
+                                  "reason": "another alternative at its position may take a string"}]
+    (tmp_path / "icd.json").write_text(json.dumps(EXTRACTION))
+    text = invoke("compile", str(tmp_path / "icd.json"), "-t", "gpt2", "-o", str(tmp_path / "x.triec")).stdout
+    assert "enums served by a trie" in text and "/properties/codes/items" in text and "left in the engine" in text
+
+
+def test_extraction_artifact_verifies_and_inspects(extraction: tuple[Path, dict]) -> None:
+    path, _ = extraction
+    table = triec.load(path, verify=True)
+    assert isinstance(table, triec.SchemaTable) and table.header["schema"]["num_slots"] == 1
+    pytest.importorskip("xgrammar")
+    result = invoke("verify", str(path), "--against", "reference,llguidance,xgrammar", "--walks", "4", "--json")
+    assert result.exit_code == 0, result.stdout + result.stderr
+    report = json.loads(result.stdout)
+    assert report["ok"] and report["schema"]["shape"] == "schema"
+    assert {c["against"]: c["mismatches"] for c in report["checks"]} == {"reference": 0, "llguidance": 0, "xgrammar": 0}
+    s = json.loads(invoke("inspect", str(path), "--json", "--widest", "0").stdout)["schema"]
+    assert s["start"] == "grammar 0" and s["slots"][0]["entered_from_grammars"] == [0]
+    assert s["slots"][0]["crossing"]["enters"]["trie"] > 0 and s["engine_enums"][0]["pointer"] == "/properties/alt/anyOf/0"
+    bad = invoke("inspect", str(path), "--slot", "3")
+    assert bad.exit_code == 2 and "slots 0..0" in bad.stderr

@@ -45,11 +45,13 @@ MOVED: dict[str, tuple[str, ...]] = {
     "triec.values": ("triec.build.values",),
     "triec.walk": ("triec.build.walk",),
     # schema
-    "triec.continuation": ("triec.schema.continuation",),
+    # (0.2 replaced D19's straddle tables, precomputed rows and Continuation with slots and grammars: the
+    # old paths point at the modules that do their work now; names without a counterpart are gone)
+    "triec.continuation": ("triec.schema.grammar",),
     "triec.schema_artifact": ("triec.schema.artifact",),
     "triec.schema_compiler": ("triec.schema.compile",),
-    "triec.schema_table": ("triec.schema.table", "triec.schema.matcher", "triec.schema.rows"),
-    "triec.straddle": ("triec.schema.straddle",),
+    "triec.schema_table": ("triec.schema.table", "triec.schema.matcher"),
+    "triec.straddle": ("triec.schema.slot", "triec.tokenizer.index"),
     "triec.tool_schema": ("triec.schema.shape",),
     # check
     "triec.bench": ("triec.check.bench",),
