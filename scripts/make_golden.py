@@ -1,9 +1,13 @@
 #!/usr/bin/env python3
-"""Regenerate the golden artifact fixtures/golden/tiny-gpt2.triec and its README.
+"""Regenerate the golden artifacts in fixtures/golden/ and their README.
 
-The golden file pins the artifact's exact bytes: tests/test_artifact.py compiles
-the same values with the same tokenizer and requires a byte-for-byte match. Run
-this script only when the file format or the triec version changes on purpose:
+The golden files pin the artifacts' exact bytes: tests/test_artifact.py compiles
+the same values (tests/test_schema_artifact.py the same schemas, listed in
+fixtures/golden/schemas.json) with the same tokenizer and requires a
+byte-for-byte match. The files of the first schema layout (``legacy`` in the
+manifest, format versions 1/2) were written by triec before slots and grammars
+and are never regenerated: this triec reads them and writes none. Run this
+script only when the file format or the triec version changes on purpose:
 
     .venv/bin/python scripts/make_golden.py
 
@@ -13,6 +17,8 @@ and commit the new artifact and README together with the change that caused them
 from __future__ import annotations
 
 import hashlib
+import json
+import struct
 import sys
 from pathlib import Path
 
@@ -23,6 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 GOLDEN_DIR = ROOT / "fixtures" / "golden"
 ARTIFACT = GOLDEN_DIR / "tiny-gpt2.triec"
 README = GOLDEN_DIR / "README.md"
+MANIFEST = GOLDEN_DIR / "schemas.json"
 
 # Keep in step with GOLDEN_VALUES in tests/test_artifact.py. The set covers a shared
 # prefix (get / get_user), a multi-byte UTF-8 character and the empty string.
@@ -56,7 +63,59 @@ its header) changes. When that happens on purpose, regenerate it deliberately wi
 review the difference, and commit the new artifact and this README with the change.
 A golden test failing without such a change means the writer stopped being
 deterministic or the format changed by accident: fix the code, not the fixture.
+
+## Schema artifacts
+
+Listed in `schemas.json`, each with the JSON Schema it was compiled from (the
+`*.schema.json` beside it). `tests/test_schema_artifact.py` compiles each schema
+again (`triec.compile_schema(schema, tokenizer, engine=..., threshold=...)`) and
+requires the same bytes, the header's `engine_version` set to the one recorded
+(the tables do not depend on the engine's version, the header names it), and
+checks that each loads with `verify=True`, serves, and matches its engine on the
+whole schema with 0 mismatches.
+
+Written by this triec (format version 3, slots and grammars):
+
+{schema_rows}
+
+Frozen: written by triec 0.1.0 in the first schema layout (format version 1,
+docs/format.md "The first schema layout (read, never written)"), at commit
+ecfd868, with `triec.compile_schema(schema, "gpt2", engine=ENGINE).save(path)`.
+This triec reads them (one start slot and one grammar each) and never writes
+that layout, so they are not regenerated; the tests require that they keep
+loading, serving and verifying:
+
+{legacy_rows}
 """
+
+
+def _row(path: Path, what: str) -> str:
+    data = path.read_bytes()
+    size = f"{len(data)} bytes"
+    if path.name.endswith(".zst"):
+        import zstandard
+
+        data = zstandard.ZstdDecompressor().decompress(data)
+        size += f" (zstd; {len(data)} bytes inside)"
+    version = struct.unpack_from("<I", data, 8)[0]
+    return f"- `{path.name}`: {what}; format version {version}, {size}, sha256 of the artifact `{hashlib.sha256(data).hexdigest()}`"
+
+
+def make_schema_goldens() -> tuple[str, str]:
+    """Compile every schema of the manifest's ``schema`` list; describe them and the frozen ``legacy`` ones."""
+    manifest = json.loads(MANIFEST.read_text(encoding="utf-8"))
+    rows = []
+    for entry in manifest["schema"]:
+        schema = json.loads((GOLDEN_DIR / entry["schema"]).read_text(encoding="utf-8"))
+        table = triec.compile_schema(schema, entry["tokenizer"], engine=entry["engine"], threshold=entry["threshold"])
+        path = GOLDEN_DIR / entry["artifact"]
+        table.save(path)  # zstd-wrapped when the name ends in .zst
+        slots = ", ".join(f"{s['pointer']} (K = {s['values']})" for s in table.info["slots"])
+        rows.append(_row(path, f"`{entry['schema']}`, {entry['tokenizer']}, {entry['engine']} "
+                               f"(threshold {entry['threshold']}): slots {slots}"))
+    legacy = [_row(GOLDEN_DIR / e["artifact"], f"`{e['schema']}`, {e['tokenizer']}, {e['engine']}")
+              for e in manifest["legacy"]]
+    return "\n".join(rows), "\n".join(legacy)
 
 
 def main() -> int:
@@ -65,6 +124,7 @@ def main() -> int:
     size = table.save(ARTIFACT, compress=False)
     data = ARTIFACT.read_bytes()
     vocab = triec.Vocabulary.load(TOKENIZER)
+    schema_rows, legacy_rows = make_schema_goldens()
     README.write_text(
         README_TEXT.format(
             format_version=PLAIN_FORMAT_VERSION,
@@ -75,6 +135,8 @@ def main() -> int:
             size=size,
             sha256=hashlib.sha256(data).hexdigest(),
             fingerprint=table.tokenizer_fingerprint,
+            schema_rows=schema_rows,
+            legacy_rows=legacy_rows,
         ),
         encoding="utf-8",
     )
