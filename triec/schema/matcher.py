@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from triec._memo import per_table
 from triec.errors import TriecError
 from triec.schema.slot import DYNAMIC, HANDOVER, OTHER, TAIL, Groups, Slot
 from triec.tokenizer.index import QUOTE
@@ -213,11 +214,29 @@ class SchemaMatcher:
         cache = self.table.row_cache if vg is not None else st.cache
         found = cache.get(key)
         if found is None:
-            ok = [int(groups.tokens[k]) for k in dyn.tolist()
-                  if self._rest_ok(st, st.s, val, groups.rest_of(k), int(groups.rest_token[k]))]
-            found = np.array(ok, dtype=np.int64)
+            found = groups.tokens[self._viable(self._handover(st, st.s, val), st.s, groups, dyn)].astype(np.int64)
             _put(self.table, cache, key, found, vg is not None)
         return found
+
+    def _viable(self, after: State, s: int, groups: Groups, ks: np.ndarray) -> np.ndarray:
+        """The candidates ``ks`` whose rest ``after`` accepts (the state right after a value and its tail).
+
+        A rest that is itself a token is judged by the row after the value; any other by its first byte in that
+        row first (most rests die there: after a tail only a few bytes can follow), then by reading it."""
+        row = self._row_after(after, s).view(np.uint32)
+        rt = groups.rest_token[ks]
+        known = rt >= 0
+        ok = np.zeros(ks.shape[0], dtype=bool)
+        t = rt[known].astype(np.int64)
+        ok[known] = ((row[t >> 5] >> (t & 31).astype(np.uint32)) & 1).astype(bool)
+        unknown = np.flatnonzero(~known)
+        if unknown.size:
+            first = groups.rest[groups.rest_offsets[ks[unknown]]]
+            bt = self._bytes[first].astype(np.int64)
+            alive = (bt < 0) | (((row[np.maximum(bt, 0) >> 5] >> (np.maximum(bt, 0) & 31).astype(np.uint32)) & 1) == 1)
+            for i in unknown[alive].tolist():
+                ok[i] = self._consume(after, groups.rest_of(int(ks[i]))) is not None
+        return ks[ok]
 
     def _rest_ok(self, st: State, s: int, val: int, rest: bytes, rest_token: int) -> bool:
         """Is ``rest`` viable right after value ``val``'s key and its slot's tail?"""
@@ -475,6 +494,7 @@ class SchemaMaskWriter:
         self.table = table
         self.max_batch = int(max_batch)
         self._buf = np.zeros((self.max_batch, table.words_per_row), dtype=np.int32)
+        self._mv = [memoryview(self._buf[i]) for i in range(self.max_batch)]  # item writes without numpy scalars
         self._last: list[Any] = [None] * self.max_batch  # (slot, src) written per row; "full"; None = clean
 
     @property
@@ -492,28 +512,49 @@ class SchemaMaskWriter:
             last = self._last[i]
             if src is not None and last is not None and last != "full" and last[0] is src[0] and last[1] == src[1]:
                 continue
-            row = self._buf[i]
             if last == "full":
-                row.fill(0)
+                self._buf[i].fill(0)
             elif last is not None:
-                w = last[0].words
-                lo, hi = int(w.offsets[last[1]]), int(w.offsets[last[1] + 1])
-                row[w.words[lo:hi]] = 0
+                self._write(i, last[0], last[1], clear=True)
             if src is None:
                 self._last[i] = "full"
                 if m.st.phase == ENGINE and not m.table.grammars[m.st.g].slots:
                     engine_rows.append((m, i))  # the engine's own row: batched below
                 else:
-                    m.fill_bitmask(row)
+                    m.fill_bitmask(self._buf[i])
                 continue
-            w = src[0].words
-            lo, hi = int(w.offsets[src[1]]), int(w.offsets[src[1] + 1])
-            row[w.words[lo:hi]] = w.bits[lo:hi]
+            self._write(i, src[0], src[1], clear=False)
             self._last[i] = src
         if engine_rows:
             drv = engine_rows[0][0].drv
             drv.fill_many([m.st.m for m, _ in engine_rows], self._buf, [i for _, i in engine_rows])
         return self._buf[:n]
+
+    def _write(self, i: int, slot: Slot, src: int, *, clear: bool) -> None:
+        """Set (or zero) the words of one precomputed row: a loop over a memoryview for the usual few words."""
+        off, wl, bl = _row_lists(slot)
+        lo, hi = off[src], off[src + 1]
+        if hi - lo <= _SMALL:
+            mv = self._mv[i]
+            if clear:
+                for k in range(lo, hi):
+                    mv[wl[k]] = 0
+            else:
+                for k in range(lo, hi):
+                    mv[wl[k]] = bl[k]
+        else:
+            w = slot.words
+            self._buf[i][w.words[lo:hi]] = 0 if clear else w.bits[lo:hi]
+
+
+_SMALL = 12  # words per row written by a Python loop (about 40 ns a word) rather than one numpy assignment (~1 us)
+
+
+@per_table
+def _row_lists(slot: Slot) -> tuple[list[int], list[int], list[int]]:
+    """A slot's (word, bits) rows as Python lists: list indexing beats numpy scalar indexing on the single-row path."""
+    w = slot.words
+    return w.offsets.tolist(), w.words.tolist(), w.bits.tolist()
 
 
 def _or_source(slot: Slot, src: int, row: np.ndarray) -> None:

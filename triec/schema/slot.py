@@ -208,7 +208,7 @@ def classify(rest: bytes, tail: bytes) -> tuple[int, int, bytes] | None:
     return (DYNAMIC, -1, x) if x else (HANDOVER, -1, b"")
 
 
-@dataclass
+@dataclass(eq=False)
 class Slot:
     """One finite set's trie, its crossing tokens and its static rows.
 
