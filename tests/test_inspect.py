@@ -122,3 +122,57 @@ def test_inspect_zstd_artifact(table: triec.MaskTable, tmp_path: Path) -> None:
 def test_allowed_counts_include_eos(table: triec.MaskTable) -> None:
     counts = ins.allowed_counts(table)
     assert np.array_equal(counts, [len(table.allowed(s)) for s in range(table.num_states)])
+
+
+# ---------------------------------------------------------------- schema artifacts
+
+
+GOLDEN = Path(__file__).resolve().parent.parent / "fixtures" / "golden"
+
+
+def test_schema_summary_of_slots_grammars_and_crossing_tokens(vocabs) -> None:
+    codes = [f"C{i:02d}" for i in range(10)] + ['q"x']
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}, "code": {"enum": codes},
+                                               "alt": {"anyOf": [{"enum": codes}, {"type": "string"}]}},
+              "required": ["n", "code"]}
+    table = triec.compile_schema(schema, vocabs["qwen2"], threshold=5)
+    s = ins.schema_summary(table)
+    assert s["shape"] == "schema" and s["start"] == "grammar 0" and s["threshold"] == 5 and s["tail_offsets"] == []
+    (slot,) = s["slots"]
+    assert slot["pointer"] == "/properties/code" and slot["values"] == 11 and slot["entered_from_grammars"] == [0]
+    assert slot["states"] == table.slots[0].num_states and not slot["start"] and not slot["value_grammar"]
+    c = slot["crossing"]
+    assert c["enters"]["trie"] > 0 and c["exits"]["dynamic"] > 0 and sum(c["tails"].values()) == 0
+    total = sum(sum(v.values()) for v in c.values())
+    assert total == ins.straddle_counts(table)["total"]
+    assert s["engine_enums"] == [{"pointer": "/properties/alt/anyOf/0", "values": 11,
+                                  "reason": "another alternative at its position may take a string"}]
+    (g,) = s["grammars"]
+    assert g["slots"] == [0] and g["schema_bytes"] == len(table.grammars[0].spec.schema.encode()) and g["after"] == []
+
+
+def test_tail_rows_of_a_tool_call(vocabs) -> None:
+    table = triec.compile_schema({"type": "object", "properties": {"name": {"enum": ["a", "b"]}, "arguments": {}},
+                                  "required": ["name", "arguments"]}, vocabs["gpt2"])  # fmt: skip
+    rows = ins.tail_rows(table.slots[0])
+    assert [r["offset"] for r in rows] == list(range(len(b', "arguments": ')))
+    assert all(r["tokens"] == r["inside_tail"] + r["handover"] + r["into_grammar"] for r in rows)
+    assert rows[-1]["into_grammar"] > 0 and rows[0]["read"] == "" and rows[3]["read"] == ', "'
+
+
+def test_inspect_schema_artifacts(tmp_path: Path) -> None:
+    """Version 3 and the first layout: slots, grammars, the file's own sections, one slot's states."""
+    path = GOLDEN / "extraction-gpt2.triec"
+    r = json.loads(invoke("inspect", str(path), "--json", "--widest", "2").stdout)
+    assert r["format_version"] == 3 and set(r["sections"]) >= {"slot_table", "group_tokens", "grammar_text", "info"}
+    assert [s["pointer"] for s in r["schema"]["slots"]] == ["/properties/visit/properties/ward", "/$defs/code"]
+    assert r["schema"]["shown_slot"] == 0 and r["values"] == 11
+    r1 = json.loads(invoke("inspect", str(path), "--json", "--slot", "1", "--prefix", '"A0').stdout)
+    assert r1["schema"]["shown_slot"] == 1 and r1["values"] == 39 and r1["state"]["values_below"] == 8
+    text = invoke("inspect", str(path), "--widest", "0").stdout
+    assert "enums left in the engine" in text and "/properties/note/anyOf/0" in text and "grammars" in text
+    legacy = json.loads(invoke("inspect", str(GOLDEN / "d19-tools-gpt2-llguidance.triec"), "--json", "--widest", "0").stdout)
+    assert legacy["format_version"] == 1 and legacy["schema"]["legacy_format"] == 1
+    assert "straddle_offsets" in legacy["sections"] and legacy["schema"]["tail"] == ', "arguments": '
+    bad = invoke("inspect", str(GOLDEN / "tiny-gpt2.triec"), "--slot", "0")
+    assert bad.exit_code == 2 and "schema artifacts only" in bad.stderr

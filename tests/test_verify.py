@@ -282,3 +282,55 @@ def test_make_engine_names_the_install_command(monkeypatch: pytest.MonkeyPatch, 
     monkeypatch.setattr(triec.engines, "is_installed", lambda name: False)
     with pytest.raises(EngineUnavailable, match=r"pip install outlines-core"):
         make_engine("outlines-core", qwen2)
+
+
+# ---------------------------------------------------------------- schema artifacts
+
+GOLDEN = Path(__file__).resolve().parent.parent / "fixtures" / "golden"
+
+
+@pytest.mark.engines
+@pytest.mark.parametrize("name", ["extraction-gpt2.triec", "d19-tools-gpt2-llguidance.triec"])
+def test_verify_a_schema_artifact(name: str) -> None:
+    """Each slot's trie against the reference, the whole output against each engine on the whole schema."""
+    report = verify(str(GOLDEN / name), against=["reference", "llguidance", "xgrammar", "outlines-core"], walks=4)
+    assert report.ok and report.integrity_ok and report.schema is not None
+    checks = {c.against: c for c in report.checks}
+    assert checks["outlines-core"].status == "skipped"
+    assert checks["reference"].status == "ok" and checks["reference"].states_checked == report.num_states
+    for engine in ("llguidance", "xgrammar"):
+        c = checks[engine]
+        if c.status == "skipped":  # xgrammar not installed
+            continue
+        assert c.status == "ok" and c.mismatches == 0 and c.walks == 4 and c.states_checked >= report.num_states
+        assert "slots no walk reached" not in c.reason
+    result = invoke("verify", str(GOLDEN / name), "--against", "llguidance", "--walks", "2")
+    assert result.exit_code == 0 and "each engine compared with itself compiled on the whole schema" in result.stdout
+
+
+@pytest.mark.engines
+def test_verify_reports_a_schema_mismatch(tmp_path: Path) -> None:
+    """A slot row that allows a token the engine refuses (in range, CRCs fixed): verify finds it and exits 1."""
+    import struct
+    import zlib
+
+    import msgpack
+
+    raw = bytearray((GOLDEN / "extraction-gpt2.triec").read_bytes())
+    _, _, head_len, _, _ = struct.unpack_from("<8sIIII", raw, 0)
+    header = msgpack.unpackb(bytes(raw[24 : 24 + head_len]), raw=False)
+    data_start = ((24 + head_len + 63) // 64) * 64
+    sec = next(s for s in header["sections"] if s["name"] == "allowed_tokens")
+    at = data_start + sec["offset"] + 4 * (sec["count"] - 1)  # the last trie token of the last slot
+    old = struct.unpack_from("<i", raw, at)[0]
+    struct.pack_into("<i", raw, at, old + 1 if old + 1 < 50256 else old - 1)
+    sections = [dict(s, crc32=zlib.crc32(bytes(raw[data_start + s["offset"] : data_start + s["offset"] + s["length"]])))
+                for s in header["sections"]]  # fmt: skip
+    head = msgpack.packb(dict(header, sections=sections), use_bin_type=True)
+    out = bytes(raw[:24 + 0])[:8] + struct.pack("<IIII", 3, len(head), zlib.crc32(head), 0) + head
+    out += bytes(((24 + len(head) + 63) // 64) * 64 - len(out)) + bytes(raw[data_start:])
+    path = tmp_path / "bad.triec"
+    path.write_bytes(out)
+    report = verify(str(path), against=["llguidance"], walks=2)
+    assert report.integrity_ok and not report.ok and report.checks[0].mismatches > 0
+    assert invoke("verify", str(path), "--against", "llguidance", "--walks", "0").exit_code == 1
