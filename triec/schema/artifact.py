@@ -752,29 +752,13 @@ def rejudged(slot: Slot, vocab: Any) -> Slot:
     """``slot`` with its exit and tail groups derived again from their heads and its tail over ``vocab``:
     every token reading past the tail is ``DYNAMIC`` (judged by the grammar after the value), none is
     taken on the word of another engine. Group numbers and entries stay as they are."""
-    from triec.schema.slot import classify
+    from triec.schema.slot import _below_group, tail_groups
     from triec.tokenizer.index import token_index
 
     ti = token_index(vocab)
-    tail = slot.tail
-    exits = []
-    for h in slot.exits.labels:
-        cands = []
-        for t, tb in ti.below(h):
-            c = classify(tb[len(h) :], tail)
-            if c is not None:
-                cands.append((t, c[0], c[1], -1, c[2]))
-        exits.append(sorted(cands))
-    tails = []
-    for i in range(len(tail)):
-        spine = tail[i:]
-        cands = [(t, TAIL, i + k, -1, b"") if k < len(spine) else (t, HANDOVER, -1, -1, b"")
-                 for k in range(1, len(spine) + 1) for t in ti.spelling(spine[:k])]  # fmt: skip
-        cands += [(t, DYNAMIC, -1, -1, tb[len(spine) :]) for t, tb in ti.below(spine)]
-        tails.append(sorted(cands))
-    return Slot(slot.trie, tail, slot.enter_state, slot.marker, Groups.pack(exits, slot.exits.labels, ti.first_id),
-                slot.entry_state, slot.entry_group, slot.entry_leaf,
-                Groups.pack(tails, slot.tails.labels, ti.first_id), slot.enters, slot.value_grammar)  # fmt: skip
+    exits = Groups.concat([_below_group(ti, h, slot.tail, h) for h in slot.exits.labels])
+    return Slot(slot.trie, slot.tail, slot.enter_state, slot.marker, exits, slot.entry_state, slot.entry_group,
+                slot.entry_leaf, tail_groups(vocab, slot.tail), slot.enters, slot.value_grammar)  # fmt: skip
 
 
 def load_schema_table(
