@@ -29,7 +29,6 @@ import numpy as np
 from triec._memo import per_table
 from triec.errors import TriecError
 from triec.schema.slot import DYNAMIC, HANDOVER, OTHER, TAIL, Groups, Slot
-from triec.tokenizer.index import QUOTE
 
 if TYPE_CHECKING:
     from triec.schema.table import SchemaTable
@@ -70,7 +69,6 @@ class SchemaMatcher:
         self.drv = table.driver()
         self._eos = frozenset(table.eos_token_ids)
         self._bytes = _byte_tokens(table)
-        self._q = int(self._bytes[QUOTE])
         self._num_tokens = table.vocabulary().num_tokens
         self.history: list[Any] = []  # per accepted token: 1 (one engine step), 2 (EOS) or the State before it
         self.st = state if state is not None else self._initial()
@@ -170,7 +168,9 @@ class SchemaMatcher:
         for s in t.grammars[st.g].slots:
             slot = t.slots[s]
             mark = slot.marker.encode("utf-8")
-            if (self._q < 0 or _bit(row, self._q)) and self._at_slot(st.m, b'"', mark):
+            opener = bytes([slot.open])
+            ob = int(self._bytes[slot.open])
+            if (ob < 0 or _bit(row, ob)) and self._at_slot(st.m, opener, mark):
                 _or_source(slot, slot.enter_state, row)
                 if slot.dynamic[slot.enter_state]:
                     for tok in self._dynamic_here(self._entered(st, s), slot).tolist():
@@ -180,7 +180,7 @@ class SchemaMatcher:
                 b0 = int(self._bytes[h[0]])
                 if b0 >= 0 and not _bit(row, b0):
                     continue  # its first byte is not viable here
-                if not self._at_slot(st.m, h + b'"', mark):
+                if not self._at_slot(st.m, h + opener, mark):
                     continue
                 _or_source(slot, slot.enter_row(j), row)
                 if slot.dynamic[slot.enter_row(j)]:
@@ -191,7 +191,7 @@ class SchemaMatcher:
                             _set(row, int(en.tokens[k]))
 
     def _at_slot(self, m: Any, head: bytes, mark: bytes) -> bool:
-        """After ``head`` (ending in the opening quote), does the engine stand at the marker's slot?"""
+        """After ``head`` (ending in the slot's opening byte), does the engine stand at the marker's slot?"""
         return self.drv.probe(m, head + mark) and not self.drv.probe(m, head + _OTHER)
 
     # ------------------------------------------------------------- judged tokens
@@ -294,7 +294,7 @@ class SchemaMatcher:
         out = st.copy()
         out.cache = {}
         out.visit = st.visit + 1
-        if slot.value_grammar is None:  # the engine reads the marker now and resumes after the value
+        if slot.value_grammar is None:  # the engine reads the marker (a JSON string) now and resumes after the value
             m = self.drv.copy(st.m)
             spelled = head + b'"' + slot.marker.encode("utf-8") + b'"'
             if not self.drv.feed(m, spelled):
@@ -305,9 +305,11 @@ class SchemaMatcher:
         out.phase, out.s, out.pos, out.val = SLOT, s, slot.enter_state, -1
         return out
 
-    def _slot_start(self, st: State) -> int:
+    def _slot_start(self, st: State, byte: int) -> int:
+        """The slot whose opening byte ``byte`` starts here, or -1."""
         for s in self.table.grammars[st.g].slots:
-            if self._at_slot(st.m, b'"', self.table.slots[s].marker.encode("utf-8")):
+            slot = self.table.slots[s]
+            if slot.open == byte and self._at_slot(st.m, bytes([byte]), slot.marker.encode("utf-8")):
                 return s
         return -1
 
@@ -318,13 +320,15 @@ class SchemaMatcher:
         i = 0
         while i < len(data):
             if st.phase == ENGINE:
-                if data[i] == QUOTE:
-                    s = self._slot_start(st)
+                opens = self.table.opening_bytes(st.g)
+                if data[i] in opens:
+                    s = self._slot_start(st, data[i])
                     if s >= 0:
                         st, own = self._entered(st, s), True
                         continue
-                j = data.find(b'"', i + 1)
-                j = len(data) if j < 0 else j
+                j = i + 1  # feed the engine up to the next byte that could open a slot
+                while j < len(data) and data[j] not in opens:
+                    j += 1
                 if not own:
                     st.m, own = self.drv.copy(st.m), True
                 if not self.drv.feed(st.m, data[i:j]):
@@ -467,7 +471,8 @@ class SchemaMatcher:
         if st.phase == ENGINE:
             forced = self.drv.forced(st.m)
             for s in self.table.grammars[st.g].slots:
-                cut = forced.find(b'"' + self.table.slots[s].marker.encode("utf-8"))
+                slot = self.table.slots[s]
+                cut = forced.find(bytes([slot.open]) + slot.marker.encode("utf-8"))
                 if cut >= 0:
                     forced = forced[: cut + 1]
             return whole_chars(forced)

@@ -227,6 +227,7 @@ class Slot:
     tails: Groups  # group i: the tokens at tail offset i
     enters: Groups  # group j: tokens read from the engine through head ``labels[j]`` into the trie
     value_grammar: np.ndarray | None = None  # per value, the grammar that follows; None: the entering one resumes
+    open: int = 0x22  # the byte every key starts with after the entry state, shared with the placeholder ('"')
     words: StateWords = field(init=False, repr=False)
     dynamic: np.ndarray = field(init=False, repr=False)  # bool per source row: some token needs the grammar after
 
@@ -303,6 +304,7 @@ def build_slot(
     enter_state: int = -1,
     marker: str = "",
     value_grammar: np.ndarray | None = None,
+    open: int = 0x22,
 ) -> Slot:
     """Classify every crossing token of a compiled trie (from ``walk(..., leaf_entries=True)``)."""
     ti = token_index(vocab)
@@ -323,7 +325,7 @@ def build_slot(
     tails = tail_groups(vocab, tail)
     enters = Groups.pack([], [], ti.first_id)
     slot = Slot(trie_table, tail, enter_state, marker, exits, e_state[order].astype(np.int32),
-                e_group[order].astype(np.int32), e_leaf[order].astype(np.int32), tails, enters, value_grammar)
+                e_group[order].astype(np.int32), e_leaf[order].astype(np.int32), tails, enters, value_grammar, open)
     if enter_state >= 0:
         slot.enters = _enter_groups(slot, vocab)
         slot.words, slot.dynamic = static_rows(slot)
@@ -331,16 +333,16 @@ def build_slot(
 
 
 def _enter_groups(slot: Slot, vocab: Vocabulary) -> Groups:
-    """Tokens h + '"' + y with h non-empty: the engine reads h, the slot reads '"' + y from its entry state."""
+    """Tokens h + o + y with h non-empty (o the slot's opening byte): the engine reads h, the slot o + y from its entry."""
     ti = token_index(vocab)
     found: dict[bytes, list[Candidate]] = {}
     tb_all = vocab.token_bytes
-    opened = slot.walk_bytes(slot.enter_state, b'"')  # the state after the opening quote: its tokens' first bytes
+    opened = slot.walk_bytes(slot.enter_state, bytes([slot.open]))  # after the opening byte: its tokens' first bytes
     if opened is None or opened[0] >= 0:
         return Groups.pack([], [], ti.first_id)
     toks, _ = slot.trie._content(opened[1])
     second = {tb_all[t][0] for t in toks.tolist() if tb_all[t]}
-    for t, i in ti.quoted:
+    for t, i in ti.positions(slot.open):
         tb = tb_all[t]
         if i + 1 < len(tb) and tb[i + 1] not in second:
             continue

@@ -115,6 +115,7 @@ class SchemaTable:
         self.row_cache: OrderedDict[Any, np.ndarray] = OrderedDict()
         self.row_cache_size = 4096
         self._crossing: list[dict[int, tuple[int, ...]]] | None = None
+        self._opening: dict[int, frozenset[int]] = {}
 
     # ------------------------------------------------------------- shape
 
@@ -244,6 +245,13 @@ class SchemaTable:
     def is_compiled(self, g: int) -> bool:
         """Whether grammar g has been compiled in this process (a first handover into it pays the compile)."""
         return g in self._templates
+
+    def opening_bytes(self, g: int) -> frozenset[int]:
+        """The bytes that can open one of grammar g's slots (``"`` for enums)."""
+        found = self._opening.get(g)
+        if found is None:
+            found = self._opening[g] = frozenset(self.slots[s].open for s in self.grammars[g].slots)
+        return found
 
     def crossing(self, g: int) -> dict[int, tuple[int, ...]]:
         """Per token, the slots of grammar g it may cross into from the engine's text."""

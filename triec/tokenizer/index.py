@@ -9,7 +9,7 @@ that spells exactly these bytes".
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -33,12 +33,30 @@ class TokenIndex:
     after_quote: frozenset[int]  # every byte that follows a '"' inside some token
     flat: np.ndarray  # uint8: keys[d]'s bytes are flat[flat_offsets[d]:flat_offsets[d + 1]]
     flat_offsets: np.ndarray  # int64 [D + 1]
+    _token_bytes: tuple[bytes, ...] = ()
+    _positions: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
 
     def with_prefix(self, prefix: bytes) -> tuple[int, int]:
         """The range [lo, hi) of :attr:`keys` starting with ``prefix`` (``prefix`` itself included)."""
         lo = bisect.bisect_left(self.keys, prefix)
         hi = bisect.bisect_left(self.keys, successor(prefix), lo) if prefix else len(self.keys)
         return lo, hi
+
+    def positions(self, byte: int) -> list[tuple[int, int]]:
+        """(id, i) for every occurrence of ``byte`` at position i >= 1 of a token (memoized per byte)."""
+        if byte == QUOTE:
+            return self.quoted
+        found = self._positions.get(byte)
+        if found is None:
+            found = []
+            b1 = bytes([byte])
+            for t, b in enumerate(self._token_bytes):
+                i = b.find(b1, 1)
+                while i > 0:
+                    found.append((t, i))
+                    i = b.find(b1, i + 1)
+            self._positions[byte] = found
+        return found
 
     def spelling(self, data: bytes) -> list[int]:
         """Every id whose bytes are exactly ``data``."""
@@ -107,4 +125,4 @@ def token_index(vocab: Vocabulary) -> TokenIndex:
     np.cumsum(np.fromiter(map(len, keys), dtype=np.int64, count=len(keys)), out=flat_offsets[1:])
     flat = np.frombuffer(b"".join(keys), dtype=np.uint8)
     return TokenIndex(keys, key_offsets, ids, dict(zip(keys, firsts, strict=True)), byte_token, quoted,
-                      frozenset(after), flat, flat_offsets)
+                      frozenset(after), flat, flat_offsets, tuple(tb))
