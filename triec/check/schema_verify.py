@@ -494,3 +494,15 @@ def tools_oracle(table: SchemaTable) -> Oracle:
 
 
 ORACLES["tools"] = tools_oracle
+
+
+def tag_oracle(table: SchemaTable) -> Oracle:
+    """A structural-tag table's oracle: xgrammar compiled on the whole structural tag."""
+    from triec.schema.grammar import driver
+
+    drv = driver(table.engine, table.vocabulary())
+    compiled = drv.engine.compiler.compile_structural_tag(table.info["tag"])  # type: ignore[attr-defined]
+    return Oracle(drv, lambda: drv.start(compiled), "xgrammar on the whole structural tag")
+
+
+ORACLES["structural-tag"] = tag_oracle

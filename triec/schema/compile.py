@@ -61,7 +61,7 @@ def pick_markers(vocab: Vocabulary, n: int, avoid: str = "") -> list[str]:
 
 def build_values_slot(
     keys: list[bytes], vocab: Vocabulary, *, tail: bytes = b"", enter_state: int = -1, marker: str = "",
-    value_grammar: np.ndarray | None = None,
+    value_grammar: np.ndarray | None = None, open: int = 0x22,
 ) -> Slot:
     """A slot over sorted, unique keys: trie, walk (with the partial tokens alive at key ends), crossing tokens."""
     trie = build_trie(keys)
@@ -69,7 +69,7 @@ def build_values_slot(
     table = mask_table(trie, tr.offsets, tr.tokens, tr.next_state, vocab, keys=keys)
     assert tr.leaf_entries is not None
     return build_slot(table, trie.depth, tr.leaf_entries, vocab, tail=tail, enter_state=enter_state, marker=marker,
-                      value_grammar=value_grammar)
+                      value_grammar=value_grammar, open=open)
 
 
 def compile_schema(
@@ -253,4 +253,52 @@ def compile_tools(
     stats.num_states = slot.num_states
     stats.num_allowed = slot.trie.num_allowed
     stats.phases.update({"tools": t1 - t0, "automaton": t2 - t1, "masks": t3 - t2, "assemble": time.perf_counter() - t3})
+    return table
+
+
+def compile_structural_tag(
+    tag: Any,
+    vocab: Vocabulary | str | None = None,
+    *,
+    engine: str = "xgrammar",
+    stats: CompileStats | None = None,
+    source: str = "structural tag",
+) -> SchemaTable:
+    """Compile a structural tag whose begins can be served by a trie (:mod:`triec.schema.tags`).
+
+    xgrammar runs each tag's content and end (compiled when a sequence first opens that tag); the masks equal
+    xgrammar's on the whole structural tag. Raises :class:`~triec.errors.SchemaShapeError` for shapes served by
+    the engine alone (free text between tags, no tag required).
+    """
+    from triec.engines import engine_version
+    from triec.schema.tags import parse_structural_tag, tag_grammar
+
+    if engine != "xgrammar":
+        raise SchemaShapeError(f"{source}: structural tags are xgrammar's format; compile them with engine xgrammar")
+    stats = stats if stats is not None else CompileStats()
+    if not isinstance(vocab, Vocabulary):
+        vocab = Vocabulary.load(vocab)
+    t0 = time.perf_counter()
+    text = tag if isinstance(tag, str) else json.dumps(tag, ensure_ascii=False)
+    plan = parse_structural_tag(tag, source)
+    (marker,) = pick_markers(vocab, 1, avoid=text)
+    keys = [b.encode("utf-8") for b in plan.begins]
+    order = sorted(range(len(keys)), key=keys.__getitem__)
+    keys = [keys[i] for i in order]
+    opener = keys[0][:1].decode("latin-1")
+    held = (0,) if plan.multi else ()
+    grammars = [Grammar(GrammarSpec(tag_grammar(plan.contents[i], plan.ends[i], plan.separator, opener, plan.multi,
+                                                 marker), kind="structural_tag"), b"", held) for i in order]
+    t1 = time.perf_counter()
+    slot = build_values_slot(keys, vocab, enter_state=0 if plan.multi else -1, marker=marker if plan.multi else "",
+                             value_grammar=np.arange(len(keys), dtype=np.int32), open=keys[0][0])
+    t2 = time.perf_counter()
+    info = {"shape": "structural-tag", "tag": text, "tags": len(keys), "multi": plan.multi}
+    table = SchemaTable(slots=[slot], grammars=grammars, start_slot=0, engine=engine,
+                        engine_version=engine_version(engine), convention=CONVENTION, info=info, vocab=vocab)
+    stats.num_values = len(keys)
+    stats.value_bytes = sum(map(len, keys))
+    stats.num_states = slot.num_states
+    stats.num_allowed = slot.trie.num_allowed
+    stats.phases.update({"tags": t1 - t0, "masks": t2 - t1})
     return table

@@ -45,14 +45,17 @@ _ENGINE_MEMO: dict[tuple[str, str, int, tuple[int, ...]], Any] = {}
 
 @dataclass(frozen=True)
 class GrammarSpec:
-    """A JSON Schema (its canonical JSON text) and the literal texts one of which must follow it (none: nothing)."""
+    """A JSON Schema (its canonical JSON text) and the literal texts one of which must follow it (none: nothing);
+    or an xgrammar structural tag (``kind="structural_tag"``: the JSON text of one, which only xgrammar compiles)."""
 
     schema: str
     after: tuple[str, ...] = ()
+    kind: str = "json"  # or "structural_tag": ``schema`` is an xgrammar structural tag (JSON text), xgrammar only
 
     @property
     def key(self) -> str:
-        return json.dumps([self.schema, list(self.after)], ensure_ascii=False)
+        parts: list[Any] = [self.schema, list(self.after)] + ([self.kind] if self.kind != "json" else [])
+        return json.dumps(parts, ensure_ascii=False)
 
     @property
     def sha256(self) -> str:
@@ -183,6 +186,8 @@ class LLGuidanceDriver(EngineDriver):
         return m
 
     def _compile_spec(self, spec: GrammarSpec) -> Any:
+        if spec.kind != "json":
+            raise TriecError(f"llguidance cannot run a {spec.kind.replace('_', ' ')} grammar; use engine xgrammar")
         if not spec.after:
             return self.compile(json.loads(spec.schema))
         options = {"whitespace_flexible": False, "item_separator": ITEM_SEPARATOR, "key_separator": KEY_SEPARATOR}
@@ -275,6 +280,8 @@ class XGrammarDriver(EngineDriver):
 
     def _compile_spec(self, spec: GrammarSpec) -> Any:
         try:
+            if spec.kind == "structural_tag":
+                return self.engine.compiler.compile_structural_tag(spec.schema)
             if not spec.after:
                 return self.compile(json.loads(spec.schema))
             xgr = self.xgr

@@ -177,8 +177,11 @@ class SchemaTable:
         s = self.slots[slot]
         cached = getattr(s, "_values", None)
         if cached is None:
-            n = len(self.prefix) if slot == self.start_slot else 0
-            cached = [json.loads(k[n:].decode("utf-8")) for k in s.keys]
+            if self.info.get("shape") == "structural-tag":  # the keys are the tags' literal begins
+                cached = [k.decode("utf-8") for k in s.keys]
+            else:
+                n = len(self.prefix) if slot == self.start_slot else 0
+                cached = [json.loads(k[n:].decode("utf-8")) for k in s.keys]
             s._values = cached  # type: ignore[attr-defined]
         return cached
 
