@@ -1,11 +1,14 @@
-"""Tool-call schemas: an enum field served from a trie, then any JSON Schema run by a grammar engine.
+"""Finite sets inside larger outputs: each large enum (or tool name, or tag begin) served by its own trie, the
+structure around them by a grammar engine, exactly (docs/decisions.md D23).
 
-* :mod:`~triec.schema.shape`: the accepted schema shape, split into names, literal prefix and tail, continuation;
-* :mod:`~triec.schema.continuation`: the engine (llguidance, xgrammar) driven on the continuation;
-* :mod:`~triec.schema.straddle`: tokens crossing a name's end into the tail or the continuation (disk-cached);
-* :mod:`~triec.schema.compile`: ``triec.compile_schema``;
-* :mod:`~triec.schema.table`: ``SchemaTable``, the compiled schema;
-* :mod:`~triec.schema.rows`: its precomputed (word, bits) rows;
+* :mod:`~triec.schema.locate`: which enums of a JSON Schema a trie can serve, and why the others stay in the engine;
+* :mod:`~triec.schema.shape`: the literal prefix and tail of a schema whose first property is the enum;
+* :mod:`~triec.schema.tools`: tool registries and the call formats (vllm, hermes, llama3, object);
+* :mod:`~triec.schema.tags`: xgrammar structural tags whose begins a trie can serve;
+* :mod:`~triec.schema.grammar`: the engines (llguidance, xgrammar) behind one driver, and the grammars they run;
+* :mod:`~triec.schema.slot`: a slot: one set's trie and every token crossing its edges, classified;
+* :mod:`~triec.schema.compile`: ``triec.compile_schema``, ``compile_tools``, ``compile_structural_tag``;
+* :mod:`~triec.schema.table`: ``SchemaTable``: slots, grammars, where the output starts;
 * :mod:`~triec.schema.matcher`: ``SchemaMatcher`` per sequence, ``SchemaMaskWriter`` per batch;
-* :mod:`~triec.schema.artifact`: the ``triec-schema`` artifact's extra header map and sections.
+* :mod:`~triec.schema.artifact`: the ``triec-schema`` artifact's sections (and the first layout, read only).
 """

@@ -1,6 +1,6 @@
 """A compiled schema: finite sets served by their tries (slots), the structure around them by a grammar engine.
 
-The output is read in phases (docs/decisions.md D21):
+The output is read in phases (docs/decisions.md D23):
 
 * **engine**: a grammar (:class:`~triec.schema.grammar.GrammarSpec`): the user's
   schema with every large enum replaced by one *marker* value, or a tool's own
