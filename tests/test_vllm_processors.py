@@ -43,6 +43,13 @@ TOOL_ARGS = {"type": "object", "properties": {"query": {"type": "string"}, "limi
              "required": ["query"], "additionalProperties": False}  # fmt: skip
 
 
+CODES_SCHEMA = {"type": "object", "properties": {
+    "note": {"type": "string", "maxLength": 8},
+    "codes": {"type": "array", "items": {"enum": [f"{c}{i:02d}.{d}" for c in "AJ" for i in range(3) for d in range(2)]},
+              "minItems": 1, "maxItems": 3}}, "required": ["note", "codes"]}  # fmt: skip
+"""An enum inside the structure (issue 20): rows in the engine, in the slot entered from it, and across both."""
+
+
 def tool_schema(names: list[str], args: dict) -> dict:
     return {"type": "object", "properties": {"name": {"type": "string", "enum": names}, "arguments": args},
             "required": ["name", "arguments"]}  # fmt: skip
@@ -53,7 +60,8 @@ def artifacts(tmp_path_factory: pytest.TempPathFactory, qwen2: triec.Vocabulary)
     vocab = triec.Vocabulary.load("qwen2", vocab_size=V)
     root = tmp_path_factory.mktemp("artifacts")
     tables = {"tools": triec.compile(triec.check.synthetic.tool_names(300), vocab), "colors": triec.compile(COLORS, vocab),
-              "toolcall": triec.compile_schema(tool_schema(TOOL_NAMES, TOOL_ARGS), vocab)}  # fmt: skip
+              "toolcall": triec.compile_schema(tool_schema(TOOL_NAMES, TOOL_ARGS), vocab),
+              "codes": triec.compile_schema(CODES_SCHEMA, vocab, threshold=8)}  # fmt: skip
     for name, table in tables.items():
         table.save(root / f"{name}.triec")
     _core.reset_store(root)
@@ -72,14 +80,15 @@ class Req:
     """A request of the simulation: its arguments, tokens so far, and the reference table."""
 
     def __init__(self, rng: np.random.Generator, tables: dict[str, triec.MaskTable]) -> None:
-        kind = int(rng.integers(0, 5))
+        kind = int(rng.integers(0, 6))
         self.args = [None, {"triec": "tools"}, {"triec": "colors"}, {"triec": "tools", "restrict": list(RESTRICT)},
-                     {"triec": "toolcall"}][kind]  # fmt: skip
+                     {"triec": "toolcall"}, {"triec": "codes"}][kind]  # fmt: skip
         self.ref = None
         self.matcher = None  # a schema request's reference: a fresh matcher of the in-memory compiled table
-        if kind == 4:
-            self.matcher = tables["toolcall"].matcher()
-            self.ref = tables["toolcall"]
+        if kind in (4, 5):
+            name = self.args["triec"]
+            self.matcher = tables[name].matcher()
+            self.ref = tables[name]
         elif kind == 1:
             self.ref = tables["tools"]
         elif kind == 2:
@@ -197,7 +206,7 @@ def test_v1_random_batch_updates(artifacts, seed: int) -> None:
             else:
                 req.take(token)
     assert checked > 20
-    assert {"name", "tail", "continuation"} <= phases  # schema rows were checked in every phase
+    assert {"slot", "tail", "engine"} <= phases  # schema rows were checked in every phase
 
 
 def test_v1_placeholder_is_read_in_apply(artifacts) -> None:
@@ -273,7 +282,7 @@ def test_v2_random_slots(artifacts, seed: int) -> None:
             states.all_token_ids.gpu[s, total] = token
             states.total_len.gpu[s] = total + 1
     assert checked > 20
-    assert {"name", "tail", "continuation"} <= phases  # schema rows were checked in every phase
+    assert {"slot", "tail", "engine"} <= phases  # schema rows were checked in every phase
 
 
 def test_v2_partial_prefill_does_not_advance(artifacts) -> None:
