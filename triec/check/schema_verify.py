@@ -80,7 +80,7 @@ def schema_oracle(table: SchemaTable, schema: dict[str, Any] | None = None) -> O
     from triec.schema.grammar import driver
 
     drv = driver(table.engine, table.vocabulary())
-    compiled = drv.compile(schema if schema is not None else whole_schema(table))
+    compiled = drv.compile(schema if schema is not None else whole_schema(table), table.info.get("whitespace", "compact"))
     return Oracle(drv, lambda: drv.start(compiled), f"{table.engine} on the whole schema")
 
 

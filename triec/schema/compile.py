@@ -78,13 +78,15 @@ def compile_schema(
     *,
     engine: str = "llguidance",
     threshold: int = DEFAULT_THRESHOLD,
+    whitespace: str = "compact",
     stats: CompileStats | None = None,
     source: str = "schema",
 ) -> SchemaTable:
     """Compile a JSON Schema whose large string enums (``threshold`` members or more) are served by tries.
 
     The output convention is compact (``", "`` and ``": "``, schema order, no
-    other whitespace); everything but the enums runs in ``engine``
+    other whitespace), or ``whitespace="any"`` (the engines' flexible JSON: what
+    vLLM and SGLang ask xgrammar for by default); everything but the enums runs in ``engine``
     (``llguidance``, the default, or ``xgrammar``), so the masks equal that
     engine's on the whole schema. Raises :class:`~triec.errors.SchemaShapeError`
     when no enum can be served by a trie (the message says why for each), or for
@@ -112,9 +114,14 @@ def compile_schema(
     text = canonical_json(schema)
     markers = pick_markers(vocab, len(served) + 1, avoid=text)
     by_ptr = {s.pointer: markers[i] for i, s in enumerate(served)}
-    start = _start_shape(schema, served[0], engine)
+    if whitespace not in ("compact", "any"):
+        raise SchemaShapeError(f"{source}: whitespace must be 'compact' or 'any', not {whitespace!r}")
+    if whitespace == "any" and engine != "xgrammar":  # docs/decisions.md D23
+        raise SchemaShapeError(f"{source}: any whitespace is served with engine xgrammar only (llguidance's flexible "
+                               "mode disagreed with its own masks after rollbacks here); use compact output")
+    start = _start_shape(schema, served[0], engine) if whitespace == "compact" else None  # a literal prefix needs it
     grammar_schema = with_markers(schema, by_ptr)
-    spec = GrammarSpec(canonical_json(grammar_schema))
+    spec = GrammarSpec(canonical_json(grammar_schema), whitespace=whitespace)
     t1 = time.perf_counter()
     _ = vocab.automaton
     t2 = time.perf_counter()
@@ -139,6 +146,7 @@ def compile_schema(
         "shape": "tool-call" if start is not None else "schema",
         "schema": text,
         "threshold": threshold,
+        "whitespace": whitespace,
         "slots": [{"pointer": served[i].pointer, "values": len(served[i].values)}
                   for i in ([0] if start is not None else []) + entered],
         "engine_enums": [{"pointer": s.pointer, "values": len(s.values), "reason": s.reason}

@@ -40,6 +40,12 @@ from triec.tokenizer.vocabulary import Vocabulary
 GRAMMAR_CACHE = 2048
 """Compiled grammars each driver keeps (least recently used out first); ``TRIEC_GRAMMAR_CACHE`` overrides."""
 
+def _llg_options(whitespace: str) -> dict[str, Any]:
+    if whitespace == "any":
+        return {"whitespace_flexible": True}
+    return {"whitespace_flexible": False, "item_separator": ITEM_SEPARATOR, "key_separator": KEY_SEPARATOR}
+
+
 _ENGINE_MEMO: dict[tuple[str, str, int, tuple[int, ...]], Any] = {}
 
 
@@ -51,10 +57,13 @@ class GrammarSpec:
     schema: str
     after: tuple[str, ...] = ()
     kind: str = "json"  # or "structural_tag": ``schema`` is an xgrammar structural tag (JSON text), xgrammar only
+    whitespace: str = "compact"  # or "any": JSON with any whitespace between tokens (the engines' flexible mode)
 
     @property
     def key(self) -> str:
-        parts: list[Any] = [self.schema, list(self.after)] + ([self.kind] if self.kind != "json" else [])
+        parts: list[Any] = [self.schema, list(self.after)]
+        if self.kind != "json" or self.whitespace != "compact":
+            parts += [self.kind, self.whitespace]
         return json.dumps(parts, ensure_ascii=False)
 
     @property
@@ -103,7 +112,8 @@ class EngineDriver(ABC):
         """The bytes the grammar forces next (possibly none)."""
 
     @abstractmethod
-    def compile(self, schema: dict[str, Any]) -> Any: ...
+    def compile(self, schema: dict[str, Any], whitespace: str = "compact") -> Any:
+        """The engine on a JSON Schema: compact (``", "`` and ``": "``, nothing else) or any whitespace."""
 
     @abstractmethod
     def start(self, compiled: Any) -> Any: ...
@@ -169,15 +179,14 @@ class LLGuidanceDriver(EngineDriver):
             max_grammar_size=1 << 62, max_lexer_states=1 << 62, step_lexer_fuel=1 << 62, initial_lexer_fuel=1 << 62
         )
 
-    def grammar(self, schema: dict[str, Any]) -> str:
-        options = {"whitespace_flexible": False, "item_separator": ITEM_SEPARATOR, "key_separator": KEY_SEPARATOR}
-        doc = {**schema, "x-guidance": options}
+    def grammar(self, schema: dict[str, Any], whitespace: str = "compact") -> str:
+        doc = {**schema, "x-guidance": _llg_options(whitespace)}
         return self.llg.LLMatcher.grammar_from_lark(
             '%llguidance {"no_forcing": true}\nstart: %json ' + json.dumps(doc, ensure_ascii=False)
         )
 
-    def compile(self, schema: dict[str, Any]) -> Any:
-        return self._matcher(self.grammar(schema), "schema")
+    def compile(self, schema: dict[str, Any], whitespace: str = "compact") -> Any:
+        return self._matcher(self.grammar(schema, whitespace), "schema")
 
     def _matcher(self, grammar: Any, what: str) -> Any:
         m = self.llg.LLMatcher(self.engine.tokenizer, grammar, log_level=0, limits=self.limits)
@@ -189,9 +198,8 @@ class LLGuidanceDriver(EngineDriver):
         if spec.kind != "json":
             raise TriecError(f"llguidance cannot run a {spec.kind.replace('_', ' ')} grammar; use engine xgrammar")
         if not spec.after:
-            return self.compile(json.loads(spec.schema))
-        options = {"whitespace_flexible": False, "item_separator": ITEM_SEPARATOR, "key_separator": KEY_SEPARATOR}
-        doc = {**json.loads(spec.schema), "x-guidance": options}
+            return self.compile(json.loads(spec.schema), spec.whitespace)
+        doc = {**json.loads(spec.schema), "x-guidance": _llg_options(spec.whitespace)}
         alts = " | ".join(json.dumps(a, ensure_ascii=False) for a in spec.after)
         lark = ('%llguidance {"no_forcing": true}\nstart: j (' + alts + ")\nj: %json "
                 + json.dumps(doc, ensure_ascii=False))
@@ -273,19 +281,25 @@ class XGrammarDriver(EngineDriver):
         self.xgr = self.engine._xgr
         self._batch: Any = None
 
-    def compile(self, schema: dict[str, Any]) -> Any:
-        return self.engine.compiler.compile_json_schema(
-            json.dumps(schema, ensure_ascii=False), any_whitespace=False, separators=(ITEM_SEPARATOR, KEY_SEPARATOR)
-        )
+    def compile(self, schema: dict[str, Any], whitespace: str = "compact") -> Any:
+        text = json.dumps(schema, ensure_ascii=False)
+        if whitespace == "any":
+            return self.engine.compiler.compile_json_schema(text, any_whitespace=True)
+        return self.engine.compiler.compile_json_schema(text, any_whitespace=False,
+                                                        separators=(ITEM_SEPARATOR, KEY_SEPARATOR))
 
     def _compile_spec(self, spec: GrammarSpec) -> Any:
         try:
             if spec.kind == "structural_tag":
                 return self.engine.compiler.compile_structural_tag(spec.schema)
             if not spec.after:
-                return self.compile(json.loads(spec.schema))
+                return self.compile(json.loads(spec.schema), spec.whitespace)
             xgr = self.xgr
-            g = xgr.Grammar.from_json_schema(spec.schema, any_whitespace=False, separators=(ITEM_SEPARATOR, KEY_SEPARATOR))
+            if spec.whitespace == "any":
+                g = xgr.Grammar.from_json_schema(spec.schema, any_whitespace=True)
+            else:
+                g = xgr.Grammar.from_json_schema(spec.schema, any_whitespace=False,
+                                                 separators=(ITEM_SEPARATOR, KEY_SEPARATOR))
             tail = xgr.Grammar.from_ebnf("root ::= " + " | ".join(ebnf_literal(a) for a in spec.after))
             return self.engine.compiler.compile_grammar(xgr.Grammar.concat(g, tail))
         except (RuntimeError, ValueError) as exc:
