@@ -221,3 +221,19 @@ def test_the_build_compiles_no_argument_grammar(vocabs):
     assert drv.compiles - before <= 1  # three tools, one schema: compiled at most once (it may be cached already)
     row = np.zeros(table.words_per_row, dtype=np.int32)
     table.matcher().fill_bitmask(row)  # the name field's first row needs no engine
+
+
+@pytest.mark.parametrize(("fmt", "parallel"), [("vllm", True), ("vllm", False), ("llama3", False)])
+def test_any_whitespace_equals_xgrammar(vocabs, fmt, parallel):
+    """vLLM asks xgrammar for any whitespace by default: the start is a grammar of its own, the names are entered."""
+    pytest.importorskip("xgrammar")
+    table = compile_tools(registry(10, 5, "xgrammar"), vocabs["qwen2"], format=fmt, engine="xgrammar",
+                          parallel=parallel, whitespace="any")
+    check(table, walks=5, steps=80)
+
+
+def test_any_whitespace_refusals(vocabs):
+    with pytest.raises(ToolsError, match="xgrammar only"):
+        compile_tools([{"name": "a"}], vocabs["gpt2"], whitespace="any")
+    with pytest.raises(ToolsError, match="structural tags"):
+        compile_tools([{"name": "a"}], vocabs["gpt2"], format="hermes", engine="xgrammar", whitespace="any")

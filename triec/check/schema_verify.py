@@ -489,7 +489,8 @@ def tools_oracle(table: SchemaTable) -> Oracle:
     from triec.schema.tools import tool_format, tools_of, whole_format_grammar
 
     drv = driver(table.engine, table.vocabulary())
-    compiled = whole_format_grammar(tools_of(table), tool_format(table.info["format"]), bool(table.info["parallel"]), drv)
+    compiled = whole_format_grammar(tools_of(table), tool_format(table.info["format"]), bool(table.info["parallel"]), drv,
+                                    table.info.get("whitespace", "compact"))
     return Oracle(drv, lambda: drv.start(compiled), f"{table.engine} on the whole {table.info['format']} format")
 
 

@@ -215,6 +215,7 @@ def compile_tools(
     format: str = "vllm",
     engine: str = "llguidance",
     parallel: bool = True,
+    whitespace: str = "compact",
     stats: CompileStats | None = None,
     source: str = "tools",
 ) -> SchemaTable:
@@ -227,7 +228,15 @@ def compile_tools(
     Raises :class:`~triec.schema.tools.ToolsError` naming a bad entry.
     """
     from triec.engines import engine_version
-    from triec.schema.tools import Tool, call_template, lazy_call_grammar, parse_tools, tool_format
+    from triec.schema.tools import (
+        Tool,
+        ToolsError,
+        call_template,
+        lazy_call_grammar,
+        parse_tools,
+        start_grammar,
+        tool_format,
+    )
 
     stats = stats if stats is not None else CompileStats()
     if not isinstance(vocab, Vocabulary):
@@ -236,26 +245,38 @@ def compile_tools(
     fmt = tool_format(format)
     parsed = tools if tools and all(isinstance(t, Tool) for t in tools) else parse_tools(tools, source, engine)
     multi = fmt.multi and parallel
+    if whitespace not in ("compact", "any"):
+        raise ToolsError(f"{source}: whitespace must be 'compact' or 'any', not {whitespace!r}")
+    flexible = whitespace == "any"
+    if flexible and (engine != "xgrammar" or fmt.name == "hermes"):
+        raise ToolsError(f"{source}: any whitespace is served for the JSON formats with engine xgrammar only "
+                         "(hermes calls with free whitespace arrive as structural tags: compile_structural_tag)")
     markers = pick_markers(vocab, 2)
-    prefix = fmt.prefix.encode("utf-8")
+    prefix = b"" if flexible else fmt.prefix.encode("utf-8")  # any whitespace: the start is a grammar of its own
     keys = name_keys(prefix, [t.name for t in parsed])
     order = sorted(range(len(keys)), key=keys.__getitem__)
     keys = [keys[i] for i in order]
     t1 = time.perf_counter()
     _ = vocab.automaton
     t2 = time.perf_counter()
-    template = call_template(fmt, markers[0])
+    template = call_template(fmt, markers[0], tail=not flexible)
     held = (0,) if multi else ()
-    grammars = [Grammar(template=template, slots=held,
-                        make=lazy_call_grammar(fmt, parsed[i].name, parsed[i].parameters, parallel, (markers[0], markers[1])))
-                for i in order]
-    slot = build_values_slot(keys, vocab, tail=fmt.tail.encode("utf-8"), enter_state=len(prefix) if multi else -1,
-                             marker=markers[1] if multi else "", value_grammar=np.arange(len(keys), dtype=np.int32))
+    first = 1 if flexible else 0  # grammar 0 starts the output when the prefix is not literal
+    grammars = [Grammar(start_grammar(fmt, parallel, markers[1]), b"", (0,))] if flexible else []
+    grammars += [Grammar(template=template, slots=held,
+                         make=lazy_call_grammar(fmt, parsed[i].name, parsed[i].parameters, parallel,
+                                                (markers[0], markers[1]), whitespace))
+                 for i in order]
+    entered = multi or flexible
+    slot = build_values_slot(keys, vocab, tail=b"" if flexible else fmt.tail.encode("utf-8"),
+                             enter_state=len(prefix) if entered else -1, marker=markers[1] if entered else "",
+                             value_grammar=np.arange(first, first + len(keys), dtype=np.int32))
     t3 = time.perf_counter()
-    info = {"shape": "tools", "format": fmt.name, "parallel": bool(parallel), "prefix": fmt.prefix,
-            "name_property": "name", "tools": len(parsed)}
-    table = SchemaTable(slots=[slot], grammars=grammars, start_slot=0, engine=engine,
-                        engine_version=engine_version(engine), convention=CONVENTION, info=info, vocab=vocab)
+    info = {"shape": "tools", "format": fmt.name, "parallel": bool(parallel), "prefix": prefix.decode("utf-8"),
+            "name_property": "name", "tools": len(parsed), "whitespace": whitespace}
+    table = SchemaTable(slots=[slot], grammars=grammars, start_slot=-1 if flexible else 0,
+                        start_grammar=0 if flexible else -1, engine=engine, engine_version=engine_version(engine),
+                        convention=CONVENTION, info=info, vocab=vocab)
     stats.num_values = len(keys)
     stats.value_bytes = sum(map(len, keys))
     stats.num_states = slot.num_states

@@ -173,7 +173,8 @@ def _branch(fmt: Format, name_value: Any, params: Any, strict: bool) -> dict[str
     return branch
 
 
-def call_grammar(fmt: Format, params: Any, *, parallel: bool, name_marker: str, next_marker: str) -> GrammarSpec:
+def call_grammar(fmt: Format, params: Any, *, parallel: bool, name_marker: str, next_marker: str,
+                 whitespace: str = "compact") -> GrammarSpec:
     """One tool's grammar: its call with the name ``name_marker``, then (multi-call formats) the next call up to
     its name, ``next_marker``, where the names slot takes over again."""
     from triec.schema.shape import canonical_json
@@ -186,23 +187,38 @@ def call_grammar(fmt: Format, params: Any, *, parallel: bool, name_marker: str, 
         schema: dict[str, Any] = {"type": "array", "minItems": 1, "items": {"type": "object", "anyOf": alts}}
         if not parallel:
             schema["maxItems"] = 1
-        return GrammarSpec(canonical_json({**schema, **defs}))
+        return GrammarSpec(canonical_json({**schema, **defs}), whitespace=whitespace)
     schema = {**_branch(fmt, name_marker, body, strict=True), **defs}
     if fmt.name == "hermes":
         after = ["\n</tool_call>"]
         if parallel:
             after.append('\n</tool_call>\n<tool_call>\n{"name": ' + json_string_literal(next_marker))
         return GrammarSpec(canonical_json(schema), tuple(after))
-    return GrammarSpec(canonical_json(schema))
+    return GrammarSpec(canonical_json(schema), whitespace=whitespace)
 
 
-def call_template(fmt: Format, name_marker: str) -> bytes:
-    """What a tool's grammar reads before its arguments: the call up to them, the name being the marker."""
-    return (fmt.local_prefix + json_string_literal(name_marker) + fmt.tail).encode("utf-8")
+def start_grammar(fmt: Format, parallel: bool, next_marker: str) -> GrammarSpec:
+    """With any whitespace the text before the first name is not literal: a grammar of the format's start, whose
+    only call's name is the marker where the names slot takes over."""
+    from triec.schema.shape import canonical_json
+
+    stub = {"type": "object", "properties": {"name": {"type": "string", "enum": [next_marker]}}, "required": ["name"]}
+    if fmt.name == "vllm":
+        schema: dict[str, Any] = {"type": "array", "minItems": 1, "items": {"type": "object", "anyOf": [stub]}}
+        if not parallel:
+            schema["maxItems"] = 1
+        return GrammarSpec(canonical_json(schema), whitespace="any")
+    return GrammarSpec(canonical_json(stub), whitespace="any")
+
+
+def call_template(fmt: Format, name_marker: str, *, tail: bool = True) -> bytes:
+    """What a tool's grammar reads before its arguments (or, ``tail=False``, before what follows the name): the call
+    up to there, the name being the marker."""
+    return (fmt.local_prefix + json_string_literal(name_marker) + (fmt.tail if tail else "")).encode("utf-8")
 
 
 def lazy_call_grammar(
-    fmt: Format, name: str, params: Any, parallel: bool, markers: tuple[str, str]
+    fmt: Format, name: str, params: Any, parallel: bool, markers: tuple[str, str], whitespace: str = "compact"
 ) -> Callable[[], GrammarSpec]:
     """The grammar of one tool, built when a sequence first picks the tool (the build never walks or serializes K
     schemas; a schema problem is reported then, naming the tool)."""
@@ -210,7 +226,8 @@ def lazy_call_grammar(
     def make() -> GrammarSpec:
         if isinstance(params, dict):
             _check_refs(params, f"tool {name!r}: parameters")
-        spec = call_grammar(fmt, params, parallel=parallel, name_marker=markers[0], next_marker=markers[1])
+        spec = call_grammar(fmt, params, parallel=parallel, name_marker=markers[0], next_marker=markers[1],
+                            whitespace=whitespace)
         text = spec.schema + "".join(spec.after)
         if text.count(markers[0]) != 1 or text.count(markers[1]) != (1 if parallel and fmt.multi else 0):
             raise ToolsError(f"a tool's parameters hold U+{ord(markers[0]):X} or U+{ord(markers[1]):X}, private-use "
@@ -260,9 +277,9 @@ def hermes_ebnf(json_ebnf: str, parallel: bool) -> str:
 def tools_of(table: Any) -> list[Tool]:
     """The registry a compiled (or loaded) tools table serves: each name with its argument schema, in name order."""
     fmt = tool_format(table.info["format"])
-    slot = table.slots[table.start_slot]
+    slot = table.slots[0]  # the names
     out = []
-    for v, name in enumerate(table.values_of(table.start_slot)):
+    for v, name in enumerate(table.values_of(0)):
         spec = json.loads(table.grammars[int(slot.value_grammar[v])].spec.schema)
         branch = spec["items"]["anyOf"][0] if fmt.name == "vllm" else spec
         params = branch["properties"][fmt.key]
@@ -273,11 +290,11 @@ def tools_of(table: Any) -> list[Tool]:
     return out
 
 
-def whole_format_grammar(tools: list[Tool], fmt: Format, parallel: bool, drv: Any) -> Any:
+def whole_format_grammar(tools: list[Tool], fmt: Format, parallel: bool, drv: Any, whitespace: str = "compact") -> Any:
     """The engine compiled on the whole format over every tool: the oracle a tools table must equal."""
     schema, _ = whole_format(tools, fmt, parallel=parallel)
     if fmt.name != "hermes":
-        return drv.compile(schema)
+        return drv.compile(schema, whitespace)
     if drv.name == "llguidance":
         return drv._matcher(drv.llg.LLMatcher.grammar_from_lark(hermes_lark(schema, parallel)), "tool-call grammar")
     xgr = drv.xgr
