@@ -66,9 +66,11 @@ deterministic or the format changed by accident: fix the code, not the fixture.
 
 ## Schema artifacts
 
-Listed in `schemas.json`, each with the JSON Schema it was compiled from (the
-`*.schema.json` beside it). `tests/test_schema_artifact.py` compiles each schema
-again (`triec.compile_schema(schema, tokenizer, engine=..., threshold=...)`) and
+Listed in `schemas.json`, each with the JSON Schema (the `*.schema.json` beside
+it) or tool registry (`*.tools.json`) it was compiled from.
+`tests/test_schema_artifact.py` compiles each again
+(`triec.compile_schema(schema, tokenizer, engine=..., threshold=...)`,
+`triec.compile_tools(tools, tokenizer, format=..., engine=...)`) and
 requires the same bytes, the header's `engine_version` set to the one recorded
 (the tables do not depend on the engine's version, the header names it), and
 checks that each loads with `verify=True`, serves, and matches its engine on the
@@ -113,6 +115,16 @@ def make_schema_goldens() -> tuple[str, str]:
         slots = ", ".join(f"{s['pointer']} (K = {s['values']})" for s in table.info["slots"])
         rows.append(_row(path, f"`{entry['schema']}`, {entry['tokenizer']}, {entry['engine']} "
                                f"(threshold {entry['threshold']}): slots {slots}"))
+    for entry in manifest.get("tools", []):
+        tools = json.loads((GOLDEN_DIR / entry["tools"]).read_text(encoding="utf-8"))
+        from triec.schema.compile import compile_tools
+
+        table = compile_tools(tools, entry["tokenizer"], format=entry["format"], engine=entry["engine"],
+                                    parallel=entry["parallel"])
+        path = GOLDEN_DIR / entry["artifact"]
+        table.save(path)
+        rows.append(_row(path, f"the registry `{entry['tools']}` ({len(tools)} tools), {entry['tokenizer']}, "
+                               f"{entry['engine']}, format {entry['format']}"))
     legacy = [_row(GOLDEN_DIR / e["artifact"], f"`{e['schema']}`, {e['tokenizer']}, {e['engine']}")
               for e in manifest["legacy"]]
     return "\n".join(rows), "\n".join(legacy)

@@ -104,6 +104,23 @@ def test_golden_schema_artifacts_load_serve_and_verify(entry: dict[str, Any], vo
     assert entry["artifact"] in readme and __import__("hashlib").sha256(artifact_bytes(GOLDEN / entry["artifact"])).hexdigest() in readme
 
 
+@pytest.mark.parametrize("entry", MANIFEST["tools"], ids=lambda e: e["artifact"])
+def test_golden_registry_recompiles_and_verifies(entry: dict[str, Any], vocabs: dict[str, triec.Vocabulary]) -> None:
+    """A tool registry's table: every grammar's spec recorded (made for the file, compiled only when picked)."""
+    from triec.schema.compile import compile_tools
+
+    tools = json.loads((GOLDEN / entry["tools"]).read_text(encoding="utf-8"))
+    golden = artifact_bytes(GOLDEN / entry["artifact"])
+    table = compile_tools(tools, vocabs[entry["tokenizer"]], format=entry["format"], engine=entry["engine"],
+                          parallel=entry["parallel"])  # fmt: skip
+    table.engine_version = decode(golden)[0]["schema"]["engine_version"] or None
+    assert encode_artifact(table) == golden, "schema artifact bytes changed: see fixtures/golden/README.md"
+    loaded = triec.load(GOLDEN / entry["artifact"], verify=True)
+    assert loaded.info["shape"] == "tools" and len(loaded.grammars) == len(tools)
+    assert not any(loaded.is_compiled(g) for g in range(len(loaded.grammars)))
+    exact(loaded)  # the registered oracle: the engine on the whole format over every tool
+
+
 @pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("entry", MANIFEST["legacy"], ids=lambda e: e["artifact"])
 def test_first_layout_files_load_serve_and_verify(entry: dict[str, Any], engine: str) -> None:
@@ -204,6 +221,42 @@ def test_round_trip_is_byte_stable_and_answers_alike(extraction: tuple[triec.Sch
                 break
 
 
+@pytest.mark.skipif(not HAS_XGRAMMAR, reason="xgrammar not installed")
+def test_grammar_kinds_and_whitespace_round_trip(vocabs: dict[str, triec.Vocabulary], tmp_path: Path) -> None:
+    """A structural tag's grammars and flexible-whitespace JSON come back as they were written, and serve alike."""
+    from triec.schema.compile import compile_structural_tag
+
+    vocab = vocabs["gpt2"]
+    entry = MANIFEST["schema"][0]
+    flexible = triec.compile_schema(schema_of(entry), vocab, engine="xgrammar", threshold=entry["threshold"],
+                                    whitespace="any")  # fmt: skip
+    tools = json.loads((GOLDEN / MANIFEST["tools"][0]["tools"]).read_text(encoding="utf-8"))
+    tag = {"type": "structural_tag", "format": {"type": "tags_with_separator", "separator": "\n", "at_least_one": True,
+                                                "stop_after_first": False, "tags": [
+        {"type": "tag", "begin": f'<tool_call>\n{{"name": {json.dumps(t["function"]["name"])}, "arguments": ',
+         "end": "}\n</tool_call>", "content": {"type": "json_schema",
+                                                "json_schema": t["function"].get("parameters", {"type": "object"})}}
+        for t in tools if "function" in t]}}  # fmt: skip
+    tagged = compile_structural_tag(tag, vocab)
+    for table in (flexible, tagged):
+        table.save(tmp_path / "t.triec")
+        back = triec.load(tmp_path / "t.triec", verify=True)
+        assert [g.spec for g in back.grammars] == [g.spec for g in table.grammars]
+        assert {g.spec.kind for g in back.grammars} | {g.spec.whitespace for g in back.grammars} >= (
+            {"any"} if table is flexible else {"structural_tag"})
+        back.bind(vocab)
+        rng = random.Random(4)
+        for _ in range(4):
+            a, b = table.matcher(), back.matcher()
+            for _ in range(30):
+                ra, rb = a.allowed(), b.allowed()
+                assert np.array_equal(ra, rb)
+                t = int(rng.choice(ra.tolist()))
+                assert a.accept_token(t) and b.accept_token(t)
+                if a.is_terminated():
+                    break
+
+
 def test_registry_sized_header_stays_small(vocabs: dict[str, triec.Vocabulary]) -> None:
     """Counts per slot and per grammar live in sections: 3,000 grammars keep the header a few hundred bytes."""
     from triec.schema.grammar import GrammarSpec
@@ -295,6 +348,8 @@ SLOT_ROW = len(FIELDS)
         (lambda a: _set(a, "slot_table", SLOT_ROW + FIELDS["num_entries"], a["slot_table"][SLOT_ROW + FIELDS["num_entries"]] + 1),
          "slot_table"),  # the slots' counts no longer add up to the header's totals
         (lambda a: _set(a, "grammar_table", 0, 1 << 40), "grammar_table"),
+        (lambda a: _set(a, "grammar_table", 4, 2), "grammar_table"),  # a grammar kind that does not exist
+        (lambda a: _set(a, "grammar_table", 5, 7), "grammar_table"),  # nor a whitespace
         (lambda a: _set(a, "grammar_text", 0, 0xFF), "grammar_text"),
         (lambda a: _set(a, "info", 0, 0xC1), "info"),  # never used in msgpack
         (lambda a: _set(a, "slot_text", a["slot_text"].shape[0] - 1, 0xFF), "slot_text"),  # a marker that is not UTF-8

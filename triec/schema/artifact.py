@@ -57,8 +57,15 @@ SLOT_FIELDS: tuple[str, ...] = (
 """Columns of ``slot_table``, one row per slot (``enter_state`` is -1 for a slot never entered from a grammar;
 ``value_grammar`` is 1 when the slot's values each pick the grammar that follows)."""
 
-GRAMMAR_FIELDS: tuple[str, ...] = ("schema_bytes", "template_bytes", "num_after", "num_slots")
-"""Columns of ``grammar_table``, one row per grammar."""
+GRAMMAR_FIELDS: tuple[str, ...] = ("schema_bytes", "template_bytes", "num_after", "num_slots", "kind", "whitespace")
+"""Columns of ``grammar_table``, one row per grammar (``kind`` and ``whitespace`` as indices of :data:`GRAMMAR_KINDS`
+and :data:`WHITESPACE`)."""
+
+GRAMMAR_KINDS = ("json", "structural_tag")
+"""What a grammar's text is: a JSON Schema, or an xgrammar structural tag (its JSON text)."""
+
+WHITESPACE = ("compact", "any")
+"""How a grammar's JSON is spaced: the compact convention, or any whitespace between tokens."""
 
 LAYOUT: tuple[tuple[str, str], ...] = (
     ("slot_table", "<i8"),
@@ -189,7 +196,8 @@ def encode_schema_artifact(table: SchemaTable) -> bytes:
         parts["after_lengths"].append(np.array([len(a) for a in after], dtype=np.int64))
         parts["after_bytes"].append(np.frombuffer(b"".join(after), dtype=np.uint8))
         parts["grammar_slots"].append(np.array(gr.slots, dtype=np.int64))
-        grows.append([len(text), len(gr.template), len(after), len(gr.slots)])
+        grows.append([len(text), len(gr.template), len(after), len(gr.slots), GRAMMAR_KINDS.index(gr.spec.kind),
+                      WHITESPACE.index(gr.spec.whitespace)])
     info = msgpack.packb(table.info, use_bin_type=True)
     parts["slot_table"] = [np.array(rows, dtype=np.int64).reshape(-1)]
     parts["grammar_table"] = [np.array(grows, dtype=np.int64).reshape(-1)]
@@ -307,6 +315,8 @@ def load_schema_artifact(
     gcol = {name: gtable[:, i] for i, name in enumerate(GRAMMAR_FIELDS)}
     if gtable.size and (gtable < 0).any():
         raise fail("grammar_table", "counts must not be negative")
+    if (gcol["kind"] >= len(GRAMMAR_KINDS)).any() or (gcol["whitespace"] >= len(WHITESPACE)).any():
+        raise fail("grammar_table", f"kind must lie in 0..{len(GRAMMAR_KINDS) - 1}, whitespace in 0..{len(WHITESPACE) - 1}")
     for key, per in (("num_grammar_text", gcol["schema_bytes"] + gcol["template_bytes"]),
                      ("num_after", gcol["num_after"]), ("num_grammar_slots", gcol["num_slots"])):
         if int(np.sum(per)) != int(sch[key]):
@@ -399,7 +409,7 @@ def load_schema_artifact(
         raise fail("grammar_slots", "a grammar holds a slot that is never entered (its enter_state is -1)")
     t_at = a_at = n_at = s_at = 0
     for j in range(num_grammars):
-        sb, tb, na, ns = (int(gcol[name][j]) for name in GRAMMAR_FIELDS)
+        sb, tb, na, ns, kind, space = (int(gcol[name][j]) for name in GRAMMAR_FIELDS)
         try:
             text = gt[t_at : t_at + sb].decode("utf-8")
             after = []
@@ -420,7 +430,8 @@ def load_schema_artifact(
                 raise fail("grammar_text", f"grammar {j}: its schema is not JSON") from None
             if len(set(held)) != len(held):
                 raise fail("grammar_slots", f"grammar {j} holds a slot twice")
-        grammars.append(Grammar(GrammarSpec(text, tuple(after)), template, held))
+        spec = GrammarSpec(text, tuple(after), kind=GRAMMAR_KINDS[kind], whitespace=WHITESPACE[space])
+        grammars.append(Grammar(spec, template, held))
     start_slot, start_grammar = int(sch["start_slot"]), int(sch["start_grammar"])
     if start_slot >= 0 and slots[start_slot].value_grammar is None:
         raise fail("slot_table", f"the start slot {start_slot} has no value_grammar (nothing would follow its values)")
@@ -507,8 +518,8 @@ def _verify_slot(
             raise fail("group_kind", f"slot {i} {name}: only an entering token lands inside the trie")
         if name != "enters" and (g.leaf != -1).any():
             raise fail("group_leaf", f"slot {i} {name}: the value is the entry's or the position's, not the token's")
-        if name == "exits" and any(not h.endswith(b'"') for h in g.labels):
-            raise fail("label_bytes", f"slot {i}: an exit head must end in the key's closing quote")
+        if name == "exits" and any(not h for h in g.labels):
+            raise fail("label_bytes", f"slot {i}: an exit head is empty")
     for j in range(tails.num_groups):  # tail group j reads tail[j:]: targets beyond its own offset
         lo, hi = tails.span(j)
         t = tails.target[lo:hi][tails.kind[lo:hi] == TAIL]
