@@ -48,6 +48,13 @@ TOOL_CALL = {
     },
     "required": ["name", "arguments"], "additionalProperties": False,
 }  # fmt: skip  (a finite language: even a random model's outputs end within max_tokens)
+EXTRACT = {
+    "type": "object",
+    "properties": {"codes": {"type": "array", "items": {"enum": [f"{c}{i:02d}.{d}" for c in "AJZ" for i in range(4) for d in range(3)]},
+                             "minItems": 1, "maxItems": 2},
+                   "urgent": {"type": "boolean"}},
+    "required": ["codes", "urgent"], "additionalProperties": False,
+}  # fmt: skip  (an enum inside the structure, issue 20: a slot entered from the engine; a finite language too)
 
 
 @pytest.fixture(scope="module")
@@ -62,6 +69,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     for name, table in tables.items():
         table.save(art / f"{name}.triec")
     triec.compile_schema(TOOL_CALL, vocab).save(art / "toolcall.triec")
+    triec.compile_schema(EXTRACT, vocab, threshold=8).save(art / "extract.triec")
     gpt2 = triec.Vocabulary.load("gpt2", vocab_size=VOCAB_SIZE)
     triec.compile(COLORS, gpt2).save(art / "gpt2colors.triec")  # another tokenizer's masks
     odd = triec.Vocabulary.load(model, eos_token_ids=[151643, 151644])  # an EOS id this model never stops on
@@ -156,7 +164,8 @@ def test_tool_call_requests_in_a_mixed_batch(llm: LLM, served) -> None:
     jsonschema = pytest.importorskip("jsonschema")
     tables, vocab = served["tables"], served["vocab"]
     kinds = [({"triec": "toolcall"}, None), ({"triec": "colors"}, set(COLORS)), (None, None),
-             ({"triec": "toolcall"}, None), ({"triec": "tools"}, set(tables["tools"].values))]  # fmt: skip
+             ({"triec": "toolcall"}, None), ({"triec": "tools"}, set(tables["tools"].values)),
+             ({"triec": "extract"}, None)]  # fmt: skip
     prompts, params = [], []
     for i in range(30):
         extra, _ = kinds[i % len(kinds)]
@@ -164,7 +173,8 @@ def test_tool_call_requests_in_a_mixed_batch(llm: LLM, served) -> None:
         prompts.append(f"Call a tool #{i}:")
         params.append(SamplingParams(max_tokens=120, temperature=0.0 if greedy else 1.0, seed=i, extra_args=extra))
     outputs = llm.generate(prompts, params, use_tqdm=False)
-    calls = []
+    calls: list[dict] = []
+    extracted: list[dict] = []
     for i, out in enumerate(outputs):
         completion = out.outputs[0]
         extra, values = kinds[i % len(kinds)]
@@ -178,10 +188,15 @@ def test_tool_call_requests_in_a_mixed_batch(llm: LLM, served) -> None:
         text = b"".join(vocab.token_bytes[t] for t in ids[:-1])
         assert completion.text.encode() == text
         call = json.loads(text)
+        if extra["triec"] == "extract":
+            jsonschema.validate(call, EXTRACT)
+            extracted.append(call)
+            continue
         jsonschema.validate(call, TOOL_CALL)
         assert call["name"] in TOOLS
         calls.append(call)
-    assert len(calls) == 12 and len({json.dumps(c) for c in calls}) > 2  # rows follow their own matchers
+    assert len(calls) == 10 and len({json.dumps(c) for c in calls}) > 2  # rows follow their own matchers
+    assert len(extracted) == 5
 
 
 def test_artifact_dir_must_be_set(served, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
