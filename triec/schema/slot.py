@@ -25,6 +25,7 @@ the vocabulary; the rows are (word, bits) pairs as in
 from __future__ import annotations
 
 import bisect
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -158,7 +159,8 @@ def _below_group(ti: TokenIndex, prefix: bytes, tail: bytes, label: bytes) -> Gr
                   rest_token=rest_token, labels=[label])
 
 
-_TAILS: dict[tuple[str, int, bytes], Groups] = {}
+_TAILS: OrderedDict[tuple[str, int, bytes], Groups] = OrderedDict()
+_TAILS_KEPT = 32  # (vocabulary, tail) pairs kept; a tail's groups can hold every token that starts with a space
 
 
 def tail_groups(vocab: Vocabulary, tail: bytes) -> Groups:
@@ -181,6 +183,10 @@ def tail_groups(vocab: Vocabulary, tail: bytes) -> Groups:
             parts.append(_merge(Groups.pack([sorted(inside)], [b""], ti.first_id), past))
         found = Groups.concat(parts) if parts else Groups.pack([], [], ti.first_id)
         _TAILS[key] = found
+        while len(_TAILS) > _TAILS_KEPT:
+            _TAILS.popitem(last=False)
+    else:
+        _TAILS.move_to_end(key)
     return found
 
 
