@@ -376,17 +376,23 @@ def static_rows(slot: Slot) -> tuple[StateWords, np.ndarray]:
     rows = [np.repeat(np.arange(s, dtype=np.int64), np.diff(off))]
     toks = [np.asarray(trie.allowed_tokens, dtype=np.int64)]
     dynamic = np.zeros(s + n + ge, dtype=bool)
-    # exits: each entry repeats its head's tokens at its state
+    # exits: each entry repeats its head's static tokens at its state (a head's DYNAMIC tokens, often most of
+    # them, are only flagged: an entry per key times every token below '"' would be 10^8 pairs at K = 100,000)
     ex = slot.exits
+    g = ex.num_groups
+    g_of = np.repeat(np.arange(g, dtype=np.int64), np.diff(ex.offsets))
+    keep = ex.kind != DYNAMIC
+    st_tokens = ex.tokens[keep].astype(np.int64)
+    st_off = np.zeros(g + 1, dtype=np.int64)
+    np.cumsum(np.bincount(g_of[keep], minlength=g), out=st_off[1:])
+    has_dynamic = np.bincount(g_of[~keep], minlength=g) > 0
     e_group = slot.entry_group.astype(np.int64)
-    lo = ex.offsets[e_group]
-    cnt = ex.offsets[e_group + 1] - lo
-    idx = concat_ranges(lo, cnt)
-    at = np.repeat(slot.entry_state.astype(np.int64), cnt)
-    static = ex.kind[idx] != DYNAMIC
-    rows.append(at[static])
-    toks.append(ex.tokens[idx][static].astype(np.int64))
-    dynamic[at[~static]] = True
+    e_state = slot.entry_state.astype(np.int64)
+    lo = st_off[e_group]
+    cnt = st_off[e_group + 1] - lo
+    rows.append(np.repeat(e_state, cnt))
+    toks.append(st_tokens[concat_ranges(lo, cnt)])
+    dynamic[e_state[has_dynamic[e_group]]] = True
     # tail offsets and entering heads: one source row per group
     for groups, base in ((slot.tails, s), (slot.enters, s + n)):
         g_of = np.repeat(np.arange(groups.num_groups, dtype=np.int64), np.diff(groups.offsets)) + base
