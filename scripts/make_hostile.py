@@ -2,11 +2,13 @@
 
     python scripts/make_hostile.py
 
-Every file starts from fixtures/golden/tiny-gpt2.triec and breaks exactly one
-rule of docs/format.md, keeping every other check satisfied (the CRCs are
-recomputed unless the CRC is the thing being broken), so that each test proves
-the loader catches that rule and names it. tests/test_hostile.py lists what
-each file must raise.
+Every file starts from fixtures/golden/tiny-gpt2.triec (``schema_*``: from the
+version-3 schema golden fixtures/golden/extraction-gpt2.triec; ``d19_*``: from a
+golden file of the first schema layout) and breaks exactly one rule of
+docs/format.md, keeping every other check satisfied (the CRCs are recomputed
+unless the CRC is the thing being broken), so that each test proves the loader
+catches that rule and names it. tests/test_hostile.py lists what each file must
+raise.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = ROOT / "fixtures" / "golden" / "tiny-gpt2.triec"
+SCHEMA_GOLDEN = ROOT / "fixtures" / "golden" / "extraction-gpt2.triec"
+D19_GOLDEN = ROOT / "fixtures" / "golden" / "d19-tools-gpt2-llguidance.triec"
 OUT = ROOT / "fixtures" / "hostile"
 PRE = struct.Struct("<8sIIII")
 
@@ -198,10 +202,64 @@ def cases(golden: bytes) -> dict[str, bytes]:
     return out
 
 
+def _decode(data: bytes) -> tuple[dict[str, Any], dict[str, np.ndarray], int]:
+    pre, header, body = split(data)
+    arrays = {}
+    for sec in header.pop("sections"):
+        arrays[sec["name"]] = np.frombuffer(body, dtype=np.dtype(sec["dtype"]), count=sec["count"],
+                                            offset=sec["offset"]).copy()
+    return header, arrays, pre[1]
+
+
+def _encode(header: dict[str, Any], arrays: dict[str, np.ndarray], version: int) -> bytes:
+    """The container's own writer: every offset and CRC recomputed."""
+    import sys
+
+    sys.path.insert(0, str(ROOT))
+    from triec.artifact import container
+
+    return container.encode(dict(header), [(n, a.dtype.str, a) for n, a in arrays.items()], version)
+
+
+def schema_cases(schema: bytes, d19: bytes) -> dict[str, bytes]:
+    """One broken rule each for the version-3 schema layout and the first schema layout."""
+    out: dict[str, bytes] = {}
+
+    def case(name: str, source: bytes, edit: Callable[[dict[str, Any], dict[str, np.ndarray]], None]) -> None:
+        header, arrays, version = _decode(source)
+        edit(header, arrays)
+        out[name] = _encode(header, arrays, version)
+
+    case("schema_no_slots", schema, lambda h, a: h["schema"].update(num_slots=0))
+    case("schema_two_starts", schema, lambda h, a: h["schema"].update(start_slot=0))
+    case("schema_unknown_engine", schema, lambda h, a: h["schema"].update(engine="outlines-core"))
+    case("schema_version_3_masks", schema, lambda h, a: h.update(format="triec-masks"))
+    case("schema_entry_leaf_out_of_range", schema, lambda h, a: a["entry_leaf"].__setitem__(0, 1000))
+    case("schema_group_token_eos", schema, lambda h, a: a["group_tokens"].__setitem__(0, 50256))
+    case("schema_trie_target_out_of_range", schema,
+         lambda h, a: a["group_target"].__setitem__(np.flatnonzero(a["group_kind"] == 0)[0], 10_000))
+    case("schema_held_slot_out_of_range", schema, lambda h, a: a["grammar_slots"].__setitem__(0, 9))
+    case("schema_info_not_msgpack", schema, lambda h, a: a["info"].__setitem__(0, 0xC1))
+    case("schema_counts_disagree", schema, lambda h, a: a["slot_table"].__setitem__(3, a["slot_table"][3] + 1))
+    case("schema_group_tokens_not_ascending", schema,
+         lambda h, a: a["group_tokens"].__setitem__(slice(0, 2), a["group_tokens"][:2][::-1].copy()))
+    header, arrays, version = _decode(schema)
+    flipped = bytearray(_encode(header, arrays, version))
+    _, h, body = split(bytes(flipped))
+    (sec,) = [s for s in h["sections"] if s["name"] == "grammar_text"]
+    data_start = len(flipped) - len(body)
+    flipped[data_start + sec["offset"] + 1] ^= 0x01  # CRC left as it was; still UTF-8
+    out["schema_section_crc_mismatch"] = bytes(flipped)
+    case("d19_entry_row_out_of_range", d19, lambda h, a: a["entry_row"].__setitem__(0, 0))
+    case("d19_continuation_sha256_mismatch", d19, lambda h, a: h["schema"].update(continuation_sha256="sha256:" + "0" * 64))
+    return out
+
+
 def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     golden = GOLDEN.read_bytes()
     made = cases(golden)
+    made.update(schema_cases(SCHEMA_GOLDEN.read_bytes(), D19_GOLDEN.read_bytes()))
     for name, data in made.items():
         (OUT / f"{name}.triec").write_bytes(data)
     print(f"wrote {len(made)} files to {OUT.relative_to(ROOT)}")

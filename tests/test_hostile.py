@@ -58,6 +58,21 @@ CORPUS: dict[str, tuple[type[ArtifactError], str, str]] = {
     "values_not_utf8": (ArtifactContentError, "section state_byte: value 4 is not valid UTF-8", "lazy"),
     "values_out_of_order": (ArtifactContentError, "section state_byte: values 2 and 3 are not in strictly increasing", "lazy"),
     "section_crc_mismatch": (ArtifactChecksumError, "section allowed_next: CRC-32 mismatch", "verify"),
+    # schema tables, version 3 (from fixtures/golden/extraction-gpt2.triec) and the first layout (d19_*)
+    "schema_no_slots": (ArtifactError, "'num_slots': a schema table holds at least one slot", "plain"),
+    "schema_two_starts": (ArtifactError, "exactly one of 'start_slot' and 'start_grammar' is -1", "plain"),
+    "schema_unknown_engine": (ArtifactError, "'engine': expected llguidance or xgrammar, found 'outlines-core'", "plain"),
+    "schema_version_3_masks": (ArtifactError, "format version 3 holds 'triec-schema' only", "plain"),
+    "schema_entry_leaf_out_of_range": (ArtifactContentError, "section entry_leaf: slot 0: values must lie in 0..10", "plain"),
+    "schema_group_token_eos": (ArtifactContentError, "section group_tokens: slot 0 exits: ids must be content tokens", "plain"),
+    "schema_trie_target_out_of_range": (ArtifactContentError, "section group_target: slot 0 enters: a trie target", "plain"),
+    "schema_held_slot_out_of_range": (ArtifactContentError, "section grammar_slots: slots must lie in 0..1", "plain"),
+    "schema_info_not_msgpack": (ArtifactContentError, "section info: not valid msgpack", "plain"),
+    "schema_counts_disagree": (ArtifactContentError, "section slot_table: the slots' counts add up to 52", "plain"),
+    "schema_group_tokens_not_ascending": (ArtifactContentError, "section group_tokens: slot 0 exits: ids must be strictly ascending", "verify"),
+    "schema_section_crc_mismatch": (ArtifactChecksumError, "section grammar_text: CRC-32 mismatch", "verify"),
+    "d19_entry_row_out_of_range": (ArtifactContentError, "section entry_row: rows must lie in 15..22", "plain"),
+    "d19_continuation_sha256_mismatch": (ArtifactError, "'continuation_sha256' does not match", "plain"),
 }
 
 
@@ -86,6 +101,11 @@ def test_hostile_file(name: str) -> None:
         _check_message(info.value, text, path)
         return
     table = triec.load(path)  # every index is in range: the plain load accepts it and can serve it
+    if table.kind is triec.TableKind.TOOL_SCHEMA:
+        for slot in table.slots:  # each slot's trie answers, and its rows were built
+            exercise(slot.trie)
+            assert slot.words.offsets[-1] == slot.words.words.shape[0]
+        return
     exercise(table, values_ok=when != "lazy")
     if when == "lazy":
         with pytest.raises(error) as info:
