@@ -203,6 +203,7 @@ def test_round_trip_is_byte_stable_and_answers_alike(extraction: tuple[triec.Sch
     assert len(raw) - len(h) < 1 << 20 and len(container.read_header(raw, "x")[0].__repr__()) < 4096  # totals only
     for a, b in zip(table.slots, loaded.slots, strict=True):
         assert a.keys == b.keys and a.tail == b.tail and a.marker == b.marker and a.enter_state == b.enter_state
+        assert a.open == b.open == 0x22
         for ga, gb in ((a.exits, b.exits), (a.tails, b.tails), (a.enters, b.enters)):
             assert ga.labels == gb.labels and np.array_equal(ga.tokens, gb.tokens) and np.array_equal(ga.rest, gb.rest)
         assert np.array_equal(a.words.words, b.words.words)
@@ -242,6 +243,7 @@ def test_grammar_kinds_and_whitespace_round_trip(vocabs: dict[str, triec.Vocabul
         table.save(tmp_path / "t.triec")
         back = triec.load(tmp_path / "t.triec", verify=True)
         assert [g.spec for g in back.grammars] == [g.spec for g in table.grammars]
+        assert [x.open for x in back.slots] == [x.open for x in table.slots]
         assert {g.spec.kind for g in back.grammars} | {g.spec.whitespace for g in back.grammars} >= (
             {"any"} if table is flexible else {"structural_tag"})
         back.bind(vocab)
@@ -345,6 +347,7 @@ SLOT_ROW = len(FIELDS)
         (lambda a: _set(a, "slot_table", FIELDS["enter_state"], -3), "slot_table"),
         (lambda a: _set(a, "slot_table", FIELDS["value_grammar"], 2), "slot_table"),
         (lambda a: _set(a, "slot_table", FIELDS["tail_bytes"], 1), "slot_table"),
+        (lambda a: _set(a, "slot_table", FIELDS["open"], 256), "slot_table"),  # an opening byte that is not a byte
         (lambda a: _set(a, "slot_table", SLOT_ROW + FIELDS["num_entries"], a["slot_table"][SLOT_ROW + FIELDS["num_entries"]] + 1),
          "slot_table"),  # the slots' counts no longer add up to the header's totals
         (lambda a: _set(a, "grammar_table", 0, 1 << 40), "grammar_table"),

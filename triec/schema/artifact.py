@@ -53,9 +53,11 @@ SLOT_FIELDS: tuple[str, ...] = (
     "num_states", "num_allowed", "num_values", "num_entries", "tail_bytes", "marker_bytes", "enter_state",
     "value_grammar",
     *(f"{g}_{c}" for g in GROUP_SETS for c in ("groups", "tokens", "rest_bytes", "label_bytes")),
+    "open",
 )  # fmt: skip
 """Columns of ``slot_table``, one row per slot (``enter_state`` is -1 for a slot never entered from a grammar;
-``value_grammar`` is 1 when the slot's values each pick the grammar that follows)."""
+``value_grammar`` is 1 when the slot's values each pick the grammar that follows; ``open`` is the byte every key
+starts with after the entry state: ``"`` for an enum's JSON strings)."""
 
 GRAMMAR_FIELDS: tuple[str, ...] = ("schema_bytes", "template_bytes", "num_after", "num_slots", "kind", "whitespace")
 """Columns of ``grammar_table``, one row per grammar (``kind`` and ``whitespace`` as indices of :data:`GRAMMAR_KINDS`
@@ -187,6 +189,7 @@ def encode_schema_artifact(table: SchemaTable) -> bytes:
             parts["label_offsets"].append(_label_offsets(g.labels))
             parts["label_bytes"].append(np.frombuffer(b"".join(g.labels), dtype=np.uint8))
             row += [g.num_groups, int(g.tokens.shape[0]), int(g.rest.shape[0]), sum(map(len, g.labels))]
+        row.append(int(s.open))
         rows.append(row)
     grows: list[list[int]] = []
     for gr in table.grammars:
@@ -295,6 +298,8 @@ def load_schema_artifact(
         raise fail("slot_table", "enter_state must be -1 or a state of its slot")
     if not np.isin(col["value_grammar"], (0, 1)).all():
         raise fail("slot_table", "value_grammar must be 0 or 1")
+    if (col["open"] > 255).any():
+        raise fail("slot_table", "open must be a byte (0..255)")
     if (col["num_states"] < 1).any() or (col["num_values"] < 1).any():
         raise fail("slot_table", "every slot holds at least one state and one value")
     if (col["tails_groups"] != col["tail_bytes"]).any():
@@ -398,7 +403,7 @@ def load_schema_artifact(
         exits, tails, enters = groups
         _check_slot(i, trie, tail, exits, tails, enters, es, eg, el, vg, c["enter_state"], num_grammars, vocab_size,
                     eos, fail, verify)  # fmt: skip
-        slots.append(Slot(trie, tail, c["enter_state"], marker, exits, es, eg, el, tails, enters, vg))
+        slots.append(Slot(trie, tail, c["enter_state"], marker, exits, es, eg, el, tails, enters, vg, c["open"]))
     grammars: list[Grammar] = []
     gt = arrays["grammar_text"].tobytes()
     ab = arrays["after_bytes"].tobytes()
@@ -769,7 +774,7 @@ def rejudged(slot: Slot, vocab: Any) -> Slot:
     ti = token_index(vocab)
     exits = Groups.concat([_below_group(ti, h, slot.tail, h) for h in slot.exits.labels])
     return Slot(slot.trie, slot.tail, slot.enter_state, slot.marker, exits, slot.entry_state, slot.entry_group,
-                slot.entry_leaf, tail_groups(vocab, slot.tail), slot.enters, slot.value_grammar)  # fmt: skip
+                slot.entry_leaf, tail_groups(vocab, slot.tail), slot.enters, slot.value_grammar, slot.open)  # fmt: skip
 
 
 def load_schema_table(
