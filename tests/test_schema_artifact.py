@@ -506,3 +506,21 @@ def test_first_layout_fuzzed(tmp_path: Path) -> None:
         s = table.slots[0]
         assert s.words.offsets[-1] == s.words.words.shape[0]
     assert loaded < 200
+
+
+def test_the_layout_knows_every_field_of_a_slot_and_a_grammar() -> None:
+    """A field added to Slot, GrammarSpec or Grammar must be written too (schema/artifact.py, docs/format.md):
+    this fails until it is, rather than a saved table quietly losing it."""
+    import dataclasses
+    import inspect
+
+    from triec.schema.grammar import GrammarSpec
+    from triec.schema.slot import Slot
+    from triec.schema.table import Grammar
+
+    assert {f.name for f in dataclasses.fields(Slot) if f.init} == {
+        "trie", "tail", "enter_state", "marker", "exits", "entry_state", "entry_group", "entry_leaf", "tails", "enters",
+        "value_grammar", "open"}  # fmt: skip
+    assert {f.name for f in dataclasses.fields(GrammarSpec)} == {"schema", "after", "kind", "whitespace"}
+    assert set(inspect.signature(Grammar).parameters) == {"spec", "template", "slots", "make"}
+    assert set(triec.schema.artifact.GRAMMAR_KINDS) >= {"json", "structural_tag"}
