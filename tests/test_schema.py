@@ -212,6 +212,11 @@ def test_control_characters_refused_for_llguidance_and_exact_under_xgrammar(voca
     table = triec.compile_schema(schema, vocabs["gpt2"], engine="xgrammar")
     assert b'"del\\u007f"' in b"".join(table.trie.value_bytes)
     check(table, schema)
+    with pytest.raises(TriecError, match="slot 0: a value holds a control character.*xgrammar"):
+        table.with_engine("llguidance")  # it would also take \u000a for \n: not served loosely
+    plain = triec.compile_schema(tool_schema(["back\\nslash", "tab\\\\t"], ARGS["string"]), vocabs["gpt2"],
+                                 engine="xgrammar")  # a backslash and a letter: no control character
+    assert plain.with_engine("llguidance").engine == "llguidance"
 
 
 @pytest.mark.parametrize(

@@ -32,7 +32,7 @@ from triec._version import __version__
 from triec.artifact import container
 from triec.artifact.container import SCHEMA_FORMAT_VERSION
 from triec.artifact.masks import FORMAT_NAMES
-from triec.errors import ArtifactContentError, ArtifactError, TriecError
+from triec.errors import ArtifactContentError, ArtifactError
 from triec.runtime.kinds import TableKind
 from triec.runtime.table import MaskTable
 from triec.schema.grammar import GrammarSpec
@@ -749,8 +749,7 @@ class ConvertedSchemaTable(SchemaTable):
     def with_engine(self, engine: str) -> SchemaTable:
         if engine == self.engine:
             return self
-        if engine not in ENGINES:
-            raise TriecError(f"unknown continuation engine {engine!r}; expected one of {', '.join(ENGINES)}")
+        self._check_servable(engine)
         found = self._twins.get(engine)
         if found is None:
             from triec.engines import engine_version

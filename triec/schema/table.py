@@ -20,6 +20,7 @@ imports numpy alone; the engine is imported by the first matcher.
 from __future__ import annotations
 
 import os
+import re
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -39,6 +40,8 @@ if TYPE_CHECKING:
     from triec.tokenizer.vocabulary import Vocabulary
 
 ENGINES = ("llguidance", "xgrammar")
+_CONTROL_ESCAPE = re.compile(rb"(?<!\\)(?:\\\\)*\\(?:[bfnrt]|u00[01][0-9a-fA-F]|u007[fF])")
+"""A JSON escape of a control character or DEL (after an even run of backslashes) in a slot's keys."""
 
 
 class Grammar:
@@ -281,8 +284,7 @@ class SchemaTable:
         """This table served by ``engine`` (the slots' tables do not depend on it; judged tokens are per engine)."""
         if engine == self.engine:
             return self
-        if engine not in ENGINES:
-            raise TriecError(f"unknown continuation engine {engine!r}; expected one of {', '.join(ENGINES)}")
+        self._check_servable(engine)
         found = self._twins.get(engine)
         if found is None:
             from triec.engines import engine_version
@@ -293,6 +295,16 @@ class SchemaTable:
                                 header=self.header)
             self._twins[engine] = found
         return found
+
+    def _check_servable(self, engine: str) -> None:
+        """Raise :class:`TriecError` unless ``engine`` can serve these slots exactly."""
+        if engine not in ENGINES:
+            raise TriecError(f"unknown continuation engine {engine!r}; expected one of {', '.join(ENGINES)}")
+        if engine == "llguidance":  # compile_schema keeps such enums from llguidance; a twin must too
+            for i, slot in enumerate(self.slots):
+                if slot.open == 0x22 and _CONTROL_ESCAPE.search(b"\x00".join(slot.keys)):
+                    raise TriecError(f"slot {i}: a value holds a control character, which llguidance accepts in several "
+                                     "spellings (\\n, \\u000a, \\u000A); serve this table with xgrammar")
 
     def matcher(self, engine: str | None = None) -> SchemaMatcher:
         """A fresh per-sequence matcher (xgrammar / llguidance style); ``engine`` overrides the compile's."""
