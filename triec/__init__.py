@@ -33,6 +33,7 @@ if TYPE_CHECKING:  # for type checkers; tests/test_public_api.py checks it names
         TokenizerError,
         TokenizerMismatch,
         TokenNotAllowed,
+        ToolsError,
         TriecError,
         ValueNotInTable,
         ValuesError,
@@ -40,7 +41,7 @@ if TYPE_CHECKING:  # for type checkers; tests/test_public_api.py checks it names
     from triec.runtime.kinds import Table, TableKind
     from triec.runtime.states import FINISHED
     from triec.runtime.table import MaskTable
-    from triec.schema.compile import compile_schema
+    from triec.schema.compile import compile_schema, compile_structural_tag, compile_tools
     from triec.schema.matcher import SchemaMatcher
     from triec.schema.table import SchemaTable
     from triec.tokenizer.vocabulary import Vocabulary
@@ -48,7 +49,7 @@ if TYPE_CHECKING:  # for type checkers; tests/test_public_api.py checks it names
 _ERRORS = (
     "ArtifactChecksumError", "ArtifactContentError", "ArtifactError", "ArtifactVersionError", "EngineUnavailable",
     "EngineUnsupported", "OutputError", "RequestError", "SchemaShapeError", "TokenizerError", "TokenizerMismatch",
-    "TokenNotAllowed", "TriecError", "ValueNotInTable", "ValuesError",
+    "TokenNotAllowed", "ToolsError", "TriecError", "ValueNotInTable", "ValuesError",
 )  # fmt: skip
 
 _WHERE: dict[str, str] = {
@@ -63,6 +64,8 @@ _WHERE: dict[str, str] = {
     "Table": "triec.runtime.kinds",
     "TableKind": "triec.runtime.kinds",
     "compile_schema": "triec.schema.compile",
+    "compile_structural_tag": "triec.schema.compile",
+    "compile_tools": "triec.schema.compile",
     "SchemaMatcher": "triec.schema.matcher",
     "SchemaTable": "triec.schema.table",
     "Vocabulary": "triec.tokenizer.vocabulary",

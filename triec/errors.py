@@ -55,7 +55,11 @@ class TokenNotAllowed(TriecError, ValueError):
 
 
 class SchemaShapeError(ValuesError):
-    """The schema is not an enum-then-continuation object triec can compose exactly."""
+    """A schema (or structural tag) triec cannot compose exactly with an engine; the message says where and why."""
+
+
+class ToolsError(SchemaShapeError):
+    """A tool registry that cannot be compiled (a bad entry, a duplicate name); the message names the entry."""
 
 
 class EngineUnavailable(TriecError):

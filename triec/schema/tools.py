@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from triec.encoding import json_string_literal
-from triec.errors import SchemaShapeError
+from triec.errors import ToolsError
 from triec.schema.grammar import GrammarSpec
 
 FORMATS = ("vllm", "hermes", "llama3", "object")
@@ -39,10 +39,6 @@ NO_ARGUMENTS: dict[str, Any] = {"type": "object", "properties": {}, "additionalP
 """What a tool without ``parameters`` takes: exactly ``{}``."""
 _CONTROL = re.compile("[\x00-\x1f\x7f]")
 _DEFS = ("$defs", "definitions")
-
-
-class ToolsError(SchemaShapeError):
-    """A tool registry that cannot be compiled (a bad entry, a duplicate name); the message names the entry."""
 
 
 @dataclass(frozen=True)
