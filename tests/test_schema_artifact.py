@@ -201,6 +201,8 @@ def test_round_trip_is_byte_stable_and_answers_alike(extraction: tuple[triec.Sch
     assert loaded.header["format"] == "triec-schema" and h["num_slots"] == len(table.slots) == 2
     assert h["num_grammars"] == 1 and h["start_grammar"] == 0 and h["start_slot"] == -1
     assert len(raw) - len(h) < 1 << 20 and len(container.read_header(raw, "x")[0].__repr__()) < 4096  # totals only
+    assert all(s.tails is None for s in loaded.slots)  # a tail's groups are not in the file
+    loaded.bind(table.vocab)  # they are derived from the vocabulary, equal to the compile's
     for a, b in zip(table.slots, loaded.slots, strict=True):
         assert a.keys == b.keys and a.tail == b.tail and a.marker == b.marker and a.enter_state == b.enter_state
         assert a.open == b.open == 0x22
@@ -425,6 +427,10 @@ def test_fuzzed_schema_artifacts_load_cleanly_or_fail_with_artifact_error(extrac
         except triec.ArtifactError:
             continue
         loaded += 1
+        try:
+            table.vocabulary()  # binds the slots: a tail's rows are derived from the vocabulary
+        except triec.TriecError:
+            continue  # a flipped fingerprint or tokenizer name: refused at bind, never served
         for s in table.slots:
             assert s.words.offsets[-1] == s.words.words.shape[0]
             for st in range(min(s.num_states, 20)):
@@ -503,6 +509,10 @@ def test_first_layout_fuzzed(tmp_path: Path) -> None:
         except triec.ArtifactError:
             continue
         loaded += 1
+        try:
+            table.vocabulary()  # binds the slots: a tail's rows are derived from the vocabulary
+        except triec.TriecError:
+            continue  # a flipped fingerprint or name: refused at bind, never served
         s = table.slots[0]
         assert s.words.offsets[-1] == s.words.words.shape[0]
     assert loaded < 200

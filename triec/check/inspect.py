@@ -183,12 +183,26 @@ def _kind_counts(groups: Any, rows: np.ndarray | None = None) -> dict[str, int]:
     return {name: int(counts[i]) for i, name in enumerate(KINDS)}
 
 
+def _bind(table: Any) -> None:
+    """Bind a loaded schema table to its recorded tokenizer when it can be found (its tail rows come from it)."""
+    from triec.errors import TriecError
+
+    if all(s.tails is not None for s in table.slots):
+        return
+    try:
+        table.vocabulary()
+    except TriecError:
+        pass  # shown as "derived when served"
+
+
 def tail_rows(slot: Any) -> list[dict[str, Any]]:
     """Per offset of a slot's literal tail: the tokens allowed there, those staying inside the tail, those ending
     it (the handover), and those reading past it into the grammar after the value (judged there, or recorded)."""
     from triec.schema.slot import DYNAMIC, HANDOVER, TAIL
 
-    out = []
+    out: list[dict[str, Any]] = []
+    if slot.tails is None:  # not bound: its tail rows are derived from the vocabulary when served
+        return out
     rest = np.diff(np.asarray(slot.tails.rest_offsets, dtype=np.int64)) > 0
     for i in range(len(slot.tail)):
         lo, hi = slot.tails.span(i)
@@ -207,19 +221,22 @@ def tail_rows(slot: Any) -> list[dict[str, Any]]:
 def straddle_counts(table: Any, slot: int | None = None) -> dict[str, Any]:
     """Crossing tokens of one slot (default: the start slot, else slot 0): per tail offset, per exit head, the
     (state, head) entries and the entering heads (what D19 called straddles)."""
+    _bind(table)
     s = table.slots[slot if slot is not None else max(table.start_slot, 0)]
     counts = np.diff(np.asarray(s.exits.offsets, dtype=np.int64))
     heads = [{"head": escape_bytes(h), "tokens": int(counts[j]), "entries": int((s.entry_group == j).sum())}
              for j, h in enumerate(s.exits.labels)]  # fmt: skip
     enters = [{"head": escape_bytes(h), "tokens": s.enters.span(j)[1] - s.enters.span(j)[0]}
               for j, h in enumerate(s.enters.labels)]  # fmt: skip
-    total = int(s.exits.tokens.shape[0] + s.tails.tokens.shape[0] + s.enters.tokens.shape[0])
+    tails = 0 if s.tails is None else int(s.tails.tokens.shape[0])
+    total = int(s.exits.tokens.shape[0]) + tails + int(s.enters.tokens.shape[0])
     return {"tail": tail_rows(s), "heads": heads, "enters": enters, "entries": int(s.entry_state.shape[0]),
             "total": total}  # fmt: skip
 
 
 def slot_summary(table: Any, i: int) -> dict[str, Any]:
     """One slot: where it stands, its values and trie, its tail, its crossing tokens by kind."""
+    _bind(table)
     s = table.slots[i]
     where = table.info.get("slots") or []
     pointer = where[i].get("pointer", "") if i < len(where) and isinstance(where[i], dict) else ""
@@ -237,7 +254,8 @@ def slot_summary(table: Any, i: int) -> dict[str, Any]:
         "entries": int(s.entry_state.shape[0]),
         "exit_heads": s.exits.num_groups,
         "entering_heads": s.enters.num_groups,
-        "crossing": {"exits": _kind_counts(s.exits), "tails": _kind_counts(s.tails), "enters": _kind_counts(s.enters)},
+        "crossing": {"exits": _kind_counts(s.exits), "tails": None if s.tails is None else _kind_counts(s.tails),
+                     "enters": _kind_counts(s.enters)},
     }
 
 

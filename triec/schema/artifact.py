@@ -47,6 +47,7 @@ FORMAT_NAME = FORMAT_NAMES[TableKind.TOOL_SCHEMA]
 # ---------------------------------------------------------------- version 3: slots and grammars
 
 GROUP_SETS = ("exits", "tails", "enters")
+_NO_GROUPS = Groups.pack([], [], {})
 """The three groups of crossing tokens of every slot, in file order."""
 
 SLOT_FIELDS: tuple[str, ...] = (
@@ -177,7 +178,7 @@ def encode_schema_artifact(table: SchemaTable) -> bytes:
             parts["value_grammar"].append(s.value_grammar)
         row = [trie.num_states, trie.num_allowed, trie.num_values, int(s.entry_state.shape[0]), len(s.tail), len(marker),
                int(s.enter_state), int(s.value_grammar is not None)]  # fmt: skip
-        for g in (s.exits, s.tails, s.enters):
+        for g in (s.exits, _NO_GROUPS, s.enters):  # tail groups are derived from the vocabulary at bind (Slot.bind)
             parts["group_offsets"].append(g.offsets)
             parts["group_tokens"].append(g.tokens)
             parts["group_kind"].append(g.kind)
@@ -302,8 +303,8 @@ def load_schema_artifact(
         raise fail("slot_table", "open must be a byte (0..255)")
     if (col["num_states"] < 1).any() or (col["num_values"] < 1).any():
         raise fail("slot_table", "every slot holds at least one state and one value")
-    if (col["tails_groups"] != col["tail_bytes"]).any():
-        raise fail("slot_table", "every slot has one tail group per byte of its tail")
+    if (col["tails_groups"] != 0).any():
+        raise fail("slot_table", "a slot's tail groups are derived from the vocabulary; the file holds none")
     totals = {
         "num_states": col["num_states"], "num_allowed": col["num_allowed"], "num_values": col["num_values"],
         "num_entries": col["num_entries"], "num_slot_text": col["tail_bytes"] + col["marker_bytes"],
@@ -403,7 +404,8 @@ def load_schema_artifact(
         exits, tails, enters = groups
         _check_slot(i, trie, tail, exits, tails, enters, es, eg, el, vg, c["enter_state"], num_grammars, vocab_size,
                     eos, fail, verify)  # fmt: skip
-        slots.append(Slot(trie, tail, c["enter_state"], marker, exits, es, eg, el, tails, enters, vg, c["open"]))
+        # the tail's groups are not in the file: Slot.bind derives them from the vocabulary
+        slots.append(Slot(trie, tail, c["enter_state"], marker, exits, es, eg, el, None, enters, vg, c["open"]))
     grammars: list[Grammar] = []
     gt = arrays["grammar_text"].tobytes()
     ab = arrays["after_bytes"].tobytes()

@@ -496,6 +496,7 @@ class SchemaMaskWriter:
     def __init__(self, table: SchemaTable, max_batch: int = 1) -> None:
         if int(max_batch) < 1:
             raise ValueError(f"max_batch must be >= 1, not {max_batch}")
+        table.vocabulary()  # binds the slots (a loaded table derives its tail rows from the vocabulary)
         self.table = table
         self.max_batch = int(max_batch)
         self._buf = np.zeros((self.max_batch, table.words_per_row), dtype=np.int32)

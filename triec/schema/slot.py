@@ -230,7 +230,7 @@ class Slot:
     entry_state: np.ndarray  # int32 [E], ascending: trie states where a head closes a key
     entry_group: np.ndarray  # int32 [E]: the head (a group of ``exits``)
     entry_leaf: np.ndarray  # int32 [E]: the value index the head closes
-    tails: Groups  # group i: the tokens at tail offset i
+    tails: Groups | None  # group i: the tokens at tail offset i; None until :meth:`bind` derives them
     enters: Groups  # group j: tokens read from the engine through head ``labels[j]`` into the trie
     value_grammar: np.ndarray | None = None  # per value, the grammar that follows; None: the entering one resumes
     open: int = 0x22  # the byte every key starts with after the entry state, shared with the placeholder ('"')
@@ -238,7 +238,19 @@ class Slot:
     dynamic: np.ndarray = field(init=False, repr=False)  # bool per source row: some token needs the grammar after
 
     def __post_init__(self) -> None:
-        self.words, self.dynamic = static_rows(self)
+        if self.tails is not None:
+            self.words, self.dynamic = static_rows(self)
+
+    @property
+    def bound(self) -> bool:
+        return self.tails is not None
+
+    def bind(self, vocab: Vocabulary) -> None:
+        """Derive the tail's groups from the vocabulary (an artifact does not store them: a pure function of the
+        vocabulary and the tail, they can hold every token that starts with the tail's last byte) and the rows."""
+        if self.tails is None:
+            self.tails = tail_groups(vocab, self.tail)
+            self.words, self.dynamic = static_rows(self)
 
     @property
     def num_states(self) -> int:
@@ -371,6 +383,7 @@ def static_rows(slot: Slot) -> tuple[StateWords, np.ndarray]:
     """(word, bits) rows of every source row from the tokens whose landing needs no engine, and which rows
     also hold DYNAMIC tokens."""
     trie = slot.trie
+    assert slot.tails is not None, "bind the slot to its vocabulary first"
     s, n, ge = trie.num_states, len(slot.tail), slot.enters.num_groups
     off = np.asarray(trie.allowed_offsets, dtype=np.int64)
     rows = [np.repeat(np.arange(s, dtype=np.int64), np.diff(off))]

@@ -106,6 +106,9 @@ class SchemaTable:
         self.info: dict[str, Any] = dict(info or {})
         """What was compiled: ``shape`` (``"tool-call"``, ``"tools"``, ``"schema"``), the tool format, property names..."""
         self.vocab = vocab
+        if vocab is not None:
+            for slot in slots:
+                slot.bind(vocab)
         self.source = source
         """The artifact this table was loaded from; ``None`` when compiled in this process."""
         self.header = header
@@ -204,9 +207,12 @@ class SchemaTable:
         self._first.check_tokenizer(fingerprint_or_vocab)
 
     def bind(self, vocab: Vocabulary) -> None:
-        """Attach the decoded vocabulary the engine needs (checked against the fingerprint)."""
+        """Attach the decoded vocabulary the engine needs (checked against the fingerprint); slots loaded from an
+        artifact derive their tail rows from it."""
         self._first.check_tokenizer(vocab)
         self.vocab = vocab
+        for slot in self.slots:
+            slot.bind(vocab)
 
     def vocabulary(self) -> Vocabulary:
         """The decoded vocabulary the engine runs on: the bound one, else the recorded tokenizer's (decoded and
