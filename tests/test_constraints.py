@@ -427,11 +427,13 @@ class _OwnRows(TableMatcher):
     """A matcher fill_rows does not batch (any other class): it must fill its own row."""
 
 
-def test_fill_rows_equals_each_matchers_own_row(served: triec.Vocabulary) -> None:
-    rng = random.Random(3)
+@pytest.mark.parametrize(("n", "contiguous"), [(24, True), (100, True), (100, False)])
+def test_fill_rows_equals_each_matchers_own_row(served: triec.Vocabulary, n: int, contiguous: bool) -> None:
+    """Few rows of a table (one slice each) and many (one gather and scatter); a buffer of any layout."""
+    rng = random.Random(n)
     tables = [triec.compile(COLORS, served), triec.compile(triec.check.synthetic.tool_names(200), served)]
     matchers: list[TableMatcher] = []
-    for i in range(24):
+    for i in range(n):
         cls = _OwnRows if i % 7 == 3 else TableMatcher
         m = cls(tables[i % 2])
         for _ in range(rng.randint(0, 6)):
@@ -441,12 +443,13 @@ def test_fill_rows_equals_each_matchers_own_row(served: triec.Vocabulary) -> Non
             m.accept_token(int(rng.choice(ids)))
         matchers.append(m)
     assert any(m.is_terminated() for m in matchers) and any(type(m) is _OwnRows for m in matchers)
-    out = np.full((30, tables[0].words_per_row), -1, dtype=np.int32)
-    rows = rng.sample(range(30), len(matchers))
+    width = tables[0].words_per_row
+    out = np.full((n + 6, width), -1, dtype=np.int32) if contiguous else np.full((width, n + 6), -1, dtype=np.int32).T
+    rows = rng.sample(range(n + 6), n)
     fill_rows(matchers, rows, out)
-    want = np.zeros(tables[0].words_per_row, dtype=np.int32)
+    want = np.zeros(width, dtype=np.int32)
     for m, r in zip(matchers, rows, strict=True):
         m.fill_bitmask(want)
         assert np.array_equal(out[r], want), r
-    for r in set(range(30)) - set(rows):
+    for r in set(range(n + 6)) - set(rows):
         assert (out[r] == -1).all()  # unlisted rows untouched
