@@ -80,6 +80,12 @@ def test_engine_decisions(state) -> None:
     assert isinstance(backend.triec_grammar(state, Opt.CHOICE, json.dumps(["\ud800"]), None, True), Delegate)
     with pytest.raises(RequestError):  # an artifact gone between admission and the engine: the request fails
         backend.triec_grammar(state, Opt.JSON, json.dumps({"x-triec-artifact": "nope"}), None, True)
+    again = backend.triec_grammar(state, Opt.CHOICE, json.dumps(COLORS), None, True)
+    assert isinstance(again, backend.TriecGrammar) and again.key == g.key
+    assert again.grammar.matcher.table is g.grammar.matcher.table  # the same text: the remembered grammar
+    state.constraints(True).clear()  # the cache let it go: compiled again, not served from the memo
+    fresh = backend.triec_grammar(state, Opt.CHOICE, json.dumps(COLORS), None, True)
+    assert isinstance(fresh, backend.TriecGrammar) and fresh.grammar.matcher.table is not g.grammar.matcher.table
     bitmask = torch.full((2, (V + 31) // 32), -1, dtype=torch.int32)
     g.fill_bitmask(bitmask, 1)
     allowed = set(np.flatnonzero(np.unpackbits(bitmask[1].numpy().view(np.uint8), bitorder="little")[:V]).tolist())

@@ -15,12 +15,19 @@ from __future__ import annotations
 
 import copy
 import json
+import warnings
 
 import numpy as np
 import pytest
 
 import triec
-from triec.integrations.vllm.structured import RequestGrammar, required_tools, tagged_tools
+from triec.integrations.vllm.structured import (
+    SPARSE_WORDS,
+    RequestGrammar,
+    apply_bitmask_sparse,
+    required_tools,
+    tagged_tools,
+)
 from triec.runtime.matcher import TableMatcher
 
 VALUES = ["red", "green", "blue", "re", "redder", "grün", 'say "hi"', "a\nb", ""]
@@ -208,6 +215,36 @@ def table_path(table: triec.MaskTable, vocab: triec.Vocabulary, value: str) -> l
         rest = rest[len(tb[best]) :]
         state = table.advance(state, best)
     return out
+
+
+@pytest.mark.engines
+@pytest.mark.parametrize("width", [151_936, 151_900, 152_000])
+def test_sparse_apply_equals_xgrammars_kernel(width: int) -> None:
+    """Sparse rows gathered, dense ones by the kernel: the logits equal xgrammar's own apply, row for row."""
+    xgr = pytest.importorskip("xgrammar")
+    import torch
+
+    rng = np.random.default_rng(width)
+    words = (151_936 + 31) // 32
+    bm = np.zeros((12, words), dtype=np.int32)
+    bm[0] = -1  # unconstrained (a reasoning row)
+    for i in range(1, 8):  # trie-like rows: a few words
+        w = rng.choice(words, int(rng.integers(1, 40)), replace=False)
+        bm[i, w] = rng.integers(-(2**31), 2**31, w.size, dtype=np.int64).astype(np.int32)
+    bm[8] = rng.integers(-(2**31), 2**31, words, dtype=np.int64).astype(np.int32)  # dense
+    bm[9, : SPARSE_WORDS + 1] = 1  # just past the sparse bound
+    bm[10, :SPARSE_WORDS] = 7  # at it
+    # row 11 stays 0: nothing allowed
+    for indices in (None, [1, 3, 8, 9, 10, 11], [0, 2]):
+        base = torch.randn(12, width)
+        ours, ref = base.clone(), base.clone()
+        t = torch.from_numpy(bm)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", "The bitmask covers only", UserWarning)  # the narrow bitmask is the point
+            apply_bitmask_sparse(ours, t, indices, min(width, words * 32),
+                                 lambda rows, o=ours, b=t: xgr.apply_token_bitmask_inplace(o, b, indices=rows))  # fmt: skip
+            xgr.apply_token_bitmask_inplace(ref, t, indices=indices)
+        assert torch.equal(torch.isinf(ours), torch.isinf(ref)) and torch.equal(ours[torch.isfinite(ours)], ref[torch.isfinite(ref)])
 
 
 # ----------------------------------------------------------------------------- tool-call shapes

@@ -70,6 +70,11 @@ def mismatch() -> str | None:
         (callable(getattr(utils, "choice_as_grammar", None)), "utils.choice_as_grammar"),
         (issubclass(exceptions.VLLMValidationError, exceptions.VLLMClientError), "VLLMClientError / VLLMValidationError"),
     ]  # fmt: skip
+    apply = inspect.getsource(utils.apply_grammar_bitmask)
+    checks += [
+        (hasattr(utils, "xgr") and "xgr.apply_token_bitmask_inplace(logits" in apply,
+         "apply_grammar_bitmask's call of xgr.apply_token_bitmask_inplace"),
+    ]  # fmt: skip
     validate = inspect.getsource(SamplingParams._validate_structured_outputs)
     checks += [
         (_params(SamplingParams._validate_structured_outputs) == ["self", "model_config", "structured_outputs_config", "tokenizer"],
