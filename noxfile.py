@@ -59,3 +59,30 @@ def vllm(session: nox.Session) -> None:
     session.run("pip", "uninstall", "-q", "-y", "torchvision", "torchaudio", "torchcodec")
     session.install("-q", "-e", ".[test]")
     session.run("pytest", "-q", *(session.posargs or ["-m", "vllm"]), env={"VLLM_CPU_KVCACHE_SPACE": "1"})
+
+
+# SGLang's CPU-importable set (sglang 0.5.23's own pins where it has them). The server itself needs CUDA
+# kernels; these are what its grammar-backend modules and config resolution import. No torchvision:
+# PyPI's builds are CUDA-only and break next to CPU torch (tests/sglang_shims.py stands in for it).
+SGLANG_CPU = [
+    "numpy", "orjson", "psutil", "pybase64", "requests", "packaging", "pillow", "starlette", "msgspec", "pydantic",
+    "pyzmq", "tqdm", "ipython", "aiohttp", "openai", "partial_json_parser", "triton", "xgrammar==0.2.7",
+    "transformers==5.19.0", "tokenizers==0.23.2", "dill", "sentencepiece==0.2.1", "compressed-tensors==0.18.0", "gguf",
+    "einops",
+]  # fmt: skip
+
+
+@nox.session
+def sglang(session: nox.Session) -> None:
+    """triec's grammar backend driven through SGLang 0.5.23's own classes on CPU, next to SGLang's xgrammar backend.
+
+    torch first (pinned: an unpinned torch pulls a multi-GB CUDA build), then
+    sglang without its dependencies (its CUDA kernels and their torch), then the
+    light set its grammar modules import, then triec (which registers its
+    ``sglang.srt.plugins`` entry point) with its test extra. About 2.6 GB; 4 minutes on 2 cores (1.5 of them tests).
+    """
+    session.install("-q", "torch==2.13.0")
+    session.install("-q", "--no-deps", "sglang==0.5.23")
+    session.install("-q", *SGLANG_CPU)
+    session.install("-q", "-e", ".[test]")  # its pins are met by the set above: nothing is replaced
+    session.run("pytest", "-q", *(session.posargs or ["-m", "sglang"]))

@@ -6,7 +6,11 @@ here have no network), but the step both processors run is triec's own
 the device, masking grouped by table, advance. This drives it through random
 batches (two artifacts, unconstrained and EOS-only rows, non-contiguous rows,
 moves and swaps), checks every row against the numpy runtime, proves a step
-makes no host synchronisation, and times a step for B = 64 and 256.
+makes no host synchronisation, and times a step for B = 64 and 256. Then the
+speculative-decoding rows of Model Runner V2 (``BatchState.draft_positions``):
+per request up to k = 3 drafts (mostly tokens the table allows, sometimes not),
+one row each plus the bonus row, every row checked against the numpy runtime
+walked over the drafts before it, and the step timed.
 
     python scripts/gpu_check_vllm_core.py            # CUDA
     python scripts/gpu_check_vllm_core.py --device cpu --steps 5
@@ -126,8 +130,96 @@ def main() -> int:
             times.append(time.perf_counter() - t0)
         print(f"  B={b}: {args.steps} steps checked, no host sync in mask/advance; "
               f"step (mask + argmax + advance) median {statistics.median(times) * 1e6:.1f} us")
+    errors += check_spec(store, tables, device, eos, rng, args.steps)
     print("all rows equal the numpy runtime" if not errors else f"{errors} MISMATCHES")
     return 1 if errors else 0
+
+
+def check_spec(store, tables: dict, device: torch.device, eos: list[int], rng: np.random.Generator, steps: int,
+               b: int = 64, k: int = 3) -> int:  # fmt: skip
+    """Draft rows on the device: each masked at the state after its drafts; returns the number of mismatches."""
+    batch = _core.BatchState(store, device, b, eos)
+    kinds = rng.choice(["tools", "codes", None], size=b, p=[0.45, 0.45, 0.1])
+    host: dict[int, tuple[str, int]] = {}
+    for slot, kind in enumerate(kinds):
+        batch.assign(slot, _core.TriecRequest(str(kind)) if kind else None)
+        if kind:
+            host[slot] = (str(kind), tables[str(kind)].start)
+    errors, checked, times = 0, 0, []
+
+    def walk(kind: str, s: int, drafts: list[int]) -> int | None:
+        t = tables[kind]
+        for d in drafts:
+            if s == triec.FINISHED:
+                return s
+            if d not in t.allowed(s).tolist():
+                return None
+            s = t.advance(s, d)
+        return s
+
+    for step in range(steps):
+        order = rng.permutation([s for s in host])
+        row_slot, local, inputs, drafts = [], [], [], {}
+        for slot in order.tolist():
+            kind, s = host[slot]
+            ds: list[int] = []
+            for _ in range(int(rng.integers(0, k + 1))):
+                st = walk(kind, s, ds)
+                pool = tables[kind].allowed(st) if st is not None and st >= 0 else np.array(eos)
+                ds.append(int(rng.choice(pool)) if rng.random() < 0.85 else int(rng.integers(0, 5000)))
+            drafts[slot] = ds
+            for j, tkn in enumerate([0] + ds):
+                row_slot.append(slot)
+                local.append(j)
+                inputs.append(tkn)
+        rs, lp, tk = (np.asarray(x, dtype=np.int64) for x in (row_slot, local, inputs))
+        logits = torch.randn((rs.size, 151936), device=device)
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        states, matchers = batch.draft_positions(rs, lp, tk)
+        batch.mask(logits, np.arange(rs.size), rs, states=states, matchers=matchers)
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        times.append(time.perf_counter() - t0)
+        masked = torch.isfinite(logits).cpu().numpy()
+        for r in range(rs.size):
+            kind, s = host[int(rs[r])]
+            st = walk(kind, s, drafts[int(rs[r])][: int(lp[r])])
+            want = np.zeros(151936, dtype=bool)
+            if st is None or st < 0:
+                want[list(tables[kind].eos_token_ids)] = True
+            else:
+                want[tables[kind].allowed(st)] = True
+            checked += 1
+            if not np.array_equal(masked[r], want):
+                errors += 1
+                print(f"  spec step {step}: row {r} (slot {rs[r]}, draft {lp[r]}) mask differs")
+        # commit a valid prefix of the drafts and a bonus token from the next row, as the rejection sampler does
+        commit_slots, commit_tokens = [], []
+        r0 = 0
+        for slot in order.tolist():
+            kind, s = host[slot]
+            ds = drafts[slot]
+            n = 0
+            while n < len(ds) and masked[r0 + n, ds[n]] and rng.random() < 0.8:
+                n += 1
+            allowed = np.flatnonzero(masked[r0 + n])
+            for tkn in ds[:n] + [int(rng.choice(allowed))]:
+                commit_slots.append(slot)
+                commit_tokens.append(tkn)
+                s = triec.FINISHED if s < 0 or tkn in tables[kind].eos_token_ids else tables[kind].advance(s, tkn)
+            host[slot] = (kind, s)
+            r0 += len(ds) + 1
+        cs, ct = np.asarray(commit_slots), np.asarray(commit_tokens)
+        for j in range(k + 1):  # one advance per committed position, as the V2 processor folds them
+            sel = [np.flatnonzero(cs == slot)[j] for slot in order.tolist() if (cs == slot).sum() > j]
+            if sel:
+                sel_a = np.asarray(sel)
+                batch.advance(cs[sel_a], torch.from_numpy(ct[sel_a]).to(device))
+    print(f"  spec B={b} k={k}: {checked} rows checked over {steps} steps; "
+          f"step (draft states + mask) median {statistics.median(times) * 1e6:.1f} us")
+    return errors
 
 
 if __name__ == "__main__":

@@ -285,6 +285,123 @@ def test_v2_random_slots(artifacts, seed: int) -> None:
     assert {"slot", "tail", "engine"} <= phases  # schema rows were checked in every phase
 
 
+def allowed_after(req: Req, drafts: list[int]) -> np.ndarray | None:
+    """The reference row after ``drafts`` on top of the request's committed tokens; None once a draft is refused."""
+    if req.matcher is not None:
+        m = req.matcher.copy()
+        for d in drafts:
+            if not m.is_terminated() and not m.accept_token(d):
+                return None
+        return m.allowed()
+    state = req.state
+    for d in drafts:
+        if state == triec.FINISHED:
+            break
+        if d not in req.ref.allowed(state).tolist():
+            return None
+        state = req.ref.advance(state, d)
+    return np.array(req.ref.eos_token_ids) if state == triec.FINISHED else req.ref.allowed(state)
+
+
+def draft_tokens(req: Req, rng: np.random.Generator, k: int) -> list[int]:
+    """Up to k drafts: mostly a path the reference allows (EOS included), sometimes a token it refuses."""
+    out: list[int] = []
+    for _ in range(int(rng.integers(0, k + 1))):
+        if req.ref is None or rng.random() < 0.1:
+            out.append(int(rng.integers(0, 5000)))
+            continue
+        pool = allowed_after(req, out)
+        if pool is None or pool.size == 0:
+            out.append(int(rng.integers(0, 5000)))
+            continue
+        out.append(int(rng.choice(pool)))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_v2_speculative_rows_are_masked_after_their_drafts(artifacts, seed: int) -> None:
+    """Speculative decoding on Model Runner V2: one row per draft plus the bonus row, each masked at its own position.
+
+    Each step the requests get up to k = 3 drafts (ngram/EAGLE proposals: mostly
+    tokens the constraint allows, sometimes not); the rows are laid out as the
+    runner does (``expanded_idx_mapping``, ``expanded_local_pos``, the input
+    token of each row: the last committed token, then the drafts); the
+    rejection sampler keeps a prefix of the drafts valid under their rows and
+    samples the bonus from the next row; ``post_update`` commits all of them.
+    """
+    k = 3
+    rng = np.random.default_rng(700 + seed)
+    states = FakeReqStates(8)
+    config = fake_config()
+    config.speculative_config = SimpleNamespace(num_speculative_tokens=k)
+    proc = TriecLogitsProcessorV2(config, states)
+    slots: dict[int, Req] = {}
+    checked = refused = multi = 0
+    for _step in range(40):
+        for s in [s for s, r in slots.items() if r.finished or rng.random() < leave(r)]:
+            del slots[s]
+        free = [s for s in range(8) if s not in slots]
+        for s in rng.permutation(free)[: int(rng.integers(0, 4))].tolist():
+            req = Req(rng, artifacts)
+            if rng.random() < 0.3:
+                req.resume_tokens(rng, int(rng.integers(1, 4)))
+            prompt = [int(x) for x in rng.integers(0, 1000, int(rng.integers(1, 6)))]
+            tokens = prompt + req.output
+            states.prompt_len.gpu[s] = len(prompt)
+            states.total_len.gpu[s] = len(tokens)
+            states.all_token_ids.gpu[s, : len(tokens)] = torch.tensor(tokens, dtype=torch.int32)
+            proc.add_request(s, req.params)
+            slots[s] = req
+        proc.apply_staged_writes()
+        order = rng.permutation(sorted(slots)).astype(np.int64)
+        if order.size == 0:
+            continue
+        drafts = {s: draft_tokens(slots[s], rng, k) for s in order.tolist()}
+        row_slot, local, inputs = [], [], []
+        for s in order.tolist():
+            last = int(states.all_token_ids.gpu[s, int(states.total_len.gpu[s]) - 1])
+            for j, t in enumerate([last] + drafts[s]):
+                row_slot.append(s)
+                local.append(j)
+                inputs.append(t)
+        ctx = SimpleNamespace(idx_mapping_np=order, idx_mapping=torch.from_numpy(order),
+                              expanded_idx_mapping=torch.tensor(row_slot), expanded_local_pos=torch.tensor(local),
+                              input_ids=torch.tensor(inputs))  # fmt: skip
+        logits = torch.zeros(len(row_slot), V)
+        proc.apply(logits, ctx)
+        row = 0
+        for s in order.tolist():
+            req, ds = slots[s], drafts[s]
+            accepted = 0
+            for j in range(len(ds) + 1):
+                finite = np.flatnonzero(torch.isfinite(logits[row + j]).numpy())
+                if req.ref is None:
+                    assert finite.size == V
+                else:
+                    want = allowed_after(req, ds[:j])
+                    if want is None:  # past a refused draft: rejected anyway; the row allows EOS only
+                        assert set(finite.tolist()) <= {151643, 151645}
+                        refused += 1
+                    else:
+                        assert np.array_equal(finite, want), (req.args, req.output, ds[:j])
+                        checked += 1
+                        multi += j > 0
+                if j == accepted and j < len(ds) and np.isin(ds[j], finite) and rng.random() < 0.8:
+                    accepted += 1  # the target agreed with this draft
+            bonus = sample(req, logits[row + accepted], rng)
+            commit = ds[:accepted] + [bonus]
+            for t in commit:
+                if not req.finished:
+                    req.take(t)
+                else:
+                    req.output.append(t)
+            total = int(states.total_len.gpu[s])
+            states.all_token_ids.gpu[s, total : total + len(commit)] = torch.tensor(commit, dtype=torch.int32)
+            states.total_len.gpu[s] = total + len(commit)
+            row += len(ds) + 1
+    assert checked > 50 and multi > 20 and refused > 0, (checked, multi, refused)
+
+
 def test_v2_partial_prefill_does_not_advance(artifacts) -> None:
     """A step with no newly committed token (chunked prefill) leaves the state as it is."""
     states = FakeReqStates(2)

@@ -11,19 +11,27 @@ A request opts in with ``SamplingParams(extra_args={"triec": "tools"})`` (over
 HTTP: ``"vllm_xargs": {"triec": "tools"}``), optionally narrowed with
 ``"restrict": [values...]``; ``tools`` is ``$TRIEC_ARTIFACT_DIR/tools.triec``.
 Requests without ``"triec"`` are left alone. See README, "Serving with vLLM".
+
+The structured-outputs backend (``choice``, JSON schemas, speculative decoding,
+reasoning) is :mod:`.backend`, switched on by :mod:`.plugin`
+(``TRIEC_VLLM_BACKEND=1``). Nothing here is imported until asked for: vLLM
+loads the plugin module in every one of its processes.
 """
 
 from typing import TYPE_CHECKING, Any
 
-from triec.integrations.vllm._core import ARG_NAME, ARG_RESTRICT, ENV_DIR, RequestError
-
 if TYPE_CHECKING:
+    from triec.integrations.vllm._core import ARG_NAME, ARG_RESTRICT, ENV_DIR, RequestError
     from triec.integrations.vllm.v1 import TriecLogitsProcessor
     from triec.integrations.vllm.v2 import TriecLogitsProcessorV2
 
 
 def __getattr__(name: str) -> Any:
-    """The processor classes import vLLM, so only when asked for: the shared core needs torch alone."""
+    """The processor classes import vLLM, the core torch: each only when asked for."""
+    if name in ("ARG_NAME", "ARG_RESTRICT", "ENV_DIR", "RequestError"):
+        from triec.integrations.vllm import _core
+
+        return getattr(_core, name)
     if name == "TriecLogitsProcessor":
         from triec.integrations.vllm.v1 import TriecLogitsProcessor
 

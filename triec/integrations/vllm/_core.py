@@ -480,7 +480,7 @@ class BatchState:
                 self.group[slot] = EOS_ONLY
                 self.matchers.pop(slot, None)
 
-    def _mask_schema(self, logits: torch.Tensor, rows: np.ndarray, slots: np.ndarray) -> None:
+    def _mask_schema(self, logits: torch.Tensor, rows: np.ndarray, matchers: Sequence[SchemaMatcher | None]) -> None:
         """The schema rows' masks, row by row on the logits.
 
         Where a row is exactly a slot's precomputed (word, bits) row (inside an
@@ -493,8 +493,11 @@ class BatchState:
         """
         width = logits.shape[1]
         engine: dict[int, tuple[list[int], list[SchemaMatcher]]] = {}
-        for r, s in zip(rows.tolist(), slots.tolist(), strict=True):
-            m = self.matchers[s]
+        dead: list[int] = []
+        for r, m in zip(rows.tolist(), matchers, strict=True):
+            if m is None:  # a draft row past a draft its schema refuses: rejected whatever it allows
+                dead.append(r)
+                continue
             if m.is_terminated():
                 ids = np.asarray(m.table.eos_token_ids, dtype=np.int64)
             else:
@@ -516,6 +519,8 @@ class BatchState:
             kept = row.index_select(0, idx)
             row.fill_(float("-inf"))
             row.index_copy_(0, idx, kept)
+        if dead:
+            self._mask_eos_only(logits, np.asarray(dead, dtype=np.int64))
         for tid, (rs, ms) in engine.items():
             table, writer = self._writers.get(tid, (None, None))
             if writer is None or writer.max_batch < len(ms):
@@ -530,27 +535,86 @@ class BatchState:
                 row[: bits.shape[1]].masked_fill_(blocked[j], float("-inf"))
                 row[bits.shape[1] :] = float("-inf")
 
-    def mask(self, logits: torch.Tensor, rows: np.ndarray, slots: np.ndarray) -> torch.Tensor:
-        """Mask ``logits[rows[i]]`` for the request in ``slots[i]``, in place, grouped by table."""
+    def _mask_eos_only(self, logits: torch.Tensor, rows: np.ndarray) -> None:
+        r = to_device(rows, logits.device)
+        kept = logits[:, self._eos].index_select(0, r)
+        logits.index_fill_(0, r, float("-inf"))
+        logits[r.unsqueeze(1), self._eos.unsqueeze(0)] = kept
+
+    def mask(
+        self, logits: torch.Tensor, rows: np.ndarray, slots: np.ndarray, states: torch.Tensor | None = None,
+        matchers: Sequence[SchemaMatcher | None] | None = None,
+    ) -> torch.Tensor:  # fmt: skip
+        """Mask ``logits[rows[i]]`` for the request in ``slots[i]``, in place, grouped by table.
+
+        By default each row is masked at its slot's state (or matcher);
+        ``states`` (device, aligned with ``rows``) and ``matchers`` (aligned,
+        for schema rows) give other positions: the draft rows of speculative
+        decoding (:meth:`draft_positions`).
+        """
         groups = self.group[slots]
         for gid in np.unique(groups[groups != UNCONSTRAINED]).tolist():
             at = np.flatnonzero(groups == gid)
             if gid == SCHEMA:
-                self._mask_schema(logits, rows[at], slots[at])
+                ms = [matchers[i] for i in at.tolist()] if matchers is not None else [self.matchers[s] for s in slots[at].tolist()]
+                self._mask_schema(logits, rows[at], ms)
+                continue
+            if gid == EOS_ONLY:
+                self._mask_eos_only(logits, rows[at])
                 continue
             r = to_device(rows[at], logits.device)
-            if gid == EOS_ONLY:
-                kept = logits[:, self._eos].index_select(0, r)
-                logits.index_fill_(0, r, float("-inf"))
-                logits[r.unsqueeze(1), self._eos.unsqueeze(0)] = kept
-                continue
-            sl = to_device(slots[at], self.device)
+            if states is None:
+                st = self.states[to_device(slots[at], self.device)]
+            else:
+                st = states[to_device(at, states.device)]
             first = int(rows[at[0]])
             if bool((rows[at] == np.arange(first, first + at.size)).all()):  # a contiguous block of rows (host test)
-                self.tables[gid].mask_rows(logits[first : first + at.size], None, self.states[sl])
+                self.tables[gid].mask_rows(logits[first : first + at.size], None, st)
             else:
-                self.tables[gid].mask_rows(logits, r, self.states[sl])
+                self.tables[gid].mask_rows(logits, r, st)
         return logits
+
+    def draft_positions(
+        self, slots: np.ndarray, local_pos: np.ndarray, tokens: np.ndarray,
+    ) -> tuple[torch.Tensor, list[SchemaMatcher | None]]:  # fmt: skip
+        """Each row's position after the drafts before it: (device states, schema matchers), aligned with ``slots``.
+
+        Under speculative decoding a request owns consecutive rows; the row at
+        ``local_pos`` p predicts the token after the committed ones and the
+        first p drafts, which are the input tokens of the p rows before it
+        (``tokens``, aligned with ``slots``). Plain rows advance on the device
+        (a draft the table refuses gives INVALID, whose row is EOS only: such a
+        row is rejected whatever it allows); schema rows get a copy of their
+        matcher fed the drafts (None past a refused one).
+        """
+        slots = np.asarray(slots, dtype=np.int64)
+        local_pos = np.asarray(local_pos, dtype=np.int64)
+        tokens = np.asarray(tokens, dtype=np.int64)
+        groups = self.group[slots]
+        states = self.states[to_device(slots, self.device)].clone()
+        index = np.arange(slots.size)
+        for j in range(1, int(local_pos.max(initial=0)) + 1):
+            sel = np.flatnonzero((local_pos >= j) & (groups >= 0))
+            if sel.size == 0:
+                continue
+            draft = tokens[index[sel] - local_pos[sel] + j]
+            for gid in np.unique(groups[sel]).tolist():
+                at = sel[groups[sel] == gid]
+                at_t = to_device(at, self.device)
+                states[at_t] = self.tables[gid].advance(states[at_t], to_device(draft[groups[sel] == gid], self.device))
+        matchers: list[SchemaMatcher | None] = [None] * slots.size
+        for i in np.flatnonzero(groups == SCHEMA).tolist():
+            base = self.matchers.get(int(slots[i]))
+            if base is None:
+                continue
+            m: SchemaMatcher | None = base.copy() if local_pos[i] else base
+            for j in range(1, int(local_pos[i]) + 1):
+                assert m is not None
+                if not m.is_terminated() and not m.accept_token(int(tokens[i - local_pos[i] + j])):
+                    m = None
+                    break
+            matchers[i] = m
+        return states, matchers
 
 
 def warm_schema(table: SchemaTable) -> None:

@@ -2,10 +2,18 @@
 
 There is no batch update: requests arrive in recycled slots through
 ``add_request``, and their committed tokens live on the device in
-``req_states.all_token_ids[slot, prompt_len:total_len]``. Each step reads the
-newest token of every constrained row from there (no host synchronisation),
-advances the states and masks the rows; a request resumed with outputs
+``req_states.all_token_ids[slot, prompt_len:total_len]``. Each step folds the
+tokens committed since the last step into every constrained request's state
+(at most 1 + the speculative tokens: a fixed number of batched advances, no
+host synchronisation) and masks the rows; a request resumed with outputs
 already generated is caught up in ``apply_staged_writes``.
+
+Speculative decoding: a request owns one logits row per draft plus the bonus
+row; the row at local position p is masked at the state after the committed
+tokens and the first p drafts (the input tokens of the rows before it). That
+layout is on the device only, so such steps copy the rows' slots, positions and
+input tokens to the host once (a synchronisation, only when a speculative
+config is set and a constrained request is in the batch).
 """
 
 from __future__ import annotations
@@ -36,6 +44,8 @@ class TriecLogitsProcessorV2(_V2LogitsProcessor):
         _core.engine_start(vllm_config, self.core)
         self.consumed = torch.zeros(capacity, dtype=torch.int64, device=self.device)  # output tokens folded in
         self._added: list[int] = []
+        spec = getattr(vllm_config, "speculative_config", None)
+        self.num_spec = int(getattr(spec, "num_speculative_tokens", 0) or 0) if spec is not None else 0
 
     def add_request(self, req_idx: int, sampling_params: Any) -> bool:
         request = _core.safe_parse(sampling_params)
@@ -73,20 +83,41 @@ class TriecLogitsProcessorV2(_V2LogitsProcessor):
             for s in slots_np.tolist():
                 self.core.group[s] = _core.EOS_ONLY
 
+    def _fold_committed(self, sl_np: np.ndarray) -> None:
+        """Fold the tokens committed since the last step (at most 1 + the speculative tokens) into the states."""
+        sl = _core.to_device(sl_np, self.device)
+        out_len, total = self._lengths(sl)
+        prompt = total - out_len
+        done = self.consumed[sl]
+        width = self.req_states.all_token_ids.gpu.shape[1]
+        for j in range(1 + self.num_spec):
+            where = done + j < out_len
+            pos = (prompt + done + j).clamp(max=width - 1)
+            tokens = self.req_states.all_token_ids.gpu[sl, pos].to(torch.int64)
+            self.core.advance(sl_np, tokens, where=where)
+        self.consumed[sl] = torch.minimum(out_len, done + 1 + self.num_spec)
+
     def apply(self, logits: torch.Tensor, ctx: Any) -> torch.Tensor:
         slots_np = np.asarray(ctx.idx_mapping_np, dtype=np.int64)
-        rows = self.core.constrained(slots_np)
-        if rows.size == 0:
+        reqs = self.core.constrained(slots_np)
+        if reqs.size == 0:
             return logits
+        rows = reqs
         try:
-            sl_np = slots_np[rows]
-            sl = _core.to_device(sl_np, self.device)
-            out_len, total = self._lengths(sl)
-            fresh = out_len > self.consumed[sl]  # the token sampled last step, now committed
-            last = self.req_states.all_token_ids.gpu[sl, (total - 1).clamp(min=0)].to(torch.int64)
-            self.core.advance(sl_np, last, where=fresh)
-            self.consumed[sl] = torch.where(fresh, out_len, self.consumed[sl])
-            self.core.mask(logits, rows, sl_np)
+            self._fold_committed(slots_np[reqs])
+            if self.num_spec == 0 or logits.shape[0] == slots_np.shape[0]:
+                self.core.mask(logits, reqs, slots_np[reqs])  # one row per request: rows are batch positions
+                return logits
+            row_slot = ctx.expanded_idx_mapping.cpu().numpy().astype(np.int64)  # the one synchronisation
+            local = ctx.expanded_local_pos.cpu().numpy().astype(np.int64)
+            tokens = ctx.input_ids.cpu().numpy().astype(np.int64)
+            valid = row_slot >= 0
+            rows = np.flatnonzero(valid)
+            rows = rows[self.core.group[row_slot[rows]] != _core.UNCONSTRAINED]
+            if rows.size == 0:
+                return logits
+            states, matchers = self.core.draft_positions(row_slot[rows], local[rows], tokens[rows])
+            self.core.mask(logits, rows, row_slot[rows], states=states, matchers=matchers)
         except Exception:
             _core.log.exception("triec: internal error in the step; constrained rows end now")
             _core.end_everything(logits, rows, self.core._eos)

@@ -1,0 +1,671 @@
+"""A request's constraint as a triec grammar, or "delegate": what triec serves exactly, for any serving backend.
+
+Serving engines hand a grammar backend a constraint as a string of some kind
+(a ``choice`` list, a ``regex``, a ``json`` schema, a ``structural_tag``).
+A few of those are finite sets of strings triec compiles exactly; the rest
+belong to the engine's own grammar backend, unchanged. :class:`Constraints`
+makes that decision and compiles what it keeps, framework-free (numpy; no
+SGLang or vLLM import), so the SGLang backend (:mod:`triec.integrations.sglang`)
+and a vLLM structured-outputs backend share it:
+
+* ``choice`` lists: :meth:`Constraints.choice`, one table per distinct list;
+* a ``regex`` that is an alternation of literals (``(a|b|c)``, ``^(?:a|b)$``,
+  ``a|b``, Python's ``re.escape`` spellings, ``\\uXXXX``...):
+  :func:`literal_alternation` decides, anything with a real metacharacter is
+  delegated;
+* a ``json`` schema that is a string enum (``{"enum": [...]}``, compiled as
+  JSON string literals) or a flat enum-and-const object (compact output only,
+  :func:`triec.build.json_schema.parse_schema`); other schemas go to
+  :data:`SchemaHook` (the schema layer plugs in there) or are delegated;
+* an artifact by name, ``{"x-triec-artifact": NAME}`` as the json schema
+  (docs/decisions.md D21), from the directory store of the vLLM processors
+  (names, not paths; D20).
+
+Compiled tables are cached by the content of the list within a memory bound
+(:class:`Limits`), and each list is bounded in count and bytes so a client cannot
+make the server compile without bound; a refusal is a
+:class:`~triec.errors.RequestError` with a one-line reason, which the backends
+turn into a rejected request. Each request gets a matcher (:class:`Matcher`)
+from its :class:`TableGrammar`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+
+from triec.encoding import JSON, RAW, Encoding
+from triec.errors import RequestError, ValuesError
+from triec.runtime.kinds import TableKind
+from triec.runtime.matcher import TableMatcher
+from triec.runtime.table import MaskTable
+from triec.runtime.word_masks import state_words
+
+if TYPE_CHECKING:
+    from triec.runtime.kinds import Table
+    from triec.tokenizer.vocabulary import Vocabulary
+
+log = logging.getLogger("triec.constraints")
+
+ARTIFACT_KEYWORD = "x-triec-artifact"
+"""JSON-schema vendor keyword naming an artifact: ``{"x-triec-artifact": "tools"}`` (D21)."""
+
+RESTRICT_KEYWORD = "x-triec-restrict"
+"""Optional next to :data:`ARTIFACT_KEYWORD`: the values of the artifact this request may produce."""
+
+ANNOTATIONS = frozenset({"$schema", "$id", "$comment", "title", "description", "examples", "default", "deprecated", "readOnly", "writeOnly"})
+"""Schema keywords that never change the set of instances (a string enum may carry them)."""
+
+
+# ----------------------------------------------------------------------------- the matcher protocol
+
+
+class Matcher(Protocol):
+    """One sequence, in the grammar engines' style; :class:`~triec.runtime.matcher.TableMatcher` is one.
+
+    The schema layer's matchers get the same methods, so a backend drives
+    every triec grammar through this protocol alone.
+    """
+
+    def fill_bitmask(self, row: np.ndarray) -> None:
+        """Write the whole int32 row: bit ``t & 31`` of word ``t >> 5`` set when token t is allowed."""
+
+    def accept_token(self, token: int) -> bool:
+        """Advance; False (and no change) for a token not allowed here."""
+
+    def rollback(self, n: int) -> None:
+        """Undo the last ``n`` accepted tokens, a terminating EOS included."""
+
+    def is_terminated(self) -> bool: ...
+
+    def fork(self) -> Matcher:
+        """An independent copy in the same position."""
+
+    def reset(self) -> None: ...
+
+    def validate_tokens(self, tokens: Sequence[int]) -> int:
+        """How many of ``tokens`` would be accepted in order (nothing moves)."""
+
+    def jump_forward(self) -> bytes:
+        """The bytes every continuation starts with (empty where the next byte is a choice)."""
+
+    def allowed(self) -> np.ndarray: ...
+
+
+@dataclass(frozen=True)
+class Delegate:
+    """Not triec's: the engine's own backend serves this constraint, unchanged. ``reason`` is for logs."""
+
+    reason: str
+
+
+@dataclass(eq=False)
+class TableGrammar:
+    """A compiled constraint every request with it shares; :meth:`matcher` starts one sequence at the start state.
+
+    ``table`` is a plain :class:`~triec.runtime.table.MaskTable` (a list, an
+    artifact) or, through the schema hook, another kind of table. ``key``
+    identifies the content (a hash of the encoding and the distinct values, of
+    the schema, or the artifact's name, file version and subset); ``nbytes`` is
+    what the cache counts for it. ``artifact`` and ``parent`` are set for
+    artifacts by name (``parent``: the whole artifact's table, ``table`` the
+    subset's when restricted).
+    """
+
+    table: Table
+    key: str
+    nbytes: int = 0
+    artifact: str | None = None
+    parent: Table | None = None
+
+    def matcher(self) -> Matcher:
+        if self.table.kind is TableKind.MASKS:
+            return TableMatcher(self.table)  # type: ignore[arg-type]
+        return self.table.matcher()  # type: ignore[attr-defined,no-any-return]  # a schema table's own matcher
+
+    @property
+    def vocab_size(self) -> int:
+        return self.table.vocab_size
+
+    @property
+    def words_per_row(self) -> int:
+        return self.table.words_per_row
+
+
+Served = TableGrammar | Delegate
+
+SchemaHook = Callable[[dict[str, Any], "Vocabulary", bool], "Table | None"]
+"""``hook(schema, vocab, any_whitespace)``: a table for a JSON schema the finite cases here do not cover, or None.
+
+THE place where schemas the schema layer compiles plug in, e.g.
+``lambda schema, vocab, ws: None if ws else triec.compile_schema(schema, vocab, engine="xgrammar")``
+(tool-call shapes, enum fields anywhere), once its matchers (``table.matcher()``) have the
+:class:`Matcher` methods; until then no hook is set and such schemas are delegated. The
+table is cached by the schema's text; a hook raising :class:`~triec.errors.ValuesError`
+(a shape it does not take) delegates too.
+"""
+
+StructuralTagHook = Callable[[dict[str, Any], "Vocabulary"], "Table | None"]
+"""``hook(tag, vocab)``: a table for a structural tag (tool calls whose begin strings carry the names), or None.
+
+Not set today: every structural tag is delegated. Tool-call tags plug in here, like :data:`SchemaHook`.
+"""
+
+
+# ----------------------------------------------------------------------------- limits and the cache
+
+
+def _env_int(name: str, default: int) -> int:
+    raw = os.environ.get(name)
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValuesError(f"{name}={raw!r}: expected an integer") from None
+    if value <= 0:
+        raise ValuesError(f"{name}={raw!r}: expected a positive integer")
+    return value
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one request may make the server compile, and how much compiled tables the cache keeps.
+
+    Defaults: 100,000 values and 8 MiB of value bytes (UTF-8, as given) per list, and a
+    256 MiB cache; ``TRIEC_MAX_CHOICES``, ``TRIEC_MAX_CHOICE_BYTES`` and ``TRIEC_CACHE_BYTES``
+    override them (:meth:`from_env`). At the limits a compile takes about a second.
+    """
+
+    max_values: int = 100_000
+    max_bytes: int = 8 << 20
+    cache_bytes: int = 256 << 20
+
+    @classmethod
+    def from_env(cls) -> Limits:
+        d = cls()
+        return cls(
+            max_values=_env_int("TRIEC_MAX_CHOICES", d.max_values),
+            max_bytes=_env_int("TRIEC_MAX_CHOICE_BYTES", d.max_bytes),
+            cache_bytes=_env_int("TRIEC_CACHE_BYTES", d.cache_bytes),
+        )
+
+    def check(self, values: Sequence[str], what: str) -> None:
+        """RequestError when ``values`` exceed the per-list limits."""
+        if len(values) > self.max_values:
+            raise RequestError(
+                f"{what} holds {len(values)} values; this server compiles at most {self.max_values} (TRIEC_MAX_CHOICES)"
+            )
+        if sum(len(v.encode("utf-8", "surrogatepass")) for v in values) > self.max_bytes:
+            raise RequestError(f"{what} holds more than {self.max_bytes} bytes of values (TRIEC_MAX_CHOICE_BYTES)")
+
+
+def table_nbytes(table: Table) -> int:
+    """An estimate of the memory a compiled table holds while served: its arrays, row words and value bytes.
+
+    Tables of other kinds count what they say (``table.nbytes``), else a nominal MiB.
+    """
+    if table.kind is not TableKind.MASKS:
+        return int(getattr(table, "nbytes", 0) or 1 << 20)
+    assert isinstance(table, MaskTable)
+    arrays = (table.allowed_offsets, table.allowed_tokens, table.allowed_next, table.value_state, table.value_lcp, table.state_byte)
+    words = state_words(table)
+    values = table.value_bytes
+    return (
+        sum(int(a.nbytes) for a in arrays) + int(words.offsets.nbytes + words.words.nbytes + words.bits.nbytes)
+        + sum(len(v) for v in values) + 40 * len(values)
+    )  # fmt: skip
+
+
+class _Cache:
+    """Compiled grammars by content key, least recently used first out, within a bound in bytes."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.nbytes = 0
+        self._items: OrderedDict[str, TableGrammar] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> TableGrammar | None:
+        with self._lock:
+            found = self._items.get(key)
+            if found is not None:
+                self._items.move_to_end(key)
+            return found
+
+    def put(self, grammar: TableGrammar) -> None:
+        if grammar.nbytes > self.max_bytes:
+            return  # served, not kept
+        with self._lock:
+            old = self._items.pop(grammar.key, None)
+            if old is not None:
+                self.nbytes -= old.nbytes
+            self._items[grammar.key] = grammar
+            self.nbytes += grammar.nbytes
+            while self.nbytes > self.max_bytes:
+                _, dropped = self._items.popitem(last=False)
+                self.nbytes -= dropped.nbytes
+
+    def peek(self, key: str) -> TableGrammar | None:
+        """The entry without refreshing its place."""
+        with self._lock:
+            return self._items.get(key)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+            self.nbytes = 0
+
+
+# ----------------------------------------------------------------------------- regex: alternations of literals
+
+# One token of a pattern, outside character classes. Escapes are literal only where Python's re and xgrammar
+# (the engine a delegated regex goes to) read them alike: \xHH not followed by another hex digit (xgrammar reads
+# every hex digit that follows), \uHHHH, \UHHHHHHHH, \n \r \t \f \v \a, and a backslash before any character that
+# is not an ASCII letter or digit. Any other escape (\d \b \0 \1 \N{..} \e ...) is not a literal.
+_TOKEN = re.compile(
+    r"(?P<run>[^\\()|^$.*+?\[\]{}]+)"
+    r"|\\(?:x(?P<x>[0-9A-Fa-f]{2})(?![0-9A-Fa-f])|u(?P<u>[0-9A-Fa-f]{4})|U(?P<U>[0-9A-Fa-f]{8})"
+    r"|(?P<ctl>[nrtfva])|(?P<lit>[^0-9A-Za-z])|(?P<bad>.?))"
+    r"|(?P<bar>\|)|(?P<open>\((?:\?:)?)|(?P<close>\))|(?P<caret>\^)|(?P<dollar>\$)|(?P<meta>.)",
+    re.S,
+)
+_CONTROL = {"n": "\n", "r": "\r", "t": "\t", "f": "\f", "v": "\v", "a": "\a"}
+_LIT, _BAR, _OPEN, _CLOSE, _CARET, _DOLLAR, _OTHER = range(7)
+
+
+def _tokens(pattern: str) -> list[tuple[int, str]] | None:
+    """The pattern as (kind, literal text) tokens; None at the first token that can never be part of a literal."""
+    out: list[tuple[int, str]] = []
+    for m in _TOKEN.finditer(pattern):
+        kind = m.lastgroup
+        if kind == "run":
+            out.append((_LIT, m.group("run")))
+        elif kind in ("x", "u", "U"):
+            cp = int(m.group(kind), 16)
+            if cp > 0x10FFFF or 0xD800 <= cp <= 0xDFFF:
+                return None  # no character (xgrammar and re disagree on surrogates): not ours
+            out.append((_LIT, chr(cp)))
+        elif kind == "ctl":
+            out.append((_LIT, _CONTROL[m.group("ctl")]))
+        elif kind == "lit":
+            out.append((_LIT, m.group("lit")))
+        elif kind == "bar":
+            out.append((_BAR, "|"))
+        elif kind == "open":
+            if m.group("open") == "(" and pattern.startswith("?", m.end()):
+                return None  # (?i) (?P<n>..) (?=..) ...: an extension, not a plain group
+            out.append((_OPEN, ""))
+        elif kind == "close":
+            out.append((_CLOSE, ""))
+        elif kind == "caret":
+            out.append((_CARET, ""))
+        elif kind == "dollar":
+            out.append((_DOLLAR, ""))
+        else:  # meta, bad
+            return None
+    return out
+
+
+def literal_alternation(pattern: str) -> list[str] | None:
+    """The literals of ``pattern`` when its full matches are exactly those strings, else None (delegate).
+
+    Accepted: ``a|b|c``, wrapped at most once in ``(...)`` or ``(?:...)`` spanning
+    the whole pattern, optionally anchored ``^...$``; every literal character plain
+    (no ``.*+?()[]{}|^$\\``) or escaped as Python's ``re.escape`` writes it, or as
+    ``\\xHH``, ``\\uHHHH``, ``\\UHHHHHHHH``, ``\\n \\r \\t \\f \\v \\a``. Anything else,
+    a quantifier, a class, a nested group, ``\\d``, flags, returns None: a real
+    regex, which the engine's own backend serves. Empty alternatives are values
+    (``(a|)`` is ``["a", ""]``), duplicates are kept. Values that are no UTF-8
+    text (lone surrogates) return None.
+    """
+    toks = _tokens(pattern)
+    if toks is None:
+        return None
+    i, j = 0, len(toks)
+    if i < j and toks[i][0] == _CARET:
+        i += 1
+    if i < j and toks[j - 1][0] == _DOLLAR:
+        j -= 1
+    if j - i >= 2 and toks[i][0] == _OPEN and toks[j - 1][0] == _CLOSE:
+        i, j = i + 1, j - 1
+    values: list[str] = []
+    cur: list[str] = []
+    for kind, text in toks[i:j]:
+        if kind == _LIT:
+            cur.append(text)
+        elif kind == _BAR:
+            values.append("".join(cur))
+            cur = []
+        else:
+            return None  # a group inside, a second anchor, an anchor in the middle
+    values.append("".join(cur))
+    for v in values:
+        try:
+            v.encode("utf-8")
+        except UnicodeEncodeError:
+            return None
+    return values
+
+
+# ----------------------------------------------------------------------------- json schemas
+
+
+def string_enum(doc: Any) -> list[str] | None:
+    """The members of ``{"enum": [...]}`` / ``{"type": "string", "enum": [...]}`` (annotations allowed), else None."""
+    if not isinstance(doc, dict):
+        return None
+    keys = set(doc) - ANNOTATIONS
+    if keys != {"enum"} and not (keys == {"enum", "type"} and doc["type"] == "string"):
+        return None
+    members = doc["enum"]
+    if not isinstance(members, list) or not members or not all(isinstance(m, str) for m in members):
+        return None
+    return members
+
+
+def content_key(values: Sequence[str], encoding: Encoding) -> str:
+    """The cache key of a list: sha256 of its encoding and its distinct values (order and duplicates do not matter)."""
+    doc = [encoding.name, encoding.prefix, encoding.suffix, sorted(set(values))]
+    return hashlib.sha256(json.dumps(doc, ensure_ascii=False).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+# ----------------------------------------------------------------------------- the decision
+
+
+@dataclass
+class Constraints:
+    """Turns constraints into triec grammars for one served vocabulary, or says delegate.
+
+    ``vocab`` is the served tokenizer's (its EOS ids the model's stop tokens, its
+    width the logits'). ``any_whitespace`` is the engine's JSON setting: triec's
+    object instances are compact, so object schemas are served only when it is
+    False (string enums are the same either way). ``tokenizer`` is what
+    ``Vocabulary.load`` took for ``vocab`` (to fingerprint it with an artifact's
+    own EOS ids); ``artifact_dir`` defaults to ``$TRIEC_ARTIFACT_DIR``.
+    Thread-safe: backends compile in worker threads.
+    """
+
+    vocab: Vocabulary
+    any_whitespace: bool = True
+    limits: Limits = field(default_factory=Limits.from_env)
+    tokenizer: str | None = None
+    artifact_dir: str | os.PathLike[str] | None = None
+    schema_hook: SchemaHook | None = None
+    structural_tag_hook: StructuralTagHook | None = None
+
+    def __post_init__(self) -> None:
+        self.cache = _Cache(self.limits.cache_bytes)
+        self._store: Any = None
+        self._served: Any = None
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------- compiled lists
+
+    def choice(self, values: Sequence[str], *, encoding: str | Encoding = RAW, kind: str = "choice") -> TableGrammar:
+        """The grammar of exactly one of ``values`` (spelled per ``encoding``); RequestError for a list triec refuses.
+
+        ``kind`` names the constraint in messages (``choice``, ``regex``, ``json``).
+        """
+        if isinstance(values, str) or not isinstance(values, Sequence):
+            raise RequestError(f"a {kind} list must be a list of strings, not {type(values).__name__}")
+        bad = next((v for v in values if not isinstance(v, str)), None)
+        if bad is not None:
+            raise RequestError(f"{kind} values must be strings, not {type(bad).__name__} {bad!r:.60}")
+        if not values:
+            raise RequestError(f"a {kind} list needs at least one value")
+        self.limits.check(values, f"this {kind} list")
+        enc = encoding if isinstance(encoding, Encoding) else Encoding(encoding)
+        key = content_key(values, enc)
+        found = self.cache.get(key)
+        if found is not None:
+            return found
+        import triec.build.compile as build
+
+        try:
+            table = build.compile(values, self.vocab, encoding=enc)
+        except ValuesError as exc:
+            raise RequestError(f"{kind} values cannot be compiled: {exc}") from None
+        return self._keep(table, key)
+
+    def regex(self, pattern: str) -> Served:
+        """A literal alternation's grammar (:func:`literal_alternation`), else :class:`Delegate`."""
+        values = literal_alternation(pattern)
+        if values is None:
+            return Delegate("not an alternation of literals")
+        return self.choice(values, kind="regex")
+
+    def json_schema(self, schema: str | dict[str, Any]) -> Served:
+        """A string enum, a flat enum-and-const object (compact output), an artifact by name, the schema hook's, or Delegate."""
+        if isinstance(schema, str):
+            try:
+                doc = json.loads(schema)
+            except (ValueError, RecursionError):
+                return Delegate("not valid JSON")  # the engine reports it as it always does
+        else:
+            doc = schema
+        if isinstance(doc, dict) and ARTIFACT_KEYWORD in doc:
+            return self._artifact_schema(doc)
+        members = string_enum(doc)
+        if members is not None:
+            return self.choice(members, encoding=JSON, kind="json")
+        from triec.build.json_schema import is_object_schema, parse_schema
+
+        if is_object_schema(doc):
+            try:
+                members, enc = parse_schema(doc)
+            except ValuesError as exc:
+                return self._schema_layer(doc, f"not a flat enum-and-const object ({exc})")
+            if self.any_whitespace:
+                return Delegate("an object schema while the engine allows whitespace (triec's instances are compact)")
+            return self.choice(members, encoding=enc, kind="json")
+        return self._schema_layer(doc, "not a string enum")
+
+    def _schema_layer(self, doc: Any, why: str) -> Served:
+        """SCHEMA HOOK: schemas the schema layer compiles are served here once :attr:`schema_hook` is set."""
+        if self.schema_hook is None or not isinstance(doc, dict):
+            return Delegate(why)
+        text = json.dumps(doc, ensure_ascii=False)  # key order kept: it orders the output
+        key = "schema:" + hashlib.sha256(f"{self.any_whitespace}:{text}".encode("utf-8", "surrogatepass")).hexdigest()
+        found = self.cache.get(key)
+        if found is not None:
+            return found
+        try:
+            table = self.schema_hook(doc, self.vocab, self.any_whitespace)
+        except ValuesError as exc:
+            return Delegate(f"{why}; the schema layer: {exc}")
+        return Delegate(why) if table is None else self._keep(table, key)
+
+    def structural_tag(self, tag: str | dict[str, Any]) -> Served:
+        """STRUCTURAL-TAG HOOK: :attr:`structural_tag_hook`'s table; without one (today) every tag is delegated."""
+        if self.structural_tag_hook is None:
+            return Delegate("structural tags are the engine's")
+        try:
+            doc = json.loads(tag) if isinstance(tag, str) else tag
+        except (ValueError, RecursionError):
+            return Delegate("not valid JSON")
+        if not isinstance(doc, dict):
+            return Delegate("not a structural tag object")
+        text = json.dumps(doc, ensure_ascii=False)
+        key = "tag:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+        found = self.cache.get(key)
+        if found is not None:
+            return found
+        table = self.structural_tag_hook(doc, self.vocab)
+        return Delegate("not a tool-call tag triec serves") if table is None else self._keep(table, key)
+
+    def _keep(self, table: Table, key: str) -> TableGrammar:
+        grammar = TableGrammar(table, key, table_nbytes(table))
+        self.cache.put(grammar)
+        return grammar
+
+    # ------------------------------------------------------------- artifacts by name
+
+    def _artifact_schema(self, doc: dict[str, Any]) -> TableGrammar:
+        extra = sorted(set(doc) - {ARTIFACT_KEYWORD, RESTRICT_KEYWORD})
+        if extra:
+            raise RequestError(
+                f"a schema naming a triec artifact holds only {ARTIFACT_KEYWORD!r} and {RESTRICT_KEYWORD!r}, "
+                f"not {extra[0]!r:.60}"
+            )
+        name = doc[ARTIFACT_KEYWORD]
+        if not isinstance(name, str):
+            raise RequestError(f"{ARTIFACT_KEYWORD!r} must be an artifact name (a string), not {type(name).__name__}")
+        restrict = doc.get(RESTRICT_KEYWORD)
+        if restrict is not None:
+            if not isinstance(restrict, list) or not restrict or not all(isinstance(v, str) for v in restrict):
+                raise RequestError(f"{RESTRICT_KEYWORD!r} must be a non-empty list of strings")
+        return self.artifact(name, restrict)
+
+    def artifact(self, name: str, restrict: Sequence[str] | None = None) -> TableGrammar:
+        """The named artifact of the directory (optionally narrowed to ``restrict``), checked against the served vocabulary.
+
+        RequestError when the name is not a plain name inside the directory, the
+        file is missing or invalid, or it was compiled for another tokenizer or
+        logits width. Artifacts are loaded (mmap) and subsets compacted once by the
+        vLLM processors' :class:`~triec.integrations.vllm._core.ArtifactStore`,
+        which reloads a file that changed.
+        """
+        store = self._artifact_store()
+        from triec.integrations.vllm._core import MAX_RESTRICT, TriecRequest
+
+        if restrict is not None and len(restrict) > MAX_RESTRICT:
+            raise RequestError(f"{RESTRICT_KEYWORD!r} holds {len(restrict)} values; at most {MAX_RESTRICT} are accepted")
+        parent = store.table(name)
+        if parent.kind is not TableKind.MASKS:
+            # SCHEMA HOOK: a tool-call schema artifact is served once the schema matchers have the Matcher methods.
+            raise RequestError(f"artifact {name!r} is a tool-call schema; this backend serves plain artifacts only (yet)")
+        self._check_artifact(name, parent)
+        if restrict is None:
+            return TableGrammar(parent, f"artifact:{name}", 0, name, parent)  # the store keeps the table
+        request = TriecRequest(name, tuple(sorted(set(restrict))))
+        key, table = store.resolve(request)
+        ckey = "artifact:" + hashlib.sha256(json.dumps([str(k) for k in key]).encode("utf-8", "surrogatepass")).hexdigest()
+        found = self.cache.get(ckey)
+        if found is not None and found.table is table:
+            return found
+        grammar = TableGrammar(table, ckey, table_nbytes(table), name, parent)
+        self.cache.put(grammar)
+        return grammar
+
+    def is_live(self, grammar: TableGrammar) -> bool:
+        """Whether a request with ``grammar``'s constraint would get it again now.
+
+        False once the cache dropped it (a backend keeping its own copies lets them
+        go then, so the cache bound holds) or its artifact file changed or vanished.
+        """
+        if grammar.artifact is not None:
+            try:
+                if self._artifact_store().table(grammar.artifact) is not grammar.parent:
+                    return False
+            except RequestError:
+                return False
+            if grammar.table is grammar.parent:
+                return True
+        return self.cache.peek(grammar.key) is grammar
+
+    def _artifact_store(self) -> Any:
+        with self._lock:
+            if self._store is None:
+                from triec.integrations.vllm._core import ArtifactStore
+
+                self._store = ArtifactStore(self.artifact_dir)
+            return self._store
+
+    def _check_artifact(self, name: str, table: Table) -> None:
+        vocab = self.vocab
+        if table.vocab_size != vocab.vocab_size:
+            raise RequestError(
+                f"artifact {name!r} has masks {table.vocab_size} wide; the served model's logits are "
+                f"{vocab.vocab_size} wide (compile it with --vocab-size {vocab.vocab_size})"
+            )
+        if tuple(sorted(table.eos_token_ids)) == vocab.eos_token_ids or self.tokenizer is None:
+            fingerprint = vocab.fingerprint  # without a tokenizer spec: EOS ids must match too
+        else:
+            with self._lock:
+                if self._served is None:
+                    from triec.integrations.vllm._core import ServedModel
+
+                    self._served = ServedModel(self.tokenizer, vocab.vocab_size, None, ())
+            fingerprint = self._served.fingerprint(table.eos_token_ids)
+        if fingerprint != table.tokenizer_fingerprint:
+            raise RequestError(
+                f"artifact {name!r} was compiled for another tokenizer ({table.tokenizer_name or 'unnamed'}, "
+                f"EOS {list(table.eos_token_ids)}) than the served model's ({vocab.name}, EOS {list(vocab.eos_token_ids)})"
+            )
+
+    def clear(self) -> None:
+        """Forget every compiled table (a backend's cache flush)."""
+        self.cache.clear()
+
+
+# ----------------------------------------------------------------------------- batched rows
+
+
+BATCH_ROWS = 24
+"""From this many rows of one table on, :func:`fill_rows` writes them in one gather and scatter (below, one slice
+assignment per row is cheaper: about 2.5 us a row against 25 us of numpy set-up, measured at width 151,936)."""
+
+
+def fill_rows(matchers: Sequence[Matcher], rows: Sequence[int], out: np.ndarray) -> None:
+    """``out[rows[i]]`` = the mask row of ``matchers[i]``; the table matchers of one table batched.
+
+    Each table-matcher row is cleared (the engines hand over rows of -1) and gets
+    the (word, bits) pairs of its state: O(allowed words) past the clear, and from
+    :data:`BATCH_ROWS` rows of a table on, no Python loop over those rows. Any other
+    matcher fills its own row.
+    """
+    groups: dict[int, tuple[MaskTable, list[int], list[TableMatcher]]] = {}  # by table: (table, rows, matchers)
+    for m, r in zip(matchers, rows, strict=True):
+        if type(m) is TableMatcher:
+            group = groups.get(id(m.table))
+            if group is None:
+                group = groups[id(m.table)] = (m.table, [], [])
+            group[1].append(int(r))
+            group[2].append(m)
+        else:
+            m.fill_bitmask(out[int(r)])
+    for table, row_list, group_matchers in groups.values():
+        if len(row_list) < BATCH_ROWS:
+            for m, r in zip(group_matchers, row_list, strict=True):
+                m.fill_bitmask(out[r])
+            continue
+        for r in row_list:
+            out[r].fill(0)
+        live = [(r, m.state) for r, m in zip(row_list, group_matchers, strict=True) if not m.is_terminated()]
+        if not live:
+            continue
+        rw = np.fromiter((r for r, _ in live), dtype=np.int64, count=len(live))
+        st = np.fromiter((s for _, s in live), dtype=np.int64, count=len(live))
+        w = state_words(table)
+        lo = w.offsets[st]
+        counts = w.offsets[st + 1] - lo
+        total = int(counts.sum())
+        if total == 0:
+            continue
+        ends = np.cumsum(counts)
+        pos = np.repeat(lo - ends + counts, counts) + np.arange(total, dtype=np.int64)
+        if out.flags.c_contiguous:
+            out.reshape(-1)[np.repeat(rw * out.shape[1], counts) + w.words[pos]] = w.bits[pos]
+        else:
+            out[np.repeat(rw, counts), w.words[pos]] = w.bits[pos]
+
+
+__all__ = [
+    "ANNOTATIONS", "ARTIFACT_KEYWORD", "BATCH_ROWS", "RESTRICT_KEYWORD", "Constraints", "Delegate", "Limits", "Matcher", "SchemaHook",
+    "Served", "StructuralTagHook", "TableGrammar", "content_key", "fill_rows", "literal_alternation", "string_enum",
+    "table_nbytes",
+]  # fmt: skip

@@ -1,0 +1,555 @@
+"""vLLM 0.32's structured outputs served by triec where it is exact, by xgrammar, unchanged, everywhere else.
+
+vLLM has no registry of structured-output backends (vllm-project/vllm#50966),
+so :mod:`triec.integrations.vllm.plugin` installs three replacements, after
+checking that this vLLM is the one they were written against
+(docs/decisions.md D22):
+
+* **frontend** ``backend_xgrammar.validate_xgrammar_grammar`` (a module
+  attribute every caller imports at call time): a constraint triec serves is
+  admitted here (HTTP 400 with a one-line reason for a list over the limits, a
+  bad artifact name, ...) and left as it is, so ``choice`` reaches the engine
+  as CHOICE instead of xgrammar's EBNF; anything else goes to the original.
+* **engine** ``XgrammarBackend.compile_grammar``: CHOICE, REGEX, JSON and
+  STRUCTURAL_TAG go to :class:`~triec.integrations.constraints.Constraints`,
+  which returns a triec grammar or says delegate; delegated ones (and a choice
+  triec unexpectedly cannot compile, as xgrammar's own EBNF) go to the original.
+* **engine** ``StructuredOutputManager.__init__``: the served vocabulary and its
+  token automaton are built in a thread at engine start, not by the first request.
+* **worker** ``structured_output.utils.xgr`` (the module ``apply_grammar_bitmask``
+  calls xgrammar's kernel through): the same module but for
+  ``apply_token_bitmask_inplace`` on host logits, where rows that set few words
+  are gathered (:func:`~triec.integrations.vllm.structured.apply_bitmask_sparse`,
+  the processors' CPU path) instead of unpacked (0.38 ms a row on 2 cores);
+  xgrammar's kernel masks the dense rows and every device tensor, unchanged.
+
+What triec serves (the same decision in both processes, :func:`plan_json`):
+``choice`` lists, literal-alternation ``regex``, ``json`` string enums, artifacts
+by name (``{"x-triec-artifact": NAME}``, D21), and, once the schema layer compiles
+tool registries (``triec.schema.compile.compile_tools``), vLLM's
+``tool_choice="required"`` schema and hermes tool-call structural tags *when
+their JSON spelling is triec's* (:func:`compact_ok`). Only this module and
+:mod:`.plugin` import vLLM's structured-output code.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import sys
+import threading
+import time
+import types
+from collections import OrderedDict
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any
+
+import torch
+from vllm.exceptions import VLLMClientError
+from vllm.v1.structured_output.backend_types import StructuredOutputGrammar, StructuredOutputOptions
+
+from triec.errors import RequestError, TriecError
+from triec.integrations.constraints import (
+    ARTIFACT_KEYWORD,
+    Constraints,
+    Delegate,
+    Limits,
+    TableGrammar,
+    literal_alternation,
+    string_enum,
+)
+from triec.integrations.vllm.structured import (
+    RequestGrammar,
+    ToolCalls,
+    apply_bitmask_sparse,
+    required_tools,
+    tagged_tools,
+)
+
+log = logging.getLogger("triec.vllm.backend")
+
+COMPACT_ENV = "TRIEC_VLLM_COMPACT_JSON"
+"""``1``: serve JSON objects and tool calls in triec's compact spelling (``", "``, ``": "``) where vLLM allows any
+whitespace (its default): a narrowing, every output still valid per the schema. Off by default (exact only)."""
+
+
+class RequestRefused(VLLMClientError, RequestError):
+    """A constraint triec would serve but refuses (over the limits, a bad artifact): HTTP 400, one line.
+
+    A ``VLLMClientError`` that is *not* a ``VLLMValidationError``: with backend
+    ``auto``, vLLM catches ``VLLMValidationError`` from the xgrammar check and
+    retries the request with guidance (sampling_params.py, ``_validate_structured_outputs``),
+    which would serve what the limits refuse; this passes through and the server
+    answers 400 (``VLLMClientError``, entrypoints/serve/exception_handling).
+    """
+
+
+def compact_ok(any_whitespace: bool) -> bool:
+    """Whether triec's JSON spelling is one vLLM's xgrammar backend allows: with any whitespace and the opt-in only.
+
+    With ``disable_any_whitespace`` vLLM spells JSON ``","`` and ``":"`` (xgrammar
+    separators), triec ``", "`` and ``": "``: different languages, so delegated.
+    """
+    return any_whitespace and os.environ.get(COMPACT_ENV, "") == "1"
+
+
+# ----------------------------------------------------------------------------- the grammar object
+
+
+class TriecGrammar(StructuredOutputGrammar):
+    """One request on a triec grammar, with ``XgrammarGrammar``'s semantics (:class:`RequestGrammar`)."""
+
+    def __init__(self, grammar: RequestGrammar, key: str) -> None:
+        self.grammar = grammar
+        self.key = key
+
+    def accept_tokens(self, request_id: str, tokens: list[int]) -> bool:
+        ok = self.grammar.accept_tokens(tokens)
+        if not ok:
+            log.error("triec: request %s: tokens %s refused by its grammar (%s)", request_id, tokens, self.key[:40])
+        return ok
+
+    def validate_tokens(self, tokens: list[int]) -> list[int]:
+        return self.grammar.validate_tokens(tokens)
+
+    def rollback(self, num_tokens: int) -> None:
+        self.grammar.rollback(num_tokens)
+
+    def fill_bitmask(self, bitmask: torch.Tensor, batch_index: int) -> None:
+        self.grammar.fill_bitmask(bitmask[batch_index].numpy())  # the manager's host int32 tensor: a view
+
+    def is_terminated(self) -> bool:
+        return self.grammar.is_terminated()
+
+    def reset(self) -> None:
+        self.grammar.reset()
+
+
+# ----------------------------------------------------------------------------- the decision
+
+
+def plan_json(doc: Any, any_whitespace: bool) -> str | None:
+    """What triec does with a ``json`` constraint: ``"artifact"``, ``"enum"``, ``"object"``, ``"tools"``, or None (delegate).
+
+    The frontend admits by it and the engine's :class:`Constraints` compiles
+    the same cases (``tests/test_vllm_backend_core.py`` checks they agree).
+    """
+    if isinstance(doc, dict) and ARTIFACT_KEYWORD in doc:
+        return "artifact"
+    if string_enum(doc) is not None:
+        return "enum"
+    from triec.build.json_schema import is_object_schema, parse_schema
+
+    if is_object_schema(doc) and compact_ok(any_whitespace):
+        try:
+            parse_schema(doc)
+            return "object"
+        except TriecError:
+            pass
+    if required_tools(doc) is not None and compact_ok(any_whitespace) and tools_compiler() is not None:
+        return "tools"
+    return None
+
+
+def tools_compiler() -> Callable[..., Any] | None:
+    """The schema layer's ``compile_tools`` when this triec has it (the composite schema layer), else None."""
+    try:
+        from triec.schema import compile as schema_compile
+    except ImportError:
+        return None
+    return getattr(schema_compile, "compile_tools", None)
+
+
+def _utf8(values: list[str]) -> bool:
+    try:
+        for v in values:
+            v.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _admit_values(values: Any, kind: str, limits: Limits) -> bool:
+    """Admission of a list triec will compile: RequestRefused for bad input, False where xgrammar must serve it."""
+    if not isinstance(values, list) or not values:
+        raise RequestRefused(f"{kind} must be a non-empty list of strings")
+    bad = next((v for v in values if not isinstance(v, str)), None)
+    if bad is not None:
+        raise RequestRefused(f"{kind} values must be strings, not {type(bad).__name__} {bad!r:.60}")
+    try:
+        limits.check(values, kind)
+    except RequestError as exc:
+        raise RequestRefused(str(exc)) from None
+    return _utf8(values)  # lone surrogates: no UTF-8 text for triec; xgrammar decides, as without triec
+
+
+def _frontend_context(max_depth: int = 8) -> tuple[Any, Any]:
+    """(model_config, structured_outputs_config) of the calling ``_validate_structured_outputs``, or (None, None).
+
+    The hook receives only the request's parameters; its caller holds both as locals.
+    """
+    frame = sys._getframe(2)
+    for _ in range(max_depth):
+        if frame is None:
+            break
+        loc = frame.f_locals
+        if "model_config" in loc and "structured_outputs_config" in loc:
+            return loc["model_config"], loc["structured_outputs_config"]
+        frame = frame.f_back
+    return None, None
+
+
+_FRONTEND: dict[tuple[str, int], Constraints] = {}
+_FRONTEND_LOCK = threading.Lock()
+
+
+def _frontend_constraints(model_config: Any) -> Constraints:
+    """The frontend's Constraints (artifact checks need the served vocabulary; decoded once, then from disk)."""
+    key = (str(model_config.tokenizer), int(model_config.get_vocab_size()))
+    with _FRONTEND_LOCK:
+        found = _FRONTEND.get(key)
+        if found is None:
+            from triec.tokenizer.vocabulary import Vocabulary
+
+            vocab = Vocabulary.load(key[0], vocab_size=key[1])
+            found = _FRONTEND[key] = Constraints(vocab, tokenizer=key[0])
+        return found
+
+
+def admit(structured_outputs: Any, model_config: Any = None, any_whitespace: bool = True) -> bool:
+    """The frontend decision for one request: True when triec serves it (admitted), False to delegate.
+
+    Raises :class:`RequestRefused` for a constraint triec would serve but
+    cannot (the request gets HTTP 400 and the engine never sees it).
+    """
+    so = structured_outputs
+    limits = Limits.from_env()
+    if so.choice is not None:
+        return _admit_values(so.choice, "structured_outputs.choice", limits)
+    if so.regex is not None:
+        values = literal_alternation(so.regex)
+        return values is not None and _admit_values(values, "structured_outputs.regex", limits)
+    if so.json is not None:
+        doc = so.json
+        if isinstance(doc, str):
+            try:
+                doc = json.loads(doc)
+            except (ValueError, RecursionError):
+                return False  # xgrammar reports it as it always does
+        plan = plan_json(doc, any_whitespace)
+        if plan == "enum":
+            return _admit_values(string_enum(doc), "structured_outputs.json enum", limits)
+        if plan == "artifact":
+            if model_config is None:
+                raise RequestRefused("triec cannot tell which model this server runs: artifacts are refused")
+            try:
+                _frontend_constraints(model_config).json_schema(doc)
+            except RequestError as exc:
+                raise RequestRefused(str(exc)) from None
+            return True
+        if plan == "tools":
+            _admit_tools(required_tools(doc))
+            return True
+        if plan == "object":
+            from triec.build.json_schema import parse_schema
+
+            return _admit_values(parse_schema(doc)[0], "structured_outputs.json enum", limits)
+        return False
+    if so.structural_tag is not None:
+        calls = _tag_calls(so.structural_tag)
+        if calls is not None and compact_ok(any_whitespace) and tools_compiler() is not None:
+            _admit_tools(calls)
+            return True
+    return False
+
+
+def _tag_calls(tag: Any) -> ToolCalls | None:
+    try:
+        doc = json.loads(tag) if isinstance(tag, str) else tag
+    except (ValueError, RecursionError):
+        return None
+    return tagged_tools(doc)
+
+
+def _admit_tools(calls: ToolCalls | None) -> None:
+    """A registry the schema layer will compile: its own reading of every entry (RequestRefused names the bad one)."""
+    assert calls is not None
+    try:
+        from triec.schema.tools import parse_tools  # type: ignore[import-not-found]  # the composite schema layer
+    except ImportError:
+        return
+    try:
+        parse_tools(calls.tools, "tools", "xgrammar")
+    except TriecError as exc:
+        raise RequestRefused(str(exc)) from None
+
+
+# ----------------------------------------------------------------------------- the engine side
+
+
+class EngineState:
+    """The engine's triec side: the served vocabulary (built in a thread at start) and its Constraints."""
+
+    def __init__(self, tokenizer: str, vocab_size: int) -> None:
+        self.tokenizer = tokenizer
+        self.vocab_size = vocab_size
+        self._future: Future[Any] = Future()
+        self._constraints: dict[bool, Constraints] = {}
+        self._lock = threading.Lock()
+        self._by_spec: OrderedDict[tuple[str, bool, bytes], TableGrammar] = OrderedDict()
+        threading.Thread(target=self._load, name="triec-vocabulary", daemon=True).start()
+
+    MAX_SPECS = 4096
+
+    def remembered(self, key: tuple[str, bool, bytes], constraints: Constraints) -> TableGrammar | None:
+        """The grammar served for this exact constraint text before, while the Constraints would serve it again.
+
+        A repeated list then costs a digest of its text, not a parse, a sort and a
+        sha256 of its values (8 ms at 10,000 values on 2 cores).
+        """
+        with self._lock:
+            found = self._by_spec.get(key)
+            if found is not None:
+                self._by_spec.move_to_end(key)
+        if found is not None and not constraints.is_live(found):
+            with self._lock:
+                self._by_spec.pop(key, None)
+            return None
+        return found
+
+    def remember(self, key: tuple[str, bool, bytes], grammar: TableGrammar) -> None:
+        with self._lock:
+            self._by_spec[key] = grammar
+            while len(self._by_spec) > self.MAX_SPECS:
+                self._by_spec.popitem(last=False)
+
+    def _load(self) -> None:
+        try:
+            from triec.tokenizer.vocabulary import Vocabulary
+
+            t = time.perf_counter()
+            vocab = Vocabulary.load(self.tokenizer, vocab_size=self.vocab_size)
+            _ = vocab.automaton
+            log.info("triec: vocabulary of %s ready in %.2f s", self.tokenizer, time.perf_counter() - t)
+            self._future.set_result(vocab)
+        except BaseException as exc:  # noqa: BLE001  reported to every request that needs it
+            self._future.set_exception(exc)
+
+    def constraints(self, any_whitespace: bool) -> Constraints:
+        vocab = self._future.result()
+        compact = compact_ok(any_whitespace)
+        with self._lock:
+            found = self._constraints.get(compact)
+            if found is None:
+                found = Constraints(vocab, any_whitespace=not compact, tokenizer=self.tokenizer)
+                found.schema_hook = _tools_hook(found)
+                found.structural_tag_hook = _tag_hook(found)
+                self._constraints[compact] = found
+            return found
+
+
+_ENGINES: dict[tuple[str, int], EngineState] = {}
+_ENGINES_LOCK = threading.Lock()
+
+
+def engine_state(model_config: Any, vocab_size: int | None = None) -> EngineState:
+    """The process's :class:`EngineState` for a served model (one per tokenizer and width)."""
+    key = (str(model_config.tokenizer), int(vocab_size if vocab_size is not None else model_config.get_vocab_size()))
+    with _ENGINES_LOCK:
+        found = _ENGINES.get(key)
+        if found is None:
+            found = _ENGINES[key] = EngineState(*key)
+        return found
+
+
+def _schema_grammar(constraints: Constraints, calls: ToolCalls, key_doc: Any) -> TableGrammar | None:
+    """A tool registry compiled by the schema layer, cached in the Constraints' bounded cache; None to delegate."""
+    compile_tools = tools_compiler()
+    if compile_tools is None or constraints.any_whitespace:  # any_whitespace here: triec's spelling is not allowed
+        return None
+    key = "tools:" + hashlib.sha256(json.dumps(key_doc, sort_keys=True).encode("utf-8", "surrogatepass")).hexdigest()
+    found = constraints.cache.get(key)
+    if found is not None:
+        return found
+    table = compile_tools(calls.tools, constraints.vocab, format=calls.format, engine="xgrammar",
+                          parallel=calls.parallel)  # fmt: skip
+    grammar = TableGrammar(table, key, int(getattr(table, "nbytes", 0) or 0))
+    constraints.cache.put(grammar)
+    return grammar
+
+
+def _tools_hook(constraints: Constraints) -> Callable[[dict[str, Any], Any, bool], TableGrammar | None]:
+    """SCHEMA HOOK for Constraints: vLLM's ``tool_choice="required"`` array over per-tool parameters."""
+
+    def hook(doc: dict[str, Any], vocab: Any, any_whitespace: bool) -> TableGrammar | None:
+        calls = required_tools(doc)
+        return None if calls is None else _schema_grammar(constraints, calls, doc)
+
+    return hook
+
+
+def _tag_hook(constraints: Constraints) -> Callable[[dict[str, Any], Any], TableGrammar | None]:
+    """STRUCTURAL-TAG HOOK for Constraints: hermes tool calls (each tag's begin carries the name) → compile_tools."""
+
+    def hook(doc: dict[str, Any], vocab: Any) -> TableGrammar | None:
+        calls = tagged_tools(doc)
+        return None if calls is None else _schema_grammar(constraints, calls, doc)
+
+    return hook
+
+
+def triec_grammar(
+    state: EngineState, request_type: StructuredOutputOptions, spec: str, stop_token_ids: Any, any_whitespace: bool,
+) -> TriecGrammar | Delegate:  # fmt: skip
+    """The engine decision for one compiled constraint: a triec grammar, or Delegate (xgrammar compiles it).
+
+    A refusal here (RequestError) was not expected after admission; it is
+    raised for artifacts (xgrammar would serve something else) and delegates
+    for value lists (xgrammar's grammar of the same list is the same language).
+    """
+    opt = StructuredOutputOptions
+    if request_type not in (opt.CHOICE, opt.REGEX, opt.JSON, opt.STRUCTURAL_TAG):
+        return Delegate(request_type.name)
+    c = state.constraints(any_whitespace)
+    memo = (request_type.name, any_whitespace, hashlib.blake2b(spec.encode("utf-8", "surrogatepass"), digest_size=16).digest())
+    served: TableGrammar | Delegate | None = state.remembered(memo, c)
+    if served is not None:
+        return _grammar(served, stop_token_ids)
+    try:
+        if request_type == opt.CHOICE:
+            served = c.choice(json.loads(spec))
+        elif request_type == opt.REGEX:
+            served = c.regex(spec)
+        elif request_type == opt.JSON:
+            served = c.json_schema(spec)
+        else:
+            served = c.structural_tag(spec)
+    except RequestError as exc:
+        if request_type == opt.JSON and ARTIFACT_KEYWORD in spec:
+            raise
+        log.warning("triec: %s delegated to xgrammar: %s", request_type.name, exc)
+        return Delegate(str(exc))
+    if isinstance(served, Delegate):
+        return served
+    state.remember(memo, served)
+    return _grammar(served, stop_token_ids)
+
+
+def _grammar(served: TableGrammar, stop_token_ids: Any) -> TriecGrammar:
+    from triec.runtime.kinds import TableKind
+
+    table = served.table
+    matcher = table.matcher() if table.kind is TableKind.TOOL_SCHEMA else served.matcher()  # type: ignore[attr-defined]
+    return TriecGrammar(RequestGrammar(matcher, table.eos_token_ids, stop_token_ids), served.key)
+
+
+# ----------------------------------------------------------------------------- the replacements
+
+
+def frontend_hook(original: Callable[[Any], None]) -> Callable[[Any], None]:
+    """``validate_xgrammar_grammar`` that admits what triec serves and leaves it as it is."""
+
+    def validate_xgrammar_grammar(sampling_params: Any) -> None:
+        so = sampling_params.structured_outputs
+        if so is None:
+            return original(sampling_params)
+        model_config, so_config = _frontend_context()
+        any_ws = not bool(getattr(so_config, "disable_any_whitespace", False))
+        if admit(so, model_config, any_ws):
+            return None  # triec's: no EBNF rewrite, no xgrammar parse in the frontend
+        return original(sampling_params)
+
+    validate_xgrammar_grammar.__wrapped__ = original  # type: ignore[attr-defined]
+    validate_xgrammar_grammar.__triec__ = True  # type: ignore[attr-defined]
+    return validate_xgrammar_grammar
+
+
+def compile_hook(original: Callable[..., StructuredOutputGrammar]) -> Callable[..., StructuredOutputGrammar]:
+    """``XgrammarBackend.compile_grammar`` that builds a triec grammar where it is exact, xgrammar's elsewhere."""
+    from vllm.v1.structured_output.utils import choice_as_grammar
+
+    def compile_grammar(self: Any, request_type: StructuredOutputOptions, grammar_spec: str,
+                        stop_token_ids: set[int] | None = None) -> StructuredOutputGrammar:  # fmt: skip
+        t = time.perf_counter()
+        state = engine_state(self.vllm_config.model_config, self.vocab_size)
+        served = triec_grammar(state, request_type, grammar_spec, stop_token_ids, not self.disable_any_whitespace)
+        if not isinstance(served, Delegate):
+            log.debug("triec: %s served by triec (%s) in %.1f ms", request_type.name, served.key[:16],
+                      (time.perf_counter() - t) * 1e3)  # fmt: skip
+            return served
+        log.debug("triec: %s delegated to xgrammar (%s)", request_type.name, served.reason)
+        if request_type == StructuredOutputOptions.CHOICE:  # what vLLM's frontend would have rewritten it to
+            return original(self, StructuredOutputOptions.GRAMMAR, choice_as_grammar(json.loads(grammar_spec)),
+                            stop_token_ids)  # fmt: skip
+        return original(self, request_type, grammar_spec, stop_token_ids)
+
+    compile_grammar.__wrapped__ = original  # type: ignore[attr-defined]
+    compile_grammar.__triec__ = True  # type: ignore[attr-defined]
+    return compile_grammar
+
+
+def manager_init_hook(original: Callable[..., None]) -> Callable[..., None]:
+    """``StructuredOutputManager.__init__`` that starts building the served vocabulary (never raises)."""
+
+    def __init__(self: Any, vllm_config: Any) -> None:
+        original(self, vllm_config)
+        try:
+            mc = vllm_config.model_config
+            if not mc.skip_tokenizer_init:
+                engine_state(mc)
+        except Exception as exc:  # noqa: BLE001  the first request builds it then
+            log.warning("triec: vocabulary not prepared at start-up: %s", exc)
+
+    __init__.__wrapped__ = original  # type: ignore[attr-defined]
+    __init__.__triec__ = True  # type: ignore[attr-defined]
+    return __init__
+
+
+class SparseXgrammar(types.ModuleType):
+    """xgrammar as ``structured_output.utils`` sees it, with host bitmasks of sparse rows applied by gathering."""
+
+    def __init__(self, real: Any) -> None:
+        super().__init__("xgrammar")
+        self._real = real
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+    def apply_token_bitmask_inplace(self, logits: torch.Tensor, bitmask: torch.Tensor, *, vocab_size: int | None = None,
+                                    indices: Any = None, **kw: Any) -> None:  # fmt: skip
+        original = self._real.apply_token_bitmask_inplace
+        if kw or not (logits.is_cpu and bitmask.is_cpu and logits.dim() == 2 and bitmask.dim() == 2):
+            return original(logits, bitmask, vocab_size=vocab_size, indices=indices, **kw)
+        width = min(logits.shape[1], bitmask.shape[1] * 32) if vocab_size is None else int(vocab_size)
+
+        def dense(rows: Any) -> None:
+            original(logits, bitmask, vocab_size=vocab_size, indices=rows)
+
+        apply_bitmask_sparse(logits, bitmask, indices, width, dense)
+        return None
+
+
+def install() -> None:
+    """Install the replacements (idempotent). :mod:`.plugin` calls it after its checks."""
+    from vllm.v1.structured_output import StructuredOutputManager, backend_xgrammar, utils
+
+    if not getattr(backend_xgrammar.validate_xgrammar_grammar, "__triec__", False):
+        backend_xgrammar.validate_xgrammar_grammar = frontend_hook(backend_xgrammar.validate_xgrammar_grammar)
+    xb = backend_xgrammar.XgrammarBackend
+    if not getattr(xb.compile_grammar, "__triec__", False):
+        xb.compile_grammar = compile_hook(xb.compile_grammar)  # type: ignore[method-assign]
+    if not getattr(StructuredOutputManager.__init__, "__triec__", False):
+        StructuredOutputManager.__init__ = manager_init_hook(StructuredOutputManager.__init__)  # type: ignore[method-assign]
+    if not isinstance(utils.xgr, SparseXgrammar):
+        import xgrammar
+
+        utils.xgr = SparseXgrammar(xgrammar)
+
+
+__all__ = [
+    "COMPACT_ENV", "EngineState", "RequestRefused", "SparseXgrammar", "TriecGrammar", "admit", "compact_ok", "compile_hook",
+    "engine_state", "frontend_hook", "install", "manager_init_hook", "plan_json", "tools_compiler", "triec_grammar",
+]  # fmt: skip

@@ -1,0 +1,292 @@
+"""vLLM's structured-output grammar contract over a triec matcher, and the request shapes the backend recognises.
+
+No vLLM import (numpy, and torch for logits), so the default test suite checks it without vLLM:
+
+* :class:`RequestGrammar` behaves as vLLM 0.32's ``XgrammarGrammar`` does (the
+  reference semantics of ``StructuredOutputGrammar``): the request's stop ids
+  (``all_stop_token_ids``, EOS included) end the output where a value is
+  complete, and only there; ``accept_tokens`` ignores tokens once terminated;
+  ``validate_tokens`` does not move; ``rollback`` undoes what speculative
+  decoding rejected (a terminating stop token included).
+* :func:`required_tools` reads vLLM's ``tool_choice="required"`` JSON schema back
+  into the tool registry it was made from (``tool_parsers/utils.py``
+  ``_get_json_schema_from_tools``); :func:`tagged_tools` reads the structural tag
+  vLLM builds for strict tool calls (``begin`` = the call up to its arguments,
+  the tool's name inside). The schema layer compiles registries
+  (``compile_tools``); :mod:`triec.integrations.vllm.backend` decides when that
+  is exact.
+* :func:`apply_bitmask_sparse` is xgrammar's ``apply_token_bitmask_inplace`` for
+  host logits, with rows that set few words (a trie state allows a few dozen
+  tokens) gathered instead of unpacked: the logits they keep are read, the row
+  filled with -inf and they are written back (the processors' CPU path, D20).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from triec.integrations.constraints import Matcher
+
+
+def _words(ids: Iterable[int]) -> tuple[np.ndarray, np.ndarray]:
+    """(word index, uint32 bit) of each id, for setting and clearing single tokens in a row."""
+    a = np.asarray(sorted({int(i) for i in ids}), dtype=np.int64)
+    return a >> 5, np.left_shift(np.uint32(1), (a & 31).astype(np.uint32))
+
+
+class RequestGrammar:
+    """One request's triec matcher with xgrammar's ``override_stop_tokens`` semantics.
+
+    The table ends a value with its own EOS ids; vLLM ends a request on any of
+    ``stop_token_ids``. So at a complete value the row allows every stop id (and
+    accepting one feeds the matcher its EOS), the table's EOS ids that are not
+    stop ids are never allowed, and a stop id is never a content token (xgrammar
+    treats stop tokens as stop tokens only).
+    """
+
+    def __init__(self, matcher: Matcher, eos_token_ids: Sequence[int], stop_token_ids: Iterable[int] | None) -> None:
+        if not eos_token_ids:
+            raise ValueError("a triec table without EOS ids cannot end a request")
+        self.matcher = matcher
+        self._eos = int(eos_token_ids[0])
+        eos = frozenset(int(e) for e in eos_token_ids)
+        self.stop = frozenset(int(t) for t in (stop_token_ids or ())) or eos
+        self._not_stop = eos - self.stop  # the table's EOS ids this request does not stop on
+        self._stop_w, self._stop_b = _words(self.stop)
+        self._clear_w, self._clear_b = _words(eos | self.stop)
+        self._accepting = getattr(matcher, "is_accepting", None)
+
+    # ------------------------------------------------------------- one step, vLLM's view
+
+    def is_accepting(self) -> bool:
+        """A value is complete: a stop id may end the request here."""
+        if self.matcher.is_terminated():
+            return False
+        if self._accepting is not None:
+            return bool(self._accepting())
+        return self.matcher.validate_tokens([self._eos]) == 1
+
+    def _accept(self, token: int) -> bool:
+        if token in self.stop:
+            return self.is_accepting() and self.matcher.accept_token(self._eos)
+        if token in self._not_stop:
+            return False
+        return self.matcher.accept_token(token)
+
+    def accept_tokens(self, tokens: Sequence[int]) -> bool:
+        """Advance over ``tokens``; False at the first one refused (the accepted prefix stays accepted)."""
+        if self.matcher.is_terminated():
+            return True
+        for t in tokens:
+            if not self._accept(int(t)):
+                return False
+            if self.matcher.is_terminated():
+                break  # tokens after the stop token are ignored, as xgrammar does
+        return True
+
+    def validate_tokens(self, tokens: Sequence[int]) -> list[int]:
+        """The longest prefix of ``tokens`` the grammar accepts (up to a stop token); nothing moves."""
+        if self.matcher.is_terminated():
+            return []
+        n = 0
+        for t in tokens:
+            if not self._accept(int(t)):
+                break
+            n += 1
+            if self.matcher.is_terminated():
+                break
+        if n:
+            self.matcher.rollback(n)
+        return [int(t) for t in tokens[:n]]
+
+    def rollback(self, num_tokens: int) -> None:
+        if num_tokens > 0:
+            self.matcher.rollback(int(num_tokens))
+
+    def is_terminated(self) -> bool:
+        return self.matcher.is_terminated()
+
+    def reset(self) -> None:
+        self.matcher.reset()
+
+    def fill_bitmask(self, row: np.ndarray) -> None:
+        """Write the whole int32 row (bit ``t & 31`` of word ``t >> 5``), stop ids at complete values."""
+        if self.matcher.is_terminated():
+            row.fill(0)
+            self._set_stop(row)
+            return
+        self.matcher.fill_bitmask(row)
+        words = row.view(np.uint32)
+        cw, cb = self._clear_w, self._clear_b
+        keep = cw < words.shape[0]
+        np.bitwise_and.at(words, cw[keep], ~cb[keep])
+        if self.is_accepting():
+            self._set_stop(row)
+
+    def _set_stop(self, row: np.ndarray) -> None:
+        words = row.view(np.uint32)
+        keep = self._stop_w < words.shape[0]
+        np.bitwise_or.at(words, self._stop_w[keep], self._stop_b[keep])
+
+
+# ----------------------------------------------------------------------------- applying a bitmask on the host
+
+SPARSE_WORDS = 512
+"""Rows setting at most this many words (16,384 tokens at most) are gathered; denser rows go to xgrammar's kernel."""
+
+
+def apply_bitmask_sparse(
+    logits: torch.Tensor, bitmask: torch.Tensor, indices: Sequence[int] | None, width: int,
+    dense: Callable[[Sequence[int]], None],
+) -> None:  # fmt: skip
+    """Mask ``logits[i, :width]`` to -inf where bit ``t`` of ``bitmask[i]`` is 0, for ``i`` in ``indices`` (all rows).
+
+    xgrammar's semantics: rows of -1 are left alone, logits past ``width``
+    (``min(logits width, 32 x bitmask words)`` unless a vocabulary size is
+    given) are never masked. Sparse rows are done here in a few batched numpy
+    and torch operations; ``dense(rows)`` masks the others (xgrammar's kernel).
+    """
+    bm = bitmask.numpy()
+    rows = np.arange(bm.shape[0], dtype=np.int64) if indices is None else np.asarray(list(indices), dtype=np.int64)
+    if rows.size == 0:
+        return
+    sub = bm[rows]
+    full = (sub == -1).all(axis=1)
+    sparse = ((sub != 0).sum(axis=1) <= SPARSE_WORDS) & ~full
+    if (~sparse & ~full).any():
+        dense(rows[~sparse & ~full].tolist())
+    if not sparse.any():
+        return
+    srows = rows[sparse]
+    s = sub[sparse]
+    r, w = np.nonzero(s)
+    bits = np.unpackbits(np.ascontiguousarray(s[r, w]).view(np.uint8).reshape(-1, 4), axis=1, bitorder="little")
+    m, b = np.nonzero(bits)
+    ids = w[m].astype(np.int64) * 32 + b
+    owner = srows[r[m]]
+    keep = ids < width
+    it, rt = torch.from_numpy(ids[keep]), torch.from_numpy(owner[keep])
+    kept = logits[rt, it]
+    logits[torch.from_numpy(srows), :width] = float("-inf")
+    logits[rt, it] = kept
+
+
+# ----------------------------------------------------------------------------- tool-call shapes
+
+
+@dataclass(frozen=True)
+class ToolCalls:
+    """A tool registry recovered from a request's constraint: OpenAI-style tools, and whether several calls may follow."""
+
+    tools: list[dict[str, Any]]
+    parallel: bool
+    format: str  # the schema layer's format name: "vllm" (the JSON array) or "hermes" (tagged calls)
+
+
+def _tool(name: str, params: Any) -> dict[str, Any]:
+    return {"type": "function", "function": {"name": name, "parameters": params}}
+
+
+def required_tools(doc: Any) -> ToolCalls | None:
+    """vLLM's ``tool_choice="required"`` schema back into its tools, else None.
+
+    The shape is exactly ``{"type": "array", "minItems": 1, ("maxItems": 1,)
+    "items": {"type": "object", "anyOf": [{"properties": {"name": {"type":
+    "string", "enum": [N]}, "parameters": P}, "required": ["name",
+    "parameters"]}, ...]}, ("$defs": {...})}``; the merged ``$defs`` go back into
+    every tool's parameters (each tool then resolves its own references). Any
+    other key, or a name twice, is not this shape.
+    """
+    if not isinstance(doc, dict) or doc.get("type") != "array" or doc.get("minItems") != 1:
+        return None
+    extra = set(doc) - {"type", "minItems", "maxItems", "items", "$defs"}
+    if extra or ("maxItems" in doc and doc["maxItems"] != 1):
+        return None
+    defs = doc.get("$defs")
+    if defs is not None and not isinstance(defs, dict):
+        return None
+    items = doc.get("items")
+    if not isinstance(items, dict) or set(items) != {"type", "anyOf"} or items["type"] != "object":
+        return None
+    branches = items["anyOf"]
+    if not isinstance(branches, list) or not branches:
+        return None
+    tools, seen = [], set()
+    for b in branches:
+        if not isinstance(b, dict) or set(b) != {"properties", "required"} or b["required"] != ["name", "parameters"]:
+            return None
+        props = b["properties"]
+        if not isinstance(props, dict) or set(props) != {"name", "parameters"}:
+            return None
+        name = props["name"]
+        if not isinstance(name, dict) or set(name) != {"type", "enum"} or name["type"] != "string":
+            return None
+        enum = name["enum"]
+        if not isinstance(enum, list) or len(enum) != 1 or not isinstance(enum[0], str) or enum[0] in seen:
+            return None
+        params = props["parameters"]
+        if not isinstance(params, dict):
+            return None
+        if defs:
+            params = {**params, "$defs": defs}
+        seen.add(enum[0])
+        tools.append(_tool(enum[0], params))
+    return ToolCalls(tools, parallel="maxItems" not in doc, format="vllm")
+
+
+HERMES_BEGINS = ('<tool_call>\n{"name": ', '<tool_call>{"name": ')
+HERMES_ENDS = ("}\n</tool_call>", "}</tool_call>")
+
+
+def tagged_tools(doc: Any) -> ToolCalls | None:
+    """The tools of a strict hermes tool-call structural tag (``required`` or named), else None.
+
+    vLLM 0.32 builds ``{"type": "structural_tag", "format": {"type":
+    "tags_with_separator", "tags": [...], "separator": "", "at_least_one": true,
+    "stop_after_first": ...}}`` (a named tool: its tags only), each tool twice,
+    ``begin`` = ``<tool_call>\\n{"name": "N", "arguments": `` with and without the
+    newline, ``content`` its JSON schema. Only that shape is read; other
+    parsers' tags (llama, qwen3, ...) return None.
+    """
+    if not isinstance(doc, dict) or doc.get("type") != "structural_tag":
+        return None
+    fmt = doc.get("format")
+    if not isinstance(fmt, dict) or fmt.get("type") != "tags_with_separator" or fmt.get("at_least_one") is not True:
+        return None
+    if fmt.get("separator") != "" or not isinstance(fmt.get("tags"), list) or not fmt["tags"]:
+        return None
+    found: dict[str, list[Any]] = {}
+    for tag in fmt["tags"]:
+        if not isinstance(tag, dict) or tag.get("type") != "tag":
+            return None
+        begin, end, content = tag.get("begin"), tag.get("end"), tag.get("content")
+        if not isinstance(begin, str) or end not in HERMES_ENDS or not isinstance(content, dict):
+            return None
+        head = next((p for p in HERMES_BEGINS if begin.startswith(p)), None)
+        if head is None or HERMES_ENDS.index(end) != HERMES_BEGINS.index(head) or not begin.endswith(', "arguments": '):
+            return None
+        try:
+            name = json.loads(begin[len(head) : -len(', "arguments": ')])
+        except ValueError:
+            return None
+        if not isinstance(name, str) or content.get("type") != "json_schema":
+            return None
+        found.setdefault(name, []).append(content.get("json_schema"))
+    tools = []
+    for name, schemas in found.items():
+        if len(schemas) != 2 or schemas[0] != schemas[1] or not isinstance(schemas[0], dict):
+            return None  # not the pair vLLM writes, or "json_schema": true (a non-strict tool: any JSON)
+        tools.append(_tool(name, schemas[0]))
+    return ToolCalls(tools, parallel=fmt.get("stop_after_first") is not True, format="hermes")
+
+
+__all__ = [
+    "HERMES_BEGINS", "HERMES_ENDS", "SPARSE_WORDS", "RequestGrammar", "ToolCalls", "apply_bitmask_sparse",
+    "required_tools", "tagged_tools",
+]  # fmt: skip
