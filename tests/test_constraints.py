@@ -289,10 +289,12 @@ def test_invalid_json_is_delegated_for_the_engine_to_report(served: triec.Vocabu
     assert isinstance(Constraints(served).json_schema("[" * 100_000), Delegate)
 
 
-def test_flat_objects_only_with_compact_json(served: triec.Vocabulary) -> None:
+def test_flat_objects_as_values_with_compact_json_else_by_the_schema_layer(served: triec.Vocabulary) -> None:
     schema = {"type": "object", "properties": {"label": {"enum": ["spam", "ham"]}, "v": {"const": 1}},
               "required": ["label", "v"]}  # fmt: skip
-    assert isinstance(Constraints(served, any_whitespace=True).json_schema(schema), Delegate)
+    pytest.importorskip("xgrammar")
+    loose = Constraints(served, any_whitespace=True).json_schema(schema)  # its instances are not only compact ones
+    assert isinstance(loose, TableGrammar) and loose.table.info["whitespace"] == "any"
     g = Constraints(served, any_whitespace=False).json_schema(json.dumps(schema))
     assert isinstance(g, TableGrammar)
     assert np.array_equal(rows_of(g), rows_of(triec.compile_json_schema(schema, served)))
@@ -408,13 +410,20 @@ def test_an_artifact_for_another_tokenizer_of_the_same_width_is_refused(served: 
         Constraints(served, artifact_dir=artifact_dir).artifact("wide")
 
 
-def test_tool_schema_artifacts_and_a_missing_directory_are_refused(served: triec.Vocabulary, artifact_dir, monkeypatch) -> None:
+def test_tool_schema_artifacts_are_served_and_a_missing_directory_is_refused(served: triec.Vocabulary, artifact_dir,
+                                                                               monkeypatch) -> None:  # fmt: skip
     pytest.importorskip("llguidance")
     schema = {"type": "object", "properties": {"name": {"type": "string", "enum": ["a", "b"]}, "arguments": {"type": "object"}},
               "required": ["name", "arguments"]}  # fmt: skip
     triec.compile_schema(schema, served).save(artifact_dir / "toolcall.triec")
-    with pytest.raises(RequestError, match="tool-call schema"):
-        Constraints(served, artifact_dir=artifact_dir).artifact("toolcall")
+    grammar = Constraints(served, artifact_dir=artifact_dir).artifact("toolcall")
+    m = grammar.matcher()  # a schema table's own matcher, with the Matcher methods
+    first = m.allowed().tolist()
+    assert first and m.accept_token(first[0]) and m.fork().allowed().tolist() == m.allowed().tolist()
+    m.rollback(1)
+    assert m.allowed().tolist() == first
+    with pytest.raises(RequestError, match="narrows a table of values only"):
+        Constraints(served, artifact_dir=artifact_dir).artifact("toolcall", ["a"])
     monkeypatch.delenv("TRIEC_ARTIFACT_DIR", raising=False)
     with pytest.raises(RequestError, match="TRIEC_ARTIFACT_DIR"):
         Constraints(served).json_schema({ARTIFACT_KEYWORD: "colors"})
@@ -453,3 +462,29 @@ def test_fill_rows_equals_each_matchers_own_row(served: triec.Vocabulary, n: int
         assert np.array_equal(out[r], want), r
     for r in set(range(n + 6)) - set(rows):
         assert (out[r] == -1).all()  # unlisted rows untouched
+
+
+# ----------------------------------------------------------------------------- the schema layer's hooks
+
+
+def test_the_required_tools_schema_and_enums_anywhere_are_served_by_the_schema_layer(served: triec.Vocabulary) -> None:
+    """vLLM's tool_choice="required" schema becomes a tool registry, a schema with a large enum inside becomes slots;
+    both in the engine's whitespace convention, and a schema without a large enum is delegated."""
+    pytest.importorskip("xgrammar")
+    from triec.schema.tools import tools_from_required_schema
+
+    required = {"type": "array", "minItems": 1, "items": {"type": "object", "anyOf": [
+        {"properties": {"name": {"type": "string", "enum": [n]}, "parameters": {"type": "object", "properties": {
+            "x": {"type": "integer"}}}}, "required": ["name", "parameters"]} for n in ("get", "get_user", "put")]}}
+    tools, parallel = tools_from_required_schema(required)
+    assert [t.name for t in tools] == ["get", "get_user", "put"] and parallel
+    assert tools_from_required_schema({**required, "maxItems": 1})[1] is False
+    assert tools_from_required_schema({**required, "minItems": 2}) is None
+    for ws in (True, False):
+        c = Constraints(served, any_whitespace=ws)
+        grammar = c.json_schema(required)
+        assert isinstance(grammar, TableGrammar) and grammar.table.info["shape"] == "tools"
+        assert grammar.table.info["whitespace"] == ("any" if ws else "compact")
+        enums = {"type": "object", "properties": {"code": {"enum": [f"C{i:03d}" for i in range(200)]}}, "required": ["code"]}
+        assert isinstance(c.json_schema(enums), TableGrammar)
+        assert isinstance(c.json_schema({"type": "object", "properties": {"q": {"type": "string"}}}), Delegate)

@@ -277,14 +277,54 @@ def test_served_masks_equal_xgrammar_and_the_runtime(server_args: Any, hf: dict[
     assert seen > 40
 
 
-def test_flat_objects_are_served_with_compact_json_and_delegated_otherwise(server_args, hf, served) -> None:
+def test_flat_objects_are_served_with_compact_json_and_by_the_schema_layer_otherwise(server_args, hf, served) -> None:
     schema = {"type": "object", "properties": {"label": {"enum": VALUES}, "version": {"const": 1}},
               "required": ["label", "version"]}  # fmt: skip
     key = ("json", json.dumps(schema))
     pair = backends(server_args, hf, constrained_json_disable_any_whitespace=True)
     assert compare(pair, key, triec.compile_json_schema(schema, served["qwen2"]), hf["qwen2"], 151_936) > 40
-    mine, theirs = backends(server_args, hf)  # any_whitespace (SGLang's default): xgrammar allows "{ " and "{\n"
-    assert type(resolve(mine, key)) is XGrammarGrammar
+    # any whitespace (SGLang's default): xgrammar allows "{ " and "{\n"; the schema layer serves it in that convention
+    assert walk_pair(backends(server_args, hf), key, 151_936) > 40
+
+
+def walk_pair(backend_pair: tuple[Any, Any], key: tuple[str, str], width: int, walks: int = 12, steps: int = 40) -> int:
+    """Random walks over triec's and xgrammar's grammars of one request: every row equal; states seen."""
+    mine_b, theirs_b = backend_pair
+    mine, theirs = resolve(mine_b, key), resolve(theirs_b, key)
+    assert type(mine) is backend_module.TriecGrammar and type(theirs) is XGrammarGrammar
+    rng = random.Random(7)
+    seen = 0
+    for _ in range(walks):
+        a, b = mine.copy(), theirs.copy()
+        for _ in range(steps):
+            assert a.is_terminated() == b.is_terminated()
+            if a.is_terminated():
+                break
+            ra, rb = row(a, width), row(b, width)
+            assert torch.equal(ra, rb), sorted(set(ids_of(ra, width)) ^ set(ids_of(rb, width)))[:8]
+            seen += 1
+            t = rng.choice(ids_of(ra, width))
+            a.accept_token(t)
+            b.accept_token(t)
+    return seen
+
+
+def test_enums_anywhere_and_tool_calls_are_served_by_the_schema_layer(server_args, hf) -> None:
+    """A large enum inside an object, and a hermes tool-call structural tag (begins carrying the names): triec's rows
+    equal xgrammar's state by state, in SGLang's default whitespace."""
+    codes = [f"C{i:03d}.{i % 7}" for i in range(300)]
+    schema = {"type": "object", "properties": {"who": {"type": "string", "maxLength": 8},
+                                               "codes": {"type": "array", "items": {"enum": codes}, "maxItems": 3}},
+              "required": ["who", "codes"]}  # fmt: skip
+    assert walk_pair(backends(server_args, hf), ("json", json.dumps(schema)), 151_936) > 100
+    tags = []
+    for name in ("get_weather", "get_time", "send_alert"):
+        content = {"type": "json_schema", "json_schema": {"type": "object", "properties": {"q": {"type": "string"}}}}
+        tags.append({"type": "tag", "begin": f'<tool_call>\n{{"name": "{name}", "arguments": ', "content": content,
+                     "end": "}\n</tool_call>"})
+    tag = {"type": "structural_tag", "format": {"type": "tags_with_separator", "tags": tags, "separator": "",
+                                                "at_least_one": True, "stop_after_first": False}}
+    assert walk_pair(backends(server_args, hf), ("structural_tag", json.dumps(tag)), 151_936) > 100
 
 
 # ----------------------------------------------------------------------------- delegated requests

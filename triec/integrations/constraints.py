@@ -147,19 +147,39 @@ Served = TableGrammar | Delegate
 SchemaHook = Callable[[dict[str, Any], "Vocabulary", bool], "Table | None"]
 """``hook(schema, vocab, any_whitespace)``: a table for a JSON schema the finite cases here do not cover, or None.
 
-THE place where schemas the schema layer compiles plug in, e.g.
-``lambda schema, vocab, ws: None if ws else triec.compile_schema(schema, vocab, engine="xgrammar")``
-(tool-call shapes, enum fields anywhere), once its matchers (``table.matcher()``) have the
-:class:`Matcher` methods; until then no hook is set and such schemas are delegated. The
-table is cached by the schema's text; a hook raising :class:`~triec.errors.ValuesError`
-(a shape it does not take) delegates too.
+The default, :func:`schema_layer_table`, is the schema layer (tool registries behind vLLM's required schema, large
+enums anywhere); the table is cached by the schema's text; a hook raising :class:`~triec.errors.ValuesError` (a
+shape it does not take) delegates.
 """
 
 StructuralTagHook = Callable[[dict[str, Any], "Vocabulary"], "Table | None"]
-"""``hook(tag, vocab)``: a table for a structural tag (tool calls whose begin strings carry the names), or None.
+"""``hook(tag, vocab)``: a table for a structural tag, or None; the default, :func:`structural_tag_table`, serves
+tool calls whose begins carry the names (docs/decisions.md D23); a :class:`~triec.errors.ValuesError` delegates."""
 
-Not set today: every structural tag is delegated. Tool-call tags plug in here, like :data:`SchemaHook`.
-"""
+
+def schema_layer_table(doc: dict[str, Any], vocab: Vocabulary, any_whitespace: bool) -> Table | None:
+    """The schema layer's table for a JSON schema, in the engine's own whitespace convention, run by xgrammar
+    (what the backends delegate to): vLLM's ``tool_choice="required"`` array over a tool registry
+    (:func:`triec.schema.compile.compile_tools`), or any schema with large enums anywhere
+    (:func:`triec.schema.compile.compile_schema`). Raises SchemaShapeError (delegated) when no trie has
+    anything to serve."""
+    from triec.schema.compile import compile_schema, compile_tools
+    from triec.schema.tools import tools_from_required_schema
+
+    whitespace = "any" if any_whitespace else "compact"
+    registry = tools_from_required_schema(doc)
+    if registry is not None:
+        tools, parallel = registry
+        return compile_tools(tools, vocab, format="vllm", engine="xgrammar", parallel=parallel, whitespace=whitespace)
+    return compile_schema(doc, vocab, engine="xgrammar", whitespace=whitespace)
+
+
+def structural_tag_table(tag: dict[str, Any], vocab: Vocabulary) -> Table | None:
+    """The schema layer's table for a structural tag whose begins a trie serves (tool calls with the names in the
+    begins: vLLM's hermes tags for ``required`` and named tools); raises SchemaShapeError (delegated) otherwise."""
+    from triec.schema.compile import compile_structural_tag
+
+    return compile_structural_tag(tag, vocab, engine="xgrammar")
 
 
 # ----------------------------------------------------------------------------- limits and the cache
@@ -404,8 +424,8 @@ class Constraints:
     limits: Limits = field(default_factory=Limits.from_env)
     tokenizer: str | None = None
     artifact_dir: str | os.PathLike[str] | None = None
-    schema_hook: SchemaHook | None = None
-    structural_tag_hook: StructuralTagHook | None = None
+    schema_hook: SchemaHook | None = field(default_factory=lambda: schema_layer_table)
+    structural_tag_hook: StructuralTagHook | None = field(default_factory=lambda: structural_tag_table)
 
     def __post_init__(self) -> None:
         self.cache = _Cache(self.limits.cache_bytes)
@@ -469,13 +489,13 @@ class Constraints:
                 members, enc = parse_schema(doc)
             except ValuesError as exc:
                 return self._schema_layer(doc, f"not a flat enum-and-const object ({exc})")
-            if self.any_whitespace:
-                return Delegate("an object schema while the engine allows whitespace (triec's instances are compact)")
+            if self.any_whitespace:  # its instances are not only the compact ones: the schema layer's, if any
+                return self._schema_layer(doc, "an object schema while the engine allows whitespace")
             return self.choice(members, encoding=enc, kind="json")
         return self._schema_layer(doc, "not a string enum")
 
     def _schema_layer(self, doc: Any, why: str) -> Served:
-        """SCHEMA HOOK: schemas the schema layer compiles are served here once :attr:`schema_hook` is set."""
+        """Schemas the schema layer compiles (:attr:`schema_hook`), or Delegate."""
         if self.schema_hook is None or not isinstance(doc, dict):
             return Delegate(why)
         text = json.dumps(doc, ensure_ascii=False)  # key order kept: it orders the output
@@ -490,7 +510,7 @@ class Constraints:
         return Delegate(why) if table is None else self._keep(table, key)
 
     def structural_tag(self, tag: str | dict[str, Any]) -> Served:
-        """STRUCTURAL-TAG HOOK: :attr:`structural_tag_hook`'s table; without one (today) every tag is delegated."""
+        """:attr:`structural_tag_hook`'s table for a tool-call tag, or Delegate."""
         if self.structural_tag_hook is None:
             return Delegate("structural tags are the engine's")
         try:
@@ -504,7 +524,10 @@ class Constraints:
         found = self.cache.get(key)
         if found is not None:
             return found
-        table = self.structural_tag_hook(doc, self.vocab)
+        try:
+            table = self.structural_tag_hook(doc, self.vocab)
+        except ValuesError as exc:
+            return Delegate(f"the schema layer: {exc}")
         return Delegate("not a tool-call tag triec serves") if table is None else self._keep(table, key)
 
     def _keep(self, table: Table, key: str) -> TableGrammar:
@@ -545,9 +568,8 @@ class Constraints:
         if restrict is not None and len(restrict) > MAX_RESTRICT:
             raise RequestError(f"{RESTRICT_KEYWORD!r} holds {len(restrict)} values; at most {MAX_RESTRICT} are accepted")
         parent = store.table(name)
-        if parent.kind is not TableKind.MASKS:
-            # SCHEMA HOOK: a tool-call schema artifact is served once the schema matchers have the Matcher methods.
-            raise RequestError(f"artifact {name!r} is a tool-call schema; this backend serves plain artifacts only (yet)")
+        if parent.kind is not TableKind.MASKS and restrict is not None:
+            raise RequestError(f"artifact {name!r} is a schema table; {RESTRICT_KEYWORD!r} narrows a table of values only")
         self._check_artifact(name, parent)
         if restrict is None:
             return TableGrammar(parent, f"artifact:{name}", 0, name, parent)  # the store keeps the table

@@ -364,8 +364,8 @@ class TriecGrammarBackend(_BoundedTriecCache, BaseGrammarBackend):
         return self._delegate("ebnf", key_string)
 
     def dispatch_structural_tag(self, key_string: str) -> BaseGrammarObject:
-        """STRUCTURAL-TAG HOOK: tool-call tags are served once ``Constraints.structural_tag_hook`` is set; today all go
-        to xgrammar."""
+        """Tool-call tags whose begins carry the names (vLLM-style ``tags_with_separator``) are triec's; the rest,
+        SGLang's legacy ``structures``/``triggers`` (free text between tags) among them, go to xgrammar."""
         return self._serve("structural_tag", key_string, self.constraints.structural_tag)
 
     def reset(self) -> None:
@@ -429,6 +429,12 @@ def init_backend(server_args: Any, tokenizer: Any, vocab_size: int, eos_token_id
     vocab, spec = served_vocabulary(tokenizer, vocab_size, eos)
     serving = get_serving()
     constraints = Constraints(vocab, any_whitespace=not serving.constrained_json_disable_any_whitespace, tokenizer=spec)
+    if serving.constrained_json_max_whitespace_cnt is not None:  # the schema layer's whitespace is unbounded
+        constraints.schema_hook = None
+    if fallback is not None:  # the schema layer's engine rows equal the fallback's, special tokens included
+        from triec.schema.grammar import driver
+
+        driver("xgrammar", vocab).use_tokenizer_info(fallback._tokenizer_info)  # type: ignore[attr-defined]
     vocab.automaton  # noqa: B018  # built (or read from the disk cache) now, not under the first request
     backend: BaseGrammarBackend = TriecGrammarBackend(constraints, fallback)
     log.info("triec grammar backend: %s, EOS %s, xgrammar fallback %s", vocab, list(vocab.eos_token_ids), fallback is not None)

@@ -288,6 +288,18 @@ class XGrammarDriver(EngineDriver):
         return self.engine.compiler.compile_json_schema(text, any_whitespace=False,
                                                         separators=(ITEM_SEPARATOR, KEY_SEPARATOR))
 
+    def use_tokenizer_info(self, info: Any) -> None:
+        """Compile with a serving engine's own ``xgrammar.TokenizerInfo`` (SGLang's or vLLM's xgrammar backend's).
+
+        Its engine rows then equal that backend's exactly, special tokens included: built from a Hugging Face
+        tokenizer, xgrammar may take an added token such as ``<|im_start|>`` as its text inside a free string,
+        where triec's decoded vocabulary never allows it. The tries do not change (no such token crosses into a
+        value), and the compiled grammars made before are dropped.
+        """
+        self.engine.info = info
+        self.engine.compiler = self.xgr.GrammarCompiler(info, cache_enabled=False)
+        self._grammars.clear()
+
     def _compile_spec(self, spec: GrammarSpec) -> Any:
         try:
             if spec.kind == "structural_tag":

@@ -297,3 +297,37 @@ def whole_format_grammar(tools: list[Tool], fmt: Format, parallel: bool, drv: An
     g = xgr.Grammar.from_json_schema(json.dumps(schema, ensure_ascii=False), any_whitespace=False,
                                      separators=(", ", ": "))
     return drv.engine.compiler.compile_grammar(xgr.Grammar.from_ebnf(hermes_ebnf(str(g), parallel)))
+
+
+def tools_from_required_schema(doc: Any) -> tuple[list[Tool], bool] | None:
+    """The registry behind vLLM's ``tool_choice="required"`` schema (``get_json_schema_from_tools``), and whether
+    several calls are allowed (no ``"maxItems": 1``); None for any other schema."""
+    if not isinstance(doc, dict) or doc.get("type") != "array" or doc.get("minItems") != 1:
+        return None
+    if set(doc) - {"type", "minItems", "maxItems", "items", *_DEFS} or doc.get("maxItems", 1) != 1:
+        return None
+    items = doc.get("items")
+    if not isinstance(items, dict) or set(items) != {"type", "anyOf"} or items["type"] != "object":
+        return None
+    branches = items["anyOf"]
+    if not isinstance(branches, list) or not branches:
+        return None
+    defs = {d: doc[d] for d in _DEFS if isinstance(doc.get(d), dict)}
+    out: list[Tool] = []
+    for b in branches:
+        if not isinstance(b, dict) or set(b) != {"properties", "required"} or b["required"] != ["name", "parameters"]:
+            return None
+        props = b["properties"]
+        if not isinstance(props, dict) or list(props) != ["name", "parameters"]:
+            return None
+        name = props["name"]
+        if not (isinstance(name, dict) and set(name) == {"type", "enum"} and name["type"] == "string"
+                and isinstance(name["enum"], list) and len(name["enum"]) == 1 and isinstance(name["enum"][0], str)):
+            return None
+        params = props["parameters"]
+        if defs and isinstance(params, dict):
+            params = {**params, **defs}
+        out.append(Tool(name["enum"][0], params))
+    if len({t.name for t in out}) != len(out) or not all(t.name for t in out):
+        return None
+    return out, "maxItems" not in doc
