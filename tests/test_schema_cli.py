@@ -186,3 +186,63 @@ def test_extraction_artifact_verifies_and_inspects(extraction: tuple[Path, dict]
     assert s["slots"][0]["crossing"]["enters"]["trie"] > 0 and s["engine_enums"][0]["pointer"] == "/properties/alt/anyOf/0"
     bad = invoke("inspect", str(path), "--slot", "3")
     assert bad.exit_code == 2 and "slots 0..0" in bad.stderr
+
+
+# ---------------------------------------------------------------- tool registries and structural tags
+
+REGISTRY = [
+    {"type": "function", "function": {"name": "get_weather", "description": "Weather.", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer", "minimum": 1}},
+        "required": ["city"], "additionalProperties": False}}},
+    {"name": "send_alert", "inputSchema": {"type": "object", "properties": {"level": {"enum": ["low", "high"]}},
+                                          "required": ["level"]}},  # MCP's spelling in the same list
+    {"type": "function", "function": {"name": "ping"}},
+]
+
+
+@pytest.mark.parametrize(("fmt", "flags"), [("vllm", []), ("vllm", ["--single-call"]), ("hermes", []), ("llama3", []),
+                                            ("object", [])])
+def test_compile_inspect_verify_a_tool_registry(tmp_path: Path, fmt: str, flags: list[str]) -> None:
+    src = tmp_path / "tools.json"
+    src.write_text(json.dumps(REGISTRY))
+    out = tmp_path / "tools.triec"
+    result = invoke("compile", str(src), "-t", "gpt2", "--tool-format", fmt, *flags, "-o", str(out), "--json")
+    assert result.exit_code == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["shape"] == "tools" and summary["tool_format"] == fmt and summary["names"] == 3
+    assert summary["parallel"] is (not flags) and summary["grammars"] == 3
+    table = triec.load(out)
+    assert sorted(table.names) == ["get_weather", "ping", "send_alert"] and table.info["format"] == fmt
+    inspected = invoke("inspect", str(out))
+    assert inspected.exit_code == 0 and "tools" in inspected.stdout
+    checked = invoke("verify", str(out), "--against", "llguidance", "--quiet")
+    assert checked.exit_code == 0, checked.stdout + checked.stderr
+
+
+@pytest.mark.parametrize(("doc", "message"), [
+    ([{"name": "a"}, {"name": "a"}], "tools[1].name: 'a' is already the name of tools[0]"),
+    ([{"name": "a", "parameters": 3}], "tools[0].parameters: expected a JSON Schema object"),
+    ({"tools": [{"function": {"name": ""}}]}, "tools[0].function.name: expected a non-empty string"),
+])
+def test_bad_registries_are_one_line_exit_2(tmp_path: Path, doc: object, message: str) -> None:
+    src = tmp_path / "tools.json"
+    src.write_text(json.dumps(doc))
+    result = invoke("compile", str(src), "-o", str(tmp_path / "x.triec"))
+    assert result.exit_code == 2 and message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "x.triec").exists()
+
+
+def test_a_structural_tag_compiles_with_xgrammar(tmp_path: Path) -> None:
+    pytest.importorskip("xgrammar")
+    tags = [{"type": "tag", "begin": f'<tool_call>\n{{"name": "{n}", "arguments": ',
+             "content": {"type": "json_schema", "json_schema": {"type": "object"}}, "end": "}\n</tool_call>"}
+            for n in ("get_weather", "send_alert")]
+    tag = {"type": "structural_tag", "format": {"type": "tags_with_separator", "tags": tags, "separator": "",
+                                                "at_least_one": True, "stop_after_first": False}}
+    src = tmp_path / "tag.json"
+    src.write_text(json.dumps(tag))
+    result = invoke("compile", str(src), "-t", "gpt2", "-o", str(tmp_path / "tag.triec"), "--json")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["shape"] == "structural-tag" and json.loads(result.stdout)["engine"] == "xgrammar"
+    checked = invoke("verify", str(tmp_path / "tag.triec"), "--against", "xgrammar", "--quiet")
+    assert checked.exit_code == 0, checked.stdout + checked.stderr

@@ -25,6 +25,7 @@ def main() -> None:
     except ImportError:  # pragma: no cover - depends on the installed typer
         from click import exceptions as click  # type: ignore[no-redef]
 
+    abort = getattr(click, "Abort", KeyboardInterrupt)  # typer's vendored click has no Abort: Ctrl-C propagates
     try:
         code = app(standalone_mode=False)
     except click.UsageError as exc:  # bad option value, unknown option, missing argument
@@ -33,7 +34,7 @@ def main() -> None:
             where = f" (see '{exc.ctx.command_path} --help')" if exc.ctx is not None else ""
             err.print(f"[bold red]error:[/] {escape(message)}{escape(where)}", highlight=False, soft_wrap=True)
         sys.exit(EXIT_USAGE)
-    except click.Abort:  # Ctrl-C outside a command body
+    except (abort, KeyboardInterrupt):  # Ctrl-C outside a command body
         err.print("interrupted; no partial file was left behind")
         sys.exit(EXIT_INTERRUPTED)
     except click.ClickException as exc:

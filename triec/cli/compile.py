@@ -65,11 +65,20 @@ def compile_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as one JSON object.")] = False,
     quiet: Annotated[bool, typer.Option("-q", "--quiet", help="Print nothing on success.")] = False,
     engine: Annotated[
-        str, typer.Option("--engine", help="JSON Schemas only: the engine that runs everything but the large enums (llguidance or xgrammar).")
-    ] = "llguidance",
+        Optional[str], typer.Option("--engine", help="Schemas, tool registries: the engine that runs everything but the tries (llguidance or xgrammar; structural tags: xgrammar). Default: llguidance.")
+    ] = None,
     enum_threshold: Annotated[
         int, typer.Option("--enum-threshold", min=1, help=f"JSON Schemas only: enums of at least this many strings are served by a trie (default {DEFAULT_THRESHOLD}).")
     ] = DEFAULT_THRESHOLD,
+    tool_format: Annotated[
+        str, typer.Option("--tool-format", help="Tool registries: the calls' format, vllm, hermes, llama3 or object.")
+    ] = "vllm",
+    single_call: Annotated[
+        bool, typer.Option("--single-call", help="Tool registries (vllm, hermes): exactly one call, not one or more.")
+    ] = False,
+    whitespace: Annotated[
+        str, typer.Option("--whitespace", help="Schemas, JSON tool formats: compact (', ' and ': ' only) or any (the engines' flexible JSON; xgrammar).")
+    ] = "compact",
 ) -> None:
     """Compile VALUES into an artifact of exact per-state token masks.
 
@@ -79,6 +88,12 @@ def compile_cmd(
     rest of the schema run by --engine. So does a tool call ({"name": <one of K
     tools>, "arguments": {...}}: an object whose first property is an enum), whatever
     its number of names. A flat object of one enum and constants is a plain finite set.
+
+    A tool registry (a JSON array of tools in the OpenAI, MCP or Anthropic spelling,
+    or {"tools": [...]}) compiles into calls of --tool-format: the names in a trie,
+    each tool's arguments run by --engine on its own schema when first chosen. An
+    xgrammar structural tag ({"type": "structural_tag", ...}: tagged tool calls whose
+    begins carry the names) compiles with its begins in a trie.
     """
     from triec.build.compile import CompileStats, compile_sorted, prepare_buffer
     from triec.build.values import FORMATS, read_input
@@ -107,15 +122,22 @@ def compile_cmd(
         raise TriecError(f"{target}: is the values file itself; pass another path with -o")
     phases = Phases(show=not (quiet or as_json))
     total0 = time.perf_counter()
-    doc = _schema_document(values, fmt, enum_threshold)
-    if doc is not None:
+    if whitespace not in ("compact", "any"):
+        raise TriecError(f"--whitespace: expected compact or any, found {whitespace!r}")
+    found = _schema_document(values, fmt, enum_threshold)
+    if found is not None:
+        kind, doc = found
         flags = [f for f, v in (("--encoding", encoding), ("--prefix", prefix), ("--suffix", suffix)) if v is not None]
         if flags:
             raise TriecError(f"{values}: a JSON Schema fixes its own spelling (compact JSON); drop {', '.join(flags)}")
-        _compile_schema(doc, values, target, tokenizer, vocab_size, _parse_eos(eos), engine, enum_threshold, zstd, as_json,
-                        quiet, phases, total0)  # fmt: skip
+        if kind == "tag":
+            engine = engine or "xgrammar"
+        shape = {"kind": kind, "threshold": enum_threshold, "tool_format": tool_format, "parallel": not single_call,
+                 "whitespace": whitespace}
+        _compile_schema(doc, values, target, tokenizer, vocab_size, _parse_eos(eos), engine or "llguidance", shape, zstd,
+                        as_json, quiet, phases, total0)  # fmt: skip
         return
-    if engine != "llguidance":
+    if engine not in (None, "llguidance"):
         raise TriecError("--engine applies to JSON Schemas only (with a large enum, or an enum first: a tool call)")
     with phases.phase("read", f"reading {values}"):
         try:
@@ -181,8 +203,10 @@ def compile_cmd(
         _print_summary(summary)
 
 
-def _schema_document(values: str, fmt: str, threshold: int) -> Any:
-    """The parsed JSON when VALUES is a JSON Schema for :func:`~triec.schema.compile.compile_schema`, else None.
+def _schema_document(values: str, fmt: str, threshold: int) -> tuple[str, Any] | None:
+    """(kind, parsed JSON) when VALUES is for the schema layer, else None: ``"tools"`` for a tool registry,
+    ``"tag"`` for an xgrammar structural tag, ``"schema"`` for a JSON Schema for
+    :func:`~triec.schema.compile.compile_schema`.
 
     That is a JSON object holding a string enum of ``threshold`` members or more anywhere, or one whose first
     property is an enum followed by more properties (a tool call); a flat object (one enum and constants) is
@@ -201,14 +225,20 @@ def _schema_document(values: str, fmt: str, threshold: int) -> Any:
         raw = path.read_bytes()
     except OSError:
         return None  # read_values reports it
-    if not raw.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"{"):
+    if raw.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] not in (b"{", b"["):
         return None
     try:
         doc = json.loads(raw.decode("utf-8-sig"))
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
         return None
+    from triec.schema.tools import looks_like_tools
+
+    if looks_like_tools(doc):
+        return "tools", doc
     if not isinstance(doc, dict):
         return None
+    if doc.get("type") in ("structural_tag", "tags_with_separator", "tag"):
+        return "tag", doc
     tool = looks_like_tool_schema(doc) and len(doc["properties"]) >= 2
     try:
         large = bool(locate(doc, threshold).sites)
@@ -222,26 +252,35 @@ def _schema_document(values: str, fmt: str, threshold: int) -> Any:
     try:  # a flat schema (the enum plus const properties) is a finite set: compiled whole, no engine needed
         parse_schema(doc)
     except ValuesError:
-        return doc
+        return "schema", doc
     return None
 
 
 def _compile_schema(
     doc: Any, values: str, target: Path, tokenizer: str | None, vocab_size: int | None, eos: list[int] | None,
-    engine: str, threshold: int, zstd: bool, as_json: bool, quiet: bool, phases: Phases, total0: float,
+    engine: str, shape: dict[str, Any], zstd: bool, as_json: bool, quiet: bool, phases: Phases, total0: float,
 ) -> None:
     from triec.build.compile import CompileStats
     from triec.check.inspect import slot_summary, tail_rows
-    from triec.schema.compile import compile_schema
+    from triec.schema.compile import compile_schema, compile_structural_tag, compile_tools
     from triec.tokenizer.vocabulary import Vocabulary
+
+    threshold = shape["threshold"]
 
     with phases.phase("tokenizer", "loading tokenizer"):
         vocab = Vocabulary.load(tokenizer, vocab_size=vocab_size, eos_token_ids=eos)
     with phases.phase("automaton", "building the vocabulary automaton (cached after the first run)"):
         vocab.automaton  # noqa: B018
     stats = CompileStats()
-    with phases.phase("compile", "compiling the schema"):
-        table = compile_schema(doc, vocab, engine=engine, threshold=threshold, stats=stats, source=values)
+    with phases.phase("compile", f"compiling the {'tool registry' if shape['kind'] == 'tools' else shape['kind']}"):
+        if shape["kind"] == "tools":
+            table = compile_tools(doc, vocab, format=shape["tool_format"], engine=engine, parallel=shape["parallel"],
+                                  whitespace=shape["whitespace"], stats=stats, source=values)
+        elif shape["kind"] == "tag":
+            table = compile_structural_tag(doc, vocab, engine=engine, stats=stats, source=values)
+        else:
+            table = compile_schema(doc, vocab, engine=engine, threshold=threshold, whitespace=shape["whitespace"],
+                                   stats=stats, source=values)
     with phases.phase("write", f"writing {target}"):
         size = table.save(target, compress=zstd or str(target).endswith(".zst"))
     slots = [slot_summary(table, i) for i in range(len(table.slots))]
@@ -261,6 +300,9 @@ def _compile_schema(
         "slots": [{k: s[k] for k in ("pointer", "values", "states", "allowed_pairs", "tail", "entries", "crossing")}
                   for s in slots],
         "engine_enums": list(table.info.get("engine_enums") or []),
+        "tool_format": table.info.get("format"),
+        "parallel": table.info.get("parallel"),
+        "whitespace": table.info.get("whitespace", "compact"),
         "grammars": len(table.grammars),
         "name_property": table.info.get("name_property"),
         "names": start.num_values if start is not None else None,
@@ -290,7 +332,14 @@ def _print_schema_summary(table: Any, summary: dict[str, Any]) -> None:
         nxt = table.info.get("next_property") or "..."
         t.add_row("output", escape(f"{table.prefix.decode()}<{table.info.get('name_property', 'name')}>"
                                    f"{table.tail.decode()}<{nxt}...>"))  # fmt: skip
-    t.add_row("enums served by a trie", f"{len(summary['slots'])} (at least {summary['enum_threshold']:,} members, or a tool call's names)")
+    if summary["shape"] == "tools":
+        calls = "one or more calls" if summary["parallel"] and summary["tool_format"] in ("vllm", "hermes") else "one call"
+        t.add_row("tools", f"{summary['names']:,} in {summary['tool_format']} format ({calls}, {summary['whitespace']} JSON)")
+        t.add_row("argument grammars", f"{summary['grammars']:,}, each compiled when a sequence first picks its tool")
+    elif summary["shape"] == "structural-tag":
+        t.add_row("tag begins", f"{summary['names']:,}, each tag's content compiled when first opened")
+    else:
+        t.add_row("enums served by a trie", f"{len(summary['slots'])} (at least {summary['enum_threshold']:,} members, or a tool call's names)")
     for s in summary["slots"]:
         t.add_row(escape(f"  {s['pointer'] or '/'}"), f"K = {s['values']:,}, {s['states']:,} states")
     if summary["engine_enums"]:

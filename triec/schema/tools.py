@@ -82,10 +82,8 @@ def looks_like_tools(doc: Any) -> bool:
     """A JSON array of tool entries, or an object ``{"tools": [...]}`` (MCP's ``tools/list`` result)."""
     if isinstance(doc, dict) and isinstance(doc.get("tools"), list):
         doc = doc["tools"]
-    return isinstance(doc, list) and bool(doc) and all(isinstance(t, dict) for t in doc) and any(
-        "function" in t or "inputSchema" in t or "input_schema" in t or ("name" in t and "parameters" in t)
-        for t in doc
-    )
+    return isinstance(doc, list) and bool(doc) and all(isinstance(t, dict) and ("name" in t or "function" in t)
+                                                       for t in doc)
 
 
 def parse_tools(doc: Any, source: str = "tools", engine: str = "llguidance") -> list[Tool]:
