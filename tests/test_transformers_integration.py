@@ -164,3 +164,26 @@ def test_generate_tool_calls_with_a_schema_table(vocabs, hf, models) -> None:
             assert call["name"] in names and isinstance(call["arguments"]["flag"], bool)
             # generate stops at EOS without calling the processor again: the matcher sits where EOS is allowed
             assert m.value == call["name"] and row[eos[0]] in m.allowed()
+
+
+def test_generate_with_a_tool_registry(vocabs, hf, models) -> None:
+    """A tool registry in generate (vLLM's required format, each tool its own arguments): every row a JSON array of
+    calls, each call's arguments valid for its own tool."""
+    vocab, tok, model = vocabs["qwen2"], hf["qwen2"], models["qwen2"]
+    tools = [{"name": f"tool_{i}", "parameters": {"type": "object", "properties": {f"arg{i}": {"type": "integer"}},
+                                                  "required": [f"arg{i}"], "additionalProperties": False}}
+             for i in range(50)]
+    table = triec.compile_tools(tools, vocab, format="vllm", parallel=False)
+    proc = TriecLogitsProcessor(table)
+    rows = generate(model, tok, vocab, proc, sample=True, max_new_tokens=60)
+    ended = 0
+    for row in rows:
+        eos = [i for i, t in enumerate(row) if t in vocab.eos_token_ids]
+        if not eos:
+            continue  # a long integer: the budget ran out inside the arguments
+        ended += 1
+        calls = json.loads(b"".join(vocab.token_bytes[t] for t in row[: eos[0]]).decode())
+        assert len(calls) == 1
+        i = int(calls[0]["name"].split("_")[1])
+        assert list(calls[0]["parameters"]) == [f"arg{i}"] and isinstance(calls[0]["parameters"][f"arg{i}"], int)
+    assert ended > 0
