@@ -2,7 +2,8 @@
 
 Two engine processes (tests/vllm_backend_driver.py, started with
 ``TRIEC_VLLM_BACKEND=1``): one with ngram speculative decoding and compact
-JSON, one plain with the ``deepseek_r1`` reasoning parser. In each, every
+JSON, one plain (backend ``auto``) with the ``deepseek_r1`` reasoning parser, both
+with ``TRIEC_VLLM_COMPACT_JSON=1``. In each, every
 triec-served request (``choice``, a literal-alternation ``regex``, a ``json``
 string enum, artifacts by name with and without a restriction) runs next to the
 xgrammar-served request of the same language (``choice_as_grammar``, the
@@ -33,7 +34,7 @@ DRIVER = Path(__file__).with_name("vllm_backend_driver.py")
 
 def run(root: Path, mode: str) -> tuple[dict, str]:
     env = dict(os.environ, TRIEC_VLLM_BACKEND="1", TRIEC_VLLM_LOG="debug", TRIEC_MAX_CHOICES="20000",
-               VLLM_CPU_KVCACHE_SPACE="1")  # fmt: skip
+               TRIEC_VLLM_COMPACT_JSON="1", VLLM_CPU_KVCACHE_SPACE="1")  # fmt: skip
     env.pop("VLLM_PLUGINS", None)
     out = root / f"{mode}.json"
     proc = subprocess.run([sys.executable, str(DRIVER), str(root), str(out), mode], env=env, capture_output=True,
@@ -71,7 +72,8 @@ def test_served_outputs_are_values_and_equal_xgrammar(runs, mode: str) -> None:
     # the backend served exactly the triec side (and the reasoning requests), xgrammar everything else
     served = len(re.findall(r"served by triec", log))
     triec_side = sum(c["side"] == "triec" for c in report["cases"])
-    assert served == triec_side + 2, served  # + the 10,000-value list and the request after the refusals
+    compact = 2 if mode == "plain" else 0  # the object requests: triec's spelling only where whitespace is free
+    assert served == triec_side + compact + 2, served  # + the 10,000-value list and the request after the refusals
     assert "GRAMMAR delegated to xgrammar" in log and "REGEX delegated to xgrammar" in log
     assert log.count("triec vLLM backend on") >= 2  # frontend and engine core (and the worker)
 
@@ -94,6 +96,16 @@ def test_delegated_requests_in_the_same_batches(runs) -> None:
             elif c["group"] == "delegated_json" and mode == "spec":  # compact JSON: a random model's object ends
                 doc = json.loads(c["text"])
                 assert c["finish"] == "stop" and isinstance(doc["n"], int) and isinstance(doc["ok"], bool), c
+
+
+def test_compact_objects_opt_in(runs) -> None:
+    """``TRIEC_VLLM_COMPACT_JSON=1``: triec's spelling where vLLM allows any whitespace, xgrammar's compact one otherwise."""
+    for mode, (report, _) in runs.items():
+        for c in [c for c in report["cases"] if c["group"] == "object"]:
+            doc = json.loads(c["text"])
+            assert c["finish"] == "stop" and doc["color"] in ("red", "green", "blue") and doc["v"] == 1, c
+            spelled = json.dumps(doc) if mode == "plain" else json.dumps(doc, separators=(",", ":"))
+            assert c["text"] == spelled, (mode, c["text"])
 
 
 def test_reasoning_constrains_the_answer_after_thinking(runs) -> None:

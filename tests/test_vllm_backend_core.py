@@ -154,3 +154,11 @@ def test_plugin_is_off_without_the_switch_or_on_another_vllm(monkeypatch, caplog
     assert [r.getMessage() for r in records] == [
         "triec vLLM backend stays off: vLLM 0.33.0 (written against 0.32.x); structured outputs are vLLM's own"]
     assert (backend_xgrammar.validate_xgrammar_grammar, backend_xgrammar.XgrammarBackend.compile_grammar) == before
+
+
+def test_a_tokenizer_triec_cannot_read_delegates(caplog) -> None:
+    """No vocabulary (a tokenizer format triec does not decode): lists go to xgrammar, artifacts fail their request."""
+    broken = backend.engine_state(SimpleNamespace(tokenizer="/nonexistent/tokenizer", get_vocab_size=lambda: V))
+    assert isinstance(backend.triec_grammar(broken, Opt.CHOICE, json.dumps(COLORS), None, True), Delegate)
+    with pytest.raises(RequestError, match="cannot read the served tokenizer"):
+        backend.triec_grammar(broken, Opt.JSON, json.dumps({"x-triec-artifact": "colors"}), None, True)

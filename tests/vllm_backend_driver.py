@@ -111,6 +111,14 @@ def main() -> None:
         prompts.append(f'Object #{i}: {{"n": 1, "ok": true}} <think>ok</think>')
         params.append(SamplingParams(max_tokens=40, temperature=0.0, structured_outputs=SO(json=schema)))
         meta.append({"group": "delegated_json", "case": i, "prompt": 0, "side": "xgrammar", "schema": schema})
+    # a flat enum-and-const object: with TRIEC_VLLM_COMPACT_JSON=1 and any whitespace (plain) triec's compact
+    # spelling, under disable_any_whitespace (spec) xgrammar's ("," and ":"): both valid per the schema
+    obj = {"type": "object", "properties": {"color": {"enum": COLORS[:3]}, "v": {"const": 1}}, "required": ["color", "v"],
+           "additionalProperties": False}  # fmt: skip
+    for i in range(2):
+        prompts.append(f'Object #{i}: {{"color": "red", "v": 1}} <think>ok</think>')
+        params.append(SamplingParams(max_tokens=24, temperature=0.0, structured_outputs=SO(json=obj)))
+        meta.append({"group": "object", "case": i, "prompt": 0, "side": "compact", "allowed": None})
     # reasoning: the prompt opens thinking, a bias on </think> ends it after a few tokens; the answer is constrained
     for i, bias in enumerate((6.0, 8.0, 100.0) if mode == "plain" else ()):
         prompts.append(f"Think first #{i}.<think>")

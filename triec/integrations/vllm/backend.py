@@ -249,6 +249,8 @@ def admit(structured_outputs: Any, model_config: Any = None, any_whitespace: boo
                 _frontend_constraints(model_config).json_schema(doc)
             except RequestError as exc:
                 raise RequestRefused(str(exc)) from None
+            except Exception as exc:  # noqa: BLE001  the served tokenizer: decoded here for the artifact checks
+                raise RequestRefused(f"triec cannot read the served tokenizer: {type(exc).__name__}: {exc}") from None
             return True
         if plan == "tools":
             _admit_tools(required_tools(doc))
@@ -260,7 +262,7 @@ def admit(structured_outputs: Any, model_config: Any = None, any_whitespace: boo
         return False
     if so.structural_tag is not None:
         calls = _tag_calls(so.structural_tag)
-        if calls is not None and compact_ok(any_whitespace) and tools_compiler() is not None:
+        if calls is not None and not calls.parallel and compact_ok(any_whitespace) and tools_compiler() is not None:
             _admit_tools(calls)
             return True
     return False
@@ -396,7 +398,9 @@ def _tag_hook(constraints: Constraints) -> Callable[[dict[str, Any], Any], Table
 
     def hook(doc: dict[str, Any], vocab: Any) -> TableGrammar | None:
         calls = tagged_tools(doc)
-        return None if calls is None else _schema_grammar(constraints, calls, doc)
+        if calls is None or calls.parallel:  # triec writes "\n" between hermes calls, vLLM's tags allow nothing there
+            return None
+        return _schema_grammar(constraints, calls, doc)
 
     return hook
 
@@ -413,7 +417,13 @@ def triec_grammar(
     opt = StructuredOutputOptions
     if request_type not in (opt.CHOICE, opt.REGEX, opt.JSON, opt.STRUCTURAL_TAG):
         return Delegate(request_type.name)
-    c = state.constraints(any_whitespace)
+    try:
+        c = state.constraints(any_whitespace)
+    except Exception as exc:  # noqa: BLE001  a tokenizer triec cannot decode: xgrammar serves the same language
+        if request_type == opt.JSON and ARTIFACT_KEYWORD in spec:
+            raise RequestError(f"triec cannot read the served tokenizer: {exc}") from None
+        log.warning("triec: no vocabulary for the served tokenizer (%s); delegated to xgrammar", exc)
+        return Delegate(f"no triec vocabulary: {exc}")
     memo = (request_type.name, any_whitespace, hashlib.blake2b(spec.encode("utf-8", "surrogatepass"), digest_size=16).digest())
     served: TableGrammar | Delegate | None = state.remembered(memo, c)
     if served is not None:
