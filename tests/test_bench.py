@@ -106,3 +106,61 @@ def test_plot_writes_a_png(tiny_run: dict, tmp_path: Path) -> None:
     path = tmp_path / "bench.png"
     triec.check.bench.plot(tiny_run, str(path))
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# ---------------------------------------------------------------- scripts/bench_tools.py, scripts/bench_enums.py
+
+SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
+_PEERS_MISSING = not (is_installed("llguidance") and is_installed("xgrammar"))
+
+
+def _run_script(name: str, tmp_path: Path, *args: str) -> dict:
+    import os
+    import subprocess
+    import sys
+
+    out = tmp_path / f"{name}.json"
+    root = str(SCRIPTS.parent)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, str(SCRIPTS / f"{name}.py"), "--quick", "--tokenizer", "gpt2",
+                           "--json", str(out), *args], capture_output=True, text=True, timeout=600, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    data = json.loads(out.read_text())
+    assert data["tables"] in proc.stdout
+    return data
+
+
+@pytest.mark.engines
+@pytest.mark.skipif(_PEERS_MISSING, reason="needs llguidance and xgrammar")
+def test_bench_tools_quick(tmp_path: Path) -> None:
+    """Every cell of the smoke run reports its figures (or a refusal), and the tables name them; no speed asserted."""
+    data = _run_script("bench_tools", tmp_path, "--cells", "triec-llguidance,triec-xgrammar,llguidance,xgrammar")
+    cells = data["cells"]
+    assert set(cells) == {f"rich-40|{c}" for c in ("triec-llguidance", "triec-xgrammar", "llguidance", "xgrammar")}
+    for key, cell in cells.items():
+        assert cell["status"] in ("ok", "refused"), (key, cell.get("error"))
+    for e in ("llguidance", "xgrammar"):
+        t = cells[f"rich-40|triec-{e}"]
+        assert t["build_cold_s"] > 0 and t["build_warm_s"] > 0 and t["k"] == 40
+        assert t["name_rows"]["n"] > 0 and t["name_rows"]["median"] <= t["name_rows"]["max"]
+        assert t["first_handover"]["n"] == 3 and t["cached_handover"]["n"] == 3 and t["grammars_compiled"] >= 3
+        assert t["cached_compiles"] == 0 and t["memory"]["cache_bound_grammars"] > 0
+    assert "| rich-40 | 40 |" in data["tables"]
+
+
+@pytest.mark.engines
+@pytest.mark.skipif(_PEERS_MISSING, reason="needs llguidance and xgrammar")
+def test_bench_enums_quick(tmp_path: Path) -> None:
+    data = _run_script("bench_enums", tmp_path)
+    cells = data["cells"]
+    assert set(cells) == {f"icd|200|{c}" for c in ("triec-llguidance", "triec-xgrammar", "llguidance", "xgrammar")}
+    for key, cell in cells.items():
+        assert cell["status"] in ("ok", "refused"), (key, cell.get("error"))
+    for e in ("llguidance", "xgrammar"):
+        t = cells[f"icd|200|triec-{e}"]
+        assert t["slots"] == [{"pointer": "/properties/codes/items", "values": 200}]
+        assert t["rows_start"]["n"] == t["docs"] == 3 and t["rows_into"]["n"] >= 3 and t["rows_out"]["n"] >= 3
+        assert t["rows_outside"]["n"] == t["rows_outside_engine"]["n"] > 0
+    th = data["threshold"]
+    assert set(th) == {"llguidance|64", "xgrammar|64"} and all(c["status"] == "ok" for c in th.values())
+    assert "Enum threshold" in data["tables"]

@@ -1,0 +1,263 @@
+"""What scripts/bench_tools.py and scripts/bench_enums.py share: cells in subprocesses, the peers, statistics.
+
+* :func:`run_cell`: one cell = one fresh ``python SCRIPT --worker JOB OUT`` process, with a wall-clock
+  timeout and a resident-memory ceiling (the worker writes its results after every phase, so a killed
+  cell still reports what it finished and during which phase it was stopped);
+* :class:`Peer`: llguidance or xgrammar on the whole schema, over the same byte-exact vocabulary as triec
+  (the engines' tokenizer objects of :func:`triec.engines.make_engine`), in the compact convention of
+  triec's own oracle: llguidance lark ``%llguidance {"no_forcing": true}`` + ``%json`` with
+  ``whitespace_flexible: false`` and ``", "`` / ``": "``, parser limits unbounded (``max_items_in_row``
+  and ``step_max_items`` too: an alternation of more than 2,000 tools otherwise compiles and then
+  fails at its first token); xgrammar ``compile_json_schema(any_whitespace=False, separators=(", ", ": "))``
+  with its compiler cache disabled. Set up as /work/proto/registry/peers.py measured them (RESULTS.md);
+* :func:`decode_ids`: the model's own tokenization of a text (the tokenizer's ``tokenizer.json``), kept
+  only when its bytes spell the text exactly: real decode paths, tokens that straddle boundaries included.
+
+Nothing here asserts anything about speed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+ITEM_SEP, KEY_SEP = ", ", ": "
+XG_OPTIONS = {"whitespace_flexible": False, "item_separator": ITEM_SEP, "key_separator": KEY_SEP}
+
+
+# ---------------------------------------------------------------- statistics
+
+
+def summary_us(xs: list[float]) -> dict[str, Any]:
+    """Median, p99, mean, min, max and count of durations given in seconds, in microseconds."""
+    if not xs:
+        return {"n": 0}
+    a = np.asarray(xs, dtype=np.float64) * 1e6
+    return {"median": float(np.median(a)), "p99": float(np.percentile(a, 99)), "mean": float(a.mean()),
+            "min": float(a.min()), "max": float(a.max()), "n": int(a.size)}
+
+
+def median_s(xs: list[float]) -> float | None:
+    return float(statistics.median(xs)) if xs else None
+
+
+def rss_bytes() -> int:
+    """Current resident set size of this process."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def _rss_of(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except OSError:
+        return 0
+
+
+def load_average() -> list[float]:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return []
+
+
+def machine() -> dict[str, Any]:
+    from triec.check.bench import machine_info, versions
+
+    return {**machine_info(), "versions": versions(), "load_average_start": load_average(),
+            "git": _git_head()}
+
+
+def _git_head() -> dict[str, Any]:
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                              timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                               capture_output=True, text=True, timeout=10).stdout.split("\n")
+        return {"head": head, "modified": sorted(line[3:] for line in dirty if line.strip())}
+    except (OSError, subprocess.SubprocessError):
+        return {}
+
+
+# ---------------------------------------------------------------- cells
+
+
+class Out:
+    """A worker's results, rewritten after every phase (a killed worker leaves what it finished)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.data: dict[str, Any] = {"status": "running", "phase": "start"}
+        self.put()
+
+    def put(self, **kw: Any) -> None:
+        self.data.update(kw)
+        tmp = self.path + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(self.data, f)
+        os.replace(tmp, self.path)
+
+
+def run_cell(script: str, job: dict[str, Any], timeout: float, max_rss: float) -> dict[str, Any]:
+    """Run one worker process on ``job``; its results with ``status`` ok / refused / timeout / memory / error.
+
+    ``max_rss`` (bytes): the worker is killed when its resident memory passes it (the peers' compiles of large
+    registries grow to many GB); ``timeout`` (seconds) likewise.
+    """
+    with tempfile.TemporaryDirectory(prefix="triec-bench-cell-") as tmp:
+        job_path, out_path = os.path.join(tmp, "job.json"), os.path.join(tmp, "out.json")
+        Path(job_path).write_text(json.dumps(job))
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+        t0 = time.perf_counter()
+        proc = subprocess.Popen([sys.executable, script, "--worker", job_path, out_path], env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        killed, peak = None, 0
+        while True:
+            try:
+                proc.wait(timeout=0.25)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+            peak = max(peak, _rss_of(proc.pid))
+            elapsed = time.perf_counter() - t0
+            if elapsed > timeout:
+                killed = "timeout"
+            elif peak > max_rss:
+                killed = "memory"
+            if killed:
+                proc.kill()
+                proc.wait()
+                break
+        _out, err = proc.communicate()
+        wall = time.perf_counter() - t0
+        try:
+            data = json.loads(Path(out_path).read_text())
+        except (OSError, ValueError):
+            data = {"phase": "start"}
+    data["wall_s"] = wall
+    data["peak_rss_watched"] = peak
+    if killed == "timeout":
+        data["status"] = "timeout"
+        data["error"] = f"> {timeout:g} s (stopped during {data.get('phase', 'start')})"
+    elif killed == "memory":
+        data["status"] = "memory"
+        data["error"] = f"killed at {peak / 2**30:.1f} GiB resident after {wall:.0f} s (during {data.get('phase')})"
+    elif proc.returncode != 0 and data.get("status") not in ("refused", "error"):
+        data["status"] = "error"
+        data["error"] = f"worker exited with {proc.returncode}: {err.strip()[-400:]}"
+    elif data.get("status") == "running":
+        data["status"] = "error"
+        data["error"] = f"worker ended during {data.get('phase')}: {err.strip()[-400:]}"
+    return data
+
+
+def first_line(e: BaseException | str, limit: int = 160) -> str:
+    text = str(e).strip().split("\n")[0]
+    return text[:limit]
+
+
+# ---------------------------------------------------------------- decode paths
+
+
+class Encoder:
+    """The model's own tokenization of texts (no special tokens), kept when it spells the text byte for byte."""
+
+    def __init__(self, vocab: Any, spec: str = "qwen2") -> None:
+        from tokenizers import Tokenizer
+
+        from triec.tokenizer.source import locate
+
+        self.vocab = vocab
+        self.tok = Tokenizer.from_str(json.dumps(locate(spec).tokenizer_json))
+
+    def ids(self, text: str) -> list[int] | None:
+        ids = self.tok.encode(text, add_special_tokens=False).ids
+        tb = self.vocab.token_bytes
+        if all(0 <= i < self.vocab.num_tokens for i in ids) and b"".join(tb[i] for i in ids) == text.encode("utf-8"):
+            return list(ids)
+        return None
+
+
+def row_ids(row: np.ndarray) -> np.ndarray:
+    bits = np.unpackbits(np.ascontiguousarray(row).reshape(-1).view(np.uint8), bitorder="little")
+    return np.flatnonzero(bits)
+
+
+# ---------------------------------------------------------------- peers
+
+
+class Peer:
+    """One engine on one whole schema (or grammar), with the calls a benchmark makes."""
+
+    def __init__(self, name: str, vocab: Any) -> None:
+        from triec.engines import make_engine
+
+        self.name = name
+        self.vocab = vocab
+        self.words = (vocab.vocab_size + 31) // 32
+        t0 = time.perf_counter()
+        self.engine = make_engine(name, vocab)
+        if name == "llguidance":
+            self.llg = self.engine._llg
+            self.limits = self.llg.LLParserLimits(
+                max_grammar_size=1 << 62, max_lexer_states=1 << 62, step_lexer_fuel=1 << 62,
+                initial_lexer_fuel=1 << 62, max_items_in_row=1 << 30, step_max_items=1 << 30)
+        else:
+            self.xgr = self.engine._xgr
+        self.setup_s = time.perf_counter() - t0
+
+    # compile: llguidance builds much of its state lazily, in the first masks (the "cold" rows)
+    def compile_schema(self, schema: dict[str, Any]) -> Any:
+        if self.name == "llguidance":
+            doc = {**schema, "x-guidance": XG_OPTIONS}
+            return self.compile_lark('%llguidance {"no_forcing": true}\nstart: %json ' + json.dumps(doc, ensure_ascii=False))
+        return self.engine.compiler.compile_json_schema(json.dumps(schema, ensure_ascii=False), any_whitespace=False,
+                                                        separators=(ITEM_SEP, KEY_SEP))
+
+    def compile_lark(self, lark: str) -> Any:
+        m = self.llg.LLMatcher(self.engine.tokenizer, lark, log_level=0, limits=self.limits)
+        if m.is_error():
+            raise RuntimeError(m.get_error())
+        return m
+
+    def start(self, compiled: Any) -> Any:
+        return compiled.deep_copy() if self.name == "llguidance" else self.xgr.GrammarMatcher(compiled)
+
+    def fork(self, m: Any) -> Any:
+        return m.deep_copy() if self.name == "llguidance" else m.fork()
+
+    def accept(self, m: Any, t: int) -> bool:
+        if self.name == "llguidance":
+            return m.validate_tokens([int(t)]) == 1 and bool(m.consume_token(int(t)))
+        return bool(m.accept_token(int(t)))
+
+    def new_row(self) -> np.ndarray:
+        return np.zeros((1, self.words), dtype=np.int32)
+
+    def fill(self, m: Any, row: np.ndarray) -> None:
+        if self.name == "llguidance":
+            m.unsafe_compute_mask_ptr(row.ctypes.data, row.size * 4)
+            if m.is_error():
+                raise RuntimeError(m.get_error())
+        else:
+            m.fill_next_token_bitmask(row)
+
+    def memory_bytes(self, compiled: Any) -> int | None:
+        """xgrammar's ``CompiledGrammar.memory_size_bytes``; None for llguidance (no such call)."""
+        if self.name == "xgrammar":
+            return int(compiled.memory_size_bytes)
+        return None
