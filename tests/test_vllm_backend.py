@@ -62,7 +62,7 @@ def test_served_outputs_are_values_and_equal_xgrammar(runs, mode: str) -> None:
     report, log = runs[mode]
     n = 0
     for key, sides in pairs(report).items():
-        if "triec" not in sides or "xgrammar" not in sides:
+        if "triec" not in sides or "xgrammar" not in sides or key[0] == "tags":
             continue
         ours, ref = sides["triec"], sides["xgrammar"]
         assert ours["finish"] == "stop" and ours["text"] in ours["allowed"], (key, ours)
@@ -76,6 +76,19 @@ def test_served_outputs_are_values_and_equal_xgrammar(runs, mode: str) -> None:
     assert served == triec_side + compact + 2, served  # + the 10,000-value list and the request after the refusals
     assert "GRAMMAR delegated to xgrammar" in log and "REGEX delegated to xgrammar" in log
     assert log.count("triec vLLM backend on") >= 2  # frontend and engine core (and the worker)
+
+
+@pytest.mark.parametrize("mode", ["spec", "plain"])
+def test_hermes_tool_calls_equal_xgrammar(runs, mode: str) -> None:
+    """vLLM's strict hermes structural tag over 40 tools, served by the schema layer: token for token xgrammar's."""
+    report, _ = runs[mode]
+    n = 0
+    for key, sides in pairs(report).items():
+        if key[0] == "tags":
+            ours, ref = sides["triec"], sides["xgrammar"]
+            assert ours["ids"] == ref["ids"] and ours["text"].startswith("<tool_call>"), (key, ours["text"], ref["text"])
+            n += 1
+    assert n == 4
 
 
 def test_speculative_decoding_drafts_are_accepted_and_change_nothing(runs) -> None:

@@ -33,6 +33,7 @@ from vllm.v1.structured_output import backend_xgrammar  # noqa: E402
 from vllm.v1.structured_output.backend_types import StructuredOutputOptions as Opt  # noqa: E402
 
 import triec  # noqa: E402
+import triec.check.synthetic  # noqa: E402
 from triec.errors import RequestError  # noqa: E402
 from triec.integrations.constraints import Delegate  # noqa: E402
 from triec.integrations.vllm import backend, plugin  # noqa: E402
@@ -63,11 +64,17 @@ def test_frontend_and_engine_agree_on_json(state, monkeypatch, compact: bool, an
         monkeypatch.setenv(backend.COMPACT_ENV, "1")
     else:
         monkeypatch.delenv(backend.COMPACT_ENV, raising=False)
+    served_by: dict[str, bool] = {}
     for doc in DOCS:
         admitted = backend.admit(SO(json=json.dumps(doc)), None, any_ws)
-        served = backend.triec_grammar(state, Opt.JSON, json.dumps(doc), {151643}, any_ws)
-        assert admitted == (not isinstance(served, Delegate)), (doc, admitted, served)
+        served = not isinstance(backend.triec_grammar(state, Opt.JSON, json.dumps(doc), {151643}, any_ws), Delegate)
+        assert served or not admitted, (doc, admitted)  # what the frontend admits (skipping xgrammar's check) is served
+        served_by[json.dumps(doc)] = served
     assert backend.admit(SO(json=OBJECT), None, any_ws) is (compact and any_ws)  # triec's spelling, opt-in only
+    # with any whitespace the schema layer serves the object (its first enum as a slot) and vLLM's required tools
+    # schema, exactly; under disable_any_whitespace ("," and ":") both are xgrammar's
+    assert served_by[json.dumps(OBJECT)] is any_ws and served_by[json.dumps(DOCS[6])] is any_ws
+    assert not served_by[json.dumps(DOCS[5])]  # a 3-value enum in an array: nothing for a trie, xgrammar's
 
 
 def test_engine_decisions(state) -> None:
@@ -162,3 +169,77 @@ def test_a_tokenizer_triec_cannot_read_delegates(caplog) -> None:
     assert isinstance(backend.triec_grammar(broken, Opt.CHOICE, json.dumps(COLORS), None, True), Delegate)
     with pytest.raises(RequestError, match="cannot read the served tokenizer"):
         backend.triec_grammar(broken, Opt.JSON, json.dumps({"x-triec-artifact": "colors"}), None, True)
+
+
+# ----------------------------------------------------------------------------- tool calls through the schema layer
+
+WEATHER = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 12},
+                                            "unit": {"enum": ["c", "f"]}}, "required": ["city", "unit"],
+           "additionalProperties": False}  # fmt: skip
+ALERT = {"type": "object", "properties": {"level": {"type": "integer", "minimum": 0, "maximum": 5}},
+         "required": ["level"], "additionalProperties": False}  # fmt: skip
+
+
+def _registry() -> list[tuple[str, dict]]:
+    names = triec.check.synthetic.tool_names(300)
+    return [(n, WEATHER if i % 2 else ALERT) for i, n in enumerate(names)] + [("get_weather", WEATHER)]
+
+
+def _compiler_like_vllms() -> object:
+    """xgrammar's compiler on the tokenizer as vLLM's XgrammarBackend builds it (``TokenizerInfo.from_huggingface``)."""
+    import tokenizers
+    import transformers
+    import xgrammar as xgr
+
+    from triec.tokenizer.source import locate
+
+    hf = transformers.PreTrainedTokenizerFast(
+        tokenizer_object=tokenizers.Tokenizer.from_str(json.dumps(locate("qwen2").tokenizer_json)))  # fmt: skip
+    return xgr.GrammarCompiler(xgr.TokenizerInfo.from_huggingface(hf, vocab_size=V), cache_enabled=False)
+
+
+def _row(bitmask: torch.Tensor) -> np.ndarray:
+    return np.flatnonzero(np.unpackbits(bitmask[0].numpy().view(np.uint8), bitorder="little")[:V])
+
+
+@pytest.mark.parametrize("shape", ["required-one", "required-many", "hermes-one", "hermes-many"])
+def test_tool_calls_are_served_and_equal_vllms_xgrammar(state, monkeypatch, shape: str) -> None:
+    """vLLM's own tool-call constraints (``tool_choice="required"``'s schema, the strict hermes tag) over 301 tools:
+    served by triec with any whitespace (no opt-in), every row equal to xgrammar's compiled the way vLLM compiles
+    them, on vLLM's TokenizerInfo, along seeded walks with vLLM's stop ids."""
+    import xgrammar as xgr
+
+    from tests.test_vllm_structured import hermes_tag, vllm_required_schema
+
+    monkeypatch.delenv(backend.COMPACT_ENV, raising=False)
+    compiler = _compiler_like_vllms()
+    state.use_tokenizer_info(compiler)
+    tools, many = _registry(), shape.endswith("many")
+    if shape.startswith("required"):
+        kind, spec = Opt.JSON, json.dumps(vllm_required_schema(tools, None if many else False))
+        assert backend.admit(SO(json=spec), None, True)
+        ctx = compiler.compile_json_schema(spec, any_whitespace=True)
+    else:
+        kind, spec = Opt.STRUCTURAL_TAG, json.dumps(hermes_tag(tools, stop_after_first=not many))
+        assert backend.admit(SO(structural_tag=spec), None, True)
+        ctx = compiler.compile_structural_tag(spec)
+    stop = {151643, 151645}
+    ours_b = torch.zeros((1, (V + 31) // 32), dtype=torch.int32)
+    ref_b = xgr.allocate_token_bitmask(1, V)
+    rng = np.random.default_rng(7)
+    rows = 0
+    for walk in range(6):
+        ours = backend.triec_grammar(state, kind, spec, stop, True)
+        assert isinstance(ours, backend.TriecGrammar), ours
+        ref = xgr.GrammarMatcher(ctx, override_stop_tokens=sorted(stop))
+        for _ in range(90):
+            ours.fill_bitmask(ours_b, 0)
+            ref.fill_next_token_bitmask(ref_b, 0)
+            a, b = _row(ours_b), _row(ref_b)
+            assert np.array_equal(a, b), (shape, walk, rows, len(a), len(b), sorted(set(a) ^ set(b))[:8])
+            rows += 1
+            if ref.is_terminated():
+                break
+            t = int(rng.choice(a))
+            assert ours.accept_tokens("r", [t]) and ref.accept_token(t)
+    assert rows > 200

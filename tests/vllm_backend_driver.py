@@ -101,6 +101,20 @@ def main() -> None:
                     prompts.append(prompt)
                     params.append(SamplingParams(max_tokens=48, temperature=0.0, structured_outputs=so))
                     meta.append({"group": group, "case": ci, "prompt": pi, "side": side, "allowed": list(allowed)})
+    # tool calls as vLLM's hermes parser constrains strict tools (one call, and any number): the schema layer's
+    # trie over the begins next to xgrammar serving the same tag inside a one-element "sequence" (not triec's)
+    from test_vllm_structured import WEATHER, hermes_tag
+
+    tools = [(n, WEATHER) for n in names[:40]]
+    for ci, first in enumerate((True, False)):
+        tag = hermes_tag(tools, stop_after_first=first)
+        ref = {"type": "structural_tag", "format": {"type": "sequence", "elements": [tag["format"]]}}
+        for pi in range(2):
+            call = f'<tool_call>\n{{"name": "{names[pi]}", "arguments": {{"city": "Paris", "unit": "c"}}}}\n</tool_call>'
+            for side, so in (("triec", SO(structural_tag=json.dumps(tag))), ("xgrammar", SO(structural_tag=json.dumps(ref)))):
+                prompts.append(f"Tools: {names[pi]}. {call} {call} <think>ok</think>")
+                params.append(SamplingParams(max_tokens=40, temperature=0.0, structured_outputs=so))
+                meta.append({"group": "tags", "case": ci, "prompt": pi, "side": side, "allowed": None})
     # delegated kinds, in the same batches: a real regex, a general JSON schema
     for i in range(3):
         prompts.append(f"Code #{i}: ab-12, cd-34 <think>ok</think>")

@@ -23,12 +23,16 @@ checking that this vLLM is the one they were written against
   the processors' CPU path) instead of unpacked (0.38 ms a row on 2 cores);
   xgrammar's kernel masks the dense rows and every device tensor, unchanged.
 
-What triec serves (the same decision in both processes, :func:`plan_json`):
-``choice`` lists, literal-alternation ``regex``, ``json`` string enums, artifacts
-by name (``{"x-triec-artifact": NAME}``, D21), and, once the schema layer compiles
-tool registries (``triec.schema.compile.compile_tools``), vLLM's
-``tool_choice="required"`` schema and hermes tool-call structural tags *when
-their JSON spelling is triec's* (:func:`compact_ok`). Only this module and
+What triec serves: ``choice`` lists, literal-alternation ``regex``, ``json`` string
+enums, artifacts by name (``{"x-triec-artifact": NAME}``, D21), and through the
+schema layer (docs/decisions.md D23) vLLM's ``tool_choice="required"`` schema, the
+tool-call structural tags whose begins carry the names (hermes, strict tools, one call
+or many) and JSON schemas with large enums anywhere, in xgrammar's own whitespace and
+on vLLM's own ``TokenizerInfo``, so their masks equal xgrammar's. Under
+``disable_any_whitespace`` vLLM spells JSON with ``","`` and ``":"``, which no triec
+grammar writes: JSON beyond string enums is xgrammar's then. The frontend admits
+what triec must check itself (:func:`plan_json`); the rest keeps xgrammar's frontend
+check and the engine decides. Only this module and
 :mod:`.plugin` import vLLM's structured-output code.
 """
 
@@ -61,13 +65,9 @@ from triec.integrations.constraints import (
     literal_alternation,
     string_enum,
 )
-from triec.integrations.vllm.structured import (
-    RequestGrammar,
-    ToolCalls,
-    apply_bitmask_sparse,
-    required_tools,
-    tagged_tools,
-)
+from triec.integrations.vllm.structured import RequestGrammar, apply_bitmask_sparse, tagged_tools
+from triec.schema.tags import parse_structural_tag
+from triec.schema.tools import parse_tools, tools_from_required_schema
 
 log = logging.getLogger("triec.vllm.backend")
 
@@ -132,10 +132,11 @@ class TriecGrammar(StructuredOutputGrammar):
 
 
 def plan_json(doc: Any, any_whitespace: bool) -> str | None:
-    """What triec does with a ``json`` constraint: ``"artifact"``, ``"enum"``, ``"object"``, ``"tools"``, or None (delegate).
+    """What the frontend does with a ``json`` constraint: ``"artifact"``, ``"enum"``, ``"object"``, ``"tools"``
+    (triec admits it), or None (xgrammar's own check admits it; the engine may still serve it through the schema
+    layer, e.g. a schema with large enums anywhere, or delegate).
 
-    The frontend admits by it and the engine's :class:`Constraints` compiles
-    the same cases (``tests/test_vllm_backend_core.py`` checks they agree).
+    ``tests/test_vllm_backend_core.py`` checks the frontend and the engine agree on the shapes admitted here.
     """
     if isinstance(doc, dict) and ARTIFACT_KEYWORD in doc:
         return "artifact"
@@ -149,18 +150,9 @@ def plan_json(doc: Any, any_whitespace: bool) -> str | None:
             return "object"
         except TriecError:
             pass
-    if required_tools(doc) is not None and compact_ok(any_whitespace) and tools_compiler() is not None:
-        return "tools"
+    if any_whitespace and tools_from_required_schema(doc) is not None:
+        return "tools"  # exact with any whitespace (xgrammar's argument grammars), triec's spelling with the opt-in
     return None
-
-
-def tools_compiler() -> Callable[..., Any] | None:
-    """The schema layer's ``compile_tools`` when this triec has it (the composite schema layer), else None."""
-    try:
-        from triec.schema import compile as schema_compile
-    except ImportError:
-        return None
-    return getattr(schema_compile, "compile_tools", None)
 
 
 def _utf8(values: list[str]) -> bool:
@@ -253,7 +245,9 @@ def admit(structured_outputs: Any, model_config: Any = None, any_whitespace: boo
                 raise RequestRefused(f"triec cannot read the served tokenizer: {type(exc).__name__}: {exc}") from None
             return True
         if plan == "tools":
-            _admit_tools(required_tools(doc))
+            registry = tools_from_required_schema(doc)
+            assert registry is not None
+            _admit_tools([{"name": t.name, "parameters": t.parameters} for t in registry[0]])
             return True
         if plan == "object":
             from triec.build.json_schema import parse_schema
@@ -261,30 +255,31 @@ def admit(structured_outputs: Any, model_config: Any = None, any_whitespace: boo
             return _admit_values(parse_schema(doc)[0], "structured_outputs.json enum", limits)
         return False
     if so.structural_tag is not None:
-        calls = _tag_calls(so.structural_tag)
-        if calls is not None and not calls.parallel and compact_ok(any_whitespace) and tools_compiler() is not None:
-            _admit_tools(calls)
-            return True
+        return _admit_tag(so.structural_tag)
     return False
 
 
-def _tag_calls(tag: Any) -> ToolCalls | None:
+def _admit_tag(tag: Any) -> bool:
+    """A structural tag the schema layer serves (tool calls whose begins carry the names, e.g. vLLM's strict
+    hermes tags, any number of calls): its own reading of the tag and of every tool's arguments schema."""
     try:
         doc = json.loads(tag) if isinstance(tag, str) else tag
     except (ValueError, RecursionError):
-        return None
-    return tagged_tools(doc)
+        return False
+    try:
+        parse_structural_tag(doc)
+    except TriecError:
+        return False  # a shape triec does not serve: xgrammar's check and engine, unchanged
+    calls = tagged_tools(doc)
+    if calls is not None:
+        _admit_tools(calls.tools)
+    return True
 
 
-def _admit_tools(calls: ToolCalls | None) -> None:
+def _admit_tools(tools: list[dict[str, Any]]) -> None:
     """A registry the schema layer will compile: its own reading of every entry (RequestRefused names the bad one)."""
-    assert calls is not None
     try:
-        from triec.schema.tools import parse_tools  # type: ignore[import-not-found]  # the composite schema layer
-    except ImportError:
-        return
-    try:
-        parse_tools(calls.tools, "tools", "xgrammar")
+        parse_tools(tools, "tools", "xgrammar")
     except TriecError as exc:
         raise RequestRefused(str(exc)) from None
 
@@ -299,7 +294,8 @@ class EngineState:
         self.tokenizer = tokenizer
         self.vocab_size = vocab_size
         self._future: Future[Any] = Future()
-        self._constraints: dict[bool, Constraints] = {}
+        self._constraints: dict[tuple[bool, bool], Constraints] = {}
+        self._info_set = False
         self._lock = threading.Lock()
         self._by_spec: OrderedDict[tuple[str, bool, bytes], TableGrammar] = OrderedDict()
         threading.Thread(target=self._load, name="triec-vocabulary", daemon=True).start()
@@ -340,16 +336,38 @@ class EngineState:
         except BaseException as exc:  # noqa: BLE001  reported to every request that needs it
             self._future.set_exception(exc)
 
+    def use_tokenizer_info(self, compiler: Any) -> None:
+        """Run the schema layer's xgrammar on vLLM's own ``TokenizerInfo`` (that of ``XgrammarBackend.compiler``).
+
+        Its engine rows (a tool's arguments, the JSON around an enum) then equal
+        vLLM's xgrammar backend's, special tokens included; once per engine.
+        """
+        if self._info_set:
+            return
+        with self._lock:
+            if self._info_set:
+                return
+            from triec.schema.grammar import driver
+
+            info = compiler.compile_regex("a").tokenizer_info  # the compiler keeps it; a compiled grammar shows it
+            driver("xgrammar", self._future.result()).use_tokenizer_info(info)
+            self._info_set = True
+
     def constraints(self, any_whitespace: bool) -> Constraints:
+        """The Constraints for vLLM's JSON setting: with any whitespace (vLLM's default) the schema layer serves
+        schemas and tool registries with xgrammar's own whitespace, exactly, or with triec's compact spelling
+        under the opt-in; under ``disable_any_whitespace`` (vLLM's ``","`` and ``":"``) JSON beyond string
+        enums is delegated. Structural tags do not depend on the setting."""
         vocab = self._future.result()
         compact = compact_ok(any_whitespace)
+        key = (any_whitespace, compact)
         with self._lock:
-            found = self._constraints.get(compact)
+            found = self._constraints.get(key)
             if found is None:
                 found = Constraints(vocab, any_whitespace=not compact, tokenizer=self.tokenizer)
-                found.schema_hook = _tools_hook(found)
-                found.structural_tag_hook = _tag_hook(found)
-                self._constraints[compact] = found
+                if not any_whitespace:
+                    found.schema_hook = None  # no triec spelling is ("," ":"): xgrammar serves them
+                self._constraints[key] = found
             return found
 
 
@@ -365,44 +383,6 @@ def engine_state(model_config: Any, vocab_size: int | None = None) -> EngineStat
         if found is None:
             found = _ENGINES[key] = EngineState(*key)
         return found
-
-
-def _schema_grammar(constraints: Constraints, calls: ToolCalls, key_doc: Any) -> TableGrammar | None:
-    """A tool registry compiled by the schema layer, cached in the Constraints' bounded cache; None to delegate."""
-    compile_tools = tools_compiler()
-    if compile_tools is None or constraints.any_whitespace:  # any_whitespace here: triec's spelling is not allowed
-        return None
-    key = "tools:" + hashlib.sha256(json.dumps(key_doc, sort_keys=True).encode("utf-8", "surrogatepass")).hexdigest()
-    found = constraints.cache.get(key)
-    if found is not None:
-        return found
-    table = compile_tools(calls.tools, constraints.vocab, format=calls.format, engine="xgrammar",
-                          parallel=calls.parallel)  # fmt: skip
-    grammar = TableGrammar(table, key, int(getattr(table, "nbytes", 0) or 0))
-    constraints.cache.put(grammar)
-    return grammar
-
-
-def _tools_hook(constraints: Constraints) -> Callable[[dict[str, Any], Any, bool], TableGrammar | None]:
-    """SCHEMA HOOK for Constraints: vLLM's ``tool_choice="required"`` array over per-tool parameters."""
-
-    def hook(doc: dict[str, Any], vocab: Any, any_whitespace: bool) -> TableGrammar | None:
-        calls = required_tools(doc)
-        return None if calls is None else _schema_grammar(constraints, calls, doc)
-
-    return hook
-
-
-def _tag_hook(constraints: Constraints) -> Callable[[dict[str, Any], Any], TableGrammar | None]:
-    """STRUCTURAL-TAG HOOK for Constraints: hermes tool calls (each tag's begin carries the name) → compile_tools."""
-
-    def hook(doc: dict[str, Any], vocab: Any) -> TableGrammar | None:
-        calls = tagged_tools(doc)
-        if calls is None or calls.parallel:  # triec writes "\n" between hermes calls, vLLM's tags allow nothing there
-            return None
-        return _schema_grammar(constraints, calls, doc)
-
-    return hook
 
 
 def triec_grammar(
@@ -485,6 +465,11 @@ def compile_hook(original: Callable[..., StructuredOutputGrammar]) -> Callable[.
                         stop_token_ids: set[int] | None = None) -> StructuredOutputGrammar:  # fmt: skip
         t = time.perf_counter()
         state = engine_state(self.vllm_config.model_config, self.vocab_size)
+        if request_type in (StructuredOutputOptions.JSON, StructuredOutputOptions.STRUCTURAL_TAG):
+            try:
+                state.use_tokenizer_info(self.compiler)
+            except Exception as exc:  # noqa: BLE001  triec_grammar reports a vocabulary that failed; xgrammar serves
+                log.debug("triec: vLLM's tokenizer info not taken: %s", exc)
         served = triec_grammar(state, request_type, grammar_spec, stop_token_ids, not self.disable_any_whitespace)
         if not isinstance(served, Delegate):
             log.debug("triec: %s served by triec (%s) in %.1f ms", request_type.name, served.key[:16],
@@ -561,5 +546,5 @@ def install() -> None:
 
 __all__ = [
     "COMPACT_ENV", "EngineState", "RequestRefused", "SparseXgrammar", "TriecGrammar", "admit", "compact_ok", "compile_hook",
-    "engine_state", "frontend_hook", "install", "manager_init_hook", "plan_json", "tools_compiler", "triec_grammar",
+    "engine_state", "frontend_hook", "install", "manager_init_hook", "plan_json", "triec_grammar",
 ]  # fmt: skip
