@@ -397,7 +397,8 @@ def ratio(a: float | None, b: float | None) -> str:
 
 
 def status_text(c: dict[str, Any]) -> str:
-    return c.get("error") or c.get("status", "") if c else ""
+    """A cell's refusal, timeout or error, safe inside a markdown cell."""
+    return (c.get("error") or c.get("status", "")).replace("|", "\\|") if c else ""
 
 
 def tables(res: dict[str, Any]) -> str:
@@ -454,7 +455,7 @@ def tables(res: dict[str, Any]) -> str:
         for key in sorted(th, key=lambda x: (th[x].get("engine", ""), th[x].get("k", 0))):
             c = th[key]
             if c.get("status") != "ok":
-                out.append(f"| {key} | | {status_text(c)} |" + " |" * 6)
+                out.append(f"| {c.get('k', '')} | {c.get('engine', '')} | {status_text(c)} |" + " |" * 6)
                 continue
             out.append("| " + " | ".join([
                 f"{c['k']:,}", c["engine"], f_s(c["build_trie_s"]), f_s(c["build_engine_s"]),
