@@ -253,3 +253,17 @@ def test_bench_enums_quick(tmp_path: Path) -> None:
     assert build["K"] == "200" and build["llguidance"] and build["xgrammar"]
     assert [r[2] for r in found[1][1]] == ["llguidance", "xgrammar"] and all(r[3] and r[4] for r in found[1][1])
     assert [r[:2] for r in found[2][1]] == [["64", "llguidance"], ["64", "xgrammar"]]
+
+
+@pytest.mark.parametrize("shape", ["icd", "nested", "two", "items", "anyof", "threshold"])
+def test_bench_enums_shapes_put_each_large_enum_in_a_slot(shape: str) -> None:
+    """Every benchmark shape is one the trie serves: each K-value enum is a slot where it stands (no engine)."""
+    from triec.schema.locate import locate
+
+    enums = _script("bench_enums")
+    slots = locate(enums.make_schema(shape, 100)).slots
+    want = {"icd": ["/properties/codes/items"], "nested": ["/properties/encounter/properties/diagnosis"],
+            "two": ["/properties/primary", "/properties/secondary"],
+            "items": ["/properties/entries/items/properties/code"],
+            "anyof": ["/properties/finding/anyOf/0/properties/diagnosis"], "threshold": ["/properties/code"]}[shape]
+    assert sorted(s.pointer for s in slots) == want and all(len(s.values) == 100 for s in slots)
