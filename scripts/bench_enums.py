@@ -2,7 +2,8 @@
 
     python scripts/bench_enums.py [--shapes icd,nested,two,items,anyof] [--k 1000,10000,100000]
         [--cells triec-llguidance,triec-xgrammar,llguidance,xgrammar] [--docs 30] [--repeat 5]
-        [--threshold-k 4,8,16,32,64,128,256,1024] [--no-threshold] [--timeout 600] [--json out.json] [--quick]
+        [--threshold-k 4,8,16,32,64,128,256,1024] [--threshold-engines llguidance,xgrammar] [--no-threshold]
+        [--timeout 600] [--json out.json] [--quick]
 
 Shapes (compact output, K ICD-10-CM style codes from ``triec.check.synthetic.wide_codes``):
 
@@ -514,6 +515,7 @@ def main() -> int:
     ap.add_argument("--compile-budget-s", type=float, default=30.0, help="peers: stop repeating compiles after this")
     ap.add_argument("--threshold-k", default=",".join(map(str, THRESHOLD_K)))
     ap.add_argument("--threshold-docs", type=int, default=20)
+    ap.add_argument("--threshold-engines", default="llguidance,xgrammar", help="engines of the threshold cells")
     ap.add_argument("--no-threshold", action="store_true")
     ap.add_argument("--only-threshold", action="store_true")
     ap.add_argument("--seed", type=int, default=0)
@@ -568,7 +570,9 @@ def main() -> int:
                           flush=True)
                     save()
     if not a.no_threshold:
-        for e in ("llguidance", "xgrammar"):
+        for e in (x for x in a.threshold_engines.split(",") if x):
+            if e not in ("llguidance", "xgrammar"):
+                ap.error(f"unknown threshold engine {e!r}: llguidance or xgrammar")
             for k in (int(x) for x in a.threshold_k.split(",") if x):
                 job = {**base, "cell": "threshold", "engine": e, "k": k, "docs": a.threshold_docs}
                 print(f"[{time.strftime('%H:%M:%S')}] threshold K={k} / {e} (load {load_average()})", file=sys.stderr,

@@ -212,9 +212,11 @@ def test_bench_tables_keep_their_columns_with_refusals_and_timeouts() -> None:
 @pytest.mark.skipif(_PEERS_MISSING, reason="needs llguidance and xgrammar")
 def test_bench_tools_quick(tmp_path: Path) -> None:
     """Every cell of the smoke run reports its figures (or a refusal), and the tables name them; no speed asserted."""
-    data = _run_script("bench_tools", tmp_path, "--cells", "triec-llguidance,triec-xgrammar,llguidance,xgrammar")
+    # the xgrammar peer is left out for time (its tokenizer set-up alone is seconds); its code is the llguidance
+    # peer's with the other engine, and its columns are covered by test_bench_tables_keep_their_columns...
+    data = _run_script("bench_tools", tmp_path, "--cells", "triec-llguidance,triec-xgrammar,llguidance")
     cells = data["cells"]
-    assert set(cells) == {f"rich-40|{c}" for c in ("triec-llguidance", "triec-xgrammar", "llguidance", "xgrammar")}
+    assert set(cells) == {f"rich-40|{c}" for c in ("triec-llguidance", "triec-xgrammar", "llguidance")}
     for key, cell in cells.items():
         assert cell["status"] in ("ok", "refused"), (key, cell.get("error"))
     for e in ("llguidance", "xgrammar"):
@@ -227,16 +229,17 @@ def test_bench_tools_quick(tmp_path: Path) -> None:
     found = _markdown_tables(data["tables"])
     assert [len(rows) for _, rows in found] == [1, 2, 2, 2]  # build; name rows, handovers, memory per engine
     build = dict(zip(found[0][0], found[0][1][0]))
-    assert build["K"] == "40" and all(build[c] for c in ("triec+llg warm", "triec+xgr warm", "llguidance", "xgrammar"))
+    assert build["K"] == "40" and all(build[c] for c in ("triec+llg warm", "triec+xgr warm", "llguidance"))
     assert [r[1] for r in found[1][1]] == ["llguidance", "xgrammar"] and all(r[2] for r in found[1][1])
 
 
 @pytest.mark.engines
 @pytest.mark.skipif(_PEERS_MISSING, reason="needs llguidance and xgrammar")
 def test_bench_enums_quick(tmp_path: Path) -> None:
-    data = _run_script("bench_enums", tmp_path)
+    data = _run_script("bench_enums", tmp_path, "--cells", "triec-llguidance,triec-xgrammar,llguidance",
+                       "--threshold-engines", "llguidance")  # for time, as in test_bench_tools_quick
     cells = data["cells"]
-    assert set(cells) == {f"icd|200|{c}" for c in ("triec-llguidance", "triec-xgrammar", "llguidance", "xgrammar")}
+    assert set(cells) == {f"icd|200|{c}" for c in ("triec-llguidance", "triec-xgrammar", "llguidance")}
     for key, cell in cells.items():
         assert cell["status"] in ("ok", "refused"), (key, cell.get("error"))
     for e in ("llguidance", "xgrammar"):
@@ -245,14 +248,15 @@ def test_bench_enums_quick(tmp_path: Path) -> None:
         assert t["rows_start"]["n"] == t["docs"] == 3 and t["rows_into"]["n"] >= 3 and t["rows_out"]["n"] >= 3
         assert t["rows_outside"]["n"] == t["rows_outside_engine"]["n"] > 0
     th = data["threshold"]
-    assert set(th) == {"llguidance|64", "xgrammar|64"} and all(c["status"] == "ok" for c in th.values())
+    assert set(th) == {"llguidance|64"} and all(c["status"] == "ok" for c in th.values())
     assert "Enum threshold" in data["tables"]
     found = _markdown_tables(data["tables"])
-    assert [h[0] for h, _ in found] == ["shape", "shape", "K"] and [len(rows) for _, rows in found] == [1, 2, 2]
+    assert [h[0] for h, _ in found] == ["shape", "shape", "K"] and [len(rows) for _, rows in found] == [1, 2, 1]
     build = dict(zip(found[0][0], found[0][1][0]))
-    assert build["K"] == "200" and build["llguidance"] and build["xgrammar"]
-    assert [r[2] for r in found[1][1]] == ["llguidance", "xgrammar"] and all(r[3] and r[4] for r in found[1][1])
-    assert [r[:2] for r in found[2][1]] == [["64", "llguidance"], ["64", "xgrammar"]]
+    assert build["K"] == "200" and build["llguidance"] and not build["xgrammar"]
+    assert [r[2] for r in found[1][1]] == ["llguidance", "xgrammar"] and all(r[3] for r in found[1][1])
+    assert found[1][1][0][4] and not found[1][1][1][4]  # the llguidance peer's start row; no xgrammar peer
+    assert [r[:2] for r in found[2][1]] == [["64", "llguidance"]]
 
 
 @pytest.mark.parametrize("shape", ["icd", "nested", "two", "items", "anyof", "threshold"])
