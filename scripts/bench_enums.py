@@ -1,8 +1,9 @@
 """Large enums anywhere in a JSON schema, side by side (issue 20): triec.compile_schema against llguidance and xgrammar.
 
-    python scripts/bench_enums.py [--shapes icd,nested,two] [--k 1000,10000,100000]
+    python scripts/bench_enums.py [--shapes icd,nested,two,items,anyof] [--k 1000,10000,100000]
         [--cells triec-llguidance,triec-xgrammar,llguidance,xgrammar] [--docs 30] [--repeat 5]
-        [--threshold-k 4,8,16,32,64,128,256,1024] [--no-threshold] [--timeout 600] [--json out.json] [--quick]
+        [--threshold-k 4,8,16,32,64,128,256,1024] [--threshold-engines llguidance,xgrammar] [--no-threshold]
+        [--timeout 600] [--json out.json] [--quick]
 
 Shapes (compact output, K ICD-10-CM style codes from ``triec.check.synthetic.wide_codes``):
 
@@ -11,7 +12,12 @@ Shapes (compact output, K ICD-10-CM style codes from ``triec.check.synthetic.wid
 * ``nested``: an enum in a nested object after free text: ``{"note": string, "encounter": {"summary":
   string, "diagnosis": enum of K codes, "confidence": number}}``;
 * ``two``: two large enums in one object: ``{"ticket": string maxLength 40, "primary": enum of K codes,
-  "secondary": enum of K other codes (another seed)}``.
+  "secondary": enum of K other codes (another seed)}``;
+* ``items``: the enum in an array of objects: ``{"visit": string maxLength 30, "entries": 1-3 items of
+  {"code": enum of K codes, "note": string maxLength 30}}`` (each item a fresh pass through the trie);
+* ``anyof``: the enum in one branch of an ``anyOf`` of objects after free text: ``{"note": string,
+  "finding": anyOf [{"diagnosis": enum of K codes, "certain": boolean}, {"text": string maxLength 40}]}``
+  (a quarter of the documents take the other branch).
 
 One fresh process per (shape, K, cell), each stopped at ``--timeout``. Decode paths are real: documents
 with seeded values, encoded by the tokenizer itself (tokens that straddle ``": "``, ``["`` and ``",``
@@ -53,7 +59,7 @@ from _bench_peers import (  # noqa: E402
     Encoder, Out, Peer, first_line, load_average, machine, median_s, run_cell, summary_us,
 )
 
-SHAPES = ("icd", "nested", "two")
+SHAPES = ("icd", "nested", "two", "items", "anyof")
 CELLS = ("triec-llguidance", "triec-xgrammar", "llguidance", "xgrammar")
 THRESHOLD_K = (4, 8, 16, 32, 64, 128, 256, 1024)
 PATIENTS = ("John Smith", "Mary Jones", "Ana Ruiz", "Li Wei", "Omar Haddad", "Eva Novak", "Kofi Mensah", "Yuki Sato")
@@ -82,6 +88,19 @@ def make_schema(shape: str, k: int) -> dict[str, Any]:
     elif shape == "two":
         props = {"ticket": {"type": "string", "maxLength": 40}, "primary": enum,
                  "secondary": {"type": "string", "enum": codes(k, seed=1)}}
+    elif shape == "items":
+        item = {"code": enum, "note": {"type": "string", "maxLength": 30}}
+        props = {"visit": {"type": "string", "maxLength": 30},
+                 "entries": {"type": "array", "minItems": 1, "maxItems": 3,
+                             "items": {"type": "object", "properties": item, "required": list(item),
+                                       "additionalProperties": False}}}
+    elif shape == "anyof":
+        coded = {"diagnosis": enum, "certain": {"type": "boolean"}}
+        free = {"text": {"type": "string", "maxLength": 40}}
+        props = {"note": {"type": "string"},
+                 "finding": {"anyOf": [
+                     {"type": "object", "properties": coded, "required": list(coded), "additionalProperties": False},
+                     {"type": "object", "properties": free, "required": list(free), "additionalProperties": False}]}}
     elif shape == "threshold":
         props = {"patient": {"type": "string", "maxLength": 20}, "code": enum,
                  "severity": {"type": "string", "enum": ["low", "high"]}}
@@ -112,6 +131,18 @@ def documents(shape: str, k: int, n: int, seed: int, enc: Encoder) -> list[dict[
             a, b = rng.choice(pool), rng.choice(pool2)
             doc = {"ticket": rng.choice(NOTES)[:40], "primary": a, "secondary": b}
             values = [a, b]
+        elif shape == "items":
+            chosen = rng.sample(pool, min(len(pool), rng.randint(1, 3)))
+            doc = {"visit": rng.choice(PATIENTS), "entries": [{"code": c, "note": rng.choice(NOTES)[:30]}
+                                                              for c in chosen]}
+            values = chosen
+        elif shape == "anyof":
+            if rng.random() < 0.75:
+                c = rng.choice(pool)
+                doc = {"note": rng.choice(NOTES), "finding": {"diagnosis": c, "certain": rng.random() < 0.5}}
+                values = [c]
+            else:
+                doc = {"note": rng.choice(NOTES), "finding": {"text": rng.choice(NOTES)[:40]}}
         else:  # threshold
             c = rng.choice(pool)
             doc = {"patient": rng.choice(PATIENTS), "code": c, "severity": rng.choice(["low", "high"])}
@@ -397,7 +428,8 @@ def ratio(a: float | None, b: float | None) -> str:
 
 
 def status_text(c: dict[str, Any]) -> str:
-    return c.get("error") or c.get("status", "") if c else ""
+    """A cell's refusal, timeout or error, safe inside a markdown cell."""
+    return (c.get("error") or c.get("status", "")).replace("|", "\\|") if c else ""
 
 
 def tables(res: dict[str, Any]) -> str:
@@ -454,7 +486,7 @@ def tables(res: dict[str, Any]) -> str:
         for key in sorted(th, key=lambda x: (th[x].get("engine", ""), th[x].get("k", 0))):
             c = th[key]
             if c.get("status") != "ok":
-                out.append(f"| {key} | | {status_text(c)} |" + " |" * 6)
+                out.append(f"| {c.get('k', '')} | {c.get('engine', '')} | {status_text(c)} |" + " |" * 6)
                 continue
             out.append("| " + " | ".join([
                 f"{c['k']:,}", c["engine"], f_s(c["build_trie_s"]), f_s(c["build_engine_s"]),
@@ -483,6 +515,7 @@ def main() -> int:
     ap.add_argument("--compile-budget-s", type=float, default=30.0, help="peers: stop repeating compiles after this")
     ap.add_argument("--threshold-k", default=",".join(map(str, THRESHOLD_K)))
     ap.add_argument("--threshold-docs", type=int, default=20)
+    ap.add_argument("--threshold-engines", default="llguidance,xgrammar", help="engines of the threshold cells")
     ap.add_argument("--no-threshold", action="store_true")
     ap.add_argument("--only-threshold", action="store_true")
     ap.add_argument("--seed", type=int, default=0)
@@ -537,7 +570,9 @@ def main() -> int:
                           flush=True)
                     save()
     if not a.no_threshold:
-        for e in ("llguidance", "xgrammar"):
+        for e in (x for x in a.threshold_engines.split(",") if x):
+            if e not in ("llguidance", "xgrammar"):
+                ap.error(f"unknown threshold engine {e!r}: llguidance or xgrammar")
             for k in (int(x) for x in a.threshold_k.split(",") if x):
                 job = {**base, "cell": "threshold", "engine": e, "k": k, "docs": a.threshold_docs}
                 print(f"[{time.strftime('%H:%M:%S')}] threshold K={k} / {e} (load {load_average()})", file=sys.stderr,

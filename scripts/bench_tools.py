@@ -491,9 +491,8 @@ def ratio(peer: float | None, base: float | None) -> str:
 
 
 def status_text(c: dict[str, Any]) -> str:
-    if c.get("status") == "timeout":
-        return c["error"]
-    return c.get("error") or c.get("status", "?")
+    """A cell's refusal, timeout or error, safe inside a markdown cell."""
+    return (c.get("error") or c.get("status", "?")).replace("|", "\\|")
 
 
 def tables(res: dict[str, Any]) -> str:
