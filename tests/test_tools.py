@@ -237,3 +237,28 @@ def test_any_whitespace_refusals(vocabs):
         compile_tools([{"name": "a"}], vocabs["gpt2"], whitespace="any")
     with pytest.raises(ToolsError, match="structural tags"):
         compile_tools([{"name": "a"}], vocabs["gpt2"], format="hermes", engine="xgrammar", whitespace="any")
+
+
+def test_compile_tools_leaves_the_garbage_collector_as_it_found_it() -> None:
+    """compile_tools pauses cyclic collection while it builds (triec._memo.gc_paused): restored either way."""
+    import gc
+
+    from triec._memo import gc_paused
+
+    assert gc.isenabled()
+    with gc_paused():
+        assert not gc.isenabled()
+        with gc_paused():  # nested: the inner exit must not switch it back on
+            pass
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with gc_paused():
+            pass
+        assert not gc.isenabled()  # the caller's choice is kept
+    finally:
+        gc.enable()
+    with pytest.raises(ZeroDivisionError), gc_paused():
+        1 / 0  # noqa: B018
+    assert gc.isenabled()

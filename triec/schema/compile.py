@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from triec._memo import gc_paused
 from triec.build.compile import CompileStats, mask_table
 from triec.build.walk import walk
 from triec.encoding import json_string_literal
@@ -227,6 +228,22 @@ def compile_tools(
     ``parallel`` allows several calls where the format does (``vllm``, ``hermes``).
     Raises :class:`~triec.schema.tools.ToolsError` naming a bad entry.
     """
+    with gc_paused():  # tens of thousands of small objects, all kept: collections would only walk them
+        return _compile_tools(tools, vocab, format=format, engine=engine, parallel=parallel, whitespace=whitespace,
+                              stats=stats, source=source)
+
+
+def _compile_tools(
+    tools: Any,
+    vocab: Vocabulary | str | None,
+    *,
+    format: str,
+    engine: str,
+    parallel: bool,
+    whitespace: str,
+    stats: CompileStats | None,
+    source: str,
+) -> SchemaTable:
     from triec.engines import engine_version
     from triec.schema.tools import (
         Tool,
