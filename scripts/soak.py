@@ -120,8 +120,8 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def tree_rss(pid: int) -> tuple[int, set[int]]:
-    """(RSS bytes of the process and all its descendants, their pids)."""
+def tree_rss(pid: int, by_name: dict[str, int] | None = None) -> tuple[int, set[int]]:
+    """(RSS bytes of the process and all its descendants, their pids); ``by_name`` gets MiB per process title."""
     import psutil
 
     try:
@@ -132,8 +132,12 @@ def tree_rss(pid: int) -> tuple[int, set[int]]:
     total, pids = 0, set()
     for q in procs:
         try:
-            total += q.memory_info().rss
+            rss = q.memory_info().rss
+            total += rss
             pids.add(q.pid)
+            if by_name is not None:
+                name = "api_server" if q.pid == pid else q.name()
+                by_name[name] = by_name.get(name, 0) + rss // 2**20
         except psutil.NoSuchProcess:
             pass
     return total, pids
@@ -235,10 +239,10 @@ def main(argv: list[str] | None = None) -> int:
 
     import jsonschema
     import openai
+    from tiny_llama import make_tiny_llama
 
     import triec
     import triec.check.synthetic
-    from tiny_llama import make_tiny_llama
 
     root = Path(args.workdir or tempfile.mkdtemp(prefix="triec-soak-"))
     root.mkdir(parents=True, exist_ok=True)
@@ -418,11 +422,16 @@ def main(argv: list[str] | None = None) -> int:
 
         faults = Faults(art, blobs, fault_every, stop)
         rss_warm = None
+        series: list[tuple[float, dict[str, int]]] = []  # (seconds, MiB per process) every ~15 s
         with ThreadPoolExecutor(args.clients) as pool:
             futures = [pool.submit(worker, w) for w in range(args.clients)]
             faults.start()
             while not all(f.done() for f in futures):
                 time.sleep(0.5)
+                if time.monotonic() - t0 >= 15 * len(series):
+                    per: dict[str, int] = {}
+                    tree_rss(proc.pid, per)
+                    series.append((round(time.monotonic() - t0), per))
                 if rss_warm is None and time.monotonic() - t0 >= warmup:
                     rss_warm, _ = tree_rss(proc.pid)
                     print(f"after warm-up ({sum(map(len, lat.values()))} requests): RSS {rss_warm / 2**20:.0f} MiB",
@@ -434,7 +443,9 @@ def main(argv: list[str] | None = None) -> int:
         stop.set()
         faults.join(timeout=10)
         elapsed = time.monotonic() - t0
-        rss_end, pids_end = tree_rss(proc.pid)
+        per_end: dict[str, int] = {}
+        rss_end, pids_end = tree_rss(proc.pid, per_end)
+        series.append((round(elapsed), per_end))
         if rss_warm is None:
             rss_warm = rss_end
         import urllib.request
@@ -476,6 +487,9 @@ def main(argv: list[str] | None = None) -> int:
               f"(not 400: {len(hostile_bad)})")  # fmt: skip
         print(f"invalid constrained outputs: {invalid}")
         print(f"engine processes died: {len(died)}; server alive: {proc.poll() is None}; /health: {healthy}")
+        print("RSS MiB per process over time: " + "; ".join(
+            f"{t}s " + " ".join(f"{k}={v}" for k, v in sorted(per.items())) for t, per in series[:: max(1, len(series) // 8)]
+        ))  # fmt: skip
         print(f"RSS (server tree): start {rss_start / 2**20:.0f} MiB, after warm-up {rss_warm / 2**20:.0f} MiB, "
               f"end {rss_end / 2**20:.0f} MiB; growth after warm-up {growth_mb:+.0f} MiB (bound {bound_mb:.0f})")  # fmt: skip
         if args.json:
@@ -485,7 +499,7 @@ def main(argv: list[str] | None = None) -> int:
                               "p99_ms": pct(lat.get(k, []), .99) * 1e3, "outcomes": dict(outcomes[k])} for k in kinds},
                 "faults": dict(faults.done), "hostile_not_400": hostile_bad, "invalid": invalid, "died": died,
                 "rss_mb": {"start": rss_start / 2**20, "warm": rss_warm / 2**20, "end": rss_end / 2**20},
-                "rss_bound_mb": bound_mb, "failures": failures,
+                "rss_bound_mb": bound_mb, "rss_series": series, "failures": failures,
             }, indent=1))  # fmt: skip
     finally:
         stop_group(proc)
