@@ -461,6 +461,9 @@ def main(argv: list[str] | None = None) -> int:
             failures.append(f"server processes died: {died}")
         if not healthy:
             failures.append("/health did not answer 200 at the end")
+        log.flush()
+        if log_path.read_text(errors="replace").count("triec vLLM backend on") < 2:  # frontend and engine at least
+            failures.append("the triec backend did not switch on (TRIEC_VLLM_BACKEND, the plugin's entry point)")
         if faults.error is not None:
             failures.append(f"fault thread: {faults.error!r}")
         growth_mb = (rss_end - rss_warm) / 2**20

@@ -58,6 +58,7 @@ def run_llm(root: Path, tp: int) -> dict:
     proc = subprocess.run([sys.executable, str(DRIVER), str(root), str(out), str(tp)], capture_output=True, text=True,
                           timeout=900, env=engine_env(root / "artifacts", **extra))  # fmt: skip
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    assert "triec vLLM backend on" in proc.stdout + proc.stderr  # the backend serves the choice and JSON requests
     report = json.loads(out.read_text())
     report["wall_s"] = round(time.perf_counter() - t, 1)
     print(f"TP={tp}: engine start {report['start_s']} s, generate {report['generate_s']} s, wall {report['wall_s']} s")
@@ -122,6 +123,7 @@ def test_data_parallel_2_server_equals_one_engine(root: Path) -> None:
             stop_group(proc)
     log = log_path.read_text()
     assert "EngineCore_DP0" in log and "EngineCore_DP1" in log  # two engine cores (replicas) served
+    assert log.count("triec vLLM backend on") >= 3  # the frontend and both engine cores
     n = len(requests())
     for half in (outputs[:n], outputs[n:]):
         assert_valid(half)
