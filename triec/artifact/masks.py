@@ -119,8 +119,8 @@ def check_common_header(header: dict[str, Any], source: str) -> int:
     return vocab_size
 
 
-def parse_artifact(buf: Any, source: str, *, verify: bool = False) -> dict[str, Any]:
-    """Validate the layout and return the header plus numpy views of the sections."""
+def parse_artifact(buf: Any, source: str, *, verify: bool = False, checksums: bool = False) -> dict[str, Any]:
+    """Validate the layout and return the header plus numpy views of the sections (``checksums``: their CRC-32s too)."""
     header, data_start, version = container.read_header(buf, source, verify=verify)
     field, count = container.field, container.count
     kind = next((k for k, name in FORMAT_NAMES.items() if header.get("format") == name), None)  # any msgpack value
@@ -134,7 +134,8 @@ def parse_artifact(buf: Any, source: str, *, verify: bool = False) -> dict[str, 
         schema = _schema_format()
         check_common_header(header, source)
         layout, expected = schema.layout_counts(header, source)
-        arrays = container.read_sections(buf, source, header, data_start, layout, expected, verify=verify)
+        arrays = container.read_sections(buf, source, header, data_start, layout, expected, verify=verify,
+                                     checksums=checksums)
         return {"header": header, "arrays": arrays, "format_version": version}
     check_common_header(header, source)
     num_states = count(header, "num_states", source, 2**31)
@@ -160,7 +161,8 @@ def parse_artifact(buf: Any, source: str, *, verify: bool = False) -> dict[str, 
         expected.update(schema.expected_counts(header.get("schema"), source))
     elif "schema" in header:
         raise _fail(source, f"header field 'schema': only a {FORMAT_NAMES[TableKind.TOOL_SCHEMA]!r} artifact has one")
-    arrays = container.read_sections(buf, source, header, data_start, layout, expected, verify=verify)
+    arrays = container.read_sections(buf, source, header, data_start, layout, expected, verify=verify,
+                                     checksums=checksums)
     return {"header": header, "arrays": arrays, "format_version": version}
 
 
@@ -169,8 +171,18 @@ def load(
     *,
     verify: bool = False,
     expect_fingerprint: str | None = None,
+    copy: bool = False,
 ) -> Table:
     """Open an artifact: memory-mapped (plain) or decompressed into memory (``.zst``).
+
+    A mapped table reads the file's pages as it goes: truncating the file under
+    it (writing it again in place) makes the next lookup fault with SIGBUS, and
+    an in-place overwrite changes the table under its user. ``copy=True`` reads
+    the file into private memory instead (about 1 ms per 5 MB) and checks every
+    section's CRC-32 while at it: the table is then independent of the file.
+    Long-running servers that replace artifacts should use it, or replace files
+    only by writing a temporary file and renaming it over the old one (what
+    :meth:`~triec.runtime.table.MaskTable.save` does).
 
     Layout, header CRC, section bounds and every value used as an index
     (:func:`triec.runtime.validate.check_indices`, about 0.6 ms at K = 100,000) are
@@ -184,8 +196,30 @@ def load(
     file a :class:`~triec.schema.table.SchemaTable` (``table.kind`` says which).
     """
     source = os.fspath(path)
-    buf, _compressed = container.read_buffer(source)
-    parsed = parse_artifact(buf, source, verify=verify)
+    buf, _compressed = container.read_buffer(source, copy=copy)
+    return load_buffer(buf, source, verify=verify, expect_fingerprint=expect_fingerprint, checksums=copy)
+
+
+def load_buffer(
+    buf: Any, source: str, *, verify: bool = False, expect_fingerprint: str | None = None, checksums: bool = False
+) -> Table:
+    """:func:`load` of an artifact's bytes already in memory (``buf``: bytes, mmap or zstd-wrapped bytes).
+
+    ``source`` names it in errors; ``checksums`` checks the sections' CRC-32s
+    (``verify`` does, and more).
+    """
+    if bytes(buf[: len(container.ZSTD_MAGIC)]) == container.ZSTD_MAGIC:
+        try:
+            import zstandard
+        except ImportError as exc:
+            raise _fail(source, "is zstd-compressed; `pip install zstandard` to load it") from exc
+        try:
+            buf = zstandard.ZstdDecompressor().decompressobj().decompress(bytes(buf))
+        except zstandard.ZstdError as exc:
+            raise _fail(source, f"corrupt zstd stream ({exc})") from exc
+    if len(buf) == 0:
+        raise _fail(source, "file is empty")
+    parsed = parse_artifact(buf, source, verify=verify, checksums=checksums)
     header, arrays = parsed["header"], parsed["arrays"]
     if parsed["format_version"] == SCHEMA_FORMAT_VERSION:
         schema_table = _schema_format().load_schema_artifact(header, arrays, source, verify=verify)

@@ -112,18 +112,76 @@ def parse_extra_args(extra_args: dict[str, Any] | None) -> TriecRequest | None:
 # ----------------------------------------------------------------------------- artifacts
 
 
+Version = tuple[int, int, int, int, int, str]
+"""One loaded version of an artifact file: (device, inode, size, mtime ns, ctime ns, blake2b of the bytes)."""
+
+SETTLE_S = 2.0
+"""A file changed less than this long ago is not trusted by its stamp alone (file times tick coarsely: an in-place
+rewrite of the same size within one tick keeps the stamp), so hits re-read it and compare the bytes' digest."""
+
+
+def _stamp(st: os.stat_result) -> tuple[int, int, int, int, int]:
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+class _Unstable(Exception):
+    """The file changed while it was read."""
+
+
+def _read_version(path: Path) -> tuple[Version, bytes, bool]:
+    """The file's bytes, read into private memory: (their version, the bytes, whether the file had settled).
+
+    The stamp is taken from the open file before and after the read, and from the
+    path after it; if any differ, the bytes may mix two versions (_Unstable).
+    """
+    import hashlib
+    import time
+
+    with open(path, "rb") as fh:
+        before = _stamp(os.fstat(fh.fileno()))
+        data = fh.read()
+        after = _stamp(os.fstat(fh.fileno()))
+    now = _stamp(os.stat(path))
+    if not before == after == now:
+        raise _Unstable("the file changed while it was read")
+    if len(data) != before[2]:
+        raise _Unstable(f"read {len(data)} of {before[2]} bytes")
+    settled = time.time_ns() - max(before[3], before[4]) > SETTLE_S * 1e9
+    return (*before, hashlib.blake2b(data, digest_size=16).hexdigest()), data, settled
+
+
+@dataclass
+class _Loaded:
+    version: Version
+    table: Table
+    settled: bool
+
+
 class ArtifactStore:
     """Artifacts by name inside one directory, loaded once (reloaded when the file changes).
 
+    Served tables never depend on the file after loading: each version is read
+    into private memory (as ``triec.load(path, copy=True)`` does: no mapping that
+    a truncation could turn into SIGBUS, nor that an in-place overwrite could
+    change under a request) and its CRC-32s are checked. A file is re-read when
+    its (device, inode, size, mtime, ctime) stamp moves, and while it is younger
+    than :data:`SETTLE_S` on every use (compared by digest). A file that changed
+    while it was read, or does not parse (half-written, corrupt), is refused
+    with a :class:`RequestError` (HTTP 400) and its table dropped from the store,
+    while requests already holding the previous table finish on it (they keep
+    their own reference). A deleted file's table is dropped the same way.
+
     Restricted subsets are compacted into standalone tables and kept in a
-    small LRU cache, so requests repeating a subset share one table.
+    small LRU cache, so requests repeating a subset share one table; the
+    subsets of a replaced version are dropped with it.
     """
 
     def __init__(self, directory: str | os.PathLike[str] | None = None, *, max_subsets: int = 256) -> None:
         raw = os.environ.get(ENV_DIR) if directory is None else os.fspath(directory)
         self.directory = Path(raw).resolve() if raw else None
-        self._tables: dict[str, tuple[tuple[int, int], Table]] = {}
-        self._subsets: OrderedDict[tuple[str, tuple[int, int], tuple[str, ...]], MaskTable] = OrderedDict()
+        self._tables: dict[str, _Loaded] = {}
+        self._failed: dict[str, tuple[tuple[int, ...], str]] = {}  # name -> (stamp, message) of a settled bad file
+        self._subsets: OrderedDict[tuple[str, Version, tuple[str, ...]], MaskTable] = OrderedDict()
         self._max_subsets = max_subsets
         self._lock = threading.Lock()
 
@@ -138,6 +196,7 @@ class ArtifactStore:
         if real.parent != self.directory and self.directory not in real.parents:
             raise RequestError(f"artifact {name!r} is a link leading out of the artifact directory: refused")
         if not real.is_file():
+            self._forget(name)
             raise RequestError(f"no artifact named {name!r} on this server")
         return real
 
@@ -146,38 +205,68 @@ class ArtifactStore:
         table, _ = self._load(name)
         return table
 
-    def _load(self, name: str) -> tuple[Table, tuple[int, int]]:
-        from triec.artifact.masks import load
+    def _forget(self, name: str) -> None:
+        """Drop a name's table and subsets (its file is gone or no longer valid)."""
+        with self._lock:
+            self._tables.pop(name, None)
+            for key in [k for k in self._subsets if k[0] == name]:
+                del self._subsets[key]
+
+    def _load(self, name: str) -> tuple[Table, Version]:
+        from triec.artifact.masks import load_buffer
 
         path = self.path(name)
         try:
-            st = path.stat()
+            stamp = _stamp(os.stat(path))
         except OSError as exc:
+            self._forget(name)
             raise RequestError(f"artifact {name!r} cannot be read") from exc
-        stamp = (st.st_mtime_ns, st.st_size)
         with self._lock:
             found = self._tables.get(name)
-            if found is not None and found[0] == stamp:
-                return found[1], stamp
+            if found is not None and found.settled and found.version[:5] == stamp:
+                return found.table, found.version
+            failed = self._failed.get(name)
+            if failed is not None and failed[0] == stamp:
+                raise RequestError(failed[1])
         try:
-            table = load(path)
-        except (TriecError, OSError) as exc:
-            raise RequestError(f"artifact {name!r} is not a valid triec artifact: {exc}") from exc
+            version, data, settled = _read_version(path)
+        except _Unstable as exc:  # being written right now: refuse this request, look again on the next
+            raise RequestError(f"artifact {name!r} is being written; try again ({exc})") from None
+        except OSError as exc:
+            self._forget(name)
+            raise RequestError(f"artifact {name!r} cannot be read ({exc.strerror or exc})") from None
         with self._lock:
-            self._tables[name] = (stamp, table)
-        return table, stamp
+            found = self._tables.get(name)
+            if found is not None and found.version == version:
+                found.settled = settled
+                return found.table, version
+        try:
+            table = load_buffer(data, str(path), checksums=True)
+        except TriecError as exc:
+            message = f"artifact {name!r} is not a valid triec artifact: {exc}"
+            self._forget(name)
+            if settled:  # a young file may still be being written: look at it again next time
+                with self._lock:
+                    self._failed[name] = (version[:5], message)
+            raise RequestError(message) from None
+        with self._lock:
+            self._failed.pop(name, None)
+            self._tables[name] = _Loaded(version, table, settled)
+            for key in [k for k in self._subsets if k[0] == name and k[1] != version]:
+                del self._subsets[key]
+        return table, version
 
     def resolve(self, request: TriecRequest) -> tuple[tuple[Any, ...], Table]:
         """(cache key, table) for a request: the artifact, or its compacted subset."""
-        table, stamp = self._load(request.name)
+        table, version = self._load(request.name)
         if request.restrict is None:
-            return (request.name, stamp), table
+            return (request.name, version), table
         if is_schema(table):
             raise RequestError(
                 f"{ARG_RESTRICT!r} cannot narrow artifact {request.name!r}: it is a tool-call schema; compile a "
                 "schema whose name enum holds just the wanted tools instead"
             )
-        key = (request.name, stamp, request.restrict)
+        key = (request.name, version, request.restrict)
         with self._lock:
             sub = self._subsets.get(key)
             if sub is not None:
