@@ -558,7 +558,8 @@ class Constraints:
 
         RequestError when the name is not a plain name inside the directory, the
         file is missing or invalid, or it was compiled for another tokenizer or
-        logits width. Artifacts are loaded (mmap) and subsets compacted once by the
+        logits width. Artifacts are read into memory (never mapped: a file truncated
+        under a mapping kills the process, D24) and subsets compacted once by the
         vLLM processors' :class:`~triec.integrations.vllm._core.ArtifactStore`,
         which reloads a file that changed.
         """
