@@ -20,7 +20,7 @@ def obj(**props: object) -> dict:
 
 
 def test_threshold_and_default() -> None:
-    assert DEFAULT_THRESHOLD == 64
+    assert DEFAULT_THRESHOLD == 10_000
     schema = obj(a={"enum": BIG}, b={"enum": BIG[:4]})
     assert decisions(schema) == {"/properties/a": ""}  # b is below the threshold: not even a site
     assert decisions(schema, threshold=3) == {"/properties/a": "", "/properties/b": ""}

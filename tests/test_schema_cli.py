@@ -85,7 +85,7 @@ def test_bad_schema_exits_2_naming_the_problem(tmp_path: Path) -> None:
     result = invoke("compile", str(tmp_path / "bad.json"), "-t", "gpt2", "-o", str(tmp_path / "x.triec"))
     assert result.exit_code == 2 and result.stderr.count("\n") == 1
     assert "bad.json" in result.stderr and "nothing for a trie to serve" in result.stderr
-    assert "64 or more members" in result.stderr and "lower the threshold" in result.stderr
+    assert "10000 or more members" in result.stderr and "lower the threshold" in result.stderr
     assert not (tmp_path / "x.triec").exists()
     # the same schema with a lower threshold: the enum is served by a slot the engine enters
     result = invoke("compile", str(tmp_path / "bad.json"), "-t", "gpt2", "-o", str(tmp_path / "x.triec"),
@@ -100,7 +100,8 @@ def test_no_servable_enum_exits_2_with_each_reason(tmp_path: Path) -> None:
     doc = {"type": "object", "properties": {"a": {"anyOf": [{"enum": values}, {"type": "string"}]},
                                             "b": {"enum": values, "pattern": "v.*"}}, "required": ["a", "b"]}
     (tmp_path / "s.json").write_text(json.dumps(doc))
-    result = invoke("compile", str(tmp_path / "s.json"), "-t", "gpt2", "-o", str(tmp_path / "x.triec"))
+    result = invoke("compile", str(tmp_path / "s.json"), "-t", "gpt2", "-o", str(tmp_path / "x.triec"),
+                    "--enum-threshold", "64")
     assert result.exit_code == 2 and result.stderr.count("\n") == 1, result.stderr
     assert "/properties/a/anyOf/0: another alternative at its position may take a string" in result.stderr
     assert "/properties/b: keyword 'pattern' next to the enum" in result.stderr
@@ -155,7 +156,7 @@ def extraction(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     d = tmp_path_factory.mktemp("extraction")
     (d / "icd.json").write_text(json.dumps(EXTRACTION))
     out = d / "icd.triec"
-    result = invoke("compile", str(d / "icd.json"), "-t", "gpt2", "-o", str(out), "--json")
+    result = invoke("compile", str(d / "icd.json"), "-t", "gpt2", "-o", str(out), "--json", "--enum-threshold", "64")
     assert result.exit_code == 0, result.stderr
     return out, json.loads(result.stdout)
 

@@ -312,7 +312,7 @@ def walk_pair(backend_pair: tuple[Any, Any], key: tuple[str, str], width: int, w
 def test_enums_anywhere_and_tool_calls_are_served_by_the_schema_layer(server_args, hf) -> None:
     """A large enum inside an object, and a hermes tool-call structural tag (begins carrying the names): triec's rows
     equal xgrammar's state by state, in SGLang's default whitespace."""
-    codes = [f"C{i:03d}.{i % 7}" for i in range(300)]
+    codes = [f"C{i:05d}.{i % 7}" for i in range(10_000)]  # the default threshold: served by a trie from 10,000
     schema = {"type": "object", "properties": {"who": {"type": "string", "maxLength": 8},
                                                "codes": {"type": "array", "items": {"enum": codes}, "maxItems": 3}},
               "required": ["who", "codes"]}  # fmt: skip
