@@ -37,8 +37,12 @@ from triec.errors import TriecError
 from triec.schema.shape import ITEM_SEPARATOR, KEY_SEPARATOR
 from triec.tokenizer.vocabulary import Vocabulary
 
-GRAMMAR_CACHE = 2048
-"""Compiled grammars each driver keeps (least recently used out first); ``TRIEC_GRAMMAR_CACHE`` overrides."""
+GRAMMAR_CACHE = 512
+"""Compiled grammars each driver keeps (least recently used out first); ``TRIEC_GRAMMAR_CACHE`` overrides.
+
+A tool's compiled argument grammar holds 160-240 KiB of process memory with llguidance and 260-900 KiB with
+xgrammar (docs/benchmarks.md, "Tool registries"): 512 bounds a driver at about 120 / 450 MiB, while a tool
+pushed out costs 2-28 ms to compile again at its next call."""
 
 def _llg_options(whitespace: str) -> dict[str, Any]:
     if whitespace == "any":
