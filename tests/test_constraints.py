@@ -485,6 +485,7 @@ def test_the_required_tools_schema_and_enums_anywhere_are_served_by_the_schema_l
         grammar = c.json_schema(required)
         assert isinstance(grammar, TableGrammar) and grammar.table.info["shape"] == "tools"
         assert grammar.table.info["whitespace"] == ("any" if ws else "compact")
-        enums = {"type": "object", "properties": {"code": {"enum": [f"C{i:03d}" for i in range(200)]}}, "required": ["code"]}
+        codes = [f"C{i:05d}" for i in range(10_000)]  # the default threshold: a trie from 10,000 members
+        enums = {"type": "object", "properties": {"code": {"enum": codes}}, "required": ["code"]}
         assert isinstance(c.json_schema(enums), TableGrammar)
         assert isinstance(c.json_schema({"type": "object", "properties": {"q": {"type": "string"}}}), Delegate)

@@ -168,7 +168,8 @@ def test_summary_says_which_enums_became_tries(extraction: tuple[Path, dict], tm
     assert s["engine_enums"] == [{"pointer": "/properties/alt/anyOf/0", "values": 72,
                                   "reason": "another alternative at its position may take a string"}]
     (tmp_path / "icd.json").write_text(json.dumps(EXTRACTION))
-    text = invoke("compile", str(tmp_path / "icd.json"), "-t", "gpt2", "-o", str(tmp_path / "x.triec")).stdout
+    text = invoke("compile", str(tmp_path / "icd.json"), "-t", "gpt2", "-o", str(tmp_path / "x.triec"),
+                  "--enum-threshold", "64").stdout
     assert "enums served by a trie" in text and "/properties/codes/items" in text and "left in the engine" in text
 
 
