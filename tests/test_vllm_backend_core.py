@@ -209,7 +209,7 @@ def test_tool_calls_are_served_and_equal_vllms_xgrammar(state, monkeypatch, shap
     them, on vLLM's TokenizerInfo, along seeded walks with vLLM's stop ids."""
     import xgrammar as xgr
 
-    from tests.test_vllm_structured import hermes_tag, vllm_required_schema
+    from test_vllm_structured import hermes_tag, vllm_required_schema  # tests/ is on sys.path (rootdir imports)
 
     monkeypatch.delenv(backend.COMPACT_ENV, raising=False)
     compiler = _compiler_like_vllms()
