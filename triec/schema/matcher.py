@@ -176,7 +176,7 @@ class SchemaMatcher:
                     for tok in self._dynamic_here(self._entered(st, s), slot).tolist():
                         _set(row, tok)
             en = slot.enters
-            gates = _head_gates(t, s)
+            gates = _head_gates(t)[s]
             if not gates.size:
                 continue
             # heads whose gate token (the longest token spelling a prefix of the head and the opener) is allowed
@@ -587,22 +587,21 @@ def _put(table: SchemaTable, cache: dict[Any, Any], key: Any, value: Any, shared
         cache.popitem(last=False)  # type: ignore[call-arg]
 
 
-def _head_gates(table: SchemaTable, s: int) -> np.ndarray:
-    """Per entering head of slot s: the token spelling the longest prefix of ``head + opening byte``, or -1.
+@per_table
+def _head_gates(table: SchemaTable) -> list[np.ndarray]:
+    """Per slot, per entering head: the token spelling the longest prefix of ``head + opening byte``, or -1.
 
     The engine's row is exact per token (a token is allowed iff its bytes can be read here), so that token's bit
     tells, without a probe, whether the engine can read the head at all; most heads die there (about 2 in 3 of the
-    probes a row made with the first byte as the only gate). Memoized on the table.
+    probes a row made with the first byte as the only gate).
     """
-    cache = table.__dict__.setdefault("_head_gates", {})
-    found = cache.get(s)
-    if found is None:
-        from triec.tokenizer.index import token_index
+    from triec.tokenizer.index import token_index
 
-        first_id = token_index(table.vocabulary()).first_id
-        slot = table.slots[s]
+    first_id = token_index(table.vocabulary()).first_id
+    out = []
+    for slot in table.slots:
         opener = bytes([slot.open])
-        found = []
+        gates = []
         for h in slot.enters.labels:
             spelled = h + opener
             gate = -1
@@ -610,9 +609,9 @@ def _head_gates(table: SchemaTable, s: int) -> np.ndarray:
                 gate = first_id.get(spelled[:n], -1)
                 if gate >= 0:
                     break
-            found.append(gate)
-        found = cache[s] = np.asarray(found, dtype=np.int64)
-    return found
+            gates.append(gate)
+        out.append(np.asarray(gates, dtype=np.int64))
+    return out
 
 
 def _byte_tokens(table: SchemaTable) -> np.ndarray:
