@@ -193,8 +193,39 @@ class Encoder:
 
 
 def row_ids(row: np.ndarray) -> np.ndarray:
-    bits = np.unpackbits(np.ascontiguousarray(row).reshape(-1).view(np.uint8), bitorder="little")
-    return np.flatnonzero(bits)
+    """The ids set in a mask row of any shape (``triec._arrays.row_ids`` on the flattened row)."""
+    from triec._arrays import row_ids as ids
+
+    return ids(np.ascontiguousarray(row).reshape(-1))
+
+
+# ---------------------------------------------------------------- table cells
+
+
+def f_us(x: float | None) -> str:
+    """Microseconds as a table cell (ms from 1,000 µs)."""
+    if x is None:
+        return ""
+    if x >= 10_000:
+        return f"{x / 1000:,.0f} ms"
+    if x >= 1000:
+        return f"{x / 1000:,.2f} ms"
+    return f"{x:,.1f} us" if x < 100 else f"{x:,.0f} us"
+
+
+def f_s(x: float | None) -> str:
+    """Seconds as a table cell (ms below 1 s)."""
+    if x is None:
+        return ""
+    return f"{x * 1000:,.1f} ms" if x < 1 else f"{x:,.2f} s"
+
+
+def ratio(a: float | None, b: float | None) -> str:
+    """``a / b`` as a table cell, or empty when either is missing."""
+    if a is None or not b:
+        return ""
+    r = a / b
+    return f"{r:,.0f}x" if r >= 10 else f"{r:,.1f}x" if r >= 0.1 else f"{r:.2f}x"
 
 
 # ---------------------------------------------------------------- peers

@@ -56,7 +56,18 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _bench_peers import (  # noqa: E402
-    Encoder, Out, Peer, first_line, load_average, machine, median_s, run_cell, summary_us,
+    Encoder,
+    Out,
+    Peer,
+    f_s,
+    f_us,
+    first_line,
+    load_average,
+    machine,
+    median_s,
+    ratio,
+    run_cell,
+    summary_us,
 )
 
 SHAPES = ("icd", "nested", "two", "items", "anyof")
@@ -404,27 +415,10 @@ def _m(c: dict[str, Any], key: str, stat: str = "median") -> float | None:
     return None if not s or not s.get("n") else s[stat]
 
 
-def f_us(x: float | None) -> str:
-    if x is None:
-        return ""
-    if x >= 10_000:
-        return f"{x / 1000:,.0f} ms"
-    if x >= 1000:
-        return f"{x / 1000:,.2f} ms"
-    return f"{x:,.1f} us" if x < 100 else f"{x:,.0f} us"
 
 
-def f_s(x: float | None) -> str:
-    if x is None:
-        return ""
-    return f"{x * 1000:,.1f} ms" if x < 1 else f"{x:,.2f} s"
 
 
-def ratio(a: float | None, b: float | None) -> str:
-    if a is None or not b:
-        return ""
-    r = a / b
-    return f"{r:,.0f}x" if r >= 10 else f"{r:,.1f}x" if r >= 0.1 else f"{r:.2f}x"
 
 
 def status_text(c: dict[str, Any]) -> str:

@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import sys
 import time
@@ -53,7 +52,21 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _bench_peers import (  # noqa: E402
-    ROOT, Encoder, Out, Peer, first_line, load_average, machine, median_s, row_ids, rss_bytes, run_cell, summary_us,
+    ROOT,
+    Encoder,
+    Out,
+    Peer,
+    f_s,
+    f_us,
+    first_line,
+    load_average,
+    machine,
+    median_s,
+    ratio,
+    row_ids,
+    rss_bytes,
+    run_cell,
+    summary_us,
 )
 
 REGISTRIES = ("rich-1000", "rich-2000", "flat-2000", "bfcl", "rich-10000", "flat-10000")
@@ -467,27 +480,10 @@ def _us(s: dict[str, Any] | None, key: str = "median") -> float | None:
     return None if not s or not s.get("n") else s[key]
 
 
-def f_us(x: float | None) -> str:
-    if x is None:
-        return ""
-    if x >= 10_000:
-        return f"{x / 1000:,.0f} ms"
-    if x >= 1000:
-        return f"{x / 1000:,.2f} ms"
-    return f"{x:,.1f} us" if x < 100 else f"{x:,.0f} us"
 
 
-def f_s(x: float | None) -> str:
-    if x is None:
-        return ""
-    return f"{x * 1000:,.1f} ms" if x < 1 else f"{x:,.2f} s"
 
 
-def ratio(peer: float | None, base: float | None) -> str:
-    if peer is None or not base:
-        return ""
-    r = peer / base
-    return f"{r:,.0f}x" if r >= 10 else f"{r:,.1f}x"
 
 
 def status_text(c: dict[str, Any]) -> str:
