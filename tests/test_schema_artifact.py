@@ -51,6 +51,20 @@ def exact(table: triec.SchemaTable, schema: dict | None = None, walks: int = 6) 
     assert r.engine_narrower == 0 and r.slots_unreached == [] and r.states_checked == table.num_states
 
 
+def walk_alike(a_table: Any, b_table: Any, rng: random.Random, walks: int, steps: int) -> None:
+    """Random walks fed to both tables' matchers at once: equal rows at every step, the same values chosen."""
+    for _ in range(walks):
+        a, b = a_table.matcher(), b_table.matcher()
+        for _ in range(steps):
+            ra, rb = a.allowed(), b.allowed()
+            assert np.array_equal(ra, rb)
+            t = int(rng.choice(ra.tolist()))
+            assert a.accept_token(t) and b.accept_token(t)
+            if a.is_terminated():
+                break
+        assert a.values == b.values
+
+
 def decode(data: bytes) -> tuple[dict[str, Any], dict[str, np.ndarray], int]:
     """An artifact's header (without its section table), a copy of every section, and the format version."""
     header, data_start, version = container.read_header(data, "x")
@@ -152,17 +166,7 @@ def test_first_layout_serves_what_a_fresh_compile_serves(vocabs: dict[str, triec
     entry = MANIFEST["legacy"][0]
     old = triec.load(GOLDEN / entry["artifact"])
     new = triec.compile_schema(schema_of(entry), vocabs["gpt2"], engine=entry["engine"])
-    rng = random.Random(5)
-    for _ in range(10):
-        a, b = old.matcher(), new.matcher()
-        for _ in range(40):
-            ra, rb = a.allowed(), b.allowed()
-            assert np.array_equal(ra, rb)
-            t = int(rng.choice(ra.tolist()))
-            assert a.accept_token(t) and b.accept_token(t)
-            if a.is_terminated():
-                break
-        assert a.values == b.values
+    walk_alike(old, new, random.Random(5), walks=10, steps=40)
 
 
 def test_a_converted_table_saved_again_is_version_3_and_still_converted(tmp_path: Path) -> None:
@@ -213,15 +217,7 @@ def test_round_trip_is_byte_stable_and_answers_alike(extraction: tuple[triec.Sch
     assert loaded.grammars[0].slots == table.grammars[0].slots and loaded.info == table.info
     rng = random.Random(2)
     loaded.bind(vocabs["gpt2"])
-    for _ in range(6):
-        a, b = table.matcher(), loaded.matcher()
-        for _ in range(60):
-            ra, rb = a.allowed(), b.allowed()
-            assert np.array_equal(ra, rb)
-            t = int(rng.choice(ra.tolist()))
-            assert a.accept_token(t) and b.accept_token(t)
-            if a.is_terminated():
-                break
+    walk_alike(table, loaded, rng, walks=6, steps=60)
 
 
 @pytest.mark.skipif(not HAS_XGRAMMAR, reason="xgrammar not installed")
@@ -249,16 +245,7 @@ def test_grammar_kinds_and_whitespace_round_trip(vocabs: dict[str, triec.Vocabul
         assert {g.spec.kind for g in back.grammars} | {g.spec.whitespace for g in back.grammars} >= (
             {"any"} if table is flexible else {"structural_tag"})
         back.bind(vocab)
-        rng = random.Random(4)
-        for _ in range(4):
-            a, b = table.matcher(), back.matcher()
-            for _ in range(30):
-                ra, rb = a.allowed(), b.allowed()
-                assert np.array_equal(ra, rb)
-                t = int(rng.choice(ra.tolist()))
-                assert a.accept_token(t) and b.accept_token(t)
-                if a.is_terminated():
-                    break
+        walk_alike(table, back, random.Random(4), walks=4, steps=30)
 
 
 def test_registry_sized_header_stays_small(vocabs: dict[str, triec.Vocabulary]) -> None:
