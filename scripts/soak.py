@@ -39,8 +39,6 @@ import json
 import os
 import random
 import re
-import signal
-import socket
 import string
 import subprocess
 import sys
@@ -54,6 +52,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))
+
+from serving import SERVER_ENV, free_port, stop_group  # noqa: E402 - tests/ is on the path from here
 
 CACHE_BYTES = 32 << 20
 COLORS = ["red", "green", "blue", "re", "redder", "yellow"]
@@ -114,12 +114,6 @@ def hostile_bodies(tools: list[str]) -> list[tuple[str, str, dict]]:
     ]  # fmt: skip
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def tree_rss(pid: int, by_name: dict[str, int] | None = None) -> tuple[int, set[int]]:
     """(RSS bytes of the process and all its descendants, their pids); ``by_name`` gets MiB per process title."""
     import psutil
@@ -141,26 +135,6 @@ def tree_rss(pid: int, by_name: dict[str, int] | None = None) -> tuple[int, set[
         except psutil.NoSuchProcess:
             pass
     return total, pids
-
-
-def stop_group(proc: subprocess.Popen) -> None:
-    try:
-        pgid = os.getpgid(proc.pid)
-    except ProcessLookupError:
-        return
-    for sig, wait in ((signal.SIGTERM, 30), (signal.SIGKILL, 10)):
-        try:
-            os.killpg(pgid, sig)
-        except ProcessLookupError:
-            return
-        deadline = time.monotonic() + wait
-        while time.monotonic() < deadline:
-            try:
-                os.killpg(pgid, 0)
-            except ProcessLookupError:
-                proc.wait(timeout=5)
-                return
-            time.sleep(0.5)
 
 
 class Faults(threading.Thread):
@@ -261,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     sets = {"tools": set(tool_names), "colors": set(COLORS), "flip": set(FLIP["a"]) | set(FLIP["b"])}
 
     port = free_port()
-    env = dict(os.environ, TRIEC_VLLM_BACKEND="1", TRIEC_MAX_CHOICES="5000", TRIEC_MAX_CHOICE_BYTES=str(1 << 20),
+    env = dict(os.environ, **SERVER_ENV, TRIEC_VLLM_BACKEND="1", TRIEC_MAX_CHOICES="5000", TRIEC_MAX_CHOICE_BYTES=str(1 << 20),
                TRIEC_CACHE_BYTES=str(CACHE_BYTES), TRIEC_ARTIFACT_DIR=str(art), VLLM_ENFORCE_STRICT_TOOL_CALLING="0",
                VLLM_CPU_KVCACHE_SPACE=os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"),
                PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))  # fmt: skip
@@ -409,8 +383,10 @@ def main(argv: list[str] | None = None) -> int:
                 t = time.perf_counter()
                 try:
                     outcome = one(kind, rng)
-                except openai.APIConnectionError as exc:
-                    outcome = f"failed: connection ({exc})"
+                except openai.APIConnectionError as exc:  # the cause says which: refused, reset, closed idle...
+                    cause = exc.__cause__
+                    dt = time.perf_counter() - t
+                    outcome = f"failed: connection ({exc} {type(cause).__name__}: {cause}) after {dt:.1f} s"
                 except openai.APIError as exc:
                     outcome = f"failed: {type(exc).__name__} {str(exc)[:200]}"
                 dt = time.perf_counter() - t

@@ -186,7 +186,7 @@ def test_bench_tables_keep_their_columns_with_refusals_and_timeouts() -> None:
     text = tools.tables(res)
     found = _markdown_tables(text)
     assert [h[0] for h, _ in found] == ["registry"] * 4 and [len(rows) for _, rows in found] == [1, 3, 2, 1]
-    build = dict(zip(found[0][0], found[0][1][0]))
+    build = dict(zip(found[0][0], found[0][1][0], strict=True))
     assert build["llguidance"] == "refused: schema too large" and build["xgrammar"].startswith("> 600 s")
     assert build["llguidance lark"] == "500.0 ms" and build["triec+llg warm"] == "20.0 ms"
     assert "RuntimeError: a \\| b" in text
@@ -204,7 +204,7 @@ def test_bench_tables_keep_their_columns_with_refusals_and_timeouts() -> None:
                       "xgrammar|64": {"k": 64, "engine": "xgrammar", "status": "error", "error": "boom"}}}
     found = _markdown_tables(enums.tables(res))
     assert [h[0] for h, _ in found] == ["shape", "shape", "K"] and [len(rows) for _, rows in found] == [1, 2, 2]
-    build = dict(zip(found[0][0], found[0][1][0]))
+    build = dict(zip(found[0][0], found[0][1][0], strict=True))
     assert build["llguidance"] == "refused: schema too large" and build["xgrammar"] == "16.00 s"
 
 
@@ -228,7 +228,7 @@ def test_bench_tools_quick(tmp_path: Path) -> None:
     assert "| rich-40 | 40 |" in data["tables"]
     found = _markdown_tables(data["tables"])
     assert [len(rows) for _, rows in found] == [1, 2, 2, 2]  # build; name rows, handovers, memory per engine
-    build = dict(zip(found[0][0], found[0][1][0]))
+    build = dict(zip(found[0][0], found[0][1][0], strict=True))
     assert build["K"] == "40" and all(build[c] for c in ("triec+llg warm", "triec+xgr warm", "llguidance"))
     assert [r[1] for r in found[1][1]] == ["llguidance", "xgrammar"] and all(r[2] for r in found[1][1])
 
@@ -252,7 +252,7 @@ def test_bench_enums_quick(tmp_path: Path) -> None:
     assert "Enum threshold" in data["tables"]
     found = _markdown_tables(data["tables"])
     assert [h[0] for h, _ in found] == ["shape", "shape", "K"] and [len(rows) for _, rows in found] == [1, 2, 1]
-    build = dict(zip(found[0][0], found[0][1][0]))
+    build = dict(zip(found[0][0], found[0][1][0], strict=True))
     assert build["K"] == "200" and build["llguidance"] and not build["xgrammar"]
     assert [r[2] for r in found[1][1]] == ["llguidance", "xgrammar"] and all(r[3] for r in found[1][1])
     assert found[1][1][0][4] and not found[1][1][1][4]  # the llguidance peer's start row; no xgrammar peer

@@ -208,7 +208,6 @@ def test_tool_calls_are_served_and_equal_vllms_xgrammar(state, monkeypatch, shap
     served by triec with any whitespace (no opt-in), every row equal to xgrammar's compiled the way vLLM compiles
     them, on vLLM's TokenizerInfo, along seeded walks with vLLM's stop ids."""
     import xgrammar as xgr
-
     from test_vllm_structured import hermes_tag, vllm_required_schema  # tests/ is on sys.path (rootdir imports)
 
     monkeypatch.delenv(backend.COMPACT_ENV, raising=False)

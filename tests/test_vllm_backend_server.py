@@ -31,7 +31,7 @@ pytest.importorskip("vllm")
 openai = pytest.importorskip("openai")
 jsonschema = pytest.importorskip("jsonschema")
 
-from test_vllm_server import STARTUP_S, free_port, stop_group  # noqa: E402
+from serving import SERVER_ENV, STARTUP_S, free_port, stop_group  # noqa: E402
 from tiny_llama import make_tiny_llama  # noqa: E402
 from vllm.v1.structured_output.utils import choice_as_grammar  # noqa: E402
 
@@ -56,7 +56,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, objec
     art.mkdir()
     triec.compile(COLORS, triec.Vocabulary.load(model)).save(art / "colors.triec")
     port = free_port()
-    env = dict(os.environ, TRIEC_VLLM_BACKEND="1", TRIEC_VLLM_LOG="debug", TRIEC_MAX_CHOICES="5000",
+    env = dict(os.environ, **SERVER_ENV, TRIEC_VLLM_BACKEND="1", TRIEC_VLLM_LOG="debug", TRIEC_MAX_CHOICES="5000",
                TRIEC_ARTIFACT_DIR=str(art), VLLM_ENFORCE_STRICT_TOOL_CALLING="0", VLLM_CPU_KVCACHE_SPACE="1")  # fmt: skip
     env.pop("VLLM_PLUGINS", None)
     log_path = root / "server.log"

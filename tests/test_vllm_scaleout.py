@@ -30,14 +30,14 @@ openai = pytest.importorskip("openai")
 pytest.importorskip("jsonschema")
 
 from scaleout_cases import check, make_artifacts, requests  # noqa: E402
-from test_vllm_server import STARTUP_S, free_port, stop_group  # noqa: E402
+from serving import SERVER_ENV, STARTUP_S, free_port, stop_group  # noqa: E402
 
 DRIVER = Path(__file__).with_name("vllm_scaleout_driver.py")
 ENV = {"TRIEC_VLLM_BACKEND": "1", "VLLM_CPU_KVCACHE_SPACE": "1"}
 
 
 def engine_env(art: Path, **extra: str) -> dict[str, str]:
-    env = dict(os.environ, TRIEC_ARTIFACT_DIR=str(art), **ENV, **extra)
+    env = dict(os.environ, **SERVER_ENV, TRIEC_ARTIFACT_DIR=str(art), **ENV, **extra)
     env.pop("VLLM_PLUGINS", None)
     return env
 

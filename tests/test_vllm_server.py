@@ -9,8 +9,6 @@ session); skipped elsewhere.
 from __future__ import annotations
 
 import os
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -26,38 +24,10 @@ pytestmark = pytest.mark.vllm
 pytest.importorskip("vllm")
 openai = pytest.importorskip("openai")
 
+from serving import SERVER_ENV, STARTUP_S, free_port, stop_group  # noqa: E402
 from tiny_llama import make_tiny_llama  # noqa: E402
 
-STARTUP_S = 300
 COLORS = ["red", "green", "blue", "yellow"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def stop_group(proc: subprocess.Popen) -> None:
-    """SIGTERM to the server's whole process group, SIGKILL after 30 s."""
-    try:
-        pgid = os.getpgid(proc.pid)
-    except ProcessLookupError:
-        return
-    for sig, wait in ((signal.SIGTERM, 30), (signal.SIGKILL, 10)):
-        try:
-            os.killpg(pgid, sig)
-        except ProcessLookupError:
-            return
-        deadline = time.monotonic() + wait
-        while time.monotonic() < deadline:
-            try:
-                os.killpg(pgid, 0)  # still someone in the group?
-            except ProcessLookupError:
-                proc.wait(timeout=5)
-                return
-            proc.poll()
-            time.sleep(0.5)
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +41,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, objec
     tools.save(art / "tools.triec")
     triec.compile(COLORS, vocab).save(art / "colors.triec")
     port = free_port()
-    env = dict(os.environ, TRIEC_ARTIFACT_DIR=str(art), VLLM_CPU_KVCACHE_SPACE="1")
+    env = dict(os.environ, **SERVER_ENV, TRIEC_ARTIFACT_DIR=str(art), VLLM_CPU_KVCACHE_SPACE="1")
     log = open(root / "server.log", "wb")  # noqa: SIM115 - closed at teardown
     cmd = [
         sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model),
