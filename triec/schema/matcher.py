@@ -209,15 +209,13 @@ class SchemaMatcher:
         return np.concatenate(out) if out else _EMPTY
 
     def _judged(self, st: State, slot: Slot, groups: Groups, gi: int, val: int) -> np.ndarray:
-        lo, hi = groups.span(gi)
-        dyn = np.flatnonzero(groups.kind[lo:hi] == DYNAMIC) + lo
-        if not dyn.size:
-            return _EMPTY
         vg = slot.value_grammar
         key: Any = (id(groups), gi, int(vg[val])) if vg is not None else (id(groups), gi)
         cache = self.table.row_cache if vg is not None else st.cache
         found = cache.get(key)
-        if found is None:
+        if found is None:  # the group's candidates are found only on a miss: a tail's group can span thousands
+            lo, hi = groups.span(gi)
+            dyn = np.flatnonzero(groups.kind[lo:hi] == DYNAMIC) + lo
             found = groups.tokens[self._viable(self._handover(st, st.s, val), st.s, groups, dyn)].astype(np.int64)
             _put(self.table, cache, key, found, vg is not None)
         return found
