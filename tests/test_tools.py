@@ -223,6 +223,43 @@ def test_the_build_compiles_no_argument_grammar(vocabs):
     table.matcher().fill_bitmask(row)  # the name field's first row needs no engine
 
 
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize(("fmt", "parallel"), [("vllm", True), ("hermes", False)])
+def test_rows_after_a_handover_are_shared_and_stay_exact(vocabs, engine, fmt, parallel):
+    """The row of a handle that is its tool's template plus the bytes read since (the first rows of the arguments)
+    is computed once and shared: every later sequence there gets the same row, and one that the engine has moved
+    (a token accepted, then rolled back; a fork moved on) computes its own, equal to the engine's own answer."""
+    vocab = vocabs["qwen2"]
+    tools = [{"name": n, "parameters": {"type": "object", "properties": {"q": {"type": "string"}, "n": {"type": "integer"}},
+                                        "required": ["q"]}} for n in ("get_user", "get_users", "find")]
+    table = compile_tools(tools, vocab, format=fmt, engine=engine, parallel=parallel)
+    head = b'<tool_call>\n{"name": "get_user", "arguments": {' if fmt == "hermes" else b'[{"name": "get_user", "parameters": {'
+    m = table.matcher()
+    ids = _spell(vocab, m, head)
+    assert m.accept_tokens(ids) == len(ids) and m.phase == "engine"
+    assert m.st.fresh is not None, "the handover leaves the tool's template plus the bytes after the tail"
+    first = m.allowed()
+    key = ("row", m.st.g, m.st.fresh)
+    assert key in table.row_cache
+    unshared = m.fork()
+    unshared.st.fresh = None  # the same handle, its row asked of the engine (and the probes) again
+    assert np.array_equal(unshared.allowed(), first)
+    again = table.matcher()
+    assert again.accept_tokens(ids) == len(ids)
+    entries = len(table.row_cache)
+    assert np.array_equal(again.allowed(), first) and len(table.row_cache) == entries  # served from the cache
+    t = next(t for t in first.tolist() if t not in table.eos_token_ids and vocab.token_bytes[t] == b'"')
+    f = m.fork()
+    assert f.accept_token(t) and f.st.fresh is None  # the engine took a token: its own row from now on
+    moved = f.allowed()
+    ref = f.fork()
+    ref.st.fresh = None
+    assert np.array_equal(ref.allowed(), moved) and not np.array_equal(moved, first)
+    assert np.array_equal(m.allowed(), first)  # the fork's step did not touch m's handle
+    f.rollback(1)
+    assert np.array_equal(f.allowed(), first)
+
+
 @pytest.mark.parametrize(("fmt", "parallel"), [("vllm", True), ("vllm", False), ("llama3", False)])
 def test_any_whitespace_equals_xgrammar(vocabs, fmt, parallel):
     """vLLM asks xgrammar for any whitespace by default: the start is a grammar of its own, the names are entered."""

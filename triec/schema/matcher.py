@@ -52,9 +52,11 @@ class State:
     chosen: tuple[tuple[int, int], ...] = ()  # (slot, value) of every value read so far
     visit: int = 0  # slot entries so far
     cache: dict[Any, Any] = field(default_factory=dict)  # per visit: judged tokens, rows after the marker
+    fresh: bytes | None = None  # ENGINE: the handle is grammar g's template fed exactly these bytes (else None)
 
     def copy(self) -> State:
-        return State(self.phase, self.g, self.m, self.s, self.pos, self.val, self.chosen, self.visit, self.cache)
+        return State(self.phase, self.g, self.m, self.s, self.pos, self.val, self.chosen, self.visit, self.cache,
+                     self.fresh)  # fmt: skip
 
 
 class SchemaMatcher:
@@ -77,7 +79,7 @@ class SchemaMatcher:
         t = self.table
         if t.start_slot >= 0:
             return self._land(State(SLOT, s=t.start_slot, pos=0), 0)
-        return State(ENGINE, g=t.start_grammar, m=t.template(t.start_grammar))
+        return State(ENGINE, g=t.start_grammar, m=t.template(t.start_grammar), fresh=b"")
 
     def reset(self) -> None:
         """Back to the start: nothing emitted."""
@@ -130,7 +132,10 @@ class SchemaMatcher:
         """Write the whole row (int32 words, xgrammar's layout, bit set = allowed)."""
         st = self.st
         if st.phase == ENGINE:
-            self._engine_row(st, row)
+            if st.fresh is None:
+                self._engine_row(st, row)
+            else:
+                row[:] = self._fresh_row(st)
             return
         row.fill(0)
         if st.phase == DONE:
@@ -249,14 +254,24 @@ class SchemaMatcher:
 
     def _row_after(self, after: State, s: int) -> np.ndarray:
         """The whole row right after a value (an engine-phase state), cached with what it depends on."""
-        shared = self.table.slots[s].value_grammar is not None
-        key: Any = ("row", after.g) if shared else ("row",)
-        cache = self.table.row_cache if shared else after.cache
-        found = cache.get(key)
+        if after.fresh is not None:  # the value picked the grammar that follows: its template's row
+            return self._fresh_row(after)
+        found = after.cache.get(("row",))
         if found is None:
             found = np.zeros(self.table.words_per_row, dtype=np.int32)
             self._engine_row(after, found)
-            _put(self.table, cache, key, found, shared)
+            after.cache[("row",)] = found
+        return found
+
+    def _fresh_row(self, st: State) -> np.ndarray:
+        """The row of a handle that is its grammar's template fed ``st.fresh``: a function of (g, bytes) alone, so
+        one row serves every sequence there (the first rows after each handover into a tool's arguments)."""
+        key = ("row", st.g, st.fresh)
+        found = self.table.row_cache.get(key)
+        if found is None:
+            found = np.zeros(self.table.words_per_row, dtype=np.int32)
+            self._engine_row(st, found)
+            _put(self.table, self.table.row_cache, key, found, True)
         return found
 
     # ------------------------------------------------------------- transitions
@@ -287,14 +302,16 @@ class SchemaMatcher:
         out.phase = ENGINE
         if slot.value_grammar is not None:  # the value picks the grammar that follows
             g = int(slot.value_grammar[val])
-            out.g, out.m, out.cache = g, self.table.template(g), {}
+            out.g, out.m, out.cache, out.fresh = g, self.table.template(g), {}, b""
+        else:
+            out.fresh = None
         return out  # else the entering engine resumes: its handle already read the marker
 
     def _entered(self, st: State, s: int, head: bytes = b"") -> State:
         """The state at slot s's entry after the engine read ``head`` (``st`` unchanged)."""
         slot = self.table.slots[s]
         out = st.copy()
-        out.cache = {}
+        out.cache, out.fresh = {}, None
         out.visit = st.visit + 1
         if slot.value_grammar is None:  # the engine reads the marker (a JSON string) now and resumes after the value
             m = self.drv.copy(st.m)
@@ -335,6 +352,8 @@ class SchemaMatcher:
                     st.m, own = self.drv.copy(st.m), True
                 if not self.drv.feed(st.m, data[i:j]):
                     return None
+                if st.fresh is not None:
+                    st.fresh += data[i:j]
                 i = j
             elif st.phase == SLOT:
                 slot = self.table.slots[st.s]
@@ -386,6 +405,7 @@ class SchemaMatcher:
                     return True
             if self.drv.accept(st.m, t):
                 self.history.append(1)
+                st.fresh = None  # a token the engine took itself: its state is no longer a template's plus bytes
                 return True
             return False
         if t in self._eos or not 0 <= t < self._num_tokens:
@@ -526,8 +546,8 @@ class SchemaMaskWriter:
                 self._write(i, last[0], last[1], clear=True)
             if src is None:
                 self._last[i] = "full"
-                if m.st.phase == ENGINE and not m.table.grammars[m.st.g].slots:
-                    engine_rows.append((m, i))  # the engine's own row: batched below
+                if m.st.phase == ENGINE and m.st.fresh is None and not m.table.grammars[m.st.g].slots:
+                    engine_rows.append((m, i))  # the engine's own row: batched below (a fresh one is cached)
                 else:
                     m.fill_bitmask(self._buf[i])
                 continue
