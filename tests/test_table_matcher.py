@@ -90,3 +90,24 @@ def test_whole_chars():
     assert whole_chars("aé".encode()[:-1]) == b"a"
     assert whole_chars("€".encode()[:2]) == b""
     assert whole_chars(b"") == b""
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.uint32, np.int64])
+def test_find_sorted_is_searchsorted_for_any_int(dtype):
+    """The one-value lookup every matcher step makes: numpy's answer for every int, including those outside the
+    array's dtype (a token id from a caller can be anything)."""
+    from triec._arrays import find_sorted
+
+    a = np.array([0, 3, 3, 7, 2**31 - 1], dtype=dtype)
+    for x in [-(2**40), -1, 0, 1, 3, 4, 7, 8, 2**31 - 1, 2**31, 2**32, 2**40]:
+        for side in ("left", "right"):
+            expect = int(np.searchsorted(a.astype(object), x, side=side))
+            assert find_sorted(a, x, side) == expect, (dtype, x, side)
+    assert find_sorted(a[:0], 5) == 0
+
+
+def test_a_token_id_outside_the_vocabulary_is_refused(tables):
+    m = TableMatcher(tables["gpt2"])
+    for t in (-1, -(2**40), 2**31, 2**40):
+        assert not m.accept_token(t)
+    assert m.num_accepted == 0

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from triec._arrays import find_sorted
 from triec.runtime.word_masks import state_words
 
 if TYPE_CHECKING:
@@ -103,7 +104,7 @@ class TableMatcher:
             self._done = True
             return True
         toks, nxt = self.table._content(self._state)
-        i = int(np.searchsorted(toks, t))
+        i = find_sorted(toks, t)
         if i >= toks.shape[0] or int(toks[i]) != t:
             return False
         self._history.append(self._state)

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from triec._arrays import concat_ranges
+from triec._arrays import concat_ranges, find_sorted
 from triec._memo import per_table
 from triec.errors import ValueNotInTable
 from triec.keys import prepare_values, spell_all
@@ -157,7 +157,7 @@ class RestrictedTable(StateQueries):
     def subset_state(self, state: int) -> int:
         """The id of parent state ``state`` in a fresh compile of the subset."""
         s = int(state)
-        k = int(np.searchsorted(self.states, s))
+        k = find_sorted(self.states, s)
         if k == self.num_states or int(self.states[k]) != s:
             raise IndexError(f"state {state} is not a state of this subset (no subset value has its prefix)")
         return k

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from triec._arrays import find_sorted
 from triec.encoding import PLAIN, Encoding
 from triec.errors import ArtifactContentError, TokenNotAllowed
 
@@ -90,7 +91,7 @@ class StateQueries:
     def value_index(self, state: int) -> int:
         """Index of the value ``state`` completes, or -1 when it is not accepting."""
         s = self._check_state(state)
-        i = int(np.searchsorted(self.value_state, s))
+        i = find_sorted(self.value_state, s)
         return i if i < self.num_values and int(self.value_state[i]) == s else -1
 
     def is_accepting(self, state: int) -> bool:
@@ -123,7 +124,7 @@ class StateQueries:
         t = int(token_id)
         if not 0 <= t < self.vocab_size:  # type: ignore[attr-defined]
             raise TokenNotAllowed(f"token {t} is outside the vocabulary (0..{self.vocab_size - 1})")  # type: ignore[attr-defined]
-        i = int(np.searchsorted(tokens, t))
+        i = find_sorted(tokens, t)
         if i < tokens.shape[0] and int(tokens[i]) == t:
             return int(nxt[i])
         if t in self.eos_token_ids and self.is_accepting(state):

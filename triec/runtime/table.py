@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from triec._arrays import concat_ranges
+from triec._arrays import concat_ranges, find_sorted
 from triec.encoding import PLAIN, Encoding
 from triec.errors import ArtifactContentError, TokenizerMismatch
 from triec.runtime.kinds import TableKind
@@ -241,7 +241,7 @@ class MaskTable(StateQueries):
     def prefix(self, state: int) -> bytes:
         """The bytes read from the start to reach ``state``."""
         s = self._check_state(state)
-        i = int(np.searchsorted(self.value_state, s))  # first value whose path ends at or below s
+        i = find_sorted(self.value_state, s)  # first value whose path ends at or below s
         end = int(self.value_state[i])
         value = self.value_bytes[i]
         return value[: len(value) - (end - s)] if s > 0 else b""

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from triec._arrays import concat_ranges
+from triec._arrays import concat_ranges, find_sorted
 from triec.runtime.word_masks import StateWords, words_from_pairs
 from triec.tokenizer.index import TokenIndex, token_index
 
@@ -75,7 +75,7 @@ class Groups:
     def find(self, g: int, token: int) -> int:
         """The candidate index of ``token`` in group g, or -1."""
         lo, hi = self.span(g)
-        i = int(np.searchsorted(self.tokens[lo:hi], token)) + lo
+        i = find_sorted(self.tokens[lo:hi], token) + lo
         return i if i < hi and int(self.tokens[i]) == token else -1
 
     @staticmethod
@@ -265,8 +265,8 @@ class Slot:
         return self.trie.value_bytes
 
     def entries_at(self, state: int) -> range:
-        lo = int(np.searchsorted(self.entry_state, state, side="left"))
-        hi = int(np.searchsorted(self.entry_state, state, side="right"))
+        lo = find_sorted(self.entry_state, state, "left")
+        hi = find_sorted(self.entry_state, state, "right")
         return range(lo, hi)
 
     def tail_row(self, offset: int) -> int:
@@ -278,7 +278,7 @@ class Slot:
     def leaf_value(self, state: int) -> int:
         """The value whose key ends at ``state``, or -1."""
         vs = self.trie.value_state
-        i = int(np.searchsorted(vs, state))
+        i = find_sorted(vs, state)
         return i if i < vs.shape[0] and int(vs[i]) == state else -1
 
     def walk_bytes(self, state: int, data: bytes) -> tuple[int, int, bytes] | None:
