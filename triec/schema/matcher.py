@@ -219,7 +219,11 @@ class SchemaMatcher:
         if found is None:  # the group's candidates are found only on a miss: a tail's group can span thousands
             lo, hi = groups.span(gi)
             dyn = np.flatnonzero(groups.kind[lo:hi] == DYNAMIC) + lo
-            found = groups.tokens[self._viable(self._handover(st, st.s, val), st.s, groups, dyn)].astype(np.int64)
+            if not dyn.size:  # nothing to judge: no handover (it would compile the value's grammar for nothing)
+                found = _EMPTY
+            else:
+                after = self._handover(st, st.s, val)
+                found = groups.tokens[self._viable(after, st.s, groups, dyn)].astype(np.int64)
             _put(self.table, cache, key, found, vg is not None)
         return found
 
