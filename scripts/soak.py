@@ -53,21 +53,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))
 
-from serving import SERVER_ENV, free_port, stop_group  # noqa: E402 - tests/ is on the path from here
+from serving import SERVER_ENV, TOOLS, ServerDidNotStart, free_port, stop_group, wait_ready  # noqa: E402 - tests/ is on the path
 
 CACHE_BYTES = 32 << 20
 COLORS = ["red", "green", "blue", "re", "redder", "yellow"]
 FLIP = {"a": ["alpha", "bravo", "charlie"], "b": ["delta", "echo", "foxtrot"]}
 REGEX = r"[a-z]{2,6}-[0-9]{2}"
-TOOLS = [
-    {"type": "function", "function": {"name": "get_weather", "parameters": {
-        "type": "object", "properties": {"city": {"type": "string", "enum": ["Paris", "Rome"]}}, "required": ["city"],
-        "additionalProperties": False}}},
-    {"type": "function", "function": {"name": "send_alert", "parameters": {
-        "type": "object", "properties": {"level": {"type": "string", "enum": ["low", "high"]},
-                                         "repeat": {"type": "boolean"}},
-        "required": ["level", "repeat"], "additionalProperties": False}}},
-]  # fmt: skip
 FAULT_MESSAGES = re.compile(r"not a valid triec artifact|no artifact named|being written|cannot be read|is empty")
 WEIGHTS = {
     "xargs": 3, "restrict": 2, "choice_new": 2, "choice_repeat": 2, "backend_artifact": 2, "tools": 1,
@@ -256,17 +247,11 @@ def main(argv: list[str] | None = None) -> int:
     failures: list[str] = []
     try:
         client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="none", timeout=180, max_retries=0)
-        deadline = time.monotonic() + 600
-        while True:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                print(log_path.read_text()[-3000:], file=sys.stderr)
-                print(f"server did not start (exit {proc.returncode})", file=sys.stderr)
-                return 1
-            try:
-                client.models.list()
-                break
-            except openai.APIConnectionError:
-                time.sleep(1)
+        try:
+            wait_ready(client, proc, log_path, timeout_s=600)
+        except ServerDidNotStart as exc:
+            print(exc, file=sys.stderr)
+            return 1
         startup_s = time.monotonic() - t_start
         rss_start, pids_start = tree_rss(proc.pid)
         print(f"server up in {startup_s:.0f} s, {len(pids_start)} processes, RSS {rss_start / 2**20:.0f} MiB; "

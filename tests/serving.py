@@ -1,5 +1,8 @@
 """Starting and stopping a local vLLM OpenAI-compatible server: shared by the server tests and scripts/soak.py.
 
+``TOOLS`` are the two tools they call with ``tool_choice="required"``: closed
+argument schemas of enums and a boolean, so even a random model's calls end.
+
 ``SERVER_ENV`` raises the server's HTTP keep-alive above the client's. vLLM's
 uvicorn closes a connection idle for ``VLLM_HTTP_TIMEOUT_KEEP_ALIVE`` (5 s) and
 the openai client's pool reuses one idle up to its ``keepalive_expiry`` (also
@@ -16,15 +19,47 @@ import signal
 import socket
 import subprocess
 import time
+from pathlib import Path
+from typing import Any
 
 STARTUP_S = 300
 SERVER_ENV = {"VLLM_HTTP_TIMEOUT_KEEP_ALIVE": "60"}
+TOOLS = [
+    {"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string", "enum": ["Paris", "Rome"]}}, "required": ["city"],
+        "additionalProperties": False}}},
+    {"type": "function", "function": {"name": "send_alert", "parameters": {
+        "type": "object", "properties": {"level": {"type": "string", "enum": ["low", "high"]},
+                                         "repeat": {"type": "boolean"}},
+        "required": ["level", "repeat"], "additionalProperties": False}}},
+]  # fmt: skip
+
+
+class ServerDidNotStart(RuntimeError):
+    """The server exited or did not answer in time; the message ends with its log's tail."""
 
 
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def wait_ready(client: Any, proc: subprocess.Popen, log_path: Path, timeout_s: float = STARTUP_S) -> None:
+    """Poll ``/v1/models`` through the openai ``client`` until the server answers (ServerDidNotStart otherwise)."""
+    import openai
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if proc.poll() is not None:
+            raise ServerDidNotStart(f"server exited with {proc.returncode}: {log_path.read_text()[-3000:]}")
+        if time.monotonic() > deadline:
+            raise ServerDidNotStart(f"server not ready after {timeout_s:.0f} s: {log_path.read_text()[-3000:]}")
+        try:
+            client.models.list()
+            return
+        except openai.APIConnectionError:
+            time.sleep(1)
 
 
 def stop_group(proc: subprocess.Popen) -> None:

@@ -16,7 +16,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -31,20 +30,11 @@ pytest.importorskip("vllm")
 openai = pytest.importorskip("openai")
 jsonschema = pytest.importorskip("jsonschema")
 
-from serving import SERVER_ENV, STARTUP_S, free_port, stop_group  # noqa: E402
+from serving import SERVER_ENV, TOOLS, free_port, stop_group, wait_ready  # noqa: E402
 from tiny_llama import make_tiny_llama  # noqa: E402
 from vllm.v1.structured_output.utils import choice_as_grammar  # noqa: E402
 
 COLORS = ["red", "green", "blue", "re", "redder"]
-TOOLS = [
-    {"type": "function", "function": {"name": "get_weather", "parameters": {
-        "type": "object", "properties": {"city": {"type": "string", "enum": ["Paris", "Rome"]}}, "required": ["city"],
-        "additionalProperties": False}}},
-    {"type": "function", "function": {"name": "send_alert", "parameters": {
-        "type": "object", "properties": {"level": {"type": "string", "enum": ["low", "high"]},
-                                         "repeat": {"type": "boolean"}},
-        "required": ["level", "repeat"], "additionalProperties": False}}},
-]  # fmt: skip
 TEMPLATE = Path(__file__).with_name("qwen25_tools.jinja")
 
 
@@ -71,17 +61,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, objec
     proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="none", timeout=120, max_retries=0)
-        deadline = time.monotonic() + STARTUP_S
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"server exited with {proc.returncode}: {log_path.read_text()[-3000:]}")
-            if time.monotonic() > deadline:
-                pytest.fail(f"server not ready after {STARTUP_S} s: {log_path.read_text()[-3000:]}")
-            try:
-                client.models.list()
-                break
-            except openai.APIConnectionError:
-                time.sleep(1)
+        wait_ready(client, proc, log_path)
         yield {"client": client, "log": log_path}
     finally:
         stop_group(proc)

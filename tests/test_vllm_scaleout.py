@@ -30,7 +30,7 @@ openai = pytest.importorskip("openai")
 pytest.importorskip("jsonschema")
 
 from scaleout_cases import check, make_artifacts, requests  # noqa: E402
-from serving import SERVER_ENV, STARTUP_S, free_port, stop_group  # noqa: E402
+from serving import SERVER_ENV, free_port, stop_group, wait_ready  # noqa: E402
 
 DRIVER = Path(__file__).with_name("vllm_scaleout_driver.py")
 ENV = {"TRIEC_VLLM_BACKEND": "1", "VLLM_CPU_KVCACHE_SPACE": "1"}
@@ -94,15 +94,7 @@ def test_data_parallel_2_server_equals_one_engine(root: Path) -> None:
                                 stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
         try:
             client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="none", timeout=120, max_retries=0)
-            deadline = time.monotonic() + STARTUP_S
-            while True:
-                assert proc.poll() is None, f"server exited with {proc.returncode}: {log_path.read_text()[-3000:]}"
-                assert time.monotonic() < deadline, f"server not ready: {log_path.read_text()[-3000:]}"
-                try:
-                    client.models.list()
-                    break
-                except openai.APIConnectionError:
-                    time.sleep(1)
+            wait_ready(client, proc, log_path)
             start_s = time.perf_counter() - t
 
             def send(req: dict):

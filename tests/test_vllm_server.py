@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -24,7 +23,7 @@ pytestmark = pytest.mark.vllm
 pytest.importorskip("vllm")
 openai = pytest.importorskip("openai")
 
-from serving import SERVER_ENV, STARTUP_S, free_port, stop_group  # noqa: E402
+from serving import SERVER_ENV, free_port, stop_group, wait_ready  # noqa: E402
 from tiny_llama import make_tiny_llama  # noqa: E402
 
 COLORS = ["red", "green", "blue", "yellow"]
@@ -52,17 +51,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, objec
     proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="none", timeout=60, max_retries=0)
-        deadline = time.monotonic() + STARTUP_S
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"server exited with {proc.returncode}: {(root / 'server.log').read_text()[-3000:]}")
-            if time.monotonic() > deadline:
-                pytest.fail(f"server not ready after {STARTUP_S} s: {(root / 'server.log').read_text()[-3000:]}")
-            try:
-                client.models.list()
-                break
-            except openai.APIConnectionError:
-                time.sleep(1)
+        wait_ready(client, proc, root / "server.log")
         yield {"client": client, "tools": set(tools.values), "proc": proc}
     finally:
         stop_group(proc)
