@@ -1,4 +1,4 @@
-"""The vLLM backend's decisions and admission, engine-free, on vLLM 0.32's own classes.
+"""The vLLM backend's decisions and admission, engine-free, on the installed vLLM's own classes (0.32 or 0.33).
 
 The frontend decides what triec serves from the request alone
 (:func:`~triec.integrations.vllm.backend.admit`), the engine compiles it
@@ -146,8 +146,15 @@ def test_plugin_is_off_without_the_switch_or_on_another_vllm(monkeypatch, caplog
     monkeypatch.delenv(plugin.ENV, raising=False)
     plugin.register()
     assert not plugin.is_on()
-    assert plugin.mismatch() is None  # this vLLM is the one the replacements were written for
-    monkeypatch.setattr(vllm, "__version__", "0.33.0")
+    assert plugin.mismatch() is None  # this vLLM is one the replacements were written for
+    assert plugin.tested(vllm.__version__) and plugin.tag_compiler(backend_xgrammar.XgrammarBackend) is not None
+    monkeypatch.setattr(vllm, "__version__", "0.34.0")
+    monkeypatch.setenv(plugin.ALLOW_UNTESTED_ENV, "1")
+    assert plugin.mismatch() is None  # the operator's override skips the version test, and only it
+    monkeypatch.setattr(backend_xgrammar.XgrammarBackend, "compile_grammar", lambda self, request_type: None)
+    assert plugin.mismatch() == "XgrammarBackend.compile_grammar's structural-tag compiler differs"
+    monkeypatch.setattr(backend_xgrammar.XgrammarBackend, "compile_grammar", before[1])
+    monkeypatch.delenv(plugin.ALLOW_UNTESTED_ENV)
     monkeypatch.setenv(plugin.ENV, "1")
     records: list[logging.LogRecord] = []
     handler = logging.Handler()
@@ -159,7 +166,9 @@ def test_plugin_is_off_without_the_switch_or_on_another_vllm(monkeypatch, caplog
         plugin.log.removeHandler(handler)
     assert not plugin.is_on()
     assert [r.getMessage() for r in records] == [
-        "triec vLLM backend stays off: vLLM 0.33.0 (written against 0.32.x); structured outputs are vLLM's own"]
+        "triec vLLM backend stays off: vLLM 0.34.0 is outside the versions it was tested on (0.32.x, 0.33.x): install "
+        "one of those, or set TRIEC_VLLM_ALLOW_UNTESTED=1 to run it on this one where every other check passes; "
+        "structured outputs are vLLM's own"]  # fmt: skip
     assert (backend_xgrammar.validate_xgrammar_grammar, backend_xgrammar.XgrammarBackend.compile_grammar) == before
 
 

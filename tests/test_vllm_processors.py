@@ -555,3 +555,27 @@ def test_schema_admission_and_engine_side(artifacts) -> None:
     m = artifacts["toolcall"].matcher()
     assert m.accept_token(int(allowed[0]))
     assert np.array_equal(np.flatnonzero(torch.isfinite(logits[1]).numpy()), m.allowed())
+
+
+def test_caches_of_subsets_stay_within_their_byte_bounds(artifacts, tmp_path: Path) -> None:
+    """A stream of large distinct subsets (the soak's finding): the store's compacted subsets and the device tables
+    stay under their bounds in bytes (TRIEC_CACHE_BYTES), whatever their count bound, and every row stays right."""
+    tools = artifacts["tools"]
+    sample = tools.restrict(tools.values[:200]).compact()
+    one = _core.table_nbytes(sample)
+    store = _core.ArtifactStore(_core.store().directory, max_subsets=10_000, max_subset_bytes=3 * one)
+    proc = TriecLogitsProcessor(fake_config(), torch.device("cpu"), False)
+    proc.core.store = store
+    proc.core.max_tables = 10_000
+    proc.core.max_table_bytes = 2 * sample.to_torch(torch.device("cpu")).nbytes
+    rng = np.random.default_rng(3)
+    for i in range(12):
+        subset = sorted(rng.choice(tools.values, 200, replace=False).tolist())
+        params = SamplingParams(extra_args={"triec": "tools", "restrict": subset})
+        proc.update_state(BatchUpdate(1, [0] if i else [], [(0, params, [1], [])], []))
+        logits = torch.zeros(1, V)
+        proc.apply(logits)
+        view = tools.restrict(subset)
+        assert np.array_equal(np.flatnonzero(torch.isfinite(logits[0]).numpy()), view.allowed(view.start))
+        assert store.subset_bytes() <= 3 * one and len(store._subsets) <= 3
+        assert proc.core.table_bytes() <= proc.core.max_table_bytes

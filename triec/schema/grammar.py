@@ -283,6 +283,7 @@ class XGrammarDriver(EngineDriver):
         super().__init__(vocab)
         self.engine: XGrammarEngine = make_engine("xgrammar", vocab)  # type: ignore[assignment]
         self.xgr = self.engine._xgr
+        self.tag_compiler = self.engine.compiler  # structural tags' (:meth:`use_tokenizer_info`)
         self._batch: Any = None
 
     def compile(self, schema: dict[str, Any], whitespace: str = "compact") -> Any:
@@ -292,22 +293,26 @@ class XGrammarDriver(EngineDriver):
         return self.engine.compiler.compile_json_schema(text, any_whitespace=False,
                                                         separators=(ITEM_SEPARATOR, KEY_SEPARATOR))
 
-    def use_tokenizer_info(self, info: Any) -> None:
+    def use_tokenizer_info(self, info: Any, tag_info: Any = None) -> None:
         """Compile with a serving engine's own ``xgrammar.TokenizerInfo`` (SGLang's or vLLM's xgrammar backend's).
 
         Its engine rows then equal that backend's exactly, special tokens included: built from a Hugging Face
         tokenizer, xgrammar may take an added token such as ``<|im_start|>`` as its text inside a free string,
-        where triec's decoded vocabulary never allows it. The tries do not change (no such token crosses into a
-        value), and the compiled grammars made before are dropped.
+        where triec's decoded vocabulary never allows it. ``tag_info`` (default ``info``) is the one structural
+        tags are compiled with: vLLM 0.33 compiles JSON on a vocabulary without special tokens and structural
+        tags on the full one. The tries do not change (no such token crosses into a value), and the compiled
+        grammars made before are dropped.
         """
         self.engine.info = info
         self.engine.compiler = self.xgr.GrammarCompiler(info, cache_enabled=False)
+        self.tag_compiler = (self.engine.compiler if tag_info is None or tag_info is info
+                             else self.xgr.GrammarCompiler(tag_info, cache_enabled=False))  # fmt: skip
         self._grammars.clear()
 
     def _compile_spec(self, spec: GrammarSpec) -> Any:
         try:
             if spec.kind == "structural_tag":
-                return self.engine.compiler.compile_structural_tag(spec.schema)
+                return self.tag_compiler.compile_structural_tag(spec.schema)
             if not spec.after:
                 return self.compile(json.loads(spec.schema), spec.whitespace)
             xgr = self.xgr

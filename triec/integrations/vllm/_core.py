@@ -36,6 +36,7 @@ import numpy as np
 import torch
 
 from triec.errors import RequestError, TriecError
+from triec.integrations.constraints import Limits, table_nbytes
 from triec.runtime.kinds import TableKind
 from triec.runtime.table import MaskTable
 from triec.runtime.torch import DEFAULT_MAX_GATHER, TorchMaskTable
@@ -171,19 +172,27 @@ class ArtifactStore:
     while requests already holding the previous table finish on it (they keep
     their own reference). A deleted file's table is dropped the same way.
 
-    Restricted subsets are compacted into standalone tables and kept in a
-    small LRU cache, so requests repeating a subset share one table; the
-    subsets of a replaced version are dropped with it.
+    Restricted subsets are compacted into standalone tables and kept in an
+    LRU cache within ``max_subsets`` tables and ``max_subset_bytes`` bytes
+    (default ``TRIEC_CACHE_BYTES``, 256 MiB), so requests repeating a subset
+    share one table; the subsets of a replaced version are dropped with it.
     """
 
-    def __init__(self, directory: str | os.PathLike[str] | None = None, *, max_subsets: int = 256) -> None:
+    def __init__(self, directory: str | os.PathLike[str] | None = None, *, max_subsets: int = 256,
+                 max_subset_bytes: int | None = None) -> None:  # fmt: skip
         raw = os.environ.get(ENV_DIR) if directory is None else os.fspath(directory)
         self.directory = Path(raw).resolve() if raw else None
         self._tables: dict[str, _Loaded] = {}
         self._failed: dict[str, tuple[tuple[int, ...], str]] = {}  # name -> (stamp, message) of a settled bad file
-        self._subsets: OrderedDict[tuple[str, Version, tuple[str, ...]], MaskTable] = OrderedDict()
+        self._subsets: OrderedDict[tuple[str, Version, tuple[str, ...]], tuple[MaskTable, int]] = OrderedDict()
         self._max_subsets = max_subsets
+        self._max_subset_bytes = Limits.from_env().cache_bytes if max_subset_bytes is None else max_subset_bytes
         self._lock = threading.Lock()
+
+    def subset_bytes(self) -> int:
+        """Bytes held by the cached subsets (:func:`~triec.integrations.constraints.table_nbytes` of each)."""
+        with self._lock:
+            return sum(n for _, n in self._subsets.values())
 
     def path(self, name: str) -> Path:
         """The artifact file a name stands for; RequestError when it is not inside the directory."""
@@ -268,18 +277,22 @@ class ArtifactStore:
             )
         key = (request.name, version, request.restrict)
         with self._lock:
-            sub = self._subsets.get(key)
-            if sub is not None:
+            found = self._subsets.get(key)
+            if found is not None:
                 self._subsets.move_to_end(key)
-                return key, sub
+                return key, found[0]
         try:
             sub = table.restrict(request.restrict).compact()
         except TriecError as exc:
             raise RequestError(f"{ARG_RESTRICT!r} for artifact {request.name!r}: {exc}") from exc
+        nbytes = table_nbytes(sub)
+        if nbytes > self._max_subset_bytes:
+            return key, sub  # served, not kept
         with self._lock:
-            self._subsets[key] = sub
-            while len(self._subsets) > self._max_subsets:
-                self._subsets.popitem(last=False)
+            self._subsets[key] = (sub, nbytes)
+            total = sum(n for _, n in self._subsets.values())
+            while len(self._subsets) > self._max_subsets or total > self._max_subset_bytes:
+                total -= self._subsets.popitem(last=False)[1][1]
         return key, sub
 
 
@@ -427,7 +440,8 @@ class BatchState:
         self._keys: dict[Any, int] = {}
         self.tables: dict[int, TorchMaskTable] = {}
         self._next_gid = 0
-        self.max_tables = 256  # past this many, tables no slot uses are dropped
+        self.max_tables = 256  # past this many, or past max_table_bytes on the device, tables no slot uses are dropped
+        self.max_table_bytes = Limits.from_env().cache_bytes  # TRIEC_CACHE_BYTES
         self._eos = torch.tensor(sorted(set(eos_ids)) or [0], dtype=torch.int64, device=self.device)
 
     def _grow(self, slot: int) -> None:
@@ -449,11 +463,17 @@ class BatchState:
             self._next_gid += 1
             self._keys[key] = gid
             self.tables[gid] = table.to_torch(self.device)
+            if self.table_bytes() > self.max_table_bytes:
+                self._evict(keep=gid)
         return gid, self.tables[gid]
 
-    def _evict(self) -> None:
-        """Drop the device tables no slot uses (old artifact versions, subsets of finished requests)."""
-        used = set(np.unique(self.group).tolist())
+    def table_bytes(self) -> int:
+        """Device bytes held by the uploaded tables."""
+        return sum(t.nbytes for t in self.tables.values())
+
+    def _evict(self, keep: int | None = None) -> None:
+        """Drop the device tables no slot uses (old artifact versions, subsets of finished requests) but ``keep``."""
+        used = set(np.unique(self.group).tolist()) | {keep}
         for key, gid in list(self._keys.items()):
             if gid not in used:
                 del self._keys[key]

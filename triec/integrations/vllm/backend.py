@@ -1,8 +1,8 @@
-"""vLLM 0.32's structured outputs served by triec where it is exact, by xgrammar, unchanged, everywhere else.
+"""vLLM's structured outputs (0.32 and 0.33) served by triec where it is exact, by xgrammar, unchanged, elsewhere.
 
 vLLM has no registry of structured-output backends (vllm-project/vllm#50966),
-so :mod:`triec.integrations.vllm.plugin` installs three replacements, after
-checking that this vLLM is the one they were written against
+so :mod:`triec.integrations.vllm.plugin` installs four replacements, after
+checking that this vLLM is one they were written against
 (docs/decisions.md D22):
 
 * **frontend** ``backend_xgrammar.validate_xgrammar_grammar`` (a module
@@ -341,8 +341,9 @@ class EngineState:
         except BaseException as exc:  # noqa: BLE001  reported to every request that needs it
             self._future.set_exception(exc)
 
-    def use_tokenizer_info(self, compiler: Any) -> None:
-        """Run the schema layer's xgrammar on vLLM's own ``TokenizerInfo`` (that of ``XgrammarBackend.compiler``).
+    def use_tokenizer_info(self, compiler: Any, tag_compiler: Any = None) -> None:
+        """Run the schema layer's xgrammar on vLLM's own ``TokenizerInfo``: JSON on that of ``compiler``, structural
+        tags on that of ``tag_compiler`` (vLLM 0.33's ``full_vocab_compiler``; default the same).
 
         Its engine rows (a tool's arguments, the JSON around an enum) then equal
         vLLM's xgrammar backend's, special tokens included; once per engine.
@@ -355,7 +356,8 @@ class EngineState:
             from triec.schema.grammar import driver
 
             info = compiler.compile_regex("a").tokenizer_info  # the compiler keeps it; a compiled grammar shows it
-            driver("xgrammar", self._future.result()).use_tokenizer_info(info)
+            tag_info = info if tag_compiler in (None, compiler) else tag_compiler.compile_regex("a").tokenizer_info
+            driver("xgrammar", self._future.result()).use_tokenizer_info(info, tag_info)
             self._info_set = True
 
     def constraints(self, any_whitespace: bool) -> Constraints:
@@ -464,7 +466,12 @@ def frontend_hook(original: Callable[[Any], None]) -> Callable[[Any], None]:
 
 def compile_hook(original: Callable[..., StructuredOutputGrammar]) -> Callable[..., StructuredOutputGrammar]:
     """``XgrammarBackend.compile_grammar`` that builds a triec grammar where it is exact, xgrammar's elsewhere."""
+    from vllm.v1.structured_output.backend_xgrammar import XgrammarBackend
     from vllm.v1.structured_output.utils import choice_as_grammar
+
+    from triec.integrations.vllm.plugin import tag_compiler
+
+    tag_attr = tag_compiler(XgrammarBackend) or "compiler"  # the plugin checked it is one of the two
 
     def compile_grammar(self: Any, request_type: StructuredOutputOptions, grammar_spec: str,
                         stop_token_ids: set[int] | None = None) -> StructuredOutputGrammar:  # fmt: skip
@@ -472,7 +479,7 @@ def compile_hook(original: Callable[..., StructuredOutputGrammar]) -> Callable[.
         state = engine_state(self.vllm_config.model_config, self.vocab_size)
         if request_type in (StructuredOutputOptions.JSON, StructuredOutputOptions.STRUCTURAL_TAG):
             try:
-                state.use_tokenizer_info(self.compiler)
+                state.use_tokenizer_info(self.compiler, getattr(self, tag_attr))
             except Exception as exc:  # noqa: BLE001  triec_grammar reports a vocabulary that failed; xgrammar serves
                 log.debug("triec: vLLM's tokenizer info not taken: %s", exc)
         served = triec_grammar(state, request_type, grammar_spec, stop_token_ids, not self.disable_any_whitespace)
