@@ -68,7 +68,7 @@ def generate(model, tok, vocab: triec.Vocabulary, processor, *, sample: bool, ma
     torch.manual_seed(1)
     out = model.generate(
         **enc,
-        logits_processor=transformers.LogitsProcessorList([processor] if processor else []),
+        logits_processor=transformers.LogitsProcessorList(processor if isinstance(processor, list) else [processor] if processor else []),
         max_new_tokens=max_new_tokens, do_sample=sample, top_k=0 if sample else None,
         eos_token_id=list(vocab.eos_token_ids), pad_token_id=vocab.eos_token_ids[0],
     )  # fmt: skip
@@ -187,3 +187,62 @@ def test_generate_with_a_tool_registry(vocabs, hf, models) -> None:
         i = int(calls[0]["name"].split("_")[1])
         assert list(calls[0]["parameters"]) == [f"arg{i}"] and isinstance(calls[0]["parameters"][f"arg{i}"], int)
     assert ended > 0
+
+
+class _WriteTheTrigger(transformers.LogitsProcessor):
+    """A budget's end as an eval forces it: from step ``after`` on, the next byte of the trigger gets a large bonus."""
+
+    def __init__(self, pieces: list[int], after: int) -> None:
+        self.pieces, self.after, self.step = pieces, after, 0
+
+    def __call__(self, input_ids, scores):
+        k = self.step - self.after
+        if 0 <= k < len(self.pieces):
+            scores[:, self.pieces[k]] += 1e4
+        self.step += 1
+        return scores
+
+
+def test_think_then_answer_processor_follows_each_row(vocabs) -> None:
+    """Engine-free: the processor's rows are each row's TriggeredMatcher's, free text then the trigger then the set."""
+    from triec.runtime.trigger import Triggered
+
+    vocab = vocabs["qwen2"]
+    values = ["Paris", "Rome", "Oslo"]
+    table = triec.compile(values, vocab)
+    proc = TriecLogitsProcessor(table, trigger="Answer:", vocab=vocab)
+    ref = [Triggered(table, vocab, "Answer:").matcher() for _ in range(2)]
+    ids = {b: i for i, b in enumerate(vocab.token_bytes) if b}
+    script = [[ids[b"I"], ids[b" think"], ids[b" Answer"], ids[b":"], ids[b"R"], ids[b"ome"]],
+              [ids[b"Answer"], ids[b":"], ids[b"Paris"], vocab.eos_token_ids[0], vocab.eos_token_ids[0], vocab.eos_token_ids[0]]]  # fmt: skip
+    input_ids = torch.tensor([[5, 6], [5, 6]])
+    for step in range(6):
+        out = proc(input_ids, torch.zeros(2, vocab.vocab_size))
+        for row in range(2):
+            if ref[row].is_terminated():
+                continue
+            assert np.array_equal(np.flatnonzero(torch.isfinite(out[row]).numpy()), ref[row].allowed()), (step, row)
+            assert ref[row].accept_token(script[row][step])
+        input_ids = torch.cat([input_ids, torch.tensor([[script[0][step]], [script[1][step]]])], dim=1)
+    assert ref[0].value == "Rome" and ref[1].is_terminated() and ref[1].value == "Paris"
+    with pytest.raises(ValueError, match="vocab="):
+        TriecLogitsProcessor(table, trigger="Answer:")
+
+
+def test_generate_think_then_answer(vocabs, hf, models) -> None:
+    """generate: free text, then the trigger (written by a budget-forcing processor in front), then one value, EOS."""
+    vocab, tok, model = vocabs["qwen2"], hf["qwen2"], models["qwen2"]
+    values = triec.check.synthetic.tool_names(500)
+    table = triec.compile(values, vocab)
+    ids = {b: i for i, b in enumerate(vocab.token_bytes) if b}
+    force = _WriteTheTrigger([ids[b"\n"], ids[b"Answer"], ids[b":"]], after=4)
+    for sample in (False, True):
+        force.step = 0
+        proc = TriecLogitsProcessor(table, trigger="\nAnswer:", vocab=vocab)
+        rows = generate(model, tok, vocab, [force, proc], sample=sample, max_new_tokens=60)
+        for row in rows:
+            eos = [i for i, t in enumerate(row) if t in vocab.eos_token_ids]
+            assert eos, row
+            text = b"".join(vocab.token_bytes[t] for t in row[: eos[0]])
+            thought, sep, answer = text.partition(b"\nAnswer:")
+            assert sep and b"\nAnswer:" not in thought and answer.decode() in values, text

@@ -41,6 +41,7 @@ if TYPE_CHECKING:  # for type checkers; tests/test_public_api.py checks it names
     from triec.runtime.kinds import Table, TableKind
     from triec.runtime.states import FINISHED
     from triec.runtime.table import MaskTable
+    from triec.runtime.trigger import Triggered
     from triec.schema.compile import compile_schema, compile_structural_tag, compile_tools
     from triec.schema.matcher import SchemaMatcher
     from triec.schema.table import SchemaTable
@@ -63,6 +64,7 @@ _WHERE: dict[str, str] = {
     "MaskTable": "triec.runtime.table",
     "Table": "triec.runtime.kinds",
     "TableKind": "triec.runtime.kinds",
+    "Triggered": "triec.runtime.trigger",
     "compile_schema": "triec.schema.compile",
     "compile_structural_tag": "triec.schema.compile",
     "compile_tools": "triec.schema.compile",

@@ -14,6 +14,10 @@ from its slot's precomputed rows, the structure from its engine); its rows are
 written by one :class:`~triec.schema.matcher.SchemaMaskWriter` and copied to the
 logits' device.
 
+With ``trigger="Answer:"`` (and the table's ``vocab``) a plain table serves
+think-then-answer: each row is free text until it writes the trigger, then one
+value, then EOS (:mod:`triec.runtime.trigger`), one matcher per row on the CPU.
+
 Greedy and sampled decoding are supported; beam search (which reorders rows
 between steps) and assisted or speculative decoding (several tokens per call)
 are not: a call whose input is not exactly one token longer than the previous
@@ -24,6 +28,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import numpy as np
 import torch
 from transformers import LogitsProcessor
 
@@ -33,6 +38,7 @@ from triec.runtime.torch import TorchMaskTable
 if TYPE_CHECKING:
     from triec.runtime.restrict import RestrictedTable
     from triec.runtime.table import MaskTable
+    from triec.runtime.trigger import Triggered, TriggeredMatcher
     from triec.schema.matcher import SchemaMaskWriter, SchemaMatcher
     from triec.schema.table import SchemaTable
 
@@ -49,10 +55,18 @@ class TriecLogitsProcessor(LogitsProcessor):
     # (rows joining and leaving the batch) would scramble.
     supports_continuous_batching = False
 
-    def __init__(self, table: MaskTable | RestrictedTable | TorchMaskTable | SchemaTable) -> None:
+    def __init__(self, table: MaskTable | RestrictedTable | TorchMaskTable | SchemaTable, *,
+                 trigger: str | list[str] | None = None, vocab: object = None) -> None:  # fmt: skip
         self._source = table
         self._schema = table if getattr(table, "kind", None) is TableKind.TOOL_SCHEMA else None  # a TorchMaskTable has no kind
-        self.matchers: list[SchemaMatcher] | None = None
+        self._triggered: Triggered | None = None
+        if trigger is not None:
+            if vocab is None or getattr(table, "kind", None) is not TableKind.MASKS:
+                raise ValueError("trigger= needs a plain table (a compiled set, not a view or a schema) and its vocab=")
+            from triec.runtime.trigger import Triggered
+
+            self._triggered = Triggered(table, vocab, trigger)  # type: ignore[arg-type]
+        self.matchers: list[SchemaMatcher] | list[TriggeredMatcher] | None = None
         self._writer: SchemaMaskWriter | None = None
         self._tables: dict[torch.device, TorchMaskTable] = {}
         if isinstance(table, TorchMaskTable):
@@ -79,8 +93,8 @@ class TriecLogitsProcessor(LogitsProcessor):
         return table
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
-        if self._schema is not None:
-            return self._call_schema(input_ids, scores)
+        if self._schema is not None or self._triggered is not None:
+            return self._call_matchers(input_ids, scores)
         table = self.device_table(scores.device)
         batch, length = input_ids.shape
         if self.states is None or self.states.shape[0] != batch or length != self._length + 1:
@@ -90,12 +104,13 @@ class TriecLogitsProcessor(LogitsProcessor):
         self._length = length
         return table.apply_bitmask(scores, table.fill(self.states), inplace=False)
 
-    def _call_schema(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
-        table = self._schema
+    def _call_matchers(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        """One matcher per row on the host (a schema table's, or think-then-answer's), rows copied to the device."""
+        table = self._schema if self._schema is not None else self._triggered
         assert table is not None
         batch, length = input_ids.shape
         if self.matchers is None or len(self.matchers) != batch or length != self._length + 1:
-            self.matchers = [table.matcher() for _ in range(batch)]
+            self.matchers = [table.matcher() for _ in range(batch)]  # type: ignore[misc]
         else:
             last = input_ids[:, -1].tolist()
             for row, (m, t) in enumerate(zip(self.matchers, last, strict=True)):
@@ -104,9 +119,20 @@ class TriecLogitsProcessor(LogitsProcessor):
                 if not m.accept_token(t):
                     raise ValueError(f"row {row}: token {t} was not allowed by the mask (was the mask applied last?)")
         self._length = length
+        if self._schema is None:
+            assert self._triggered is not None
+            buf = np.zeros((batch, self._triggered.words), dtype=np.int32)
+            eos = [e for e in self._triggered.eos if e < buf.shape[1] * 32]
+            for row, m in zip(buf, self.matchers, strict=True):
+                if m.is_terminated():  # generate pads a finished row: EOS only, never an all -inf row
+                    for e in eos:
+                        row[e >> 5] |= np.int32(np.uint32(1 << (e & 31)).view(np.int32))
+                else:
+                    m.fill_bitmask(row)
+            return _apply_bitmask(scores, torch.from_numpy(buf).to(scores.device))
         if self._writer is None or self._writer.max_batch < batch:
-            self._writer = table.mask_writer(batch)
-        rows = torch.from_numpy(self._writer.fill(self.matchers)).to(scores.device)
+            self._writer = self._schema.mask_writer(batch)
+        rows = torch.from_numpy(self._writer.fill(self.matchers)).to(scores.device)  # type: ignore[arg-type]
         return _apply_bitmask(scores, rows)
 
 
