@@ -271,3 +271,13 @@ def test_bench_enums_shapes_put_each_large_enum_in_a_slot(shape: str) -> None:
             "items": ["/properties/entries/items/properties/code"],
             "anyof": ["/properties/finding/anyOf/0/properties/diagnosis"], "threshold": ["/properties/code"]}[shape]
     assert sorted(s.pointer for s in slots) == want and all(len(s.values) == 100 for s in slots)
+
+
+def test_bench_trigger_prints_its_figures() -> None:
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, str(SCRIPTS / "bench_trigger.py"), "--tokenizer", "gpt2", "--k", "50",
+                           "--repeat", "20"], capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "free states 7" in proc.stdout and "free row" in proc.stdout and "answer row" in proc.stdout
