@@ -98,7 +98,7 @@ def test_rows_equal_vllms_own_xgrammar(vllm_backend, monkeypatch, case: str) -> 
     kind, make = CASES[case]
     spec = make()
     assert plugin.tag_compiler(backend_xgrammar.XgrammarBackend) is not None
-    hooked = backend.compile_hook(_original())
+    hooked = backend.compile_hook(_original(), plugin.tag_compiler(backend_xgrammar.XgrammarBackend))
     rng = np.random.default_rng(sum(map(ord, case)))
     ours_b = torch.zeros((1, (V + 31) // 32), dtype=torch.int32)
     ref_b = torch.zeros_like(ours_b)
@@ -142,7 +142,7 @@ def test_tags_take_the_tag_compilers_tokenizer_info(vllm_backend) -> None:
     from triec.schema.grammar import driver
 
     attr = plugin.tag_compiler(backend_xgrammar.XgrammarBackend)
-    hooked = backend.compile_hook(_original())
+    hooked = backend.compile_hook(_original(), plugin.tag_compiler(backend_xgrammar.XgrammarBackend))
     hooked(vllm_backend, Opt.STRUCTURAL_TAG, json.dumps(hermes_tag(_tools(4), stop_after_first=True)), STOP)
     d = driver("xgrammar", backend.engine_state(vllm_backend.vllm_config.model_config, V)._future.result())
     tag_info = getattr(vllm_backend, attr).compile_regex("a").tokenizer_info

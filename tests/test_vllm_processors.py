@@ -560,9 +560,11 @@ def test_schema_admission_and_engine_side(artifacts) -> None:
 def test_caches_of_subsets_stay_within_their_byte_bounds(artifacts, tmp_path: Path) -> None:
     """A stream of large distinct subsets (the soak's finding): the store's compacted subsets and the device tables
     stay under their bounds in bytes (TRIEC_CACHE_BYTES), whatever their count bound, and every row stays right."""
+    from triec.integrations.constraints import table_nbytes
+
     tools = artifacts["tools"]
     sample = tools.restrict(tools.values[:200]).compact()
-    one = _core.table_nbytes(sample)
+    one = table_nbytes(sample)
     store = _core.ArtifactStore(_core.store().directory, max_subsets=10_000, max_subset_bytes=3 * one)
     proc = TriecLogitsProcessor(fake_config(), torch.device("cpu"), False)
     proc.core.store = store

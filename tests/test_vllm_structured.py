@@ -315,7 +315,10 @@ def test_tagged_tools_reads_the_hermes_tag() -> None:
     assert tagged_tools(hermes_tag([("f", True)], True)) is None  # a non-strict tool: any JSON arguments
     auto = hermes_tag([("f", WEATHER)], False)
     auto["format"] = {"type": "triggered_tags", "triggers": ["<tool_call>"], "tags": auto["format"]["tags"]}
-    assert tagged_tools(auto) is None  # tool_choice="auto": the model may also answer in text
+    calls = tagged_tools(auto)  # tool_choice="auto": free text around the calls, the same tools
+    assert calls is not None and calls.auto and calls.parallel and [t["function"]["name"] for t in calls.tools] == ["f"]
+    auto["format"]["triggers"] = ["<tool_call>", "<call>"]
+    assert tagged_tools(auto) is None
     llama = {"type": "structural_tag", "format": {"type": "triggered_tags", "triggers": ['{"name": '], "tags": [
         {"type": "tag", "begin": '{"name": "f", "parameters": ', "content": {"type": "json_schema", "json_schema": WEATHER},
          "end": "}"}], "at_least_one": True, "stop_after_first": False}}  # fmt: skip

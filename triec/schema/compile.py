@@ -60,6 +60,16 @@ def pick_markers(vocab: Vocabulary, n: int, avoid: str = "") -> list[str]:
     return out
 
 
+def _check_opener(vocab: Vocabulary, opener: int, marker: str, source: str) -> None:
+    """No token may hold a slot's opening byte followed by its marker's first byte: the engine's own row would let
+    it into the marker, past where the slot takes over."""
+    needle = bytes([opener]) + marker.encode("utf-8")[:1]
+    holder = next((i for i, tb in enumerate(vocab.token_bytes) if needle in tb), None)
+    if holder is not None:
+        raise SchemaShapeError(f"{source}: token {holder} holds {needle!r} (the trigger's last byte, then the marker's "
+                               "first byte); served by the engine")
+
+
 def build_values_slot(
     keys: list[bytes], vocab: Vocabulary, *, tail: bytes = b"", enter_state: int = -1, marker: str = "",
     value_grammar: np.ndarray | None = None, open: int = 0x22,
@@ -317,7 +327,7 @@ def compile_structural_tag(
     the engine alone (free text between tags, no tag required).
     """
     from triec.engines import engine_version
-    from triec.schema.tags import parse_structural_tag, tag_grammar
+    from triec.schema.tags import from_legacy, is_legacy, parse_structural_tag, start_grammar, tag_grammar
 
     if engine != "xgrammar":
         raise SchemaShapeError(f"{source}: structural tags are xgrammar's format; compile them with engine xgrammar")
@@ -325,23 +335,38 @@ def compile_structural_tag(
     if not isinstance(vocab, Vocabulary):
         vocab = Vocabulary.load(vocab)
     t0 = time.perf_counter()
+    if is_legacy(tag):  # recorded (and checked against xgrammar) as the triggered tags it stands for
+        tag = {"type": "structural_tag", "format": from_legacy(tag)}  # type: ignore[arg-type]
     text = tag if isinstance(tag, str) else json.dumps(tag, ensure_ascii=False)
     plan = parse_structural_tag(tag, source)
     (marker,) = pick_markers(vocab, 1, avoid=text)
-    keys = [b.encode("utf-8") for b in plan.begins]
+    # triggered tags: the slot's keys start at the trigger's last byte, where the free text's engine stands at the
+    # marker (docs/decisions.md D25); otherwise the whole begins
+    cut = len(plan.trigger.encode("utf-8")) - 1 if plan.trigger else 0
+    keys = [b.encode("utf-8")[cut:] for b in plan.begins]
     order = sorted(range(len(keys)), key=keys.__getitem__)
     keys = [keys[i] for i in order]
     opener = keys[0][:1].decode("latin-1")
+    if plan.trigger:
+        _check_opener(vocab, keys[0][0], marker, source)
     held = (0,) if plan.multi else ()
-    grammars = [Grammar(GrammarSpec(tag_grammar(plan.contents[i], plan.ends[i], plan.separator, opener, plan.multi,
-                                                 marker), kind="structural_tag"), b"", held) for i in order]
+    trigger = plan.trigger or None
+    first = 1 if trigger else 0  # grammar 0: the free text before the first tag
+    grammars = [Grammar(GrammarSpec(start_grammar(plan, marker), kind="structural_tag"), b"", (0,))] if trigger else []
+    grammars += [Grammar(GrammarSpec(tag_grammar(plan.contents[i], plan.ends[i], plan.separator, opener, plan.multi,
+                                                  marker, trigger, plan.excludes), kind="structural_tag"), b"", held)
+                 for i in order]  # fmt: skip
     t1 = time.perf_counter()
-    slot = build_values_slot(keys, vocab, enter_state=0 if plan.multi else -1, marker=marker if plan.multi else "",
-                             value_grammar=np.arange(len(keys), dtype=np.int32), open=keys[0][0])
+    entered = plan.multi or trigger is not None
+    slot = build_values_slot(keys, vocab, enter_state=0 if entered else -1, marker=marker if entered else "",
+                             value_grammar=np.arange(first, first + len(keys), dtype=np.int32), open=keys[0][0])
     t2 = time.perf_counter()
     info = {"shape": "structural-tag", "tag": text, "tags": len(keys), "multi": plan.multi}
-    table = SchemaTable(slots=[slot], grammars=grammars, start_slot=0, engine=engine,
-                        engine_version=engine_version(engine), convention=CONVENTION, info=info, vocab=vocab)
+    if trigger:
+        info.update({"trigger": trigger, "at_least_one": plan.at_least_one})
+    table = SchemaTable(slots=[slot], grammars=grammars, start_slot=-1 if trigger else 0,
+                        start_grammar=0 if trigger else -1, engine=engine,
+                        engine_version=engine_version(engine), convention=CONVENTION, info=info, vocab=vocab)  # fmt: skip
     stats.num_values = len(keys)
     stats.value_bytes = sum(map(len, keys))
     stats.num_states = slot.num_states

@@ -36,7 +36,7 @@ import numpy as np
 import torch
 
 from triec.errors import RequestError, TriecError
-from triec.integrations.constraints import Limits, table_nbytes
+from triec.integrations.limits import Limits, table_nbytes
 from triec.runtime.kinds import TableKind
 from triec.runtime.table import MaskTable
 from triec.runtime.torch import DEFAULT_MAX_GATHER, TorchMaskTable
@@ -158,6 +158,11 @@ class _Loaded:
     settled: bool
 
 
+def _cache_bytes() -> int:
+    """``TRIEC_CACHE_BYTES`` (256 MiB by default): the bound of every cache of compiled or compacted tables."""
+    return Limits.from_env().cache_bytes
+
+
 class ArtifactStore:
     """Artifacts by name inside one directory, loaded once (reloaded when the file changes).
 
@@ -186,11 +191,11 @@ class ArtifactStore:
         self._failed: dict[str, tuple[tuple[int, ...], str]] = {}  # name -> (stamp, message) of a settled bad file
         self._subsets: OrderedDict[tuple[str, Version, tuple[str, ...]], tuple[MaskTable, int]] = OrderedDict()
         self._max_subsets = max_subsets
-        self._max_subset_bytes = Limits.from_env().cache_bytes if max_subset_bytes is None else max_subset_bytes
+        self._max_subset_bytes = _cache_bytes() if max_subset_bytes is None else max_subset_bytes
         self._lock = threading.Lock()
 
     def subset_bytes(self) -> int:
-        """Bytes held by the cached subsets (:func:`~triec.integrations.constraints.table_nbytes` of each)."""
+        """Bytes held by the cached subsets (:func:`~triec.integrations.limits.table_nbytes` of each)."""
         with self._lock:
             return sum(n for _, n in self._subsets.values())
 
@@ -441,7 +446,7 @@ class BatchState:
         self.tables: dict[int, TorchMaskTable] = {}
         self._next_gid = 0
         self.max_tables = 256  # past this many, or past max_table_bytes on the device, tables no slot uses are dropped
-        self.max_table_bytes = Limits.from_env().cache_bytes  # TRIEC_CACHE_BYTES
+        self.max_table_bytes = _cache_bytes()
         self._eos = torch.tensor(sorted(set(eos_ids)) or [0], dtype=torch.int64, device=self.device)
 
     def _grow(self, slot: int) -> None:

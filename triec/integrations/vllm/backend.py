@@ -464,14 +464,13 @@ def frontend_hook(original: Callable[[Any], None]) -> Callable[[Any], None]:
     return validate_xgrammar_grammar
 
 
-def compile_hook(original: Callable[..., StructuredOutputGrammar]) -> Callable[..., StructuredOutputGrammar]:
-    """``XgrammarBackend.compile_grammar`` that builds a triec grammar where it is exact, xgrammar's elsewhere."""
-    from vllm.v1.structured_output.backend_xgrammar import XgrammarBackend
+def compile_hook(original: Callable[..., StructuredOutputGrammar], tag_attr: str = "compiler",
+                 ) -> Callable[..., StructuredOutputGrammar]:  # fmt: skip
+    """``XgrammarBackend.compile_grammar`` that builds a triec grammar where it is exact, xgrammar's elsewhere.
+
+    ``tag_attr``: the backend's compiler of structural tags (``plugin.tag_compiler``: 0.33's ``full_vocab_compiler``).
+    """
     from vllm.v1.structured_output.utils import choice_as_grammar
-
-    from triec.integrations.vllm.plugin import tag_compiler
-
-    tag_attr = tag_compiler(XgrammarBackend) or "compiler"  # the plugin checked it is one of the two
 
     def compile_grammar(self: Any, request_type: StructuredOutputOptions, grammar_spec: str,
                         stop_token_ids: set[int] | None = None) -> StructuredOutputGrammar:  # fmt: skip
@@ -539,15 +538,16 @@ class SparseXgrammar(types.ModuleType):
         return None
 
 
-def install() -> None:
-    """Install the replacements (idempotent). :mod:`.plugin` calls it after its checks."""
+def install(tag_attr: str = "compiler") -> None:
+    """Install the replacements (idempotent). :mod:`.plugin` calls it after its checks, with the attribute holding
+    the compiler vLLM compiles structural tags with."""
     from vllm.v1.structured_output import StructuredOutputManager, backend_xgrammar, utils
 
     if not getattr(backend_xgrammar.validate_xgrammar_grammar, "__triec__", False):
         backend_xgrammar.validate_xgrammar_grammar = frontend_hook(backend_xgrammar.validate_xgrammar_grammar)
     xb = backend_xgrammar.XgrammarBackend
     if not getattr(xb.compile_grammar, "__triec__", False):
-        xb.compile_grammar = compile_hook(xb.compile_grammar)  # type: ignore[method-assign]
+        xb.compile_grammar = compile_hook(xb.compile_grammar, tag_attr)  # type: ignore[method-assign]
     if not getattr(StructuredOutputManager.__init__, "__triec__", False):
         StructuredOutputManager.__init__ = manager_init_hook(StructuredOutputManager.__init__)  # type: ignore[method-assign]
     if not isinstance(utils.xgr, SparseXgrammar):

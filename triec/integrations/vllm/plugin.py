@@ -142,9 +142,11 @@ def register() -> None:
         log.warning("triec vLLM backend stays off: %s; structured outputs are vLLM's own", why)
         return
     try:
+        from vllm.v1.structured_output.backend_xgrammar import XgrammarBackend
+
         from triec.integrations.vllm import backend
 
-        backend.install()
+        backend.install(tag_compiler(XgrammarBackend) or "compiler")  # mismatch() checked it is one of the two
     except Exception as exc:  # noqa: BLE001
         log.warning("triec vLLM backend stays off: %s: %s", type(exc).__name__, exc)
         return

@@ -187,6 +187,7 @@ class ToolCalls:
     tools: list[dict[str, Any]]
     parallel: bool
     format: str  # the schema layer's format name: "vllm" (the JSON array) or "hermes" (tagged calls)
+    auto: bool = False  # tool_choice="auto": free text around the calls (a triggered tag)
 
 
 def _tool(name: str, params: Any) -> dict[str, Any]:
@@ -245,21 +246,27 @@ HERMES_ENDS = ("}\n</tool_call>", "}</tool_call>")
 
 
 def tagged_tools(doc: Any) -> ToolCalls | None:
-    """The tools of a strict hermes tool-call structural tag (``required`` or named), else None.
+    """The tools of a strict hermes tool-call structural tag (``required``, named or ``auto``), else None.
 
-    vLLM 0.32 builds ``{"type": "structural_tag", "format": {"type":
+    vLLM builds ``{"type": "structural_tag", "format": {"type":
     "tags_with_separator", "tags": [...], "separator": "", "at_least_one": true,
-    "stop_after_first": ...}}`` (a named tool: its tags only), each tool twice,
-    ``begin`` = ``<tool_call>\\n{"name": "N", "arguments": `` with and without the
-    newline, ``content`` its JSON schema. Only that shape is read; other
-    parsers' tags (llama, qwen3, ...) return None.
+    "stop_after_first": ...}}`` (a named tool: its tags only), and for ``auto``
+    ``{"type": "triggered_tags", "triggers": ["<tool_call>"], "tags": [...]}`` (free
+    text around the calls), each tool twice, ``begin`` = ``<tool_call>\\n{"name":
+    "N", "arguments": `` with and without the newline, ``content`` its JSON schema.
+    Only those shapes are read; other parsers' tags (llama, qwen3, ...) return None.
     """
     if not isinstance(doc, dict) or doc.get("type") != "structural_tag":
         return None
     fmt = doc.get("format")
-    if not isinstance(fmt, dict) or fmt.get("type") != "tags_with_separator" or fmt.get("at_least_one") is not True:
+    if not isinstance(fmt, dict):
         return None
-    if fmt.get("separator") != "" or not isinstance(fmt.get("tags"), list) or not fmt["tags"]:
+    if fmt.get("type") == "triggered_tags":
+        if fmt.get("triggers") != ["<tool_call>"] or fmt.get("excludes"):
+            return None
+    elif fmt.get("type") != "tags_with_separator" or fmt.get("at_least_one") is not True or fmt.get("separator") != "":
+        return None
+    if not isinstance(fmt.get("tags"), list) or not fmt["tags"]:
         return None
     found: dict[str, list[Any]] = {}
     for tag in fmt["tags"]:
@@ -283,7 +290,8 @@ def tagged_tools(doc: Any) -> ToolCalls | None:
         if len(schemas) != 2 or schemas[0] != schemas[1] or not isinstance(schemas[0], dict):
             return None  # not the pair vLLM writes, or "json_schema": true (a non-strict tool: any JSON)
         tools.append(_tool(name, schemas[0]))
-    return ToolCalls(tools, parallel=fmt.get("stop_after_first") is not True, format="hermes")
+    return ToolCalls(tools, parallel=fmt.get("stop_after_first") is not True, format="hermes",
+                     auto=fmt.get("type") == "triggered_tags")  # fmt: skip
 
 
 __all__ = [
