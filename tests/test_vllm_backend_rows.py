@@ -151,3 +151,52 @@ def test_tags_take_the_tag_compilers_tokenizer_info(vllm_backend) -> None:
     assert d.engine.compiler.compile_regex("a").tokenizer_info.decoded_vocab == json_info.decoded_vocab
     if attr == "full_vocab_compiler":  # 0.33: the JSON vocabulary has no special tokens, the tags' has them
         assert json_info.decoded_vocab[151645] == b"" and tag_info.decoded_vocab[151645] == b"<|im_end|>"
+
+
+def _vllm_auto_tag(tools: list[tuple[str, dict]]) -> str:
+    """The structural tag vLLM itself builds for the hermes parser, strict tools and ``tool_choice="auto"``, as its
+    frontend writes it into the request (``json.dumps(tag.model_dump())``)."""
+    from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionToolsParam
+    from vllm.tool_parsers.structural_tag_registry import get_model_structural_tag
+
+    params = [ChatCompletionToolsParam(type="function", function={"name": n, "parameters": p, "strict": True})
+              for n, p in tools]  # fmt: skip
+    tag = get_model_structural_tag("hermes", params, "auto", reasoning=False)
+    assert tag is not None
+    return json.dumps(tag.model_dump())
+
+
+def test_auto_tool_calls_equal_vllms_own_xgrammar(vllm_backend, monkeypatch) -> None:
+    """``tool_choice="auto"`` over 120 strict tools, the tag from vLLM's own builder: served by triec (not delegated),
+    rows equal vLLM's xgrammar through free text, a call, free text and a second call, then EOS."""
+    monkeypatch.delenv(backend.COMPACT_ENV, raising=False)
+    tools = _tools(120)
+    spec = _vllm_auto_tag(tools)
+    assert json.loads(spec)["format"]["type"] == "triggered_tags"
+    name_a, name_b = tools[1][0], tools[2][0]
+    text = ("Let me look. <tool_call>\n" + json.dumps({"name": name_a, "arguments": {"city": "Oslo", "unit": "c"}})
+            + "\n</tool_call>\nAnd now: <tool_call>\n" + json.dumps({"name": name_b, "arguments": {"level": 4}})
+            + "\n</tool_call> done").encode()  # fmt: skip
+    hooked = backend.compile_hook(_original(), plugin.tag_compiler(backend_xgrammar.XgrammarBackend))
+    from triec.tokenizer.vocabulary import Vocabulary
+
+    tb = Vocabulary.load("qwen2").token_bytes
+    ours_b = torch.zeros((1, (V + 31) // 32), dtype=torch.int32)
+    ref_b = torch.zeros_like(ours_b)
+    rng = np.random.default_rng(5)
+    for split in range(2):
+        ours = hooked(vllm_backend, Opt.STRUCTURAL_TAG, spec, STOP)
+        ref = _reference(vllm_backend, Opt.STRUCTURAL_TAG, spec)
+        assert isinstance(ours, backend.TriecGrammar), ours
+        i = steps = 0
+        while not ref.is_terminated():
+            ours.fill_bitmask(ours_b, 0)
+            ref.fill_bitmask(ref_b, 0)
+            a, b = _row(ours_b), _row(ref_b)
+            assert np.array_equal(a, b), (split, text[:i], sorted(set(a.tolist()) ^ set(b.tolist()))[:8])
+            fits = [t for t in a.tolist() if t < len(tb) and tb[t] and text.startswith(tb[t], i)]
+            t = int(rng.choice(fits)) if i < len(text) else min(STOP)
+            assert ours.accept_tokens("r", [t]) and ref.accept_tokens("r", [t])
+            i += len(tb[t]) if t < len(tb) else 0
+            steps += 1
+        assert ours.is_terminated() and i == len(text) and steps > 40
