@@ -248,3 +248,38 @@ def test_a_structural_tag_compiles_with_xgrammar(tmp_path: Path) -> None:
     assert json.loads(result.stdout)["shape"] == "structural-tag" and json.loads(result.stdout)["engine"] == "xgrammar"
     checked = invoke("verify", str(tmp_path / "tag.triec"), "--against", "xgrammar", "--quiet")
     assert checked.exit_code == 0, checked.stdout + checked.stderr
+
+
+@pytest.mark.engines
+def test_tool_choice_auto_compiles_vllms_hermes_tag(tmp_path: Path) -> None:
+    """A registry with --tool-format hermes --tool-choice auto: free text, then calls after <tool_call>; its
+    artifact serves the same rows as compile_structural_tag on the tag vLLM sends."""
+    import numpy as np
+
+    from triec.schema.compile import compile_structural_tag
+    from triec.schema.tags import hermes_tag
+
+    pytest.importorskip("xgrammar")
+    params = {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}
+    tools = [{"type": "function", "function": {"name": n, "parameters": params}} for n in ("search", "send", "sum")]
+    (tmp_path / "tools.json").write_text(json.dumps(tools))
+    out = tmp_path / "auto.triec"
+    result = invoke("compile", str(tmp_path / "tools.json"), "-t", "gpt2", "-o", str(out), "--tool-format", "hermes",
+                    "--tool-choice", "auto", "--json")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["shape"] == "structural-tag" and summary["trigger"] == "<tool_call>" and summary["names"] == 6
+    vocab = triec.Vocabulary.load("gpt2")
+    loaded = triec.load(out)
+    loaded.bind(vocab)
+    direct = compile_structural_tag(hermes_tag([(t["function"]["name"], params) for t in tools], "auto"), vocab)
+    a, b = (np.zeros(loaded.words_per_row, dtype=np.int32) for _ in range(2))
+    ids = {tb: i for i, tb in enumerate(vocab.token_bytes) if tb}
+    ms = [loaded.matcher(), direct.matcher()]
+    for piece in (b"Hi", b" <", b"tool", b"_", b"call", b">", b"{\"", b"name", b"\":", b" \"", b"se"):
+        ms[0].fill_bitmask(a)
+        ms[1].fill_bitmask(b)
+        assert np.array_equal(a, b), piece
+        assert all(m.accept_token(ids[piece]) for m in ms), piece
+    bad = invoke("compile", str(tmp_path / "tools.json"), "-t", "gpt2", "-o", str(tmp_path / "x.triec"), "--tool-choice", "auto")
+    assert bad.exit_code == 2 and "--tool-format hermes" in bad.output

@@ -76,6 +76,9 @@ def compile_cmd(
     single_call: Annotated[
         bool, typer.Option("--single-call", help="Tool registries (vllm, hermes): exactly one call, not one or more.")
     ] = False,
+    tool_choice: Annotated[
+        str, typer.Option("--tool-choice", help="Tool registries: required (calls only) or auto (hermes: free text, then calls after the <tool_call> trigger, as vLLM constrains tool_choice=auto with strict tools; engine xgrammar).")
+    ] = "required",
     whitespace: Annotated[
         str, typer.Option("--whitespace", help="Schemas, JSON tool formats: compact (', ' and ': ' only) or any (the engines' flexible JSON; xgrammar).")
     ] = "compact",
@@ -93,7 +96,9 @@ def compile_cmd(
     or {"tools": [...]}) compiles into calls of --tool-format: the names in a trie,
     each tool's arguments run by --engine on its own schema when first chosen. An
     xgrammar structural tag ({"type": "structural_tag", ...}: tagged tool calls whose
-    begins carry the names) compiles with its begins in a trie.
+    begins carry the names, with or without free text around them after a trigger)
+    compiles with its begins in a trie; --tool-choice auto turns a registry into
+    vLLM's hermes tag for tool_choice="auto".
     """
     from triec.build.compile import CompileStats, compile_sorted, prepare_buffer
     from triec.build.values import FORMATS, read_input
@@ -130,6 +135,15 @@ def compile_cmd(
         flags = [f for f, v in (("--encoding", encoding), ("--prefix", prefix), ("--suffix", suffix)) if v is not None]
         if flags:
             raise TriecError(f"{values}: a JSON Schema fixes its own spelling (compact JSON); drop {', '.join(flags)}")
+        if tool_choice not in ("required", "auto"):
+            raise TriecError(f"--tool-choice: expected required or auto, found {tool_choice!r}")
+        if tool_choice == "auto":
+            if kind != "tools" or tool_format != "hermes":
+                raise TriecError("--tool-choice auto: for a tool registry with --tool-format hermes (free text, then "
+                                 "calls after the <tool_call> trigger)")
+            if engine not in (None, "xgrammar"):
+                raise TriecError("--tool-choice auto: the calls are an xgrammar structural tag; use --engine xgrammar")
+            doc, kind, engine = _auto_tag(doc, values, not single_call), "tag", "xgrammar"
         if kind == "tag":
             engine = engine or "xgrammar"
         shape = {"kind": kind, "threshold": enum_threshold, "tool_format": tool_format, "parallel": not single_call,
@@ -237,7 +251,8 @@ def _schema_document(values: str, fmt: str, threshold: int) -> tuple[str, Any] |
         return "tools", doc
     if not isinstance(doc, dict):
         return None
-    if doc.get("type") in ("structural_tag", "tags_with_separator", "tag"):
+    if doc.get("type") in ("structural_tag", "tags_with_separator", "tag", "triggered_tags") or (
+            "structures" in doc and "triggers" in doc):  # fmt: skip
         return "tag", doc
     tool = looks_like_tool_schema(doc) and len(doc["properties"]) >= 2
     try:
@@ -254,6 +269,14 @@ def _schema_document(values: str, fmt: str, threshold: int) -> tuple[str, Any] |
     except ValuesError:
         return "schema", doc
     return None
+
+
+def _auto_tag(doc: Any, source: str, parallel: bool) -> dict[str, Any]:
+    """A registry as the triggered hermes tag vLLM sends for ``tool_choice="auto"`` and strict tools."""
+    from triec.schema.tags import hermes_tag
+    from triec.schema.tools import parse_tools
+
+    return hermes_tag([(t.name, t.parameters) for t in parse_tools(doc, source, "xgrammar")], "auto", parallel)
 
 
 def _compile_schema(
@@ -305,7 +328,9 @@ def _compile_schema(
         "whitespace": table.info.get("whitespace", "compact"),
         "grammars": len(table.grammars),
         "name_property": table.info.get("name_property"),
-        "names": start.num_values if start is not None else None,
+        "names": table.slots[0].num_values if table.info.get("shape") in ("tools", "structural-tag") else (
+            start.num_values if start is not None else None),  # fmt: skip
+        "trigger": table.info.get("trigger"),
         "values": stats.num_values,
         "duplicates_removed": stats.duplicates,
         "states": stats.num_states,
@@ -338,6 +363,8 @@ def _print_schema_summary(table: Any, summary: dict[str, Any]) -> None:
         t.add_row("argument grammars", f"{summary['grammars']:,}, each compiled when a sequence first picks its tool")
     elif summary["shape"] == "structural-tag":
         t.add_row("tag begins", f"{summary['names']:,}, each tag's content compiled when first opened")
+        if summary["trigger"]:
+            t.add_row("free text", escape(f"around the tags; a tag starts at the trigger {summary['trigger']!r}"))
     else:
         t.add_row("enums served by a trie", f"{len(summary['slots'])} (at least {summary['enum_threshold']:,} members, or a tool call's names)")
     for s in summary["slots"]:

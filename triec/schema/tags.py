@@ -141,6 +141,25 @@ def parse_structural_tag(doc: Any, source: str = "structural tag") -> TagPlan:
     return TagPlan(begins, contents, ends, separator, multi, trigger, at_least_one, excludes)
 
 
+def hermes_tag(tools: list[tuple[str, Any]], tool_choice: str = "auto", parallel: bool = True) -> dict[str, Any]:
+    """The structural tag vLLM builds for the hermes tool parser and strict tools (``(name, parameters)`` pairs):
+    each tool with and without newlines; ``auto`` lets free text stand around the calls (``triggered_tags``),
+    ``required`` asks for one call or more (``tags_with_separator``); ``parallel=False`` stops after the first."""
+    if tool_choice not in ("auto", "required"):
+        raise SchemaShapeError(f"tool choice {tool_choice!r}: expected auto or required")
+    tags = []
+    for name, params in tools:
+        content = {"type": "json_schema", "json_schema": params}
+        for begin, end in (('<tool_call>\n{"name": "', "}\n</tool_call>"), ('<tool_call>{"name": "', "}</tool_call>")):
+            tags.append({"type": "tag", "begin": begin + name + '", "arguments": ', "content": content, "end": end})
+    fmt: dict[str, Any] = (
+        {"type": "triggered_tags", "triggers": ["<tool_call>"], "tags": tags, "at_least_one": False}
+        if tool_choice == "auto" else {"type": "tags_with_separator", "tags": tags, "separator": "", "at_least_one": True}
+    )  # fmt: skip
+    fmt["stop_after_first"] = not parallel
+    return {"type": "structural_tag", "format": fmt}
+
+
 def free_text(trigger: str, marker: str, excludes: tuple[str, ...]) -> dict[str, Any]:
     """Free text as a triggered tag's grammar writes it: any text until the trigger, which only the marker follows
     (where the begins' slot takes over); EOS where no trigger is pending."""
