@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 import triec
+import triec.check.synthetic
 
 pytestmark = pytest.mark.vllm
 
@@ -69,7 +70,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, objec
 
 
 def complete(client, so: dict, prompt: str = "Pick one:", **kw):
-    return client.completions.create(model="tiny", prompt=prompt, max_tokens=24, temperature=0.0,
+    kw.setdefault("max_tokens", 24)
+    return client.completions.create(model="tiny", prompt=prompt, temperature=0.0,
                                      extra_body={"structured_outputs": so, "return_token_ids": True}, **kw).choices[0]  # fmt: skip
 
 
@@ -181,3 +183,24 @@ def test_refusals_are_400_and_the_server_keeps_serving(server) -> None:
                  parallel_tool_calls=False)  # fmt: skip
         assert info.value.status_code == 400
     assert complete(client, {"choice": COLORS}).text in COLORS  # still serving, and correctly
+
+
+def test_auto_tool_calls_over_500_tools_equal_xgrammar_token_for_token(server) -> None:
+    """``tool_choice="auto"`` with 500 strict tools, as vLLM's hermes parser constrains it (the structural tag
+    built by vLLM's own builder): served by triec (its log says so), token for token equal to xgrammar serving
+    the same language (the same tag inside a one-element ``sequence``, which triec leaves to xgrammar)."""
+    from test_vllm_backend_rows import _vllm_auto_tag  # tests/ is on sys.path
+
+    params = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"],
+              "additionalProperties": False}  # fmt: skip
+    tag = _vllm_auto_tag([(name, params) for name in triec.check.synthetic.tool_names(500)])
+    doc = json.loads(tag)
+    wrapped = json.dumps({"type": "structural_tag", "format": {"type": "sequence", "elements": [doc["format"]]}})
+    client = server["client"]
+    before = server["log"].read_text().count("STRUCTURAL_TAG served by triec")
+    for prompt in ("Which tool? Think first, then call it: <tool_call>\n{\"name\": \"", "Hello"):
+        ours = complete(client, {"structural_tag": tag}, prompt, max_tokens=40)
+        ref = complete(client, {"structural_tag": wrapped}, prompt, max_tokens=40)
+        assert ours.token_ids == ref.token_ids, (ours.text, ref.text)
+    log = server["log"].read_text()
+    assert log.count("STRUCTURAL_TAG served by triec") >= before + 2 and "STRUCTURAL_TAG delegated to xgrammar" in log

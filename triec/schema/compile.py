@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -60,11 +61,17 @@ def pick_markers(vocab: Vocabulary, n: int, avoid: str = "") -> list[str]:
     return out
 
 
+_HOLDERS: dict[tuple[str, bytes], int | None] = {}
+
+
 def _check_opener(vocab: Vocabulary, opener: int, marker: str, source: str) -> None:
     """No token may hold a slot's opening byte followed by its marker's first byte: the engine's own row would let
-    it into the marker, past where the slot takes over."""
+    it into the marker, past where the slot takes over. One pass over the vocabulary per (vocabulary, bytes)."""
     needle = bytes([opener]) + marker.encode("utf-8")[:1]
-    holder = next((i for i, tb in enumerate(vocab.token_bytes) if needle in tb), None)
+    key = (vocab.fingerprint, needle)
+    if key not in _HOLDERS:
+        _HOLDERS[key] = next((i for i, tb in enumerate(vocab.token_bytes) if needle in tb), None)
+    holder = _HOLDERS[key]
     if holder is not None:
         raise SchemaShapeError(f"{source}: token {holder} holds {needle!r} (the trigger's last byte, then the marker's "
                                "first byte); served by the engine")
@@ -353,9 +360,11 @@ def compile_structural_tag(
     trigger = plan.trigger or None
     first = 1 if trigger else 0  # grammar 0: the free text before the first tag
     grammars = [Grammar(GrammarSpec(start_grammar(plan, marker), kind="structural_tag"), b"", (0,))] if trigger else []
-    grammars += [Grammar(GrammarSpec(tag_grammar(plan.contents[i], plan.ends[i], plan.separator, opener, plan.multi,
-                                                  marker, trigger, plan.excludes), kind="structural_tag"), b"", held)
-                 for i in order]  # fmt: skip
+    def made(i: int) -> Callable[[], GrammarSpec]:  # each tag's grammar text is written when a sequence opens it
+        return lambda: GrammarSpec(tag_grammar(plan.contents[i], plan.ends[i], plan.separator, opener, plan.multi,
+                                               marker, trigger, plan.excludes), kind="structural_tag")  # fmt: skip
+
+    grammars += [Grammar(template=b"", slots=held, make=made(i)) for i in order]
     t1 = time.perf_counter()
     entered = plan.multi or trigger is not None
     slot = build_values_slot(keys, vocab, enter_state=0 if entered else -1, marker=marker if entered else "",

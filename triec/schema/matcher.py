@@ -54,10 +54,11 @@ class State:
     visit: int = 0  # slot entries so far
     cache: dict[Any, Any] = field(default_factory=dict)  # per visit: judged tokens, rows after the marker
     fresh: bytes | None = None  # ENGINE: the handle is grammar g's template fed exactly these bytes (else None)
+    last: bytes = b""  # triggered tags: the last bytes the engines read (a trigger's prefix must end them to enter)
 
     def copy(self) -> State:
         return State(self.phase, self.g, self.m, self.s, self.pos, self.val, self.chosen, self.visit, self.cache,
-                     self.fresh)  # fmt: skip
+                     self.fresh, self.last)  # fmt: skip
 
 
 class SchemaMatcher:
@@ -74,6 +75,11 @@ class SchemaMatcher:
         self._bytes = _byte_tokens(table)
         self._num_tokens = table.vocabulary().num_tokens
         self.history: list[Any] = []  # per accepted token: 1 (one engine step), 2 (EOS) or the State before it
+        # triggered tags: a slot is entered only where the engines' text ends with the trigger but its last byte
+        # (that byte is the slot's opening one), so a row probes only the heads that can complete it (D25);
+        # an engine step's history is then the ``last`` bytes before it
+        self._need = str(table.info.get("trigger", "")).encode("utf-8")[:-1]
+        self._keep = len(self._need)
         self.st = state if state is not None else self._initial()
 
     def _initial(self) -> State:
@@ -169,12 +175,15 @@ class SchemaMatcher:
         """The engine's row plus every token the probes let into a slot."""
         t = self.table
         self.drv.fill(st.m, row)
+        if self._need and not any(st.last.endswith(before) for before in _trigger_tails(t)):
+            return  # triggered tags: no head can complete the trigger after this text (free text, mostly)
         for s in t.grammars[st.g].slots:
             slot = t.slots[s]
             mark = slot.marker.encode("utf-8")
             opener = bytes([slot.open])
             ob = int(self._bytes[slot.open])
-            if (ob < 0 or _bit(row, ob)) and self._at_slot(st.m, opener, mark):
+            need = self._need
+            if (ob < 0 or _bit(row, ob)) and st.last.endswith(need) and self._at_slot(st.m, opener, mark):
                 _or_source(slot, slot.enter_state, row)
                 if slot.dynamic[slot.enter_state]:
                     _set_all(row, self._dynamic_here(self._entered(st, s), slot).tolist())
@@ -182,20 +191,31 @@ class SchemaMatcher:
             gates = _head_gates(t)[s]
             if not gates.size:
                 continue
+            if need:  # triggered tags: only the heads that can complete the trigger here (a handful, no numpy)
+                for j, h, before, gate in _trigger_heads(t)[s]:
+                    if not st.last.endswith(before) or (gate >= 0 and not _bit(row, gate)):
+                        continue
+                    if self._at_slot(st.m, h + opener, mark):
+                        self._enter_row(st, s, slot, j, h, row)
+                continue
             # heads whose gate token (the longest token spelling a prefix of the head and the opener) is allowed
             words = row.view(np.uint32)[gates >> 5]
             live = np.flatnonzero((gates < 0) | ((words >> (gates & 31).astype(np.uint32)) & 1).astype(bool))
             for j in live.tolist():
                 h = en.labels[j]
-                if not self._at_slot(st.m, h + opener, mark):
-                    continue
-                _or_source(slot, slot.enter_row(j), row)
-                if slot.dynamic[slot.enter_row(j)]:
-                    at = self._entered(st, s, h)
-                    lo, hi = en.span(j)
-                    for k in (np.flatnonzero(en.kind[lo:hi] == DYNAMIC) + lo).tolist():
-                        if self._rest_ok(at, s, int(en.leaf[k]), en.rest_of(k), int(en.rest_token[k])):
-                            _set(row, int(en.tokens[k]))
+                if self._at_slot(st.m, h + opener, mark):
+                    self._enter_row(st, s, slot, j, h, row)
+
+    def _enter_row(self, st: State, s: int, slot: Slot, j: int, h: bytes, row: np.ndarray) -> None:
+        """Add the tokens of entering head ``j`` (the engine stands at the slot after reading ``h``)."""
+        en = slot.enters
+        _or_source(slot, slot.enter_row(j), row)
+        if slot.dynamic[slot.enter_row(j)]:
+            at = self._entered(st, s, h)
+            lo, hi = en.span(j)
+            for k in (np.flatnonzero(en.kind[lo:hi] == DYNAMIC) + lo).tolist():
+                if self._rest_ok(at, s, int(en.leaf[k]), en.rest_of(k), int(en.rest_token[k])):
+                    _set(row, int(en.tokens[k]))
 
     def _at_slot(self, m: Any, head: bytes, mark: bytes) -> bool:
         """After ``head`` (ending in the slot's opening byte), does the engine stand at the marker's slot?"""
@@ -356,6 +376,8 @@ class SchemaMatcher:
                     return None
                 if st.fresh is not None:
                     st.fresh += data[i:j]
+                if self._keep:
+                    st.last = (st.last + data[i:j])[-self._keep :]
                 i = j
             elif st.phase == SLOT:
                 slot = self.table.slots[st.s]
@@ -406,7 +428,11 @@ class SchemaMatcher:
                     self.st = new
                     return True
             if self.drv.accept(st.m, t):
-                self.history.append(1)
+                if self._keep:
+                    self.history.append(st.last)
+                    st.last = (st.last + self.table.vocabulary().token_bytes[t])[-self._keep :]
+                else:
+                    self.history.append(1)
                 st.fresh = None  # a token the engine took itself: its state is no longer a template's plus bytes
                 return True
             return False
@@ -471,10 +497,12 @@ class SchemaMatcher:
         steps = 0
         for _ in range(n):
             rec = self.history.pop()
-            if isinstance(rec, int):  # an engine step (2: the EOS that ended the output)
+            if isinstance(rec, (int, bytes)):  # an engine step (2: the EOS that ended the output; bytes: ``last``)
                 steps += 1
                 if rec == 2:
                     self.st.phase = ENGINE
+                elif isinstance(rec, bytes):
+                    self.st.last = rec
                 continue
             if steps:
                 self.drv.rollback(self.st.m, steps)
@@ -578,6 +606,32 @@ class SchemaMaskWriter:
 
 
 _SMALL = 12  # words per row written by a Python loop (about 40 ns a word) rather than one numpy assignment (~1 us)
+
+
+@per_table
+def _trigger_heads(table: SchemaTable) -> list[list[tuple[int, bytes, bytes, int]]]:
+    """Triggered tags, per slot: the entering heads that can complete the trigger but its last byte, as (index,
+    head, the bytes the text before the head must end with, gate token). A head h qualifies when it is a tail of
+    that prefix (the text supplies the rest) or ends with all of it; no other head can ever enter."""
+    need = str(table.info.get("trigger", "")).encode("utf-8")[:-1]
+    out = []
+    for s, slot in enumerate(table.slots):
+        gates = _head_gates(table)[s].tolist()
+        found = []
+        for j, h in enumerate(slot.enters.labels):
+            if len(h) < len(need) and need.endswith(h):
+                found.append((j, h, need[: len(need) - len(h)], gates[j]))
+            elif h.endswith(need):
+                found.append((j, h, b"", gates[j]))
+        out.append(found)
+    return out
+
+
+@per_table
+def _trigger_tails(table: SchemaTable) -> tuple[bytes, ...]:
+    """Triggered tags: what the text must end with for any head (or the opening byte alone) to enter a slot."""
+    need = str(table.info.get("trigger", "")).encode("utf-8")[:-1]
+    return (need, *{before for heads in _trigger_heads(table) for _, _, before, _ in heads})
 
 
 @per_table

@@ -159,6 +159,25 @@ def _below_group(ti: TokenIndex, prefix: bytes, tail: bytes, label: bytes) -> Gr
                   rest_token=rest_token, labels=[label])
 
 
+_HEADS: OrderedDict[tuple[str, int, bytes, bytes], Groups] = OrderedDict()
+_HEADS_KEPT = 256  # (vocabulary, head, tail) groups kept: registries and enums share their few key endings
+
+
+def _head_group(vocab: Vocabulary, ti: TokenIndex, head: bytes, tail: bytes) -> Groups:
+    """:func:`_below_group` of an exit head, computed once per (vocabulary, head, tail) in a process: the keys of
+    every registry end alike (``", "arguments": `` in tool-call begins, ``"`` in enums), and a group over a
+    common head (a space) is a pass over a third of the vocabulary."""
+    key = (vocab.fingerprint, vocab.vocab_size, head, tail)
+    found = _HEADS.get(key)
+    if found is None:
+        found = _HEADS[key] = _below_group(ti, head, tail, head)
+        while len(_HEADS) > _HEADS_KEPT:
+            _HEADS.popitem(last=False)
+    else:
+        _HEADS.move_to_end(key)
+    return found
+
+
 _TAILS: OrderedDict[tuple[str, int, bytes], Groups] = OrderedDict()
 _TAILS_KEPT = 32  # (vocabulary, tail) pairs kept; a tail's groups can hold every token that starts with a space
 
@@ -332,7 +351,7 @@ def build_slot(
     # exits: one group per head (a vocabulary-trie node; its bytes are the end of any key it closes)
     _, first, inverse = np.unique(v, return_index=True, return_inverse=True)
     labels = [keys[int(leaf[i])][int(trie_depth[start[i]]) :] for i in first.tolist()]
-    head_groups = [_below_group(ti, h, tail, h) for h in labels]
+    head_groups = [_head_group(vocab, ti, h, tail) for h in labels]
     live = np.array([int(g.offsets[-1]) > 0 for g in head_groups], dtype=bool)
     keep = live[inverse] if inverse.size else np.zeros(0, dtype=bool)
     remap = np.cumsum(live) - 1
