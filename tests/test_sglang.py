@@ -325,6 +325,9 @@ def test_enums_anywhere_and_tool_calls_are_served_by_the_schema_layer(server_arg
     tag = {"type": "structural_tag", "format": {"type": "tags_with_separator", "tags": tags, "separator": "",
                                                 "at_least_one": True, "stop_after_first": False}}
     assert walk_pair(backends(server_args, hf), ("structural_tag", json.dumps(tag)), 151_936) > 100
+    legacy = {"type": "structural_tag", "triggers": ["<tool_call>"], "at_least_one": True, "structures": [
+        {"begin": t["begin"], "schema": t["content"]["json_schema"], "end": t["end"]} for t in tags]}  # fmt: skip
+    assert walk_pair(backends(server_args, hf), ("structural_tag", json.dumps(legacy)), 151_936) > 100  # triggered
 
 
 # ----------------------------------------------------------------------------- delegated requests
@@ -334,8 +337,9 @@ DELEGATED = [
     ("json", json.dumps({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]})),
     ("json", json.dumps({"enum": ["a", 1, None]})), ("json", "$$ANY$$"), ("ebnf", 'root ::= "yes" | "no"'),
     ("structural_tag", json.dumps({"type": "structural_tag", "structures": [
-        {"begin": "<tool_call>{\"name\":\"get_weather\", \"arguments\":", "schema": {"type": "object"}, "end": "}</tool_call>"}],
-        "triggers": ["<tool_call>"], "at_least_one": True})),
+        {"begin": "<tool_call>{\"name\":\"get_weather\", \"arguments\":", "schema": {"type": "object"}, "end": "}</tool_call>"},
+        {"begin": "<call>{\"name\":\"get_time\", \"arguments\":", "schema": {"type": "object"}, "end": "}</call>"}],
+        "triggers": ["<tool_call>", "<call>"]})),  # two triggers: xgrammar's
 ]  # fmt: skip
 
 

@@ -60,9 +60,11 @@ def from_legacy(doc: dict[str, Any]) -> dict[str, Any]:
     format it stands for (xgrammar's ``compile_structural_tag(tags, triggers)``)."""
     structures = doc.get("structures")
     tags = [{"type": "tag", "begin": s.get("begin"), "end": s.get("end"),
-             "content": {"type": "json_schema", "json_schema": s.get("schema")}} if isinstance(s, dict) else s
-            for s in structures] if isinstance(structures, list) else structures  # fmt: skip
-    return {"type": "triggered_tags", "triggers": doc.get("triggers"), "tags": tags}
+             "content": {"type": "json_schema", "json_schema": {} if s.get("schema") is None else s.get("schema")}}
+            if isinstance(s, dict) else s for s in structures] if isinstance(structures, list) else structures  # fmt: skip
+    # SGLang reads a top-level "at_least_one" too (xgrammar's legacy call has none: false)
+    return {"type": "triggered_tags", "triggers": doc.get("triggers"), "tags": tags,
+            "at_least_one": doc.get("at_least_one", False) is True}  # fmt: skip
 
 
 def parse_structural_tag(doc: Any, source: str = "structural tag") -> TagPlan:
