@@ -251,3 +251,15 @@ def test_tool_calls_are_served_and_equal_vllms_xgrammar(state, monkeypatch, shap
             t = int(rng.choice(a))
             assert ours.accept_tokens("r", [t]) and ref.accept_token(t)
     assert rows > 200
+
+
+def test_a_legacy_tag_with_at_least_one_stays_xgrammars(state) -> None:
+    """vLLM compiles the legacy ``structures``/``triggers`` tag without its ``at_least_one`` (SGLang with it): triec
+    serves the legacy tag where the two agree and leaves the other to xgrammar, in the frontend and the engine."""
+    doc = {"structures": [{"begin": '<tool_call>{"name": "f", "arguments": ', "schema": {"type": "object"},
+                           "end": "}</tool_call>"}], "triggers": ["<tool_call>"]}  # fmt: skip
+    assert backend.admit(SO(structural_tag=json.dumps(doc)))
+    assert isinstance(backend.triec_grammar(state, Opt.STRUCTURAL_TAG, json.dumps(doc), None, True), backend.TriecGrammar)
+    doc["at_least_one"] = True
+    assert not backend.admit(SO(structural_tag=json.dumps(doc)))
+    assert isinstance(backend.triec_grammar(state, Opt.STRUCTURAL_TAG, json.dumps(doc), None, True), Delegate)

@@ -78,7 +78,7 @@ class SchemaMatcher:
         # triggered tags: a slot is entered only where the engines' text ends with the trigger but its last byte
         # (that byte is the slot's opening one), so a row probes only the heads that can complete it (D25);
         # an engine step's history is then the ``last`` bytes before it
-        self._need = str(table.info.get("trigger", "")).encode("utf-8")[:-1]
+        self._need = _trigger_prefix(table)
         self._keep = len(self._need)
         self.st = state if state is not None else self._initial()
 
@@ -608,12 +608,17 @@ class SchemaMaskWriter:
 _SMALL = 12  # words per row written by a Python loop (about 40 ns a word) rather than one numpy assignment (~1 us)
 
 
+def _trigger_prefix(table: SchemaTable) -> bytes:
+    """A triggered table's trigger but its last byte (the slot's opening byte); b"" for any other table."""
+    return str(table.info.get("trigger", "")).encode("utf-8")[:-1]
+
+
 @per_table
 def _trigger_heads(table: SchemaTable) -> list[list[tuple[int, bytes, bytes, int]]]:
     """Triggered tags, per slot: the entering heads that can complete the trigger but its last byte, as (index,
     head, the bytes the text before the head must end with, gate token). A head h qualifies when it is a tail of
     that prefix (the text supplies the rest) or ends with all of it; no other head can ever enter."""
-    need = str(table.info.get("trigger", "")).encode("utf-8")[:-1]
+    need = _trigger_prefix(table)
     out = []
     for s, slot in enumerate(table.slots):
         gates = _head_gates(table)[s].tolist()
@@ -630,7 +635,7 @@ def _trigger_heads(table: SchemaTable) -> list[list[tuple[int, bytes, bytes, int
 @per_table
 def _trigger_tails(table: SchemaTable) -> tuple[bytes, ...]:
     """Triggered tags: what the text must end with for any head (or the opening byte alone) to enter a slot."""
-    need = str(table.info.get("trigger", "")).encode("utf-8")[:-1]
+    need = _trigger_prefix(table)
     return (need, *{before for heads in _trigger_heads(table) for _, _, before, _ in heads})
 
 

@@ -66,7 +66,7 @@ from triec.integrations.constraints import (
     string_enum,
 )
 from triec.integrations.vllm.structured import RequestGrammar, apply_bitmask_sparse, tagged_tools
-from triec.schema.tags import parse_structural_tag
+from triec.schema.tags import is_legacy, parse_structural_tag
 from triec.schema.tools import parse_tools, tools_from_required_schema
 
 log = logging.getLogger("triec.vllm.backend")
@@ -259,12 +259,20 @@ def admit(structured_outputs: Any, model_config: Any = None, any_whitespace: boo
     return False
 
 
+def legacy_with_at_least_one(doc: Any) -> bool:
+    """A legacy ``{"structures", "triggers"}`` tag that says ``at_least_one``: vLLM compiles it without (xgrammar's
+    legacy call takes none), SGLang with; the schema layer reads SGLang's meaning, so vLLM's stays xgrammar's."""
+    return is_legacy(doc) and "at_least_one" in doc
+
+
 def _admit_tag(tag: Any) -> bool:
     """A structural tag the schema layer serves (tool calls whose begins carry the names, e.g. vLLM's strict
     hermes tags, any number of calls): its own reading of the tag and of every tool's arguments schema."""
     try:
         doc = json.loads(tag) if isinstance(tag, str) else tag
     except (ValueError, RecursionError):
+        return False
+    if legacy_with_at_least_one(doc):
         return False
     try:
         parse_structural_tag(doc)
@@ -423,7 +431,8 @@ def triec_grammar(
         elif request_type == opt.JSON:
             served = c.json_schema(spec)
         else:
-            served = c.structural_tag(spec)
+            served = Delegate("a legacy tag's at_least_one") if legacy_with_at_least_one(_json_or_none(spec)) \
+                else c.structural_tag(spec)  # fmt: skip
     except RequestError as exc:
         if request_type == opt.JSON and ARTIFACT_KEYWORD in spec:
             raise
@@ -433,6 +442,13 @@ def triec_grammar(
         return served
     state.remember(memo, served)
     return _grammar(served, stop_token_ids)
+
+
+def _json_or_none(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return None
 
 
 def _grammar(served: TableGrammar, stop_token_ids: Any) -> TriecGrammar:
