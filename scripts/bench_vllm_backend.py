@@ -18,7 +18,11 @@ Llama of tests/tiny_llama.py, Qwen2 tokenizer, greedy, ``max_num_seqs`` 64):
   by xgrammar, the same masks as xgrammar's; a random model may spend its
   tokens on whitespace, so ``valid`` is the same for both and low;
 * ``spec``: ngram speculative decoding (k = 3) with the same K = 1,000 list,
-  values in the prompts so that drafts are proposed.
+  values in the prompts so that drafts are proposed;
+* ``auto``: ``tool_choice="auto"`` over 100 and 500 strict tools: the triggered
+  hermes tag vLLM's own builder writes (free text, then calls after
+  ``<tool_call>``), first-request overhead (the tag's compile) and req/s over 64
+  requests; ``valid``: every ``<tool_call>`` block parses and its arguments fit.
 
 Methods: ``triec`` (the backend, ``TRIEC_VLLM_BACKEND=1``), ``xgrammar`` (stock
 vLLM), ``processor`` (``same`` only), ``unconstrained`` (``distinct`` and
@@ -44,7 +48,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_vllm import prepare, run_child  # noqa: E402
 
-CELLS = ("first", "distinct", "same", "tools", "spec")
+CELLS = ("first", "distinct", "same", "tools", "spec", "auto")
 SPEC = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 3, "prompt_lookup_min": 1}
 
 
@@ -71,6 +75,31 @@ def required_schema(tools: list[dict]) -> dict:
     return get_json_schema_from_tools("required", params, parallel_tool_calls=False)  # type: ignore[return-value]
 
 
+def auto_tag(tools: list[dict]) -> str:
+    """vLLM's own structural tag for the hermes parser, strict tools and ``tool_choice="auto"``."""
+    from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionToolsParam
+    from vllm.tool_parsers.structural_tag_registry import get_model_structural_tag
+
+    params = [ChatCompletionToolsParam.model_validate({**t, "function": {**t["function"], "strict": True}}) for t in tools]
+    tag = get_model_structural_tag("hermes", params, "auto", reasoning=False)
+    return json.dumps(tag.model_dump())  # type: ignore[union-attr]
+
+
+def hermes_calls_ok(text: str, names: dict[str, dict]) -> bool:
+    """Every ``<tool_call>`` block of ``text`` is a call of a known tool whose arguments fit its schema."""
+    import re
+
+    import jsonschema
+
+    for block in re.findall(r"<tool_call>(.*?)</tool_call>", text, flags=re.S):
+        try:
+            call = json.loads(block)
+            jsonschema.validate(call["arguments"], names[call["name"]])
+        except Exception:  # noqa: BLE001  an invalid output is what is counted
+            return False
+    return text.count("<tool_call>") == text.count("</tool_call>")
+
+
 def run_cell(args: argparse.Namespace) -> dict[str, object]:
     os.environ["TRIEC_ARTIFACT_DIR"] = args.art
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
@@ -95,12 +124,15 @@ def run_cell(args: argparse.Namespace) -> dict[str, object]:
     out: dict[str, object] = {"cell": args.cell, "method": args.method, "k": k, "start_s": round(time.perf_counter() - t0, 1)}
     base = tool_names(max(k, 1000) * 3)
 
-    def params(values: list[str] | None = None, schema: dict | None = None, max_tokens: int = 32) -> SamplingParams:
+    def params(values: list[str] | None = None, schema: dict | None = None, max_tokens: int = 32,
+               tag: str | None = None) -> SamplingParams:  # fmt: skip
         if args.method == "unconstrained":
             return SamplingParams(max_tokens=9, temperature=0.0, ignore_eos=True)
         p = SamplingParams(max_tokens=max_tokens, temperature=0.0)
         if args.method == "processor":
             p.extra_args = {"triec": f"tools{k}"}
+        elif tag is not None:
+            p.structured_outputs = SO(structural_tag=tag)
         elif schema is not None:
             p.structured_outputs = SO(json=schema)
         else:
@@ -147,6 +179,20 @@ def run_cell(args: argparse.Namespace) -> dict[str, object]:
                    req_s=round(n / elapsed, 2), valid=round(sum(valid) / n, 4),
                    tokens_per_req=round(statistics.mean(len(r.outputs[0].token_ids) for r in res), 2))  # fmt: skip
         return out
+    if args.cell == "auto":
+        tools = tool_registry(k)
+        tag = auto_tag(tools)
+        names = {t["function"]["name"]: t["function"]["parameters"] for t in tools}
+        first, _ = timed(["Answer, or call a tool: <tool_call>\n"], [params(tag=tag, max_tokens=64)])
+        second, _ = timed(["Answer, or call a tool again: <tool_call>\n"], [params(tag=tag, max_tokens=64)])
+        n = 64
+        elapsed, res = timed([f"Question #{i}: which tool?" for i in range(n)], [params(tag=tag, max_tokens=64) for _ in range(n)])
+        valid = [hermes_calls_ok(r.outputs[0].text, names) for r in res]
+        out.update(first_ms=round(first * 1e3, 1), overhead_ms=round((first - second) * 1e3, 1), requests=n,
+                   req_s=round(n / elapsed, 2), valid=round(sum(valid) / n, 4),
+                   tokens_per_req=round(statistics.mean(len(r.outputs[0].token_ids) for r in res), 2),
+                   notes=f"{sum('<tool_call>' in r.outputs[0].text for r in res)} of {n} outputs call a tool")  # fmt: skip
+        return out
     if args.cell == "distinct":
         n = 64
         lists = [base[i * 7 % (2 * k) :][:k] + [f"only-{i}"] for i in range(n)]
@@ -176,7 +222,8 @@ def run_cell(args: argparse.Namespace) -> dict[str, object]:
 def plan(cells: list[str], methods: list[str]) -> list[tuple[str, str, int]]:
     rows = []
     for cell in cells:
-        ks = {"first": (1000, 10000), "distinct": (1000,), "same": (1000, 10000), "tools": (100, 500), "spec": (1000,)}[cell]
+        ks = {"first": (1000, 10000), "distinct": (1000,), "same": (1000, 10000), "tools": (100, 500), "spec": (1000,),
+              "auto": (100, 500)}[cell]  # fmt: skip
         for k in ks:
             for m in methods:
                 if m == "processor" and cell != "same" or m == "unconstrained" and cell not in ("distinct", "same"):
