@@ -329,9 +329,11 @@ def compile_structural_tag(
 ) -> SchemaTable:
     """Compile a structural tag whose begins can be served by a trie (:mod:`triec.schema.tags`).
 
-    xgrammar runs each tag's content and end (compiled when a sequence first opens that tag); the masks equal
-    xgrammar's on the whole structural tag. Raises :class:`~triec.errors.SchemaShapeError` for shapes served by
-    the engine alone (free text between tags, no tag required).
+    xgrammar runs each tag's content and end (compiled when a sequence first opens that tag) and, for triggered
+    tags (vLLM's ``tool_choice="auto"``, SGLang's legacy ``structures``/``triggers``), the free text around them
+    (docs/decisions.md D25); the masks equal xgrammar's on the whole structural tag. Raises
+    :class:`~triec.errors.SchemaShapeError` for shapes served by the engine alone (several triggers, a trigger
+    that is a token id, ``tags_with_separator`` without a required tag).
     """
     from triec.engines import engine_version
     from triec.schema.tags import from_legacy, is_legacy, parse_structural_tag, start_grammar, tag_grammar
