@@ -29,20 +29,12 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_tools import drop, load_registry, refused_tools  # noqa: E402
+from bench_trigger import median_us  # noqa: E402
 
 import triec  # noqa: E402
 from triec.schema.compile import compile_structural_tag  # noqa: E402
 from triec.schema.tags import hermes_tag  # noqa: E402
 from triec.schema.tools import parse_tools  # noqa: E402
-
-
-def median_us(fn, repeat: int) -> float:
-    out = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        out.append(time.perf_counter() - t)
-    return statistics.median(out) * 1e6
 
 
 def drive(m, vocab, text: bytes) -> None:

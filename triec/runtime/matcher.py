@@ -23,7 +23,32 @@ if TYPE_CHECKING:
     from triec.runtime.table import MaskTable
 
 
-class TableMatcher:
+class TokenSteps:
+    """``accept_tokens`` and ``validate_tokens`` for any matcher with ``accept_token`` and ``rollback``."""
+
+    def accept_token(self, token: int) -> bool:  # pragma: no cover - every matcher has its own
+        raise NotImplementedError
+
+    def rollback(self, n: int) -> None:  # pragma: no cover - every matcher has its own
+        raise NotImplementedError
+
+    def accept_tokens(self, tokens: Sequence[int]) -> int:
+        """Accept in order; returns how many were accepted (stops at the first refused)."""
+        n = 0
+        for t in tokens:
+            if not self.accept_token(t):
+                break
+            n += 1
+        return n
+
+    def validate_tokens(self, tokens: Sequence[int]) -> int:
+        """How many of ``tokens`` would be accepted in order; the matcher does not move."""
+        n = self.accept_tokens(tokens)
+        self.rollback(n)
+        return n
+
+
+class TableMatcher(TokenSteps):
     """``fill_bitmask``, ``accept_token``, ``rollback``, ``is_terminated``, ``fork``, ``jump_forward``.
 
     ``accept_token`` returns False and changes nothing for a token the state does
@@ -110,21 +135,6 @@ class TableMatcher:
         self._history.append(self._state)
         self._state = int(nxt[i])
         return True
-
-    def accept_tokens(self, tokens: Sequence[int]) -> int:
-        """Accept in order; returns how many were accepted (stops at the first refused)."""
-        n = 0
-        for t in tokens:
-            if not self.accept_token(t):
-                break
-            n += 1
-        return n
-
-    def validate_tokens(self, tokens: Sequence[int]) -> int:
-        """How many of ``tokens`` would be accepted in order; the matcher does not move."""
-        n = self.accept_tokens(tokens)
-        self.rollback(n)
-        return n
 
     def rollback(self, n: int) -> None:
         """Undo the last ``n`` accepted tokens (EOS included)."""

@@ -28,9 +28,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from triec.errors import TriecError
+from triec.runtime.matcher import TableMatcher, TokenSteps
 
 if TYPE_CHECKING:
-    from triec.runtime.matcher import TableMatcher
     from triec.runtime.table import MaskTable
 
 
@@ -125,7 +125,7 @@ class Triggered:
         return TriggeredMatcher(self)
 
 
-class TriggeredMatcher:
+class TriggeredMatcher(TokenSteps):
     """One sequence: free text until a trigger, then the table's matcher (same methods as ``TableMatcher``)."""
 
     def __init__(self, triggered: Triggered) -> None:
@@ -182,8 +182,6 @@ class TriggeredMatcher:
             return False
         land = self.t.landing[self.q].get(t)
         if land is not None:
-            from triec.runtime.matcher import TableMatcher
-
             self.inner = TableMatcher(self.t.table, land)
             self._history.append(self.q)
             return True
@@ -192,19 +190,6 @@ class TriggeredMatcher:
         self._history.append(self.q)
         self.q = q
         return True
-
-    def accept_tokens(self, tokens: Sequence[int]) -> int:
-        n = 0
-        for t in tokens:
-            if not self.accept_token(t):
-                break
-            n += 1
-        return n
-
-    def validate_tokens(self, tokens: Sequence[int]) -> int:
-        n = self.accept_tokens(tokens)
-        self.rollback(n)
-        return n
 
     def rollback(self, n: int) -> None:
         n = int(n)

@@ -29,6 +29,7 @@ import numpy as np
 from triec._arrays import find_sorted
 from triec._memo import per_table
 from triec.errors import TriecError
+from triec.runtime.matcher import TokenSteps
 from triec.schema.slot import DYNAMIC, HANDOVER, OTHER, TAIL, Groups, Slot
 
 if TYPE_CHECKING:
@@ -61,7 +62,7 @@ class State:
                      self.fresh, self.last)  # fmt: skip
 
 
-class SchemaMatcher:
+class SchemaMatcher(TokenSteps):
     """One sequence: ``fill_bitmask``, ``allowed``, ``accept_token``, ``rollback``, ``is_terminated``, ``fork``.
 
     ``accept_token`` returns False without changing anything for a token the row
@@ -473,21 +474,6 @@ class SchemaMatcher:
         if kind == HANDOVER and not rest:
             return after
         return self._consume(after, rest) if kind in (HANDOVER, DYNAMIC) else None
-
-    def accept_tokens(self, tokens: Sequence[int]) -> int:
-        """Accept tokens in order; returns how many were accepted (stops at the first refused)."""
-        n = 0
-        for t in tokens:
-            if not self.accept_token(t):
-                break
-            n += 1
-        return n
-
-    def validate_tokens(self, tokens: Sequence[int]) -> int:
-        """How many of ``tokens`` would be accepted in order; the matcher does not move."""
-        n = self.accept_tokens(tokens)
-        self.rollback(n)
-        return n
 
     def rollback(self, n: int) -> None:
         """Undo the last ``n`` accepted tokens (EOS included)."""
