@@ -431,8 +431,8 @@ def triec_grammar(
         elif request_type == opt.JSON:
             served = c.json_schema(spec)
         else:
-            served = Delegate("a legacy tag's at_least_one") if legacy_with_at_least_one(_json_or_none(spec)) \
-                else c.structural_tag(spec)  # fmt: skip
+            legacy = '"structures"' in spec and legacy_with_at_least_one(_json_or_none(spec))  # parsed only then
+            served = Delegate("a legacy tag's at_least_one") if legacy else c.structural_tag(spec)
     except RequestError as exc:
         if request_type == opt.JSON and ARTIFACT_KEYWORD in spec:
             raise
