@@ -16,7 +16,7 @@ from triec.errors import TriecError
 @app.command("bench")
 @report_errors
 def bench_cmd(
-    tokenizer: Annotated[Optional[str], typer.Option("-t", "--tokenizer", help="Bundled name, tokenizer.json path or directory, or Hugging Face repo id. Default: qwen2.")] = None,
+    tokenizer: Annotated[Optional[str], typer.Option("-t", "--tokenizer", help="Bundled name, tokenizer.json path or directory, GGUF file, or Hugging Face repo id. Default: qwen2.")] = None,
     vocab_size: Annotated[Optional[int], typer.Option("--vocab-size", min=1, help="Mask width (the model's logits size), e.g. 151936 for Qwen2.5.")] = None,
     k: Annotated[str, typer.Option("--k", help="Set sizes K, comma-separated.")] = "10,100,1000,10000,100000",
     value_set: Annotated[str, typer.Option("--set", help="tools (synthetic tool names), products (product paths) or a values file.")] = "tools",

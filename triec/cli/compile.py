@@ -47,7 +47,7 @@ def compile_cmd(
     ],
     tokenizer: Annotated[
         Optional[str],
-        typer.Option("-t", "--tokenizer", help="Bundled name (gpt2, qwen2), tokenizer.json path or directory, or Hugging Face repo id. Default: qwen2."),
+        typer.Option("-t", "--tokenizer", help="Bundled name (gpt2, qwen2), tokenizer.json path or directory, GGUF file, or Hugging Face repo id. Default: qwen2."),
     ] = None,
     output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Artifact path. Default: VALUES' stem + .triec.")] = None,
     vocab_size: Annotated[

@@ -144,6 +144,8 @@ _CONFIG_FILES = ("generation_config.json", "config.json", "tokenizer_config.json
 
 
 def _from_path(path: Path) -> TokenizerSource:
+    if path.suffix == ".gguf" and not path.is_dir():
+        return _from_gguf(path)
     if path.is_dir():
         for candidate in ("tokenizer.json", "tokenizer.json.zst"):
             if (path / candidate).is_file():
@@ -155,6 +157,19 @@ def _from_path(path: Path) -> TokenizerSource:
         file = path
     src = _file_source(str(file.resolve()), file)
     _hints_from_configs(src, {n: _optional_json(file.parent / n) for n in _CONFIG_FILES})
+    return src
+
+
+def _from_gguf(path: Path) -> TokenizerSource:
+    """A GGUF file's tokenizer: its metadata rewritten as tokenizer.json (the cache keys on that text)."""
+    from triec.tokenizer import gguf
+
+    meta = gguf.read_metadata(path)
+    doc = gguf.tokenizer_json(meta, str(path))
+    raw = json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode()
+    src = TokenizerSource(name=str(path.resolve()), raw=raw, compressed=False, label=str(path))
+    src.__dict__["tokenizer_json"] = doc  # already parsed (cached_property)
+    src.eos_ids = gguf.eos_ids(meta)
     return src
 
 
@@ -201,7 +216,7 @@ def _from_hub(repo_id: str) -> TokenizerSource:
 
 def _looks_like_path(text: str) -> bool:
     """A missing file named like one is reported as a missing file, not looked up on the Hub."""
-    return text.startswith((".", "~", "/")) or text.endswith((".json", ".zst"))
+    return text.startswith((".", "~", "/")) or text.endswith((".json", ".zst", ".gguf"))
 
 
 def locate(spec: str | os.PathLike[str] | None) -> TokenizerSource:
@@ -216,5 +231,5 @@ def locate(spec: str | os.PathLike[str] | None) -> TokenizerSource:
         return _from_hub(text)
     raise TokenizerError(
         f"tokenizer {text!r} not found: not a bundled name ({', '.join(sorted(BUNDLED))}), "
-        "not an existing tokenizer.json or directory, and not a Hugging Face repo id (owner/name)"
+        "not an existing tokenizer.json, GGUF file or directory, and not a Hugging Face repo id (owner/name)"
     )

@@ -152,7 +152,7 @@ class Vocabulary:
         vocab_size: int | None = None,
         eos_token_ids: Iterable[int] | None = None,
     ) -> Vocabulary:
-        """Load a bundled name (``gpt2``, ``qwen2``), a tokenizer.json path or directory, or a Hub id.
+        """Load a bundled name (``gpt2``, ``qwen2``), a tokenizer.json path or directory, a GGUF file, or a Hub id.
 
         EOS ids default to the model's generation config when one is found,
         else to the tokenizer's conventional end token. ``vocab_size`` pads the
