@@ -9,6 +9,7 @@ import sys
 
 from triec.cli import bench as _bench  # noqa: F401 - registers `triec bench`
 from triec.cli import compile as _compile  # noqa: F401 - registers `triec compile`
+from triec.cli import eval as _eval  # noqa: F401 - registers `triec eval` and `triec bfcl`
 from triec.cli import inspect as _inspect  # noqa: F401 - registers `triec inspect`
 from triec.cli import verify as _verify  # noqa: F401 - registers `triec verify`
 from triec.cli._common import EXIT_CHECK_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, app, err

@@ -1,0 +1,154 @@
+"""``triec eval`` (does constraining help this model?) and ``triec bfcl`` (BFCL questions as eval data)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from triec.cli import _common
+from triec.cli._common import app, err, out, report_errors
+from triec.errors import TriecError
+
+
+def _values(spec: Path | None) -> list[str] | None:
+    if spec is None:
+        return None
+    from triec.build.values import read_values
+
+    if spec.suffix in (".triec", ".zst"):
+        import triec
+
+        return [v if isinstance(v, str) else v.decode() for v in triec.load(spec).values]
+    return read_values(spec)
+
+
+def _summary_table(doc: dict[str, Any]) -> Table:
+    modes = doc["modes"]
+    compare = any("identical_to_xgrammar" in m for m in modes.values())
+    table = Table(title=f"triec eval: {Path(doc['data']).name}, {Path(doc['model']).name}", title_justify="left")
+    for col in ("mode", "items", "valid", "correct", *(["= xgrammar"] if compare else []), "tokens/answer", "s/answer"):
+        table.add_column(col, justify="left" if col == "mode" else "right")
+    for mode, m in modes.items():
+        n = m["items"] or 1
+        row = [mode, str(m["items"]), f"{m['valid']} ({100 * m['valid'] / n:.0f}%)", f"{m['correct']} ({100 * m['correct'] / n:.0f}%)"]
+        if compare:
+            same = m.get("identical_to_xgrammar")
+            row.append("-" if same is None else f"{same}/{m['items']}")
+        row += [f"{m['tokens_mean']:.1f}" if m["tokens_mean"] is not None else "-",
+                f"{m['seconds_mean']:.2f}" if m["seconds_mean"] is not None else "-"]  # fmt: skip
+        table.add_row(*row)
+    return table
+
+
+def _plot(doc: dict[str, Any], path: Path) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as exc:
+        raise TriecError("--plot needs matplotlib: pip install matplotlib") from exc
+    modes = list(doc["modes"])
+    n = [max(1, doc["modes"][m]["items"]) for m in modes]
+    valid = [100 * doc["modes"][m]["valid"] / k for m, k in zip(modes, n, strict=True)]
+    correct = [100 * doc["modes"][m]["correct"] / k for m, k in zip(modes, n, strict=True)]
+    fig, ax = plt.subplots(figsize=(1.6 + 1.4 * len(modes), 3.2))
+    xs = range(len(modes))
+    ax.bar([x - 0.2 for x in xs], valid, 0.4, label="valid")
+    ax.bar([x + 0.2 for x in xs], correct, 0.4, label="correct")
+    ax.set_xticks(list(xs), modes)
+    ax.set_ylabel("% of items")
+    ax.set_ylim(0, 100)
+    ax.legend()
+    ax.set_title(Path(doc["data"]).name)
+    fig.tight_layout()
+    tmp = path.with_name(f".{path.name}.tmp{path.suffix}")
+    fig.savefig(tmp)
+    tmp.replace(path)
+
+
+@app.command("eval")
+@report_errors
+def eval_cmd(
+    data: Annotated[Path, typer.Argument(help="JSONL: messages or prompt, gold, optional candidates.", metavar="DATA.jsonl")],
+    model: Annotated[str, typer.Option("--model", "-m", help="A model directory, or a .gguf file (turned into one once, cached).")],
+    values: Annotated[Optional[Path], typer.Option("--values", help="The set for items without candidates: a values file or an artifact.")] = None,
+    modes: Annotated[str, typer.Option("--modes", help="Comma-separated: free, trie, think.")] = "free,trie",
+    compare: Annotated[Optional[str], typer.Option("--compare", help="Decode the constrained modes again with this engine and count equal outputs: xgrammar.")] = None,
+    limit: Annotated[Optional[int], typer.Option("--limit", min=1, help="The first N items.")] = None,
+    max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", min=1, help="Tokens for an answer.")] = 48,
+    think_budget: Annotated[int, typer.Option("--think-budget", min=0, help="Free tokens in think mode before the trigger is written for the model.")] = 64,
+    trigger: Annotated[str, typer.Option("--trigger", help="Think mode: the text after which the answer comes.")] = "Answer:",
+    threads: Annotated[int, typer.Option("--threads", min=1, help="torch threads.")] = 1,
+    free_full: Annotated[bool, typer.Option("--free-full", help="Free mode: decode to EOS or --max-new-tokens even once the reply can no longer be valid.")] = False,
+    json_out: Annotated[Optional[Path], typer.Option("--json", help="Write the summary and every item's outputs here.")] = None,
+    plot: Annotated[Optional[Path], typer.Option("--plot", help="Write a bar chart of validity and accuracy (needs matplotlib).")] = None,
+) -> None:
+    """Validity, accuracy, tokens and seconds per answer, mode by mode, with a trained model (greedy, float32, CPU).
+
+    Modes: free (no constraint), trie (the same prompt, constrained to the set), think (free until the trigger,
+    then the set). With --compare xgrammar, each constrained decode is repeated with xgrammar's masks in the same
+    loop and the outputs compared token by token. Ctrl-C stops and keeps what was measured.
+    """
+    from triec.eval.data import load_items
+    from triec.eval.run import EvalConfig, Evaluator, evaluate, meta_for, report_json, resolve_model, write_json_atomic
+
+    if compare not in (None, "xgrammar"):
+        raise TriecError(f"--compare {compare!r}: the engine compared with is xgrammar")
+    config = EvalConfig(
+        modes=tuple(m.strip() for m in modes.split(",") if m.strip()), compare_xgrammar=compare == "xgrammar",
+        max_new_tokens=max_new_tokens, think_budget=think_budget, trigger=trigger, threads=threads,
+        free_early_stop=not free_full,
+    )  # fmt: skip
+    items = load_items(data, limit)
+    started = time.perf_counter()
+    model_dir = resolve_model(model, log=lambda m: err.print(f"[dim]{escape(m)}[/]"))
+    with err.status("loading the model") if err.is_terminal else _nothing():
+        evaluator = Evaluator(model_dir, config, _values(values))
+    total = len(items)
+
+    def on_item(i: int, got: list[Any]) -> None:
+        marks = " ".join(f"{o.mode}:{'ok' if o.correct else ('valid' if o.valid else 'invalid')}" for o in got)
+        err.print(f"[dim]{i + 1}/{total} {escape(got[0].id)}  {marks}[/]", highlight=False)
+
+    outcomes = evaluate(evaluator, items, on_item)
+    doc = report_json(outcomes, config, meta_for(model, model_dir, str(data), config, started))
+    if len(outcomes) < total * len(config.modes):
+        err.print(f"interrupted: {len(outcomes) // len(config.modes)} of {total} items measured")
+    out.print(_summary_table(doc))
+    if json_out is not None:
+        write_json_atomic(json_out, doc)
+    if plot is not None:
+        _plot(doc, plot)
+    if len(outcomes) < total * len(config.modes):
+        raise typer.Exit(_common.EXIT_INTERRUPTED)
+
+
+class _nothing:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+@app.command("bfcl")
+@report_errors
+def bfcl_cmd(
+    category: Annotated[str, typer.Argument(help="multiple or simple_python.", metavar="CATEGORY")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="The JSONL file to write.")],
+    source: Annotated[Optional[Path], typer.Option("--source", help="BFCL's data directory. Default: the installed bfcl-eval package's.")] = None,
+    candidates: Annotated[Optional[str], typer.Option("--candidates", help="item (the question's functions) or category (every name). Default: item for multiple, category for simple_python.")] = None,
+) -> None:
+    """Write a BFCL category as `triec eval` data: which function answers each question (pip install --no-deps bfcl-eval)."""
+    from triec.eval import bfcl
+
+    items = bfcl.convert(category, source, candidates)
+    bfcl.write(items, output)
+    sizes = sorted(len(i["candidates"]) for i in items)
+    out.print(f"wrote {len(items)} items to {escape(str(output))} (candidates per item: {sizes[0]}-{sizes[-1]})", highlight=False)

@@ -1,0 +1,339 @@
+"""``triec eval``: does constraining help this model on this set? Modes side by side, per question.
+
+Modes (each a way to get one value out of the model for the same question):
+
+* ``free``: the model writes what it likes; valid when the reply, stripped of
+  surrounding whitespace, is one of the values. Decoding stops as soon as the
+  text can no longer become one (``free_early_stop``): the verdict is settled,
+  and a chatty model would otherwise spend ``max_new_tokens`` on every item;
+* ``trie``: the same prompt, decoding constrained to the values from the first
+  token (triec's table), then EOS;
+* ``think``: think-then-answer: the prompt asks for reasoning first, decoding
+  is free until the trigger (``Answer:``), then constrained to a space and a
+  value, then EOS (:class:`triec.Triggered`). After ``think_budget`` free
+  tokens the trigger is written for the model (the same for every engine).
+
+With ``compare=True`` each constrained mode is decoded a second time with
+xgrammar's matcher in the same loop, and ``identical_to_xgrammar`` says whether
+the token ids are equal: the output-equivalence check of the paper
+(Proposition 1), item by item.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from triec.errors import TriecError
+from triec.eval.data import Item
+
+MODES = ("free", "trie", "think")
+CONSTRAINED = ("trie", "think")
+DEFAULT_TRIGGER = "Answer:"
+DEFAULT_THINK_INSTRUCTION = (
+    'Think briefly about which one fits, in one or two sentences. Then write "Answer:" followed by the answer alone.'
+)
+
+
+class EvalError(TriecError):
+    """An evaluation cannot run (no model, no values for an item, an unknown mode)."""
+
+
+@dataclass
+class EvalConfig:
+    modes: tuple[str, ...] = ("free", "trie")
+    compare_xgrammar: bool = False
+    max_new_tokens: int = 48
+    think_budget: int = 64
+    trigger: str = DEFAULT_TRIGGER
+    think_instruction: str = DEFAULT_THINK_INSTRUCTION
+    threads: int | None = 1
+    free_early_stop: bool = True
+
+    def __post_init__(self) -> None:
+        unknown = [m for m in self.modes if m not in MODES]
+        if unknown or not self.modes:
+            raise EvalError(f"unknown mode(s) {', '.join(unknown) or '(none)'}; choose from {', '.join(MODES)}")
+
+
+@dataclass
+class Outcome:
+    """One question in one mode."""
+
+    id: str
+    mode: str
+    output: str
+    answer: str | None
+    valid: bool
+    correct: bool
+    tokens: int
+    seconds: float
+    identical_to_xgrammar: bool | None = None
+    xgrammar_output: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        doc = dict(self.__dict__)
+        if self.identical_to_xgrammar is None:
+            doc.pop("identical_to_xgrammar")
+        if self.xgrammar_output is None:
+            doc.pop("xgrammar_output")
+        doc["seconds"] = round(self.seconds, 4)
+        return doc
+
+
+@dataclass
+class ModeSummary:
+    items: int = 0
+    valid: int = 0
+    correct: int = 0
+    identical_to_xgrammar: int | None = None
+    tokens: list[int] = field(default_factory=list)
+    seconds: list[float] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {"items": self.items, "valid": self.valid, "correct": self.correct}
+        if self.identical_to_xgrammar is not None:
+            doc["identical_to_xgrammar"] = self.identical_to_xgrammar
+        doc["tokens_mean"] = round(sum(self.tokens) / len(self.tokens), 2) if self.tokens else None
+        doc["seconds_mean"] = round(sum(self.seconds) / len(self.seconds), 4) if self.seconds else None
+        return doc
+
+
+def summarize(outcomes: Iterable[Outcome], modes: Sequence[str]) -> dict[str, ModeSummary]:
+    out = {m: ModeSummary() for m in modes}
+    for o in outcomes:
+        s = out[o.mode]
+        s.items += 1
+        s.valid += o.valid
+        s.correct += o.correct
+        s.tokens.append(o.tokens)
+        s.seconds.append(o.seconds)
+        if o.identical_to_xgrammar is not None:
+            s.identical_to_xgrammar = (s.identical_to_xgrammar or 0) + o.identical_to_xgrammar
+    return out
+
+
+def report_json(outcomes: list[Outcome], config: EvalConfig, meta: dict[str, Any]) -> dict[str, Any]:
+    summary = summarize(outcomes, config.modes)
+    return {
+        **meta,
+        "modes": {m: s.to_json() for m, s in summary.items()},
+        "items": [o.to_json() for o in outcomes],
+    }
+
+
+def write_json_atomic(path: Path, doc: dict[str, Any]) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def resolve_model(path: str | os.PathLike[str], log: Callable[[str], None] | None = None) -> Path:
+    """A model directory as is; a GGUF file turned into one (cached, :mod:`triec.eval.gguf_model`)."""
+    p = Path(path)
+    if p.suffix == ".gguf" and p.is_file():
+        from triec.eval.gguf_model import prepare
+
+        return prepare(p, log=log)
+    if not (p / "config.json").is_file():
+        raise EvalError(f"{p}: not a model directory (no config.json) and not a .gguf file")
+    return p
+
+
+class Evaluator:
+    """A loaded model, its triec vocabulary, and the compiled sets; :meth:`run` answers one item in every mode."""
+
+    def __init__(self, model_dir: Path, config: EvalConfig, values: Sequence[str] | None = None) -> None:
+        try:
+            import torch
+            from transformers import AutoModelForCausalLM, AutoTokenizer
+        except ImportError as exc:
+            raise EvalError(f"triec eval needs torch and transformers: pip install 'triec[eval]' ({exc})") from exc
+        import triec
+        from triec.eval.decode import Greedy
+
+        if config.threads:
+            torch.set_num_threads(config.threads)
+        self.config = config
+        self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        self.model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+        self.model.eval()
+        self.width = int(self.model.config.vocab_size)
+        self.vocab = triec.Vocabulary.load(model_dir, vocab_size=max(self.width, 0) or None)
+        self.greedy = Greedy(self.model, list(self.vocab.eos_token_ids))
+        self.values = tuple(dict.fromkeys(values)) if values else None
+        self._tables: dict[tuple[str, tuple[str, ...]], Any] = {}
+        self._grammars: dict[tuple[str, tuple[str, ...]], Any] = {}
+        self._xgr_info: Any = None
+        if config.compare_xgrammar:
+            try:
+                import xgrammar as xgr
+            except ImportError as exc:
+                raise EvalError("--compare xgrammar needs xgrammar: pip install xgrammar") from exc
+            self._xgr_info = xgr.TokenizerInfo.from_huggingface(self.tokenizer, vocab_size=self.width)
+        trigger_ids = self.tokenizer.encode("\n" + config.trigger, add_special_tokens=False)
+        self.forced_trigger = [int(t) for t in trigger_ids]
+
+    # -- prompts ------------------------------------------------------------------------------------------------
+    def prompt_ids(self, item: Item, mode: str) -> list[int]:
+        think = mode == "think"
+        if item.messages is not None:
+            messages = [dict(m) for m in item.messages]
+            if think:
+                messages[-1]["content"] += "\n\n" + self.config.think_instruction
+            text = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+            return list(self.tokenizer.encode(text, add_special_tokens=False))
+        assert item.prompt is not None
+        text = item.prompt + ("\n" + self.config.think_instruction + "\n" if think else "")
+        return list(self.tokenizer.encode(text))
+
+    def item_values(self, item: Item) -> tuple[str, ...]:
+        found = item.candidates or self.values
+        if not found:
+            raise EvalError(f"item {item.id}: no 'candidates' and no --values: nothing to constrain to")
+        return found
+
+    # -- constraints --------------------------------------------------------------------------------------------
+    def _table(self, mode: str, values: tuple[str, ...]) -> Any:
+        import triec
+
+        key = (mode, values)
+        if key not in self._tables:
+            if mode == "trie":
+                self._tables[key] = triec.compile(values, self.vocab)
+            else:
+                table = triec.compile(values, self.vocab, prefix=" ")
+                self._tables[key] = triec.Triggered(table, self.vocab, self.config.trigger)
+        return self._tables[key]
+
+    def _grammar(self, mode: str, values: tuple[str, ...]) -> Any:
+        import xgrammar as xgr
+
+        key = (mode, values)
+        if key not in self._grammars:
+            space = " " if mode == "think" else ""
+            choice = {"type": "or", "elements": [{"type": "const_string", "value": space + v} for v in values]}
+            if mode == "trie":
+                fmt: dict[str, Any] = choice
+            else:
+                fmt = {"type": "triggered_tags", "triggers": [self.config.trigger], "at_least_one": False,
+                       "stop_after_first": True,
+                       "tags": [{"type": "tag", "begin": self.config.trigger, "content": choice, "end": ""}]}  # fmt: skip
+            tag = json.dumps({"type": "structural_tag", "format": fmt})
+            self._grammars[key] = xgr.GrammarCompiler(self._xgr_info, max_threads=1).compile_structural_tag(tag)
+        return self._grammars[key]
+
+    def _triec_constraint(self, mode: str, values: tuple[str, ...]) -> Any:
+        from triec.eval.decode import TriecConstraint
+        from triec.runtime.matcher import TableMatcher
+
+        table = self._table(mode, values)
+        return TriecConstraint(TableMatcher(table) if mode == "trie" else table.matcher(), self.width)
+
+    def _xgrammar_constraint(self, mode: str, values: tuple[str, ...]) -> Any:
+        import xgrammar as xgr
+
+        from triec.eval.decode import XGrammarConstraint
+
+        matcher = xgr.GrammarMatcher(self._grammar(mode, values))
+        until = self.config.trigger.encode() if mode == "think" else None
+        return XGrammarConstraint(matcher, self._xgr_info.vocab_size, self.width, frozenset(self.vocab.eos_token_ids),
+                                  self.vocab.token_bytes, until)  # fmt: skip
+
+    def _forced(self, mode: str) -> Callable[[list[int]], list[int] | None] | None:
+        if mode != "think":
+            return None
+        trigger = self.config.trigger.encode()
+        budget, push = self.config.think_budget, self.forced_trigger
+        token_bytes = self.vocab.token_bytes
+
+        def forced(ids: list[int]) -> list[int] | None:
+            if len(ids) != budget:
+                return None
+            text = b"".join(token_bytes[t] for t in ids if t < len(token_bytes))
+            return None if trigger in text else push
+
+        return forced
+
+    def _settled(self, values: tuple[str, ...]) -> Callable[[list[int]], bool]:
+        """Free mode: true once the text, leading whitespace aside, is neither a value's prefix nor a value then whitespace."""
+        tokenizer = self.tokenizer
+
+        def settled(ids: list[int]) -> bool:
+            text = tokenizer.decode(ids, skip_special_tokens=False).lstrip()
+            if text.endswith("\ufffd"):  # a character cut between tokens: wait for the rest
+                return False
+            core = text.rstrip()
+            if core in values and text[len(core) :].isspace():
+                return False
+            return not any(v.startswith(text) for v in values)
+
+        return settled
+
+    # -- one item -----------------------------------------------------------------------------------------------
+    def run(self, item: Item) -> list[Outcome]:
+        out: list[Outcome] = []
+        prefilled: dict[tuple[int, ...], Any] = {}
+        for mode in self.config.modes:
+            ids = tuple(self.prompt_ids(item, mode))
+            if ids not in prefilled:
+                prefilled = {ids: self.greedy.prefill(list(ids))}  # free and trie share one prompt
+            pre = prefilled[ids]
+            values = self.item_values(item) if mode in CONSTRAINED or item.candidates or self.values else ()
+            limit = self.config.max_new_tokens + (self.config.think_budget + len(self.forced_trigger) if mode == "think" else 0)
+            constraint = self._triec_constraint(mode, values) if mode in CONSTRAINED else None
+            settled = self._settled(values) if mode == "free" and self.config.free_early_stop else None
+            got = self.greedy.decode(pre, constraint, limit, forced=self._forced(mode), settled=settled)
+            text = self.tokenizer.decode(got.ids, skip_special_tokens=False)
+            answer = self.parse(mode, text)
+            valid = answer is not None and answer in values and (got.finished or mode == "free")
+            outcome = Outcome(item.id, mode, text, answer, valid, valid and answer == item.gold, len(got.ids), got.seconds)
+            if self.config.compare_xgrammar and mode in CONSTRAINED:
+                ref = self.greedy.decode(pre, self._xgrammar_constraint(mode, values), limit, forced=self._forced(mode))
+                outcome.identical_to_xgrammar = ref.ids == got.ids and ref.finished == got.finished
+                if not outcome.identical_to_xgrammar:
+                    outcome.xgrammar_output = self.tokenizer.decode(ref.ids, skip_special_tokens=False)
+            out.append(outcome)
+        return out
+
+    def parse(self, mode: str, text: str) -> str | None:
+        if mode == "think":
+            at = text.find(self.config.trigger)
+            return None if at < 0 else text[at + len(self.config.trigger) :].strip()
+        return text if mode == "trie" else text.strip()
+
+
+def evaluate(
+    evaluator: Evaluator,
+    items: Sequence[Item],
+    on_item: Callable[[int, list[Outcome]], None] | None = None,
+) -> list[Outcome]:
+    """Every item in every mode; a KeyboardInterrupt stops early and keeps what was measured."""
+    outcomes: list[Outcome] = []
+    try:
+        for i, item in enumerate(items):
+            got = evaluator.run(item)
+            outcomes.extend(got)
+            if on_item:
+                on_item(i, got)
+    except KeyboardInterrupt:
+        pass
+    return outcomes
+
+
+def meta_for(model: str, model_dir: Path, data: str, config: EvalConfig, started: float) -> dict[str, Any]:
+    return {
+        "model": model,
+        "model_dir": str(model_dir),
+        "data": data,
+        "config": {k: v for k, v in config.__dict__.items() if k != "think_instruction"} | {"modes": list(config.modes)},
+        "seconds": round(time.perf_counter() - started, 2),
+    }
