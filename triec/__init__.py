@@ -27,6 +27,8 @@ if TYPE_CHECKING:  # for type checkers; tests/test_public_api.py checks it names
         ArtifactVersionError,
         EngineUnavailable,
         EngineUnsupported,
+        EvalError,
+        ModelBuildError,
         OutputError,
         RequestError,
         SchemaShapeError,
@@ -49,7 +51,7 @@ if TYPE_CHECKING:  # for type checkers; tests/test_public_api.py checks it names
 
 _ERRORS = (
     "ArtifactChecksumError", "ArtifactContentError", "ArtifactError", "ArtifactVersionError", "EngineUnavailable",
-    "EngineUnsupported", "OutputError", "RequestError", "SchemaShapeError", "TokenizerError", "TokenizerMismatch",
+    "EngineUnsupported", "EvalError", "ModelBuildError", "OutputError", "RequestError", "SchemaShapeError", "TokenizerError", "TokenizerMismatch",
     "TokenNotAllowed", "ToolsError", "TriecError", "ValueNotInTable", "ValuesError",
 )  # fmt: skip
 

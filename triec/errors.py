@@ -72,3 +72,11 @@ class EngineUnsupported(TriecError):
 
 class RequestError(TriecError, ValueError):
     """A serving request's triec arguments cannot be served (vLLM turns it into HTTP 400)."""
+
+
+class EvalError(TriecError):
+    """``triec eval`` cannot run: no model, no values for an item, an unknown mode, a missing package."""
+
+
+class ModelBuildError(EvalError):
+    """A GGUF cannot be turned into a model directory (missing packages, unreadable or unsupported file)."""

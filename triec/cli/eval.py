@@ -21,9 +21,9 @@ def _values(spec: Path | None) -> list[str] | None:
     from triec.build.values import read_values
 
     if spec.suffix in (".triec", ".zst"):
-        import triec
+        from triec.artifact.masks import load
 
-        return [v if isinstance(v, str) else v.decode() for v in triec.load(spec).values]
+        return [v if isinstance(v, str) else v.decode() for v in load(spec).values]
     return read_values(spec)
 
 

