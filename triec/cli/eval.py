@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -78,6 +79,7 @@ def eval_cmd(
     data: Annotated[Path, typer.Argument(help="JSONL: messages or prompt, gold, optional candidates.", metavar="DATA.jsonl")],
     model: Annotated[str, typer.Option("--model", "-m", help="A model directory, or a .gguf file (turned into one once, cached).")],
     values: Annotated[Optional[Path], typer.Option("--values", help="The set for items without candidates: a values file or an artifact.")] = None,
+    ignore_candidates: Annotated[bool, typer.Option("--ignore-candidates", help="Constrain every item to --values, not to its own candidates.")] = False,
     modes: Annotated[str, typer.Option("--modes", help="Comma-separated: free, trie, think.")] = "free,trie",
     compare: Annotated[Optional[str], typer.Option("--compare", help="Decode the constrained modes again with this engine and count equal outputs: xgrammar.")] = None,
     limit: Annotated[Optional[int], typer.Option("--limit", min=1, help="The first N items.")] = None,
@@ -106,6 +108,10 @@ def eval_cmd(
         free_early_stop=not free_full,
     )  # fmt: skip
     items = load_items(data, limit)
+    if ignore_candidates:
+        if values is None:
+            raise TriecError("--ignore-candidates needs --values: the set every item is constrained to")
+        items = [dataclasses.replace(item, candidates=None) for item in items]
     started = time.perf_counter()
     model_dir = resolve_model(model, log=lambda m: err.print(f"[dim]{escape(m)}[/]"))
     with err.status("loading the model") if err.is_terminal else _nothing():
