@@ -224,3 +224,56 @@ def test_bad_data_lines_are_named(tmp_path: Path, line: str, match: str) -> None
         load_items(data)
     res = CliRunner().invoke(app, ["eval", str(data), "--model", str(tmp_path)])
     assert res.exit_code == 2 and "d.jsonl:3" in res.stderr
+
+
+def test_cli_bfcl_writes_the_data_file(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from triec.cli import app
+
+    out = tmp_path / "m.jsonl"
+    res = CliRunner().invoke(app, ["bfcl", "multiple", "--source", str(BFCL), "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    items = load_items(out)
+    assert len(items) == 50 and items[0].gold == "triangle_properties.get" and "functions" in items[0].extra
+    res = CliRunner().invoke(app, ["bfcl", "live", "--source", str(BFCL), "-o", str(tmp_path / "x.jsonl")])
+    assert res.exit_code == 2 and "live" in res.stderr and not (tmp_path / "x.jsonl").exists()
+    res = CliRunner().invoke(app, ["bfcl", "multiple", "--source", str(tmp_path), "-o", str(tmp_path / "y.jsonl")])
+    assert res.exit_code == 2 and "BFCL_v4_multiple.json" in res.stderr
+
+
+def test_an_interrupted_evaluation_keeps_what_was_measured() -> None:
+    """Ctrl-C between items: the items answered so far come back, in order."""
+    from triec.eval.run import Outcome, evaluate
+
+    class Counting:
+        def __init__(self) -> None:
+            self.calls = 0
+
+        def run(self, item):
+            self.calls += 1
+            if self.calls == 3:
+                raise KeyboardInterrupt
+            return [Outcome(item.id, "trie", "x", "x", True, True, 1, 0.1)]
+
+    items = [parse_item({"prompt": "p", "gold": "x"}, "t", i) for i in range(5)]
+    got = evaluate(Counting(), items)
+    assert [o.id for o in got] == ["0", "1"]
+
+
+def test_summary_and_plot(tmp_path: Path) -> None:
+    from triec.eval.run import EvalConfig, Outcome, report_json
+
+    outcomes = [Outcome("a", "free", "no", "no", False, False, 3, 1.0),
+                Outcome("a", "trie", "x", "x", True, True, 2, 0.5, identical_to_xgrammar=True),
+                Outcome("b", "free", "x", "x", True, False, 1, 1.0),
+                Outcome("b", "trie", "y", "y", True, False, 4, 1.5, identical_to_xgrammar=False, xgrammar_output="z")]  # fmt: skip
+    doc = report_json(outcomes, EvalConfig(modes=("free", "trie")), {"model": "m", "data": "d.jsonl"})
+    assert doc["modes"]["free"] == {"items": 2, "valid": 1, "correct": 0, "tokens_mean": 2.0, "seconds_mean": 1.0}
+    assert doc["modes"]["trie"]["identical_to_xgrammar"] == 1 and doc["modes"]["trie"]["tokens_mean"] == 3.0
+    assert doc["items"][3]["xgrammar_output"] == "z" and "xgrammar_output" not in doc["items"][1]
+    pytest.importorskip("matplotlib")
+    from triec.cli.eval import _plot
+
+    _plot(doc, tmp_path / "p.png")
+    assert (tmp_path / "p.png").read_bytes()[:4] == b"\x89PNG"
