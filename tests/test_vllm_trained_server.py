@@ -3,7 +3,7 @@
 Requests as OpenAI clients send them: ``tools`` (500 real BFCL functions,
 ``strict: true``) with ``tool_choice="auto"`` and ``"required"``, which vLLM's
 hermes parser turns into structural tags that triec serves (the log says so);
-``choice``. Each output is compared token for token with xgrammar serving the
+``choice`` and ``response_format`` over 1,998 names. Each output is compared token for token with xgrammar serving the
 same language in the same server: the same prompt ids through the completions
 API, the tag vLLM's own builder makes from the same tools, inside a one-element
 ``sequence`` (which triec leaves to xgrammar). A trained model also finishes
@@ -152,3 +152,21 @@ def test_choice_over_1998_names_equals_xgrammar(server) -> None:
         assert ours.choices[0].message.content in names
         assert ours.choices[0].token_ids == ref.choices[0].token_ids
     assert "served by triec" in server["log"].read_text()
+
+
+def test_response_format_enum_over_1998_names_equals_xgrammar(server) -> None:
+    """``response_format`` with a JSON-schema enum: served by triec (a JSON string of one name), equal to xgrammar
+    serving the same language (the enum inside ``anyOf``, which triec leaves to xgrammar)."""
+    names = sorted({t["function"]["name"] for t in _registry()})
+    client, log = server["client"], server["log"]
+    served = log.read_text().count("JSON served by triec")
+    enum = {"type": "string", "enum": names}
+    for item in _questions()[:2]:
+        kw = {"model": "smollm2", "messages": item["messages"], "temperature": 0.0, "max_tokens": 40,
+              "extra_body": {"return_token_ids": True}}  # fmt: skip
+        ours = client.chat.completions.create(**kw, response_format={"type": "json_schema", "json_schema": {"name": "f", "schema": enum}})
+        ref = client.chat.completions.create(**kw, response_format={"type": "json_schema",
+                                                                    "json_schema": {"name": "f", "schema": {"anyOf": [enum]}}})  # fmt: skip
+        assert json.loads(ours.choices[0].message.content) in names
+        assert ours.choices[0].token_ids == ref.choices[0].token_ids
+    assert log.read_text().count("JSON served by triec") >= served + 2
