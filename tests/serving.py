@@ -18,7 +18,10 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -82,3 +85,24 @@ def stop_group(proc: subprocess.Popen) -> None:
                 return
             proc.poll()  # reap the leader: a zombie still counts as a member of the group
             time.sleep(0.5)
+
+
+@contextmanager
+def openai_server(args: list[str], env: dict[str, str], log_path: Path, timeout_s: float) -> Iterator[tuple[Any, subprocess.Popen]]:
+    """vLLM's OpenAI server with ``args`` on a free local port, its output in ``log_path``, in its own process group.
+
+    Yields (openai client with ``timeout_s`` per request, the process) once the server answers; stops the whole
+    group on exit. ``env`` is the server's whole environment.
+    """
+    import openai
+
+    port = free_port()
+    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--host", "127.0.0.1", "--port", str(port), *args]
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="none", timeout=timeout_s, max_retries=0)
+            wait_ready(client, proc, log_path)
+            yield client, proc
+        finally:
+            stop_group(proc)

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -31,7 +29,7 @@ pytest.importorskip("vllm")
 openai = pytest.importorskip("openai")
 jsonschema = pytest.importorskip("jsonschema")
 
-from serving import SERVER_ENV, TOOLS, free_port, stop_group, wait_ready  # noqa: E402
+from serving import SERVER_ENV, TOOLS, openai_server  # noqa: E402
 from tiny_llama import make_tiny_llama  # noqa: E402
 from vllm.v1.structured_output.utils import choice_as_grammar  # noqa: E402
 
@@ -46,27 +44,18 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, objec
     art = root / "artifacts"
     art.mkdir()
     triec.compile(COLORS, triec.Vocabulary.load(model)).save(art / "colors.triec")
-    port = free_port()
     env = dict(os.environ, **SERVER_ENV, TRIEC_VLLM_BACKEND="1", TRIEC_VLLM_LOG="debug", TRIEC_MAX_CHOICES="5000",
                TRIEC_ARTIFACT_DIR=str(art), VLLM_ENFORCE_STRICT_TOOL_CALLING="0", VLLM_CPU_KVCACHE_SPACE="1")  # fmt: skip
     env.pop("VLLM_PLUGINS", None)
     log_path = root / "server.log"
-    log = open(log_path, "wb")  # noqa: SIM115 - closed at teardown
-    cmd = [
-        sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model),
-        "--served-model-name", "tiny", "--host", "127.0.0.1", "--port", str(port),
+    args = [
+        "--model", str(model), "--served-model-name", "tiny",
         "--max-num-seqs", "8", "--max-model-len", "512", "--enforce-eager",
         "--chat-template", str(TEMPLATE), "--enable-auto-tool-choice", "--tool-call-parser", "hermes",
         "--structured-outputs-config", json.dumps({"backend": "xgrammar", "disable_any_whitespace": True}),
     ]  # fmt: skip
-    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="none", timeout=120, max_retries=0)
-        wait_ready(client, proc, log_path)
+    with openai_server(args, env, log_path, timeout_s=120) as (client, _):
         yield {"client": client, "log": log_path}
-    finally:
-        stop_group(proc)
-        log.close()
 
 
 def complete(client, so: dict, prompt: str = "Pick one:", **kw):

@@ -9,8 +9,6 @@ session); skipped elsewhere.
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from collections.abc import Iterator
 
 import pytest
@@ -23,7 +21,7 @@ pytestmark = pytest.mark.vllm
 pytest.importorskip("vllm")
 openai = pytest.importorskip("openai")
 
-from serving import SERVER_ENV, free_port, stop_group, wait_ready  # noqa: E402
+from serving import SERVER_ENV, openai_server  # noqa: E402
 from tiny_llama import make_tiny_llama  # noqa: E402
 
 COLORS = ["red", "green", "blue", "yellow"]
@@ -39,23 +37,14 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, objec
     tools = triec.compile(triec.check.synthetic.tool_names(1000), vocab)
     tools.save(art / "tools.triec")
     triec.compile(COLORS, vocab).save(art / "colors.triec")
-    port = free_port()
     env = dict(os.environ, **SERVER_ENV, TRIEC_ARTIFACT_DIR=str(art), VLLM_CPU_KVCACHE_SPACE="1")
-    log = open(root / "server.log", "wb")  # noqa: SIM115 - closed at teardown
-    cmd = [
-        sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model),
-        "--served-model-name", "tiny", "--host", "127.0.0.1", "--port", str(port),
+    args = [
+        "--model", str(model), "--served-model-name", "tiny",
         "--logits-processors", "triec.integrations.vllm:TriecLogitsProcessor",
         "--max-num-seqs", "8", "--max-model-len", "256", "--enforce-eager",
     ]  # fmt: skip
-    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="none", timeout=60, max_retries=0)
-        wait_ready(client, proc, root / "server.log")
+    with openai_server(args, env, root / "server.log", timeout_s=60) as (client, proc):
         yield {"client": client, "tools": set(tools.values), "proc": proc}
-    finally:
-        stop_group(proc)
-        log.close()
     with pytest.raises(ProcessLookupError):
         os.killpg(proc.pid, 0)  # nothing of the server is left
 

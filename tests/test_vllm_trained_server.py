@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,7 +26,7 @@ pytest.importorskip("vllm")
 openai = pytest.importorskip("openai")
 jsonschema = pytest.importorskip("jsonschema")
 
-from serving import SERVER_ENV, free_port, stop_group, wait_ready  # noqa: E402
+from serving import SERVER_ENV, openai_server  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE = Path(__file__).with_name("smollm_tools.jinja")
@@ -62,26 +60,17 @@ def _questions() -> list[dict]:
 @pytest.fixture(scope="module")
 def server(trained_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, object]]:
     root = tmp_path_factory.mktemp("trained_server")
-    port = free_port()
     env = dict(os.environ, **SERVER_ENV, TRIEC_VLLM_BACKEND="1", TRIEC_VLLM_LOG="debug", VLLM_CPU_KVCACHE_SPACE="2")
     env.pop("VLLM_PLUGINS", None)
     log_path = root / "server.log"
-    log = open(log_path, "wb")  # noqa: SIM115 - closed at teardown
-    cmd = [
-        sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(trained_model),
-        "--served-model-name", "smollm2", "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32",
+    args = [
+        "--model", str(trained_model), "--served-model-name", "smollm2", "--dtype", "float32",
         "--max-num-seqs", "4", "--max-model-len", "4096", "--enforce-eager", "--no-enable-prefix-caching",
         "--chat-template", str(TEMPLATE), "--enable-auto-tool-choice", "--tool-call-parser", "hermes",
         "--structured-outputs-config", json.dumps({"backend": "xgrammar"}),
     ]  # fmt: skip
-    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="none", timeout=600, max_retries=0)
-        wait_ready(client, proc, log_path)
+    with openai_server(args, env, log_path, timeout_s=600) as (client, _):
         yield {"client": client, "log": log_path}
-    finally:
-        stop_group(proc)
-        log.close()
 
 
 def _vllm_tag(tools: list[dict], tool_choice: str) -> dict:
