@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import io
+import json
 import time
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -11,6 +14,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from triec.artifact.container import atomic_write
 from triec.cli import _common
 from triec.cli._common import app, err, out, report_errors
 from triec.errors import TriecError
@@ -24,7 +28,7 @@ def _values(spec: Path | None) -> list[str] | None:
     if spec.suffix in (".triec", ".zst"):
         from triec.artifact.masks import load
 
-        return [v if isinstance(v, str) else v.decode() for v in load(spec).values]
+        return list(load(spec).values)
     return read_values(spec)
 
 
@@ -68,9 +72,10 @@ def _plot(doc: dict[str, Any], path: Path) -> None:
     ax.legend()
     ax.set_title(Path(doc["data"]).name)
     fig.tight_layout()
-    tmp = path.with_name(f".{path.name}.tmp{path.suffix}")
-    fig.savefig(tmp)
-    tmp.replace(path)
+    png = io.BytesIO()
+    fig.savefig(png, format="png")
+    plt.close(fig)
+    atomic_write(path, png.getvalue())
 
 
 @app.command("eval")
@@ -98,7 +103,7 @@ def eval_cmd(
     loop and the outputs compared token by token. Ctrl-C stops and keeps what was measured.
     """
     from triec.eval.data import load_items
-    from triec.eval.run import EvalConfig, Evaluator, evaluate, meta_for, report_json, resolve_model, write_json_atomic
+    from triec.eval.run import EvalConfig, Evaluator, evaluate, meta_for, report_json, resolve_model
 
     if compare not in (None, "xgrammar"):
         raise TriecError(f"--compare {compare!r}: the engine compared with is xgrammar")
@@ -114,7 +119,7 @@ def eval_cmd(
         items = [dataclasses.replace(item, candidates=None) for item in items]
     started = time.perf_counter()
     model_dir = resolve_model(model, log=lambda m: err.print(f"[dim]{escape(m)}[/]"))
-    with err.status("loading the model") if err.is_terminal else _nothing():
+    with err.status("loading the model") if err.is_terminal else nullcontext():
         evaluator = Evaluator(model_dir, config, _values(values))
     total = len(items)
 
@@ -128,19 +133,11 @@ def eval_cmd(
         err.print(f"interrupted: {len(outcomes) // len(config.modes)} of {total} items measured")
     out.print(_summary_table(doc))
     if json_out is not None:
-        write_json_atomic(json_out, doc)
+        atomic_write(json_out, (json.dumps(doc, indent=1, ensure_ascii=False) + "\n").encode())
     if plot is not None:
         _plot(doc, plot)
     if len(outcomes) < total * len(config.modes):
         raise typer.Exit(_common.EXIT_INTERRUPTED)
-
-
-class _nothing:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
 
 
 @app.command("bfcl")

@@ -87,11 +87,6 @@ def convert(category: str, source: str | os.PathLike[str] | None = None, candida
 
 def write(items: list[dict[str, Any]], out: Path) -> None:
     """JSONL, written to a temporary file and renamed."""
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            for item in items:
-                f.write(json.dumps(item, ensure_ascii=False) + "\n")
-        os.replace(tmp, out)
-    finally:
-        tmp.unlink(missing_ok=True)
+    from triec.artifact.container import atomic_write
+
+    atomic_write(out, "".join(json.dumps(item, ensure_ascii=False) + "\n" for item in items).encode())

@@ -84,8 +84,9 @@ def models_dir() -> Path:
     return cache_dir() / "models"
 
 
-def cached_dir(gguf: Path, root: Path | None = None) -> Path:
-    return (root or models_dir()) / f"{sha256_file(gguf)[:24]}-v{BUILD_VERSION}"
+def cached_dir(digest: str, root: Path | None = None) -> Path:
+    """Where the directory of the GGUF with sha256 ``digest`` lives."""
+    return (root or models_dir()) / f"{digest[:24]}-v{BUILD_VERSION}"
 
 
 def prepare(
@@ -95,7 +96,8 @@ def prepare(
     path = Path(gguf) if gguf is not None else bundled_gguf()
     if not path.is_file():
         raise ModelBuildError(f"{path}: no such GGUF file")
-    target = cached_dir(path, root)
+    digest = sha256_file(path)
+    target = cached_dir(digest, root)
     if (target / MARKER).is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -106,7 +108,7 @@ def prepare(
         info = {
             "build_version": BUILD_VERSION,
             "gguf": path.name,
-            "gguf_sha256": sha256_file(path),
+            "gguf_sha256": digest,
             "seconds": round(time.perf_counter() - started, 1),
         }
         (work / MARKER).write_text(json.dumps(info, indent=1) + "\n")
@@ -140,9 +142,7 @@ def build(gguf: Path, out: Path) -> None:
         raise ModelBuildError(f"{gguf}: transformers needs more packages to read a GGUF: pip install 'triec[eval]' ({exc})") from exc
     except (OSError, ValueError, KeyError) as exc:
         raise ModelBuildError(f"{gguf}: transformers cannot load this GGUF ({type(exc).__name__}: {exc})") from exc
-    config = loaded.config
-    config.__dict__.pop("quantization_config", None)
-    config = AutoConfig.for_model(**{k: v for k, v in config.to_dict().items() if k != "quantization_config"})
+    config = AutoConfig.for_model(**{k: v for k, v in loaded.config.to_dict().items() if k != "quantization_config"})
     plain = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     missing, unexpected = plain.load_state_dict(loaded.state_dict(), strict=False)
     missing = [m for m in missing if not (config.tie_word_embeddings and m == "lm_head.weight")]

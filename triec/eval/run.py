@@ -123,15 +123,6 @@ def report_json(outcomes: list[Outcome], config: EvalConfig, meta: dict[str, Any
     }
 
 
-def write_json_atomic(path: Path, doc: dict[str, Any]) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
 def resolve_model(path: str | os.PathLike[str], log: Callable[[str], None] | None = None) -> Path:
     """A model directory as is; a GGUF file turned into one (cached, :mod:`triec.eval.gguf_model`)."""
     p = Path(path)
@@ -284,7 +275,7 @@ class Evaluator:
             if ids not in prefilled:
                 prefilled = {ids: self.greedy.prefill(list(ids))}  # free and trie share one prompt
             pre = prefilled[ids]
-            values = self.item_values(item) if mode in CONSTRAINED or item.candidates or self.values else ()
+            values = self.item_values(item) if mode in CONSTRAINED else (item.candidates or self.values or ())
             limit = self.config.max_new_tokens + (self.config.think_budget + len(self.forced_trigger) if mode == "think" else 0)
             constraint = self._triec_constraint(mode, values) if mode in CONSTRAINED else None
             settled = self._settled(values) if mode == "free" and self.config.free_early_stop else None
