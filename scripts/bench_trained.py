@@ -32,6 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_vllm import run_child  # noqa: E402
+from bench_vllm_backend import hermes_calls_ok  # noqa: E402
 
 CELLS = ("choice", "spec", "required", "auto")
 SPEC = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 3, "prompt_lookup_min": 1}
@@ -109,7 +110,9 @@ def child(args: argparse.Namespace) -> dict:
     elapsed = time.perf_counter() - t
     outs = [r.outputs[0] for r in results]
     if tool_cell:
-        valid = [_calls_ok(o.text, o.finish_reason, schemas) for o, schemas in zip(outs, per_tools, strict=True)]
+        # at least one call, every <tool_call> block a known tool with arguments that fit, and the output finished
+        valid = [o.finish_reason == "stop" and "<tool_call>" in o.text and hermes_calls_ok(o.text, schemas)
+                 for o, schemas in zip(outs, per_tools, strict=True)]  # fmt: skip
     else:
         valid = [o.text in names and o.finish_reason == "stop" for o in outs]
     row = {"cell": args.cell, "method": args.method, "start_s": round(start_s, 1), "requests": len(outs),
@@ -124,24 +127,6 @@ def child(args: argparse.Namespace) -> dict:
         accepted = counters.get("vllm:spec_decode_num_accepted_tokens") or 0
         row.update(drafted=drafted, accepted=accepted, acceptance=round(accepted / drafted, 3) if drafted else None)
     return row
-
-
-def _calls_ok(text: str, finish: str, schemas: dict) -> bool:
-    """Every <tool_call> block parses, names a tool and fits its schema; at least one, and the output finished."""
-    import re
-
-    import jsonschema
-
-    blocks = re.findall(r"<tool_call>\s*(.*?)\s*</tool_call>", text, re.S)
-    if not blocks or finish != "stop":
-        return False
-    try:
-        for block in blocks:
-            call = json.loads(block)
-            jsonschema.validate(call["arguments"], schemas[call["name"]])
-    except (ValueError, KeyError, jsonschema.ValidationError):
-        return False
-    return True
 
 
 def main(argv: list[str] | None = None) -> int:
