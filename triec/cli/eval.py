@@ -14,7 +14,6 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from triec.artifact.container import atomic_write
 from triec.cli import _common
 from triec.cli._common import app, err, out, report_errors
 from triec.errors import TriecError
@@ -72,6 +71,8 @@ def _plot(doc: dict[str, Any], path: Path) -> None:
     ax.legend()
     ax.set_title(Path(doc["data"]).name)
     fig.tight_layout()
+    from triec.artifact.container import atomic_write  # numpy: not at import (`triec --help` costs typer and rich)
+
     png = io.BytesIO()
     fig.savefig(png, format="png")
     plt.close(fig)
@@ -133,6 +134,8 @@ def eval_cmd(
         err.print(f"interrupted: {len(outcomes) // len(config.modes)} of {total} items measured")
     out.print(_summary_table(doc))
     if json_out is not None:
+        from triec.artifact.container import atomic_write
+
         atomic_write(json_out, (json.dumps(doc, indent=1, ensure_ascii=False) + "\n").encode())
     if plot is not None:
         _plot(doc, plot)
