@@ -9,7 +9,10 @@ transformers' model imports next to it). ``nox`` runs every session below but
 
 from __future__ import annotations
 
+import functools
+import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import nox
@@ -21,7 +24,26 @@ nox.options.error_on_missing_interpreters = True
 ROOT = Path(__file__).resolve().parent
 
 
+def pruned(body: Callable[[nox.Session], None]) -> Callable[[nox.Session], None]:
+    """With TRIEC_NOX_PRUNE=1 (.ci/run sets it) a session's environment is deleted when it ends, pass or fail.
+
+    The environments hold 1-5 GB each (torch, vLLM); kept side by side they once filled CI's disk ("No space
+    left on device" in the fourth session). Pruned, the peak is the largest one, not their sum.
+    """
+
+    @functools.wraps(body)
+    def run(session: nox.Session) -> None:
+        try:
+            body(session)
+        finally:
+            if os.environ.get("TRIEC_NOX_PRUNE") == "1" and session.virtualenv.location:
+                shutil.rmtree(session.virtualenv.location, ignore_errors=True)
+
+    return run
+
+
 @nox.session
+@pruned
 def tests(session: nox.Session) -> None:
     """The main suite: real tokenizers, llguidance as the oracle, torch (CPU) and transformers, the trained model.
 
@@ -35,6 +57,7 @@ def tests(session: nox.Session) -> None:
 
 
 @nox.session
+@pruned
 def wheel(session: nox.Session) -> None:
     """Build the sdist and the wheel, install the wheel (not the checkout), smoke-test it from outside the tree.
 
@@ -52,6 +75,7 @@ def wheel(session: nox.Session) -> None:
 
 
 @nox.session
+@pruned
 def vllm(session: nox.Session) -> None:
     """triec inside a real vLLM engine on CPU: the processors, the engine end to end, the OpenAI server.
 
@@ -98,6 +122,7 @@ VLLM_ENGINE_FREE = [
 
 
 @nox.session
+@pruned
 def vllm033(session: nox.Session) -> None:
     """The backend and processors on vLLM 0.33's own classes: its CUDA wheel, imported on the CPU (no engine).
 
@@ -115,6 +140,7 @@ def vllm033(session: nox.Session) -> None:
 
 
 @nox.session(default=False)  # nox >= 2025.02.09; `nox` alone runs the others, `nox -s soak` this one
+@pruned
 def soak(session: nox.Session) -> None:
     """The OpenAI server with triec under load, hostile requests and artifact faults (scripts/soak.py).
 
@@ -139,6 +165,7 @@ SGLANG_CPU = [
 
 
 @nox.session
+@pruned
 def sglang(session: nox.Session) -> None:
     """triec's grammar backend driven through SGLang 0.5.23's own classes on CPU, next to SGLang's xgrammar backend.
 
