@@ -22,6 +22,7 @@ from triec.tokenizer.vocabulary import Vocabulary
 from triec.trie import Trie, build_trie_from_buffer, join_keys, longest_common_prefixes
 
 IMPLEMENTATIONS = ("numpy", "reference")
+TOKENIZATIONS = ("any", "canonical")
 MAX_VALUE_BYTES = 2**31 - 2
 """Most value bytes one table holds: states (at most bytes + 1) and value ids are int32 in the format."""
 SMALL_SET = 500  # up to this many values, prepare_values (Python's sort) is faster than keysort
@@ -207,6 +208,7 @@ def compile(  # noqa: A001 - the public name mirrors re.compile
     suffix: str = "",
     implementation: str = "numpy",
     stats: CompileStats | None = None,
+    tokenization: str = "any",
 ) -> MaskTable:
     """Compile a finite set of strings into a :class:`MaskTable` for ``vocab``.
 
@@ -216,13 +218,38 @@ def compile(  # noqa: A001 - the public name mirrors re.compile
     (``encoding="raw"``) or its JSON string literal (``encoding="json"``);
     ``table.values`` gives the values back as passed. Duplicates are dropped;
     the table's values are sorted by the UTF-8 bytes of their spellings.
+
+    ``tokenization="any"`` allows every token sequence that spells a value (what grammar engines
+    allow); ``"canonical"`` only the one the tokenizer's encoder produces for the whole spelled
+    string (:mod:`triec.build.canonical`; the vocabulary must have an encoder, and values are then in
+    token order).
     """
     enc = as_encoding(encoding, prefix, suffix)
+    if tokenization not in TOKENIZATIONS:
+        raise ValueError(f"tokenization must be one of {TOKENIZATIONS}, not {tokenization!r}")
     if not isinstance(vocab, Vocabulary):
         vocab = Vocabulary.load(vocab)
     stats = stats if stats is not None else CompileStats()
+    if tokenization == "canonical":
+        return _compile_canonical(values, vocab, enc, stats)
     # no local holds the prepared values: compile_sorted frees their buffer once the trie is built
     return compile_sorted(_prepare_timed(values, enc, stats), vocab, implementation=implementation, stats=stats, encoding=enc)
+
+
+def _compile_canonical(values: Iterable[str | bytes], vocab: Vocabulary, enc: Encoding, stats: CompileStats) -> MaskTable:
+    from triec.build.canonical import canonical_ids, token_trie_table
+
+    t0 = time.perf_counter()
+    keys, stats.duplicates = prepare_values(spell_all(values, enc))
+    t1 = time.perf_counter()
+    encoder = vocab.encoder()
+    ids = canonical_ids(keys, encoder, vocab)
+    t2 = time.perf_counter()
+    table = token_trie_table(keys, ids, vocab, enc)
+    stats.phases.update({"values": t1 - t0, "encode": t2 - t1, "trie": time.perf_counter() - t2})  # token trie and rows at once
+    stats.num_values, stats.value_bytes = len(keys), sum(map(len, keys))
+    stats.num_states, stats.num_allowed = table.num_states, table.num_allowed
+    return table
 
 
 def _prepare_timed(values: Iterable[str | bytes], enc: Encoding, stats: CompileStats) -> SortedKeys:

@@ -8,7 +8,6 @@ bytes come from the table itself: a token allowed at state s spells exactly
 
 from __future__ import annotations
 
-import bisect
 from typing import Any
 
 import numpy as np
@@ -86,6 +85,7 @@ def summary(table: MaskTable, header: dict[str, Any] | None = None, section_size
         "vocab_size": table.vocab_size,
         "eos_token_ids": list(table.eos_token_ids),
         "encoding": table.encoding.to_header(),
+        "tokenization": table.tokenization,
         "values": table.num_values,
         "value_bytes": value_bytes,
         "states": table.num_states,
@@ -132,14 +132,42 @@ def file_section_sizes(path: Any, level: int = 3) -> dict[str, dict[str, int]]:
     return out
 
 
+def states_for_prefix(table: MaskTable, prefix: bytes) -> list[int]:
+    """The states whose prefix is ``prefix``, ascending: one for a byte trie, any number for a canonical table.
+
+    A canonical table's states are token-trie nodes (one per byte along each token edge), so the same
+    bytes can be reached along several token paths; each value with this prefix names the one on its
+    path. O(K) plus the paths: for inspection, not serving.
+    """
+    if not table.canonical:
+        s = table.state_for_prefix(prefix)
+        return [] if s is None else [s]
+    owner = np.repeat(np.arange(table.num_states, dtype=np.int64), np.diff(table.allowed_offsets.astype(np.int64)))
+    parent = np.zeros(table.num_states, dtype=np.int64)
+    parent[table.allowed_next.astype(np.int64)] = owner  # each token edge's end: the state it leaves
+    found: set[int] = set()
+    d = len(prefix)
+    for i, value in enumerate(table.value_bytes):
+        if not value.startswith(prefix):
+            continue
+        node, depth = int(table.value_state[i]), len(value)
+        while True:  # up the token edges until one starts at or above depth d
+            up = int(parent[node])
+            up_depth = len(table.prefix(up))
+            if up_depth < d or node == 0:
+                break
+            node, depth = up, up_depth
+        found.add(node - (depth - d))  # inside the edge up -> node, or node itself
+    return sorted(found)
+
+
 def describe_state(
     table: MaskTable, state: int, *, max_values: int = 10, max_tokens: int | None = 200
 ) -> dict[str, Any]:
     """One state: its prefix, whether it accepts, the values below it, every allowed token."""
     prefix = table.prefix(state)
-    values = table.value_bytes
-    lo = bisect.bisect_left(values, prefix)
-    hi = bisect.bisect_left(values, prefix + b"\xff")  # no UTF-8 text holds 0xFF
+    below = table.values_below(state)
+    lo, hi = below.start, below.stop
     lo_off, hi_off = int(table.allowed_offsets[state]), int(table.allowed_offsets[state + 1])
     tokens = []
     shown = hi_off - lo_off if max_tokens is None else min(hi_off - lo_off, max_tokens)

@@ -314,6 +314,67 @@ def compare_reference(
     return result
 
 
+def compare_canonical(
+    table: MaskTable, vocab: Vocabulary, max_examples: int = MAX_EXAMPLES, progress: ProgressFn | None = None
+) -> CheckResult:
+    """A canonical table against the token trie of ``encoder.encode(value)``, one value at a time, state by state.
+
+    Every state: a token-trie node's row must hold exactly the reference node's next tokens (each leading
+    to the state of that child) and allow EOS exactly where a value ends; a state inside a token's bytes
+    must allow nothing. The engines are not an oracle here: they allow every spelling, a larger language.
+    """
+    result = CheckResult(against="reference")
+    t0 = time.perf_counter()
+    encoder = vocab.encoder()
+    children: dict[tuple[int, ...], set[int]] = {(): set()}
+    ends: set[tuple[int, ...]] = set()
+    for text in table.strings:
+        ids = tuple(encoder.encode(text, add_special_tokens=False).ids)
+        for d in range(len(ids)):
+            children.setdefault(ids[:d], set()).add(ids[d])
+            children.setdefault(ids[: d + 1], set())
+        ends.add(ids)
+    result.seconds["reference"] = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    off = table.allowed_offsets.astype(np.int64)
+    accepting = np.zeros(table.num_states, dtype=bool)
+    accepting[table.value_state.astype(np.int64)] = True
+    seen = np.zeros(table.num_states, dtype=bool)
+    token_bytes = vocab.token_bytes
+    stack: list[tuple[int, tuple[int, ...]]] = [(0, ())]
+    while stack:
+        s, path = stack.pop()
+        seen[s] = True
+        result.states_checked += 1
+        lo, hi = int(off[s]), int(off[s + 1])
+        ours, nexts = table.allowed_tokens[lo:hi].tolist(), table.allowed_next[lo:hi].tolist()
+        theirs = sorted(children[path])
+        where = escape_bytes(b"".join(token_bytes[t] for t in path))
+        if ours != theirs:
+            result.add(_set_mismatch(table, vocab, s, np.array(ours), np.array(theirs), "allowed tokens differ from the encoder's", b"".join(token_bytes[t] for t in path)), max_examples)
+        elif bool(accepting[s]) != (path in ends):
+            result.add(Mismatch(s, where, f"EOS {'allowed' if accepting[s] else 'refused'} here, the encoder's "
+                                f"tokenizations {'end' if path in ends else 'do not end'} here"), max_examples)
+        else:
+            for t, n in zip(ours, nexts, strict=True):
+                inner = range(n - len(token_bytes[t]) + 1, n)  # the token's other bytes: states that allow nothing
+                if inner.start <= s:
+                    result.add(Mismatch(s, where, f"token {t} leads back to state {n}"), max_examples)
+                    continue
+                seen[inner.start : inner.stop] = True
+                result.states_checked += len(inner)
+                if any(off[i + 1] > off[i] or accepting[i] for i in inner):
+                    result.add(Mismatch(s, where, f"a state inside token {t}'s bytes allows tokens or EOS"), max_examples)
+                stack.append((n, (*path, t)))
+    if not seen.all():
+        bad = int(np.flatnonzero(~seen)[0])
+        result.add(Mismatch(bad, "", f"{int((~seen).sum())} states are reached by no encoder tokenization"), max_examples)
+    result.seconds["compare"] = time.perf_counter() - t1
+    if progress:
+        progress(CheckProgress("reference", "done", result.states_checked, result.states_checked))
+    return result
+
+
 # ---------------------------------------------------------------- engines
 
 
@@ -504,6 +565,10 @@ def verify(
         _verify_schema(table, vocab, report, against, explicit, walks, seed, max_examples, states)
         report.seconds = time.perf_counter() - t0
         return report
+    if table.canonical:
+        _verify_canonical(table, vocab, report, against, max_examples, progress)
+        report.seconds = time.perf_counter() - t0
+        return report
     selected, report.sampled = select_states(table, states, seed)
     report.states_selected = int(selected.size)
     paths: tuple[np.ndarray, np.ndarray] | None = None
@@ -540,6 +605,20 @@ def verify(
             progress(CheckProgress(name, report.checks[-1].status, 0, int(selected.size)))
     report.seconds = time.perf_counter() - t0
     return report
+
+
+def _verify_canonical(table: MaskTable, vocab: Vocabulary, report: VerifyReport, against: Sequence[str], max_examples: int,
+                      progress: ProgressFn | None) -> None:
+    """A canonical table: every state against the encoder's token trie; engines are skipped (a larger language)."""
+    report.states_selected = table.num_states
+    for name in against:
+        if name == "reference":
+            report.checks.append(compare_canonical(table, vocab, max_examples, progress))
+        else:
+            report.checks.append(CheckResult(against=name, status="skipped", reason=(
+                "a canonical table allows each value's encoder tokenization only; the engines allow every token "
+                "sequence that spells a value (a larger language), so they are no oracle for it: checked against "
+                "the encoder's token trie (reference)")))
 
 
 def _verify_schema(table: Any, vocab: Vocabulary, report: VerifyReport, against: Sequence[str], explicit: Sequence[str],

@@ -79,6 +79,9 @@ def compile_cmd(
     tool_choice: Annotated[
         str, typer.Option("--tool-choice", help="Tool registries: required (calls only) or auto (hermes: free text, then calls after the <tool_call> trigger, as vLLM constrains tool_choice=auto with strict tools; engine xgrammar).")
     ] = "required",
+    tokenization: Annotated[
+        str, typer.Option("--tokenization", help="Plain value sets: any (every token sequence that spells a value, as grammar engines allow) or canonical (only each value's own encoder tokenization, prefix and suffix included; needs a tokenizer.json).")
+    ] = "any",
     whitespace: Annotated[
         str, typer.Option("--whitespace", help="Schemas, JSON tool formats: compact (', ' and ': ' only) or any (the engines' flexible JSON; xgrammar).")
     ] = "compact",
@@ -101,6 +104,7 @@ def compile_cmd(
     vLLM's hermes tag for tool_choice="auto".
     """
     from triec.build.compile import CompileStats, compile_sorted, prepare_buffer
+    from triec.build.compile import compile as compile_values
     from triec.build.values import FORMATS, read_input
     from triec.cli._progress import Phases
     from triec.encoding import ENCODINGS, Encoding
@@ -129,9 +133,16 @@ def compile_cmd(
     total0 = time.perf_counter()
     if whitespace not in ("compact", "any"):
         raise TriecError(f"--whitespace: expected compact or any, found {whitespace!r}")
+    if tokenization not in ("any", "canonical"):
+        raise TriecError(f"--tokenization: expected any or canonical, found {tokenization!r}")
     found = _schema_document(values, fmt, enum_threshold)
     if found is not None:
         kind, doc = found
+        if tokenization == "canonical":
+            raise TriecError(
+                f"{values}: --tokenization canonical applies to plain value sets; here the values sit between text the "
+                "engine generates, where the encoder's split of the whole output is not known in advance"
+            )
         flags = [f for f, v in (("--encoding", encoding), ("--prefix", prefix), ("--suffix", suffix)) if v is not None]
         if flags:
             raise TriecError(f"{values}: a JSON Schema fixes its own spelling (compact JSON); drop {', '.join(flags)}")
@@ -168,16 +179,19 @@ def compile_cmd(
     with phases.phase("tokenizer", "loading tokenizer"):
         vocab = Vocabulary.load(tokenizer, vocab_size=vocab_size, eos_token_ids=_parse_eos(eos))
     with phases.phase("automaton", "building the vocabulary automaton (cached after the first run)"):
-        if implementation == "numpy":
+        if implementation == "numpy" and tokenization == "any":
             vocab.automaton  # noqa: B018 - load or build now so its time is reported on its own
     stats = CompileStats()
-    with phases.phase("compile", f"compiling {len(raw_values):,} values") as step:
-        sorted_keys = prepare_buffer(spell_all(raw_values, spelling))
-        stats.duplicates = sorted_keys.duplicates
-        table = compile_sorted(
-            sorted_keys, vocab, implementation=implementation, stats=stats, encoding=spelling,
-            progress=step if phases.show else None,
-        )
+    with phases.phase("compile", f"compiling {len(raw_values):,} values ({tokenization} tokenization)") as step:
+        if tokenization == "canonical":
+            table = compile_values(raw_values, vocab, encoding=spelling, stats=stats, tokenization="canonical")
+        else:
+            sorted_keys = prepare_buffer(spell_all(raw_values, spelling))
+            stats.duplicates = sorted_keys.duplicates
+            table = compile_sorted(
+                sorted_keys, vocab, implementation=implementation, stats=stats, encoding=spelling,
+                progress=step if phases.show else None,
+            )
     with phases.phase("write", f"writing {target}"):
         size = table.save(target, compress=zstd or str(target).endswith(".zst"))
     total = time.perf_counter() - total0
@@ -192,6 +206,7 @@ def compile_cmd(
         "vocab_size": vocab.vocab_size,
         "eos_token_ids": list(vocab.eos_token_ids),
         "encoding": spelling.to_header(),
+        "tokenization": table.tokenization,
         "values": stats.num_values,
         "duplicates_removed": stats.duplicates,
         "value_bytes": stats.value_bytes,
@@ -205,12 +220,14 @@ def compile_cmd(
             "tokenizer": round(phases.seconds["tokenizer"], 6),
             "automaton": round(phases.seconds["automaton"], 6),
             "values": round(stats.phases.get("values", 0.0) + phases.seconds["compile"] - sum(stats.phases.values()), 6),
-            "trie": round(stats.phases["trie"], 6),
-            "masks": round(stats.phases["masks"], 6),
+            "trie": round(stats.phases.get("trie", 0.0), 6),
+            "masks": round(stats.phases.get("masks", 0.0), 6),
             "write": round(phases.seconds["write"], 6),
             "total": round(total, 6),
         },
     }
+    if "encode" in stats.phases:  # canonical: the encoder's batch
+        summary["seconds"]["encode"] = round(stats.phases["encode"], 6)
     if as_json:
         out.print_json(json.dumps(summary))
     elif not quiet:
@@ -395,6 +412,8 @@ def _print_summary(s: dict[str, Any]) -> None:
     enc = s["encoding"]
     if enc != {"name": "raw", "prefix": "", "suffix": ""}:
         t.add_row("encoding", escape(f"{enc['name']}, prefix {enc['prefix']!r}, suffix {enc['suffix']!r}"))
+    if s.get("tokenization") == "canonical":
+        t.add_row("tokenization", "canonical (each value's encoder tokens only; states are token-trie nodes)")
     t.add_row("states", f"{s['states']:,}")
     t.add_row("prefix sharing r = states/bytes", f"{s['sharing_ratio']:.3f}")
     t.add_row("allowed (state, token) pairs", f"{s['allowed_pairs']:,}  (root {s['root_allowed']:,}, max {s['max_allowed']:,})")
@@ -403,6 +422,6 @@ def _print_summary(s: dict[str, Any]) -> None:
     sec = s["seconds"]
     t.add_row(
         "time (ms)",
-        "  ".join(f"{k} {1000 * sec[k]:.1f}" for k in ("tokenizer", "automaton", "trie", "masks", "write", "total")),
+        "  ".join(f"{k} {1000 * sec[k]:.1f}" for k in ("tokenizer", "automaton", "encode", "trie", "masks", "write", "total") if k in sec),
     )
     out.print(t)

@@ -34,14 +34,18 @@ def _values(spec: Path | None) -> list[str] | None:
 def _summary_table(doc: dict[str, Any]) -> Table:
     modes = doc["modes"]
     compare = any("identical_to_xgrammar" in m for m in modes.values())
+    versus_trie = any("identical_to_trie" in m for m in modes.values())
     table = Table(title=f"triec eval: {Path(doc['data']).name}, {Path(doc['model']).name}", title_justify="left")
-    for col in ("mode", "items", "valid", "correct", *(["= xgrammar"] if compare else []), "tokens/answer", "s/answer"):
+    for col in ("mode", "items", "valid", "correct", *(["= xgrammar"] if compare else []), *(["= trie"] if versus_trie else []), "tokens/answer", "s/answer"):
         table.add_column(col, justify="left" if col == "mode" else "right")
     for mode, m in modes.items():
         n = m["items"] or 1
         row = [mode, str(m["items"]), f"{m['valid']} ({100 * m['valid'] / n:.0f}%)", f"{m['correct']} ({100 * m['correct'] / n:.0f}%)"]
         if compare:
             same = m.get("identical_to_xgrammar")
+            row.append("-" if same is None else f"{same}/{m['items']}")
+        if versus_trie:
+            same = m.get("identical_to_trie")
             row.append("-" if same is None else f"{same}/{m['items']}")
         row += [f"{m['tokens_mean']:.1f}" if m["tokens_mean"] is not None else "-",
                 f"{m['seconds_mean']:.2f}" if m["seconds_mean"] is not None else "-"]  # fmt: skip
@@ -86,7 +90,7 @@ def eval_cmd(
     model: Annotated[str, typer.Option("--model", "-m", help="A model directory, or a .gguf file (turned into one once, cached).")],
     values: Annotated[Optional[Path], typer.Option("--values", help="The set for items without candidates: a values file or an artifact.")] = None,
     ignore_candidates: Annotated[bool, typer.Option("--ignore-candidates", help="Constrain every item to --values, not to its own candidates.")] = False,
-    modes: Annotated[str, typer.Option("--modes", help="Comma-separated: free, trie, think.")] = "free,trie",
+    modes: Annotated[str, typer.Option("--modes", help="Comma-separated: free, trie, think, canonical.")] = "free,trie",
     compare: Annotated[Optional[str], typer.Option("--compare", help="Decode the constrained modes again with this engine and count equal outputs: xgrammar.")] = None,
     limit: Annotated[Optional[int], typer.Option("--limit", min=1, help="The first N items.")] = None,
     max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", min=1, help="Tokens for an answer.")] = 48,
@@ -100,7 +104,8 @@ def eval_cmd(
     """Validity, accuracy, tokens and seconds per answer, mode by mode, with a trained model (greedy, float32, CPU).
 
     Modes: free (no constraint), trie (the same prompt, constrained to the set), think (free until the trigger,
-    then the set). With --compare xgrammar, each constrained decode is repeated with xgrammar's masks in the same
+    then the set), canonical (trie's prompt and set, each value only as its encoder's tokens; its outputs are
+    compared with trie's when both run). With --compare xgrammar, each constrained decode is repeated with xgrammar's masks in the same
     loop and the outputs compared token by token. Ctrl-C stops and keeps what was measured.
     """
     from triec.eval.data import load_items
@@ -150,11 +155,12 @@ def bfcl_cmd(
     output: Annotated[Path, typer.Option("-o", "--output", help="The JSONL file to write.")],
     source: Annotated[Optional[Path], typer.Option("--source", help="BFCL's data directory. Default: the installed bfcl-eval package's.")] = None,
     candidates: Annotated[Optional[str], typer.Option("--candidates", help="item (the question's functions) or category (every name). Default: item for multiple, category for simple_python.")] = None,
+    shots: Annotated[int, typer.Option("--shots", min=0, help="Worked examples before each question (the category's first questions, then left out).")] = 0,
 ) -> None:
     """Write a BFCL category as `triec eval` data: which function answers each question (pip install --no-deps bfcl-eval)."""
     from triec.eval import bfcl
 
-    items = bfcl.convert(category, source, candidates)
+    items = bfcl.convert(category, source, candidates, shots)
     bfcl.write(items, output)
     sizes = sorted(len(i["candidates"]) for i in items)
     out.print(f"wrote {len(items)} items to {escape(str(output))} (candidates per item: {sizes[0]}-{sizes[-1]})", highlight=False)

@@ -66,10 +66,16 @@ def inspect_cmd(
     report["widest_states"] = ins.widest_states(table, widest) if widest else []
     if prefix is not None:
         raw = prefix.encode("utf-8", "surrogateescape")  # argv bytes that are not UTF-8 come back as they were
-        found = table.state_for_prefix(raw)
-        if found is None:
+        found = ins.states_for_prefix(table, raw)
+        if not found:
             raise TriecError(f"--prefix: no value starts with {ins.escape_bytes(raw)!r}")
-        state = found
+        if len(found) > 1:  # a canonical table: one state per token path
+            shown = ", ".join(map(str, found[:10])) + (", ..." if len(found) > 10 else "")
+            raise TriecError(
+                f"--prefix: {ins.escape_bytes(raw)!r} is reached along {len(found)} token paths of this canonical "
+                f"table (states {shown}); pick one with --state"
+            )
+        state = found[0]
     if state is not None:
         if not 0 <= state < table.num_states:
             raise TriecError(f"--state {state}: expected 0..{table.num_states - 1}")
@@ -94,6 +100,7 @@ def _print(r: dict[str, Any]) -> None:
         escape(f"{enc['name']} / {enc['prefix']!r} / {enc['suffix']!r}")
         + ("" if enc["name"] == "json" or enc["prefix"] or enc["suffix"] else "  (values as they are)"),
     )
+    meta.add_row("tokenization", r.get("tokenization", "any") + ("  (each value's encoder tokens only)" if r.get("tokenization") == "canonical" else "  (every token sequence spelling a value)"))
     meta.add_row("values (K) / value bytes", f"{r['values']:,} / {r['value_bytes']:,}")
     meta.add_row("states / sharing r", f"{r['states']:,} / {r['sharing_ratio']}")
     meta.add_row("allowed pairs", f"{r['allowed_pairs']:,}  (root {r['root_allowed']}, max {r['max_allowed']}, mean {r['mean_allowed']})")

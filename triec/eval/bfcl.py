@@ -57,8 +57,17 @@ def _jsonl(path: Path) -> Iterator[dict[str, Any]]:
                 raise ValuesError(f"{path}:{number}: not valid JSON ({exc.msg})") from None
 
 
-def convert(category: str, source: str | os.PathLike[str] | None = None, candidates: str | None = None) -> list[dict[str, Any]]:
-    """The category's questions as ``triec eval`` items (pure, but for reading the two files)."""
+def convert(
+    category: str, source: str | os.PathLike[str] | None = None, candidates: str | None = None, shots: int = 0
+) -> list[dict[str, Any]]:
+    """The category's questions as ``triec eval`` items (pure, but for reading the two files).
+
+    ``shots`` > 0 puts that many worked examples (a question and its function's name as the assistant's
+    reply) before each question: the category's first one-call questions, which are then left out of the
+    items (no item is its own example).
+    """
+    if shots < 0:
+        raise ValuesError(f"shots must be 0 or more, not {shots}")
     if category not in CATEGORIES:
         raise ValuesError(f"BFCL category {category!r} is not supported; choose from {', '.join(CATEGORIES)}")
     kind = candidates or ("category" if category == "simple_python" else "item")
@@ -68,15 +77,19 @@ def convert(category: str, source: str | os.PathLike[str] | None = None, candida
     questions = list(_jsonl(root / f"BFCL_v4_{category}.json"))
     answers = {a["id"]: a for a in _jsonl(root / "possible_answer" / f"BFCL_v4_{category}.json")}
     every = sorted({f["name"] for q in questions for f in q["function"]})
-    items = []
+    items: list[dict[str, Any]] = []
+    examples: list[dict[str, str]] = []
     for q in questions:
         truth = answers.get(q["id"], {}).get("ground_truth") or []
         if len(truth) != 1 or len(truth[0]) != 1:
             continue  # not a one-call question: nothing single to name
         (gold,) = truth[0]
+        if len(examples) < 2 * shots:
+            examples += [{"role": "user", "content": q["question"][0][-1]["content"]}, {"role": "assistant", "content": gold}]
+            continue
         functions = q["function"]
         listing = "\n".join(f"- {f['name']}: {f.get('description', '').strip()}" for f in functions)
-        messages = [{"role": "system", "content": SYSTEM.format(functions=listing)}]
+        messages = [{"role": "system", "content": SYSTEM.format(functions=listing)}, *examples]
         messages += [{"role": m["role"], "content": m["content"]} for m in q["question"][0]]
         names = [f["name"] for f in functions] if kind == "item" else every
         if gold not in names:

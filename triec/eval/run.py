@@ -32,8 +32,10 @@ from typing import Any
 from triec.errors import EvalError
 from triec.eval.data import Item
 
-MODES = ("free", "trie", "think")
-CONSTRAINED = ("trie", "think")
+MODES = ("free", "trie", "think", "canonical")
+CONSTRAINED = ("trie", "think", "canonical")
+"""``canonical``: the trie mode's prompt and set, each value allowed only as its encoder tokenization
+(``tokenization="canonical"``); its outputs are compared with the trie mode's (``identical_to_trie``)."""
 DEFAULT_TRIGGER = "Answer:"
 DEFAULT_THINK_INSTRUCTION = (
     'Think briefly about which one fits, in one or two sentences. Then write "Answer:" followed by the answer alone.'
@@ -71,13 +73,13 @@ class Outcome:
     seconds: float
     identical_to_xgrammar: bool | None = None
     xgrammar_output: str | None = None
+    identical_to_trie: bool | None = None
 
     def to_json(self) -> dict[str, Any]:
         doc = dict(self.__dict__)
-        if self.identical_to_xgrammar is None:
-            doc.pop("identical_to_xgrammar")
-        if self.xgrammar_output is None:
-            doc.pop("xgrammar_output")
+        for key in ("identical_to_xgrammar", "xgrammar_output", "identical_to_trie"):
+            if doc[key] is None:
+                doc.pop(key)
         doc["seconds"] = round(self.seconds, 4)
         return doc
 
@@ -88,6 +90,7 @@ class ModeSummary:
     valid: int = 0
     correct: int = 0
     identical_to_xgrammar: int | None = None
+    identical_to_trie: int | None = None
     tokens: list[int] = field(default_factory=list)
     seconds: list[float] = field(default_factory=list)
 
@@ -95,6 +98,8 @@ class ModeSummary:
         doc: dict[str, Any] = {"items": self.items, "valid": self.valid, "correct": self.correct}
         if self.identical_to_xgrammar is not None:
             doc["identical_to_xgrammar"] = self.identical_to_xgrammar
+        if self.identical_to_trie is not None:
+            doc["identical_to_trie"] = self.identical_to_trie
         doc["tokens_mean"] = round(sum(self.tokens) / len(self.tokens), 2) if self.tokens else None
         doc["seconds_mean"] = round(sum(self.seconds) / len(self.seconds), 4) if self.seconds else None
         return doc
@@ -111,6 +116,8 @@ def summarize(outcomes: Iterable[Outcome], modes: Sequence[str]) -> dict[str, Mo
         s.seconds.append(o.seconds)
         if o.identical_to_xgrammar is not None:
             s.identical_to_xgrammar = (s.identical_to_xgrammar or 0) + o.identical_to_xgrammar
+        if o.identical_to_trie is not None:
+            s.identical_to_trie = (s.identical_to_trie or 0) + o.identical_to_trie
     return out
 
 
@@ -195,8 +202,8 @@ class Evaluator:
 
         key = (mode, values)
         if key not in self._tables:
-            if mode == "trie":
-                self._tables[key] = compile_values(values, self.vocab)
+            if mode in ("trie", "canonical"):
+                self._tables[key] = compile_values(values, self.vocab, tokenization="any" if mode == "trie" else "canonical")
             else:
                 table = compile_values(values, self.vocab, prefix=" ")
                 self._tables[key] = Triggered(table, self.vocab, self.config.trigger)
@@ -224,7 +231,7 @@ class Evaluator:
         from triec.runtime.matcher import TableMatcher
 
         table = self._table(mode, values)
-        return TriecConstraint(TableMatcher(table) if mode == "trie" else table.matcher(), self.width)
+        return TriecConstraint(TableMatcher(table) if mode != "think" else table.matcher(), self.width)
 
     def _xgrammar_constraint(self, mode: str, values: tuple[str, ...]) -> Any:
         import xgrammar as xgr
@@ -270,6 +277,7 @@ class Evaluator:
     def run(self, item: Item) -> list[Outcome]:
         out: list[Outcome] = []
         prefilled: dict[tuple[int, ...], Any] = {}
+        trie_ids: dict[str, list[int]] = {}
         for mode in self.config.modes:
             ids = tuple(self.prompt_ids(item, mode))
             if ids not in prefilled:
@@ -284,7 +292,10 @@ class Evaluator:
             answer = self.parse(mode, text)
             valid = answer is not None and answer in values and (got.finished or mode == "free")
             outcome = Outcome(item.id, mode, text, answer, valid, valid and answer == item.gold, len(got.ids), got.seconds)
-            if self.config.compare_xgrammar and mode in CONSTRAINED:
+            if mode == "canonical" and "trie" in trie_ids:
+                outcome.identical_to_trie = trie_ids["trie"] == got.ids
+            trie_ids[mode] = got.ids
+            if self.config.compare_xgrammar and mode in ("trie", "think"):  # xgrammar's language is `any`'s
                 ref = self.greedy.decode(pre, self._xgrammar_constraint(mode, values), limit, forced=self._forced(mode))
                 outcome.identical_to_xgrammar = ref.ids == got.ids and ref.finished == got.finished
                 if not outcome.identical_to_xgrammar:
@@ -296,7 +307,7 @@ class Evaluator:
         if mode == "think":
             at = text.find(self.config.trigger)
             return None if at < 0 else text[at + len(self.config.trigger) :].strip()
-        return text if mode == "trie" else text.strip()
+        return text if mode in ("trie", "canonical") else text.strip()
 
 
 def evaluate(

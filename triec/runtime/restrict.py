@@ -30,7 +30,6 @@ from triec._memo import per_table
 from triec.errors import ValueNotInTable
 from triec.keys import prepare_values, spell_all
 from triec.runtime.states import StateQueries
-from triec.trie import join_keys, longest_common_prefixes
 
 if TYPE_CHECKING:
     from triec.runtime.table import MaskTable
@@ -94,6 +93,8 @@ class RestrictedTable(StateQueries):
         self.value_bytes = keys
         self.states = states  # int64, ascending: parent ids of the subset's states (subset id = position)
         self.value_state = value_state  # int64, ascending: parent ids of the subset's terminals
+        self._lcp: list[int] = []  # per value: the depth where its path leaves the previous one's (set by build)
+        self._key_index: dict[bytes, int] | None = None
         self.vocab_size = parent.vocab_size
         self.eos_token_ids = parent.eos_token_ids
         self.tokenizer_fingerprint = parent.tokenizer_fingerprint
@@ -113,26 +114,35 @@ class RestrictedTable(StateQueries):
             for key in keys:
                 table._index_of(key)
             table = table.parent
-        table_keys = table.value_bytes
+        found = [(table.find_value(key), key) for key in keys]
+        for m, key in found:
+            if m < 0:
+                raise ValueNotInTable(f"value {key.decode('utf-8', 'replace')!r} is not one of the table's values")
+        if table.canonical:
+            found.sort()  # table order (token order) is preorder; for a byte trie it is the keys' own
+            keys = [key for _, key in found]
         index = path_index(table)
         ends, run_start, hang, creator = index.ends, index.run_start, index.hang, index.creator
         states: list[int] = [0]
         terminals: list[int] = []
+        lcp: list[int] = []  # per subset value: the depth where its path leaves the previous one's
         last = 0  # the previous terminal: in preorder, a path node is new iff its id is larger
-        for key in keys:
-            m = bisect_left(table_keys, key)
-            if m == len(table_keys) or table_keys[m] != key:
-                raise ValueNotInTable(f"value {key.decode('utf-8', 'replace')!r} is not one of the table's values")
+        for m, key in found:
             end = top = ends[m]
             runs: list[range] = []
+            depth = len(key) + 1  # of the first new node: the run start's depth in the run's creator
             while top > last:  # walk up the path, one run of nodes per creating value
                 runs.append(range(run_start[m], top + 1))  # whole runs only: see PathIndex
+                depth -= top + 1 - run_start[m]
                 top, m = hang[m], creator[m]
             for run in reversed(runs):
                 states.extend(run)
             terminals.append(end)
+            lcp.append(depth - 1)
             last = end
-        return cls(table, keys, np.array(states, dtype=np.int64), np.array(terminals, dtype=np.int64))
+        view = cls(table, keys, np.array(states, dtype=np.int64), np.array(terminals, dtype=np.int64))
+        view._lcp = lcp
+        return view
 
     # ------------------------------------------------------------- shape and values
 
@@ -144,7 +154,12 @@ class RestrictedTable(StateQueries):
         return f"RestrictedTable(values={self.num_values}, states={self.num_states}, parent={self.parent!r})"
 
     def _index_of(self, key: bytes) -> int:
-        i = bisect_left(self.value_bytes, key)
+        if self.parent.canonical:  # token order
+            if self._key_index is None:
+                self._key_index = {k: j for j, k in enumerate(self.value_bytes)}
+            i = self._key_index.get(key, len(self.value_bytes))
+        else:
+            i = bisect_left(self.value_bytes, key)
         if i == len(self.value_bytes) or self.value_bytes[i] != key:
             raise ValueNotInTable(f"value {key.decode('utf-8', 'replace')!r} is not one of this subset's values")
         return i
@@ -222,13 +237,12 @@ class RestrictedTable(StateQueries):
         row = np.repeat(np.arange(self.num_states, dtype=np.int64), counts)[keep]
         offsets = np.zeros(self.num_states + 1, dtype=np.uint32)
         np.cumsum(np.bincount(row, minlength=self.num_states), out=offsets[1:])
-        data, key_offsets = join_keys(self.value_bytes)
         return parent._derive(
             allowed_offsets=offsets,
             allowed_tokens=np.ascontiguousarray(parent.allowed_tokens[pos][keep], dtype=np.int32),
             allowed_next=np.searchsorted(self.states, nxt[keep]).astype(np.int32),
             value_state=np.searchsorted(self.states, self.value_state).astype(np.int32),
-            value_lcp=longest_common_prefixes(data, key_offsets).astype(np.int32),
+            value_lcp=np.array(self._lcp, dtype=np.int32),
             state_byte=np.ascontiguousarray(parent.state_byte[self.states]),
             values=self.values,
         )

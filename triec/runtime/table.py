@@ -5,7 +5,9 @@ heavier. Every answer is a slice or a binary search into arrays that may be
 memory-mapped from an artifact: ``allowed`` costs O(allowed tokens), never
 O(vocabulary).
 
-States are trie nodes numbered in preorder; state 0 is the empty prefix.
+States are trie nodes numbered in preorder; state 0 is the empty prefix. The trie is the values'
+byte trie, or for a canonical table (``tokenization == "canonical"``) their token trie written one
+state per byte (:mod:`triec.build.canonical`): the arrays and every lookup here are the same.
 """
 
 from __future__ import annotations
@@ -89,6 +91,7 @@ class MaskTable(StateQueries):
         self._value_bytes: list[bytes] | None = None
         self._offsets_list: list[int] | None = None
         self._value_error: str | None = None  # why the value bytes are corrupt, once found
+        self._key_index: dict[bytes, int] | None = None  # canonical tables: value bytes -> index
         self._indices_checked = False  # True once every index is known in range (compiled, or checked at load)
         self.header: dict[str, Any] | None = None
         """The artifact header this table was loaded with; ``None`` when it was not loaded."""
@@ -163,7 +166,14 @@ class MaskTable(StateQueries):
             if self._value_error is not None:  # found corrupt before: do not rebuild on every call
                 raise ArtifactContentError(self._value_error)
             keys = _rebuild_values(self.value_state, self.value_lcp, self.state_byte)
-            if not all(map(operator.lt, keys, keys[1:])):
+            if self.canonical:  # a token trie: values in token order, so only distinct
+                if len(set(keys)) != len(keys):
+                    self._value_error = (
+                        f"{self._where}: section state_byte: two values of this canonical table spell the same "
+                        "bytes; the artifact is corrupt"
+                    )
+                    raise ArtifactContentError(self._value_error)
+            elif not all(map(operator.lt, keys, keys[1:])):
                 i = next(i for i in range(1, len(keys)) if keys[i - 1] >= keys[i])
                 self._value_error = (
                     f"{self._where}: section state_byte: values {i - 1} and {i} are not in strictly increasing "
@@ -214,6 +224,47 @@ class MaskTable(StateQueries):
         return self._values
 
     @property
+    def tokenization(self) -> str:
+        """``"any"`` (every token sequence spelling a value) or ``"canonical"`` (each value's encoder tokens only).
+
+        From ``build_options["tokenization"]`` (absent in tables and artifacts before it existed: ``"any"``).
+        """
+        return str(self.build_options.get("tokenization", "any"))
+
+    @property
+    def canonical(self) -> bool:
+        """Whether states are token-trie nodes (:mod:`triec.build.canonical`), not byte prefixes."""
+        return self.tokenization == "canonical"
+
+    def find_value(self, key: bytes) -> int:
+        """The index of the value spelled ``key`` (UTF-8 bytes of its string), or -1 when it is not one."""
+        keys = self.value_bytes
+        if self.canonical:  # token order: a dict, built once
+            if self._key_index is None:
+                self._key_index = {k: i for i, k in enumerate(keys)}
+            return self._key_index.get(key, -1)
+        import bisect
+
+        i = bisect.bisect_left(keys, key)
+        return i if i < len(keys) and keys[i] == key else -1
+
+    def values_below(self, state: int) -> range:
+        """The indices of the values whose path passes through ``state`` (a contiguous run in table order).
+
+        Preorder keeps a state's values together; value i stays below it while its path leaves value
+        i-1's at or below the state's depth (``value_lcp``). Holds for byte and token tries alike.
+        """
+        s = self._check_state(state)
+        lo = find_sorted(self.value_state, s)
+        depth = len(self.prefix(s))
+        if s == 0:
+            return range(0, self.num_values)
+        hi = lo + 1
+        while hi < self.num_values and int(self.value_lcp[hi]) >= depth:
+            hi += 1
+        return range(lo, hi)
+
+    @property
     def _where(self) -> str:
         return self.source or "in-memory table"
 
@@ -249,6 +300,11 @@ class MaskTable(StateQueries):
     def state_for_prefix(self, prefix: bytes | str) -> int | None:
         """The state reached by reading ``prefix``, or ``None`` if no value starts with it."""
         p = prefix.encode("utf-8") if isinstance(prefix, str) else bytes(prefix)
+        if self.canonical:
+            raise ValueError(
+                "state_for_prefix: this table is canonical, its states are token sequences, and one byte prefix "
+                "may be reached by several or by none; follow token ids with table.walk(ids)"
+            )
         import bisect
 
         values = self.value_bytes

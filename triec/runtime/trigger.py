@@ -80,7 +80,8 @@ class Triggered:
     ``vocab`` is the table's :class:`~triec.Vocabulary` (anything with its
     ``token_bytes``); ``triggers`` are strings (UTF-8) or bytes. Tokens that
     complete a trigger and whose rest is no prefix of a value are left out of
-    that state's row. Build cost: one pass over the vocabulary (0.2-0.5 s at
+    that state's row. With a canonical table (``table.canonical``) the value is tokenized on its own:
+    a token may complete a trigger only where it ends with it, and the value's tokens follow. Build cost: one pass over the vocabulary (0.2-0.5 s at
     V = 151,936), then O(1) per row.
     """
 
@@ -103,6 +104,7 @@ class Triggered:
         tails = tuple({t[-j:] for t in self.automaton.triggers for j in range(1, len(t) + 1)})
         whole = self.automaton.triggers
         candidates = [i for i, tb in enumerate(token_bytes) if tb and (tb.startswith(tails) or any(t in tb for t in whole))]
+        canonical = bool(getattr(table, "canonical", False))
         self.landing: list[dict[int, int]] = []  # per free state: token -> trie state after the trigger
         rows = np.empty((self.automaton.num_states, width), dtype=np.int32)
         for q in range(self.automaton.num_states):
@@ -112,7 +114,9 @@ class Triggered:
                 _, k, end = self.automaton.feed(q, token_bytes[t])
                 if k < 0:
                     continue
-                s = table.state_for_prefix(token_bytes[t][end:])
+                rest = token_bytes[t][end:]
+                # canonical tables: the value's own tokens start at a token boundary just after the trigger
+                s = (0 if not rest else None) if canonical else table.state_for_prefix(rest)
                 if s is None or t in self.eos:
                     allowed[t] = False
                 else:

@@ -32,6 +32,7 @@ def resolve_vocabulary(spec: str, table: MaskTable) -> tuple[Vocabulary, list[st
     vocab = Vocabulary(
         token_bytes, eos_token_ids=table.eos_token_ids, vocab_size=max(n, width), name=src.name, family=family
     )
+    vocab._source = src  # its encoder, for canonical tables
     if vocab.fingerprint == table.tokenizer_fingerprint:
         return vocab, []
     problems = [

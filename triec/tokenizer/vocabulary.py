@@ -6,7 +6,7 @@ import hashlib
 import os
 import struct
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -55,6 +55,8 @@ class Vocabulary:
     (special tokens, EOS ids, control pieces); ids from ``len(token_bytes)`` to
     ``vocab_size`` are padding and never allowed.
     """
+
+    _source: Any = None  # the TokenizerSource it was loaded from (Vocabulary.load): what encoder() builds on
 
     def __init__(
         self,
@@ -174,7 +176,24 @@ class Vocabulary:
         width = vocab_size
         if width is None and src.model_vocab_size and src.model_vocab_size >= num_tokens:
             width = src.model_vocab_size
-        return cls._from_packed(decoded.blob, decoded.offsets, eos_token_ids=eos, vocab_size=width, name=src.name, family=decoded.family)
+        vocab = cls._from_packed(decoded.blob, decoded.offsets, eos_token_ids=eos, vocab_size=width, name=src.name, family=decoded.family)
+        vocab._source = src
+        return vocab
+
+    def encoder(self) -> Any:
+        """The tokenizer's own encoder (a ``tokenizers.Tokenizer``), for canonical tokenization; built on each call.
+
+        Raises :class:`TokenizerError` for a vocabulary that has none: one built from token bytes, or a GGUF's.
+        """
+        src = getattr(self, "_source", None)
+        if src is None:
+            raise TokenizerError(
+                f"vocabulary {self.name!r} was built from token bytes: it has no encoder, so canonical tokenization "
+                "is not defined for it; load it from a tokenizer.json (Vocabulary.load)"
+            )
+        from triec.tokenizer.encoder import encoder_from_json
+
+        return encoder_from_json(src.tokenizer_json, src.label)
 
     @property
     def automaton(self) -> VocabAutomaton:
