@@ -54,8 +54,7 @@ def main() -> None:
     encoder = vocab.encoder()
     picks = values[:: max(1, len(values) // 2000)][:2000]
     paths = [encoder.encode(v, add_special_tokens=False).ids for v in picks]
-    rows = {}
-    steps = {}
+    walks = {}
     for mode, table in tables.items():
         states, tokens = [], []
         for ids in paths:
@@ -64,19 +63,22 @@ def main() -> None:
                 states.append(s)
                 tokens.append(t)
                 s = table.advance(s, t)
-        writer = table.mask_writer(1)
-        sample = states[: min(len(states), 5000)]
-        per_row, per_step = [], []
-        for _ in range(5):
+        walks[mode] = (table.mask_writer(1), states[:5000], tokens[:5000])
+    per_row: dict[str, list[float]] = {m: [] for m in tables}
+    per_step: dict[str, list[float]] = {m: [] for m in tables}
+    for _ in range(7):  # interleaved: both tables in every round
+        for mode, table in tables.items():
+            writer, sample, toks = walks[mode]
             t0 = time.perf_counter()
             for s in sample:
                 writer.fill_one(s)
-            per_row.append((time.perf_counter() - t0) / len(sample) * 1e6)
+            per_row[mode].append((time.perf_counter() - t0) / len(sample) * 1e6)
             t0 = time.perf_counter()
-            for s, t in zip(sample, tokens, strict=False):
+            for s, t in zip(sample, toks, strict=True):
                 table.advance(s, t)
-            per_step.append((time.perf_counter() - t0) / len(sample) * 1e6)
-        rows[mode], steps[mode] = statistics.median(per_row), statistics.median(per_step)
+            per_step[mode].append((time.perf_counter() - t0) / len(sample) * 1e6)
+    rows = {m: statistics.median(v) for m, v in per_row.items()}
+    steps = {m: statistics.median(v) for m, v in per_step.items()}
 
     result = {
         "tokenizer": vocab.name, "vocab_size": vocab.vocab_size, "k": args.k, "repeats": args.repeats,

@@ -18,6 +18,7 @@ two states may share a byte prefix; the header's ``build_options.tokenization`` 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -41,7 +42,17 @@ def canonical_ids(keys: Sequence[bytes], encoder: Any, vocab: Vocabulary) -> lis
     ids = [e.ids for e in encode(texts, add_special_tokens=False)]
     token_bytes = vocab.token_bytes
     n = len(token_bytes)
-    for key, seq, text in zip(keys, ids, texts, strict=True):
+    # all at once: every id in range, each value's tokens as long as its key, and all tokens spell all keys
+    counts = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+    flat = np.fromiter(chain.from_iterable(ids), dtype=np.int64, count=int(counts.sum()))
+    if flat.size == 0 or (flat.min() >= 0 and flat.max() < n):
+        widths = np.fromiter(map(len, token_bytes), dtype=np.int64, count=n)[flat]
+        spelled = np.zeros(len(ids), dtype=np.int64)
+        np.add.at(spelled, np.repeat(np.arange(len(ids)), counts), widths)
+        lengths = np.fromiter(map(len, keys), dtype=np.int64, count=len(keys))
+        if np.array_equal(spelled, lengths) and b"".join(map(token_bytes.__getitem__, flat.tolist())) == b"".join(keys):
+            return ids
+    for key, seq, text in zip(keys, ids, texts, strict=True):  # name the first value that is not spelled back
         if all(0 <= t < n for t in seq) and b"".join([token_bytes[t] for t in seq]) == key:
             continue
         bad = next((t for t in seq if not 0 <= t < n or not token_bytes[t]), None)
