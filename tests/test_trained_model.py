@@ -140,6 +140,24 @@ def test_a_large_set_equals_xgrammar_too(trained_model: Path) -> None:
     assert all(o.valid and o.identical_to_xgrammar for o in outcomes), [(o.output, o.xgrammar_output) for o in outcomes]
 
 
+def test_canonical_mode_decodes_each_answer_as_the_encoder_writes_it(trained_model: Path, items) -> None:
+    """The canonical mode: valid, its tokens are the encoder's tokenization of its answer, compared with trie's."""
+    from triec.eval.run import EvalConfig, Evaluator
+
+    ev = Evaluator(trained_model, EvalConfig(modes=("trie", "canonical"), max_new_tokens=24))
+    encoder = ev.vocab.encoder()
+    outcomes = [o for item in items[:4] for o in ev.run(item)]
+    canonical = [o for o in outcomes if o.mode == "canonical"]
+    assert len(canonical) == 4 and all(o.valid for o in canonical), [(o.id, o.output) for o in canonical]
+    for o in canonical:
+        ids = encoder.encode(o.answer, add_special_tokens=False).ids
+        assert o.tokens == len(ids)  # the value's canonical tokens (EOS not counted)
+        assert o.identical_to_trie is not None
+    trie = {o.id: o for o in outcomes if o.mode == "trie"}
+    assert all(o.output == trie[o.id].output and o.tokens == trie[o.id].tokens for o in canonical if o.identical_to_trie)
+    assert not any(o.identical_to_trie for o in canonical if o.tokens != trie[o.id].tokens)
+
+
 def test_generate_with_the_processor_picks_what_eval_picks(evaluator, items) -> None:
     """transformers' generate with TriecLogitsProcessor, greedy: the value triec eval's own loop decoded."""
     import torch
@@ -204,6 +222,10 @@ def test_bfcl_converter() -> None:
     assert len(simple) == 30 and len({tuple(d["candidates"]) for d in simple}) == 1
     with pytest.raises(triec.ValuesError, match="category 'live'"):
         bfcl.convert("live", BFCL)
+    shot = bfcl.convert("multiple", BFCL, shots=1)  # the first question becomes the example, left out of the items
+    assert len(shot) == 49 and shot[0]["id"] == docs[1]["id"]
+    assert [m["role"] for m in shot[0]["messages"]] == ["system", "user", "assistant", "user"]
+    assert shot[0]["messages"][2]["content"] == docs[0]["gold"]
 
 
 @pytest.mark.parametrize(("line", "match"), [

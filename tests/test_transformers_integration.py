@@ -113,6 +113,22 @@ def test_generate_emits_exactly_one_value(name: str, k: int, vocabs, hf, models)
     assert sum(v is not None for v in free) <= 1
 
 
+@pytest.mark.parametrize("name", ["qwen2", "gpt2"])
+def test_generate_with_a_canonical_table_writes_the_encoders_tokens(name: str, vocabs, hf, models) -> None:
+    """tokenization="canonical" through the same processor: every sampled row is a value's own tokenization, then EOS."""
+    vocab, tok, model = vocabs[name], hf[name], models[name]
+    values = triec.check.synthetic.tool_names(1000)
+    table = triec.compile(values, vocab, tokenization="canonical")
+    encoder = vocab.encoder()
+    for sample in (False, True):
+        rows = generate(model, tok, vocab, TriecLogitsProcessor(table), sample=sample, max_new_tokens=40)
+        for row in rows:
+            value = value_then_eos(row, tok, vocab, set(values))
+            assert value is not None, row
+            cut = next(i for i, t in enumerate(row) if t in vocab.eos_token_ids)
+            assert row[:cut] == encoder.encode(value, add_special_tokens=False).ids
+
+
 def test_restricted_view_in_generate(vocabs, hf, models) -> None:
     vocab, tok, model = vocabs["qwen2"], hf["qwen2"], models["qwen2"]
     table = triec.compile(triec.check.synthetic.tool_names(10_000), vocab)

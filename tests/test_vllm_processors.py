@@ -61,7 +61,8 @@ def artifacts(tmp_path_factory: pytest.TempPathFactory, qwen2: triec.Vocabulary)
     root = tmp_path_factory.mktemp("artifacts")
     tables = {"tools": triec.compile(triec.check.synthetic.tool_names(300), vocab), "colors": triec.compile(COLORS, vocab),
               "toolcall": triec.compile_schema(tool_schema(TOOL_NAMES, TOOL_ARGS), vocab),
-              "codes": triec.compile_schema(CODES_SCHEMA, vocab, threshold=8)}  # fmt: skip
+              "codes": triec.compile_schema(CODES_SCHEMA, vocab, threshold=8),
+              "canonical": triec.compile(triec.check.synthetic.tool_names(300), vocab, tokenization="canonical")}  # fmt: skip
     for name, table in tables.items():
         table.save(root / f"{name}.triec")
     _core.reset_store(root)
@@ -80,9 +81,10 @@ class Req:
     """A request of the simulation: its arguments, tokens so far, and the reference table."""
 
     def __init__(self, rng: np.random.Generator, tables: dict[str, triec.MaskTable]) -> None:
-        kind = int(rng.integers(0, 6))
+        kind = int(rng.integers(0, 8))
         self.args = [None, {"triec": "tools"}, {"triec": "colors"}, {"triec": "tools", "restrict": list(RESTRICT)},
-                     {"triec": "toolcall"}, {"triec": "codes"}][kind]  # fmt: skip
+                     {"triec": "toolcall"}, {"triec": "codes"}, {"triec": "canonical"},
+                     {"triec": "canonical", "restrict": list(RESTRICT)}][kind]  # fmt: skip
         self.ref = None
         self.matcher = None  # a schema request's reference: a fresh matcher of the in-memory compiled table
         if kind in (4, 5):
@@ -95,6 +97,10 @@ class Req:
             self.ref = tables["colors"]
         elif kind == 3:
             self.ref = tables["tools"].restrict(RESTRICT)
+        elif kind == 6:  # a canonical table (issue 29): each name's encoder tokens only
+            self.ref = tables["canonical"]
+        elif kind == 7:
+            self.ref = tables["canonical"].restrict(RESTRICT)
         self.params = SamplingParams(extra_args=self.args)
         self.output: list[int] = []
         self.state = None if self.ref is None or self.matcher is not None else self.ref.start
