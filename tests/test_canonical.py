@@ -240,14 +240,21 @@ def test_cli_compile_inspect_verify(tmp_path: Path) -> None:
     assert not (tmp_path / "s.triec").exists()
 
 
+def _with(table: triec.MaskTable, **arrays: np.ndarray) -> triec.MaskTable:
+    fields = {name: getattr(table, name) for name in ("allowed_offsets", "allowed_tokens", "allowed_next", "value_state",
+                                                      "value_lcp", "state_byte")}  # fmt: skip
+    return triec.MaskTable(**{**fields, **arrays}, vocab_size=table.vocab_size, eos_token_ids=table.eos_token_ids,
+                           tokenizer_fingerprint=table.tokenizer_fingerprint, build_options=table.build_options)  # fmt: skip
+
+
 def test_verify_catches_a_wrong_row(vocabs) -> None:
     table = triec.compile(HARD, vocabs["gpt2"], tokenization="canonical")
+    assert compare_canonical(table, vocabs["gpt2"]).mismatches == 0
     wrong = table.allowed_tokens.copy()
     wrong[3] += 1  # one token id off
-    bad = triec.MaskTable(
-        allowed_offsets=table.allowed_offsets, allowed_tokens=wrong, allowed_next=table.allowed_next,
-        value_state=table.value_state, value_lcp=table.value_lcp, state_byte=table.state_byte,
-        vocab_size=table.vocab_size, eos_token_ids=table.eos_token_ids, tokenizer_fingerprint=table.tokenizer_fingerprint,
-        build_options=table.build_options,
-    )  # fmt: skip
-    assert compare_canonical(bad, vocabs["gpt2"]).mismatches >= 1
+    assert compare_canonical(_with(table, allowed_tokens=wrong), vocabs["gpt2"]).mismatches >= 1
+    # a token that leads one state too far: its chain overlaps the next one and a state is left unowned
+    nxt = table.allowed_next.copy()
+    i = int(np.flatnonzero(nxt < table.num_states - 1)[0])
+    nxt[i] += 1
+    assert compare_canonical(_with(table, allowed_next=nxt), vocabs["gpt2"]).mismatches >= 1

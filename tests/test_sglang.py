@@ -609,6 +609,36 @@ def test_an_artifact_by_name_serves_its_values(server_args: Any, hf: dict[str, A
                 w.step(rng.choice(ids))
 
 
+def test_a_canonical_artifact_is_served_as_its_table(server_args: Any, hf: dict[str, Any], served: dict, with_artifacts) -> None:
+    """tokenization="canonical" (issue 29) by name, whole and restricted: every row the table's, each value's
+    encoder tokens only, no jump-forward (forced bytes are not forced tokens)."""
+    mine_b, root = with_artifacts
+    vocab = served["qwen2"]
+    triec.compile(TOOLS, vocab, tokenization="canonical").save(root / "canonical-tools.triec")
+    encoder = vocab.encoder()
+    for schema, values in [({ARTIFACT_KEYWORD: "canonical-tools"}, TOOLS),
+                           ({ARTIFACT_KEYWORD: "canonical-tools", RESTRICT_KEYWORD: TOOLS[5:9]}, TOOLS[5:9])]:  # fmt: skip
+        mine = resolve(mine_b, ("json", json.dumps(schema)))
+        assert type(mine) is backend_module.TriecGrammar
+        table = triec.compile(values, vocab, tokenization="canonical")
+        rng = random.Random(3)
+        for _ in range(15):
+            g, state, ids = mine.copy(), table.start, []
+            while state != FINISHED:
+                got = row(g, 151_936)
+                want = np.zeros((1, table.words_per_row), dtype=np.int32)
+                table.fill_bitmask([state], want)
+                assert np.array_equal(got.numpy()[: want.shape[1]], want[0])
+                assert jump(g, hf["qwen2"]) is None
+                token = rng.choice(table.allowed(state).tolist())
+                g.accept_token(token)
+                state = table.advance(state, token)
+                ids.append(token)
+            assert g.is_terminated()
+            text = b"".join(vocab.token_bytes[t] for t in ids[:-1]).decode()
+            assert text in values and ids[:-1] == encoder.encode(text, add_special_tokens=False).ids
+
+
 @pytest.mark.parametrize(
     ("schema", "words"),
     [

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from triec._arrays import row_ids
+from triec._arrays import concat_ranges, row_ids
 from triec.artifact.masks import load
 from triec.check.paths import escape_bytes, token_paths
 from triec.check.schema_verify import compare_schema
@@ -339,36 +339,49 @@ def compare_canonical(
     off = table.allowed_offsets.astype(np.int64)
     accepting = np.zeros(table.num_states, dtype=bool)
     accepting[table.value_state.astype(np.int64)] = True
-    seen = np.zeros(table.num_states, dtype=bool)
     token_bytes = vocab.token_bytes
+    ends_reached: list[int] = []  # the last state of each token edge walked, and the edge's length in states
+    lengths: list[int] = []
     stack: list[tuple[int, tuple[int, ...]]] = [(0, ())]
     while stack:
         s, path = stack.pop()
-        seen[s] = True
         result.states_checked += 1
         lo, hi = int(off[s]), int(off[s + 1])
         ours, nexts = table.allowed_tokens[lo:hi].tolist(), table.allowed_next[lo:hi].tolist()
         theirs = sorted(children[path])
-        where = escape_bytes(b"".join(token_bytes[t] for t in path))
+
+        def where(path: tuple[int, ...] = path) -> str:  # the prefix, spelled only for a mismatch
+            return escape_bytes(b"".join(token_bytes[t] for t in path))
+
         if ours != theirs:
-            result.add(_set_mismatch(table, vocab, s, np.array(ours), np.array(theirs), "allowed tokens differ from the encoder's", b"".join(token_bytes[t] for t in path)), max_examples)
+            result.add(_set_mismatch(table, vocab, s, np.array(ours), np.array(theirs), "allowed tokens differ from the "
+                                     "encoder's", b"".join(token_bytes[t] for t in path)), max_examples)  # fmt: skip
         elif bool(accepting[s]) != (path in ends):
-            result.add(Mismatch(s, where, f"EOS {'allowed' if accepting[s] else 'refused'} here, the encoder's "
-                                f"tokenizations {'end' if path in ends else 'do not end'} here"), max_examples)
+            result.add(Mismatch(s, where(), f"EOS {'allowed' if accepting[s] else 'refused'} here, the encoder's "
+                                f"tokenizations {'end' if path in ends else 'do not end'} here"), max_examples)  # fmt: skip
         else:
             for t, n in zip(ours, nexts, strict=True):
-                inner = range(n - len(token_bytes[t]) + 1, n)  # the token's other bytes: states that allow nothing
-                if inner.start <= s:
-                    result.add(Mismatch(s, where, f"token {t} leads back to state {n}"), max_examples)
+                if n - len(token_bytes[t]) < s:  # its chain would start at or before the state it leaves
+                    result.add(Mismatch(s, where(), f"token {t} leads back to state {n}"), max_examples)
                     continue
-                seen[inner.start : inner.stop] = True
-                result.states_checked += len(inner)
-                if any(off[i + 1] > off[i] or accepting[i] for i in inner):
-                    result.add(Mismatch(s, where, f"a state inside token {t}'s bytes allows tokens or EOS"), max_examples)
+                ends_reached.append(n)
+                lengths.append(len(token_bytes[t]))
                 stack.append((n, (*path, t)))
-    if not seen.all():
-        bad = int(np.flatnonzero(~seen)[0])
-        result.add(Mismatch(bad, "", f"{int((~seen).sum())} states are reached by no encoder tokenization"), max_examples)
+    # every state is the root or on exactly one walked token's chain, and a chain's inner states allow nothing
+    last, size = np.array(ends_reached, dtype=np.int64), np.array(lengths, dtype=np.int64)
+    owners = np.bincount(np.concatenate([[0], concat_ranges(last - size + 1, size)]), minlength=table.num_states)
+    inner = np.ones(table.num_states, dtype=bool)
+    inner[0] = False
+    inner[last] = False
+    result.states_checked += int(inner.sum())
+    if (owners != 1).any():
+        bad = int(np.flatnonzero(owners != 1)[0])
+        why = "is reached by no encoder tokenization" if owners[bad] == 0 else "lies on several tokens' byte chains"
+        result.add(Mismatch(bad, "", f"state {bad} {why} ({int((owners != 1).sum())} such states)"), max_examples)
+    busy = inner & ((np.diff(off) > 0) | accepting)
+    if busy.any():
+        bad = int(np.flatnonzero(busy)[0])
+        result.add(Mismatch(bad, "", f"state {bad} lies inside a token's bytes but allows tokens or EOS"), max_examples)
     result.seconds["compare"] = time.perf_counter() - t1
     if progress:
         progress(CheckProgress("reference", "done", result.states_checked, result.states_checked))
