@@ -134,6 +134,14 @@ def test_a_byte_prefix_is_not_a_state(vocabs) -> None:
         canon.state_for_prefix("ab")
 
 
+def test_a_flat_object_schema_is_canonical_as_a_whole(vocabs) -> None:
+    schema = {"type": "object", "properties": {"label": {"enum": ["spam", "ham", "medical_billing"]}, "version": {"const": 1}},
+              "required": ["label", "version"]}  # fmt: skip
+    table = triec.compile_json_schema(schema, vocabs["qwen2"], tokenization="canonical")
+    assert language(table) == encodings(table, "qwen2") and sorted(table.values) == ["ham", "medical_billing", "spam"]
+    assert table.strings[0].startswith('{"label": ') and table.strings[0].endswith(', "version": 1}')
+
+
 def test_the_artifact_records_it_and_loads_back(tmp_path: Path, qwen2) -> None:
     table = triec.compile(HARD, qwen2, tokenization="canonical", encoding="json")
     path = tmp_path / "c.triec"

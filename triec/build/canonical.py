@@ -28,8 +28,6 @@ from triec.errors import ValuesError
 from triec.runtime import MaskTable
 from triec.tokenizer.vocabulary import Vocabulary
 
-TOKENIZATIONS = ("any", "canonical")
-
 
 def canonical_ids(keys: Sequence[bytes], encoder: Any, vocab: Vocabulary) -> list[list[int]]:
     """Each key's encoder tokenization (one batch call), checked to spell the key byte for byte.

@@ -265,15 +265,17 @@ def compile_json_schema(
     *,
     implementation: str = "numpy",
     stats: CompileStats | None = None,
+    tokenization: str = "any",
 ) -> MaskTable:
     """Compile the instances of a flat JSON Schema object (one string ``enum`` property, any ``const`` ones).
 
     The strings are xgrammar's compact JSON (``any_whitespace=False``):
     ``{"label": "x", "version": 1}``; ``table.values`` are the enum members.
     Any other schema raises :class:`~triec.errors.ValuesError` naming the
-    unsupported keyword (see :mod:`triec.build.json_schema`).
+    unsupported keyword (see :mod:`triec.build.json_schema`). ``tokenization`` as for :func:`compile`
+    (canonical: each whole instance's encoder tokens).
     """
     from triec.build.json_schema import parse_schema
 
     values, enc = parse_schema(schema)
-    return compile(values, vocab, encoding=enc, implementation=implementation, stats=stats)
+    return compile(values, vocab, encoding=enc, implementation=implementation, stats=stats, tokenization=tokenization)
