@@ -40,8 +40,9 @@ def encoder_from_json(doc: dict[str, Any], label: str) -> Any:
     A SentencePiece tokenizer prepends a space ("▁") to the text it encodes, as if it started a
     document; an answer the model writes is a continuation, and the prefixed space would be a
     different string. The ``Prepend`` normalizer is dropped and a ``Metaspace`` pre-tokenizer set to
-    ``prepend_scheme="never"``: the encoder's split of the value itself. Anything else is the
-    tokenizer's own (its normalizer, pre-tokenizer, merges and added tokens).
+    ``prepend_scheme="never"``: the encoder's split of the value itself. The text of a special token
+    inside a value is encoded as text (``encode_special_tokens``). Anything else is the tokenizer's own
+    (its normalizer, pre-tokenizer, merges and added tokens).
     """
     model = str((doc.get("model") or {}).get("type", ""))
     if model.startswith("gguf-"):
@@ -57,9 +58,13 @@ def _from_str(text: str, label: str) -> Any:
     from tokenizers import Tokenizer
 
     try:
-        return Tokenizer.from_str(text)
+        tok = Tokenizer.from_str(text)
     except Exception as exc:  # noqa: BLE001 - tokenizers raises plain Exception on bad JSON
         raise TokenizerError(f"{label}: the tokenizers library cannot build this tokenizer's encoder ({exc})") from None
+    # A value's text that spells a special token ("<|endoftext|>") is text: the model cannot write the special
+    # id inside a value (it ends the output or is dropped from it), so it is encoded as the ordinary text it is.
+    tok.encode_special_tokens = True
+    return tok
 
 
 def _without_dummy_prefix(doc: dict[str, Any]) -> dict[str, Any]:
