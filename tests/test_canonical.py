@@ -179,6 +179,14 @@ def test_restrict_and_compact_equal_a_fresh_compile(vocabs) -> None:
     for name in ("allowed_offsets", "allowed_tokens", "allowed_next", "value_state", "value_lcp", "state_byte"):
         assert np.array_equal(getattr(compact, name), getattr(fresh, name)), name
     assert compact.values == fresh.values
+    # a view is canonical too: no jump-forward (forced bytes are not forced tokens), triggers land at the start
+    from triec.runtime.matcher import TableMatcher
+    from triec.runtime.trigger import Triggered
+
+    alone = table.restrict(["get_weather_forecast"])
+    assert alone.canonical and alone.tokenization == "canonical"
+    assert TableMatcher(alone.compact()).jump_forward() == b""  # matchers run on compacted views
+    assert {s for lands in Triggered(alone, vocab, "Answer:").landing for s in lands.values()} == {0}
     narrower = view.restrict(["abc", "ab"])
     assert language(narrower.compact()) == language(triec.compile(["abc", "ab"], vocab, tokenization="canonical"))
 

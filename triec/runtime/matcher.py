@@ -150,7 +150,7 @@ class TableMatcher(TokenSteps):
 
     def jump_forward(self) -> bytes:
         """The bytes every value below this state continues with (empty where the next byte is a choice)."""
-        if self._done or getattr(self.table, "canonical", False):
+        if self._done or self.table.canonical:
             return b""  # canonical: forced bytes are not forced tokens (the engine would retokenize them)
         keys = self.table.value_bytes
         p = self.table.prefix(self._state)

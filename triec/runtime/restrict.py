@@ -99,6 +99,8 @@ class RestrictedTable(StateQueries):
         self.eos_token_ids = parent.eos_token_ids
         self.tokenizer_fingerprint = parent.tokenizer_fingerprint
         self.encoding = parent.encoding
+        self.tokenization = parent.tokenization
+        self.canonical = parent.canonical
         self._eos = np.array(self.eos_token_ids, dtype=np.int32)
         self._values: list[str] | None = None
         self._strings: list[str] | None = None
