@@ -17,7 +17,7 @@ two states may share a byte prefix; the header's ``build_options.tokenization`` 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from itertools import chain
 from typing import Any
 
@@ -71,7 +71,6 @@ def token_trie_table(
     ids: Sequence[Sequence[int]],
     vocab: Vocabulary,
     encoding: Encoding,
-    progress: Callable[[int, int], None] | None = None,
 ) -> MaskTable:
     """The mask table of the token trie over ``ids`` (``ids[i]`` spells ``keys[i]``; keys unique)."""
     order = sorted(range(len(ids)), key=ids.__getitem__)
@@ -104,8 +103,6 @@ def token_trie_table(
             depth.append(depth[-1] + len(b))
         value_state[i] = node[-1]
         prev = seq
-        if progress is not None and (i & 0xFFFF) == 0xFFFF:
-            progress(i + 1, len(ids))
     num_states = len(state_byte)
     src_a = np.asarray(src, dtype=np.int64)
     at = np.argsort(src_a, kind="stable")  # siblings keep their token order
@@ -127,9 +124,3 @@ def token_trie_table(
         encoding=encoding,
     )
 
-
-def compile_canonical(
-    keys: Sequence[bytes], vocab: Vocabulary, encoding: Encoding, progress: Callable[[int, int], None] | None = None
-) -> MaskTable:
-    """Unique spelled keys -> their canonical table (the encoder is the vocabulary's own: :meth:`Vocabulary.encoder`)."""
-    return token_trie_table(keys, canonical_ids(keys, vocab.encoder(), vocab), vocab, encoding, progress)

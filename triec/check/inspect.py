@@ -145,19 +145,16 @@ def states_for_prefix(table: MaskTable, prefix: bytes) -> list[int]:
     owner = np.repeat(np.arange(table.num_states, dtype=np.int64), np.diff(table.allowed_offsets.astype(np.int64)))
     parent = np.zeros(table.num_states, dtype=np.int64)
     parent[table.allowed_next.astype(np.int64)] = owner  # each token edge's end: the state it leaves
+    depth = state_depths(table)
     found: set[int] = set()
     d = len(prefix)
     for i, value in enumerate(table.value_bytes):
         if not value.startswith(prefix):
             continue
-        node, depth = int(table.value_state[i]), len(value)
-        while True:  # up the token edges until one starts at or above depth d
-            up = int(parent[node])
-            up_depth = len(table.prefix(up))
-            if up_depth < d or node == 0:
-                break
-            node, depth = up, up_depth
-        found.add(node - (depth - d))  # inside the edge up -> node, or node itself
+        node = int(table.value_state[i])
+        while node and depth[parent[node]] >= d:  # up the token edges until one starts above depth d
+            node = int(parent[node])
+        found.add(node - int(depth[node] - d))  # inside the edge into node, or node itself
     return sorted(found)
 
 

@@ -188,7 +188,7 @@ class Vocabulary:
 
         Raises :class:`TokenizerError` for a vocabulary that has none: one built from token bytes, or a GGUF's.
         """
-        src = getattr(self, "_source", None)
+        src = self._source
         if src is None:
             raise TokenizerError(
                 f"vocabulary {self.name!r} was built from token bytes: it has no encoder, so canonical tokenization "
