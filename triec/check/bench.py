@@ -198,32 +198,21 @@ def versions() -> dict[str, str | None]:
 
 
 def decode_paths(spec: str, vocab: Any, values: Sequence[str], count: int, seed: int) -> tuple[list[list[int]], int]:
-    """Token ids of up to ``count`` values, as the model's own tokenizer encodes them.
+    """Token ids of up to ``count`` values, as the model's own tokenizer encodes them (its canonical encoder:
+    :func:`triec.tokenizer.encoder.encoder_from_json`, SentencePiece's dummy prefix off).
 
-    Only encodings whose bytes spell the value exactly are kept (a SentencePiece
-    tokenizer that prepends a space is retried without its Prepend normalizer).
-    Returns (paths, values skipped).
+    Only encodings whose bytes spell the value exactly are kept. Returns (paths, values skipped).
     """
-    from tokenizers import Tokenizer
-
+    from triec.tokenizer.encoder import encoder_from_json
     from triec.tokenizer.source import locate
 
-    doc = locate(spec).tokenizer_json
-    tokenizers = [Tokenizer.from_str(json.dumps(doc))]
-    norm = doc.get("normalizer") or {}
-    if norm.get("type") == "Sequence":
-        kept = [n for n in norm.get("normalizers", []) if n.get("type") != "Prepend"]
-        if len(kept) != len(norm.get("normalizers", [])):
-            tokenizers.append(Tokenizer.from_str(json.dumps({**doc, "normalizer": {**norm, "normalizers": kept}})))
+    encoder = encoder_from_json(locate(spec).tokenizer_json, spec)
     chosen = random.Random(seed).sample(list(values), min(count, len(values)))
     paths, skipped = [], 0
     for v in chosen:
-        target = v.encode("utf-8")
-        for tok in tokenizers:
-            ids = tok.encode(v, add_special_tokens=False).ids
-            if all(0 <= i < vocab.num_tokens for i in ids) and b"".join(vocab.token_bytes[i] for i in ids) == target:
-                paths.append(ids)
-                break
+        ids = encoder.encode(v, add_special_tokens=False).ids
+        if all(0 <= i < vocab.num_tokens for i in ids) and b"".join(vocab.token_bytes[i] for i in ids) == v.encode("utf-8"):
+            paths.append(ids)
         else:
             skipped += 1
     return paths, skipped
