@@ -103,7 +103,7 @@ def compile_cmd(
     compiles with its begins in a trie; --tool-choice auto turns a registry into
     vLLM's hermes tag for tool_choice="auto".
     """
-    from triec.build.compile import CompileStats, compile_sorted, prepare_buffer
+    from triec.build.compile import TOKENIZATIONS, CompileStats, compile_sorted, prepare_buffer
     from triec.build.compile import compile as compile_values
     from triec.build.values import FORMATS, read_input
     from triec.cli._progress import Phases
@@ -133,8 +133,8 @@ def compile_cmd(
     total0 = time.perf_counter()
     if whitespace not in ("compact", "any"):
         raise TriecError(f"--whitespace: expected compact or any, found {whitespace!r}")
-    if tokenization not in ("any", "canonical"):
-        raise TriecError(f"--tokenization: expected any or canonical, found {tokenization!r}")
+    if tokenization not in TOKENIZATIONS:
+        raise TriecError(f"--tokenization: expected one of {', '.join(TOKENIZATIONS)}, found {tokenization!r}")
     found = _schema_document(values, fmt, enum_threshold)
     if found is not None:
         kind, doc = found
