@@ -277,7 +277,7 @@ class Evaluator:
     def run(self, item: Item) -> list[Outcome]:
         out: list[Outcome] = []
         prefilled: dict[tuple[int, ...], Any] = {}
-        trie_ids: dict[str, list[int]] = {}
+        decoded: dict[str, list[int]] = {}  # per mode: the ids it decoded (canonical is compared with trie)
         for mode in self.config.modes:
             ids = tuple(self.prompt_ids(item, mode))
             if ids not in prefilled:
@@ -292,15 +292,15 @@ class Evaluator:
             answer = self.parse(mode, text)
             valid = answer is not None and answer in values and (got.finished or mode == "free")
             outcome = Outcome(item.id, mode, text, answer, valid, valid and answer == item.gold, len(got.ids), got.seconds)
-            if mode == "canonical" and "trie" in trie_ids:
-                outcome.identical_to_trie = trie_ids["trie"] == got.ids
-            trie_ids[mode] = got.ids
+            decoded[mode] = got.ids
             if self.config.compare_xgrammar and mode in ("trie", "think"):  # xgrammar's language is `any`'s
                 ref = self.greedy.decode(pre, self._xgrammar_constraint(mode, values), limit, forced=self._forced(mode))
                 outcome.identical_to_xgrammar = ref.ids == got.ids and ref.finished == got.finished
                 if not outcome.identical_to_xgrammar:
                     outcome.xgrammar_output = self.tokenizer.decode(ref.ids, skip_special_tokens=False)
             out.append(outcome)
+        if "trie" in decoded and "canonical" in decoded:
+            out[self.config.modes.index("canonical")].identical_to_trie = decoded["trie"] == decoded["canonical"]
         return out
 
     def parse(self, mode: str, text: str) -> str | None:
