@@ -1,4 +1,4 @@
-"""The vLLM backend's decisions and admission, engine-free, on the installed vLLM's own classes (0.32 or 0.33).
+"""The vLLM backend's decisions and admission, engine-free, on the installed vLLM's own classes (0.32 to 0.34).
 
 The frontend decides what triec serves from the request alone
 (:func:`~triec.integrations.vllm.backend.admit`), the engine compiles it
@@ -36,7 +36,7 @@ import triec  # noqa: E402
 import triec.check.synthetic  # noqa: E402
 from triec.errors import RequestError  # noqa: E402
 from triec.integrations.constraints import Delegate  # noqa: E402
-from triec.integrations.vllm import backend, plugin  # noqa: E402
+from triec.integrations.vllm import backend, internals, plugin  # noqa: E402
 
 V = 151_936
 COLORS = ["red", "green", "blue"]
@@ -139,23 +139,23 @@ def test_frontend_hook_under_auto(monkeypatch) -> None:
             model_config(), config, object())  # fmt: skip
 
 
-def test_plugin_is_off_without_the_switch_or_on_another_vllm(monkeypatch, caplog) -> None:
-    import vllm
+def _plugin_lines(monkeypatch) -> list[str]:
+    """What ``plugin.register()`` logs with the switch on; whatever it installs is undone with the test."""
+    from vllm.v1.structured_output import StructuredOutputManager
 
-    before = backend_xgrammar.validate_xgrammar_grammar, backend_xgrammar.XgrammarBackend.compile_grammar
-    monkeypatch.delenv(plugin.ENV, raising=False)
-    plugin.register()
-    assert not plugin.is_on()
-    assert plugin.mismatch() is None  # this vLLM is one the replacements were written for
-    assert plugin.tested(vllm.__version__) and plugin.tag_compiler(backend_xgrammar.XgrammarBackend) is not None
-    monkeypatch.setattr(vllm, "__version__", "0.34.0")
-    monkeypatch.setenv(plugin.ALLOW_UNTESTED_ENV, "1")
-    assert plugin.mismatch() is None  # the operator's override skips the version test, and only it
-    monkeypatch.setattr(backend_xgrammar.XgrammarBackend, "compile_grammar", lambda self, request_type: None)
-    assert plugin.mismatch() == "XgrammarBackend.compile_grammar's structural-tag compiler differs"
-    monkeypatch.setattr(backend_xgrammar.XgrammarBackend, "compile_grammar", before[1])
-    monkeypatch.delenv(plugin.ALLOW_UNTESTED_ENV)
+    for owner, name in ((backend_xgrammar.XgrammarBackend, "compile_grammar"), (StructuredOutputManager, "__init__"),
+                        (backend_xgrammar, "validate_xgrammar_grammar")):  # fmt: skip
+        if hasattr(owner, name):  # put back at the end of the test, whatever register() installed
+            monkeypatch.setattr(owner, name, getattr(owner, name))
+    site = internals.sparse_site() if internals.HOOKS[3].mismatch() is None else None
+    if site == "utils.xgr":
+        utils = internals.structured_output_utils()
+        monkeypatch.setattr(utils, "xgr", utils.xgr)
+    elif site == "cpu_worker":
+        worker = internals.cpu_worker_class()
+        monkeypatch.setattr(worker, "apply_grammar_bitmask", worker.apply_grammar_bitmask)
     monkeypatch.setenv(plugin.ENV, "1")
+    monkeypatch.setitem(plugin._state, "on", False)
     records: list[logging.LogRecord] = []
     handler = logging.Handler()
     handler.emit = records.append  # type: ignore[method-assign]
@@ -164,12 +164,70 @@ def test_plugin_is_off_without_the_switch_or_on_another_vllm(monkeypatch, caplog
         plugin.register()
     finally:
         plugin.log.removeHandler(handler)
+    return [r.getMessage() for r in records]
+
+
+def test_plugin_is_off_without_the_switch_or_on_another_vllm(monkeypatch) -> None:
+    import vllm
+
+    before = backend_xgrammar.validate_xgrammar_grammar, backend_xgrammar.XgrammarBackend.compile_grammar
+    monkeypatch.delenv(plugin.ENV, raising=False)
+    plugin.register()
     assert not plugin.is_on()
-    assert [r.getMessage() for r in records] == [
-        "triec vLLM backend stays off: vLLM 0.34.0 is outside the versions it was tested on (0.32.x, 0.33.x): install "
-        "one of those, or set TRIEC_VLLM_ALLOW_UNTESTED=1 to run it on this one where every other check passes; "
-        "structured outputs are vLLM's own"]  # fmt: skip
+    assert plugin.mismatch() is None  # this vLLM is one the replacements were written for
+    assert plugin.plan().without == {}  # and every hook has its call site here
+    assert plugin.tested(vllm.__version__) and plugin.tag_compiler(backend_xgrammar.XgrammarBackend) is not None
+    monkeypatch.setattr(vllm, "__version__", "0.99.0")
+    assert plugin.mismatch().startswith("vLLM 0.99.0 is outside the versions it was tested on (0.32.x, 0.33.x, 0.34.x)")
+    monkeypatch.setenv(plugin.ALLOW_UNTESTED_ENV, "1")
+    assert plugin.mismatch() is None  # the operator's override skips the version test, and only it
+    monkeypatch.setattr(backend_xgrammar.XgrammarBackend, "compile_grammar", lambda self, request_type: None)
+    assert plugin.mismatch() == ("XgrammarBackend.compile_grammar(self, request_type, grammar_spec, stop_token_ids) "
+                                 "differs")  # fmt: skip
+    monkeypatch.setattr(backend_xgrammar.XgrammarBackend, "compile_grammar", before[1])
+    monkeypatch.delenv(plugin.ALLOW_UNTESTED_ENV)
+    assert _plugin_lines(monkeypatch) == [
+        "triec vLLM backend stays off: vLLM 0.99.0 is outside the versions it was tested on (0.32.x, 0.33.x, 0.34.x): "
+        "install one of those, or set TRIEC_VLLM_ALLOW_UNTESTED=1 to run it on this one where every other check "
+        "passes; structured outputs are vLLM's own"]  # fmt: skip
+    assert not plugin.is_on()
     assert (backend_xgrammar.validate_xgrammar_grammar, backend_xgrammar.XgrammarBackend.compile_grammar) == before
+
+
+def test_mismatch_never_raises_and_names_what_moved(monkeypatch) -> None:
+    """A required call site that is gone (a module attribute deleted, a source that no longer says it) is the one
+    line ``mismatch()`` returns, never an exception, and the backend stays off with it."""
+    monkeypatch.delattr(backend_xgrammar, "validate_xgrammar_grammar")
+    why = plugin.mismatch()
+    assert why is not None and why.startswith("validate_xgrammar_grammar(sampling_params): AttributeError") and "\n" not in why
+    lines = _plugin_lines(monkeypatch)
+    assert len(lines) == 1 and lines[0].startswith("triec vLLM backend stays off: validate_xgrammar_grammar")
+    assert not plugin.is_on()
+
+
+def test_an_optimization_that_moved_is_left_out_in_one_line(monkeypatch) -> None:
+    """The worker's sparse path and the start-up vocabulary build are optimizations: where their call sites differ,
+    the backend is on without them, one line each, and the required hooks are installed."""
+    from vllm.v1.structured_output import StructuredOutputManager
+
+    monkeypatch.setattr(StructuredOutputManager, "__init__", lambda self, config, extra=None: None)
+    site = internals.sparse_site()
+    if site == "utils.xgr":
+        monkeypatch.setattr(internals.structured_output_utils(), "apply_grammar_bitmask", lambda logits: None)
+    else:
+        monkeypatch.setattr(internals.cpu_worker_class(), "apply_grammar_bitmask", lambda self, logits: None)
+    found = plugin.plan()
+    assert found.off is None and found.hooks == ("frontend", "engine")
+    assert set(found.without) == {"vocabulary", "sparse_apply"}
+    lines = _plugin_lines(monkeypatch)
+    assert plugin.is_on()
+    assert lines[0] == ("triec vLLM backend on without vocabulary (StructuredOutputManager.__init__ (the vocabulary "
+                        "built at start-up)): StructuredOutputManager.__init__(self, vllm_config) differs")  # fmt: skip
+    assert lines[1].startswith("triec vLLM backend on without sparse_apply (the worker's host bitmask application")
+    assert lines[2].startswith("triec vLLM backend on (vLLM ")
+    assert getattr(backend_xgrammar.validate_xgrammar_grammar, "__triec__", False)
+    assert getattr(backend_xgrammar.XgrammarBackend.compile_grammar, "__triec__", False)
+    assert not getattr(StructuredOutputManager.__init__, "__triec__", False)
 
 
 def test_a_tokenizer_triec_cannot_read_delegates(caplog) -> None:

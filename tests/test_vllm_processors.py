@@ -15,6 +15,7 @@ Requires vLLM (the ``vllm`` nox session); skipped elsewhere.
 
 from __future__ import annotations
 
+import importlib
 import os
 from pathlib import Path
 from types import SimpleNamespace
@@ -31,9 +32,17 @@ pytest.importorskip("vllm")
 torch = pytest.importorskip("torch")
 
 from vllm import SamplingParams  # noqa: E402
-from vllm.v1.sample.logits_processor import BatchUpdate, MoveDirectionality  # noqa: E402
 
-from triec.integrations.vllm import TriecLogitsProcessor, TriecLogitsProcessorV2, _core  # noqa: E402
+from triec.integrations.vllm import TriecLogitsProcessorV2, _core, internals  # noqa: E402
+
+try:  # vLLM 0.34 removed the V1 interface: its tests are skipped there, and the import's one line is checked
+    from triec.integrations.vllm import TriecLogitsProcessor
+    from triec.integrations.vllm.v1 import BatchUpdate, MoveDirectionality
+except ImportError as exc:
+    V1_MISSING: str | None = str(exc)
+else:
+    V1_MISSING = None
+needs_v1 = pytest.mark.skipif(V1_MISSING is not None, reason=f"no V1 interface on this vLLM: {V1_MISSING}")
 
 V = 151_936
 COLORS = ["red", "green", "blue", "yellow", "re", "gre"]
@@ -157,6 +166,7 @@ def sample(req: Req, row: torch.Tensor, rng: np.random.Generator) -> int:
     return int(rng.choice(finite)) if req.ref is not None else int(rng.integers(0, 5000))
 
 
+@needs_v1
 @pytest.mark.parametrize("seed", range(4))
 def test_v1_random_batch_updates(artifacts, seed: int) -> None:
     rng = np.random.default_rng(seed)
@@ -215,6 +225,7 @@ def test_v1_random_batch_updates(artifacts, seed: int) -> None:
     assert {"slot", "tail", "engine"} <= phases  # schema rows were checked in every phase
 
 
+@needs_v1
 def test_v1_placeholder_is_read_in_apply(artifacts) -> None:
     """A trailing -1 is not a token: the row keeps its state until the real token is written."""
     proc = TriecLogitsProcessor(fake_config(), torch.device("cpu"), False)
@@ -490,6 +501,7 @@ def test_check_request_rejections(artifacts) -> None:
         _core.check_request(ok, None, store)
 
 
+@needs_v1
 def test_engine_side_never_raises(artifacts) -> None:
     """A request that reaches the engine unchecked (artifact gone, bad args) ends with EOS; others are untouched."""
     proc = TriecLogitsProcessor(fake_config(), torch.device("cpu"), False)
@@ -509,6 +521,7 @@ def test_engine_side_never_raises(artifacts) -> None:
     assert np.array_equal(np.flatnonzero(torch.isfinite(logits[3]).numpy()), table.allowed(table.start))
 
 
+@needs_v1
 def test_device_tables_of_finished_subsets_are_dropped(artifacts) -> None:
     """Many different subsets over time: tables no slot uses are evicted, live rows keep theirs."""
     proc = TriecLogitsProcessor(fake_config(), torch.device("cpu"), False)
@@ -528,6 +541,7 @@ def test_device_tables_of_finished_subsets_are_dropped(artifacts) -> None:
         assert len(proc.core.tables) <= 3 + 1
 
 
+@needs_v1
 def test_schema_admission_and_engine_side(artifacts) -> None:
     """Schema artifacts pass the same admission checks; ``restrict`` is refused; an off-schema token ends the row."""
     store = _core.store()
@@ -563,6 +577,7 @@ def test_schema_admission_and_engine_side(artifacts) -> None:
     assert np.array_equal(np.flatnonzero(torch.isfinite(logits[1]).numpy()), m.allowed())
 
 
+@needs_v1
 def test_caches_of_subsets_stay_within_their_byte_bounds(artifacts, tmp_path: Path) -> None:
     """A stream of large distinct subsets (the soak's finding): the store's compacted subsets and the device tables
     stay under their bounds in bytes (TRIEC_CACHE_BYTES), whatever their count bound, and every row stays right."""
@@ -587,3 +602,21 @@ def test_caches_of_subsets_stay_within_their_byte_bounds(artifacts, tmp_path: Pa
         assert np.array_equal(np.flatnonzero(torch.isfinite(logits[0]).numpy()), view.allowed(view.start))
         assert store.subset_bytes() <= 3 * one and len(store._subsets) <= 3
         assert proc.core.table_bytes() <= proc.core.max_table_bytes
+
+
+def test_v1_import_names_the_release_and_what_serves() -> None:
+    """Where vLLM has no V1 interface (0.34), importing the V1 class fails with one line: the release, the module
+    that is gone and what serves instead; where it has one, the class is that interface's subclass."""
+    import vllm
+
+    try:
+        importlib.import_module("vllm.v1.sample.logits_processor")
+    except ImportError:
+        assert V1_MISSING is not None and "\n" not in V1_MISSING
+        assert V1_MISSING.startswith(f"vLLM {vllm.__version__} has no V1 logits-processor interface")
+        assert "TriecLogitsProcessorV2" in V1_MISSING and "x-triec-artifact" in V1_MISSING
+        with pytest.raises(ImportError, match="has no V1 logits-processor interface"):
+            internals.v1_processor_interface()
+    else:
+        assert V1_MISSING is None
+        assert issubclass(TriecLogitsProcessor, internals.v1_processor_interface().LogitsProcessor)

@@ -3,9 +3,10 @@
 Two classes, one per vLLM model runner (each runner refuses the other's):
 
 * :class:`TriecLogitsProcessor`: the V1 interface, used on CPU and on CUDA
-  with ``VLLM_USE_V2_MODEL_RUNNER=0``;
+  with ``VLLM_USE_V2_MODEL_RUNNER=0`` (vLLM 0.32 and 0.33; 0.34 removed the
+  interface, and importing the class there fails with one line saying what serves);
 * :class:`TriecLogitsProcessorV2`: Model Runner V2, vLLM's default wherever
-  Triton runs (every CUDA machine).
+  Triton runs (every CUDA machine; the only CUDA runner from 0.34).
 
 A request opts in with ``SamplingParams(extra_args={"triec": "tools"})`` (over
 HTTP: ``"vllm_xargs": {"triec": "tools"}``), optionally narrowed with

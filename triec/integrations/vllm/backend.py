@@ -1,27 +1,28 @@
-"""vLLM's structured outputs (0.32 and 0.33) served by triec where it is exact, by xgrammar, unchanged, elsewhere.
+"""vLLM's structured outputs (0.32 to 0.34) served by triec where it is exact, by xgrammar, unchanged, elsewhere.
 
 vLLM has no registry of structured-output backends (vllm-project/vllm#50966),
-so :mod:`triec.integrations.vllm.plugin` installs four replacements, after
-checking that this vLLM is one they were written against
-(docs/decisions.md D22):
+so :mod:`triec.integrations.vllm.plugin` installs up to four replacements, each
+checked on its own by :mod:`.internals` (docs/decisions.md D22):
 
-* **frontend** ``backend_xgrammar.validate_xgrammar_grammar`` (a module
+* **frontend** (required) ``backend_xgrammar.validate_xgrammar_grammar`` (a module
   attribute every caller imports at call time): a constraint triec serves is
   admitted here (HTTP 400 with a one-line reason for a list over the limits, a
   bad artifact name, ...) and left as it is, so ``choice`` reaches the engine
   as CHOICE instead of xgrammar's EBNF; anything else goes to the original.
-* **engine** ``XgrammarBackend.compile_grammar``: CHOICE, REGEX, JSON and
+* **engine** (required) ``XgrammarBackend.compile_grammar``: CHOICE, REGEX, JSON and
   STRUCTURAL_TAG go to :class:`~triec.integrations.constraints.Constraints`,
   which returns a triec grammar or says delegate; delegated ones (and a choice
   triec unexpectedly cannot compile, as xgrammar's own EBNF) go to the original.
-* **engine** ``StructuredOutputManager.__init__``: the served vocabulary and its
-  token automaton are built in a thread at engine start, not by the first request.
-* **worker** ``structured_output.utils.xgr`` (the module ``apply_grammar_bitmask``
-  calls xgrammar's kernel through): the same module but for
-  ``apply_token_bitmask_inplace`` on host logits, where rows that set few words
-  are gathered (:func:`~triec.integrations.vllm.structured.apply_bitmask_sparse`,
-  the processors' CPU path) instead of unpacked (0.38 ms a row on 2 cores);
-  xgrammar's kernel masks the dense rows and every device tensor, unchanged.
+* **vocabulary** (an optimization) ``StructuredOutputManager.__init__``: the served
+  vocabulary and its token automaton are built in a thread at engine start, not by
+  the first request.
+* **sparse_apply** (an optimization) the worker's host-logits bitmask application,
+  where rows that set few words are gathered
+  (:func:`~triec.integrations.vllm.structured.apply_bitmask_sparse`) instead of
+  unpacked: on 0.32 and 0.33 ``structured_output.utils.xgr`` (the module
+  ``apply_grammar_bitmask`` calls xgrammar's kernel through), on 0.34
+  ``CPUStructuredOutputsWorker.apply_grammar_bitmask`` (the torch path of CPUs
+  without Triton). Device logits keep vLLM's kernel, unchanged.
 
 What triec serves: ``choice`` lists, literal-alternation ``regex``, ``json`` string
 enums, artifacts by name (``{"x-triec-artifact": NAME}``, D21), and through the
@@ -32,8 +33,8 @@ on vLLM's own ``TokenizerInfo``, so their masks equal xgrammar's. Under
 ``disable_any_whitespace`` vLLM spells JSON with ``","`` and ``":"``, which no triec
 grammar writes: JSON beyond string enums is xgrammar's then. The frontend admits
 what triec must check itself (:func:`plan_json`); the rest keeps xgrammar's frontend
-check and the engine decides. Only this module and
-:mod:`.plugin` import vLLM's structured-output code.
+check and the engine decides. vLLM's classes and functions come from
+:mod:`.internals`, never from vLLM's modules directly.
 """
 
 from __future__ import annotations
@@ -51,9 +52,8 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
+import numpy as np
 import torch
-from vllm.exceptions import VLLMClientError
-from vllm.v1.structured_output.backend_types import StructuredOutputGrammar, StructuredOutputOptions
 
 from triec.errors import RequestError, TriecError
 from triec.integrations.constraints import (
@@ -65,11 +65,16 @@ from triec.integrations.constraints import (
     literal_alternation,
     string_enum,
 )
-from triec.integrations.vllm.structured import RequestGrammar, apply_bitmask_sparse, tagged_tools
+from triec.integrations.vllm import internals
+from triec.integrations.vllm.structured import SPARSE_WORDS, RequestGrammar, apply_bitmask_sparse, tagged_tools
 from triec.schema.tags import is_legacy, parse_structural_tag
 from triec.schema.tools import parse_tools, tools_from_required_schema
 
 log = logging.getLogger("triec.vllm.backend")
+
+StructuredOutputGrammar = internals.grammar_base()
+StructuredOutputOptions = internals.options()
+VLLMClientError = internals.client_error()
 
 COMPACT_ENV = "TRIEC_VLLM_COMPACT_JSON"
 """``1``: serve JSON objects and tool calls in triec's compact spelling (``", "``, ``": "``) where vLLM allows any
@@ -108,8 +113,8 @@ class TriecGrammar(StructuredOutputGrammar):
 
     def accept_tokens(self, request_id: str, tokens: list[int]) -> bool:
         ok = self.grammar.accept_tokens(tokens)
-        if not ok:
-            log.error("triec: request %s: tokens %s refused by its grammar (%s)", request_id, tokens, self.key[:40])
+        if not ok:  # 0.34 feeds the first refused draft on purpose (trim_spec_tokens): not an error by itself
+            log.debug("triec: request %s: tokens %s refused by its grammar (%s)", request_id, tokens, self.key[:40])
         return ok
 
     def validate_tokens(self, tokens: list[int]) -> list[int]:
@@ -486,7 +491,7 @@ def compile_hook(original: Callable[..., StructuredOutputGrammar], tag_attr: str
 
     ``tag_attr``: the backend's compiler of structural tags (``plugin.tag_compiler``: 0.33's ``full_vocab_compiler``).
     """
-    from vllm.v1.structured_output.utils import choice_as_grammar
+    choice_as_grammar = internals.choice_as_grammar
 
     def compile_grammar(self: Any, request_type: StructuredOutputOptions, grammar_spec: str,
                         stop_token_ids: set[int] | None = None) -> StructuredOutputGrammar:  # fmt: skip
@@ -554,25 +559,84 @@ class SparseXgrammar(types.ModuleType):
         return None
 
 
-def install(tag_attr: str = "compiler") -> None:
-    """Install the replacements (idempotent). :mod:`.plugin` calls it after its checks, with the attribute holding
-    the compiler vLLM compiles structural tags with."""
-    from vllm.v1.structured_output import StructuredOutputManager, backend_xgrammar, utils
+def cpu_worker_hook(original: Callable[..., None]) -> Callable[..., None]:
+    """0.34's ``CPUStructuredOutputsWorker.apply_grammar_bitmask`` with sparse rows gathered on host logits.
 
-    if not getattr(backend_xgrammar.validate_xgrammar_grammar, "__triec__", False):
-        backend_xgrammar.validate_xgrammar_grammar = frontend_hook(backend_xgrammar.validate_xgrammar_grammar)
-    xb = backend_xgrammar.XgrammarBackend
-    if not getattr(xb.compile_grammar, "__triec__", False):
-        xb.compile_grammar = compile_hook(xb.compile_grammar, tag_attr)  # type: ignore[method-assign]
-    if not getattr(StructuredOutputManager.__init__, "__triec__", False):
-        StructuredOutputManager.__init__ = manager_init_hook(StructuredOutputManager.__init__)  # type: ignore[method-assign]
-    if not isinstance(utils.xgr, SparseXgrammar):
-        import xgrammar
+    Each grammar request owns ``mask_stride`` bitmask rows, row ``p`` masking logits row ``cu_num_logits[r] + p``
+    while ``p`` is below the request's logits count. Requests whose active rows are all sparse (or all -1) are
+    masked here; any request with a dense row goes to the original, with its own rows, unchanged.
+    """
 
-        utils.xgr = SparseXgrammar(xgrammar)
+    def apply_grammar_bitmask(self: Any, logits: torch.Tensor, input_batch: Any, grammar_req_ids: list[str],
+                              grammar_bitmask: np.ndarray) -> None:  # fmt: skip
+        if not grammar_req_ids or not logits.is_cpu or logits.dim() != 2:
+            return original(self, logits, input_batch, grammar_req_ids, grammar_bitmask)
+        stride = int(self.mask_stride)
+        bm = np.asarray(grammar_bitmask)
+        index = {r: i for i, r in enumerate(input_batch.req_ids)}
+        req = np.repeat(np.fromiter((index[r] for r in grammar_req_ids), np.int64, len(grammar_req_ids)), stride)
+        pos = np.tile(np.arange(stride, dtype=np.int64), len(grammar_req_ids))
+        cu = input_batch.cu_num_logits.numpy().astype(np.int64)
+        active = pos < cu[req + 1] - cu[req]
+        nonzero = (bm != 0).sum(axis=1)
+        dense_row = active & (nonzero > SPARSE_WORDS) & ~(bm == -1).all(axis=1)
+        dense_req = dense_row.reshape(len(grammar_req_ids), stride).any(axis=1)
+        if dense_req.all():
+            return original(self, logits, input_batch, grammar_req_ids, grammar_bitmask)
+        if dense_req.any():
+            blocks = np.repeat(dense_req, stride)
+            original(self, logits, input_batch, [r for r, d in zip(grammar_req_ids, dense_req.tolist(), strict=True) if d],
+                     np.ascontiguousarray(bm[blocks]))  # fmt: skip
+        mine = active & ~np.repeat(dense_req, stride)
+        rows = cu[req[mine]] + pos[mine]
+        placed = np.full((logits.shape[0], bm.shape[1]), -1, dtype=np.int32)
+        placed[rows] = bm[mine]
+        width = min(logits.shape[1], bm.shape[1] * 32)
+        apply_bitmask_sparse(logits, torch.from_numpy(placed), rows.tolist(), width, _no_dense)
+        return None
+
+    apply_grammar_bitmask.__wrapped__ = original  # type: ignore[attr-defined]
+    apply_grammar_bitmask.__triec__ = True  # type: ignore[attr-defined]
+    return apply_grammar_bitmask
+
+
+def _no_dense(rows: Any) -> None:
+    raise AssertionError(f"rows {rows} are dense: they were handed to vLLM's own worker")
+
+
+HOOK_NAMES = tuple(h.name for h in internals.HOOKS)
+
+
+def install(hooks: tuple[str, ...] = HOOK_NAMES) -> None:
+    """Install the named replacements (idempotent). :mod:`.plugin` calls it with the hooks whose checks passed
+    (:func:`.internals.plan`); the frontend and engine hooks are always among them."""
+    if "frontend" in hooks:
+        from vllm.v1.structured_output import backend_xgrammar
+
+        if not getattr(backend_xgrammar.validate_xgrammar_grammar, "__triec__", False):
+            backend_xgrammar.validate_xgrammar_grammar = frontend_hook(backend_xgrammar.validate_xgrammar_grammar)
+    if "engine" in hooks:
+        xb = internals.xgrammar_backend()
+        if not getattr(xb.compile_grammar, "__triec__", False):
+            xb.compile_grammar = compile_hook(xb.compile_grammar, internals.tag_compiler(xb) or "compiler")  # type: ignore[method-assign]
+    if "vocabulary" in hooks:
+        manager = internals.manager_class()
+        if not getattr(manager.__init__, "__triec__", False):
+            manager.__init__ = manager_init_hook(manager.__init__)  # type: ignore[method-assign]
+    if "sparse_apply" in hooks:
+        if internals.sparse_site() == "utils.xgr":
+            utils = internals.structured_output_utils()
+            if not isinstance(utils.xgr, SparseXgrammar):
+                import xgrammar
+
+                utils.xgr = SparseXgrammar(xgrammar)
+        else:
+            worker = internals.cpu_worker_class()
+            if not getattr(worker.apply_grammar_bitmask, "__triec__", False):
+                worker.apply_grammar_bitmask = cpu_worker_hook(worker.apply_grammar_bitmask)  # type: ignore[method-assign]
 
 
 __all__ = [
-    "COMPACT_ENV", "EngineState", "RequestRefused", "SparseXgrammar", "TriecGrammar", "admit", "compact_ok", "compile_hook",
-    "engine_state", "frontend_hook", "install", "manager_init_hook", "plan_json", "triec_grammar",
+    "COMPACT_ENV", "HOOK_NAMES", "EngineState", "RequestRefused", "SparseXgrammar", "TriecGrammar", "admit", "compact_ok",
+    "compile_hook", "cpu_worker_hook", "engine_state", "frontend_hook", "install", "manager_init_hook", "plan_json", "triec_grammar",
 ]  # fmt: skip

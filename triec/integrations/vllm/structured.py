@@ -7,7 +7,8 @@ No vLLM import (numpy, and torch for logits), so the default test suite checks i
   (``all_stop_token_ids``, EOS included) end the output where a value is
   complete, and only there; ``accept_tokens`` ignores tokens once terminated;
   ``validate_tokens`` does not move; ``rollback`` undoes what speculative
-  decoding rejected (a terminating stop token included).
+  decoding rejected (a terminating stop token included); an ``accept_tokens``
+  that returns False leaves the state as it was (vLLM 0.34's contract).
 * :func:`required_tools` reads vLLM's ``tool_choice="required"`` JSON schema back
   into the tool registry it was made from (``tool_parsers/utils.py``
   ``_get_json_schema_from_tools``); :func:`tagged_tools` reads the structural tag
@@ -80,12 +81,21 @@ class RequestGrammar:
         return self.matcher.accept_token(token)
 
     def accept_tokens(self, tokens: Sequence[int]) -> bool:
-        """Advance over ``tokens``; False at the first one refused (the accepted prefix stays accepted)."""
+        """Advance over ``tokens``; False when one is refused, and then the state is as before the call.
+
+        vLLM 0.34's contract ("a false result must leave the grammar state unchanged"), kept on every release:
+        its manager feeds the first refused draft token on purpose (``trim_spec_tokens``), and 0.34's xgrammar
+        grammar rolls back the prefix it accepted.
+        """
         if self.matcher.is_terminated():
             return True
+        n = 0
         for t in tokens:
             if not self._accept(int(t)):
+                if n:
+                    self.matcher.rollback(n)
                 return False
+            n += 1
             if self.matcher.is_terminated():
                 break  # tokens after the stop token are ignored, as xgrammar does
         return True

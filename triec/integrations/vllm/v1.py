@@ -1,4 +1,6 @@
-"""The processor for vLLM's V1 logits-processor interface (CPU runners; CUDA with ``VLLM_USE_V2_MODEL_RUNNER=0``).
+"""The processor for vLLM's V1 logits-processor interface (0.32 and 0.33: CPU runners; CUDA with
+``VLLM_USE_V2_MODEL_RUNNER=0``). vLLM 0.34 removed the interface: importing this module then fails with one line
+naming what serves instead (:func:`.internals.v1_processor_interface`).
 
 vLLM tells it about the persistent batch through ``update_state`` (removed,
 added, moved in that order) and hands over, for each added request, a live
@@ -15,10 +17,12 @@ from typing import Any
 
 import numpy as np
 import torch
-from vllm.v1.sample.logits_processor import BatchUpdate, MoveDirectionality
-from vllm.v1.sample.logits_processor import LogitsProcessor as _V1LogitsProcessor
+from triec.integrations.vllm import _core, internals
 
-from triec.integrations.vllm import _core
+_interface = internals.v1_processor_interface()  # 0.34 and later: ImportError, one line naming what serves instead
+BatchUpdate = _interface.BatchUpdate
+MoveDirectionality = _interface.MoveDirectionality
+_V1LogitsProcessor = _interface.LogitsProcessor
 
 
 class TriecLogitsProcessor(_V1LogitsProcessor):

@@ -22,9 +22,9 @@ from typing import Any
 
 import numpy as np
 import torch
-from vllm.v1.worker.gpu.sample.logits_processor import LogitsProcessor as _V2LogitsProcessor
+from triec.integrations.vllm import _core, internals
 
-from triec.integrations.vllm import _core
+_V2LogitsProcessor = internals.v2_processor_base()
 
 
 class TriecLogitsProcessorV2(_V2LogitsProcessor):
