@@ -4,7 +4,8 @@ Each session gets its own virtual environment because some of them cannot share
 one (vLLM's CPU wheel pins its own torch and pulls a torchvision that breaks
 transformers' model imports next to it). ``nox`` runs every session below but
 ``soak`` (``default=False``); ``nox -s tests`` runs the main suite alone. ``vllm`` runs the engine on vLLM
-0.32's CPU wheel, ``vllm033`` vLLM 0.33's classes without an engine (its wheel is CUDA-only).
+0.32's CPU wheel (the last on the index), ``vllm_classes`` each newer release's classes without an engine
+(their wheels are CUDA-only).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ nox.options.error_on_missing_interpreters = True
 ROOT = Path(__file__).resolve().parent
 
 
-def pruned(body: Callable[[nox.Session], None]) -> Callable[[nox.Session], None]:
+def pruned(body: Callable[..., None]) -> Callable[..., None]:
     """With TRIEC_NOX_PRUNE=1 (.ci/run sets it) a session's environment is deleted when it ends, pass or fail.
 
     The environments hold 1-5 GB each (torch, vLLM); kept side by side they once filled CI's disk ("No space
@@ -32,9 +33,9 @@ def pruned(body: Callable[[nox.Session], None]) -> Callable[[nox.Session], None]
     """
 
     @functools.wraps(body)
-    def run(session: nox.Session) -> None:
+    def run(session: nox.Session, **params: str) -> None:
         try:
-            body(session)
+            body(session, **params)
         finally:
             if os.environ.get("TRIEC_NOX_PRUNE") == "1" and session.virtualenv.location:
                 shutil.rmtree(session.virtualenv.location, ignore_errors=True)
@@ -97,45 +98,36 @@ def _install_vllm(session: nox.Session) -> None:
     session.install("-q", "-e", ".[test]")
 
 
-# vLLM 0.33.0's own requirements (its wheel's METADATA) but the CUDA ones (torch 2.14 and its CUDA builds of
-# torchvision/torchaudio/torchcodec, flashinfer, cutlass, tilelang, nvtx, ... ) and numba, which no module tested imports.
-VLLM_033_PY = [
-    "regex", "cachetools", "psutil", "sentencepiece", "numpy", "requests>=2.33.0", "certifi>=2026.10.19", "tqdm", "blake3",
-    "py-cpuinfo", "transformers>=5.16.1,<5.21.0", "huggingface_hub>=1.31.0", "tokenizers>=0.23.2", "safetensors>=0.6.2",
-    "protobuf>=5.29.6,!=6.30.*,!=6.31.*,!=6.32.*,!=6.33.0.*,!=6.33.1.*,!=6.33.2.*,!=6.33.3.*,!=6.33.4.*",
-    "fastapi[standard]>=0.133.0,<0.137.0", "starlette>=1.0.1", "aiohttp>=3.14.4", "multidict>=6.9.1", "openai>=2.25.0",
-    "pydantic>=2.12.0", "orjson>=3.11.6", "prometheus_client>=0.18.0", "pillow>=13.0.0",
-    "prometheus-fastapi-instrumentator>=8.0.0", "tiktoken>=0.6.0", "lm-format-enforcer==0.11.3", "llguidance>=1.7.0,<1.8.0",
-    "outlines_core==0.2.14", "lark==1.2.2", "xgrammar==0.2.8", "typing_extensions>=4.10", "filelock>=3.20.3",
-    "partial-json-parser", "jsonschema>=4.23.0", "pyzmq>=25.0.0", "msgspec", "mistral_common[image]>=1.11.6",
-    "opencv-python-headless>=4.13.0", "pyyaml", "einops", "compressed-tensors==0.17.0", "depyf==0.20.0", "cloudpickle",
-    "watchfiles", "python-json-logger", "ninja", "pybase64", "cbor2", "ijson", "setproctitle", "oss-harmony>=0.0.11",
-    "anthropic>=0.71.0", "model-hosting-container-standards>=0.1.14,<1.0.0", "mcp>=2.2.0,<3.0.0", "opentelemetry-sdk>=1.27.0",
-    "opentelemetry-api>=1.27.0", "opentelemetry-exporter-otlp>=1.27.0", "opentelemetry-semantic-conventions-ai>=0.4.1",
-]  # fmt: skip
+VLLM_CLASS_RELEASES = ["0.33", "0.34"]
+"""vLLM release lines whose classes ``vllm_classes`` tests (their wheels are CUDA-only: imported on the CPU, no
+engine). A new release is one entry here and one in ``triec.integrations.vllm.internals.WINDOW``."""
 
 VLLM_ENGINE_FREE = [
-    "tests/test_vllm_backend_core.py", "tests/test_vllm_backend_rows.py", "tests/test_vllm_structured.py",
-    "tests/test_vllm_processors.py", "tests/test_artifact_faults.py",
+    "tests/test_vllm_backend_core.py", "tests/test_vllm_backend_rows.py", "tests/test_vllm_backend_drafts.py",
+    "tests/test_vllm_structured.py", "tests/test_vllm_processors.py", "tests/test_artifact_faults.py",
 ]  # fmt: skip
-"""The vLLM tests that need vLLM's classes but no engine: what ``vllm033`` runs on vLLM 0.33's own modules."""
+"""The vLLM tests that need vLLM's classes but no engine: what ``vllm_classes`` runs on each release's own modules."""
 
 
 @nox.session
+@nox.parametrize("release", VLLM_CLASS_RELEASES)
 @pruned
-def vllm033(session: nox.Session) -> None:
-    """The backend and processors on vLLM 0.33's own classes: its CUDA wheel, imported on the CPU (no engine).
+def vllm_classes(session: nox.Session, release: str) -> None:
+    """The backend and processors on a vLLM release's own classes: its CUDA wheel, imported on the CPU (no engine).
 
-    vLLM's CPU wheel stops at 0.32, so 0.33's engine cannot run here: torch 2.13.0 (CPU, local disk) first, then
-    the ``vllm==0.33.0`` wheel without its dependencies (336 MB), then its requirements but the CUDA ones
-    (:data:`VLLM_033_PY`) together with triec's test extra, so vLLM's pins (xgrammar 0.2.8, llguidance 1.7)
-    win. Then :data:`VLLM_ENGINE_FREE`: the rows of every kind triec serves equal to vLLM 0.33's own
-    xgrammar backend, admission and refusals, the processors. About 1.3 GB and 4 minutes on 2 cores.
+    vLLM's CPU wheel stops at 0.32, so newer engines cannot run here: torch 2.13.0 (CPU, local disk) first, then
+    the newest ``vllm`` wheel of the release line without its dependencies, then that wheel's own requirements
+    (read from its METADATA by ``scripts/vllm_release.py requirements``, the CUDA-only ones left out) together
+    with triec's test extra, so vLLM's pins (xgrammar, llguidance) win. Then :data:`VLLM_ENGINE_FREE`: the rows
+    of every kind triec serves equal to that release's own xgrammar backend, drafts and reasoning through its
+    own manager, admission and refusals, the processors. ``nox -s "vllm_classes(release='0.34')"`` runs one;
+    about 1.3 GB and 4 minutes on 2 cores each.
     """
-    session.install("-q", "torch==2.13.0")
-    session.install("-q", "--no-deps", "vllm==0.33.0")
-    session.install("-q", *VLLM_033_PY, "-e", ".[test]")
-    session.run("python", "-c", "import vllm; assert vllm.__version__.startswith('0.33'), vllm.__version__")
+    session.install("-q", "torch==2.13.0", "packaging")
+    session.install("-q", "--no-deps", f"vllm~={release}.0")
+    listed = session.run("python", "scripts/vllm_release.py", "requirements", silent=True)
+    session.install("-q", *str(listed).split(), "-e", ".[test]")
+    session.run("python", "-c", f"import vllm; assert vllm.__version__.startswith('{release}.'), vllm.__version__")
     session.run("pytest", "-q", *(session.posargs or VLLM_ENGINE_FREE))
 
 

@@ -321,3 +321,40 @@ def test_a_legacy_tag_with_at_least_one_stays_xgrammars(state) -> None:
     doc["at_least_one"] = True
     assert not backend.admit(SO(structural_tag=json.dumps(doc)))
     assert isinstance(backend.triec_grammar(state, Opt.STRUCTURAL_TAG, json.dumps(doc), None, True), Delegate)
+
+
+def test_cpu_worker_sparse_hook_equals_vllms_own(monkeypatch) -> None:
+    """0.34's host path (``CPUStructuredOutputsWorker.apply_grammar_bitmask``) with the sparse hook: logits equal
+    vLLM's own method's on a batch of sparse, dense, all-allowed and inactive draft rows, unconstrained requests
+    between them and requests in another order than the batch's."""
+    if internals.HOOKS[3].mismatch() is not None or internals.sparse_site() != "cpu_worker":
+        pytest.skip("this vLLM applies host bitmasks through structured_output.utils (test_vllm_structured)")
+    from triec.integrations.vllm.structured import SPARSE_WORDS
+
+    worker_class = internals.cpu_worker_class()
+    original = getattr(worker_class.apply_grammar_bitmask, "__wrapped__", worker_class.apply_grammar_bitmask)
+    hooked = backend.cpu_worker_hook(original)
+    stride, words = 4, (V + 31) // 32
+    worker = worker_class(64, V, torch.device("cpu"), stride)
+    rng = np.random.default_rng(3)
+    for trial in range(6):
+        req_ids = [f"r{i}" for i in range(6)]
+        counts = rng.integers(1, stride + 1, size=len(req_ids))  # logits rows per request: 1 + its drafts
+        batch = SimpleNamespace(req_ids=req_ids, cu_num_logits=torch.from_numpy(np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)))
+        grammar_ids = [req_ids[i] for i in rng.permutation(len(req_ids))[:4]]
+        bm = np.zeros((len(grammar_ids) * stride, words), dtype=np.int32)
+        for row in bm:
+            kind = rng.integers(0, 4)
+            if kind == 0:  # a trie state: a few dozen tokens
+                ids = rng.choice(V, size=40, replace=False)
+                np.bitwise_or.at(row.view(np.uint32), ids >> 5, np.left_shift(np.uint32(1), (ids & 31).astype(np.uint32)))
+            elif kind == 1:  # dense: more words than the sparse limit
+                row[: SPARSE_WORDS + 100] = rng.integers(-(2**31), 2**31 - 1, size=SPARSE_WORDS + 100, dtype=np.int64)
+            elif kind == 2:
+                row[:] = -1
+        logits = torch.from_numpy(rng.standard_normal((int(counts.sum()), V)).astype(np.float32))
+        ours, theirs = logits.clone(), logits.clone()
+        hooked(worker, ours, batch, grammar_ids, bm.copy())
+        original(worker, theirs, batch, grammar_ids, bm.copy())
+        assert torch.equal(torch.isinf(ours), torch.isinf(theirs)), trial
+        assert torch.equal(ours[torch.isfinite(ours)], theirs[torch.isfinite(theirs)])

@@ -1,4 +1,4 @@
-"""The backend's rows against vLLM's own ``XgrammarBackend``, on whichever vLLM is installed (0.32 or 0.33).
+"""The backend's rows against vLLM's own ``XgrammarBackend``, on whichever vLLM is installed (0.32 to 0.34).
 
 vLLM's ``XgrammarBackend`` is built here as its engine builds it (its
 ``__post_init__`` on a Hugging Face tokenizer of Qwen2, with the tokenizer infos
@@ -8,8 +8,8 @@ compiled twice on that one backend object, by vLLM's own ``compile_grammar``
 and by the plugin's replacement, and the two grammars are walked side by side
 with vLLM's stop ids: every bitmask row equal, every ``validate_tokens`` answer
 equal (0.33's manager asks it about single reasoning-end tokens before a
-request's first content token), state unchanged by it. The ``nox -s vllm033``
-session runs this file on vLLM 0.33's classes, ``nox -s vllm`` on 0.32's.
+request's first content token), state unchanged by it. ``nox -s vllm_classes``
+runs this file on vLLM 0.33's and 0.34's classes, ``nox -s vllm`` on 0.32's.
 """
 
 from __future__ import annotations

@@ -202,6 +202,11 @@ def test_request_grammar_protocol_details(qwen2: triec.Vocabulary) -> None:
     assert ids - g.stop == set(table.allowed(g.matcher.state).tolist()) - set(eos)
     g.reset()
     assert g.matcher.num_accepted == 0 and not g.is_accepting()
+    # vLLM 0.34's contract, kept on every release: a refusal after accepted tokens leaves the state as it was
+    assert not g.accept_tokens(tokens + [0, 1])  # "red" then "!": refused
+    assert g.matcher.num_accepted == 0 and not g.is_accepting()
+    assert g.accept_tokens(tokens) and g.is_accepting()
+    assert not g.accept_tokens([151644, 0][::-1]) and g.matcher.num_accepted == len(tokens)
 
 
 def table_path(table: triec.MaskTable, vocab: triec.Vocabulary, value: str) -> list[int]:
