@@ -193,7 +193,8 @@ def test_drafts_through_the_manager_equal_vllms_own_xgrammar(vllm_backend, monke
     # the auto tag's free text allows nearly every token and never ends by itself: shorter walks
     seen = _walk(vllm_backend, kind, spec, None, sum(map(ord, case)), *((3, 20) if case == "auto" else ()))
     assert seen["steps"] >= 6 and seen["trimmed"] >= 1, seen
-    if case != "auto":  # free text refuses nothing
+    if case != "auto" and hasattr(internals.manager_class(), "trim_spec_tokens"):
+        # 0.34 keeps the first refused draft (0.32/0.33 cut before it); free text refuses nothing
         assert seen["refused_in_middle"] >= 1, seen
 
 
