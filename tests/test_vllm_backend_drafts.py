@@ -155,8 +155,9 @@ def _walk(vllm_backend: object, kind: object, spec: str, reasoner: type | None, 
             seen["trimmed"] += len(t_o) < len(drafts)
             bm = manager.grammar_bitmask(reqs, ["o", "r"], {"o": list(t_o), "r": list(t_r)})
             n = len(t_o) + 1
+            second = bm.shape[0] // 2  # 0.33+: a fixed block of K + 1 rows a request; 0.32: its n rows, packed
             for i in range(n):
-                a, b = _allowed(bm[i]), _allowed(bm[K + 1 + i])
+                a, b = _allowed(bm[i]), _allowed(bm[second + i])
                 assert np.array_equal(a, b), (walk, step, i, drafts, t_o, sorted(set(a.tolist()) ^ set(b.tolist()))[:8])
             seen["reasoning_rows"] += reasoning
             # the target model accepts a prefix of the drafts its rows allow, then samples the bonus token
