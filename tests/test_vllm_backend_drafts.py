@@ -31,13 +31,27 @@ pytestmark = pytest.mark.vllm
 pytest.importorskip("vllm")
 
 import torch  # noqa: E402
-from test_vllm_backend_rows import CASES, STOP, V, _original, _reference, _tools, _vllm_auto_tag  # noqa: E402
-from test_vllm_backend_rows import vllm_backend  # noqa: E402, F401  (the fixture)
+from test_vllm_backend_rows import (  # noqa: E402
+    CASES,
+    STOP,
+    V,
+    _original,
+    _reference,
+    _tools,
+    _vllm_auto_tag,
+    vllm_backend,  # noqa: E402, F401  (the fixture xgr takes)
+)
 from vllm.v1.structured_output.backend_types import StructuredOutputOptions as Opt  # noqa: E402
 
 from triec.integrations.vllm import backend, internals  # noqa: E402
 
 K = 3  # draft tokens per step
+
+
+@pytest.fixture(scope="module")
+def xgr(vllm_backend):  # noqa: F811
+    """vLLM's own XgrammarBackend, as tests/test_vllm_backend_rows.py builds it."""
+    return vllm_backend
 END = 820  # "####": this test's explicit reasoning end
 CALL = 151657  # <tool_call>: an implicit reasoning end (it is the first content token too)
 ReasoningEnd = namedtuple("ReasoningEnd", "offset implicit")
@@ -132,16 +146,16 @@ def _drafts(ref: object, reasoning: bool, rng: np.random.Generator) -> list[int]
     return out + [int(rng.integers(0, 151_643)) for _ in range(K - len(out))]
 
 
-def _walk(vllm_backend: object, kind: object, spec: str, reasoner: type | None, seed: int, walks: int = 10,
+def _walk(xgr: object, kind: object, spec: str, reasoner: type | None, seed: int, walks: int = 10,
           steps: int = 40) -> dict[str, int]:  # fmt: skip
     hooked = backend.compile_hook(_original(), internals.tag_compiler())
     manager = _manager(reasoner)
-    manager.backend = vllm_backend
+    manager.backend = xgr
     trim = internals.draft_trimmer(manager)
     rng = np.random.default_rng(seed)
     seen: dict = {"steps": 0, "refused_in_middle": 0, "after_termination": 0, "reasoning_rows": 0, "trimmed": 0}
     for walk in range(walks):
-        ours, ref = hooked(vllm_backend, kind, spec, STOP), _reference(vllm_backend, kind, spec)
+        ours, ref = hooked(xgr, kind, spec, STOP), _reference(xgr, kind, spec)
         assert isinstance(ours, backend.TriecGrammar), ours
         reqs = {"o": _request("o", ours), "r": _request("r", ref)}
         for step in range(steps):
@@ -188,11 +202,11 @@ DRAFT_CASES = ["choice", "choice-2000", "enum-json", "hermes-one", "hermes-many"
 
 
 @pytest.mark.parametrize("case", DRAFT_CASES)
-def test_drafts_through_the_manager_equal_vllms_own_xgrammar(vllm_backend, monkeypatch, case: str) -> None:
+def test_drafts_through_the_manager_equal_vllms_own_xgrammar(xgr, monkeypatch, case: str) -> None:
     monkeypatch.delenv(backend.COMPACT_ENV, raising=False)
     kind, spec = (Opt.STRUCTURAL_TAG, _vllm_auto_tag(_tools(60))) if case == "auto" else (CASES[case][0], CASES[case][1]())
     # the auto tag's free text allows nearly every token and never ends by itself: shorter walks
-    seen = _walk(vllm_backend, kind, spec, None, sum(map(ord, case)), *((3, 20) if case == "auto" else ()))
+    seen = _walk(xgr, kind, spec, None, sum(map(ord, case)), *((3, 20) if case == "auto" else ()))
     assert seen["steps"] >= 6 and seen["trimmed"] >= 1, seen
     if case != "auto" and hasattr(internals.manager_class(), "trim_spec_tokens"):
         # 0.34 keeps the first refused draft (0.32/0.33 cut before it); free text refuses nothing
@@ -200,23 +214,23 @@ def test_drafts_through_the_manager_equal_vllms_own_xgrammar(vllm_backend, monke
 
 
 @pytest.mark.parametrize("case", ["choice", "hermes-one"])
-def test_reasoning_as_the_manager_decides_it(vllm_backend, monkeypatch, case: str) -> None:
+def test_reasoning_as_the_manager_decides_it(xgr, monkeypatch, case: str) -> None:
     """With a reasoning parser the manager masks nothing while reasoning but the implicit ends the grammar cannot
     start with (0.34 asks the grammar's ``validate_tokens([<tool_call>])``), then starts the grammar after ``####``
     or at ``<tool_call>``: triec's rows, masked ends and answers equal xgrammar's through it."""
     monkeypatch.delenv(backend.COMPACT_ENV, raising=False)
     kind, make = CASES[case]
-    seen = _walk(vllm_backend, kind, make(), Reasoner, 7 + len(case))
+    seen = _walk(xgr, kind, make(), Reasoner, 7 + len(case))
     assert seen["reasoning_rows"] >= 3 and seen["steps"] >= 6, seen
     if hasattr(internals.manager_class(), "trim_spec_tokens") and case == "choice":  # 0.34 reads implicit ends
         assert seen["masked"] == (CALL,), seen  # no choice value starts with <tool_call>: masked while reasoning
 
 
-def test_accept_tokens_refusal_leaves_the_state(vllm_backend) -> None:
+def test_accept_tokens_refusal_leaves_the_state(xgr) -> None:
     """0.34's contract on every release: ``accept_tokens`` that returns False (a refused token after valid ones)
     leaves the grammar where it was, for triec's grammar as for 0.34's xgrammar one."""
     spec = json.dumps(["red", "green", "blue"])
-    ours = backend.compile_hook(_original(), internals.tag_compiler())(vllm_backend, Opt.CHOICE, spec, STOP)
+    ours = backend.compile_hook(_original(), internals.tag_compiler())(xgr, Opt.CHOICE, spec, STOP)
     before = torch.zeros((1, (V + 31) // 32), dtype=torch.int32)
     after = torch.zeros_like(before)
     ours.fill_bitmask(before, 0)

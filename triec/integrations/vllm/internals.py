@@ -208,7 +208,7 @@ def _check_engine() -> str | None:
         (lambda: all(hasattr(backend_types.StructuredOutputOptions, n)
                      for n in ("CHOICE", "REGEX", "JSON", "STRUCTURAL_TAG", "GRAMMAR")),
          "StructuredOutputOptions members"),
-        (lambda: callable(getattr(importlib.import_module("vllm.v1.structured_output.utils"), "choice_as_grammar")),
+        (lambda: callable(importlib.import_module("vllm.v1.structured_output.utils").choice_as_grammar),
          "utils.choice_as_grammar"),
         (reasoning_ends, "StructuredOutputManager._masked_reasoning_ends's call of validate_tokens"),
         (drafts, "StructuredOutputManager's draft trimming (validate_tokens / trim_spec_tokens)"),

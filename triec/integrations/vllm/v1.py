@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 import torch
+
 from triec.integrations.vllm import _core, internals
 
 _interface = internals.v1_processor_interface()  # 0.34 and later: ImportError, one line naming what serves instead

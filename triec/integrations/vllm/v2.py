@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 import torch
+
 from triec.integrations.vllm import _core, internals
 
 _V2LogitsProcessor = internals.v2_processor_base()
