@@ -39,3 +39,13 @@ def test_names_resolve_lazily() -> None:
     for name in triec.__all__:
         assert getattr(triec, name) is not None
     assert triec.compile.__module__ == "triec.build.compile" and triec.load.__module__ == "triec.artifact.masks"
+
+
+def test_serving_core_is_framework_free() -> None:
+    """The serving core every integration shares (artifacts, the served model, requests, admission) and the
+    framework-free constraints pull in no serving framework and no torch: SGLang's artifact path must not
+    load a vLLM module, and a llama.cpp processor none at all."""
+    code = "import sys, triec.integrations.serving, triec.integrations.constraints\n" + \
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('vllm', 'sglang', 'torch') " + \
+        "or m.startswith('triec.integrations.vllm'))\nassert not bad, bad"
+    assert "torch" not in loaded_after(code)

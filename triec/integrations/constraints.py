@@ -499,11 +499,11 @@ class Constraints:
         file is missing or invalid, or it was compiled for another tokenizer or
         logits width. Artifacts are read into memory (never mapped: a file truncated
         under a mapping kills the process, D24) and subsets compacted once by the
-        vLLM processors' :class:`~triec.integrations.vllm._core.ArtifactStore`,
+        serving core's :class:`~triec.integrations.serving.ArtifactStore` (the vLLM processors' too),
         which reloads a file that changed.
         """
         store = self._artifact_store()
-        from triec.integrations.vllm._core import MAX_RESTRICT, TriecRequest
+        from triec.integrations.serving import MAX_RESTRICT, TriecRequest
 
         if restrict is not None and len(restrict) > MAX_RESTRICT:
             raise RequestError(f"{RESTRICT_KEYWORD!r} holds {len(restrict)} values; at most {MAX_RESTRICT} are accepted")
@@ -542,7 +542,7 @@ class Constraints:
     def _artifact_store(self) -> Any:
         with self._lock:
             if self._store is None:
-                from triec.integrations.vllm._core import ArtifactStore
+                from triec.integrations.serving import ArtifactStore
 
                 self._store = ArtifactStore(self.artifact_dir)
             return self._store
@@ -559,7 +559,7 @@ class Constraints:
         else:
             with self._lock:
                 if self._served is None:
-                    from triec.integrations.vllm._core import ServedModel
+                    from triec.integrations.serving import ServedModel
 
                     self._served = ServedModel(self.tokenizer, vocab.vocab_size, None, ())
             fingerprint = self._served.fingerprint(table.eos_token_ids)
