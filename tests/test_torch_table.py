@@ -177,3 +177,65 @@ def test_gpu_check_script_runs_on_cpu() -> None:
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert "equal to the numpy runtime" in proc.stdout and "B=8" in proc.stdout
+
+
+# ----------------------------------------------------------------------------- the one masking path (issue 34)
+
+
+def _ref_masked(logits: np.ndarray, bitmask: np.ndarray) -> np.ndarray:
+    """numpy reference: -inf where bit t of a row is 0, and past 32 x words."""
+    bits = np.unpackbits(bitmask.view(np.uint8), axis=1, bitorder="little").astype(bool)
+    out = np.full_like(logits, -np.inf)
+    w = min(bits.shape[1], logits.shape[1])
+    keep = bits[:, :w]
+    out[:, :w][keep] = logits[:, :w][keep]
+    return out
+
+
+def test_masking_path_functions_equal_a_numpy_reference() -> None:
+    from triec.runtime.torch import SPARSE_WORDS, apply_bitmask, apply_bitmask_rows, apply_bitmask_sparse, keep_tokens
+
+    rng = np.random.default_rng(11)
+    for width, words in ((100, 4), (150, 4), (1000, 40)):
+        logits = rng.standard_normal((6, width)).astype(np.float32)
+        bitmask = rng.integers(-(2**31), 2**31 - 1, size=(6, words), dtype=np.int64).astype(np.int32)
+        bitmask[1] = 0
+        bitmask[2] = -1
+        ref = _ref_masked(logits, bitmask)
+        out = apply_bitmask(torch.from_numpy(logits), torch.from_numpy(bitmask), inplace=False).numpy()
+        assert np.array_equal(out, ref)
+        rows = torch.tensor([4, 0, 3])
+        sub = torch.from_numpy(logits.copy())
+        apply_bitmask_rows(sub, rows, torch.from_numpy(bitmask[[4, 0, 3]]))
+        expect = logits.copy()
+        expect[[4, 0, 3]] = ref[[4, 0, 3]]
+        assert np.array_equal(sub.numpy(), expect)
+        # the sparse host path: xgrammar's semantics (rows of -1 untouched, nothing past `width` masked)
+        sparse = torch.from_numpy(logits.copy())
+        dense_rows: list[int] = []
+        apply_bitmask_sparse(sparse, torch.from_numpy(bitmask), None, min(width, words * 32), dense_rows.extend)
+        assert dense_rows == []  # at most SPARSE_WORDS words a row here
+        assert words <= SPARSE_WORDS
+        w = min(width, words * 32)
+        assert np.array_equal(sparse.numpy()[:, :w], ref[:, :w]) and np.array_equal(sparse.numpy()[:, w:], logits[:, w:])
+        kept = torch.from_numpy(logits.copy())
+        keep_tokens(kept, torch.tensor([5, 1]), torch.tensor([0, 7, width + 3]))
+        assert np.isfinite(kept.numpy()[[5, 1]]).sum() == 4 and kept[5, 7] == logits[5, 7] and kept[1, 0] == logits[1, 0]
+        assert np.array_equal(kept.numpy()[[0, 2, 3, 4]], logits[[0, 2, 3, 4]])
+
+
+def test_no_integration_masks_logits_by_itself() -> None:
+    """Every bitmask-to-logits application goes through the runtime's functions: no integration or eval module
+    fills logits with -inf or unpacks a bitmask against logits on its own (SGLang hands its buffer to SGLang's
+    own kernel, its backend contract)."""
+    import re
+    from pathlib import Path
+
+    root = Path(triec.__file__).resolve().parent
+    offenders = []
+    for path in [*(root / "integrations").rglob("*.py"), *(root / "eval").rglob("*.py")]:
+        text = path.read_text()
+        for pattern in (r"masked_fill_?\(", r"index_fill_\(", r"fill_\(float\(\"-inf\"\)\)", r"= float\(\"-inf\"\)"):
+            if re.search(pattern, text):
+                offenders.append(f"{path.relative_to(root)}: {pattern}")
+    assert offenders == []

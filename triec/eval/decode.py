@@ -24,7 +24,7 @@ import numpy as np
 class Constraint(Protocol):
     """What the loop asks of a constraint: the allowed ids, then the id picked."""
 
-    def allowed(self, logits: Any) -> Any:  # numpy int array of ids, or a torch bool mask over the logits
+    def allowed(self, logits: Any) -> Any:  # numpy int array of ids, or a torch int32 bitmask (1, W)
         ...
 
     def accept(self, token: int) -> None: ...
@@ -111,8 +111,10 @@ class Greedy:
                 raise RuntimeError("the constraint allows no token")
             ids = self.torch.from_numpy(allowed.astype(np.int64, copy=False))
             return int(ids[int(logits[ids].argmax())])
-        masked = logits.masked_fill(~allowed, float("-inf"))
-        return int(masked.argmax())
+        from triec.runtime.torch import apply_bitmask
+
+        masked = apply_bitmask(logits.unsqueeze(0), allowed.to(logits.device), inplace=False)
+        return int(masked[0].argmax())
 
 
 class TriecConstraint:
@@ -141,21 +143,21 @@ class XGrammarConstraint:
 
     def __init__(self, matcher: Any, vocab_size: int, width: int, eos: frozenset[int],
                  token_bytes: Any = None, eos_until: bytes | None = None) -> None:  # fmt: skip
-        import torch
         import xgrammar as xgr
 
-        self.matcher, self.width, self.torch = matcher, width, torch
+        self.matcher, self.width = matcher, width
         self.buf = xgr.allocate_token_bitmask(1, vocab_size)
         self.eos = sorted(e for e in eos if e < width)
         self.token_bytes, self.eos_until, self.text = token_bytes, eos_until, b""
 
     def allowed(self, logits: Any) -> Any:
+        """The row as xgrammar's int32 bitmask (1, W), applied by the runtime's one masking path."""
         self.matcher.fill_next_token_bitmask(self.buf, 0)
-        bits = np.unpackbits(self.buf[0].numpy().view(np.uint8), bitorder="little")[: self.width]
-        mask = self.torch.from_numpy(bits.astype(bool))
         if self.eos_until is not None and self.eos_until not in self.text:
-            mask[self.eos] = False
-        return mask
+            words = self.buf[0].numpy().view(np.uint32)
+            for e in self.eos:
+                words[e >> 5] &= ~np.uint32(1 << (e & 31))
+        return self.buf
 
     def accept(self, token: int) -> None:
         if self.token_bytes is not None and token < len(self.token_bytes):

@@ -33,7 +33,7 @@ import torch
 from transformers import LogitsProcessor
 
 from triec.runtime.kinds import TableKind
-from triec.runtime.torch import TorchMaskTable
+from triec.runtime.torch import TorchMaskTable, apply_bitmask
 
 if TYPE_CHECKING:
     from triec.runtime.restrict import RestrictedTable
@@ -129,20 +129,8 @@ class TriecLogitsProcessor(LogitsProcessor):
                         row[e >> 5] |= np.int32(np.uint32(1 << (e & 31)).view(np.int32))
                 else:
                     m.fill_bitmask(row)
-            return _apply_bitmask(scores, torch.from_numpy(buf).to(scores.device))
+            return apply_bitmask(scores, torch.from_numpy(buf).to(scores.device), inplace=False)
         if self._writer is None or self._writer.max_batch < batch:
             self._writer = self._schema.mask_writer(batch)
         rows = torch.from_numpy(self._writer.fill(self.matchers)).to(scores.device)  # type: ignore[arg-type]
-        return _apply_bitmask(scores, rows)
-
-
-def _apply_bitmask(scores: torch.Tensor, bitmask: torch.Tensor) -> torch.Tensor:
-    """``scores`` with -inf where the int32 bitmask's bit is 0 (columns past the bitmask are masked too)."""
-    b, width = scores.shape
-    bits = torch.tensor([1 << i for i in range(8)], dtype=torch.uint8, device=bitmask.device)
-    blocked = ((bitmask.contiguous().view(torch.uint8).unsqueeze(-1) & bits) == 0).reshape(b, -1)
-    if blocked.shape[1] >= width:
-        blocked = blocked[:, :width]
-    else:
-        blocked = torch.cat([blocked, torch.ones((b, width - blocked.shape[1]), dtype=torch.bool, device=blocked.device)], 1)
-    return scores.masked_fill(blocked, float("-inf"))
+        return apply_bitmask(scores, rows, inplace=False)

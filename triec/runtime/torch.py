@@ -40,6 +40,7 @@ Only this module (and the integrations) import torch; ``table.to_torch()`` impor
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -64,6 +65,112 @@ logits (:meth:`TorchMaskTable.mask_rows`); other devices and wider rows use the 
 Measured in docs/benchmarks.md ("Masking logits rows")."""
 
 _NO_KEY = np.iinfo(np.int64).max  # sentinel pair key past every real one, so no array is empty
+
+
+# ----------------------------------------------------------------------------- the one masking path
+# Every bitmask-to-logits application of the integrations and the eval loop is one of these three (issue 34):
+# dense rows (:func:`apply_bitmask`), host rows that set few words (:func:`apply_bitmask_sparse`), rows that keep
+# a known list of tokens (:func:`keep_tokens`: EOS-only rows, a schema slot's precomputed row). Fused device
+# kernels plug in here.
+
+_BYTE_BITS: dict[torch.device, torch.Tensor] = {}
+
+
+def _byte_bits(device: torch.device) -> torch.Tensor:
+    found = _BYTE_BITS.get(device)
+    if found is None:
+        found = _BYTE_BITS[device] = torch.tensor([1 << i for i in range(8)], dtype=torch.uint8, device=device)
+    return found
+
+
+def apply_bitmask(logits: torch.Tensor, bitmask: torch.Tensor, *, inplace: bool = True) -> torch.Tensor:
+    """Set ``logits`` to -inf where the bitmask bit is 0 (in place unless ``inplace=False``); returns the result.
+
+    ``logits`` (B, V) and an int32 ``bitmask`` (B, W) on the same device, bit ``t & 31`` of word ``t >> 5``
+    for token ``t``. Logit columns past ``32 * W`` are masked too: xgrammar's ``apply_token_bitmask_inplace``
+    over the full width. torch only, no synchronisation.
+    """
+    if logits.ndim != 2 or bitmask.ndim != 2 or bitmask.shape[0] != logits.shape[0] or bitmask.dtype != torch.int32:
+        raise ValueError(
+            f"expected logits (B, V) and an int32 bitmask (B, W), got {tuple(logits.shape)} and "
+            f"{bitmask.dtype} {tuple(bitmask.shape)}"
+        )
+    b, width = logits.shape
+    # Little-endian words: token j is bit j % 8 of byte j // 8, so unpack bytes (a B x V uint8 temporary).
+    octets = bitmask.contiguous().view(torch.uint8)
+    blocked = ((octets.unsqueeze(-1) & _byte_bits(octets.device)) == 0).reshape(b, -1)  # (B, 32 * W)
+    if blocked.shape[1] >= width:
+        blocked = blocked[:, :width]
+    else:
+        pad = torch.ones((b, width - blocked.shape[1]), dtype=torch.bool, device=blocked.device)
+        blocked = torch.cat([blocked, pad], dim=1)
+    if inplace:
+        return logits.masked_fill_(blocked, float("-inf"))
+    return logits.masked_fill(blocked, float("-inf"))
+
+
+def apply_bitmask_rows(logits: torch.Tensor, rows: torch.Tensor, bitmask: torch.Tensor) -> torch.Tensor:
+    """:func:`apply_bitmask` on ``logits[rows]`` (``bitmask`` aligned with ``rows``), in place; returns ``logits``."""
+    sub = logits.index_select(0, rows)
+    apply_bitmask(sub, bitmask)
+    return logits.index_copy_(0, rows, sub)
+
+
+def keep_tokens(logits: torch.Tensor, rows: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    """In place: every row in ``rows`` keeps only the logits of ``ids`` (-inf elsewhere); returns ``logits``.
+
+    O(rows x ids) reads and writes plus the row fills: for EOS-only rows and a row that allows a known few
+    tokens. ``ids`` past the logits' width are ignored.
+    """
+    if rows.numel() == 0:
+        return logits
+    ids = ids[ids < logits.shape[1]]
+    kept = logits[:, ids].index_select(0, rows) if ids.numel() else None
+    logits.index_fill_(0, rows, float("-inf"))
+    if kept is not None:
+        logits[rows.unsqueeze(1), ids.unsqueeze(0)] = kept
+    return logits
+
+
+SPARSE_WORDS = 512
+"""Host rows setting at most this many words (16,384 tokens at most) are gathered by :func:`apply_bitmask_sparse`."""
+
+
+def apply_bitmask_sparse(
+    logits: torch.Tensor, bitmask: torch.Tensor, indices: Sequence[int] | None, width: int,
+    dense: Callable[[Sequence[int]], None],
+) -> None:  # fmt: skip
+    """Mask host ``logits[i, :width]`` to -inf where bit ``t`` of ``bitmask[i]`` is 0, for ``i`` in ``indices``.
+
+    xgrammar's ``apply_token_bitmask_inplace`` semantics on host tensors (``indices=None``: every row): rows of
+    -1 are left alone, logits past ``width`` are never masked. Rows setting at most :data:`SPARSE_WORDS` words
+    (a trie state allows a few dozen tokens) are gathered in a few batched numpy and torch operations: the
+    logits they keep are read, the rows filled with -inf and the kept ones written back. ``dense(rows)`` masks
+    the others (the engine's own kernel, or :func:`apply_bitmask`).
+    """
+    bm = bitmask.numpy()
+    rows = np.arange(bm.shape[0], dtype=np.int64) if indices is None else np.asarray(list(indices), dtype=np.int64)
+    if rows.size == 0:
+        return
+    sub = bm[rows]
+    full = (sub == -1).all(axis=1)
+    sparse = ((sub != 0).sum(axis=1) <= SPARSE_WORDS) & ~full
+    if (~sparse & ~full).any():
+        dense(rows[~sparse & ~full].tolist())
+    if not sparse.any():
+        return
+    srows = rows[sparse]
+    s = sub[sparse]
+    r, w = np.nonzero(s)
+    bits = np.unpackbits(np.ascontiguousarray(s[r, w]).view(np.uint8).reshape(-1, 4), axis=1, bitorder="little")
+    m, b = np.nonzero(bits)
+    ids = w[m].astype(np.int64) * 32 + b
+    owner = srows[r[m]]
+    keep = ids < width
+    it, rt = torch.from_numpy(ids[keep]), torch.from_numpy(owner[keep])
+    kept = logits[rt, it]
+    logits[torch.from_numpy(srows), :width] = float("-inf")
+    logits[rt, it] = kept
 
 
 class TorchMaskTable:
@@ -99,7 +206,6 @@ class TorchMaskTable:
         self._lanes = torch.arange(self.narrow_words, device=self.device)
         self._source = table
         self._token_rows: tuple[torch.Tensor, torch.Tensor] | None = None  # built on first mask_rows gather
-        self._byte_bits = torch.tensor([1 << i for i in range(8)], dtype=torch.uint8, device=self.device)
 
     @property
     def nbytes(self) -> int:
@@ -183,28 +289,12 @@ class TorchMaskTable:
         return out
 
     def apply_bitmask(self, logits: torch.Tensor, bitmask: torch.Tensor, *, inplace: bool = True) -> torch.Tensor:
-        """Set ``logits`` to -inf where the bitmask bit is 0 (in place unless ``inplace=False``).
+        """Set ``logits`` to -inf where the bitmask bit is 0 (in place unless ``inplace=False``): :func:`apply_bitmask`.
 
         Logit columns past ``32 * words`` are masked too. Same result as
         xgrammar's ``apply_token_bitmask_inplace`` over the full width; torch only.
         """
-        if logits.ndim != 2 or bitmask.ndim != 2 or bitmask.shape[0] != logits.shape[0] or bitmask.dtype != torch.int32:
-            raise ValueError(
-                f"expected logits (B, V) and an int32 bitmask (B, W), got {tuple(logits.shape)} and "
-                f"{bitmask.dtype} {tuple(bitmask.shape)}"
-            )
-        b, width = logits.shape
-        # Little-endian words: token j is bit j % 8 of byte j // 8, so unpack bytes (a B x V uint8 temporary).
-        octets = bitmask.contiguous().view(torch.uint8)
-        blocked = ((octets.unsqueeze(-1) & self._byte_bits) == 0).reshape(b, -1)  # (B, 32 * W)
-        if blocked.shape[1] >= width:
-            blocked = blocked[:, :width]
-        else:
-            pad = torch.ones((b, width - blocked.shape[1]), dtype=torch.bool, device=blocked.device)
-            blocked = torch.cat([blocked, pad], dim=1)
-        if inplace:
-            return logits.masked_fill_(blocked, float("-inf"))
-        return logits.masked_fill(blocked, float("-inf"))
+        return apply_bitmask(logits, bitmask, inplace=inplace)
 
     def mask_logits(self, logits: torch.Tensor, states: torch.Tensor) -> torch.Tensor:
         """Fill the rows of ``states`` and apply them to ``logits`` (in place); returns ``logits``."""
@@ -278,9 +368,7 @@ class TorchMaskTable:
         return logits
 
     def _mask_rows_bitmask(self, logits: torch.Tensor, rows: torch.Tensor, states: torch.Tensor) -> torch.Tensor:
-        sub = logits.index_select(0, rows)
-        self.apply_bitmask(sub, self.fill(states))
-        return logits.index_copy_(0, rows, sub)
+        return apply_bitmask_rows(logits, rows, self.fill(states))
 
     def advance(self, states: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
         """Next states (int64) after one token per row; see the module docstring for the terminals.

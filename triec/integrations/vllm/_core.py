@@ -48,7 +48,7 @@ from triec.integrations.serving import (  # noqa: F401  the serving core, re-exp
     store,
     warm_schema,
 )
-from triec.runtime.torch import DEFAULT_MAX_GATHER, TorchMaskTable
+from triec.runtime.torch import DEFAULT_MAX_GATHER, TorchMaskTable, apply_bitmask_rows, keep_tokens
 from triec.schema.matcher import SchemaMaskWriter, SchemaMatcher
 from triec.schema.table import SchemaTable
 
@@ -254,13 +254,11 @@ class BatchState:
 
         Where a row is exactly a slot's precomputed (word, bits) row (inside an
         enum's trie or a literal tail, no token judged by an engine), it allows
-        few tokens: the allowed logits are gathered, the row filled with -inf
-        and they are written back. Every other row (the engine's, with the slot
-        entries it admits, or a slot row with judged tokens) is written whole
-        by the artifact's writer (the engine rows batched), unpacked and applied
-        as a mask.
+        few tokens: the runtime's :func:`~triec.runtime.torch.keep_tokens` keeps them. Every other row
+        (the engine's, with the slot entries it admits, or a slot row with judged tokens) is written whole
+        by the artifact's writer (the engine rows batched) and applied by
+        :func:`~triec.runtime.torch.apply_bitmask_rows`.
         """
-        width = logits.shape[1]
         engine: dict[int, tuple[list[int], list[SchemaMatcher]]] = {}
         dead: list[int] = []
         for r, m in zip(rows.tolist(), matchers, strict=True):
@@ -282,12 +280,7 @@ class BatchState:
                                      bitorder="little")  # fmt: skip
                 word, pos = np.nonzero(bits)
                 ids = w.words[lo:hi].astype(np.int64)[word] * 32 + pos
-            ids = ids[ids < width]
-            row = logits[r]
-            idx = to_device(ids, logits.device)
-            kept = row.index_select(0, idx)
-            row.fill_(float("-inf"))
-            row.index_copy_(0, idx, kept)
+            keep_tokens(logits, to_device(np.array([r], dtype=np.int64), logits.device), to_device(ids, logits.device))
         if dead:
             self._mask_eos_only(logits, np.asarray(dead, dtype=np.int64))
         for tid, (rs, ms) in engine.items():
@@ -297,18 +290,11 @@ class BatchState:
                 writer = table.mask_writer(max(len(ms), self.group.shape[0]))
                 self._writers[tid] = (table, writer)
             words = writer.fill(ms)  # a view of the writer's buffer, read before its next fill
-            bits = np.unpackbits(words.view(np.uint8), axis=1, bitorder="little")[:, :width]
-            blocked = to_device(bits == 0, logits.device)
-            for j, r in enumerate(rs):
-                row = logits[r]
-                row[: bits.shape[1]].masked_fill_(blocked[j], float("-inf"))
-                row[bits.shape[1] :] = float("-inf")
+            bitmask = to_device(np.ascontiguousarray(words).view(np.int32), logits.device)
+            apply_bitmask_rows(logits, to_device(np.asarray(rs, dtype=np.int64), logits.device), bitmask)
 
     def _mask_eos_only(self, logits: torch.Tensor, rows: np.ndarray) -> None:
-        r = to_device(rows, logits.device)
-        kept = logits[:, self._eos].index_select(0, r)
-        logits.index_fill_(0, r, float("-inf"))
-        logits[r.unsqueeze(1), self._eos.unsqueeze(0)] = kept
+        keep_tokens(logits, to_device(rows, logits.device), self._eos.to(logits.device))
 
     def mask(
         self, logits: torch.Tensor, rows: np.ndarray, slots: np.ndarray, states: torch.Tensor | None = None,
@@ -390,11 +376,7 @@ def end_everything(logits: torch.Tensor, rows: np.ndarray, eos: torch.Tensor) ->
     """Last resort after an internal error: the constrained rows may emit only EOS."""
     if rows.size == 0:
         return
-    r = to_device(rows, logits.device)
-    e = eos.to(logits.device)
-    kept = logits[:, e].index_select(0, r)
-    logits.index_fill_(0, r, float("-inf"))
-    logits[r.unsqueeze(1), e.unsqueeze(0)] = kept
+    keep_tokens(logits, to_device(rows, logits.device), eos.to(logits.device))
 
 
 # ----------------------------------------------------------------------------- process-wide singletons

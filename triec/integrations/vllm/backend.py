@@ -18,7 +18,7 @@ checked on its own by :mod:`.internals` (docs/decisions.md D22):
   the first request.
 * **sparse_apply** (an optimization) the worker's host-logits bitmask application,
   where rows that set few words are gathered
-  (:func:`~triec.integrations.vllm.structured.apply_bitmask_sparse`) instead of
+  (:func:`triec.runtime.torch.apply_bitmask_sparse`, the runtime's one masking path) instead of
   unpacked: on 0.32 and 0.33 ``structured_output.utils.xgr`` (the module
   ``apply_grammar_bitmask`` calls xgrammar's kernel through), on 0.34
   ``CPUStructuredOutputsWorker.apply_grammar_bitmask`` (the torch path of CPUs
@@ -66,7 +66,8 @@ from triec.integrations.constraints import (
     string_enum,
 )
 from triec.integrations.vllm import internals
-from triec.integrations.vllm.structured import SPARSE_WORDS, RequestGrammar, apply_bitmask_sparse, tagged_tools
+from triec.integrations.vllm.structured import RequestGrammar, tagged_tools
+from triec.runtime.torch import SPARSE_WORDS, apply_bitmask_sparse
 from triec.schema.tags import is_legacy, parse_structural_tag
 from triec.schema.tools import parse_tools, tools_from_required_schema
 

@@ -1,6 +1,6 @@
 """vLLM's structured-output grammar contract over a triec matcher, and the request shapes the backend recognises.
 
-No vLLM import (numpy, and torch for logits), so the default test suite checks it without vLLM:
+No vLLM import (numpy), so the default test suite checks it without vLLM:
 
 * :class:`RequestGrammar` behaves as vLLM 0.32's ``XgrammarGrammar`` does (the
   reference semantics of ``StructuredOutputGrammar``): the request's stop ids
@@ -16,10 +16,9 @@ No vLLM import (numpy, and torch for logits), so the default test suite checks i
   the tool's name inside). The schema layer compiles registries
   (``compile_tools``); :mod:`triec.integrations.vllm.backend` decides when that
   is exact.
-* :func:`apply_bitmask_sparse` is xgrammar's ``apply_token_bitmask_inplace`` for
-  host logits, with rows that set few words (a trie state allows a few dozen
-  tokens) gathered instead of unpacked: the logits they keep are read, the row
-  filled with -inf and they are written back (the processors' CPU path, D20).
+* ``apply_bitmask_sparse`` (host logits, rows that set few words gathered instead
+  of unpacked) lives in the runtime's one masking path,
+  :func:`triec.runtime.torch.apply_bitmask_sparse`; re-exported here.
 """
 
 from __future__ import annotations
@@ -30,9 +29,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import torch
 
 from triec.integrations.constraints import Matcher
+from triec.runtime.torch import SPARSE_WORDS, apply_bitmask_sparse  # noqa: F401  (their home before issue 34)
 
 
 def _words(ids: Iterable[int]) -> tuple[np.ndarray, np.ndarray]:
@@ -143,48 +142,6 @@ class RequestGrammar:
         words = row.view(np.uint32)
         keep = self._stop_w < words.shape[0]
         np.bitwise_or.at(words, self._stop_w[keep], self._stop_b[keep])
-
-
-# ----------------------------------------------------------------------------- applying a bitmask on the host
-
-SPARSE_WORDS = 512
-"""Rows setting at most this many words (16,384 tokens at most) are gathered; denser rows go to xgrammar's kernel."""
-
-
-def apply_bitmask_sparse(
-    logits: torch.Tensor, bitmask: torch.Tensor, indices: Sequence[int] | None, width: int,
-    dense: Callable[[Sequence[int]], None],
-) -> None:  # fmt: skip
-    """Mask ``logits[i, :width]`` to -inf where bit ``t`` of ``bitmask[i]`` is 0, for ``i`` in ``indices`` (all rows).
-
-    xgrammar's semantics: rows of -1 are left alone, logits past ``width``
-    (``min(logits width, 32 x bitmask words)`` unless a vocabulary size is
-    given) are never masked. Sparse rows are done here in a few batched numpy
-    and torch operations; ``dense(rows)`` masks the others (xgrammar's kernel).
-    """
-    bm = bitmask.numpy()
-    rows = np.arange(bm.shape[0], dtype=np.int64) if indices is None else np.asarray(list(indices), dtype=np.int64)
-    if rows.size == 0:
-        return
-    sub = bm[rows]
-    full = (sub == -1).all(axis=1)
-    sparse = ((sub != 0).sum(axis=1) <= SPARSE_WORDS) & ~full
-    if (~sparse & ~full).any():
-        dense(rows[~sparse & ~full].tolist())
-    if not sparse.any():
-        return
-    srows = rows[sparse]
-    s = sub[sparse]
-    r, w = np.nonzero(s)
-    bits = np.unpackbits(np.ascontiguousarray(s[r, w]).view(np.uint8).reshape(-1, 4), axis=1, bitorder="little")
-    m, b = np.nonzero(bits)
-    ids = w[m].astype(np.int64) * 32 + b
-    owner = srows[r[m]]
-    keep = ids < width
-    it, rt = torch.from_numpy(ids[keep]), torch.from_numpy(owner[keep])
-    kept = logits[rt, it]
-    logits[torch.from_numpy(srows), :width] = float("-inf")
-    logits[rt, it] = kept
 
 
 # ----------------------------------------------------------------------------- tool-call shapes
