@@ -191,3 +191,59 @@ def test_the_checker_sees_lazy_and_type_checking_imports() -> None:
     assert by_pair[("triec.runtime.table", "triec.runtime.torch")].lazy  # inside MaskTable.to_torch
     assert not by_pair[("triec.runtime.table", "triec.runtime.states")].lazy
     assert ("triec.runtime.word_masks", "triec.runtime.table") not in by_pair  # under TYPE_CHECKING only
+
+
+INTEGRATION_MODULES = ("triec.integrations.vllm", "triec.integrations.sglang", "triec.integrations.transformers")
+"""Each framework's integration: none imports another's (the shared parts live in the serving core)."""
+
+FRAMEWORK_FREE = ("triec.integrations.serving", "triec.integrations.constraints", "triec.integrations.limits")
+"""The serving core and what it stands on: no serving framework, no torch."""
+
+
+def _owner(name: str) -> str | None:
+    return next((m for m in INTEGRATION_MODULES if name == m or name.startswith(m + ".")), None)
+
+
+def test_no_integration_imports_another_integrations_module() -> None:
+    crossing = [f"{e.source} -> {e.target} (line {e.line})" for e in edges()
+                if _owner(e.source) and _owner(e.target) and _owner(e.source) != _owner(e.target)]  # fmt: skip
+    assert crossing == []
+
+
+def test_the_serving_core_imports_no_framework() -> None:
+    """Read from the source, imports inside functions included (tests/test_imports.py checks a fresh interpreter)."""
+    found = []
+    for name in FRAMEWORK_FREE:
+        tree = ast.parse(modules()[name].read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+                found += [f"{name}: {n}" for n in names if n.split(".")[0] in ("vllm", "sglang", "torch", "llama_cpp")
+                          or _owner(n) is not None]  # fmt: skip
+    assert found == []
+
+
+def test_integrations_ask_the_table_not_its_kind() -> None:
+    """Per-kind behaviour is an attribute or method of the table protocol (runtime/kinds.py): the integrations and
+    the eval loop hold no ``TableKind`` branch."""
+    found = [f"{name} line {node.lineno}" for name, path in modules().items()
+             if name.startswith(("triec.integrations", "triec.eval"))
+             for node in ast.walk(ast.parse(path.read_text()))
+             if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "TableKind"]  # fmt: skip
+    assert found == []
+
+
+def test_engine_privates_stay_in_their_module() -> None:
+    """One engine interface: outside an engine's own module (and in the benchmark scripts) nothing reads its
+    private objects, and llguidance's parser limits are written once (engines/llguidance.py)."""
+    import re
+
+    scripts = sorted((PACKAGE.parent / "scripts").glob("*.py"))
+    found = []
+    for name, path in [*modules().items(), *((p.name, p) for p in scripts)]:
+        text = path.read_text()
+        if name in ("triec.engines.llguidance", "triec.engines.xgrammar", "triec.engines.outlines_core"):
+            continue
+        found += [f"{name}: {m.group(0)}" for m in re.finditer(r"\._(llg|xgr|oc)\b|LLParserLimits\(", text)]
+    assert found == []
+    assert (PACKAGE / "engines" / "llguidance.py").read_text().count("LLParserLimits(") == 1

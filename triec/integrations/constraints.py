@@ -47,7 +47,6 @@ import numpy as np
 from triec.encoding import JSON, RAW, Encoding
 from triec.errors import RequestError, ValuesError
 from triec.integrations.limits import Limits, table_nbytes
-from triec.runtime.kinds import TableKind
 from triec.runtime.matcher import TableMatcher
 from triec.runtime.table import MaskTable
 from triec.runtime.word_masks import state_words
@@ -130,9 +129,7 @@ class TableGrammar:
     parent: Table | None = None
 
     def matcher(self) -> Matcher:
-        if self.table.kind is TableKind.MASKS:
-            return TableMatcher(self.table)  # type: ignore[arg-type]
-        return self.table.matcher()  # type: ignore[attr-defined,no-any-return]  # a schema table's own matcher
+        return self.table.matcher()  # type: ignore[no-any-return]  # the table's own: a TableMatcher, a SchemaMatcher
 
     @property
     def vocab_size(self) -> int:
@@ -508,7 +505,7 @@ class Constraints:
         if restrict is not None and len(restrict) > MAX_RESTRICT:
             raise RequestError(f"{RESTRICT_KEYWORD!r} holds {len(restrict)} values; at most {MAX_RESTRICT} are accepted")
         parent = store.table(name)
-        if parent.kind is not TableKind.MASKS and restrict is not None:
+        if not parent.restrictable and restrict is not None:
             raise RequestError(f"artifact {name!r} is a schema table; {RESTRICT_KEYWORD!r} narrows a table of values only")
         self._check_artifact(name, parent)
         if restrict is None:

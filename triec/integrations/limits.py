@@ -12,9 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from triec.errors import RequestError, ValuesError
-from triec.runtime.kinds import Table, TableKind
-from triec.runtime.table import MaskTable
-from triec.runtime.word_masks import state_words
+from triec.runtime.kinds import Table
 
 
 def _env_int(name: str, default: int) -> int:
@@ -63,20 +61,8 @@ class Limits:
 
 
 def table_nbytes(table: Table) -> int:
-    """An estimate of the memory a compiled table holds while served: its arrays, row words and value bytes.
-
-    Tables of other kinds count what they say (``table.nbytes``), else a nominal MiB.
-    """
-    if table.kind is not TableKind.MASKS:
-        return int(getattr(table, "nbytes", 0) or 1 << 20)
-    assert isinstance(table, MaskTable)
-    arrays = (table.allowed_offsets, table.allowed_tokens, table.allowed_next, table.value_state, table.value_lcp, table.state_byte)
-    words = state_words(table)
-    values = table.value_bytes
-    return (
-        sum(int(a.nbytes) for a in arrays) + int(words.offsets.nbytes + words.words.nbytes + words.bits.nbytes)
-        + sum(len(v) for v in values) + 40 * len(values)
-    )  # fmt: skip
+    """An estimate of the memory a compiled table holds while served (the table's own ``served_nbytes``)."""
+    return int(table.served_nbytes)
 
 
 __all__ = ["Limits", "table_nbytes"]

@@ -27,7 +27,6 @@ from typing import Any
 
 from triec.errors import RequestError, TriecError
 from triec.integrations.limits import Limits, table_nbytes
-from triec.runtime.kinds import TableKind
 from triec.runtime.table import MaskTable
 from triec.schema.table import SchemaTable
 
@@ -50,8 +49,8 @@ Table = MaskTable | SchemaTable
 
 
 def is_schema(table: Table) -> bool:
-    """A tool-call schema artifact (served by host matchers), not a plain mask table."""
-    return table.kind is TableKind.TOOL_SCHEMA
+    """A schema artifact (its rows from one host matcher per request), not a plain mask table."""
+    return table.host_matched
 
 
 @dataclass(frozen=True)
@@ -255,7 +254,7 @@ class ArtifactStore:
         table, version = self._load(request.name)
         if request.restrict is None:
             return (request.name, version), table
-        if is_schema(table):
+        if not table.restrictable:
             raise RequestError(
                 f"{ARG_RESTRICT!r} cannot narrow artifact {request.name!r}: it is a tool-call schema; compile a "
                 "schema whose name enum holds just the wanted tools instead"
@@ -376,10 +375,10 @@ def check_request(params: Any, served: ServedModel | None, store: ArtifactStore)
             f"artifact {request.name!r} ends values with EOS ids {list(table.eos_token_ids)}, but {missing} would not "
             "stop this request (ignore_eos, or a model whose EOS differs): add them to stop_token_ids"
         )
-    if is_schema(table):
+    engine = table.required_engine
+    if engine is not None:
         import importlib.util
 
-        engine = table.engine  # type: ignore[union-attr]
         if importlib.util.find_spec(engine) is None:
             raise RequestError(
                 f"artifact {request.name!r} is a tool-call schema whose arguments run in {engine}, which this "

@@ -32,12 +32,11 @@ import numpy as np
 import torch
 from transformers import LogitsProcessor
 
-from triec.runtime.kinds import TableKind
+from triec.runtime.table import MaskTable
 from triec.runtime.torch import TorchMaskTable, apply_bitmask
 
 if TYPE_CHECKING:
     from triec.runtime.restrict import RestrictedTable
-    from triec.runtime.table import MaskTable
     from triec.runtime.trigger import Triggered, TriggeredMatcher
     from triec.schema.matcher import SchemaMaskWriter, SchemaMatcher
     from triec.schema.table import SchemaTable
@@ -58,10 +57,10 @@ class TriecLogitsProcessor(LogitsProcessor):
     def __init__(self, table: MaskTable | RestrictedTable | TorchMaskTable | SchemaTable, *,
                  trigger: str | list[str] | None = None, vocab: object = None) -> None:  # fmt: skip
         self._source = table
-        self._schema = table if getattr(table, "kind", None) is TableKind.TOOL_SCHEMA else None  # a TorchMaskTable has no kind
+        self._schema = table if getattr(table, "host_matched", False) else None  # a schema table: host matchers
         self._triggered: Triggered | None = None
         if trigger is not None:
-            if vocab is None or getattr(table, "kind", None) is not TableKind.MASKS:
+            if vocab is None or not isinstance(table, MaskTable):
                 raise ValueError("trigger= needs a plain table (a compiled set, not a view or a schema) and its vocab=")
             from triec.runtime.trigger import Triggered
 

@@ -2,9 +2,10 @@
 
 Two kinds exist: a :class:`~triec.runtime.table.MaskTable` (the states of a
 finite set of strings) and a :class:`~triec.schema.table.SchemaTable` (an enum
-field of such a set, then a grammar engine). Code that must tell them apart
-reads the declared ``kind``; everything in :class:`Table` it may use without
-asking.
+field of such a set, then a grammar engine). What differs between them for a
+server is an attribute or a method of :class:`Table` (``restrictable``,
+``host_matched``, ``required_engine``, ``matcher()``, ``served_nbytes``), so the
+integrations ask the table, never branch on its ``kind``.
 """
 
 from __future__ import annotations
@@ -28,6 +29,11 @@ class Table(Protocol):
     """The surface every kind of table has: its kind, its tokenizer, its mask width, saving."""
 
     kind: ClassVar[TableKind]
+    restrictable: ClassVar[bool]
+    """``restrict(values)`` narrows it to a subset of its values (a table of values; not a schema table)."""
+    host_matched: ClassVar[bool]
+    """Its rows come from one host matcher per request (a schema table's engine); else from its arrays, which
+    ``to_torch`` uploads to a device."""
     source: str | None
     """The artifact it was loaded from, ``None`` when compiled in this process."""
     header: dict[str, Any] | None
@@ -53,6 +59,20 @@ class Table(Protocol):
 
     @property
     def num_states(self) -> int: ...
+
+    @property
+    def required_engine(self) -> str | None:
+        """The grammar engine its rows need installed (a schema table's), None for none."""
+        ...
+
+    @property
+    def served_nbytes(self) -> int:
+        """An estimate of the memory it holds while served: what the serving caches count it as."""
+        ...
+
+    def matcher(self) -> Any:
+        """A fresh matcher for one request: ``allowed``, ``accept_token``, ``rollback``, ``fill_bitmask``..."""
+        ...
 
     def check_tokenizer(self, fingerprint_or_vocab: Any) -> None: ...
 

@@ -28,6 +28,7 @@ from triec.runtime.validate import check_indices, validate_contents
 
 if TYPE_CHECKING:
     from triec.runtime.mask_writer import MaskWriter
+    from triec.runtime.matcher import TableMatcher
     from triec.runtime.restrict import RestrictedTable
     from triec.runtime.torch import TorchMaskTable
 
@@ -53,6 +54,9 @@ class MaskTable(StateQueries):
     """
 
     kind: ClassVar[TableKind] = TableKind.MASKS
+    restrictable: ClassVar[bool] = True
+    host_matched: ClassVar[bool] = False
+    required_engine: ClassVar[str | None] = None
 
     def __init__(
         self,
@@ -343,6 +347,26 @@ class MaskTable(StateQueries):
         """
         if not self._indices_checked:
             check_indices(self, self._where)
+
+    def matcher(self) -> TableMatcher:
+        """A fresh matcher for one request (:class:`~triec.runtime.matcher.TableMatcher`)."""
+        from triec.runtime.matcher import TableMatcher
+
+        return TableMatcher(self)
+
+    @property
+    def served_nbytes(self) -> int:
+        """What the serving caches count it as: its arrays, row words and value bytes."""
+        from triec.runtime.word_masks import state_words
+
+        arrays = (self.allowed_offsets, self.allowed_tokens, self.allowed_next, self.value_state, self.value_lcp,
+                  self.state_byte)  # fmt: skip
+        words = state_words(self)
+        values = self.value_bytes
+        return (
+            sum(int(a.nbytes) for a in arrays) + int(words.offsets.nbytes + words.words.nbytes + words.bits.nbytes)
+            + sum(len(v) for v in values) + 40 * len(values)
+        )  # fmt: skip
 
     def check_tokenizer(self, fingerprint_or_vocab: Any) -> None:
         """Raise :class:`TokenizerMismatch` unless the vocabulary is the one compiled for.

@@ -76,6 +76,18 @@ class SchemaTable:
     """Slots + grammars + where the output starts; ``matcher()`` per sequence, ``mask_writer()`` per batch."""
 
     kind: ClassVar[TableKind] = TableKind.TOOL_SCHEMA
+    restrictable: ClassVar[bool] = False  # narrow a schema by compiling one whose enum holds the wanted values
+    host_matched: ClassVar[bool] = True
+
+    @property
+    def required_engine(self) -> str:
+        """The grammar engine its rows need installed."""
+        return self.engine
+
+    @property
+    def served_nbytes(self) -> int:
+        """What the serving caches count it as: a nominal MiB (its engine's grammars are not counted)."""
+        return 1 << 20
 
     def __init__(
         self,

@@ -458,11 +458,7 @@ def _json_or_none(text: str) -> Any:
 
 
 def _grammar(served: TableGrammar, stop_token_ids: Any) -> TriecGrammar:
-    from triec.runtime.kinds import TableKind
-
-    table = served.table
-    matcher = table.matcher() if table.kind is TableKind.TOOL_SCHEMA else served.matcher()  # type: ignore[attr-defined]
-    return TriecGrammar(RequestGrammar(matcher, table.eos_token_ids, stop_token_ids), served.key)
+    return TriecGrammar(RequestGrammar(served.matcher(), served.table.eos_token_ids, stop_token_ids), served.key)
 
 
 # ----------------------------------------------------------------------------- the replacements

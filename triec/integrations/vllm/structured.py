@@ -24,7 +24,7 @@ No vLLM import (numpy), so the default test suite checks it without vLLM:
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
