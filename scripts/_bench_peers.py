@@ -34,7 +34,9 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-ITEM_SEP, KEY_SEP = ", ", ": "
+from triec.engines import ITEM_SEPARATOR as ITEM_SEP  # noqa: E402
+from triec.engines import KEY_SEPARATOR as KEY_SEP  # noqa: E402
+
 XG_OPTIONS = {"whitespace_flexible": False, "item_separator": ITEM_SEP, "key_separator": KEY_SEP}
 
 
@@ -232,60 +234,40 @@ def ratio(a: float | None, b: float | None) -> str:
 
 
 class Peer:
-    """One engine on one whole schema (or grammar), with the calls a benchmark makes."""
+    """One engine on one whole schema (or grammar), with the calls a benchmark makes: triec's grammar driver
+    (:class:`triec.engines.EngineDriver`, the interface the schema layer uses), built fresh so its set-up is timed."""
 
     def __init__(self, name: str, vocab: Any) -> None:
-        from triec.engines import make_engine
+        from triec.engines import DRIVERS
 
         self.name = name
         self.vocab = vocab
         self.words = (vocab.vocab_size + 31) // 32
         t0 = time.perf_counter()
-        self.engine = make_engine(name, vocab)
-        if name == "llguidance":
-            self.llg = self.engine._llg
-            self.limits = self.llg.LLParserLimits(
-                max_grammar_size=1 << 62, max_lexer_states=1 << 62, step_lexer_fuel=1 << 62,
-                initial_lexer_fuel=1 << 62, max_items_in_row=1 << 30, step_max_items=1 << 30)
-        else:
-            self.xgr = self.engine._xgr
+        self.driver = DRIVERS[name](vocab)
         self.setup_s = time.perf_counter() - t0
 
     # compile: llguidance builds much of its state lazily, in the first masks (the "cold" rows)
     def compile_schema(self, schema: dict[str, Any]) -> Any:
-        if self.name == "llguidance":
-            doc = {**schema, "x-guidance": XG_OPTIONS}
-            return self.compile_lark('%llguidance {"no_forcing": true}\nstart: %json ' + json.dumps(doc, ensure_ascii=False))
-        return self.engine.compiler.compile_json_schema(json.dumps(schema, ensure_ascii=False), any_whitespace=False,
-                                                        separators=(ITEM_SEP, KEY_SEP))
+        return self.driver.compile(schema)  # compact: ", " and ": ", no free whitespace
 
     def compile_lark(self, lark: str) -> Any:
-        m = self.llg.LLMatcher(self.engine.tokenizer, lark, log_level=0, limits=self.limits)
-        if m.is_error():
-            raise RuntimeError(m.get_error())
-        return m
+        return self.driver.compile_lark(lark)  # type: ignore[attr-defined]  # llguidance's driver
 
     def start(self, compiled: Any) -> Any:
-        return compiled.deep_copy() if self.name == "llguidance" else self.xgr.GrammarMatcher(compiled)
+        return self.driver.start(compiled)
 
     def fork(self, m: Any) -> Any:
-        return m.deep_copy() if self.name == "llguidance" else m.fork()
+        return self.driver.copy(m)
 
     def accept(self, m: Any, t: int) -> bool:
-        if self.name == "llguidance":
-            return m.validate_tokens([int(t)]) == 1 and bool(m.consume_token(int(t)))
-        return bool(m.accept_token(int(t)))
+        return self.driver.accept(m, int(t))
 
     def new_row(self) -> np.ndarray:
         return np.zeros((1, self.words), dtype=np.int32)
 
     def fill(self, m: Any, row: np.ndarray) -> None:
-        if self.name == "llguidance":
-            m.unsafe_compute_mask_ptr(row.ctypes.data, row.size * 4)
-            if m.is_error():
-                raise RuntimeError(m.get_error())
-        else:
-            m.fill_next_token_bitmask(row)
+        self.driver.fill(m, row.reshape(-1))
 
     def memory_bytes(self, compiled: Any) -> int | None:
         """xgrammar's ``CompiledGrammar.memory_size_bytes``; None for llguidance (no such call)."""

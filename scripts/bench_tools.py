@@ -107,11 +107,7 @@ def refused_tools(raw: list[dict[str, Any]], vocab: Any) -> dict[str, str]:
     for t in parse_tools(raw):
         for p in peers:
             try:
-                if p.name == "llguidance":
-                    p.compile_schema(t.parameters if isinstance(t.parameters, dict) else {})
-                else:
-                    p.xgr.Grammar.from_json_schema(json.dumps(t.parameters, ensure_ascii=False), any_whitespace=False,
-                                                   separators=(", ", ": "))
+                p.compile_schema(t.parameters if isinstance(t.parameters, dict) else {})
             except Exception as e:  # noqa: BLE001
                 out[t.name] = f"{p.name}: {first_line(e, 120)}"
                 break

@@ -18,8 +18,10 @@ problem, so each adapter builds its matcher from:
 docs/verify.md lists the conventions each engine needed. Engines are imported
 lazily; a missing one raises :class:`EngineUnavailable` with the pip command.
 
-One interface (:mod:`~triec.engines.base`), one module per engine; a new engine is
-a module here and a line in :data:`_CLASSES`. The names below were
+One interface (:mod:`~triec.engines.base`: :class:`Engine` for value sets and
+JSON schemas, :class:`EngineDriver` for the schema layer's grammars), one module
+per engine; a new engine is a module here and a line in :data:`_CLASSES` (and
+:data:`DRIVERS`). Nothing outside an engine's module touches its private objects. The names below were
 ``triec.engines``'s in 0.1 (a module then).
 """
 
@@ -30,7 +32,12 @@ from typing import TYPE_CHECKING
 from triec._arrays import row_ids
 from triec.engines.base import (
     ENGINES,
+    GRAMMAR_CACHE,
+    ITEM_SEPARATOR,
+    KEY_SEPARATOR,
     Engine,
+    EngineDriver,
+    GrammarSpec,
     Matcher,
     check_name,
     engine_version,
@@ -38,10 +45,10 @@ from triec.engines.base import (
     is_installed,
     regex_literal,
 )
-from triec.engines.llguidance import LLGuidanceEngine
+from triec.engines.llguidance import PARSER_LIMITS, LLGuidanceDriver, LLGuidanceEngine, parser_limits
 from triec.engines.outlines_core import OutlinesCoreEngine
-from triec.engines.xgrammar import XGrammarEngine, ebnf_literal, xgrammar_regex_literal
-from triec.errors import EngineUnavailable, EngineUnsupported
+from triec.engines.xgrammar import XGrammarDriver, XGrammarEngine, ebnf_literal, xgrammar_regex_literal
+from triec.errors import EngineUnavailable, EngineUnsupported, TriecError
 
 if TYPE_CHECKING:
     from triec.tokenizer.vocabulary import Vocabulary
@@ -61,9 +68,38 @@ def make_engine(name: str, vocab: Vocabulary) -> Engine:
     return _CLASSES[name](vocab)
 
 
+DRIVERS: dict[str, type[EngineDriver]] = {"llguidance": LLGuidanceDriver, "xgrammar": XGrammarDriver}
+"""The engines the schema layer hands structure to (grammar drivers: bytes in, probes, forced bytes)."""
+
+_DRIVER_MEMO: dict[tuple[str, str, int, tuple[int, ...]], EngineDriver] = {}
+
+
+def driver(name: str, vocab: Vocabulary) -> EngineDriver:
+    """The grammar driver of engine ``name`` bound to ``vocab``, built once per process (its tokenizer setup costs
+    up to a second)."""
+    if name not in DRIVERS:
+        raise TriecError(f"unknown continuation engine {name!r}; expected one of {', '.join(DRIVERS)}")
+    key = (name, vocab.fingerprint, vocab.vocab_size, vocab.eos_token_ids)
+    found = _DRIVER_MEMO.get(key)
+    if found is None:
+        found = _DRIVER_MEMO[key] = DRIVERS[name](vocab)
+    return found
+
+
 __all__ = [
+    "DRIVERS",
     "ENGINES",
+    "GRAMMAR_CACHE",
+    "ITEM_SEPARATOR",
+    "KEY_SEPARATOR",
+    "PARSER_LIMITS",
     "Engine",
+    "EngineDriver",
+    "GrammarSpec",
+    "LLGuidanceDriver",
+    "XGrammarDriver",
+    "driver",
+    "parser_limits",
     "EngineUnavailable",
     "EngineUnsupported",
     "LLGuidanceEngine",

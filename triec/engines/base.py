@@ -11,11 +11,16 @@ module per engine implements it (:mod:`~triec.engines.llguidance`,
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib.metadata
 import importlib.util
+import json
+import os
 import time
 from abc import ABC, abstractmethod
+from collections import OrderedDict
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -26,6 +31,11 @@ if TYPE_CHECKING:
     from triec.tokenizer.vocabulary import Vocabulary
 
 ENGINES: tuple[str, ...] = ("llguidance", "xgrammar", "outlines-core")
+
+ITEM_SEPARATOR = ", "
+KEY_SEPARATOR = ": "
+"""triec's compact JSON spelling (``{"a": 1, "b": 2}``): what every engine runs a schema in, and the schema
+layer writes (:data:`triec.schema.shape.CONVENTION`)."""
 _MODULES = {"llguidance": "llguidance", "xgrammar": "xgrammar", "outlines-core": "outlines_core"}
 _DISTRIBUTIONS = {"llguidance": "llguidance", "xgrammar": "xgrammar", "outlines-core": "outlines_core"}
 
@@ -144,3 +154,128 @@ def import_engine(module: str) -> Any:
         return importlib.import_module(module)
     except ImportError as exc:
         raise EngineUnavailable(f"{name} is not installed ({exc}); install it with: {install_hint(name)}") from exc
+
+
+# ----------------------------------------------------------------------------- grammar drivers (the schema layer's)
+
+GRAMMAR_CACHE = 512
+"""Compiled grammars each driver keeps (least recently used out first); ``TRIEC_GRAMMAR_CACHE`` overrides.
+
+A tool's compiled argument grammar holds 160-240 KiB of process memory with llguidance and 260-900 KiB with
+xgrammar (docs/benchmarks.md, "Tool registries"): 512 bounds a driver at about 120 / 450 MiB, while a tool
+pushed out costs 2-28 ms to compile again at its next call."""
+
+@dataclass(frozen=True)
+class GrammarSpec:
+    """A JSON Schema (its canonical JSON text) and the literal texts one of which must follow it (none: nothing);
+    or an xgrammar structural tag (``kind="structural_tag"``: the JSON text of one, which only xgrammar compiles)."""
+
+    schema: str
+    after: tuple[str, ...] = ()
+    kind: str = "json"  # or "structural_tag": ``schema`` is an xgrammar structural tag (JSON text), xgrammar only
+    whitespace: str = "compact"  # or "any": JSON with any whitespace between tokens (the engines' flexible mode)
+
+    @property
+    def key(self) -> str:
+        parts: list[Any] = [self.schema, list(self.after)]
+        if self.kind != "json" or self.whitespace != "compact":
+            parts += [self.kind, self.whitespace]
+        return json.dumps(parts, ensure_ascii=False)
+
+    @property
+    def sha256(self) -> str:
+        return "sha256:" + hashlib.sha256(self.key.encode("utf-8")).hexdigest()
+
+
+class EngineDriver(ABC):
+    """One engine over one vocabulary: compile a grammar, start, feed bytes, probe, accept tokens, fill rows."""
+
+    name: str = ""
+
+    def __init__(self, vocab: Vocabulary) -> None:
+        self.vocab = vocab
+        self.words = (vocab.vocab_size + 31) // 32
+        self.byte_tokens = _byte_tokens(vocab)
+        self._grammars: OrderedDict[str, Any] = OrderedDict()
+        self.cache_size = int(os.environ.get("TRIEC_GRAMMAR_CACHE", GRAMMAR_CACHE))
+        self.compiles = 0  # grammars compiled (cache misses), for reports
+
+    def compile_spec(self, spec: GrammarSpec) -> Any:
+        """The compiled grammar of ``spec``, from the driver's cache when it was compiled before."""
+        found = self._grammars.get(spec.key)
+        if found is not None:
+            self._grammars.move_to_end(spec.key)
+            return found
+        found = self._compile_spec(spec)
+        self.compiles += 1
+        self._grammars[spec.key] = found
+        while len(self._grammars) > self.cache_size:
+            self._grammars.popitem(last=False)
+        return found
+
+    def cached_grammars(self) -> int:
+        return len(self._grammars)
+
+    @abstractmethod
+    def _compile_spec(self, spec: GrammarSpec) -> Any: ...
+
+    @abstractmethod
+    def probe(self, m: Any, data: bytes) -> bool:
+        """Would ``data`` be accepted here? ``m`` is left unchanged."""
+
+    @abstractmethod
+    def forced(self, m: Any) -> bytes:
+        """The bytes the grammar forces next (possibly none)."""
+
+    @abstractmethod
+    def compile(self, schema: dict[str, Any], whitespace: str = "compact") -> Any:
+        """The engine on a JSON Schema: compact (``", "`` and ``": "``, nothing else) or any whitespace."""
+
+    @abstractmethod
+    def start(self, compiled: Any) -> Any: ...
+
+    @abstractmethod
+    def copy(self, m: Any) -> Any: ...
+
+    @abstractmethod
+    def feed(self, m: Any, data: bytes) -> bool:
+        """Consume ``data``; False (state unspecified) when the engine refuses it."""
+
+    @abstractmethod
+    def feed_byte(self, m: Any, b: int) -> bool:
+        """Consume one byte as one rollback step; False and no change when refused."""
+
+    @abstractmethod
+    def rollback(self, m: Any, n: int) -> None: ...
+
+    @abstractmethod
+    def accept(self, m: Any, token: int) -> bool:
+        """Consume one token; False and no change when refused."""
+
+    @abstractmethod
+    def fill(self, m: Any, row: np.ndarray) -> None:
+        """Write the whole row (int32, ``ceil(vocab_size / 32)`` words); no bit at or past ``vocab_size``."""
+
+    @abstractmethod
+    def is_terminated(self, m: Any) -> bool: ...
+
+    def fill_many(self, handles: list[Any], buf: np.ndarray, rows: list[int]) -> None:
+        """Fill ``buf[rows[i]]`` for each handle; engines with a parallel batch API override this."""
+        for m, r in zip(handles, rows, strict=True):
+            self.fill(m, buf[r])
+
+    def version(self) -> str | None:
+        return engine_version(self.name)
+
+    def _clear_padding(self, row: np.ndarray) -> None:
+        extra = self.words * 32 - self.vocab.vocab_size
+        if extra:
+            row[-1] &= np.int32(np.uint32((1 << (32 - extra)) - 1).view(np.int32))
+
+
+def _byte_tokens(vocab: Vocabulary) -> dict[int, int]:
+    out: dict[int, int] = {}
+    for tid, b in enumerate(vocab.token_bytes):
+        if len(b) == 1 and b[0] not in out:
+            out[b[0]] = tid
+    return out

@@ -8,7 +8,17 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from triec.engines.base import Engine, Matcher, import_engine, padded_tokens, regex_literal
+from triec.engines.base import (
+    ITEM_SEPARATOR,
+    KEY_SEPARATOR,
+    Engine,
+    EngineDriver,
+    GrammarSpec,
+    Matcher,
+    import_engine,
+    padded_tokens,
+    regex_literal,
+)
 from triec.errors import TriecError
 
 if TYPE_CHECKING:
@@ -115,7 +125,7 @@ class LLGuidanceEngine(Engine):
         return self._compile_grammar(grammar)
 
     def _compile_grammar(self, grammar: str) -> Any:
-        limits = self._llg.LLParserLimits(max_grammar_size=1 << 62, max_lexer_states=1 << 62, step_lexer_fuel=1 << 62, initial_lexer_fuel=1 << 62)
+        limits = parser_limits(self._llg)
         m = self._llg.LLMatcher(self.tokenizer, grammar, log_level=0, limits=limits)
         if m.is_error():
             raise TriecError(f"llguidance rejected the grammar: {m.get_error()}")
@@ -126,3 +136,129 @@ class LLGuidanceEngine(Engine):
             self._executor = self._llg.LLExecutor()
         pairs = [(m.m, i) for i, m in enumerate(matchers)]  # type: ignore[attr-defined]
         self._executor.unsafe_compute_mask_ptr(pairs, out.ctypes.data, out.shape[1] * 4, out.shape[0])
+
+
+def _llg_options(whitespace: str) -> dict[str, Any]:
+    if whitespace == "any":
+        return {"whitespace_flexible": True}
+    return {"whitespace_flexible": False, "item_separator": ITEM_SEPARATOR, "key_separator": KEY_SEPARATOR}
+
+
+PARSER_LIMITS = {
+    "max_grammar_size": 1 << 62, "max_lexer_states": 1 << 62, "step_lexer_fuel": 1 << 62, "initial_lexer_fuel": 1 << 62,
+    "max_items_in_row": 1 << 30, "step_max_items": 1 << 30,
+}  # fmt: skip
+"""llguidance's parser limits for every matcher triec builds (engines, grammar drivers, benchmarks): raised past
+any schema or value set triec compiles, so a limit never stands in for a refusal."""
+
+
+def parser_limits(llg: Any) -> Any:
+    """``llguidance.LLParserLimits`` of :data:`PARSER_LIMITS`."""
+    return llg.LLParserLimits(**PARSER_LIMITS)
+
+
+class LLGuidanceDriver(EngineDriver):
+    name = "llguidance"
+
+    def __init__(self, vocab: Vocabulary) -> None:
+        super().__init__(vocab)
+        self.engine = LLGuidanceEngine(vocab)
+        self.llg = self.engine._llg
+        self._executor: Any = None
+        self.limits = parser_limits(self.llg)
+
+    def grammar(self, schema: dict[str, Any], whitespace: str = "compact") -> str:
+        doc = {**schema, "x-guidance": _llg_options(whitespace)}
+        return self.llg.LLMatcher.grammar_from_lark(
+            '%llguidance {"no_forcing": true}\nstart: %json ' + json.dumps(doc, ensure_ascii=False)
+        )
+
+    def compile(self, schema: dict[str, Any], whitespace: str = "compact") -> Any:
+        return self._matcher(self.grammar(schema, whitespace), "schema")
+
+    def compile_lark(self, lark: str) -> Any:
+        """llguidance on a Lark grammar of its own (the benchmarks' whole-schema and tool-call grammars)."""
+        return self._matcher(self.llg.LLMatcher.grammar_from_lark(lark), "grammar")
+
+    def _matcher(self, grammar: Any, what: str) -> Any:
+        m = self.llg.LLMatcher(self.engine.tokenizer, grammar, log_level=0, limits=self.limits)
+        if m.is_error():
+            raise TriecError(f"llguidance rejected the {what}: {m.get_error()}")
+        return m
+
+    def _compile_spec(self, spec: GrammarSpec) -> Any:
+        if spec.kind != "json":
+            raise TriecError(f"llguidance cannot run a {spec.kind.replace('_', ' ')} grammar; use engine xgrammar")
+        if not spec.after:
+            return self.compile(json.loads(spec.schema), spec.whitespace)
+        doc = {**json.loads(spec.schema), "x-guidance": _llg_options(spec.whitespace)}
+        alts = " | ".join(json.dumps(a, ensure_ascii=False) for a in spec.after)
+        lark = ('%llguidance {"no_forcing": true}\nstart: j (' + alts + ")\nj: %json "
+                + json.dumps(doc, ensure_ascii=False))
+        return self._matcher(self.llg.LLMatcher.grammar_from_lark(lark), "grammar")
+
+    def probe(self, m: Any, data: bytes) -> bool:
+        ids = self._spell(data)
+        n = m.try_consume_tokens(ids)
+        if n:
+            m.rollback(n)
+        return n == len(ids)
+
+    def forced(self, m: Any) -> bytes:
+        return bytes(m.compute_ff_bytes())
+
+    def start(self, compiled: Any) -> Any:
+        return compiled.deep_copy()
+
+    def copy(self, m: Any) -> Any:
+        return m.deep_copy()
+
+    def _spell(self, data: bytes) -> list[int]:
+        try:
+            return [self.byte_tokens[b] for b in data]
+        except KeyError:
+            ids = self.engine.tokenizer.greedy_tokenize(data.decode("utf-8", errors="surrogateescape"))
+            if b"".join(self.vocab.token_bytes[i] for i in ids) != data:
+                raise TriecError(f"llguidance: no token sequence of this vocabulary spells {data!r}") from None
+            return list(ids)
+
+    def feed(self, m: Any, data: bytes) -> bool:
+        ids = self._spell(data)
+        return m.try_consume_tokens(ids) == len(ids)
+
+    def feed_byte(self, m: Any, b: int) -> bool:
+        tid = self.byte_tokens.get(b)
+        if tid is None:
+            raise TriecError(f"llguidance: the vocabulary has no single-byte token for byte 0x{b:02x}")
+        return m.try_consume_tokens([tid]) == 1
+
+    def rollback(self, m: Any, n: int) -> None:
+        m.rollback(n)
+
+    def accept(self, m: Any, token: int) -> bool:
+        t = int(token)
+        if t in self.vocab.eos_token_ids:  # EOS ends the output where the grammar is complete
+            return bool(m.is_accepting()) and bool(m.consume_token(t))
+        if not 0 <= t < self.vocab.vocab_size or m.validate_tokens([t]) != 1:
+            return False
+        return bool(m.consume_token(t))
+
+    def fill(self, m: Any, row: np.ndarray) -> None:
+        m.unsafe_compute_mask_ptr(row.ctypes.data, row.size * 4)
+        if m.is_error():
+            raise TriecError(f"llguidance: {m.get_error()}")
+        self._clear_padding(row)
+
+    def is_terminated(self, m: Any) -> bool:
+        return bool(m.is_stopped())
+
+    def fill_many(self, handles: list[Any], buf: np.ndarray, rows: list[int]) -> None:
+        if len(handles) < 2:
+            return super().fill_many(handles, buf, rows)
+        if self._executor is None:
+            self._executor = self.llg.LLExecutor()
+        self._executor.unsafe_compute_mask_ptr(list(zip(handles, rows, strict=True)), buf.ctypes.data, buf.shape[1] * 4, buf.shape[0])
+        for m, r in zip(handles, rows, strict=True):
+            if m.is_error():
+                raise TriecError(f"llguidance: {m.get_error()}")
+            self._clear_padding(buf[r])

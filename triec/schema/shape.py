@@ -25,10 +25,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from triec.encoding import json_string_literal
+from triec.engines.base import ITEM_SEPARATOR, KEY_SEPARATOR  # triec's compact JSON: one definition, the engines'
 from triec.errors import SchemaShapeError
 
-ITEM_SEPARATOR = ", "
-KEY_SEPARATOR = ": "
 CONVENTION = {
     "item_separator": ITEM_SEPARATOR,
     "key_separator": KEY_SEPARATOR,
