@@ -12,17 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from triec.check.states import state_depths
 from triec.runtime import MaskTable
-
-
-def state_depths(table: MaskTable) -> np.ndarray:
-    """Prefix length of every state, from ``value_state`` and ``value_lcp`` alone."""
-    vs = table.value_state.astype(np.int64)
-    prev = np.concatenate(([0], vs[:-1]))  # value i creates states prev[i] + 1 .. vs[i]
-    owner = np.repeat(np.arange(vs.shape[0]), vs - prev)
-    depth = np.zeros(table.num_states, dtype=np.int64)
-    depth[1:] = table.value_lcp.astype(np.int64)[owner] + (np.arange(1, table.num_states) - prev[owner])
-    return depth
 
 
 def allowed_counts(table: MaskTable, *, with_eos: bool = True) -> np.ndarray:

@@ -37,6 +37,7 @@ import numpy as np
 
 from triec._arrays import row_ids
 from triec.check.paths import escape_bytes, token_paths
+from triec.check.states import select_states
 from triec.errors import TriecError
 
 if TYPE_CHECKING:
@@ -409,21 +410,6 @@ def _check_slot(run: _Run, s: int, m0: SchemaMatcher, o: Any, prefix0: bytes, fu
             run.step_past(m, o, sorted(set(toks)), prefix, f"slot {s} trie state {st} (exits)")
         for c in reversed(children.get(st, [])):
             stack.append((1, c, m, prefix))
-
-
-def select_states(trie: Any, limit: int, seed: int) -> tuple[np.ndarray, bool]:
-    """Every state when there are at most ``limit``; else a seeded sample of ``limit`` holding every state of
-    byte depth <= 2 (where rows are widest). Returns (sorted states, sampled)."""
-    from triec.check.inspect import state_depths
-
-    n = trie.num_states
-    if n <= limit:
-        return np.arange(n, dtype=np.int64), False
-    must = np.flatnonzero(state_depths(trie) <= 2)
-    rest = np.setdiff1d(np.arange(n, dtype=np.int64), must)
-    take = max(0, min(limit - must.size, rest.size))
-    chosen = np.random.default_rng(seed).choice(rest, size=take, replace=False) if take else np.zeros(0, np.int64)
-    return np.union1d(must, chosen).astype(np.int64), True
 
 
 def _group_tokens(groups: Any, g: int, run: _Run) -> list[int]:

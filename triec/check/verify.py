@@ -32,6 +32,7 @@ from triec._arrays import concat_ranges, row_ids
 from triec.artifact.masks import load
 from triec.check.paths import escape_bytes, token_paths
 from triec.check.schema_verify import compare_schema
+from triec.check.states import select_states, state_depths  # noqa: F401  (state_depths: re-exported)
 from triec.engines import ENGINES, Engine, Matcher, make_engine
 from triec.errors import ArtifactError, EngineUnavailable, EngineUnsupported, TokenizerError, TriecError
 from triec.runtime.kinds import TableKind
@@ -179,39 +180,6 @@ def load_checked(path: str, tokenizer: str | None) -> tuple[MaskTable | None, Vo
 
 
 # ---------------------------------------------------------------- states and paths
-
-
-def state_depths(table: MaskTable) -> np.ndarray:
-    """Byte depth (prefix length) of every state, from the value arrays alone."""
-    vs = table.value_state.astype(np.int64)
-    lcp = table.value_lcp.astype(np.int64)
-    first = np.concatenate([[1], vs[:-1] + 1])  # first state each value creates
-    created = vs - first + 1
-    depth = np.zeros(table.num_states, dtype=np.int64)
-    total = int(created.sum())
-    if total:
-        owner_start = np.repeat(first, created)
-        owner_lcp = np.repeat(lcp, created)
-        states = np.repeat(first - np.cumsum(created) + created, created) + np.arange(total)
-        depth[states] = owner_lcp + (states - owner_start) + 1
-    return depth
-
-
-def select_states(table: MaskTable, limit: int, seed: int) -> tuple[np.ndarray, bool]:
-    """All states when there are at most ``limit``; else a seeded sample of ``limit``.
-
-    The sample always holds the start and every state of byte depth <= 2.
-    Returns (sorted states, sampled).
-    """
-    n = table.num_states
-    if n <= limit:
-        return np.arange(n, dtype=np.int64), False
-    must = np.flatnonzero(state_depths(table) <= 2)
-    rest = np.setdiff1d(np.arange(n, dtype=np.int64), must)
-    take = max(0, min(limit - must.size, rest.size))
-    rng = np.random.default_rng(seed)
-    chosen = rng.choice(rest, size=take, replace=False) if take else np.zeros(0, dtype=np.int64)
-    return np.union1d(must, chosen).astype(np.int64), True
 
 
 # ---------------------------------------------------------------- reference
