@@ -25,7 +25,6 @@ from triec.integrations.vllm.structured import (
     SPARSE_WORDS,
     RequestGrammar,
     apply_bitmask_sparse,
-    required_tools,
     tagged_tools,
 )
 from triec.runtime.matcher import TableMatcher
@@ -276,16 +275,19 @@ def vllm_required_schema(tools: list[tuple[str, dict]], parallel: bool | None) -
 
 
 def test_required_tools_reads_vllms_schema_back() -> None:
+    """``schema.tools.tools_from_required_schema`` (what the backend and the schema layer use) on the schema vLLM builds."""
+    from triec.schema.tools import tools_from_required_schema
+
     with_defs = {"type": "object", "$defs": {"u": {"enum": ["c", "f"]}}, "properties": {"unit": {"$ref": "#/$defs/u"}}}
     for parallel in (None, True, False):
-        calls = required_tools(vllm_required_schema([("get_weather", WEATHER), ("send_alert", ALERT), ("t", with_defs)], parallel))
-        assert calls is not None and calls.format == "vllm" and calls.parallel is (parallel is not False)
-        names = [t["function"]["name"] for t in calls.tools]
-        assert names == ["get_weather", "send_alert", "t"]
-        params = {t["function"]["name"]: t["function"]["parameters"] for t in calls.tools}
+        found = tools_from_required_schema(vllm_required_schema([("get_weather", WEATHER), ("send_alert", ALERT),
+                                                                 ("t", with_defs)], parallel))  # fmt: skip
+        assert found is not None and found[1] is (parallel is not False)
+        assert [t.name for t in found[0]] == ["get_weather", "send_alert", "t"]
+        params = {t.name: t.parameters for t in found[0]}
         assert params["t"]["$defs"] == {"u": {"enum": ["c", "f"]}} and params["t"]["properties"] == with_defs["properties"]
     good = vllm_required_schema([("a", WEATHER)], False)
-    assert required_tools(json.loads(json.dumps(good))) is not None
+    assert tools_from_required_schema(json.loads(json.dumps(good))) is not None
     for broken in (
         {**good, "maxItems": 2}, {**good, "minItems": 2}, {**good, "title": "x"}, {**good, "type": "object"},
         {**good, "items": {"type": "object", "anyOf": []}},
@@ -294,7 +296,7 @@ def test_required_tools_reads_vllms_schema_back() -> None:
         vllm_required_schema([("a", WEATHER), ("a", ALERT)], None),  # a name twice
         {"type": "string", "enum": ["a"]}, [], "x",
     ):  # fmt: skip
-        assert required_tools(broken) is None, broken
+        assert tools_from_required_schema(broken) is None, broken
 
 
 def hermes_tag(tools: list[tuple[str, object]], stop_after_first: bool) -> dict:

@@ -9,9 +9,8 @@ No vLLM import (numpy), so the default test suite checks it without vLLM:
   ``validate_tokens`` does not move; ``rollback`` undoes what speculative
   decoding rejected (a terminating stop token included); an ``accept_tokens``
   that returns False leaves the state as it was (vLLM 0.34's contract).
-* :func:`required_tools` reads vLLM's ``tool_choice="required"`` JSON schema back
-  into the tool registry it was made from (``tool_parsers/utils.py``
-  ``_get_json_schema_from_tools``); :func:`tagged_tools` reads the structural tag
+* vLLM's ``tool_choice="required"`` JSON schema is read back into its registry by
+  :func:`triec.schema.tools.tools_from_required_schema`; :func:`tagged_tools` reads the structural tag
   vLLM builds for strict tool calls (``begin`` = the call up to its arguments,
   the tool's name inside). The schema layer compiles registries
   (``compile_tools``); :mod:`triec.integrations.vllm.backend` decides when that
@@ -161,53 +160,6 @@ def _tool(name: str, params: Any) -> dict[str, Any]:
     return {"type": "function", "function": {"name": name, "parameters": params}}
 
 
-def required_tools(doc: Any) -> ToolCalls | None:
-    """vLLM's ``tool_choice="required"`` schema back into its tools, else None.
-
-    The shape is exactly ``{"type": "array", "minItems": 1, ("maxItems": 1,)
-    "items": {"type": "object", "anyOf": [{"properties": {"name": {"type":
-    "string", "enum": [N]}, "parameters": P}, "required": ["name",
-    "parameters"]}, ...]}, ("$defs": {...})}``; the merged ``$defs`` go back into
-    every tool's parameters (each tool then resolves its own references). Any
-    other key, or a name twice, is not this shape.
-    """
-    if not isinstance(doc, dict) or doc.get("type") != "array" or doc.get("minItems") != 1:
-        return None
-    extra = set(doc) - {"type", "minItems", "maxItems", "items", "$defs"}
-    if extra or ("maxItems" in doc and doc["maxItems"] != 1):
-        return None
-    defs = doc.get("$defs")
-    if defs is not None and not isinstance(defs, dict):
-        return None
-    items = doc.get("items")
-    if not isinstance(items, dict) or set(items) != {"type", "anyOf"} or items["type"] != "object":
-        return None
-    branches = items["anyOf"]
-    if not isinstance(branches, list) or not branches:
-        return None
-    tools, seen = [], set()
-    for b in branches:
-        if not isinstance(b, dict) or set(b) != {"properties", "required"} or b["required"] != ["name", "parameters"]:
-            return None
-        props = b["properties"]
-        if not isinstance(props, dict) or set(props) != {"name", "parameters"}:
-            return None
-        name = props["name"]
-        if not isinstance(name, dict) or set(name) != {"type", "enum"} or name["type"] != "string":
-            return None
-        enum = name["enum"]
-        if not isinstance(enum, list) or len(enum) != 1 or not isinstance(enum[0], str) or enum[0] in seen:
-            return None
-        params = props["parameters"]
-        if not isinstance(params, dict):
-            return None
-        if defs:
-            params = {**params, "$defs": defs}
-        seen.add(enum[0])
-        tools.append(_tool(enum[0], params))
-    return ToolCalls(tools, parallel="maxItems" not in doc, format="vllm")
-
-
 HERMES_BEGINS = ('<tool_call>\n{"name": ', '<tool_call>{"name": ')
 HERMES_ENDS = ("}\n</tool_call>", "}</tool_call>")
 
@@ -263,5 +215,5 @@ def tagged_tools(doc: Any) -> ToolCalls | None:
 
 __all__ = [
     "HERMES_BEGINS", "HERMES_ENDS", "SPARSE_WORDS", "RequestGrammar", "ToolCalls", "apply_bitmask_sparse",
-    "required_tools", "tagged_tools",
+    "tagged_tools",
 ]  # fmt: skip
