@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from triec.errors import RequestError  # noqa: F401  (the processors' callers catch it here)
 from triec.integrations.serving import (  # noqa: F401  the serving core, re-exported for the processors' callers
     ARG_NAME,
     ARG_RESTRICT,
