@@ -54,6 +54,10 @@ PREAMBLE = struct.Struct("<8sIIII")
 ALIGN = 64
 MAX_HEADER = 1 << 20  # a header is a few hundred bytes; refuse anything absurd
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+MAX_INFLATED = 1 << 34
+"""A zstd-wrapped artifact inflates to at most this many bytes (16 GiB; ``TRIEC_MAX_ARTIFACT_BYTES`` overrides;
+docs/decisions.md D13). The bound is checked before inflating: from the frame's declared size, and from the
+header's section table, which is read first; a stream that holds more than its header declares is refused."""
 
 Layout = Sequence[tuple[str, str]]
 """(section name, numpy dtype string) in file order."""
@@ -166,15 +170,7 @@ def read_buffer(path: str | os.PathLike[str], *, copy: bool = False) -> tuple[An
             head = fh.read(len(ZSTD_MAGIC))
             if head == ZSTD_MAGIC:
                 fh.seek(0)
-                try:
-                    import zstandard
-                except ImportError as exc:
-                    raise fail(source, "is zstd-compressed; `pip install zstandard` to load it") from exc
-                try:
-                    with zstandard.ZstdDecompressor().stream_reader(fh) as reader:
-                        return reader.read(), True
-                except zstandard.ZstdError as exc:
-                    raise fail(source, f"corrupt zstd stream ({exc})") from exc
+                return inflate(fh, source), True
             size = os.fstat(fh.fileno()).st_size
             if size == 0:
                 raise fail(source, "file is empty")
@@ -184,6 +180,67 @@ def read_buffer(path: str | os.PathLike[str], *, copy: bool = False) -> tuple[An
             return mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ), False
     except OSError as exc:
         raise ArtifactError(f"{source}: cannot read artifact ({exc.strerror or exc})") from exc
+
+
+def max_inflated() -> int:
+    """:data:`MAX_INFLATED`, or ``TRIEC_MAX_ARTIFACT_BYTES`` when set."""
+    raw = os.environ.get("TRIEC_MAX_ARTIFACT_BYTES", "").strip()
+    return int(raw) if raw.isdigit() else MAX_INFLATED
+
+
+def inflate(stream: Any, source: str) -> bytes:
+    """The bytes of a zstd-wrapped artifact, decompressed within bounds (a decompression bomb costs nothing).
+
+    ``stream`` is a binary file object at the frame's start. The frame's declared content size, when it has
+    one, is checked against :func:`max_inflated` before anything is inflated; then the preamble and the header
+    are inflated and checked (a stream that is not a triec artifact is refused after its first 24 bytes), and
+    exactly the size the header's section table declares is inflated: a stream that is shorter, or longer, or
+    declares more than the limit, is refused. Memory: the artifact's own size, never the stream's.
+    """
+    try:
+        import zstandard
+    except ImportError as exc:
+        raise fail(source, "is zstd-compressed; `pip install zstandard` to load it") from exc
+    limit = max_inflated()
+    start = stream.tell()
+    declared = zstandard.frame_content_size(stream.read(18)) if hasattr(zstandard, "frame_content_size") else -1
+    stream.seek(start)
+    if declared > limit:
+        raise fail(source, f"zstd frame declares {declared:,} bytes inflated; the limit is {limit:,} "
+                           "(TRIEC_MAX_ARTIFACT_BYTES)")  # fmt: skip
+
+    def exactly(reader: Any, n: int, what: str) -> bytes:
+        out = bytearray()
+        while len(out) < n:
+            chunk = reader.read(min(n - len(out), 1 << 24))
+            if not chunk:
+                raise fail(source, f"{what}: the zstd stream ends after {len(out):,} of {n:,} bytes")
+            out += chunk
+        return bytes(out)
+
+    try:
+        with zstandard.ZstdDecompressor().stream_reader(stream, read_across_frames=True) as reader:
+            head = reader.read(PREAMBLE.size)
+            if len(head) < PREAMBLE.size or head[: len(MAGIC)] != MAGIC:
+                raise fail(source, f"magic: expected {MAGIC!r}, found {head[: len(MAGIC)]!r}; not a triec artifact")
+            head_len = PREAMBLE.unpack(head)[2]
+            if head_len > MAX_HEADER:
+                raise fail(source, f"header length {head_len} exceeds the {MAX_HEADER}-byte limit")
+            head += exactly(reader, head_len, "header")
+            header, data_start, _ = read_header(head, source)
+            total = data_start
+            for sec in field(header, "sections", list, source):
+                if isinstance(sec, dict):
+                    end = count(sec, "offset", source, 2**40, "section field") + count(sec, "length", source, 2**40, "section field")
+                    total = max(total, data_start + end)
+            if total > limit:
+                raise fail(source, f"header declares {total:,} bytes; the limit is {limit:,} (TRIEC_MAX_ARTIFACT_BYTES)")
+            data = head + exactly(reader, total - len(head), "sections")
+            if reader.read(1):
+                raise fail(source, f"the zstd stream holds more than the {total:,} bytes its header declares")
+            return data
+    except zstandard.ZstdError as exc:
+        raise fail(source, f"corrupt zstd stream ({exc})") from exc
 
 
 def read_header(buf: Any, source: str, *, verify: bool = False) -> tuple[dict[str, Any], int, int]:

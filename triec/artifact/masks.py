@@ -209,14 +209,9 @@ def load_buffer(
     (``verify`` does, and more).
     """
     if bytes(buf[: len(container.ZSTD_MAGIC)]) == container.ZSTD_MAGIC:
-        try:
-            import zstandard
-        except ImportError as exc:
-            raise _fail(source, "is zstd-compressed; `pip install zstandard` to load it") from exc
-        try:
-            buf = zstandard.ZstdDecompressor().decompressobj().decompress(bytes(buf))
-        except zstandard.ZstdError as exc:
-            raise _fail(source, f"corrupt zstd stream ({exc})") from exc
+        import io
+
+        buf = container.inflate(io.BytesIO(buf), source)  # bounded: a decompression bomb is refused early
     if len(buf) == 0:
         raise _fail(source, "file is empty")
     parsed = parse_artifact(buf, source, verify=verify, checksums=checksums)

@@ -1,0 +1,89 @@
+"""Bounded work on hostile input (issue 37): a decompression bomb is refused before it is inflated.
+
+Each test fails on the code before the fix: the bomb was inflated whole (1.09 GB RSS for 512 MiB) before the
+loader looked at its first bytes.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import zstandard
+
+import triec
+from triec.errors import ArtifactError
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _bomb(path: Path, inflated: int) -> Path:
+    """``inflated`` zero bytes in one zstd frame (streamed: the test itself never holds them)."""
+    cctx = zstandard.ZstdCompressor(level=3)
+    with open(path, "wb") as fh, cctx.stream_writer(fh, size=inflated) as w:
+        block = bytes(1 << 20)
+        for _ in range(inflated >> 20):
+            w.write(block)
+    return path
+
+
+def _peak_rss_mb(code: str) -> tuple[float, str]:
+    """Peak RSS (MB) of a fresh interpreter running ``code`` after importing triec, and its last output line."""
+    probe = ("import resource, triec, triec.artifact.masks, zstandard, numpy, msgpack\n"
+             "base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n" + code +
+             "\nprint(json.dumps((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) / 1024))")  # fmt: skip
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    out = subprocess.run([sys.executable, "-c", "import json\n" + probe], capture_output=True, text=True, env=env,
+                         check=True)  # fmt: skip
+    lines = out.stdout.strip().splitlines()
+    return float(lines[-1]), "\n".join(lines[:-1])
+
+
+def test_a_decompression_bomb_is_refused_with_bounded_memory(tmp_path: Path) -> None:
+    bomb = _bomb(tmp_path / "bomb.triec.zst", 512 << 20)
+    assert bomb.stat().st_size < 64 << 10
+    with pytest.raises(ArtifactError, match="not a triec artifact"):
+        triec.load(bomb)
+    code = (f"try:\n    triec.load({str(bomb)!r})\nexcept Exception as e:\n    print(type(e).__name__, e)\n"
+            f"try:\n    triec.artifact.masks.load_buffer(open({str(bomb)!r}, 'rb').read(), 'x')\n"
+            "except Exception as e:\n    print(type(e).__name__, e)")  # fmt: skip
+    grown, said = _peak_rss_mb(code)
+    assert said.count("not a triec artifact") == 2, said
+    assert grown < 100, grown  # MB over the interpreter's own, for a 512 MiB bomb
+
+
+def test_a_stream_holding_more_than_its_header_declares_is_refused(tmp_path: Path, qwen2: triec.Vocabulary) -> None:
+    table = triec.compile(["red", "green", "blue"], qwen2)
+    good = tmp_path / "colors.triec.zst"
+    table.save(good)
+    assert triec.load(good).values == table.values  # the bounded reader reads what the writer writes
+    plain = zstandard.ZstdDecompressor().decompress(good.read_bytes())
+    padded = tmp_path / "padded.triec.zst"
+    padded.write_bytes(zstandard.ZstdCompressor().compress(plain + bytes(1 << 20)))
+    with pytest.raises(ArtifactError, match="holds more than the .* bytes its header declares"):
+        triec.load(padded)
+    short = tmp_path / "short.triec.zst"
+    short.write_bytes(zstandard.ZstdCompressor().compress(plain[:-7]))
+    with pytest.raises(ArtifactError, match="the zstd stream ends after"):
+        triec.load(short)
+
+
+def test_the_inflate_limit_is_checked_before_inflating(tmp_path: Path, qwen2: triec.Vocabulary, monkeypatch) -> None:
+    table = triec.compile(["red", "green", "blue"], qwen2)
+    path = tmp_path / "colors.triec.zst"
+    table.save(path)
+    monkeypatch.setenv("TRIEC_MAX_ARTIFACT_BYTES", "1000")
+    with pytest.raises(ArtifactError, match=r"declares [\d,]+ bytes inflated; the limit is 1,000"):
+        triec.load(path)
+    with pytest.raises(ArtifactError, match="TRIEC_MAX_ARTIFACT_BYTES"):
+        triec.artifact.masks.load_buffer(path.read_bytes(), str(path))
+
+
+def test_cli_inspect_refuses_the_bomb_in_one_line(tmp_path: Path) -> None:
+    bomb = _bomb(tmp_path / "bomb.triec.zst", 64 << 20)
+    out = subprocess.run([sys.executable, "-m", "triec.cli", "inspect", str(bomb)], capture_output=True, text=True,
+                         env=dict(os.environ, PYTHONPATH=str(ROOT)))  # fmt: skip
+    assert out.returncode == 2 and "not a triec artifact" in out.stderr and "Traceback" not in out.stderr, out.stderr
