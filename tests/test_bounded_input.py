@@ -87,3 +87,17 @@ def test_cli_inspect_refuses_the_bomb_in_one_line(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-m", "triec.cli", "inspect", str(bomb)], capture_output=True, text=True,
                          env=dict(os.environ, PYTHONPATH=str(ROOT)))  # fmt: skip
     assert out.returncode == 2 and "not a triec artifact" in out.stderr and "Traceback" not in out.stderr, out.stderr
+
+
+def test_bfcl_with_more_shots_than_questions_is_refused_and_writes_nothing(tmp_path: Path) -> None:
+    """Issue 37 item 4: ``triec bfcl multiple --shots 200`` ended in an IndexError traceback, exit 1, an empty file."""
+    from typer.testing import CliRunner
+
+    from triec.cli import app
+
+    source = ROOT / "fixtures" / "eval" / "bfcl"
+    out = tmp_path / "x.jsonl"
+    res = CliRunner().invoke(app, ["bfcl", "multiple", "--source", str(source), "-o", str(out), "--shots", "200"])
+    assert res.exit_code == 2, res.output
+    assert "no question is left to ask" in res.output and "--shots 200" in res.output and "Traceback" not in res.output
+    assert not out.exists() and list(tmp_path.iterdir()) == []

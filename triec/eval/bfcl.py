@@ -95,6 +95,11 @@ def convert(
         if gold not in names:
             continue
         items.append({"id": q["id"], "messages": messages, "gold": gold, "candidates": names, "functions": functions})
+    if not items:
+        held = len(examples) // 2
+        raise ValuesError(f"BFCL {category}: no question is left to ask: {held} one-call question(s) in "
+                          f"{root / f'BFCL_v4_{category}.json'}, and --shots {shots} takes up to {shots} of them as "
+                          "worked examples")  # fmt: skip
     return items
 
 
