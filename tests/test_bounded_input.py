@@ -101,3 +101,14 @@ def test_bfcl_with_more_shots_than_questions_is_refused_and_writes_nothing(tmp_p
     assert res.exit_code == 2, res.output
     assert "no question is left to ask" in res.output and "--shots 200" in res.output and "Traceback" not in res.output
     assert not out.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_readme_verify_example_states_what_the_example_compiles_to(qwen2: triec.Vocabulary) -> None:
+    """Issue 37 item 9: the README said "10,000 tool names: 48,189 states" of an example that holds 1,000."""
+    import re
+
+    line = next(x for x in (ROOT / "README.md").read_text().splitlines() if x.startswith("$ triec verify tools.triec"))
+    k, states = (int(n.replace(",", "")) for n in re.search(r"([\d,]+) tool names, ([\d,]+) states", line).groups())
+    values = (ROOT / "examples" / "tools.txt").read_text(encoding="utf-8").splitlines()
+    table = triec.compile([v for v in values if v], qwen2)
+    assert (k, states) == (table.num_values, table.num_states)
