@@ -112,3 +112,24 @@ def test_readme_verify_example_states_what_the_example_compiles_to(qwen2: triec.
     values = (ROOT / "examples" / "tools.txt").read_text(encoding="utf-8").splitlines()
     table = triec.compile([v for v in values if v], qwen2)
     assert (k, states) == (table.num_values, table.num_states)
+
+
+def test_verify_of_a_sampled_schema_says_sampled(tmp_path: Path, qwen2: triec.Vocabulary) -> None:
+    """Issue 37 item 6: a schema artifact whose slots were sampled was reported as "states checked: all N"."""
+    from typer.testing import CliRunner
+
+    import triec.check.synthetic
+    from triec.check.verify import verify
+    from triec.cli import app
+
+    names = triec.check.synthetic.tool_names(300)
+    schema = {"type": "object", "properties": {"name": {"enum": names}, "n": {"type": "integer"}},
+              "required": ["name", "n"], "additionalProperties": False}  # fmt: skip
+    path = tmp_path / "s.triec"
+    triec.compile_schema(schema, qwen2, threshold=8).save(path)
+    report = verify(str(path), tokenizer="qwen2", against=("llguidance",), states=40, walks=2)
+    assert report.ok and report.sampled and report.states_selected < report.num_states
+    res = CliRunner().invoke(app, ["verify", str(path), "-t", "qwen2", "--against", "llguidance", "--states", "40",
+                                   "--walks", "2"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert "states checked: sample of" in res.output and "states checked: all" not in res.output

@@ -661,6 +661,9 @@ def _verify_schema(table: Any, vocab: Vocabulary, report: VerifyReport, against:
         except TriecError as exc:
             report.checks.append(CheckResult(against=name, status="error", reason=str(exc)))
             continue
+        if r.sampled:  # the headline says what the engines saw: a sample of each slot's states
+            report.sampled = True
+            report.states_selected = r.states_checked
         result = CheckResult(against=name, version=twin.engine_version,
                              states_checked=r.states_checked + r.steps_past + r.tail_checked + r.enters_checked,
                              walks=r.walks, walk_steps=r.walk_steps)  # fmt: skip
