@@ -133,3 +133,41 @@ def test_verify_of_a_sampled_schema_says_sampled(tmp_path: Path, qwen2: triec.Vo
                                    "--walks", "2"])  # fmt: skip
     assert res.exit_code == 0, res.output
     assert "states checked: sample of" in res.output and "states checked: all" not in res.output
+
+
+def test_an_artifact_without_eos_ids_is_refused(tmp_path: Path, qwen2: triec.Vocabulary) -> None:
+    """Issue 37 item 7: an artifact edited to an empty EOS list (checksums fixed) loaded and verified OK."""
+    from triec.artifact import container
+    from triec.artifact.masks import SECTIONS, parse_artifact
+
+    good = tmp_path / "good.triec"
+    triec.compile(["red", "green"], qwen2).save(good)
+    parsed = parse_artifact(good.read_bytes(), str(good))
+    header = {k: v for k, v in parsed["header"].items() if k != "sections"}
+    header["eos_token_ids"] = []
+    bad = tmp_path / "bad.triec"
+    bad.write_bytes(container.encode(header, [(n, d, parsed["arrays"][n]) for n, d in SECTIONS], parsed["format_version"]))
+    with pytest.raises(ArtifactError, match="'eos_token_ids': empty"):
+        triec.load(bad)
+
+
+def test_an_eos_id_that_is_a_text_token_in_values_is_warned(tmp_path: Path) -> None:
+    """Issue 37 item 7: ``--eos 0`` on GPT-2 (token 0 is ``!``) made ``hi!`` unwritable without a word."""
+    from typer.testing import CliRunner
+
+    from triec.build.compile import EosTextWarning
+    from triec.cli import app
+
+    vocab = triec.Vocabulary.load("gpt2", eos_token_ids=[0])
+    assert vocab.eos_texts == {0: b"!"}
+    with pytest.warns(EosTextWarning, match=r"EOS id 0 is the text token b'!'.*b'hi!'"):
+        triec.compile(["hi!", "yo"], vocab)
+    values = tmp_path / "v.txt"
+    values.write_text("hi!\nyo\n")
+    res = CliRunner().invoke(app, ["compile", str(values), "-t", "gpt2", "--eos", "0", "-o", str(tmp_path / "v.triec"), "-q"])
+    assert res.exit_code == 0 and "warning: EOS id 0 is the text token" in res.output, res.output
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", EosTextWarning)
+        triec.compile(["hi!", "yo"], triec.Vocabulary.load("gpt2"))  # the real EOS (<|endoftext|>) is no text

@@ -109,6 +109,9 @@ def check_common_header(header: dict[str, Any], source: str) -> int:
     if vocab_size < 1:
         raise _fail(source, "header field 'vocab_size': a mask is at least 1 token wide, found 0")
     eos = field(header, "eos_token_ids", list, source)
+    if not eos:
+        raise _fail(source, "header field 'eos_token_ids': empty; a table ends each value with an EOS id, so it "
+                            "needs at least one")  # fmt: skip
     if not all(isinstance(e, int) and not isinstance(e, bool) and 0 <= e < vocab_size for e in eos):
         raise _fail(source, f"header field 'eos_token_ids': expected ids in 0..{vocab_size - 1}, found {eos!r}")
     field(header, "triec_version", str, source)

@@ -7,6 +7,7 @@ happen at the edges (:mod:`triec.build.values`, :mod:`triec.artifact`).
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
@@ -111,6 +112,34 @@ def compile_keys(
     return compile_sorted(sk, vocab, implementation=implementation, stats=stats, encoding=encoding, progress=progress)
 
 
+class EosTextWarning(UserWarning):
+    """An EOS id is a text token that values contain: spelled only through it, a value cannot be written."""
+
+
+def warn_eos_texts(data: bytes | np.ndarray, offsets: np.ndarray, vocab: Vocabulary) -> None:
+    """Warn when an EOS id is an ordinary text token (``--eos 0`` on GPT-2 makes ``!`` end the output) whose text
+    some values hold: the token is never content, so a value that only it can spell is never written.
+
+    One ``bytes.find`` over the values' buffer per such EOS id: O(value bytes), no cost without them.
+    """
+    if not vocab.eos_texts:
+        return
+    buf = data if isinstance(data, bytes) else bytes(memoryview(data))
+    for tid, text in sorted(vocab.eos_texts.items()):
+        at = buf.find(text)
+        if at < 0:
+            continue
+        i = int(np.searchsorted(offsets, at, side="right")) - 1
+        example = buf[int(offsets[i]) : int(offsets[i + 1])]
+        warnings.warn(
+            f"EOS id {tid} is the text token {text!r}: it ends the output and is never part of a value, and values "
+            f"hold its text (e.g. {example[:60]!r}); a value spelled only through it can never be written. "
+            "Is it the model's end-of-sequence token? (--eos / eos_token_ids)",
+            EosTextWarning,
+            stacklevel=3,
+        )
+
+
 def compile_sorted(
     sk: SortedKeys,
     vocab: Vocabulary,
@@ -128,6 +157,7 @@ def compile_sorted(
             f"{sk.offsets.shape[0] - 1:,} values of {total:,} bytes: over the {MAX_VALUE_BYTES:,}-byte limit "
             "(every byte can be a trie state, and state ids are int32)"
         )
+    warn_eos_texts(sk.data, sk.offsets, vocab)
     t0 = time.perf_counter()
     automaton = vocab.automaton if implementation == "numpy" else None
     t1 = time.perf_counter()

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import time
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich.markup import escape
 
-from triec.cli._common import app, out, report_errors
+from triec.cli._common import app, err, out, report_errors
 from triec.errors import TriecError
 from triec.schema.locate import DEFAULT_THRESHOLD
 
@@ -103,7 +104,7 @@ def compile_cmd(
     compiles with its begins in a trie; --tool-choice auto turns a registry into
     vLLM's hermes tag for tool_choice="auto".
     """
-    from triec.build.compile import TOKENIZATIONS, CompileStats, compile_sorted, prepare_buffer
+    from triec.build.compile import TOKENIZATIONS, CompileStats, EosTextWarning, compile_sorted, prepare_buffer
     from triec.build.compile import compile as compile_values
     from triec.build.values import FORMATS, read_input
     from triec.cli._progress import Phases
@@ -188,10 +189,14 @@ def compile_cmd(
         else:
             sorted_keys = prepare_buffer(spell_all(raw_values, spelling))
             stats.duplicates = sorted_keys.duplicates
-            table = compile_sorted(
-                sorted_keys, vocab, implementation=implementation, stats=stats, encoding=spelling,
-                progress=step if phases.show else None,
-            )
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always", EosTextWarning)
+                table = compile_sorted(
+                    sorted_keys, vocab, implementation=implementation, stats=stats, encoding=spelling,
+                    progress=step if phases.show else None,
+                )
+            for w in caught:  # shown even with --quiet: the artifact may not serve every value
+                err.print(f"[yellow]warning:[/] {escape(str(w.message))}", highlight=False, soft_wrap=True)
     with phases.phase("write", f"writing {target}"):
         size = table.save(target, compress=zstd or str(target).endswith(".zst"))
     total = time.perf_counter() - total0

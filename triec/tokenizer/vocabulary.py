@@ -69,6 +69,7 @@ class Vocabulary:
     ) -> None:
         tokens = list(token_bytes)
         self._setup(len(tokens), eos_token_ids, vocab_size, name, family)
+        self.eos_texts = {tid: bytes(tokens[tid]) for tid in self.eos_token_ids if tid < len(tokens) and tokens[tid]}
         for tid in self.eos_token_ids:
             if tid < len(tokens):
                 tokens[tid] = b""  # EOS ends a value; it is never part of one
@@ -90,6 +91,9 @@ class Vocabulary:
             if not 0 <= tid < width:
                 raise TokenizerError(f"EOS token id {tid} is outside the vocabulary (0..{width - 1})")
         self.eos_token_ids: tuple[int, ...] = eos
+        self.eos_texts: dict[int, bytes] = {}
+        """EOS ids that are also text tokens, with their text: blanked here (an EOS ends a value, never part of
+        one), so a value spelled only through that text cannot be written (``build.compile`` warns)."""
         self.vocab_size = width
         self.name = name
         self.family = family
@@ -115,6 +119,9 @@ class Vocabulary:
         """
         self = cls.__new__(cls)
         self._setup(int(offsets.shape[0]) - 1, eos_token_ids, vocab_size, name, family)
+        n = int(offsets.shape[0]) - 1
+        spans = {tid: (int(offsets[tid]), int(offsets[tid + 1])) for tid in self.eos_token_ids if tid < n}
+        self.eos_texts = {tid: bytes(blob[a:b]) for tid, (a, b) in spans.items() if b > a}
         self._token_bytes = None
         self._packed = (blob, offsets)
         self.fingerprint = _fingerprint_packed(blob, offsets, self.eos_token_ids)
