@@ -171,3 +171,18 @@ def test_an_eos_id_that_is_a_text_token_in_values_is_warned(tmp_path: Path) -> N
     with warnings.catch_warnings():
         warnings.simplefilter("error", EosTextWarning)
         triec.compile(["hi!", "yo"], triec.Vocabulary.load("gpt2"))  # the real EOS (<|endoftext|>) is no text
+
+
+def test_eval_refuses_an_item_without_candidates_before_loading_a_model(tmp_path: Path) -> None:
+    """Issue 37 item 5: an item with no candidates and no --values was found only after converting the model (24 s
+    cold). Here the model path does not even exist: the data is refused first, in one line, exit 2."""
+    from typer.testing import CliRunner
+
+    from triec.cli import app
+
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"prompt": "Pick a color:", "gold": "red", "candidates": ["red", "blue"]}\n'
+                    '{"id": "bare", "prompt": "Pick a fruit:", "gold": "fig"}\n')  # fmt: skip
+    res = CliRunner().invoke(app, ["eval", str(data), "--model", str(tmp_path / "no-such-model"), "--modes", "free,trie"])
+    assert res.exit_code == 2, res.output
+    assert "item bare: no 'candidates' and no --values" in res.output and "no-such-model" not in res.output

@@ -108,6 +108,7 @@ def eval_cmd(
     compared with trie's when both run). With --compare xgrammar, each constrained decode is repeated with xgrammar's masks in the same
     loop and the outputs compared token by token. Ctrl-C stops and keeps what was measured.
     """
+    from triec.errors import EvalError
     from triec.eval.data import load_items
     from triec.eval.run import EvalConfig, Evaluator, evaluate, meta_for, report_json, resolve_model
 
@@ -123,6 +124,11 @@ def eval_cmd(
         if values is None:
             raise TriecError("--ignore-candidates needs --values: the set every item is constrained to")
         items = [dataclasses.replace(item, candidates=None) for item in items]
+    if values is None and set(config.modes) - {"free"}:  # before the model is converted (24 s cold), not after
+        bare = next((item for item in items if not item.candidates), None)
+        if bare is not None:
+            raise EvalError(f"{data}: item {bare.id}: no 'candidates' and no --values: nothing to constrain the "
+                            f"{'/'.join(m for m in config.modes if m != 'free')} mode(s) to")  # fmt: skip
     started = time.perf_counter()
     model_dir = resolve_model(model, log=lambda m: err.print(f"[dim]{escape(m)}[/]"))
     with err.status("loading the model") if err.is_terminal else nullcontext():
