@@ -80,7 +80,8 @@ def _root(
 
 
 def report_errors(fn: Callable[..., None]) -> Callable[..., None]:
-    """User errors become one line on stderr and exit code 2 (``--debug`` shows the traceback); Ctrl-C exits 130."""
+    """User errors, and running out of memory, become one line on stderr and exit code 2 (``--debug`` shows the
+    traceback); Ctrl-C exits 130."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> None:
@@ -95,5 +96,13 @@ def report_errors(fn: Callable[..., None]) -> Callable[..., None]:
             # Files are written to a temporary name and renamed, so nothing partial is left behind.
             err.print("interrupted; no partial file was left behind")
             raise typer.Exit(EXIT_INTERRUPTED) from None
+        except MemoryError:
+            # numpy raises it for an allocation the process cannot get (a ulimit, a full machine): outputs are
+            # written to a temporary name and renamed only when complete, so nothing half-written stays behind.
+            if _state["debug"]:
+                err.print_exception()
+            err.print("[bold red]error:[/] out of memory (the input is too large for this machine's memory or "
+                      "limit); nothing was written", highlight=False, soft_wrap=True)  # fmt: skip
+            raise typer.Exit(EXIT_USAGE) from None
 
     return wrapper
