@@ -205,3 +205,27 @@ def test_out_of_memory_is_one_line_exit_2_and_nothing_written(tmp_path: Path) ->
     assert res.returncode == 2, (res.returncode, res.stderr[-2000:])
     assert "out of memory" in res.stderr and "Traceback" not in res.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["big.txt"]
+
+
+def test_one_long_value_inspects_and_verifies_in_bounded_output_and_memory(tmp_path: Path) -> None:
+    """Issue 37 item 2: a 20,000-byte value made ``triec inspect`` print 20,048 lines, and verify's reference kept
+    every prefix (40,000 bytes: 1.74 GB). Now the depth table is summed into ranges and the reference keeps one
+    path: a 40,000-byte value here."""
+    from typer.testing import CliRunner
+
+    from triec.cli import app
+
+    values = tmp_path / "long.txt"
+    values.write_text("".join("abcdefghij"[(i * 7 + i // 3) % 10] for i in range(40_000)) + "\n")
+    art = tmp_path / "long.triec"
+    res = CliRunner().invoke(app, ["compile", str(values), "-t", "gpt2", "-o", str(art), "-q"])
+    assert res.exit_code == 0, res.output
+    shown = CliRunner().invoke(app, ["inspect", str(art)])
+    assert shown.exit_code == 0 and len(shown.output.splitlines()) < 200, len(shown.output.splitlines())
+    assert len(shown.output) < 20_000  # long prefixes shown by their ends: the 40,000-byte value is not printed
+    grown, said = _peak_rss_mb(
+        f"from triec.check.verify import verify\nr = verify({str(art)!r}, tokenizer='gpt2')\n"
+        "print(r.ok, r.states_selected, r.num_states)")  # fmt: skip
+    ok, selected, states = said.split()
+    assert ok == "True" and states == "40001"
+    assert grown < 400, grown  # MB; the prefix map alone held 1.74 GB

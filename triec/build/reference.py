@@ -9,13 +9,18 @@ matching), so tests that find both produce identical tables are meaningful.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from array import array
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
 
 def prefix_states(keys: Sequence[bytes]) -> dict[bytes, int]:
-    """Number every distinct prefix in preorder: insert sorted keys byte by byte."""
+    """Number every distinct prefix in preorder: insert sorted keys byte by byte.
+
+    A map keyed by every prefix: memory grows with the square of a value's length. Tests and brute force
+    (small sets) only; :func:`walk_prefixes` gives the same numbering in memory linear in the input.
+    """
     states: dict[bytes, int] = {b"": 0}
     for key in sorted(keys):
         for end in range(1, len(key) + 1):
@@ -23,32 +28,96 @@ def prefix_states(keys: Sequence[bytes]) -> dict[bytes, int]:
     return states
 
 
+def _common_prefix(a: bytes, b: bytes) -> int:
+    n = min(len(a), len(b))
+    if n == 0 or a[0] != b[0]:
+        return 0
+    diff = np.flatnonzero(np.frombuffer(a, np.uint8, n) != np.frombuffer(b, np.uint8, n))
+    return int(diff[0]) if diff.size else n
+
+
+def walk_prefixes(keys: Sequence[bytes]) -> Iterator[tuple[bytes, array]]:
+    """Each key in sorted order with its path: ``path[d]`` is the state id of ``key[:d]``, ``d = 0 .. len(key)``
+    (int32, as state ids are in every table).
+
+    The numbering of :func:`prefix_states` (preorder: sorted keys inserted byte by byte), kept as one path of
+    int64 ids truncated to the common prefix with the previous key and extended: memory the longest key, not
+    every prefix. The path is reused: read it before the next key.
+    """
+    path = array("i", [0])
+    prev = b""
+    count = 1
+    for key in sorted(keys):
+        common = _common_prefix(prev, key)
+        del path[common + 1 :]
+        fresh = len(key) - common
+        if fresh > 0:
+            path.extend(range(count, count + fresh))
+            count += fresh
+        yield key, path
+        prev = key
+
+
+def count_prefixes(keys: Sequence[bytes]) -> int:
+    """The number of distinct prefixes (states), the empty one included."""
+    n = 1
+    for _key, path in walk_prefixes(keys):
+        n = max(n, path[-1] + 1)
+    return n
+
+
+def key_states(keys: Sequence[bytes]) -> np.ndarray:
+    """The state of each distinct key (its whole prefix), in sorted order of the keys."""
+    return np.fromiter((path[-1] for _key, path in walk_prefixes(keys)), dtype=np.int64)
+
+
+def prefix_of(keys: Sequence[bytes], state: int) -> bytes:
+    """The prefix numbered ``state`` (a walk of the keys until it appears: for error messages)."""
+    import bisect
+
+    for key, path in walk_prefixes(keys):
+        if path[-1] >= state:
+            d = bisect.bisect_left(path, state)
+            if d < len(path) and path[d] == state:
+                return key[:d]
+    raise IndexError(f"no prefix numbered {state}")
+
+
 def reference_transitions(
     keys: Sequence[bytes], token_bytes: Sequence[bytes], num_states: int | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(offsets, tokens, next_state) CSR, exactly like :func:`triec.build.walk.walk` returns."""
-    states = prefix_states(keys)
-    if num_states is not None and num_states != len(states):
-        raise AssertionError(f"reference found {len(states)} states, expected {num_states}")
-    automaton = _token_automaton(token_bytes)
+    """(offsets, tokens, next_state) CSR, exactly like :func:`triec.build.walk.walk` returns.
 
-    allowed: list[dict[int, int]] = [{} for _ in range(len(states))]
-    for key in keys:
+    Every match of a token inside a value is one (state, token, next state) triple, kept in flat int32 arrays
+    and sorted at the end: memory linear in the matches (about 30 bytes each), whatever a value's length (issue 37).
+    """
+    automaton = _token_automaton(token_bytes)
+    src, tok, dst = array("i"), array("i"), array("i")  # state and token ids are int32 in every table
+    states = 1
+    for key, path in walk_prefixes(keys):
+        states = max(states, path[-1] + 1)
         for end, (length, ids) in automaton.iter(key.decode("latin-1")):
-            start = end + 1 - length
-            src = states[key[:start]]
-            dst = states[key[: end + 1]]
+            a, b = path[end + 1 - length], path[end + 1]
             for tid in ids:
-                allowed[src][tid] = dst
-    offsets = np.zeros(len(states) + 1, dtype=np.int64)
-    tokens: list[int] = []
-    nexts: list[int] = []
-    for s, pairs in enumerate(allowed):
-        for tid in sorted(pairs):
-            tokens.append(tid)
-            nexts.append(pairs[tid])
-        offsets[s + 1] = len(tokens)
-    return offsets, np.array(tokens, dtype=np.int32), np.array(nexts, dtype=np.int32)
+                src.append(a)
+                tok.append(tid)
+                dst.append(b)
+    if num_states is not None and num_states != states:
+        raise AssertionError(f"reference found {states} states, expected {num_states}")
+    s = np.frombuffer(src, dtype=np.int32) if src else np.zeros(0, np.int32)
+    order = np.argsort(s.astype(np.int64) << 32 | np.frombuffer(tok, dtype=np.int32).astype(np.int64))
+    s = s[order]
+    del src
+    t = np.frombuffer(tok, dtype=np.int32)[order] if tok else np.zeros(0, np.int32)
+    del tok
+    d = np.frombuffer(dst, dtype=np.int32)[order] if dst else np.zeros(0, np.int32)
+    del dst, order
+    keep = np.ones(s.size, dtype=bool)
+    keep[1:] = (s[1:] != s[:-1]) | (t[1:] != t[:-1])  # the same token at the same prefix, matched in two values
+    s, t, d = s[keep], t[keep], d[keep]
+    offsets = np.zeros(states + 1, dtype=np.int64)
+    np.cumsum(np.bincount(s, minlength=states), out=offsets[1:])
+    return offsets, t, d
 
 
 _AUTOMATA: dict[int, tuple[Sequence[bytes], object]] = {}

@@ -24,19 +24,40 @@ def allowed_counts(table: MaskTable, *, with_eos: bool = True) -> np.ndarray:
     return counts
 
 
-def depth_distribution(table: MaskTable) -> list[dict[str, Any]]:
-    """Per depth: number of states, mean and max allowed tokens (EOS included)."""
+def depth_distribution(table: MaskTable, max_rows: int | None = None) -> list[dict[str, Any]]:
+    """Per depth: number of states, mean and max allowed tokens (EOS included).
+
+    ``max_rows``: past that many depths (one long value makes one depth per byte), the first ``max_rows // 2``
+    depths stay one row each and the deeper ones are summed into ranges of equal width, each row then saying
+    ``depth`` to ``depth_to``: the report stays that size whatever the values' length (issue 37).
+    """
     depth = state_depths(table)
     counts = allowed_counts(table)
     states = np.bincount(depth)
     total = np.bincount(depth, weights=counts)
     widest = np.zeros(states.shape[0], dtype=np.int64)
     np.maximum.at(widest, depth, counts)
-    return [
-        {"depth": d, "states": int(states[d]), "mean_allowed": float(total[d] / states[d]), "max_allowed": int(widest[d])}
-        for d in range(states.shape[0])
-        if states[d]
-    ]
+    present = np.flatnonzero(states)
+    if max_rows is None or present.size <= max_rows:
+        return [{"depth": int(d), "states": int(states[d]), "mean_allowed": float(total[d] / states[d]),
+                 "max_allowed": int(widest[d])} for d in present.tolist()]  # fmt: skip
+    head = max(1, max_rows // 2)
+    rest = present[head:]
+    edges = np.unique(np.linspace(rest[0], rest[-1] + 1, max_rows - head + 1).astype(np.int64))
+    group = np.searchsorted(edges, rest, side="right") - 1
+    starts = np.concatenate(([0], np.flatnonzero(np.diff(group)) + 1))
+    firsts = np.concatenate((present[:head], rest[starts]))
+    lasts = np.concatenate((present[:head], rest[np.concatenate((starts[1:] - 1, [rest.size - 1]))]))
+    n = np.concatenate((states[present[:head]], np.add.reduceat(states[rest], starts)))
+    t = np.concatenate((total[present[:head]], np.add.reduceat(total[rest], starts)))
+    w = np.concatenate((widest[present[:head]], np.maximum.reduceat(widest[rest], starts)))
+    out = []
+    for lo, hi, k, tk, wk in zip(firsts.tolist(), lasts.tolist(), n.tolist(), t.tolist(), w.tolist(), strict=True):
+        row: dict[str, Any] = {"depth": int(lo), "states": int(k), "mean_allowed": float(tk / k), "max_allowed": int(wk)}
+        if hi != lo:
+            row["depth_to"] = int(hi)
+        out.append(row)
+    return out
 
 
 def widest_states(table: MaskTable, n: int = 10) -> list[dict[str, Any]]:

@@ -222,7 +222,14 @@ def compare_reference(
     is allowed after p iff p + bytes(t) is a prefix of a value) runs too when
     states x tokens is small.
     """
-    from triec.build.reference import brute_force_allowed, prefix_states, reference_transitions
+    from triec.build.reference import (
+        brute_force_allowed,
+        count_prefixes,
+        key_states,
+        prefix_of,
+        prefix_states,
+        reference_transitions,
+    )
 
     result = CheckResult(against="reference")
     total = int(states.size)
@@ -230,16 +237,19 @@ def compare_reference(
         progress(CheckProgress("reference", "preparing", 0, total))
     t0 = time.perf_counter()
     keys = table.value_bytes
-    prefixes = prefix_states(keys)
-    if len(prefixes) != table.num_states:
-        result.add(Mismatch(0, "", f"the values have {len(prefixes)} distinct prefixes, the artifact {table.num_states} states"))
+    found = count_prefixes(keys)  # the reference's own numbering, in memory linear in the values (issue 37)
+    if found != table.num_states:
+        result.add(Mismatch(0, "", f"the values have {found} distinct prefixes, the artifact {table.num_states} states"))
         return result
     r_off, r_tok, r_next = reference_transitions(keys, vocab.token_bytes)
     result.seconds["reference"] = time.perf_counter() - t0
     t1 = time.perf_counter()
-    by_state = sorted(prefixes, key=prefixes.__getitem__)  # state -> prefix
+
+    def by_state(s: int) -> bytes:  # state -> prefix, for the few states a mismatch names
+        return prefix_of(keys, s)
+
     accepting = np.zeros(table.num_states, dtype=bool)
-    accepting[[prefixes[k] for k in keys]] = True
+    accepting[key_states(keys)] = True
     ours_acc = np.zeros(table.num_states, dtype=bool)
     ours_acc[table.value_state.astype(np.int64)] = True
     off = table.allowed_offsets.astype(np.int64)
@@ -251,24 +261,25 @@ def compare_reference(
         if progress and result.states_checked % PROGRESS_EVERY == 0:
             progress(CheckProgress("reference", "states", result.states_checked, total))
         if not np.array_equal(ours, theirs):
-            result.add(_set_mismatch(table, vocab, s, ours, theirs, "allowed tokens differ", by_state[s]), max_examples)
+            result.add(_set_mismatch(table, vocab, s, ours, theirs, "allowed tokens differ", by_state(s)), max_examples)
         elif not np.array_equal(nexts, their_next):
             bad = int(np.flatnonzero(nexts != their_next)[0])
             result.add(
                 Mismatch(
                     s,
-                    escape_bytes(by_state[s]),
+                    escape_bytes(by_state(s)),
                     f"token {int(ours[bad])} leads to state {int(nexts[bad])}, the reference says {int(their_next[bad])}",
                 ),
                 max_examples,
             )
         elif accepting[s] != ours_acc[s]:
             result.add(
-                Mismatch(s, escape_bytes(by_state[s]), f"EOS {'allowed' if ours_acc[s] else 'refused'} here, the reference "
+                Mismatch(s, escape_bytes(by_state(s)), f"EOS {'allowed' if ours_acc[s] else 'refused'} here, the reference "
                          f"{'allows' if accepting[s] else 'refuses'} it"),
                 max_examples,
             )
     if table.num_states * vocab.num_tokens <= BRUTE_FORCE_BUDGET:
+        prefixes = prefix_states(keys)  # small sets only (the budget): a map of every prefix
         brute = brute_force_allowed(keys, vocab.token_bytes)
         for p, ids in brute.items():
             s = prefixes[p]

@@ -62,7 +62,7 @@ def inspect_cmd(
     report.update(ins.summary(table, header, sizes if sizes is not None else ins.section_sizes(table)))
     if schema_info is not None:
         report["schema"] = schema_info
-    report["depths"] = ins.depth_distribution(table)
+    report["depths"] = ins.depth_distribution(table, max_rows=DEPTH_ROWS)
     report["widest_states"] = ins.widest_states(table, widest) if widest else []
     if prefix is not None:
         raw = prefix.encode("utf-8", "surrogateescape")  # argv bytes that are not UTF-8 come back as they were
@@ -84,6 +84,17 @@ def inspect_cmd(
         out.print_json(json.dumps(report, ensure_ascii=False))
     else:
         _print(report)
+
+
+DEPTH_ROWS = 48
+"""Rows of the depth table at most: past it, deep depths are summed into ranges (a 10 MB value has 10M depths)."""
+
+
+def _short(text: str, limit: int = 160) -> str:
+    """A long prefix or value shown by its ends and its length, not whole (one value may be megabytes)."""
+    if len(text) <= limit:
+        return text
+    return f"{text[: limit // 2]}... ({len(text):,} characters) ...{text[-limit // 4 :]}"
 
 
 def _print(r: dict[str, Any]) -> None:
@@ -120,7 +131,8 @@ def _print(r: dict[str, Any]) -> None:
     for col in ("depth", "states", "mean", "max"):
         dep.add_column(col, justify="right")
     for d in r["depths"]:
-        dep.add_row(str(d["depth"]), f"{d['states']:,}", f"{d['mean_allowed']:.2f}", str(d["max_allowed"]))
+        span = f"{d['depth']}-{d['depth_to']}" if "depth_to" in d else str(d["depth"])
+        dep.add_row(span, f"{d['states']:,}", f"{d['mean_allowed']:.2f}", str(d["max_allowed"]))
     out.print(dep)
 
     if r["widest_states"]:
@@ -128,25 +140,25 @@ def _print(r: dict[str, Any]) -> None:
         for col in ("state", "allowed", "prefix"):
             wide.add_column(col, justify="right" if col != "prefix" else "left")
         for w in r["widest_states"]:
-            wide.add_row(str(w["state"]), str(w["allowed"]), escape(repr(w["prefix"])))
+            wide.add_row(str(w["state"]), str(w["allowed"]), escape(_short(repr(w["prefix"]))))
         out.print(wide)
 
     s = r.get("state")
     if s:
         head = (
-            f"state {s['state']}  prefix {s['prefix']!r}  depth {s['depth']}  "
-            + (f"accepting (value {s['value']!r}, EOS {s['eos_allowed']})" if s["accepting"] else "not accepting")
+            f"state {s['state']}  prefix {_short(repr(s['prefix']))}  depth {s['depth']}  "
+            + (f"accepting (value {_short(repr(s['value']))}, EOS {s['eos_allowed']})" if s["accepting"] else "not accepting")
             + f"  values below: {s['values_below']:,}"
         )
         tok = Table(title=escape(head), title_justify="left")
         for col in ("token id", "bytes", "next state"):
             tok.add_column(col, justify="right" if col != "bytes" else "left")
         for t in s["tokens"]:
-            tok.add_row(str(t["id"]), escape(repr(t["bytes"])), str(t["next_state"]))
+            tok.add_row(str(t["id"]), escape(_short(repr(t["bytes"]))), str(t["next_state"]))
         out.print(tok)
         if s["tokens_truncated"]:
             out.print(f"... {s['allowed_content_tokens'] - len(s['tokens'])} more tokens (use --json for all)")
-        out.print("first values below: " + escape(", ".join(repr(v) for v in s["first_values"])))
+        out.print("first values below: " + escape(", ".join(_short(repr(v)) for v in s["first_values"])))
 
 
 def _print_schema(sch: dict[str, Any]) -> None:
