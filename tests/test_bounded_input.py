@@ -229,3 +229,21 @@ def test_one_long_value_inspects_and_verifies_in_bounded_output_and_memory(tmp_p
     ok, selected, states = said.split()
     assert ok == "True" and states == "40001"
     assert grown < 400, grown  # MB; the prefix map alone held 1.74 GB
+
+
+def test_odd_gguf_token_lists_and_eos_ids_are_refused_by_name() -> None:
+    """Issue 37 item 7: a GGUF whose token list holds integers, whose byte tokens read ``<0xZZ>``, or whose EOS id
+    is of another type, was accepted (the EOS key was skipped without a word)."""
+    from triec.errors import TokenizerError
+    from triec.tokenizer import gguf
+
+    base = {"tokenizer.ggml.model": "llama", "tokenizer.ggml.tokens": ["<unk>", "a", "<0x41>"],
+            "tokenizer.ggml.token_type": [gguf.UNKNOWN, gguf.NORMAL, gguf.BYTE]}  # fmt: skip
+    assert gguf.tokenizer_json(base, "m.gguf")["model"]["vocab"][2] == ["<0x41>", 0.0]
+    with pytest.raises(TokenizerError, match=r"m\.gguf: .*token 1 is 7 \(int\), expected a string"):
+        gguf.tokenizer_json({**base, "tokenizer.ggml.tokens": ["<unk>", 7, "<0x41>"]}, "m.gguf")
+    with pytest.raises(TokenizerError, match=r"m\.gguf: GGUF token 2 is of type byte but reads '<0xZZ>'"):
+        gguf.tokenizer_json({**base, "tokenizer.ggml.tokens": ["<unk>", "a", "<0xZZ>"]}, "m.gguf")
+    assert gguf.eos_ids({"tokenizer.ggml.eos_token_id": 2, "tokenizer.ggml.eot_token_id": 1}, "m.gguf") == [1, 2]
+    with pytest.raises(TokenizerError, match=r"m\.gguf: GGUF field 'tokenizer.ggml.eos_token_id' is '2' \(str\)"):
+        gguf.eos_ids({"tokenizer.ggml.eos_token_id": "2"}, "m.gguf")

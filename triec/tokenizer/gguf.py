@@ -17,6 +17,7 @@ header up front, 6.2 s on SmolLM2's 98 MB file against 0.17 s here (D26).
 from __future__ import annotations
 
 import mmap
+import re
 import struct
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,7 @@ _STRING, _ARRAY = 8, 9
 
 # tokenizer.ggml.token_type (llama.cpp's llama_token_type)
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
+_BYTE_TOKEN = re.compile(r"<0x[0-9A-Fa-f]{2}>")
 
 
 class _Cursor:
@@ -108,10 +110,20 @@ def _field(meta: dict[str, Any], key: str, kind: type, label: str) -> Any:
     return value
 
 
-def eos_ids(meta: dict[str, Any]) -> list[int]:
-    """End-of-generation ids as llama.cpp reads them: EOS, end-of-turn and end-of-message when present."""
+def eos_ids(meta: dict[str, Any], label: str = "GGUF") -> list[int]:
+    """End-of-generation ids as llama.cpp reads them: EOS, end-of-turn and end-of-message when present.
+
+    A key that is present with another type than an integer id is an error naming it (it was skipped, and the
+    table silently ended values on fewer ids than the model stops on)."""
     keys = ("tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id")
-    out = [meta[k] for k in keys if isinstance(meta.get(k), int) and not isinstance(meta.get(k), bool)]
+    out = []
+    for k in keys:
+        if k not in meta:
+            continue
+        v = meta[k]
+        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+            raise TokenizerError(f"{label}: GGUF field {k!r} is {v!r:.40} ({type(v).__name__}), expected a token id")
+        out.append(v)
     return sorted(set(out))
 
 
@@ -128,6 +140,15 @@ def tokenizer_json(meta: dict[str, Any], label: str) -> dict[str, Any]:
     types = meta.get("tokenizer.ggml.token_type") or [NORMAL] * len(tokens)
     if len(types) != len(tokens):
         raise TokenizerError(f"{label}: GGUF has {len(tokens):,} tokens but {len(types):,} token types")
+    bad = next((i for i, t in enumerate(tokens) if not isinstance(t, str)), None)
+    if bad is not None:
+        raise TokenizerError(f"{label}: GGUF field 'tokenizer.ggml.tokens': token {bad} is {tokens[bad]!r:.40} "
+                             f"({type(tokens[bad]).__name__}), expected a string")  # fmt: skip
+    bad = next((i for i, (t, k) in enumerate(zip(tokens, types, strict=True))
+                if k == BYTE and _BYTE_TOKEN.fullmatch(t) is None), None)  # fmt: skip
+    if bad is not None:
+        raise TokenizerError(f"{label}: GGUF token {bad} is of type byte but reads {tokens[bad]!r:.40}; a byte token "
+                             "is written <0xNN> with two hexadecimal digits")  # fmt: skip
     if model == "gpt2":
         decoder: dict[str, Any] = {"type": "ByteLevel"}
     elif model == "llama":

@@ -169,7 +169,7 @@ def _from_gguf(path: Path) -> TokenizerSource:
     raw = json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode()
     src = TokenizerSource(name=str(path.resolve()), raw=raw, compressed=False, label=str(path))
     src.__dict__["tokenizer_json"] = doc  # already parsed (cached_property)
-    src.eos_ids = gguf.eos_ids(meta)
+    src.eos_ids = gguf.eos_ids(meta, str(path))
     return src
 
 
