@@ -247,3 +247,20 @@ def test_odd_gguf_token_lists_and_eos_ids_are_refused_by_name() -> None:
     assert gguf.eos_ids({"tokenizer.ggml.eos_token_id": 2, "tokenizer.ggml.eot_token_id": 1}, "m.gguf") == [1, 2]
     with pytest.raises(TokenizerError, match=r"m\.gguf: GGUF field 'tokenizer.ggml.eos_token_id' is '2' \(str\)"):
         gguf.eos_ids({"tokenizer.ggml.eos_token_id": "2"}, "m.gguf")
+
+
+def test_json_quiet_prints_nothing_on_success(tmp_path: Path) -> None:
+    """Issue 37 item 8: ``--json --quiet`` printed the whole summary; --quiet means nothing on success."""
+    from typer.testing import CliRunner
+
+    from triec.cli import app
+
+    values = tmp_path / "v.txt"
+    values.write_text("red\ngreen\n")
+    art = tmp_path / "v.triec"
+    res = CliRunner().invoke(app, ["compile", str(values), "-t", "gpt2", "-o", str(art), "--json", "--quiet"])
+    assert res.exit_code == 0 and res.output == "", res.output
+    res = CliRunner().invoke(app, ["verify", str(art), "-t", "gpt2", "--json", "--quiet"])
+    assert res.exit_code == 0 and res.output == "", res.output
+    res = CliRunner().invoke(app, ["verify", str(art), "-t", "gpt2", "--json"])
+    assert res.exit_code == 0 and '"num_values": 2' in res.output  # --json alone still prints the report

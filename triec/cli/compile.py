@@ -64,7 +64,7 @@ def compile_cmd(
     zstd: Annotated[bool, typer.Option("--zstd", help="Wrap the artifact in zstd for shipping (loads into memory, not mmap).")] = False,
     implementation: Annotated[str, typer.Option("--implementation", help="numpy (fast) or reference (pyahocorasick).", hidden=True)] = "numpy",
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as one JSON object.")] = False,
-    quiet: Annotated[bool, typer.Option("-q", "--quiet", help="Print nothing on success.")] = False,
+    quiet: Annotated[bool, typer.Option("-q", "--quiet", help="Print nothing on success (with --json too).")] = False,
     engine: Annotated[
         Optional[str], typer.Option("--engine", help="Schemas, tool registries: the engine that runs everything but the tries (llguidance or xgrammar; structural tags: xgrammar). Default: llguidance.")
     ] = None,
@@ -233,9 +233,11 @@ def compile_cmd(
     }
     if "encode" in stats.phases:  # canonical: the encoder's batch
         summary["seconds"]["encode"] = round(stats.phases["encode"], 6)
+    if quiet:  # nothing on success, --json or not (issue 37)
+        return
     if as_json:
         out.print_json(json.dumps(summary))
-    elif not quiet:
+    else:
         _print_summary(summary)
 
 
@@ -362,9 +364,11 @@ def _compile_schema(
                     "automaton": round(phases.seconds["automaton"], 6), "write": round(phases.seconds["write"], 6),
                     "total": round(time.perf_counter() - total0, 6)},
     }
+    if quiet:  # nothing on success, --json or not
+        return
     if as_json:
         out.print_json(json.dumps(summary, ensure_ascii=False))
-    elif not quiet:
+    else:
         _print_schema_summary(table, summary)
 
 

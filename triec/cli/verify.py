@@ -26,7 +26,7 @@ def verify_cmd(
     seed: Annotated[int, typer.Option("--seed", min=0, help="Seed of the state sample and of the decode walks.")] = 0,
     walks: Annotated[int, typer.Option("--walks", min=0, help="Random decode walks replayed against each engine.")] = 100,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as one JSON object.")] = False,
-    quiet: Annotated[bool, typer.Option("-q", "--quiet", help="Print nothing when everything matches (the exit code says it).")] = False,
+    quiet: Annotated[bool, typer.Option("-q", "--quiet", help="Print nothing when everything matches, with --json too (the exit code says it).")] = False,
 ) -> None:
     """Check ARTIFACT's integrity and every state's mask against independent derivations.
 
@@ -43,9 +43,11 @@ def verify_cmd(
             artifact, tokenizer=tokenizer, against=names, states=states, seed=seed, walks=walks, explicit=explicit,
             progress=bars if bars.show else None,
         )  # fmt: skip
-    if as_json:
+    if quiet and report.ok:  # nothing when everything matches, --json or not (issue 37)
+        pass
+    elif as_json:
         out.print_json(json.dumps(report.to_json()))
-    elif not (quiet and report.ok):
+    else:
         _print_report(report)
     if not report.ok:
         raise typer.Exit(EXIT_CHECK_FAILED)
