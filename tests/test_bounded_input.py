@@ -264,3 +264,16 @@ def test_json_quiet_prints_nothing_on_success(tmp_path: Path) -> None:
     assert res.exit_code == 0 and res.output == "", res.output
     res = CliRunner().invoke(app, ["verify", str(art), "-t", "gpt2", "--json"])
     assert res.exit_code == 0 and '"num_values": 2' in res.output  # --json alone still prints the report
+
+
+def test_an_unknown_hub_id_offline_fails_fast(tmp_path: Path) -> None:
+    """Issue 37 item 8: an unknown Hugging Face id, offline, retried for 24 s before its clear error. The hub's
+    address here is a closed local port: one connection probe says so, and the hub client is not asked."""
+    values = tmp_path / "v.txt"
+    values.write_text("red\n")
+    env = dict(os.environ, PYTHONPATH=str(ROOT), HF_ENDPOINT="http://127.0.0.1:9", HF_HOME=str(tmp_path / "hf"))
+    env.pop("HF_HUB_OFFLINE", None)
+    res = subprocess.run([sys.executable, "-m", "triec.cli", "compile", str(values), "-t", "someorg/no-such-model",
+                          "-o", str(tmp_path / "o.triec")], capture_output=True, text=True, env=env)  # fmt: skip
+    # the probe's answer, not the client's after its retries (the old message named LocalEntryNotFoundError)
+    assert res.returncode == 2 and "cannot reach the Hugging Face hub" in res.stderr, res.stderr[-500:]

@@ -181,6 +181,31 @@ def _from_bundle(name: str) -> TokenizerSource:
     return src
 
 
+_HUB: dict[str, str | None] = {}
+
+
+def _hub_unreachable(timeout: float = 3.0) -> str | None:
+    """Why the Hugging Face hub cannot be reached (one TCP connection tried, once per process), or None."""
+    if "why" not in _HUB:
+        import socket
+        from urllib.parse import urlparse
+
+        try:
+            from huggingface_hub import constants
+
+            url = urlparse(constants.ENDPOINT)
+            if getattr(constants, "HF_HUB_OFFLINE", False):
+                _HUB["why"] = "HF_HUB_OFFLINE is set"
+                return _HUB["why"]
+            with socket.create_connection((url.hostname or "", url.port or 443), timeout=timeout):
+                _HUB["why"] = None
+        except OSError as exc:
+            _HUB["why"] = f"offline: cannot reach the Hugging Face hub ({exc.strerror or exc})"
+        except Exception:  # noqa: BLE001  no way to tell: let the client try
+            _HUB["why"] = None
+    return _HUB["why"]
+
+
 def _from_hub(repo_id: str) -> TokenizerSource:
     try:
         from huggingface_hub import hf_hub_download
@@ -190,14 +215,17 @@ def _from_hub(repo_id: str) -> TokenizerSource:
     def fetch(filename: str, required: bool) -> Path | None:
         last: Exception | None = None
         for local_only in (True, False):
+            if not local_only and _hub_unreachable() is not None:
+                break  # offline: the hub client would retry for about 24 s before saying so
             try:
                 return Path(hf_hub_download(repo_id, filename, local_files_only=local_only, etag_timeout=5))
             except Exception as exc:  # the hub raises many types; all mean "not available"
                 last = exc
         if required:
+            why = _hub_unreachable() or type(last).__name__
             raise TokenizerError(
                 f"tokenizer {repo_id!r}: not a bundled name ({', '.join(sorted(BUNDLED))}), not a file or "
-                f"directory, not in the local Hugging Face cache, and not downloadable ({type(last).__name__}). "
+                f"directory, not in the local Hugging Face cache, and not downloadable ({why}). "
                 "Pass a path to a tokenizer.json, or download it while online."
             ) from last
         return None
