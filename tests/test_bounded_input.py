@@ -155,8 +155,8 @@ def test_an_eos_id_that_is_a_text_token_in_values_is_warned(tmp_path: Path) -> N
     """Issue 37 item 7: ``--eos 0`` on GPT-2 (token 0 is ``!``) made ``hi!`` unwritable without a word."""
     from typer.testing import CliRunner
 
-    from triec.build.compile import EosTextWarning
     from triec.cli import app
+    from triec.errors import EosTextWarning
 
     vocab = triec.Vocabulary.load("gpt2", eos_token_ids=[0])
     assert vocab.eos_texts == {0: b"!"}

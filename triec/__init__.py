@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # for type checkers; tests/test_public_api.py checks it names
         ArtifactVersionError,
         EngineUnavailable,
         EngineUnsupported,
+        EosTextWarning,
         EvalError,
         ModelBuildError,
         OutputError,
@@ -51,7 +52,7 @@ if TYPE_CHECKING:  # for type checkers; tests/test_public_api.py checks it names
 
 _ERRORS = (
     "ArtifactChecksumError", "ArtifactContentError", "ArtifactError", "ArtifactVersionError", "EngineUnavailable",
-    "EngineUnsupported", "EvalError", "ModelBuildError", "OutputError", "RequestError", "SchemaShapeError", "TokenizerError", "TokenizerMismatch",
+    "EngineUnsupported", "EosTextWarning", "EvalError", "ModelBuildError", "OutputError", "RequestError", "SchemaShapeError", "TokenizerError", "TokenizerMismatch",
     "TokenNotAllowed", "ToolsError", "TriecError", "ValueNotInTable", "ValuesError",
 )  # fmt: skip
 

@@ -80,3 +80,8 @@ class EvalError(TriecError):
 
 class ModelBuildError(EvalError):
     """A GGUF cannot be turned into a model directory (missing packages, unreadable or unsupported file)."""
+
+
+class EosTextWarning(UserWarning):
+    """An EOS id is an ordinary text token that values hold: the token ends the output and is never content, so
+    a value spelled only through it cannot be written (``--eos 0`` on GPT-2 makes ``!`` end the output)."""

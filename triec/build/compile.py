@@ -16,7 +16,7 @@ import numpy as np
 from triec.build.keysort import SortedKeys, sort_unique
 from triec.build.walk import walk
 from triec.encoding import PLAIN, RAW, Encoding, as_encoding
-from triec.errors import ValuesError
+from triec.errors import EosTextWarning, ValuesError
 from triec.keys import prepare_values, spell_all
 from triec.runtime import MaskTable
 from triec.tokenizer.vocabulary import Vocabulary
@@ -110,10 +110,6 @@ def compile_keys(
     data, offsets = join_keys(keys)
     sk = SortedKeys.contiguous(data, offsets, longest_common_prefixes(data, offsets), 0, keys)
     return compile_sorted(sk, vocab, implementation=implementation, stats=stats, encoding=encoding, progress=progress)
-
-
-class EosTextWarning(UserWarning):
-    """An EOS id is a text token that values contain: spelled only through it, a value cannot be written."""
 
 
 def warn_eos_texts(data: bytes | np.ndarray, offsets: np.ndarray, vocab: Vocabulary) -> None:

@@ -104,12 +104,12 @@ def compile_cmd(
     compiles with its begins in a trie; --tool-choice auto turns a registry into
     vLLM's hermes tag for tool_choice="auto".
     """
-    from triec.build.compile import TOKENIZATIONS, CompileStats, EosTextWarning, compile_sorted, prepare_buffer
+    from triec.build.compile import TOKENIZATIONS, CompileStats, compile_sorted, prepare_buffer
     from triec.build.compile import compile as compile_values
     from triec.build.values import FORMATS, read_input
     from triec.cli._progress import Phases
     from triec.encoding import ENCODINGS, Encoding
-    from triec.errors import ValuesError
+    from triec.errors import EosTextWarning, ValuesError
     from triec.keys import spell_all
     from triec.tokenizer.vocabulary import Vocabulary
 
