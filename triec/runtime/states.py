@@ -84,6 +84,11 @@ class StateQueries:
         """(content tokens ascending, the state each leads to) of one checked state."""
         raise NotImplementedError
 
+    def transitions(self, state: int) -> tuple[np.ndarray, np.ndarray]:
+        """(content tokens ascending, the state each leads to) of ``state``: one row of the table, as the schema
+        layer's slots read it (no EOS ids; IndexError for a state that is not one here)."""
+        return self._content(self._check_state(state))
+
     def _contents(self, states: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - overridden
         """(row index, content token) pairs of a batch of checked states."""
         raise NotImplementedError

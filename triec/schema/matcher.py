@@ -442,7 +442,7 @@ class SchemaMatcher(TokenSteps):
         slot = self.table.slots[st.s]
         new: State | None = None
         if st.phase == SLOT:
-            toks, nxt = slot.trie._content(st.pos)
+            toks, nxt = slot.trie.transitions(st.pos)
             i = find_sorted(toks, t)
             if i < toks.shape[0] and int(toks[i]) == t:
                 new = self._land(st.copy(), int(nxt[i]))

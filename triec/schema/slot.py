@@ -377,7 +377,7 @@ def _enter_groups(slot: Slot, vocab: Vocabulary) -> Groups:
     opened = slot.walk_bytes(slot.enter_state, bytes([slot.open]))  # after the opening byte: its tokens' first bytes
     if opened is None or opened[0] >= 0:
         return Groups.pack([], [], ti.first_id)
-    toks, _ = slot.trie._content(opened[1])
+    toks, _ = slot.trie.transitions(opened[1])
     second = {tb_all[t][0] for t in toks.tolist() if tb_all[t]}
     for t, i in ti.positions(slot.open):
         tb = tb_all[t]

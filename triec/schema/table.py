@@ -286,7 +286,7 @@ class SchemaTable:
             for s in self.grammars[g].slots:
                 slot = self.slots[s]
                 e = slot.enter_state
-                toks, _ = slot.trie._content(e)
+                toks, _ = slot.trie.transitions(e)
                 for t in toks.tolist():
                     out.setdefault(t, set()).add(s)
                 for k in slot.entries_at(e):

@@ -31,8 +31,7 @@ def resolve_vocabulary(spec: str, table: MaskTable) -> tuple[Vocabulary, list[st
     n, width = len(token_bytes), table.vocab_size
     vocab = Vocabulary(
         token_bytes, eos_token_ids=table.eos_token_ids, vocab_size=max(n, width), name=src.name, family=family
-    )
-    vocab._source = src  # its encoder, for canonical tables
+    ).with_source(src)  # its encoder, for canonical tables
     if vocab.fingerprint == table.tokenizer_fingerprint:
         return vocab, []
     problems = [

@@ -184,8 +184,13 @@ class Vocabulary:
         if width is None and src.model_vocab_size and src.model_vocab_size >= num_tokens:
             width = src.model_vocab_size
         vocab = cls._from_packed(decoded.blob, decoded.offsets, eos_token_ids=eos, vocab_size=width, name=src.name, family=decoded.family)
-        vocab._source = src
-        return vocab
+        return vocab.with_source(src)
+
+    def with_source(self, source: Any) -> Vocabulary:
+        """Record the tokenizer file this vocabulary was decoded from (its encoder, for canonical tables); returns
+        ``self``."""
+        self._source = source
+        return self
 
     def encoder(self) -> Any:
         """The tokenizer's own encoder (a ``tokenizers.Tokenizer``), for canonical tokenization.
