@@ -277,3 +277,22 @@ def test_an_unknown_hub_id_offline_fails_fast(tmp_path: Path) -> None:
                           "-o", str(tmp_path / "o.triec")], capture_output=True, text=True, env=env)  # fmt: skip
     # the probe's answer, not the client's after its retries (the old message named LocalEntryNotFoundError)
     assert res.returncode == 2 and "cannot reach the Hugging Face hub" in res.stderr, res.stderr[-500:]
+
+
+def test_verify_warns_about_an_eos_id_the_values_hold_as_text(tmp_path: Path) -> None:
+    """Issue 37 item 7: verify said OK without a word for a table compiled with ``--eos 0`` (``!``) over ``hi!``."""
+    import warnings
+
+    from typer.testing import CliRunner
+
+    from triec.check.verify import verify
+    from triec.cli import app
+
+    art = tmp_path / "v.triec"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        triec.compile(["hi!", "yo"], triec.Vocabulary.load("gpt2", eos_token_ids=[0])).save(art)
+    report = verify(str(art), tokenizer="gpt2")
+    assert report.ok and len(report.warnings) == 1 and "EOS id 0 is the text token b'!'" in report.warnings[0]
+    res = CliRunner().invoke(app, ["verify", str(art), "-t", "gpt2"])
+    assert res.exit_code == 0 and "warning: EOS id 0 is the text token" in res.output, res.output

@@ -127,13 +127,14 @@ def warn_eos_texts(data: bytes | np.ndarray, offsets: np.ndarray, vocab: Vocabul
             continue
         i = int(np.searchsorted(offsets, at, side="right")) - 1
         example = buf[int(offsets[i]) : int(offsets[i + 1])]
-        warnings.warn(
-            f"EOS id {tid} is the text token {text!r}: it ends the output and is never part of a value, and values "
+        warnings.warn(eos_text_message(tid, text, example), EosTextWarning, stacklevel=3)
+
+
+def eos_text_message(tid: int, text: bytes, example: bytes) -> str:
+    """What :func:`warn_eos_texts` (and ``triec verify``) say about an EOS id that values hold as text."""
+    return (f"EOS id {tid} is the text token {text!r}: it ends the output and is never part of a value, and values "
             f"hold its text (e.g. {example[:60]!r}); a value spelled only through it can never be written. "
-            "Is it the model's end-of-sequence token? (--eos / eos_token_ids)",
-            EosTextWarning,
-            stacklevel=3,
-        )
+            "Is it the model's end-of-sequence token? (--eos / eos_token_ids)")  # fmt: skip
 
 
 def compile_sorted(

@@ -106,6 +106,7 @@ class VerifyReport:
     sampled: bool = False
     seed: int = 0
     unreachable_states: int = 0
+    warnings: list[str] = field(default_factory=list)  # what holds but may not be meant (an EOS id that is text)
     schema: dict[str, Any] | None = None  # a schema artifact: engine, shape, slots, enums left in the engine
     checks: list[CheckResult] = field(default_factory=list)
     seconds: float = 0.0
@@ -557,6 +558,12 @@ def verify(
         _verify_schema(table, vocab, report, against, explicit, walks, seed, max_examples, states)
         report.seconds = time.perf_counter() - t0
         return report
+    from triec.build.compile import eos_text_message
+
+    for tid, text in sorted(vocab.eos_texts.items()):  # verified as compiled, but maybe not as meant (issue 37)
+        example = next((v for v in table.value_bytes if text in v), None)
+        if example is not None:
+            report.warnings.append(eos_text_message(tid, text, example))
     if table.canonical:
         _verify_canonical(table, vocab, report, against, max_examples, progress)
         report.seconds = time.perf_counter() - t0

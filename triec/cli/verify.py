@@ -69,6 +69,8 @@ def _print_report(report) -> None:  # noqa: ANN001 - VerifyReport, imported lazi
         ),
         highlight=False,
     )
+    for w in report.warnings:
+        out.print(f"[yellow]warning:[/] {escape(w)}", highlight=False, soft_wrap=True)
     t = Table(show_header=True, header_style="bold")
     for col in ("against", "version", "status", "states", "walk steps", "mismatches", "seconds"):
         t.add_column(col, justify="right" if col in ("states", "walk steps", "mismatches", "seconds") else "left")

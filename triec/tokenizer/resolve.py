@@ -27,7 +27,8 @@ def resolve_vocabulary(spec: str, table: MaskTable) -> tuple[Vocabulary, list[st
     ids are each named, with both sides' values.
     """
     src = locate(spec)
-    token_bytes, family = decode_token_bytes(src.tokenizer_json, src.name, table.eos_token_ids)
+    token_bytes, family = decode_token_bytes(src.tokenizer_json, src.name, ())  # Vocabulary blanks EOS ids itself,
+    # keeping the text of those that are text tokens (eos_texts: verify warns about values that hold it)
     n, width = len(token_bytes), table.vocab_size
     vocab = Vocabulary(
         token_bytes, eos_token_ids=table.eos_token_ids, vocab_size=max(n, width), name=src.name, family=family
