@@ -120,11 +120,11 @@ def keep_tokens(logits: torch.Tensor, rows: torch.Tensor, ids: torch.Tensor) -> 
     """In place: every row in ``rows`` keeps only the logits of ``ids`` (-inf elsewhere); returns ``logits``.
 
     O(rows x ids) reads and writes plus the row fills: for EOS-only rows and a row that allows a known few
-    tokens. ``ids`` past the logits' width are ignored.
+    tokens. ``ids`` must lie below the logits' width (callers filter on the host: a boolean filter of a
+    device tensor here would synchronise with the device every step).
     """
     if rows.numel() == 0:
         return logits
-    ids = ids[ids < logits.shape[1]]
     kept = logits[:, ids].index_select(0, rows) if ids.numel() else None
     logits.index_fill_(0, rows, float("-inf"))
     if kept is not None:

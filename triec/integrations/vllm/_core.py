@@ -280,6 +280,7 @@ class BatchState:
                                      bitorder="little")  # fmt: skip
                 word, pos = np.nonzero(bits)
                 ids = w.words[lo:hi].astype(np.int64)[word] * 32 + pos
+            ids = ids[ids < logits.shape[1]]  # on the host: keep_tokens takes ids inside the width
             keep_tokens(logits, to_device(np.array([r], dtype=np.int64), logits.device), to_device(ids, logits.device))
         if dead:
             self._mask_eos_only(logits, np.asarray(dead, dtype=np.int64))
