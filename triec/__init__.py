@@ -17,7 +17,7 @@ from triec import _compat
 from triec._version import __version__
 
 if TYPE_CHECKING:  # for type checkers; tests/test_public_api.py checks it names exactly what _WHERE does
-    from triec.artifact.masks import load
+    from triec.artifact.formats import load
     from triec.build.compile import CompileStats, compile, compile_json_schema
     from triec.encoding import Encoding
     from triec.errors import (
@@ -57,7 +57,7 @@ _ERRORS = (
 )  # fmt: skip
 
 _WHERE: dict[str, str] = {
-    "load": "triec.artifact.masks",
+    "load": "triec.artifact.formats",
     "CompileStats": "triec.build.compile",
     "compile": "triec.build.compile",
     "compile_json_schema": "triec.build.compile",

@@ -2,7 +2,9 @@
 
 * :mod:`~triec.artifact.container`: preamble, msgpack header, 64-byte-aligned sections with CRCs,
   atomic writes; knows nothing of what the sections mean;
-* :mod:`~triec.artifact.masks`: the mask-table format on top of it (``triec.load``, ``table.save``).
+* :mod:`~triec.artifact.formats`: the formats by header name, each registering its reader and writer;
+  ``triec.load`` and ``table.save`` dispatch through it;
+* :mod:`~triec.artifact.masks`: the mask-table format on top of the container.
 
 The names below were ``triec.artifact``'s in 0.1 (a module then).
 """
@@ -17,7 +19,8 @@ from triec.artifact.container import (
     ZSTD_MAGIC,
     atomic_write,
 )
-from triec.artifact.masks import FORMAT_NAME, SECTIONS, encode_artifact, load, parse_artifact, write_artifact
+from triec.artifact.formats import encode_artifact, load, parse_artifact, write_artifact
+from triec.artifact.masks import FORMAT_NAME, SECTIONS
 
 __all__ = [
     "ALIGN",

@@ -19,11 +19,11 @@ from triec.encoding import PLAIN, RAW, Encoding, as_encoding
 from triec.errors import EosTextWarning, ValuesError
 from triec.keys import prepare_values, spell_all
 from triec.runtime import MaskTable
+from triec.runtime.kinds import TOKENIZATIONS, Tokenization
 from triec.tokenizer.vocabulary import Vocabulary
 from triec.trie import Trie, build_trie_from_buffer, join_keys, longest_common_prefixes
 
 IMPLEMENTATIONS = ("numpy", "reference")
-TOKENIZATIONS = ("any", "canonical")
 MAX_VALUE_BYTES = 2**31 - 2
 """Most value bytes one table holds: states (at most bytes + 1) and value ids are int32 in the format."""
 SMALL_SET = 500  # up to this many values, prepare_values (Python's sort) is faster than keysort
@@ -235,7 +235,8 @@ def compile(  # noqa: A001 - the public name mirrors re.compile
     suffix: str = "",
     implementation: str = "numpy",
     stats: CompileStats | None = None,
-    tokenization: str = "any",
+    tokenization: str | Tokenization = Tokenization.ANY,
+    progress: Callable[[int, int], None] | None = None,
 ) -> MaskTable:
     """Compile a finite set of strings into a :class:`MaskTable` for ``vocab``.
 
@@ -249,7 +250,7 @@ def compile(  # noqa: A001 - the public name mirrors re.compile
     ``tokenization="any"`` allows every token sequence that spells a value (what grammar engines
     allow); ``"canonical"`` only the one the tokenizer's encoder produces for the whole spelled
     string (:mod:`triec.build.canonical`; the vocabulary must have an encoder, and values are then in
-    token order).
+    token order). ``progress(done, total)`` is called as the trie walk goes (``triec compile``'s bar).
     """
     enc = as_encoding(encoding, prefix, suffix)
     if tokenization not in TOKENIZATIONS:
@@ -257,10 +258,11 @@ def compile(  # noqa: A001 - the public name mirrors re.compile
     if not isinstance(vocab, Vocabulary):
         vocab = Vocabulary.load(vocab)
     stats = stats if stats is not None else CompileStats()
-    if tokenization == "canonical":
+    if tokenization == Tokenization.CANONICAL:
         return _compile_canonical(values, vocab, enc, stats)
     # no local holds the prepared values: compile_sorted frees their buffer once the trie is built
-    return compile_sorted(_prepare_timed(values, enc, stats), vocab, implementation=implementation, stats=stats, encoding=enc)
+    return compile_sorted(_prepare_timed(values, enc, stats), vocab, implementation=implementation, stats=stats,
+                          encoding=enc, progress=progress)  # fmt: skip
 
 
 def _compile_canonical(values: Iterable[str | bytes], vocab: Vocabulary, enc: Encoding, stats: CompileStats) -> MaskTable:
@@ -292,7 +294,7 @@ def compile_json_schema(
     *,
     implementation: str = "numpy",
     stats: CompileStats | None = None,
-    tokenization: str = "any",
+    tokenization: str | Tokenization = Tokenization.ANY,
 ) -> MaskTable:
     """Compile the instances of a flat JSON Schema object (one string ``enum`` property, any ``const`` ones).
 

@@ -258,7 +258,7 @@ def _timed(fn: Any, repeat: int) -> list[float]:
 
 
 def _worker(job: dict[str, Any], out: _Out) -> None:
-    from triec.artifact.masks import load as load_artifact
+    from triec.artifact.formats import load as load_artifact
     from triec.build.compile import compile as compile_values
     from triec.tokenizer.vocabulary import Vocabulary
 

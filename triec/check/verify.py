@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from triec._arrays import concat_ranges, row_ids
-from triec.artifact.masks import load
+from triec.artifact.formats import load
 from triec.check.paths import escape_bytes, token_paths
 from triec.check.schema_verify import compare_schema
 from triec.check.states import select_states, state_depths  # noqa: F401  (state_depths: re-exported)

@@ -33,7 +33,7 @@ def inspect_cmd(
     A schema artifact also shows its slots (the enums served by tries: where, how many values, the
     crossing tokens at their edges by kind), its grammars, its tail offsets and the enums left to the engine.
     """
-    from triec.artifact.masks import load
+    from triec.artifact.formats import load
     from triec.check import inspect as ins
     from triec.runtime.kinds import TableKind
 

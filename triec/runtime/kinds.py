@@ -24,6 +24,36 @@ class TableKind(StrEnum):
     TOOL_SCHEMA = "tool-schema"
     """:class:`~triec.schema.table.SchemaTable`: an enum field, then an engine (``triec.compile_schema``)."""
 
+    @property
+    def format_name(self) -> str:
+        """The header ``format`` its artifacts are written in (:mod:`triec.artifact.formats` knows each one)."""
+        return _FORMAT_NAMES[self]
+
+
+_FORMAT_NAMES = {TableKind.MASKS: "triec-masks", TableKind.TOOL_SCHEMA: "triec-schema"}
+
+
+class Tokenization(StrEnum):
+    """Which token sequences a mask table allows for a value; a ``str`` (the header's ``build_options.tokenization``)."""
+
+    ANY = "any"
+    """Every token sequence that spells the value (what grammar engines allow); states are byte prefixes."""
+
+    CANONICAL = "canonical"
+    """The value's own encoder tokenization only; states are token-trie nodes (:mod:`triec.build.canonical`)."""
+
+    @classmethod
+    def of(cls, build_options: dict[str, Any]) -> Tokenization:
+        """From build options (absent in tables and artifacts older than the option: ``ANY``); ValueError if unknown."""
+        found = build_options.get("tokenization", "any")
+        try:
+            return cls(found)
+        except ValueError:
+            raise ValueError(f"'tokenization': expected {' or '.join(map(repr, TOKENIZATIONS))}, found {found!r:.40}") from None
+
+
+TOKENIZATIONS: tuple[str, ...] = tuple(t.value for t in Tokenization)
+
 
 class Table(Protocol):
     """The surface every kind of table has: its kind, its tokenizer, its mask width, saving."""

@@ -22,7 +22,7 @@ import numpy as np
 from triec._arrays import concat_ranges, find_sorted
 from triec.encoding import PLAIN, Encoding
 from triec.errors import ArtifactContentError, TokenizerMismatch
-from triec.runtime.kinds import TableKind
+from triec.runtime.kinds import TableKind, Tokenization
 from triec.runtime.states import StateQueries, terminal_note
 from triec.runtime.validate import check_indices, validate_contents
 
@@ -87,6 +87,8 @@ class MaskTable(StateQueries):
         self.tokenizer_fingerprint = tokenizer_fingerprint
         self.tokenizer_name = tokenizer_name
         self.build_options = dict(build_options or {})
+        self.tokenization: Tokenization = Tokenization.of(self.build_options)
+        """Which token sequences spell a value here: every one (``ANY``) or the encoder's own (``CANONICAL``)."""
         self.source = source
         self.encoding = PLAIN if encoding is None else encoding
         self._eos = np.array(self.eos_token_ids, dtype=np.int32)
@@ -228,17 +230,9 @@ class MaskTable(StateQueries):
         return self._values
 
     @property
-    def tokenization(self) -> str:
-        """``"any"`` (every token sequence spelling a value) or ``"canonical"`` (each value's encoder tokens only).
-
-        From ``build_options["tokenization"]`` (absent in tables and artifacts before it existed: ``"any"``).
-        """
-        return str(self.build_options.get("tokenization", "any"))
-
-    @property
     def canonical(self) -> bool:
         """Whether states are token-trie nodes (:mod:`triec.build.canonical`), not byte prefixes."""
-        return self.tokenization == "canonical"
+        return self.tokenization is Tokenization.CANONICAL
 
     def find_value(self, key: bytes) -> int:
         """The index of the value spelled ``key`` (UTF-8 bytes of its string), or -1 when it is not one."""
@@ -393,7 +387,7 @@ class MaskTable(StateQueries):
         Returns the number of bytes written. (The artifact layer sits above this one: it reads
         tables. This is the one import from here upward, made on use; docs/architecture.md.)
         """
-        from triec.artifact.masks import write_artifact
+        from triec.artifact.formats import write_artifact
 
         return write_artifact(self, path, compress=compress)
 

@@ -16,8 +16,10 @@ continuation. Such a file is converted on load into one start slot and one
 grammar that serve exactly what it served.
 
 numpy only, like the loader: no engine is imported before a matcher is made.
-:mod:`triec.artifact.masks` dispatches here (``table.kind`` is
-``TableKind.TOOL_SCHEMA``, or the header's format is this one).
+This module registers the format with :mod:`triec.artifact.formats`, which loading
+and saving dispatch through (``table.kind`` is ``TableKind.TOOL_SCHEMA``, or the
+header's format is this one); the first layout's mask sections are read by
+:mod:`triec.artifact.masks`.
 """
 
 from __future__ import annotations
@@ -29,9 +31,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from triec._version import __version__
-from triec.artifact import container
-from triec.artifact.container import SCHEMA_FORMAT_VERSION
-from triec.artifact.masks import FORMAT_NAMES
+from triec.artifact import container, formats, masks
+from triec.artifact.container import ENCODED_FORMAT_VERSION, PLAIN_FORMAT_VERSION, SCHEMA_FORMAT_VERSION
 from triec.errors import ArtifactContentError, ArtifactError
 from triec.runtime.kinds import TableKind
 from triec.runtime.table import MaskTable
@@ -42,7 +43,7 @@ from triec.schema.table import ENGINES, Grammar, SchemaTable
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-FORMAT_NAME = FORMAT_NAMES[TableKind.TOOL_SCHEMA]
+FORMAT_NAME = TableKind.TOOL_SCHEMA.format_name
 
 # ---------------------------------------------------------------- version 3: slots and grammars
 
@@ -787,3 +788,42 @@ def load_schema_table(
     if verify:
         validate_schema_contents(trie, tail_len, arrays, source)
     return build_schema_table(trie, header, arrays, source)
+
+
+# ---------------------------------------------------------------- the registered format
+
+
+def parse_schema_sections(
+    buf: Any, header: dict[str, Any], data_start: int, version: int, source: str, *, verify: bool = False,
+    checksums: bool = False,
+) -> dict[str, np.ndarray]:
+    """Version 3's sections, or the first layout's (a mask table's six, then ten of its own); checked, as views."""
+    if version != SCHEMA_FORMAT_VERSION:
+        return masks.parse_sections(buf, header, data_start, version, source, verify=verify, checksums=checksums,
+                                    extra_layout=SCHEMA_SECTIONS,
+                                    extra_counts=lambda h: expected_counts(h.get("schema"), source))  # fmt: skip
+    masks.check_common_header(header, source)
+    layout, expected = layout_counts(header, source)
+    return container.read_sections(buf, source, header, data_start, layout, expected, verify=verify,
+                                   checksums=checksums)  # fmt: skip
+
+
+def build_schema(
+    header: dict[str, Any], arrays: dict[str, np.ndarray], version: int, source: str, *, verify: bool = False
+) -> SchemaTable:
+    if version == SCHEMA_FORMAT_VERSION:
+        return load_schema_artifact(header, arrays, source, verify=verify)
+    trie = masks.build_table(header, arrays, version, source, verify=verify)
+    return load_schema_table(trie, header, arrays, source, verify=verify)
+
+
+FORMAT = formats.register(
+    formats.Format(
+        name=FORMAT_NAME,
+        kind=TableKind.TOOL_SCHEMA,
+        versions=(PLAIN_FORMAT_VERSION, ENCODED_FORMAT_VERSION, SCHEMA_FORMAT_VERSION),
+        parse=parse_schema_sections,
+        build=build_schema,
+        encode=encode_schema_artifact,
+    )
+)

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from triec.artifact.masks import write_artifact
+from triec.artifact.formats import write_artifact
 from triec.errors import TokenizerMismatch, TriecError
 from triec.runtime.kinds import TableKind
 from triec.schema.matcher import SchemaMaskWriter, SchemaMatcher
