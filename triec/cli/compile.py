@@ -104,13 +104,12 @@ def compile_cmd(
     compiles with its begins in a trie; --tool-choice auto turns a registry into
     vLLM's hermes tag for tool_choice="auto".
     """
-    from triec.build.compile import TOKENIZATIONS, CompileStats, compile_sorted, prepare_buffer
+    from triec.build.compile import TOKENIZATIONS, CompileStats
     from triec.build.compile import compile as compile_values
     from triec.build.values import FORMATS, read_input
     from triec.cli._progress import Phases
     from triec.encoding import ENCODINGS, Encoding
     from triec.errors import EosTextWarning, ValuesError
-    from triec.keys import spell_all
     from triec.tokenizer.vocabulary import Vocabulary
 
     if fmt not in FORMATS:
@@ -184,19 +183,12 @@ def compile_cmd(
             vocab.automaton  # noqa: B018 - load or build now so its time is reported on its own
     stats = CompileStats()
     with phases.phase("compile", f"compiling {len(raw_values):,} values ({tokenization} tokenization)") as step:
-        if tokenization == "canonical":
-            table = compile_values(raw_values, vocab, encoding=spelling, stats=stats, tokenization="canonical")
-        else:
-            sorted_keys = prepare_buffer(spell_all(raw_values, spelling))
-            stats.duplicates = sorted_keys.duplicates
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always", EosTextWarning)
-                table = compile_sorted(
-                    sorted_keys, vocab, implementation=implementation, stats=stats, encoding=spelling,
-                    progress=step if phases.show else None,
-                )
-            for w in caught:  # shown even with --quiet: the artifact may not serve every value
-                err.print(f"[yellow]warning:[/] {escape(str(w.message))}", highlight=False, soft_wrap=True)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", EosTextWarning)
+            table = compile_values(raw_values, vocab, encoding=spelling, implementation=implementation, stats=stats,
+                                   tokenization=tokenization, progress=step if phases.show else None)  # fmt: skip
+        for w in caught:  # shown even with --quiet: the artifact may not serve every value
+            err.print(f"[yellow]warning:[/] {escape(str(w.message))}", highlight=False, soft_wrap=True)
     with phases.phase("write", f"writing {target}"):
         size = table.save(target, compress=zstd or str(target).endswith(".zst"))
     total = time.perf_counter() - total0
