@@ -206,7 +206,7 @@ class ArtifactStore:
                 del self._subsets[key]
 
     def _load(self, name: str) -> tuple[Table, Version]:
-        from triec.artifact.masks import load_buffer
+        from triec.artifact.formats import load_buffer
 
         path = self.path(name)
         try:
@@ -311,6 +311,11 @@ class ServedModel:
                 fp = self._fingerprints[key] = served_fingerprint(self.tokenizer, self.vocab_size, key)
         return fp
 
+    def know(self, eos_token_ids: Sequence[int], fingerprint: str) -> None:
+        """Record a fingerprint already computed (an engine that loaded the vocabulary itself)."""
+        with self._lock:
+            self._fingerprints[tuple(sorted(set(int(e) for e in eos_token_ids)))] = fingerprint
+
     def stop_ids(self, params: Any) -> set[int]:
         """Token ids that will end ``params``'s request (as vLLM's scheduler decides after admission)."""
         stops = {int(t) for t in (getattr(params, "stop_token_ids", None) or ())}
@@ -354,26 +359,36 @@ def check_request(params: Any, served: ServedModel | None, store: ArtifactStore)
     if served is None:
         raise RequestError("triec cannot tell which model this server runs (unsupported engine version?)")
     _, table = store.resolve(request)
-    parent = store.table(request.name)
-    if parent.vocab_size != served.vocab_size:
-        raise RequestError(
-            f"artifact {request.name!r} has masks {parent.vocab_size} wide; the served model's logits are "
-            f"{served.vocab_size} wide (compile it with --vocab-size {served.vocab_size})"
-        )
-    if served.fingerprint(parent.eos_token_ids) != parent.tokenizer_fingerprint:
-        raise RequestError(
-            f"artifact {request.name!r} was compiled for another tokenizer ({parent.tokenizer_name or 'unnamed'}, "
-            f"{parent.tokenizer_fingerprint[:19]}...) than the served model's ({served.tokenizer})"
-        )
     if int(getattr(params, "min_tokens", 0) or 0) > 0:
         raise RequestError("min_tokens > 0 cannot be combined with triec: EOS would be masked at a complete value")
     if getattr(params, "structured_outputs", None) is not None:
         raise RequestError("a request takes either triec or structured_outputs, not both")
-    missing = sorted(set(table.eos_token_ids) - served.stop_ids(params))
+    admit(f"artifact {request.name!r}", table, store.table(request.name), served, served.stop_ids(params),
+          fix_stops="ignore_eos, or a model whose EOS differs: add them to stop_token_ids")  # fmt: skip
+    return request
+
+
+def admit(what: str, table: Table, parent: Table, served: ServedModel, stops: set[int], *, fix_stops: str) -> None:
+    """The checks every engine makes before serving ``table`` (a view of ``parent``) to ``served``; RequestError.
+
+    The masks are as wide as the model's logits, the vocabulary is the model's (fingerprint, EOS ids included),
+    every EOS id the table ends values with stops the engine (``stops``), and a schema table's engine is installed.
+    """
+    if parent.vocab_size != served.vocab_size:
+        raise RequestError(
+            f"{what} has masks {parent.vocab_size} wide; the served model's logits are "
+            f"{served.vocab_size} wide (compile it with --vocab-size {served.vocab_size})"
+        )
+    if served.fingerprint(parent.eos_token_ids) != parent.tokenizer_fingerprint:
+        raise RequestError(
+            f"{what} was compiled for another tokenizer ({parent.tokenizer_name or 'unnamed'}, "
+            f"{parent.tokenizer_fingerprint[:19]}...) than the served model's ({served.tokenizer})"
+        )
+    missing = sorted(set(table.eos_token_ids) - stops)
     if missing:
         raise RequestError(
-            f"artifact {request.name!r} ends values with EOS ids {list(table.eos_token_ids)}, but {missing} would not "
-            "stop this request (ignore_eos, or a model whose EOS differs): add them to stop_token_ids"
+            f"{what} ends values with EOS ids {list(table.eos_token_ids)}, but {missing} would not "
+            f"stop generation ({fix_stops})"
         )
     engine = table.required_engine
     if engine is not None:
@@ -381,11 +396,9 @@ def check_request(params: Any, served: ServedModel | None, store: ArtifactStore)
 
         if importlib.util.find_spec(engine) is None:
             raise RequestError(
-                f"artifact {request.name!r} is a tool-call schema whose arguments run in {engine}, which this "
+                f"{what} is a tool-call schema whose arguments run in {engine}, which this "
                 f"server does not have installed (pip install {engine})"
             )
-    return request
-
 
 
 def warm_schema(table: SchemaTable) -> None:
