@@ -230,14 +230,14 @@ def sparse_site() -> str:
     """Where host bitmasks are applied, as the sparse hook must wrap it: ``"utils.xgr"`` (0.32, 0.33: the module
     ``apply_grammar_bitmask`` calls xgrammar's kernel through) or ``"cpu_worker"`` (0.34:
     ``CPUStructuredOutputsWorker.apply_grammar_bitmask``). Raises LookupError naming what it looked for."""
-    utils = importlib.import_module("vllm.v1.structured_output.utils")
+    utils = structured_output_utils()
     apply = getattr(utils, "apply_grammar_bitmask", None)
     if apply is not None:
         if hasattr(utils, "xgr") and "xgr.apply_token_bitmask_inplace(logits" in _source(apply):
             return "utils.xgr"
         raise LookupError("apply_grammar_bitmask's call of xgr.apply_token_bitmask_inplace differs")
     try:
-        worker = importlib.import_module(CPU_WORKER).CPUStructuredOutputsWorker
+        worker = cpu_worker_class()
     except (ImportError, AttributeError):
         raise LookupError("no host bitmask path: neither structured_output.utils.apply_grammar_bitmask (0.32, "
                           "0.33) nor CPUStructuredOutputsWorker.apply_grammar_bitmask (0.34)") from None  # fmt: skip
