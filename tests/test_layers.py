@@ -206,7 +206,8 @@ def test_the_checker_sees_lazy_and_type_checking_imports() -> None:
     assert ("triec.runtime.word_masks", "triec.runtime.table") not in by_pair  # under TYPE_CHECKING only
 
 
-INTEGRATION_MODULES = ("triec.integrations.vllm", "triec.integrations.sglang", "triec.integrations.transformers")
+INTEGRATION_MODULES = ("triec.integrations.vllm", "triec.integrations.sglang", "triec.integrations.transformers",
+                       "triec.integrations.llama_cpp")
 """Each framework's integration: none imports another's (the shared parts live in the serving core)."""
 
 FRAMEWORK_FREE = ("triec.integrations.serving", "triec.integrations.constraints", "triec.integrations.limits")

@@ -1,0 +1,260 @@
+"""triec inside llama-cpp-python, with the real SmolLM2 GGUF (nox session ``llamacpp``: ``pytest -m llamacpp``).
+
+llama.cpp is the oracle twice: its own ``llama_token_to_piece`` for the vocabulary, its own GBNF grammar for
+the outputs (greedy decoding constrained by triec and by a GBNF alternation of the same values must write
+the same tokens). Rows are checked against the numpy runtime state by state.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import triec
+from triec.engines.gbnf import alternation, literal
+from triec.errors import RequestError, TokenizerMismatch
+
+pytestmark = pytest.mark.llamacpp
+llama_cpp = pytest.importorskip("llama_cpp")
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def gguf() -> str:
+    from triec.eval.gguf_model import ModelBuildError, bundled_gguf
+
+    try:
+        return str(bundled_gguf())
+    except ModelBuildError as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="module")
+def llm(gguf: str):
+    return llama_cpp.Llama(gguf, n_ctx=1024, n_threads=2, verbose=False, seed=0)
+
+
+@pytest.fixture(scope="module")
+def vocab(gguf: str) -> triec.Vocabulary:
+    return triec.Vocabulary.load(gguf)
+
+
+@pytest.fixture(scope="module")
+def bfcl_names() -> list[str]:
+    import zstandard
+
+    raw = (ROOT / "fixtures" / "registries" / "bfcl-1998.json.zst").read_bytes()
+    tools = json.loads(zstandard.ZstdDecompressor().decompress(raw, max_output_size=1 << 28))
+    return list(dict.fromkeys(t["function"]["name"] for t in tools))
+
+
+def chat(question: str) -> str:
+    return f"<|im_start|>user\n{question}<|im_end|>\n<|im_start|>assistant\n"
+
+
+def greedy(llm, prompt: str, limit: int = 40, **kwargs) -> list[int]:
+    ids = llm.tokenize(prompt.encode(), add_bos=False, special=True)
+    llm.reset()
+    out: list[int] = []
+    for tok in llm.generate(ids, temp=0.0, top_k=1, reset=True, **kwargs):
+        if llama_cpp.llama_vocab_is_eog(llm._model.vocab, tok) or len(out) >= limit:
+            break
+        out.append(int(tok))
+    return out
+
+
+# ------------------------------------------------------------------ the vocabulary
+
+
+def test_the_gguf_vocabulary_is_llama_cpps_byte_for_byte(llm, vocab) -> None:
+    from triec.integrations.llama_cpp import check_vocabulary, token_pieces
+
+    pieces = token_pieces(llm)
+    assert len(pieces) == vocab.num_tokens == llm.n_vocab()
+    assert pieces == list(vocab.token_bytes)  # every id, control tokens as nothing
+    check_vocabulary(llm, vocab)
+
+
+def test_another_vocabulary_is_one_clear_error(llm, vocabs) -> None:
+    from triec.integrations.llama_cpp import check_vocabulary
+
+    with pytest.raises(TokenizerMismatch, match="tokens"):
+        check_vocabulary(llm, vocabs["gpt2"])
+
+
+def test_an_artifact_for_another_tokenizer_is_refused(llm, vocabs, tmp_path) -> None:
+    from triec.integrations.llama_cpp import LlamaCppConstraint
+
+    path = tmp_path / "gpt2.triec"
+    triec.compile(["get_weather", "get_time"], vocabs["gpt2"]).save(path)
+    with pytest.raises(RequestError, match=str(path)):
+        LlamaCppConstraint(llm, path)
+
+
+def test_an_eos_llama_cpp_does_not_stop_on_is_refused(llm, gguf) -> None:
+    from triec.integrations.llama_cpp import LlamaCppConstraint
+
+    odd = triec.Vocabulary.load(gguf, eos_token_ids=[17])  # "!" as EOS: llama.cpp would never stop on it
+    with pytest.raises(RequestError):
+        LlamaCppConstraint(llm, triec.compile(["a", "b"], odd))
+
+
+# ------------------------------------------------------------------ rows
+
+
+def spell(table, vocab, key: bytes) -> list[int]:
+    """A token path spelling ``key`` through the table: the longest allowed token at each step."""
+    m, ids, rest = table.matcher(), [], key
+    while rest:
+        t = max((t for t in m.allowed().tolist() if vocab.token_bytes[t] and rest.startswith(vocab.token_bytes[t])),
+                key=lambda t: len(vocab.token_bytes[t]))  # fmt: skip
+        assert m.accept_token(t)
+        ids.append(t)
+        rest = rest[len(vocab.token_bytes[t]) :]
+    return ids
+
+
+def test_processor_rows_equal_the_numpy_runtime(llm, vocab, bfcl_names) -> None:
+    from triec.integrations.llama_cpp import LlamaCppConstraint
+
+    table = triec.compile(bfcl_names[:300], vocab)
+    constraint = LlamaCppConstraint(llm, table)
+    rng = np.random.default_rng(0)
+    prompt = np.asarray(llm.tokenize(b"<|im_start|>user\nhi<|im_end|>\n", add_bos=False, special=True), dtype=np.intc)
+    checked = 0
+    for value in rng.choice(table.values, 25, replace=False):
+        ids = spell(table, vocab, value.encode())
+        d = constraint.generation_kwargs()
+        process, stop = d["logits_processor"][0], d["stopping_criteria"][0]
+        matcher = table.matcher()
+        for n in range(len(ids) + 1):
+            seq = np.concatenate([prompt, np.asarray(ids[:n], dtype=np.intc)])
+            scores = rng.standard_normal(llm.n_vocab()).astype(np.float32)
+            out = process(seq, scores.copy())
+            allowed = np.flatnonzero(np.isfinite(out))
+            assert allowed.tolist() == table.allowed(matcher.state).tolist()
+            assert np.array_equal(out[allowed], scores[allowed])
+            assert stop(seq, out) == (table.allowed(matcher.state).tolist() == list(table.eos_token_ids))
+            checked += 1
+            if n < len(ids):
+                assert matcher.accept_token(ids[n])
+    assert checked > 50
+
+
+def test_a_refused_token_leaves_eos_only_and_stops(llm, vocab) -> None:
+    from triec.integrations.llama_cpp import LlamaCppConstraint
+
+    constraint = LlamaCppConstraint(llm, triec.compile(["alpha", "beta"], vocab))
+    d = constraint.generation_kwargs()
+    x = int(llm.tokenize(b"zzz", add_bos=False, special=False)[0])
+    seq = np.asarray([1, 2, 3, x], dtype=np.intc)
+    d["logits_processor"][0](seq[:3], np.zeros(llm.n_vocab(), np.float32))  # the prompt: 3 tokens
+    out = d["logits_processor"][0](seq, np.zeros(llm.n_vocab(), np.float32))
+    assert np.flatnonzero(np.isfinite(out)).tolist() == list(vocab.eos_token_ids)
+    assert d["stopping_criteria"][0](seq, out)
+
+
+# ------------------------------------------------------------------ generation, against GBNF
+
+
+def test_gbnf_literals_escape_every_character() -> None:
+    assert literal('a"b\\c') == '"a\\"b\\\\c"'
+    assert literal("x\ny\t") == '"x\\x0Ay\\x09"'
+    assert literal("é日🙂") == '"\\u00E9\\u65E5\\U0001F642"'
+    assert alternation(["a", "a", ""]).count("|") == 1
+    with pytest.raises(ValueError):
+        alternation([])
+
+
+@pytest.mark.parametrize("k", [50, 1998])
+def test_greedy_outputs_equal_gbnf_and_end_in_a_value(llm, vocab, bfcl_names, k) -> None:
+    from triec.integrations.llama_cpp import LlamaCppConstraint
+
+    values = bfcl_names[:k]
+    constraint = LlamaCppConstraint(llm, triec.compile(values, vocab))
+    grammar = llama_cpp.LlamaGrammar.from_string(alternation(values), verbose=False)
+    for question in ("Which function computes a body mass index?", "Name a function that sorts a list.",
+                     "Which tool gets the weather?"):  # fmt: skip
+        ours = greedy(llm, chat(question), **constraint.generation_kwargs())
+        theirs = greedy(llm, chat(question), grammar=grammar)
+        assert ours == theirs, (question, llm.detokenize(ours), llm.detokenize(theirs))
+        assert llm.detokenize(ours).decode() in values
+
+
+def test_unusual_values_equal_gbnf(llm, vocab) -> None:
+    from triec.integrations.llama_cpp import LlamaCppConstraint
+
+    values = ['say "hi"', "back\\slash", "naïve café", "日本語", "a\nb", "x", "xy"]
+    constraint = LlamaCppConstraint(llm, triec.compile(values, vocab))
+    grammar = llama_cpp.LlamaGrammar.from_string(alternation(values), verbose=False)
+    for question in ("Pick the Japanese one.", "Pick the one with quotes.", "Pick the French one."):
+        ours = greedy(llm, chat(question), **constraint.generation_kwargs())
+        assert ours == greedy(llm, chat(question), grammar=grammar)
+        assert llm.detokenize(ours).decode() in values
+
+
+def test_chat_completion_restricted_and_think_then_answer(llm, vocab, bfcl_names) -> None:
+    from triec.integrations.llama_cpp import LlamaCppConstraint
+
+    table = triec.compile(bfcl_names[:500], vocab)
+    subset = bfcl_names[100:110]
+    narrow = LlamaCppConstraint(llm, table, values=subset)
+    messages = [{"role": "user", "content": "Which function computes a body mass index? Name only."}]
+    out = llm.create_chat_completion(messages, temperature=0, max_tokens=40, **narrow.generation_kwargs(chat=True))
+    assert out["choices"][0]["message"]["content"] in subset
+    assert out["choices"][0]["finish_reason"] == "stop"
+
+    spaced = triec.compile(bfcl_names[:500], vocab, prefix=" ")
+    think = LlamaCppConstraint(llm, spaced, trigger="Answer:")
+    text = llm(chat("Which function computes a body mass index? Think, then write Answer: and the name."),
+               temperature=0, max_tokens=120, **think.generation_kwargs())["choices"][0]["text"]  # fmt: skip
+    if "Answer:" in text:  # the model wrote the trigger within the budget: one value follows, then the end
+        assert text.split("Answer:", 1)[1].strip() in bfcl_names[:500]
+
+
+# ------------------------------------------------------------------ triec eval --engine llama.cpp
+
+
+def test_eval_on_llama_cpp_equals_gbnf(gguf, tmp_path) -> None:
+    from typer.testing import CliRunner
+
+    from triec.cli import app
+    from triec.eval import bfcl
+
+    data = tmp_path / "m.jsonl"
+    bfcl.write(bfcl.convert("multiple", ROOT / "fixtures" / "eval" / "bfcl")[:4], data)
+    out = tmp_path / "eval.json"
+    got = CliRunner().invoke(app, ["eval", str(data), "-m", gguf, "--engine", "llama.cpp", "--modes", "free,trie,think",
+                                   "--compare", "gbnf", "--threads", "2", "--think-budget", "24", "--json", str(out)])  # fmt: skip
+    assert got.exit_code == 0, got.output
+    doc = json.loads(out.read_text())
+    assert doc["config"]["engine"] == "llama.cpp"
+    for mode in ("trie", "think"):
+        m = doc["modes"][mode]
+        assert m["items"] == 4 and m["valid"] == 4 and m["identical_to_gbnf"] == 4, doc["items"]
+    assert "identical_to_gbnf" not in doc["modes"]["free"] and "identical_to_xgrammar" not in doc["modes"]["trie"]
+
+
+def test_eval_compare_needs_the_matching_engine(gguf, tmp_path) -> None:
+    from triec.errors import EvalError
+    from triec.eval.run import EvalConfig
+
+    with pytest.raises(EvalError, match="--compare gbnf needs --engine llama.cpp"):
+        EvalConfig(compare_gbnf=True)
+    with pytest.raises(EvalError, match="--compare xgrammar needs --engine transformers"):
+        EvalConfig(compare_xgrammar=True, engine="llama.cpp")
+    with pytest.raises(EvalError, match="--engine 'vllm'"):
+        EvalConfig(engine="vllm")
+
+
+def test_after_trigger_grammar_is_the_first_occurrence(llm) -> None:
+    """The think grammar's free part is the trigger's KMP automaton: text holding the trigger early is refused."""
+    from triec.engines.gbnf import after_trigger
+
+    text = after_trigger("abab", ["x"])
+    assert "s3 ::= \"a\" s1 | \"b\" answer" in text  # "aba" + "a": the longest border is "a"
+    llama_cpp.LlamaGrammar.from_string(after_trigger("Answer:", ["x", 'y"z'], prefix=" "), verbose=False)
