@@ -25,7 +25,7 @@ def _values(spec: Path | None) -> list[str] | None:
     from triec.build.values import read_values
 
     if spec.suffix in (".triec", ".zst"):
-        from triec.artifact.masks import load
+        from triec.artifact.formats import load
 
         return list(load(spec).values)
     return read_values(spec)
@@ -33,16 +33,17 @@ def _values(spec: Path | None) -> list[str] | None:
 
 def _summary_table(doc: dict[str, Any]) -> Table:
     modes = doc["modes"]
-    compare = any("identical_to_xgrammar" in m for m in modes.values())
+    peer = next((p for p in ("xgrammar", "gbnf") if any(f"identical_to_{p}" in m for m in modes.values())), None)
+    compare = peer is not None
     versus_trie = any("identical_to_trie" in m for m in modes.values())
     table = Table(title=f"triec eval: {Path(doc['data']).name}, {Path(doc['model']).name}", title_justify="left")
-    for col in ("mode", "items", "valid", "correct", *(["= xgrammar"] if compare else []), *(["= trie"] if versus_trie else []), "tokens/answer", "s/answer"):
+    for col in ("mode", "items", "valid", "correct", *([f"= {peer}"] if compare else []), *(["= trie"] if versus_trie else []), "tokens/answer", "s/answer"):
         table.add_column(col, justify="left" if col == "mode" else "right")
     for mode, m in modes.items():
         n = m["items"] or 1
         row = [mode, str(m["items"]), f"{m['valid']} ({100 * m['valid'] / n:.0f}%)", f"{m['correct']} ({100 * m['correct'] / n:.0f}%)"]
         if compare:
-            same = m.get("identical_to_xgrammar")
+            same = m.get(f"identical_to_{peer}")
             row.append("-" if same is None else f"{same}/{m['items']}")
         if versus_trie:
             same = m.get("identical_to_trie")
@@ -87,16 +88,17 @@ def _plot(doc: dict[str, Any], path: Path) -> None:
 @report_errors
 def eval_cmd(
     data: Annotated[Path, typer.Argument(help="JSONL: messages or prompt, gold, optional candidates.", metavar="DATA.jsonl")],
-    model: Annotated[str, typer.Option("--model", "-m", help="A model directory, or a .gguf file (turned into one once, cached).")],
+    model: Annotated[str, typer.Option("--model", "-m", help="A model directory, or a .gguf file (for transformers: turned into one once, cached).")],
+    engine: Annotated[str, typer.Option("--engine", help="What decodes: transformers (float32 on the CPU) or llama.cpp (the .gguf as shipped; pip install 'triec[llamacpp]').")] = "transformers",
     values: Annotated[Optional[Path], typer.Option("--values", help="The set for items without candidates: a values file or an artifact.")] = None,
     ignore_candidates: Annotated[bool, typer.Option("--ignore-candidates", help="Constrain every item to --values, not to its own candidates.")] = False,
     modes: Annotated[str, typer.Option("--modes", help="Comma-separated: free, trie, think, canonical.")] = "free,trie",
-    compare: Annotated[Optional[str], typer.Option("--compare", help="Decode the constrained modes again with this engine and count equal outputs: xgrammar.")] = None,
+    compare: Annotated[Optional[str], typer.Option("--compare", help="Decode the constrained modes again with this engine and count equal outputs: xgrammar (--engine transformers) or gbnf (llama.cpp's own grammar; --engine llama.cpp).")] = None,
     limit: Annotated[Optional[int], typer.Option("--limit", min=1, help="The first N items.")] = None,
     max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", min=1, help="Tokens for an answer.")] = 48,
     think_budget: Annotated[int, typer.Option("--think-budget", min=0, help="Free tokens in think mode before the trigger is written for the model.")] = 64,
     trigger: Annotated[str, typer.Option("--trigger", help="Think mode: the text after which the answer comes.")] = "Answer:",
-    threads: Annotated[int, typer.Option("--threads", min=1, help="torch threads.")] = 1,
+    threads: Annotated[int, typer.Option("--threads", min=1, help="torch's or llama.cpp's threads.")] = 1,
     free_full: Annotated[bool, typer.Option("--free-full", help="Free mode: decode to EOS or --max-new-tokens even once the reply can no longer be valid.")] = False,
     json_out: Annotated[Optional[Path], typer.Option("--json", help="Write the summary and every item's outputs here.")] = None,
     plot: Annotated[Optional[Path], typer.Option("--plot", help="Write a bar chart of validity and accuracy (needs matplotlib).")] = None,
@@ -106,18 +108,19 @@ def eval_cmd(
     Modes: free (no constraint), trie (the same prompt, constrained to the set), think (free until the trigger,
     then the set), canonical (trie's prompt and set, each value only as its encoder's tokens; its outputs are
     compared with trie's when both run). With --compare xgrammar, each constrained decode is repeated with xgrammar's masks in the same
-    loop and the outputs compared token by token. Ctrl-C stops and keeps what was measured.
+    loop and the outputs compared token by token. --engine llama.cpp decodes with llama.cpp (the GGUF as shipped), and
+    --compare gbnf repeats each constrained decode with llama.cpp's own grammar. Ctrl-C stops and keeps what was measured.
     """
     from triec.errors import EvalError
     from triec.eval.data import load_items
     from triec.eval.run import EvalConfig, Evaluator, evaluate, meta_for, report_json, resolve_model
 
-    if compare not in (None, "xgrammar"):
-        raise TriecError(f"--compare {compare!r}: the engine compared with is xgrammar")
+    if compare not in (None, "xgrammar", "gbnf"):
+        raise TriecError(f"--compare {compare!r}: the engines compared with are xgrammar and gbnf")
     config = EvalConfig(
         modes=tuple(m.strip() for m in modes.split(",") if m.strip()), compare_xgrammar=compare == "xgrammar",
-        max_new_tokens=max_new_tokens, think_budget=think_budget, trigger=trigger, threads=threads,
-        free_early_stop=not free_full,
+        compare_gbnf=compare == "gbnf", engine=engine, max_new_tokens=max_new_tokens, think_budget=think_budget,
+        trigger=trigger, threads=threads, free_early_stop=not free_full,
     )  # fmt: skip
     items = load_items(data, limit)
     if ignore_candidates:
@@ -130,9 +133,16 @@ def eval_cmd(
             raise EvalError(f"{data}: item {bare.id}: no 'candidates' and no --values: nothing to constrain the "
                             f"{'/'.join(m for m in config.modes if m != 'free')} mode(s) to")  # fmt: skip
     started = time.perf_counter()
-    model_dir = resolve_model(model, log=lambda m: err.print(f"[dim]{escape(m)}[/]"))
-    with err.status("loading the model") if err.is_terminal else nullcontext():
-        evaluator = Evaluator(model_dir, config, _values(values))
+    if engine == "llama.cpp":
+        from triec.eval.llama_cpp import LlamaCppEvaluator
+
+        model_dir = Path(model)
+        with err.status("loading the model") if err.is_terminal else nullcontext():
+            evaluator: Any = LlamaCppEvaluator(model_dir, config, _values(values))
+    else:
+        model_dir = resolve_model(model, log=lambda m: err.print(f"[dim]{escape(m)}[/]"))
+        with err.status("loading the model") if err.is_terminal else nullcontext():
+            evaluator = Evaluator(model_dir, config, _values(values))
     total = len(items)
 
     def on_item(i: int, got: list[Any]) -> None:

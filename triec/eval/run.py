@@ -42,10 +42,18 @@ DEFAULT_THINK_INSTRUCTION = (
 )
 
 
+ENGINES = ("transformers", "llama.cpp")
+"""What decodes: a transformers model (float32, the GGUF converted once) or llama.cpp (the GGUF as shipped)."""
+COMPARE = {"transformers": "xgrammar", "llama.cpp": "gbnf"}
+"""The engine each one's outputs are compared with (``--compare``): xgrammar's masks, llama.cpp's own grammar."""
+
+
 @dataclass
 class EvalConfig:
     modes: tuple[str, ...] = ("free", "trie")
     compare_xgrammar: bool = False
+    compare_gbnf: bool = False
+    engine: str = "transformers"
     max_new_tokens: int = 48
     think_budget: int = 64
     trigger: str = DEFAULT_TRIGGER
@@ -57,6 +65,12 @@ class EvalConfig:
         unknown = [m for m in self.modes if m not in MODES]
         if unknown or not self.modes:
             raise EvalError(f"unknown mode(s) {', '.join(unknown) or '(none)'}; choose from {', '.join(MODES)}")
+        if self.engine not in ENGINES:
+            raise EvalError(f"--engine {self.engine!r}: choose from {', '.join(ENGINES)}")
+        for name, on in (("xgrammar", self.compare_xgrammar), ("gbnf", self.compare_gbnf)):
+            if on and COMPARE[self.engine] != name:
+                raise EvalError(f"--compare {name} needs --engine "
+                                f"{next(e for e, c in COMPARE.items() if c == name)} (this run decodes with {self.engine})")  # fmt: skip
 
 
 @dataclass
@@ -74,10 +88,12 @@ class Outcome:
     identical_to_xgrammar: bool | None = None
     xgrammar_output: str | None = None
     identical_to_trie: bool | None = None
+    identical_to_gbnf: bool | None = None
+    gbnf_output: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         doc = dict(self.__dict__)
-        for key in ("identical_to_xgrammar", "xgrammar_output", "identical_to_trie"):
+        for key in ("identical_to_xgrammar", "xgrammar_output", "identical_to_trie", "identical_to_gbnf", "gbnf_output"):
             if doc[key] is None:
                 doc.pop(key)
         doc["seconds"] = round(self.seconds, 4)
@@ -91,6 +107,7 @@ class ModeSummary:
     correct: int = 0
     identical_to_xgrammar: int | None = None
     identical_to_trie: int | None = None
+    identical_to_gbnf: int | None = None
     tokens: list[int] = field(default_factory=list)
     seconds: list[float] = field(default_factory=list)
 
@@ -100,6 +117,8 @@ class ModeSummary:
             doc["identical_to_xgrammar"] = self.identical_to_xgrammar
         if self.identical_to_trie is not None:
             doc["identical_to_trie"] = self.identical_to_trie
+        if self.identical_to_gbnf is not None:
+            doc["identical_to_gbnf"] = self.identical_to_gbnf
         doc["tokens_mean"] = round(sum(self.tokens) / len(self.tokens), 2) if self.tokens else None
         doc["seconds_mean"] = round(sum(self.seconds) / len(self.seconds), 4) if self.seconds else None
         return doc
@@ -118,6 +137,8 @@ def summarize(outcomes: Iterable[Outcome], modes: Sequence[str]) -> dict[str, Mo
             s.identical_to_xgrammar = (s.identical_to_xgrammar or 0) + o.identical_to_xgrammar
         if o.identical_to_trie is not None:
             s.identical_to_trie = (s.identical_to_trie or 0) + o.identical_to_trie
+        if o.identical_to_gbnf is not None:
+            s.identical_to_gbnf = (s.identical_to_gbnf or 0) + o.identical_to_gbnf
     return out
 
 
@@ -142,52 +163,47 @@ def resolve_model(path: str | os.PathLike[str], log: Callable[[str], None] | Non
     return p
 
 
-class Evaluator:
-    """A loaded model, its triec vocabulary, and the compiled sets; :meth:`run` answers one item in every mode."""
+class ModeRunner:
+    """What every engine's evaluator shares: the modes, their sets and tables, the think budget, the verdicts.
 
-    def __init__(self, model_dir: Path, config: EvalConfig, values: Sequence[str] | None = None) -> None:
-        try:
-            import torch
-            from transformers import AutoModelForCausalLM, AutoTokenizer
-        except ImportError as exc:
-            raise EvalError(f"triec eval needs torch and transformers: pip install 'triec[eval]' ({exc})") from exc
-        from triec.eval.decode import Greedy
-        from triec.tokenizer.vocabulary import Vocabulary
+    An engine supplies the model's vocabulary (``vocab``, ``width``), its prompts (:meth:`prompt_ids`), its
+    text (:meth:`text`) and one greedy decode (:meth:`decode`) by triec's constraint, by the peer engine's
+    (``peer``: ``"xgrammar"`` or ``"gbnf"``, the same values) or free.
+    """
 
-        if config.threads:
-            torch.set_num_threads(config.threads)
+    peer: str | None = None
+    vocab: Any
+    width: int
+    forced_trigger: list[int]
+
+    def __init__(self, config: EvalConfig, values: Sequence[str] | None) -> None:
         self.config = config
-        self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
-        self.model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
-        self.model.eval()
-        self.width = int(self.model.config.vocab_size)
-        self.vocab = Vocabulary.load(model_dir, vocab_size=max(self.width, 0) or None)
-        self.greedy = Greedy(self.model, list(self.vocab.eos_token_ids))
         self.values = tuple(dict.fromkeys(values)) if values else None
         self._tables: dict[tuple[str, tuple[str, ...]], Any] = {}
-        self._grammars: dict[tuple[str, tuple[str, ...]], Any] = {}
-        self._xgr_info: Any = None
-        if config.compare_xgrammar:
-            try:
-                import xgrammar as xgr
-            except ImportError as exc:
-                raise EvalError("--compare xgrammar needs xgrammar: pip install xgrammar") from exc
-            self._xgr_info = xgr.TokenizerInfo.from_huggingface(self.tokenizer, vocab_size=self.width)
-        trigger_ids = self.tokenizer.encode("\n" + config.trigger, add_special_tokens=False)
-        self.forced_trigger = [int(t) for t in trigger_ids]
 
-    # -- prompts ------------------------------------------------------------------------------------------------
+    # -- what an engine supplies -----------------------------------------------------------------------------
     def prompt_ids(self, item: Item, mode: str) -> list[int]:
-        think = mode == "think"
-        if item.messages is not None:
-            messages = [dict(m) for m in item.messages]
-            if think:
-                messages[-1]["content"] += "\n\n" + self.config.think_instruction
-            text = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-            return list(self.tokenizer.encode(text, add_special_tokens=False))
+        raise NotImplementedError
+
+    def text(self, ids: list[int]) -> str:
+        raise NotImplementedError
+
+    def decode(self, prompt: tuple[int, ...], mode: str, values: tuple[str, ...], by: str | None, limit: int) -> Any:
+        """Greedy new tokens (``Decoded``): ``by`` is ``"triec"``, :attr:`peer` or None (free)."""
+        raise NotImplementedError
+
+    # -- shared ------------------------------------------------------------------------------------------------
+    def messages(self, item: Item, mode: str) -> list[dict[str, str]] | None:
+        if item.messages is None:
+            return None
+        messages = [dict(m) for m in item.messages]
+        if mode == "think":
+            messages[-1]["content"] += "\n\n" + self.config.think_instruction
+        return messages
+
+    def plain_prompt(self, item: Item, mode: str) -> str:
         assert item.prompt is not None
-        text = item.prompt + ("\n" + self.config.think_instruction + "\n" if think else "")
-        return list(self.tokenizer.encode(text))
+        return item.prompt + ("\n" + self.config.think_instruction + "\n" if mode == "think" else "")
 
     def item_values(self, item: Item) -> tuple[str, ...]:
         found = item.candidates or self.values
@@ -195,8 +211,8 @@ class Evaluator:
             raise EvalError(f"item {item.id}: no 'candidates' and no --values: nothing to constrain to")
         return found
 
-    # -- constraints --------------------------------------------------------------------------------------------
-    def _table(self, mode: str, values: tuple[str, ...]) -> Any:
+    def table(self, mode: str, values: tuple[str, ...]) -> Any:
+        """The mode's triec table (a :class:`Triggered` for think), compiled once per set."""
         from triec.build.compile import compile as compile_values
         from triec.runtime.trigger import Triggered
 
@@ -208,6 +224,130 @@ class Evaluator:
                 table = compile_values(values, self.vocab, prefix=" ")
                 self._tables[key] = Triggered(table, self.vocab, self.config.trigger)
         return self._tables[key]
+
+    def forced(self, mode: str) -> Callable[[list[int]], list[int] | None] | None:
+        """Think mode: after ``think_budget`` free tokens without the trigger, the ids written for the model."""
+        if mode != "think":
+            return None
+        trigger = self.config.trigger.encode()
+        budget, push = self.config.think_budget, self.forced_trigger
+        token_bytes = self.vocab.token_bytes
+
+        def forced(ids: list[int]) -> list[int] | None:
+            if len(ids) != budget:
+                return None
+            text = b"".join(token_bytes[t] for t in ids if t < len(token_bytes))
+            return None if trigger in text else push
+
+        return forced
+
+    def settled(self, values: tuple[str, ...]) -> Callable[[list[int]], bool]:
+        """Free mode: true once the text, leading whitespace aside, is neither a value's prefix nor a value then whitespace."""
+
+        def settled(ids: list[int]) -> bool:
+            text = self.text(ids).lstrip()
+            if text.endswith("\ufffd"):  # a character cut between tokens: wait for the rest
+                return False
+            core = text.rstrip()
+            if core in values and text[len(core) :].isspace():
+                return False
+            return not any(v.startswith(text) for v in values)
+
+        return settled
+
+    def limit(self, mode: str) -> int:
+        return self.config.max_new_tokens + (self.config.think_budget + len(self.forced_trigger) if mode == "think" else 0)
+
+    # -- one item -----------------------------------------------------------------------------------------------
+    def run(self, item: Item) -> list[Outcome]:
+        out: list[Outcome] = []
+        decoded: dict[str, list[int]] = {}  # per mode: the ids it decoded (canonical is compared with trie)
+        compare = self.peer if (self.config.compare_xgrammar or self.config.compare_gbnf) else None
+        for mode in self.config.modes:
+            ids = tuple(self.prompt_ids(item, mode))
+            values = self.item_values(item) if mode in CONSTRAINED else (item.candidates or self.values or ())
+            got = self.decode(ids, mode, values, "triec" if mode in CONSTRAINED else None, self.limit(mode))
+            text = self.text(got.ids)
+            answer = self.parse(mode, text)
+            valid = answer is not None and answer in values and (got.finished or mode == "free")
+            outcome = Outcome(item.id, mode, text, answer, valid, valid and answer == item.gold, len(got.ids), got.seconds)
+            decoded[mode] = got.ids
+            if compare is not None and mode in ("trie", "think"):  # the peers' language is `any`'s
+                ref = self.decode(ids, mode, values, compare, self.limit(mode))
+                same = ref.ids == got.ids and ref.finished == got.finished
+                setattr(outcome, f"identical_to_{compare}", same)
+                if not same:
+                    setattr(outcome, f"{compare}_output", self.text(ref.ids))
+            out.append(outcome)
+        if "trie" in decoded and "canonical" in decoded:
+            out[self.config.modes.index("canonical")].identical_to_trie = decoded["trie"] == decoded["canonical"]
+        return out
+
+    def parse(self, mode: str, text: str) -> str | None:
+        if mode == "think":
+            at = text.find(self.config.trigger)
+            return None if at < 0 else text[at + len(self.config.trigger) :].strip()
+        return text if mode in ("trie", "canonical") else text.strip()
+
+
+class Evaluator(ModeRunner):
+    """A transformers model (float32), its triec vocabulary, and the compiled sets; :meth:`run` answers one item
+    in every mode; ``--compare xgrammar`` decodes the constrained modes again with xgrammar's matcher."""
+
+    peer = "xgrammar"
+
+    def __init__(self, model_dir: Path, config: EvalConfig, values: Sequence[str] | None = None) -> None:
+        try:
+            import torch
+            from transformers import AutoModelForCausalLM, AutoTokenizer
+        except ImportError as exc:
+            raise EvalError(f"triec eval needs torch and transformers: pip install 'triec[eval]' ({exc})") from exc
+        from triec.eval.decode import Greedy
+        from triec.tokenizer.vocabulary import Vocabulary
+
+        super().__init__(config, values)
+        if config.threads:
+            torch.set_num_threads(config.threads)
+        self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        self.model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+        self.model.eval()
+        self.width = int(self.model.config.vocab_size)
+        self.vocab = Vocabulary.load(model_dir, vocab_size=max(self.width, 0) or None)
+        self.greedy = Greedy(self.model, list(self.vocab.eos_token_ids))
+        self._grammars: dict[tuple[str, tuple[str, ...]], Any] = {}
+        self._xgr_info: Any = None
+        self._prefilled: dict[tuple[int, ...], Any] = {}
+        if config.compare_xgrammar:
+            try:
+                import xgrammar as xgr
+            except ImportError as exc:
+                raise EvalError("--compare xgrammar needs xgrammar: pip install xgrammar") from exc
+            self._xgr_info = xgr.TokenizerInfo.from_huggingface(self.tokenizer, vocab_size=self.width)
+        trigger_ids = self.tokenizer.encode("\n" + config.trigger, add_special_tokens=False)
+        self.forced_trigger = [int(t) for t in trigger_ids]
+
+    def prompt_ids(self, item: Item, mode: str) -> list[int]:
+        messages = self.messages(item, mode)
+        if messages is not None:
+            text = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+            return list(self.tokenizer.encode(text, add_special_tokens=False))
+        return list(self.tokenizer.encode(self.plain_prompt(item, mode)))
+
+    def text(self, ids: list[int]) -> str:
+        return self.tokenizer.decode(ids, skip_special_tokens=False)
+
+    def decode(self, prompt: tuple[int, ...], mode: str, values: tuple[str, ...], by: str | None, limit: int) -> Any:
+        if prompt not in self._prefilled:
+            self._prefilled = {prompt: self.greedy.prefill(list(prompt))}  # free and trie share one prompt
+        constraint = None
+        if by == "triec":
+            from triec.eval.decode import TriecConstraint
+
+            constraint = TriecConstraint(self.table(mode, values).matcher(), self.width)
+        elif by == "xgrammar":
+            constraint = self._xgrammar_constraint(mode, values)
+        settled = self.settled(values) if mode == "free" and self.config.free_early_stop else None
+        return self.greedy.decode(self._prefilled[prompt], constraint, limit, forced=self.forced(mode), settled=settled)
 
     def _grammar(self, mode: str, values: tuple[str, ...]) -> Any:
         import xgrammar as xgr
@@ -226,13 +366,6 @@ class Evaluator:
             self._grammars[key] = xgr.GrammarCompiler(self._xgr_info, max_threads=1).compile_structural_tag(tag)
         return self._grammars[key]
 
-    def _triec_constraint(self, mode: str, values: tuple[str, ...]) -> Any:
-        from triec.eval.decode import TriecConstraint
-        from triec.runtime.matcher import TableMatcher
-
-        table = self._table(mode, values)
-        return TriecConstraint(TableMatcher(table) if mode != "think" else table.matcher(), self.width)
-
     def _xgrammar_constraint(self, mode: str, values: tuple[str, ...]) -> Any:
         import xgrammar as xgr
 
@@ -242,72 +375,6 @@ class Evaluator:
         until = self.config.trigger.encode() if mode == "think" else None
         return XGrammarConstraint(matcher, self._xgr_info.vocab_size, self.width, frozenset(self.vocab.eos_token_ids),
                                   self.vocab.token_bytes, until)  # fmt: skip
-
-    def _forced(self, mode: str) -> Callable[[list[int]], list[int] | None] | None:
-        if mode != "think":
-            return None
-        trigger = self.config.trigger.encode()
-        budget, push = self.config.think_budget, self.forced_trigger
-        token_bytes = self.vocab.token_bytes
-
-        def forced(ids: list[int]) -> list[int] | None:
-            if len(ids) != budget:
-                return None
-            text = b"".join(token_bytes[t] for t in ids if t < len(token_bytes))
-            return None if trigger in text else push
-
-        return forced
-
-    def _settled(self, values: tuple[str, ...]) -> Callable[[list[int]], bool]:
-        """Free mode: true once the text, leading whitespace aside, is neither a value's prefix nor a value then whitespace."""
-        tokenizer = self.tokenizer
-
-        def settled(ids: list[int]) -> bool:
-            text = tokenizer.decode(ids, skip_special_tokens=False).lstrip()
-            if text.endswith("\ufffd"):  # a character cut between tokens: wait for the rest
-                return False
-            core = text.rstrip()
-            if core in values and text[len(core) :].isspace():
-                return False
-            return not any(v.startswith(text) for v in values)
-
-        return settled
-
-    # -- one item -----------------------------------------------------------------------------------------------
-    def run(self, item: Item) -> list[Outcome]:
-        out: list[Outcome] = []
-        prefilled: dict[tuple[int, ...], Any] = {}
-        decoded: dict[str, list[int]] = {}  # per mode: the ids it decoded (canonical is compared with trie)
-        for mode in self.config.modes:
-            ids = tuple(self.prompt_ids(item, mode))
-            if ids not in prefilled:
-                prefilled = {ids: self.greedy.prefill(list(ids))}  # free and trie share one prompt
-            pre = prefilled[ids]
-            values = self.item_values(item) if mode in CONSTRAINED else (item.candidates or self.values or ())
-            limit = self.config.max_new_tokens + (self.config.think_budget + len(self.forced_trigger) if mode == "think" else 0)
-            constraint = self._triec_constraint(mode, values) if mode in CONSTRAINED else None
-            settled = self._settled(values) if mode == "free" and self.config.free_early_stop else None
-            got = self.greedy.decode(pre, constraint, limit, forced=self._forced(mode), settled=settled)
-            text = self.tokenizer.decode(got.ids, skip_special_tokens=False)
-            answer = self.parse(mode, text)
-            valid = answer is not None and answer in values and (got.finished or mode == "free")
-            outcome = Outcome(item.id, mode, text, answer, valid, valid and answer == item.gold, len(got.ids), got.seconds)
-            decoded[mode] = got.ids
-            if self.config.compare_xgrammar and mode in ("trie", "think"):  # xgrammar's language is `any`'s
-                ref = self.greedy.decode(pre, self._xgrammar_constraint(mode, values), limit, forced=self._forced(mode))
-                outcome.identical_to_xgrammar = ref.ids == got.ids and ref.finished == got.finished
-                if not outcome.identical_to_xgrammar:
-                    outcome.xgrammar_output = self.tokenizer.decode(ref.ids, skip_special_tokens=False)
-            out.append(outcome)
-        if "trie" in decoded and "canonical" in decoded:
-            out[self.config.modes.index("canonical")].identical_to_trie = decoded["trie"] == decoded["canonical"]
-        return out
-
-    def parse(self, mode: str, text: str) -> str | None:
-        if mode == "think":
-            at = text.find(self.config.trigger)
-            return None if at < 0 else text[at + len(self.config.trigger) :].strip()
-        return text if mode in ("trie", "canonical") else text.strip()
 
 
 def evaluate(
