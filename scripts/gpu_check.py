@@ -10,6 +10,15 @@ median per-step time for B = 1, 32 and 256. ``--device cpu`` runs the same
 script on CPU tensors (the tests do, with small sizes). Exit code 1 on any
 mismatch.
 
+With the fused Triton kernels (triec.runtime.kernels: on CUDA with triton, or anywhere under Triton's
+interpreter with ``--triton-interpret``) each table is checked and timed twice, the torch path and the
+kernels side by side, plus xgrammar's ``apply_token_bitmask_inplace`` (when installed), a two-table step
+(``TorchTableSet``: one launch for rows of two tables, against a launch sequence per table, as
+``BatchState`` serves two artifacts) and, on CUDA, a CUDA-graph capture and replay of a kernel step
+(equal to the eager step).
+
+    python scripts/gpu_check.py --device cpu --triton-interpret --tokenizers gpt2,qwen2,phi3 --ks 1000 --batches 4
+
 Then, on CUDA when vLLM is importable, the vLLM checks (scripts/bench_vllm.py,
 each engine in its own process): the end-to-end check with the default Model
 Runner V2 (``TriecLogitsProcessorV2``) and with ``VLLM_USE_V2_MODEL_RUNNER=0``
@@ -152,6 +161,72 @@ def time_mask_rows(dev: TorchMaskTable, states: torch.Tensor, logits: torch.Tens
     return bits, gather
 
 
+def graph_step(dev: TorchMaskTable, states: torch.Tensor, logits: torch.Tensor) -> str:
+    """Capture one kernel step (fill and apply, argmax, advance) in a CUDA graph and replay it: equal to eager?"""
+    if dev.device.type != "cuda" or dev.packed is None:
+        return "n/a"
+    s, lg = states.clone(), logits.clone()
+    want = dev.advance(s, dev.mask_logits(lg.clone(), s).argmax(1))
+    work = lg.clone()
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):  # warm-up outside the capture, as CUDA graphs require
+        dev.advance(s, dev.mask_logits(work, s).argmax(1))
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        work.copy_(lg)
+        out = dev.advance(s, dev.mask_logits(work, s).argmax(1))
+    graph.replay()
+    torch.cuda.synchronize()
+    return "equal" if torch.equal(out, want) else "DIFFERS"
+
+
+def two_tables(vocab: triec.Vocabulary, k: int, device: torch.device, batches: list[int], iters: int,
+               rng: np.random.Generator, timed: bool = True) -> bool:  # fmt: skip
+    """Rows of two artifacts in one batch: one launch per operation (TorchTableSet) against a launch sequence
+    per table (two TorchMaskTables, each over its rows). Checks they agree; prints medians."""
+    from triec.runtime.torch import TorchTableSet
+
+    a, b = triec.compile(tool_names(k), vocab), triec.compile(tool_names(k // 2, seed=7), vocab, prefix=" ")
+    fused = TorchTableSet([a, b], device)
+    if fused.packed is None:
+        print("  two tables: the kernels do not run here; skipped")
+        return False
+    da, db = a.to_torch(device, kernels=False), b.to_torch(device, kernels=False)
+    failed = False
+    for n in batches:
+        ids = torch.from_numpy(rng.integers(0, 2, n)).to(device)
+        states = torch.where(ids == 0, torch.from_numpy(rng.integers(0, a.num_states, n)).to(device),
+                             torch.from_numpy(rng.integers(0, b.num_states, n)).to(device))  # fmt: skip
+        logits = torch.randn(n, a.vocab_size, device=device)
+        rows_a, rows_b = (ids == 0).nonzero().reshape(-1), (ids == 1).nonzero().reshape(-1)
+
+        def per_table(logits: torch.Tensor = logits, rows_a: torch.Tensor = rows_a, rows_b: torch.Tensor = rows_b,
+                      states: torch.Tensor = states) -> torch.Tensor:  # fmt: skip
+            lg = logits.clone()
+            da.mask_rows(lg, rows_a, states[rows_a], max_gather=0)
+            db.mask_rows(lg, rows_b, states[rows_b], max_gather=0)
+            tok = lg.argmax(1)
+            nxt = torch.empty_like(states)
+            nxt[rows_a] = da.advance(states[rows_a], tok[rows_a])
+            nxt[rows_b] = db.advance(states[rows_b], tok[rows_b])
+            return nxt
+
+        def one_launch(ids: torch.Tensor = ids, states: torch.Tensor = states, logits: torch.Tensor = logits) -> torch.Tensor:
+            return fused.advance(ids, states, fused.mask_logits(logits.clone(), ids, states).argmax(1))
+
+        same = torch.equal(per_table(), one_launch())
+        failed |= not same
+        if not timed:
+            print(f"  two tables, B={n:<4}: one launch {'equal to' if same else 'DIFFERS from'} a step per table")
+            continue
+        t_per, t_one = time_us(per_table, device, iters), time_us(one_launch, device, iters)
+        print(f"  two tables, B={n:<4}: per table {t_per:8.1f} us, one launch {t_one:8.1f} us ({t_per / t_one:.1f}x)"
+              f"{'' if same else '   DIFFER'}")  # fmt: skip
+    return failed
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cuda")
@@ -161,6 +236,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sample", type=int, default=8192, help="states whose rows are checked (all if fewer)")
     ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
     ap.add_argument("--tokenizer", default="qwen2", help="tokenizer (default: the bundled Qwen2; a path needs no zstandard)")
+    ap.add_argument("--tokenizers", default="", help="comma-separated tokenizers, each checked in turn (overrides --tokenizer); "
+                                                     "phi3 names the fixture")  # fmt: skip
+    ap.add_argument("--triton-interpret", action="store_true",
+                    help="run the Triton kernels under Triton's interpreter (CPU tensors; checks, not speed)")
+    ap.add_argument("--kernels", choices=("auto", "off"), default="auto", help="check and time the fused kernels too")
     ap.add_argument("--vllm", choices=("auto", "on", "off", "only"), default="auto",
                     help="vLLM end-to-end checks and bench (auto: on CUDA when vLLM is importable)")  # fmt: skip
     ap.add_argument("--vllm-ks", default="1000,10000")
@@ -168,6 +248,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--vllm-methods", default="triec,xgrammar,unconstrained")
     ap.add_argument("--vllm-timeout", type=int, default=300, help="seconds per vLLM engine process")
     args = ap.parse_args(argv)
+    if args.triton_interpret:
+        if args.device != "cpu":
+            print("--triton-interpret runs on CPU tensors: use --device cpu", file=sys.stderr)
+            return 2
+        os.environ["TRITON_INTERPRET"] = "1"  # read when the kernels are first made
     if args.threads:
         torch.set_num_threads(args.threads)
     device = torch.device(args.device)
@@ -178,31 +263,61 @@ def main(argv: list[str] | None = None) -> int:
     print(f"device {device} ({name}), torch {torch.__version__}")
     if args.vllm == "only":
         return vllm_checks(args)
-    vocab = triec.Vocabulary.load(args.tokenizer, vocab_size=151936)
+    from triec.runtime.torch import _use_kernels
+
+    kernels = args.kernels == "auto" and _use_kernels(device)
+    print(f"fused kernels: {'on' if kernels else 'off'}{' (Triton interpreter)' if args.triton_interpret else ''}")
+    if args.triton_interpret and not kernels:
+        print("--triton-interpret: triton is not importable here (pip install triton)", file=sys.stderr)
+        return 2
     rng = np.random.default_rng(0)
     failed = False
-    for k in (int(x) for x in args.ks.split(",")):
-        table = triec.compile(tool_names(k), vocab)
-        t0 = time.perf_counter()
-        dev = table.to_torch(device)
-        _sync(device)
-        upload_ms = (time.perf_counter() - t0) * 1e3
-        print(f"\nK={k}: {table.num_states} states, {table.num_allowed} pairs; {dev!r}; upload {upload_ms:.1f} ms")
-        errors = check(table, dev, args.sample, rng)
-        failed |= bool(errors)
-        print("  " + ("; ".join(errors) if errors else "equal to the numpy runtime"))
-        print("      B |  fill us | apply us | advance us | step us (fill+apply+argmax+advance) | mask_rows us bitmask / gather")
-        for b in (int(x) for x in args.batches.split(",")):
-            states = torch.from_numpy(rng.integers(0, table.num_states, b)).to(device)
-            logits = torch.randn(b, table.vocab_size, device=device)
-            fill, apply, adv, step = time_step(dev, states, logits, args.iters)
-            by_bits, by_gather = time_mask_rows(dev, states, logits, args.iters)
-            sync = no_host_sync(dev, states, logits)
-            print(
-                f"  B={b:<4} | {fill:8.1f} | {apply:8.1f} | {adv:10.1f} | {step:7.1f} | {by_bits:9.1f} / {by_gather:9.1f}"
-                f"   no host sync: {sync}"
-            )
-            failed |= sync.startswith("NO")
+    names = [t for t in args.tokenizers.split(",") if t] or [args.tokenizer]
+    for tok_name in names:
+        spec = str(Path(__file__).resolve().parent.parent / "fixtures/tokenizers/phi3/tokenizer.json.zst") if tok_name == "phi3" else tok_name
+        vocab = triec.Vocabulary.load(spec, vocab_size=151936 if tok_name == "qwen2" else None)
+        for k in (int(x) for x in args.ks.split(",")):
+            table = triec.compile(tool_names(k), vocab)
+            t0 = time.perf_counter()
+            dev = table.to_torch(device, kernels=False)
+            _sync(device)
+            upload_ms = (time.perf_counter() - t0) * 1e3
+            print(f"\n{tok_name} K={k}: {table.num_states} states, {table.num_allowed} pairs; {dev!r}; upload {upload_ms:.1f} ms")
+            paths = [("torch", dev)] + ([("kernels", table.to_torch(device, kernels=True))] if kernels else [])
+            for label, d in paths:
+                errors = check(table, d, args.sample, rng)
+                failed |= bool(errors)
+                print(f"  {label}: " + ("; ".join(errors) if errors else "equal to the numpy runtime"))
+            if args.triton_interpret:  # the interpreter checks, it does not time
+                failed |= two_tables(vocab, k, device, [int(x) for x in args.batches.split(",")], 1, rng, timed=False)
+                continue
+            print("      B | path    |  fill us | apply us | advance us | step us (fill+apply+argmax+advance) | mask_rows us bitmask / gather")
+            for b in (int(x) for x in args.batches.split(",")):
+                states = torch.from_numpy(rng.integers(0, table.num_states, b)).to(device)
+                logits = torch.randn(b, table.vocab_size, device=device)
+                for label, d in paths:
+                    fill, apply, adv, step = time_step(d, states, logits, args.iters)
+                    by_bits, by_gather = time_mask_rows(d, states, logits, args.iters)
+                    sync = no_host_sync(d, states, logits)
+                    print(
+                        f"  B={b:<4} | {label:<7} | {fill:8.1f} | {apply:8.1f} | {adv:10.1f} | {step:7.1f} | "
+                        f"{by_bits:9.1f} / {by_gather:9.1f}   no host sync: {sync}"
+                    )
+                    failed |= sync.startswith("NO")
+                if kernels:
+                    graph = graph_step(paths[1][1], states, logits)
+                    failed |= graph == "DIFFERS"
+                    print(f"  B={b:<4} | CUDA graph capture and replay of a kernel step: {graph}")
+                try:
+                    import xgrammar
+
+                    rows = dev.fill(states)
+                    xg = time_us(lambda: xgrammar.apply_token_bitmask_inplace(logits, rows), device, args.iters)  # noqa: B023
+                    print(f"  B={b:<4} | xgrammar's apply_token_bitmask_inplace: {xg:.1f} us")
+                except ImportError:
+                    pass
+            if kernels:
+                failed |= two_tables(vocab, k, device, [int(x) for x in args.batches.split(",")], args.iters, rng)
     if args.vllm == "on" or (args.vllm == "auto" and device.type == "cuda"):
         failed |= bool(vllm_checks(args))
     return 1 if failed else 0

@@ -41,7 +41,7 @@ Only this module (and the integrations) import torch; ``table.to_torch()`` impor
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -76,6 +76,25 @@ _NO_KEY = np.iinfo(np.int64).max  # sentinel pair key past every real one, so no
 _BYTE_BITS: dict[torch.device, torch.Tensor] = {}
 
 
+def _use_kernels(device: torch.device) -> bool:
+    """The fused Triton kernels (:mod:`triec.runtime.kernels`) serve this device: CUDA with triton installed,
+    or any device under Triton's interpreter; ``TRIEC_KERNELS=0`` keeps the torch path everywhere."""
+    found = _KERNELS.get(device.type)
+    if found is None:
+        import importlib.util
+
+        found = importlib.util.find_spec("triton") is not None
+        if found:
+            from triec.runtime.kernels import available
+
+            found = available(device)
+        _KERNELS[device.type] = found
+    return found
+
+
+_KERNELS: dict[str, bool] = {}
+
+
 def _byte_bits(device: torch.device) -> torch.Tensor:
     found = _BYTE_BITS.get(device)
     if found is None:
@@ -96,6 +115,11 @@ def apply_bitmask(logits: torch.Tensor, bitmask: torch.Tensor, *, inplace: bool 
             f"{bitmask.dtype} {tuple(bitmask.shape)}"
         )
     b, width = logits.shape
+    if _use_kernels(logits.device) and logits.stride(1) == 1:
+        from triec.runtime import kernels
+
+        out = logits if inplace else logits.clone()
+        return kernels.apply(out, bitmask.contiguous())
     # Little-endian words: token j is bit j % 8 of byte j // 8, so unpack bytes (a B x V uint8 temporary).
     octets = bitmask.contiguous().view(torch.uint8)
     blocked = ((octets.unsqueeze(-1) & _byte_bits(octets.device)) == 0).reshape(b, -1)  # (B, 32 * W)
@@ -111,6 +135,10 @@ def apply_bitmask(logits: torch.Tensor, bitmask: torch.Tensor, *, inplace: bool 
 
 def apply_bitmask_rows(logits: torch.Tensor, rows: torch.Tensor, bitmask: torch.Tensor) -> torch.Tensor:
     """:func:`apply_bitmask` on ``logits[rows]`` (``bitmask`` aligned with ``rows``), in place; returns ``logits``."""
+    if _use_kernels(logits.device) and logits.stride(1) == 1 and bitmask.dtype == torch.int32:
+        from triec.runtime import kernels
+
+        return kernels.apply(logits, bitmask.contiguous(), rows)
     sub = logits.index_select(0, rows)
     apply_bitmask(sub, bitmask)
     return logits.index_copy_(0, rows, sub)
@@ -181,7 +209,8 @@ class TorchMaskTable:
     """
 
     def __init__(
-        self, table: MaskTable, device: str | torch.device | None = None, *, narrow_words: int = DEFAULT_NARROW_WORDS
+        self, table: MaskTable, device: str | torch.device | None = None, *, narrow_words: int = DEFAULT_NARROW_WORDS,
+        kernels: bool | None = None,
     ) -> None:
         if narrow_words < 1:
             raise ValueError(f"narrow_words must be >= 1, not {narrow_words}")
@@ -206,6 +235,15 @@ class TorchMaskTable:
         self._lanes = torch.arange(self.narrow_words, device=self.device)
         self._source = table
         self._token_rows: tuple[torch.Tensor, torch.Tensor] | None = None  # built on first mask_rows gather
+        if kernels and not _use_kernels(self.device):
+            raise RuntimeError(f"kernels=True: triton cannot run for {self.device} here (CUDA with triton installed, "
+                               "or TRITON_INTERPRET=1 set before triton is imported)")  # fmt: skip
+        self.packed: Any = None
+        """The fused kernels' arrays (:mod:`triec.runtime.kernels`), when they serve this device; else None."""
+        if kernels or (kernels is None and _use_kernels(self.device)):
+            from triec.runtime import kernels as k
+
+            self.packed = k.pack([arrays], [self.num_states], self.vocab_size, self.words_per_row, self.device)
 
     @property
     def nbytes(self) -> int:
@@ -263,8 +301,7 @@ class TorchMaskTable:
 
         FINISHED, INVALID and out-of-range ids get the terminal row: the EOS ids only.
         """
-        rows_of = self._rows_of(states)
-        b = rows_of.shape[0]
+        b = states.numel()
         if out is None:
             out = torch.empty((b, self.words_per_row), dtype=torch.int32, device=self.device)
         elif out.shape != (b, self.words_per_row) or out.dtype != torch.int32 or not _same_device(out.device, self.device):
@@ -272,6 +309,11 @@ class TorchMaskTable:
                 f"out must be an int32 tensor of shape ({b}, {self.words_per_row}) on {self.device}, "
                 f"got {out.dtype} {tuple(out.shape)} on {out.device}"
             )
+        if self.packed is not None:
+            from triec.runtime import kernels
+
+            return kernels.fill(self.packed, states.reshape(-1).to(self.device), out=out)
+        rows_of = self._rows_of(states)
         if self.wide_states.numel():
             j = torch.searchsorted(self.wide_states, rows_of).clamp_(max=self.wide_states.numel() - 1)
             dense = torch.where(self.wide_states[j] == rows_of, j + 1, 0)
@@ -300,6 +342,10 @@ class TorchMaskTable:
         """Fill the rows of ``states`` and apply them to ``logits`` (in place); returns ``logits``."""
         if logits.ndim != 2 or logits.shape[0] != states.numel():
             raise ValueError(f"logits must be (B, V) with B = {states.numel()} states, got {tuple(logits.shape)}")
+        if self.packed is not None and logits.stride(1) == 1:
+            from triec.runtime import kernels
+
+            return kernels.fill_apply(self.packed, logits, states.reshape(-1).to(self.device))
         return self.apply_bitmask(logits, self.fill(states))
 
     def token_rows(self) -> tuple[torch.Tensor, torch.Tensor]:
@@ -330,6 +376,11 @@ class TorchMaskTable:
         order (``states`` then has one state per row). ``logits`` must be contiguous.
         """
         states = states.reshape(-1)
+        if self.packed is not None and logits.stride(1) == 1:  # one launch: fill each row's words, then mask it
+            from triec.runtime import kernels
+
+            r = None if rows is None else rows.reshape(-1).to(device=logits.device, dtype=torch.int64)
+            return kernels.fill_apply(self.packed, logits, states.to(self.device), rows=r)
         limit = DEFAULT_MAX_GATHER.get(logits.device.type, 0) if max_gather is None else int(max_gather)
         every = rows is None
         if every:
@@ -379,6 +430,10 @@ class TorchMaskTable:
             raise ValueError(f"advance needs one token per state: {states.numel()} states, {tokens.numel()} tokens")
         s = states.reshape(-1).to(device=self.device, dtype=torch.int64)
         t = tokens.reshape(-1).to(device=self.device, dtype=torch.int64)
+        if self.packed is not None:
+            from triec.runtime import kernels
+
+            return kernels.advance(self.packed, s, t)
         row = self._rows_of(s)  # the terminal row S has no pairs and is not accepting
         # Keys have a stride of vocab_size + 2 and hold token + 1: a token clamped from outside the
         # vocabulary becomes 0 or vocab_size + 1, which no pair has, and cannot reach another row.
@@ -468,3 +523,84 @@ def _words_of(tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     for t in tokens.tolist():
         bits[np.searchsorted(words, t >> 5)] |= np.uint32(1) << np.uint32(t & 31)
     return words.astype(np.int64), bits.view(np.int32)
+
+
+class TorchTableSet:
+    """Several mask tables of one width on a device, each row of a batch naming its table.
+
+    With the fused kernels (:mod:`triec.runtime.kernels`: CUDA with triton, or Triton's interpreter) every
+    operation is one launch over all rows, whatever the number of tables: the tables' arrays are
+    concatenated and a row finds its own through per-table offsets (restricted subsets compacted, canonical
+    tables: any :class:`MaskTable`). Without them each table's :class:`TorchMaskTable` serves its rows, one
+    after another, and ``tables`` is read on the host.
+    """
+
+    def __init__(self, tables: Sequence[MaskTable], device: str | torch.device | None = None, *,
+                 narrow_words: int = DEFAULT_NARROW_WORDS, kernels: bool | None = None) -> None:  # fmt: skip
+        if not tables:
+            raise ValueError("a table set needs at least one table")
+        widths = {t.vocab_size for t in tables}
+        if len(widths) != 1:
+            raise ValueError(f"tables of one set share a mask width; found {sorted(widths)}")
+        self.device = torch.device(device if device is not None else "cpu")
+        self.vocab_size = tables[0].vocab_size
+        self.words_per_row = tables[0].words_per_row
+        if kernels and not _use_kernels(self.device):
+            raise RuntimeError(f"kernels=True: triton cannot run for {self.device} here")
+        self.packed: Any = None
+        self.tables: list[TorchMaskTable] = []
+        if kernels or (kernels is None and _use_kernels(self.device)):
+            from triec.runtime import kernels as k
+
+            for t in tables:
+                t.check_indices()
+            arrays = [_device_arrays(t, narrow_words)[1] for t in tables]
+            self.packed = k.pack(arrays, [t.num_states for t in tables], self.vocab_size, self.words_per_row, self.device)
+        else:
+            self.tables = [TorchMaskTable(t, self.device, narrow_words=narrow_words, kernels=False) for t in tables]
+        self.starts = tuple(t.start for t in tables)
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def _groups(self, tables: torch.Tensor | Sequence[int]) -> list[tuple[int, torch.Tensor]]:
+        ids = torch.as_tensor(tables).reshape(-1).cpu()
+        return [(int(g), torch.nonzero(ids == g).reshape(-1).to(self.device)) for g in torch.unique(ids).tolist()]
+
+    def fill(self, tables: torch.Tensor | Sequence[int], states: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+        """The ``(B, W)`` int32 bitmask rows of ``states[i]`` in table ``tables[i]``."""
+        s = states.reshape(-1).to(device=self.device, dtype=torch.int64)
+        if self.packed is not None:
+            from triec.runtime import kernels
+
+            return kernels.fill(self.packed, s, torch.as_tensor(tables, device=self.device), out=out)
+        if out is None:
+            out = torch.empty((s.numel(), self.words_per_row), dtype=torch.int32, device=self.device)
+        for g, at in self._groups(tables):
+            out[at] = self.tables[g].fill(s[at])
+        return out
+
+    def mask_logits(self, logits: torch.Tensor, tables: torch.Tensor | Sequence[int], states: torch.Tensor,
+                    rows: torch.Tensor | None = None) -> torch.Tensor:  # fmt: skip
+        """Mask ``logits`` row ``rows[i]`` (else row i) to the allowed tokens of ``states[i]`` in ``tables[i]``."""
+        s = states.reshape(-1).to(device=self.device, dtype=torch.int64)
+        r = None if rows is None else rows.reshape(-1).to(device=logits.device, dtype=torch.int64)
+        if self.packed is not None and logits.stride(1) == 1:
+            from triec.runtime import kernels
+
+            return kernels.fill_apply(self.packed, logits, s, torch.as_tensor(tables, device=self.device), rows=r)
+        r = torch.arange(s.numel(), device=logits.device) if r is None else r
+        return apply_bitmask_rows(logits, r, self.fill(tables, s))
+
+    def advance(self, tables: torch.Tensor | Sequence[int], states: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+        """Next states after one token per row (FINISHED at EOS where accepting, INVALID for a refused token)."""
+        s = states.reshape(-1).to(device=self.device, dtype=torch.int64)
+        t = tokens.reshape(-1).to(device=self.device, dtype=torch.int64)
+        if self.packed is not None:
+            from triec.runtime import kernels
+
+            return kernels.advance(self.packed, s, t, torch.as_tensor(tables, device=self.device))
+        out = torch.empty_like(s)
+        for g, at in self._groups(tables):
+            out[at] = self.tables[g].advance(s[at], t[at])
+        return out
