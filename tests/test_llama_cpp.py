@@ -216,6 +216,23 @@ def test_chat_completion_restricted_and_think_then_answer(llm, vocab, bfcl_names
         assert text.split("Answer:", 1)[1].strip() in bfcl_names[:500]
 
 
+def test_canonical_tables_take_llama_cpps_own_tokenization(llm, vocab, bfcl_names) -> None:
+    from triec.integrations.llama_cpp import LlamaCppConstraint, LlamaCppEncoder
+
+    values = bfcl_names[:200]
+    table = triec.compile(values, vocab, tokenization="canonical", encoder=LlamaCppEncoder(llm))
+    assert table.canonical
+    for value in values[:40]:  # each value's one path is llama.cpp's tokenization of it
+        m = table.matcher()
+        ids = llm.tokenize(value.encode(), add_bos=False, special=False)
+        assert all(m.accept_token(t) for t in ids) and m.is_accepting(), value
+    constraint = LlamaCppConstraint(llm, table)
+    for question in ("Which function computes a body mass index?", "Which tool gets the weather?"):
+        ours = greedy(llm, chat(question), **constraint.generation_kwargs())
+        text = llm.detokenize(ours).decode()
+        assert text in values and ours == llm.tokenize(text.encode(), add_bos=False, special=False)
+
+
 # ------------------------------------------------------------------ triec eval --engine llama.cpp
 
 
@@ -228,7 +245,7 @@ def test_eval_on_llama_cpp_equals_gbnf(gguf, tmp_path) -> None:
     data = tmp_path / "m.jsonl"
     bfcl.write(bfcl.convert("multiple", ROOT / "fixtures" / "eval" / "bfcl")[:4], data)
     out = tmp_path / "eval.json"
-    got = CliRunner().invoke(app, ["eval", str(data), "-m", gguf, "--engine", "llama.cpp", "--modes", "free,trie,think",
+    got = CliRunner().invoke(app, ["eval", str(data), "-m", gguf, "--engine", "llama.cpp", "--modes", "free,trie,think,canonical",
                                    "--compare", "gbnf", "--threads", "2", "--think-budget", "24", "--json", str(out)])  # fmt: skip
     assert got.exit_code == 0, got.output
     doc = json.loads(out.read_text())
@@ -237,6 +254,7 @@ def test_eval_on_llama_cpp_equals_gbnf(gguf, tmp_path) -> None:
         m = doc["modes"][mode]
         assert m["items"] == 4 and m["valid"] == 4 and m["identical_to_gbnf"] == 4, doc["items"]
     assert "identical_to_gbnf" not in doc["modes"]["free"] and "identical_to_xgrammar" not in doc["modes"]["trie"]
+    assert doc["modes"]["canonical"]["valid"] == 4 and doc["modes"]["canonical"]["identical_to_trie"] is not None
 
 
 def test_eval_compare_needs_the_matching_engine(gguf, tmp_path) -> None:

@@ -10,6 +10,7 @@ import time
 import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
@@ -237,6 +238,7 @@ def compile(  # noqa: A001 - the public name mirrors re.compile
     stats: CompileStats | None = None,
     tokenization: str | Tokenization = Tokenization.ANY,
     progress: Callable[[int, int], None] | None = None,
+    encoder: Any = None,
 ) -> MaskTable:
     """Compile a finite set of strings into a :class:`MaskTable` for ``vocab``.
 
@@ -250,7 +252,10 @@ def compile(  # noqa: A001 - the public name mirrors re.compile
     ``tokenization="any"`` allows every token sequence that spells a value (what grammar engines
     allow); ``"canonical"`` only the one the tokenizer's encoder produces for the whole spelled
     string (:mod:`triec.build.canonical`; the vocabulary must have an encoder, and values are then in
-    token order). ``progress(done, total)`` is called as the trie walk goes (``triec compile``'s bar).
+    token order). ``encoder`` replaces the vocabulary's encoder for canonical tables: anything with
+    ``encode_batch(texts, add_special_tokens=False)`` returning objects with ``.ids`` (llama.cpp's own:
+    :class:`triec.integrations.llama_cpp.LlamaCppEncoder`). ``progress(done, total)`` is called as the trie
+    walk goes (``triec compile``'s bar).
     """
     enc = as_encoding(encoding, prefix, suffix)
     if tokenization not in TOKENIZATIONS:
@@ -259,20 +264,21 @@ def compile(  # noqa: A001 - the public name mirrors re.compile
         vocab = Vocabulary.load(vocab)
     stats = stats if stats is not None else CompileStats()
     if tokenization == Tokenization.CANONICAL:
-        return _compile_canonical(values, vocab, enc, stats)
+        return _compile_canonical(values, vocab, enc, stats, encoder)
     # no local holds the prepared values: compile_sorted frees their buffer once the trie is built
     return compile_sorted(_prepare_timed(values, enc, stats), vocab, implementation=implementation, stats=stats,
                           encoding=enc, progress=progress)  # fmt: skip
 
 
-def _compile_canonical(values: Iterable[str | bytes], vocab: Vocabulary, enc: Encoding, stats: CompileStats) -> MaskTable:
+def _compile_canonical(
+    values: Iterable[str | bytes], vocab: Vocabulary, enc: Encoding, stats: CompileStats, encoder: Any = None
+) -> MaskTable:
     from triec.build.canonical import canonical_ids, token_trie_table
 
     t0 = time.perf_counter()
     keys, stats.duplicates = prepare_values(spell_all(values, enc))
     t1 = time.perf_counter()
-    encoder = vocab.encoder()
-    ids = canonical_ids(keys, encoder, vocab)
+    ids = canonical_ids(keys, encoder if encoder is not None else vocab.encoder(), vocab)
     t2 = time.perf_counter()
     table = token_trie_table(keys, ids, vocab, enc)
     stats.phases.update({"values": t1 - t0, "encode": t2 - t1, "trie": time.perf_counter() - t2})  # token trie and rows at once

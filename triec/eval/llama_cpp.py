@@ -66,6 +66,18 @@ class LlamaCppEvaluator(ModeRunner):
     def text(self, ids: list[int]) -> str:
         return self.llm.detokenize(ids, special=True).decode("utf-8", "replace")
 
+    def table(self, mode: str, values: tuple[str, ...]) -> Any:
+        """As every engine's, but a canonical table takes llama.cpp's own tokenization of each value."""
+        if mode != "canonical":
+            return super().table(mode, values)
+        from triec.build.compile import compile as compile_values
+        from triec.integrations.llama_cpp import LlamaCppEncoder
+
+        key = (mode, values)
+        if key not in self._tables:
+            self._tables[key] = compile_values(values, self.vocab, tokenization="canonical", encoder=LlamaCppEncoder(self.llm))
+        return self._tables[key]
+
     def constraint(self, mode: str, values: tuple[str, ...]) -> Any:
         from triec.integrations.llama_cpp import LlamaCppConstraint
 

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from triec.runtime.kinds import Table
     from triec.tokenizer.vocabulary import Vocabulary
 
-__all__ = ["LlamaCppConstraint", "check_vocabulary", "eog_ids", "model_vocabulary", "token_pieces"]
+__all__ = ["LlamaCppConstraint", "LlamaCppEncoder", "check_vocabulary", "eog_ids", "model_vocabulary", "token_pieces"]
 
 
 def _llama_cpp() -> Any:
@@ -99,6 +99,21 @@ def model_vocabulary(llm: Any, eos_token_ids: list[int] | None = None) -> Vocabu
     vocab = Vocabulary.load(path, eos_token_ids=eos_token_ids)
     check_vocabulary(llm, vocab)
     return vocab
+
+
+class LlamaCppEncoder:
+    """llama.cpp's own tokenizer as the encoder of a canonical table (``triec.compile(..., tokenization="canonical",
+    encoder=LlamaCppEncoder(llm))``): each value allowed only as ``llm.tokenize`` writes it. triec reads a GGUF's
+    tokens, not its merges and pre-tokenizer, so this is how a GGUF gets canonical tables."""
+
+    def __init__(self, llm: Any) -> None:
+        self.llm = llm
+
+    def encode_batch(self, texts: list[str], add_special_tokens: bool = False) -> list[Any]:
+        from types import SimpleNamespace
+
+        return [SimpleNamespace(ids=list(self.llm.tokenize(t.encode("utf-8"), add_bos=add_special_tokens, special=False)))
+                for t in texts]  # fmt: skip
 
 
 class _Decoding:
