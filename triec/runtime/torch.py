@@ -247,17 +247,17 @@ class TorchMaskTable:
 
     @property
     def nbytes(self) -> int:
-        """Device bytes held by the table's tensors."""
+        """Device bytes held by the table's tensors (the fused kernels' packed copy included)."""
         tensors = (
             self.word_offsets, self.word_index, self.word_bits, self.wide_states, self.dense_rows,
             self.pair_keys, self.pair_next, self.accepting, self.eos,
         )  # fmt: skip
-        return sum(t.numel() * t.element_size() for t in tensors)
+        return sum(t.numel() * t.element_size() for t in tensors) + (self.packed.nbytes if self.packed is not None else 0)
 
     def __repr__(self) -> str:
         return (
             f"TorchMaskTable(states={self.num_states}, device={self.device}, wide={self.wide_states.numel()}, "
-            f"narrow_words={self.narrow_words}, bytes={self.nbytes:,})"
+            f"narrow_words={self.narrow_words}, kernels={self.packed is not None}, bytes={self.nbytes:,})"
         )
 
     def start_states(self, batch_size: int) -> torch.Tensor:
