@@ -263,9 +263,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"device {device} ({name}), torch {torch.__version__}")
     if args.vllm == "only":
         return vllm_checks(args)
-    from triec.runtime.torch import _use_kernels
+    from triec.runtime.torch import use_kernels
 
-    kernels = args.kernels == "auto" and _use_kernels(device)
+    kernels = args.kernels == "auto" and use_kernels(device)
     print(f"fused kernels: {'on' if kernels else 'off'}{' (Triton interpreter)' if args.triton_interpret else ''}")
     if args.triton_interpret and not kernels:
         print("--triton-interpret: triton is not importable here (pip install triton)", file=sys.stderr)

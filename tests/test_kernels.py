@@ -159,9 +159,9 @@ def test_several_tables_in_one_launch(vocabs) -> None:
 
 
 def test_the_masking_path_uses_the_apply_kernel(vocabs) -> None:
-    from triec.runtime.torch import _use_kernels, apply_bitmask, apply_bitmask_rows
+    from triec.runtime.torch import use_kernels, apply_bitmask, apply_bitmask_rows
 
-    assert _use_kernels(torch.device("cpu"))
+    assert use_kernels(torch.device("cpu"))
     rng = np.random.default_rng(6)
     for width, words in ((100, 4), (100, 3), (70, 3)):
         bits = torch.from_numpy(rng.integers(-(2**31), 2**31, (5, words)).astype(np.int32))
@@ -190,3 +190,43 @@ def test_gpu_check_runs_the_kernels_under_the_interpreter(tmp_path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     assert "fused kernels: on (Triton interpreter)" in done.stdout
     assert done.stdout.count("equal to the numpy runtime") == 2 and "one launch equal to a step per table" in done.stdout
+
+
+def test_vllm_batch_state_serves_every_table_in_one_launch(vocabs, tmp_path, monkeypatch) -> None:
+    """The vLLM processors' shared step (BatchState) with two artifacts and a subset: the fused path (one
+    TorchTableSet launch for all their rows) gives the logits and states the per-table path gives."""
+    from triec.integrations.serving import ArtifactStore, TriecRequest
+    from triec.integrations.vllm import _core
+
+    qwen2 = vocabs["qwen2"]
+    triec.compile(tool_names(400), qwen2).save(tmp_path / "tools.triec")
+    triec.compile(["red", "green", "blue", "cyan"], qwen2).save(tmp_path / "colors.triec")
+    requests = [TriecRequest("tools"), TriecRequest("colors"), TriecRequest("tools", tuple(tool_names(400)[:9])), None]
+
+    def run(fused: bool) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        from triec.runtime import torch as rt
+
+        monkeypatch.setitem(rt._KERNELS, "cpu", fused)  # off: every table on the torch path, one after another
+        batch = _core.BatchState(ArtifactStore(tmp_path), torch.device("cpu"), 4, qwen2.eos_token_ids)
+        assert batch._fused is fused
+        for slot, r in enumerate(requests):
+            batch.assign(slot, r)
+        rng = np.random.default_rng(9)
+        logits_seen, states_seen = [], []
+        slots = np.array([2, 0, 3, 1])
+        for _ in range(6):
+            logits = torch.from_numpy(rng.standard_normal((4, qwen2.vocab_size)).astype(np.float32))
+            batch.mask(logits, np.arange(4), slots)
+            logits_seen.append(logits.clone())
+            batch.advance(slots, logits.argmax(1))
+            states_seen.append(batch.states.clone())
+        if fused:
+            assert batch._set is not None and len(batch._set) == 3  # two artifacts and a subset, one set
+        else:
+            assert batch._set is None and all(t.packed is None for t in batch.tables.values())
+        return logits_seen, states_seen
+
+    fused_logits, fused_states = run(True)
+    plain_logits, plain_states = run(False)
+    assert all(torch.equal(a, b) for a, b in zip(fused_logits, plain_logits, strict=True))
+    assert all(torch.equal(a, b) for a, b in zip(fused_states, plain_states, strict=True))

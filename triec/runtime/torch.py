@@ -76,7 +76,7 @@ _NO_KEY = np.iinfo(np.int64).max  # sentinel pair key past every real one, so no
 _BYTE_BITS: dict[torch.device, torch.Tensor] = {}
 
 
-def _use_kernels(device: torch.device) -> bool:
+def use_kernels(device: torch.device) -> bool:
     """The fused Triton kernels (:mod:`triec.runtime.kernels`) serve this device: CUDA with triton installed,
     or any device under Triton's interpreter; ``TRIEC_KERNELS=0`` keeps the torch path everywhere."""
     found = _KERNELS.get(device.type)
@@ -115,7 +115,7 @@ def apply_bitmask(logits: torch.Tensor, bitmask: torch.Tensor, *, inplace: bool 
             f"{bitmask.dtype} {tuple(bitmask.shape)}"
         )
     b, width = logits.shape
-    if _use_kernels(logits.device) and logits.stride(1) == 1:
+    if use_kernels(logits.device) and logits.stride(1) == 1:
         from triec.runtime import kernels
 
         out = logits if inplace else logits.clone()
@@ -135,7 +135,7 @@ def apply_bitmask(logits: torch.Tensor, bitmask: torch.Tensor, *, inplace: bool 
 
 def apply_bitmask_rows(logits: torch.Tensor, rows: torch.Tensor, bitmask: torch.Tensor) -> torch.Tensor:
     """:func:`apply_bitmask` on ``logits[rows]`` (``bitmask`` aligned with ``rows``), in place; returns ``logits``."""
-    if _use_kernels(logits.device) and logits.stride(1) == 1 and bitmask.dtype == torch.int32:
+    if use_kernels(logits.device) and logits.stride(1) == 1 and bitmask.dtype == torch.int32:
         from triec.runtime import kernels
 
         return kernels.apply(logits, bitmask.contiguous(), rows)
@@ -235,12 +235,12 @@ class TorchMaskTable:
         self._lanes = torch.arange(self.narrow_words, device=self.device)
         self._source = table
         self._token_rows: tuple[torch.Tensor, torch.Tensor] | None = None  # built on first mask_rows gather
-        if kernels and not _use_kernels(self.device):
+        if kernels and not use_kernels(self.device):
             raise RuntimeError(f"kernels=True: triton cannot run for {self.device} here (CUDA with triton installed, "
                                "or TRITON_INTERPRET=1 set before triton is imported)")  # fmt: skip
         self.packed: Any = None
         """The fused kernels' arrays (:mod:`triec.runtime.kernels`), when they serve this device; else None."""
-        if kernels or (kernels is None and _use_kernels(self.device)):
+        if kernels or (kernels is None and use_kernels(self.device)):
             from triec.runtime import kernels as k
 
             self.packed = k.pack([arrays], [self.num_states], self.vocab_size, self.words_per_row, self.device)
@@ -545,11 +545,11 @@ class TorchTableSet:
         self.device = torch.device(device if device is not None else "cpu")
         self.vocab_size = tables[0].vocab_size
         self.words_per_row = tables[0].words_per_row
-        if kernels and not _use_kernels(self.device):
+        if kernels and not use_kernels(self.device):
             raise RuntimeError(f"kernels=True: triton cannot run for {self.device} here")
         self.packed: Any = None
         self.tables: list[TorchMaskTable] = []
-        if kernels or (kernels is None and _use_kernels(self.device)):
+        if kernels or (kernels is None and use_kernels(self.device)):
             from triec.runtime import kernels as k
 
             for t in tables:

@@ -48,7 +48,14 @@ from triec.integrations.serving import (  # noqa: F401  the serving core, re-exp
     store,
     warm_schema,
 )
-from triec.runtime.torch import DEFAULT_MAX_GATHER, TorchMaskTable, apply_bitmask_rows, keep_tokens
+from triec.runtime.torch import (
+    DEFAULT_MAX_GATHER,
+    TorchMaskTable,
+    TorchTableSet,
+    use_kernels,
+    apply_bitmask_rows,
+    keep_tokens,
+)
 from triec.schema.matcher import SchemaMaskWriter, SchemaMatcher
 from triec.schema.table import SchemaTable
 
@@ -103,6 +110,21 @@ class BatchState:
         self.max_tables = 256  # past this many, or past max_table_bytes on the device, tables no slot uses are dropped
         self.max_table_bytes = _cache_bytes()
         self._eos = torch.tensor(sorted(set(eos_ids)) or [0], dtype=torch.int64, device=self.device)
+        self._fused = use_kernels(self.device)  # the fused kernels: every table's rows in one launch (D30)
+        self._set: TorchTableSet | None = None  # built on use from the tables now held; dropped when they change
+        self._set_index = np.zeros(0, dtype=np.int64)  # gid -> its table's index in the set
+
+    def table_set(self) -> tuple[TorchTableSet, np.ndarray] | None:
+        """Every held table packed for the fused kernels (rows of all of them in one launch), and the index of
+        each gid in it; None where the kernels do not run (each table then serves its own rows)."""
+        if not self._fused or not self.tables:
+            return None
+        if self._set is None:
+            gids = sorted(self.tables)
+            self._set = TorchTableSet([self.tables[g]._source for g in gids], self.device, kernels=True)
+            self._set_index = np.full(self._next_gid, -1, dtype=np.int64)
+            self._set_index[gids] = np.arange(len(gids))
+        return self._set, self._set_index
 
     def _grow(self, slot: int) -> None:
         if slot < self.group.shape[0]:
@@ -123,13 +145,15 @@ class BatchState:
             self._next_gid += 1
             self._keys[key] = gid
             self.tables[gid] = table.to_torch(self.device)
+            self._set = None
             if self.table_bytes() > self.max_table_bytes:
                 self._evict(keep=gid)
         return gid, self.tables[gid]
 
     def table_bytes(self) -> int:
-        """Device bytes held by the uploaded tables."""
-        return sum(t.nbytes for t in self.tables.values())
+        """Device bytes held by the uploaded tables (and their packed set, when the fused kernels serve)."""
+        packed = self._set.packed.nbytes if self._set is not None else 0
+        return sum(t.nbytes for t in self.tables.values()) + packed
 
     def _evict(self, keep: int | None = None) -> None:
         """Drop the device tables no slot uses (old artifact versions, subsets of finished requests) but ``keep``."""
@@ -138,6 +162,7 @@ class BatchState:
             if gid not in used:
                 del self._keys[key]
                 del self.tables[gid]
+                self._set = None
         live = {id(m.table) for m in self.matchers.values()}
         for tid in [t for t in self._writers if t not in live]:
             del self._writers[tid]
@@ -218,6 +243,18 @@ class BatchState:
         groups = self.group[slots]
         if (groups == SCHEMA).any():
             self._accept(slots, groups, tokens, where)
+        fused = self.table_set() if (groups >= 0).any() else None
+        if fused is not None:  # every table's rows in one launch
+            tset, index = fused
+            at = np.flatnonzero(groups >= 0)
+            at_t = to_device(at, self.device)
+            sl = to_device(slots[at], self.device)
+            old = self.states[sl]
+            new = tset.advance(to_device(index[groups[at]], self.device), old, tokens.to(self.device)[at_t])
+            if where is not None:
+                new = torch.where(where.to(self.device)[at_t], new, old)
+            self.states[sl] = new
+            return
         for gid in np.unique(groups[groups >= 0]).tolist():
             at = np.flatnonzero(groups == gid)
             at_t = to_device(at, self.device)
@@ -309,8 +346,16 @@ class BatchState:
         decoding (:meth:`draft_positions`).
         """
         groups = self.group[slots]
+        fused = self.table_set() if (groups >= 0).any() else None
+        if fused is not None:  # every table's rows in one launch
+            tset, index = fused
+            at = np.flatnonzero(groups >= 0)
+            st = self.states[to_device(slots[at], self.device)] if states is None else states[to_device(at, states.device)]
+            tset.mask_logits(logits, to_device(index[groups[at]], self.device), st, rows=to_device(rows[at], logits.device))
         for gid in np.unique(groups[groups != UNCONSTRAINED]).tolist():
             at = np.flatnonzero(groups == gid)
+            if fused is not None and gid >= 0:
+                continue
             if gid == SCHEMA:
                 ms = [matchers[i] for i in at.tolist()] if matchers is not None else [self.matchers[s] for s in slots[at].tolist()]
                 self._mask_schema(logits, rows[at], ms)
