@@ -159,7 +159,7 @@ def test_several_tables_in_one_launch(vocabs) -> None:
 
 
 def test_the_masking_path_uses_the_apply_kernel(vocabs) -> None:
-    from triec.runtime.torch import use_kernels, apply_bitmask, apply_bitmask_rows
+    from triec.runtime.torch import apply_bitmask, apply_bitmask_rows, use_kernels
 
     assert use_kernels(torch.device("cpu"))
     rng = np.random.default_rng(6)

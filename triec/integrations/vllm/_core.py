@@ -52,9 +52,9 @@ from triec.runtime.torch import (
     DEFAULT_MAX_GATHER,
     TorchMaskTable,
     TorchTableSet,
-    use_kernels,
     apply_bitmask_rows,
     keep_tokens,
+    use_kernels,
 )
 from triec.schema.matcher import SchemaMaskWriter, SchemaMatcher
 from triec.schema.table import SchemaTable
