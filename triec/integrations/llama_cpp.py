@@ -248,7 +248,3 @@ class LlamaCppConstraint:
         if not chat:
             kwargs["stopping_criteria"] = self._lc.StoppingCriteriaList([d.stop])
         return kwargs
-
-    def logits_processor(self) -> Any:
-        """A ``LogitsProcessorList`` with a fresh decoding state (without the stopping criterion)."""
-        return self._lc.LogitsProcessorList([_Decoding(self).process])

@@ -30,8 +30,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-FINISHED = -1
-INVALID = -2
+# The kernels write FINISHED (-1, runtime.states) and INVALID (-2, runtime.torch) as literals: a Triton kernel
+# reads no module global that is not a constexpr.
 BLOCK_W = 1024  # bitmask words per iteration of fill
 BLOCK_P = 256  # (word, bits) pairs per iteration
 BLOCK_V = 2048  # logit columns per iteration of apply
