@@ -78,7 +78,7 @@ def load_average() -> list[float]:
 
 
 def machine() -> dict[str, Any]:
-    from triec.check.bench import machine_info, versions
+    from triec.bench.peers import machine_info, versions
 
     return {**machine_info(), "versions": versions(), "load_average_start": load_average(),
             "git": _git_head()}

@@ -20,8 +20,8 @@ import tempfile
 import time
 
 import triec
-import triec.check.synthetic
-from triec.build.compile import CompileStats
+import triec.synthetic.sets
+from triec.compiler.entry import CompileStats
 
 
 def main() -> None:
@@ -34,7 +34,7 @@ def main() -> None:
 
     vocab = triec.Vocabulary.load(args.tokenizer)
     vocab.automaton  # noqa: B018 - load or build the cached automaton outside the timing
-    values = triec.check.synthetic.tool_names(args.k)
+    values = triec.synthetic.sets.tool_names(args.k)
     times: dict[str, list[float]] = {"any": [], "canonical": []}
     phases: dict[str, dict[str, float]] = {}
     tables: dict[str, triec.MaskTable] = {}

@@ -29,8 +29,8 @@ from pathlib import Path
 import numpy as np
 
 import triec
-from triec.build.compile import CompileStats
-from triec.check.synthetic import tool_names, wide_codes
+from triec.compiler.entry import CompileStats
+from triec.synthetic.sets import tool_names, wide_codes
 
 SETS = {"tools": tool_names, "codes": wide_codes}
 
@@ -48,7 +48,7 @@ COLD = """
 import json, sys, time
 t0 = time.perf_counter()
 import triec
-from triec.check.synthetic import tool_names, wide_codes
+from triec.synthetic.sets import tool_names, wide_codes
 
 SETS = {"tools": tool_names, "codes": wide_codes}
 t1 = time.perf_counter()
@@ -86,7 +86,7 @@ def cold_compile(tokenizer: str, vocab_size: int, k: int) -> dict[str, float]:
 MEMORY = """
 import json, os, sys, tempfile
 import triec
-from triec.check.synthetic import tool_names, wide_codes
+from triec.synthetic.sets import tool_names, wide_codes
 v = triec.Vocabulary.load(sys.argv[1], vocab_size=int(sys.argv[2]) if sys.argv[2] != "0" else None)
 a = v.automaton
 values = {"tools": tool_names, "codes": wide_codes}[sys.argv[4]](int(sys.argv[3]))

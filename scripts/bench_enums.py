@@ -5,7 +5,7 @@
         [--threshold-k 4,8,16,32,64,128,256,1024] [--threshold-engines llguidance,xgrammar] [--no-threshold]
         [--timeout 600] [--json out.json] [--quick]
 
-Shapes (compact output, K ICD-10-CM style codes from ``triec.check.synthetic.wide_codes``):
+Shapes (compact output, K ICD-10-CM style codes from ``triec.synthetic.sets.wide_codes``):
 
 * ``icd``: ``{"patient": string maxLength 20, "codes": array of 1-5 items of an enum of K codes,
   "severity": enum ["low", "high"]}`` (issue 20's schema);
@@ -80,7 +80,7 @@ SEP = {"separators": (", ", ": "), "ensure_ascii": False}
 
 
 def codes(k: int, seed: int = 0) -> list[str]:
-    from triec.check.synthetic import wide_codes
+    from triec.synthetic.sets import wide_codes
 
     return wide_codes(k, seed)
 

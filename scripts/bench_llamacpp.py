@@ -39,7 +39,7 @@ METHODS = ("triec", "gbnf")
 def names(k: int) -> list[str]:
     import zstandard
 
-    from triec.check.synthetic import tool_names
+    from triec.synthetic.sets import tool_names
 
     raw = (ROOT / "fixtures" / "registries" / "bfcl-1998.json.zst").read_bytes()
     tools = json.loads(zstandard.ZstdDecompressor().decompress(raw, max_output_size=1 << 28))
@@ -89,7 +89,7 @@ def child(method: str, k: int, n: int, threads: int, rounds: int) -> dict:
         from triec.integrations.llama_cpp import LlamaCppConstraint
 
         vocab = triec.Vocabulary.load(gguf)
-        from triec.check.synthetic import product_names
+        from triec.synthetic.sets import product_names
 
         triec.compile(product_names(1_000), vocab)  # imports, the automaton, numpy's first calls: once per process
         t0 = time.perf_counter()

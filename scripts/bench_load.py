@@ -2,7 +2,7 @@
 
     python scripts/bench_load.py [--k 100000] [--tokenizer qwen2] [--vocab-size 151936] [--repeat 300]
 
-Compiles ``triec.check.synthetic.tool_names(K)``, writes the artifact to a temporary
+Compiles ``triec.synthetic.sets.tool_names(K)``, writes the artifact to a temporary
 directory and times, side by side in one process (medians, warm page cache):
 
 * layout only: mmap + header + section table (what a plain load did before
@@ -24,7 +24,7 @@ from pathlib import Path
 import triec
 from triec.artifact.container import read_buffer
 from triec.artifact.masks import parse_artifact
-from triec.check.synthetic import tool_names
+from triec.synthetic.sets import tool_names
 from triec.runtime.validate import check_indices
 
 

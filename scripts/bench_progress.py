@@ -28,8 +28,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import triec  # noqa: E402
-import triec.check.synthetic  # noqa: E402
-from triec.build.walk import walk  # noqa: E402
+import triec.synthetic.sets  # noqa: E402
+from triec.compiler.walk import walk  # noqa: E402
 from triec.keys import prepare_values  # noqa: E402
 from triec.trie import build_trie  # noqa: E402
 
@@ -67,7 +67,7 @@ def main() -> None:
     print(f"walk before = {rev}; set {args.set}; repeat {args.repeat}; medians in ms; the machine may be shared (noisy)")
     print(f"{'K':>9} {'before':>9} {'none':>9} {'callback':>9} {'bar':>9}   none/before  callback/before  bar/before")
     for k in (int(x) for x in args.k.split(",")):
-        make = triec.check.synthetic.tool_names if args.set == "tools" else triec.check.synthetic.product_names
+        make = triec.synthetic.sets.tool_names if args.set == "tools" else triec.synthetic.sets.product_names
         trie = build_trie(prepare_values(make(k))[0])
         hidden = _progress.PhaseDisplay(show=False)
         hidden.begin("compiling")

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 import triec
-from triec.check.synthetic import tool_names
+from triec.synthetic.sets import tool_names
 
 
 def per_call_us(fn: Callable[[], object], calls: int, repeat: int) -> float:

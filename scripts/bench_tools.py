@@ -7,7 +7,7 @@
 
 One fresh process per (registry, cell), run one after the other, each stopped at ``--timeout`` seconds
 or ``--max-rss-gb`` of resident memory (reported as such, with the phase it was in). Registries:
-``rich-K`` / ``flat-K`` = ``triec.check.registries.make_registry(K, 0, profile=...)`` (every tool its
+``rich-K`` / ``flat-K`` = ``triec.synthetic.registries.make_registry(K, 0, profile=...)`` (every tool its
 own argument schema), ``bfcl`` = fixtures/registries/bfcl-1998.json.zst (1,998 public functions),
 ``bfcl-N`` its first N. Cells:
 
@@ -87,7 +87,7 @@ def load_registry(spec: str) -> list[dict[str, Any]]:
     profile, _, k = spec.partition("-")
     if profile not in ("rich", "flat") or not k.isdigit():
         raise SystemExit(f"unknown registry {spec!r}: rich-K, flat-K, bfcl or bfcl-N")
-    from triec.check.registries import make_registry
+    from triec.synthetic.registries import make_registry
 
     return make_registry(int(k), 0, profile=profile)
 
@@ -139,7 +139,7 @@ def triec_cell(job: dict[str, Any], out: Out) -> None:
     import numpy as np
 
     import triec
-    from triec.build.compile import CompileStats
+    from triec.compiler.entry import CompileStats
     from triec.schema.compile import compile_tools
     from triec.schema.tools import parse_tools, tool_format
 

@@ -14,7 +14,7 @@ import time
 import numpy as np
 
 import triec
-import triec.check.synthetic
+import triec.synthetic.sets
 from triec.runtime.trigger import Triggered
 
 
@@ -34,7 +34,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=2000)
     args = ap.parse_args()
     vocab = triec.Vocabulary.load(args.tokenizer)
-    table = triec.compile(triec.check.synthetic.tool_names(args.k), vocab)
+    table = triec.compile(triec.synthetic.sets.tool_names(args.k), vocab)
     t = time.perf_counter()
     trig = Triggered(table, vocab, "Answer:")
     build = time.perf_counter() - t

@@ -166,7 +166,7 @@ def run_child(cmd: list[str], timeout: int) -> tuple[dict[str, object] | None, s
 def prepare(workdir: Path, model: str | None, ks: list[int]) -> tuple[str, str]:
     """The tiny model (unless given) and one artifact plus a values file per K."""
     import triec
-    from triec.check.synthetic import tool_names
+    from triec.synthetic.sets import tool_names
 
     if model is None:
         sys.path.insert(0, str(ROOT / "tests"))

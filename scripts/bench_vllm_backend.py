@@ -54,7 +54,7 @@ SPEC = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 3, 
 
 def tool_registry(n: int) -> list[dict]:
     """n tools with distinct argument schemas (names, enums, types and required sets vary)."""
-    from triec.check.synthetic import tool_names
+    from triec.synthetic.sets import tool_names
 
     kinds = [{"type": "string", "maxLength": 8}, {"type": "integer", "minimum": 0, "maximum": 999}, {"type": "boolean"},
              {"type": "string", "enum": ["low", "medium", "high"]}]  # fmt: skip  (bounded: a random model's call ends)
@@ -108,7 +108,7 @@ def run_cell(args: argparse.Namespace) -> dict[str, object]:
     from vllm import LLM, SamplingParams
     from vllm.sampling_params import StructuredOutputsParams as SO
 
-    from triec.check.synthetic import tool_names
+    from triec.synthetic.sets import tool_names
 
     k = args.k
     kw: dict[str, object] = {"structured_outputs_config": {"backend": "xgrammar"}}

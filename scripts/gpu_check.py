@@ -47,7 +47,7 @@ import numpy as np
 import torch
 
 import triec
-from triec.check.synthetic import tool_names
+from triec.synthetic.sets import tool_names
 from triec.runtime.torch import INVALID, TorchMaskTable
 
 BENCH_VLLM = str(Path(__file__).resolve().parent / "bench_vllm.py")

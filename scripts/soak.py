@@ -207,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     from tiny_llama import make_tiny_llama
 
     import triec
-    import triec.check.synthetic
+    import triec.synthetic.sets
 
     root = Path(args.workdir or tempfile.mkdtemp(prefix="triec-soak-"))
     root.mkdir(parents=True, exist_ok=True)
@@ -215,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
     vocab = triec.Vocabulary.load(model)
     art = root / "artifacts"
     art.mkdir(exist_ok=True)
-    tool_names = list(triec.check.synthetic.tool_names(1000))
+    tool_names = list(triec.synthetic.sets.tool_names(1000))
     triec.compile(tool_names, vocab).save(art / "tools.triec")
     triec.compile(COLORS, vocab).save(art / "colors.triec")
     blobs = {}

@@ -22,11 +22,11 @@ def make_artifacts(root: Path) -> tuple[Path, Path, list[str]]:
     from tiny_llama import make_tiny_llama
 
     import triec
-    import triec.check.synthetic
+    import triec.synthetic.sets
 
     model = make_tiny_llama(root / "model")
     art = root / "artifacts"
-    names = list(triec.check.synthetic.tool_names(200))
+    names = list(triec.synthetic.sets.tool_names(200))
     if not (art / "toolcall.triec").is_file():
         art.mkdir(parents=True, exist_ok=True)
         vocab = triec.Vocabulary.load(model)
@@ -38,9 +38,9 @@ def make_artifacts(root: Path) -> tuple[Path, Path, list[str]]:
 
 def requests() -> list[dict]:
     """Completions requests (prompt, max_tokens, xargs or structured_outputs, what a valid output is)."""
-    import triec.check.synthetic
+    import triec.synthetic.sets
 
-    names = list(triec.check.synthetic.tool_names(200))
+    names = list(triec.synthetic.sets.tool_names(200))
     return [
         {"prompt": "Pick a color:", "max_tokens": 8, "xargs": {"triec": "colors"}, "values": COLORS},
         {"prompt": "Pick a tool:", "max_tokens": 24, "xargs": {"triec": "tools"}, "values": names},

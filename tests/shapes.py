@@ -14,7 +14,7 @@ import random
 import string
 import uuid
 
-from triec.check.synthetic import wide_codes
+from triec.synthetic.sets import wide_codes
 
 
 def issue_reproducer() -> list[str]:

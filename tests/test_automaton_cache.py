@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import triec
-from triec.check.synthetic import tool_names
+from triec.synthetic.sets import tool_names
 from triec.tokenizer import automaton as am
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner, Result
 
-import triec.check.bench
-from triec.check.bench import ALL_ENGINES, batch_prefixes, markdown_table, parse_int_list, run_cell, summary
+import triec.bench.peers
+from triec.bench.peers import ALL_ENGINES, batch_prefixes, markdown_table, parse_int_list, run_cell, summary
 from triec.cli import app
 from triec.engines import ENGINES, is_installed
 from triec.errors import TriecError
@@ -71,7 +71,7 @@ def test_markdown_table_has_a_row_per_cell(tiny_run: dict) -> None:
 
 
 def test_missing_engine_is_reported_not_a_crash(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(triec.check.bench, "is_installed", lambda name: False)
+    monkeypatch.setattr(triec.bench.peers, "is_installed", lambda name: False)
     out = tmp_path / "b.json"
     result = invoke("bench", "-t", "gpt2", "--k", "10", "--repeat", "1", "--batch", "2", "--paths", "2", "--engines", "triec,xgrammar", "--json", str(out))
     assert result.exit_code == 0, result.stdout + result.stderr
@@ -104,7 +104,7 @@ def test_options_are_checked() -> None:
 @pytest.mark.skipif(importlib.util.find_spec("matplotlib") is None, reason="matplotlib is not installed (pip install 'triec[bench]')")
 def test_plot_writes_a_png(tiny_run: dict, tmp_path: Path) -> None:
     path = tmp_path / "bench.png"
-    triec.check.bench.plot(tiny_run, str(path))
+    triec.bench.peers.plot(tiny_run, str(path))
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 

@@ -118,11 +118,11 @@ def test_verify_of_a_sampled_schema_says_sampled(tmp_path: Path, qwen2: triec.Vo
     """Issue 37 item 6: a schema artifact whose slots were sampled was reported as "states checked: all N"."""
     from typer.testing import CliRunner
 
-    import triec.check.synthetic
-    from triec.check.verify import verify
+    import triec.synthetic.sets
+    from triec.verify.tables import verify
     from triec.cli import app
 
-    names = triec.check.synthetic.tool_names(300)
+    names = triec.synthetic.sets.tool_names(300)
     schema = {"type": "object", "properties": {"name": {"enum": names}, "n": {"type": "integer"}},
               "required": ["name", "n"], "additionalProperties": False}  # fmt: skip
     path = tmp_path / "s.triec"
@@ -224,7 +224,7 @@ def test_one_long_value_inspects_and_verifies_in_bounded_output_and_memory(tmp_p
     assert shown.exit_code == 0 and len(shown.output.splitlines()) < 200, len(shown.output.splitlines())
     assert len(shown.output) < 20_000  # long prefixes shown by their ends: the 40,000-byte value is not printed
     grown, said = _peak_rss_mb(
-        f"from triec.check.verify import verify\nr = verify({str(art)!r}, tokenizer='gpt2')\n"
+        f"from triec.verify.tables import verify\nr = verify({str(art)!r}, tokenizer='gpt2')\n"
         "print(r.ok, r.states_selected, r.num_states)")  # fmt: skip
     ok, selected, states = said.split()
     assert ok == "True" and states == "40001"
@@ -285,7 +285,7 @@ def test_verify_warns_about_an_eos_id_the_values_hold_as_text(tmp_path: Path) ->
 
     from typer.testing import CliRunner
 
-    from triec.check.verify import verify
+    from triec.verify.tables import verify
     from triec.cli import app
 
     art = tmp_path / "v.triec"

@@ -21,8 +21,8 @@ from cases import CASES
 from conftest import TOKENIZERS
 
 import triec
-import triec.check.synthetic
-from triec.check.verify import compare_canonical
+import triec.synthetic.sets
+from triec.verify.tables import compare_canonical
 from triec.encoding import as_encoding
 from triec.errors import TokenizerError, TokenNotAllowed, ValuesError
 from triec.tokenizer.source import locate
@@ -37,7 +37,7 @@ HARD = [
 VALUE_SETS = {
     "hard": HARD,
     **CASES,  # the exactness suite's sets: prefix chains, unicode, whitespace, the empty value, edge bytes, 2 KB values
-    "tools_300": random.Random(0).sample(triec.check.synthetic.tool_names(5_000), 300),
+    "tools_300": random.Random(0).sample(triec.synthetic.sets.tool_names(5_000), 300),
 }
 SPELLINGS = {
     "raw": {},
@@ -233,7 +233,7 @@ def test_refusals(tmp_path: Path, vocabs) -> None:
     eos_text = triec.compile(["x<|endoftext|>"], gpt2, tokenization="canonical")
     assert gpt2.eos_token_ids[0] not in eos_text.allowed_tokens and eos_text.num_allowed == 8
     sp = triec.Vocabulary.load(TOKENIZERS["phi3"])  # SentencePiece's NFKC-free normalizer keeps text; a rewrite refuses:
-    from triec.build.canonical import canonical_ids
+    from triec.compiler.canonical import canonical_ids
 
     class Rewriting:  # an encoder whose output does not spell the value (what a normalizer like NFKC does)
         def encode_batch(self, texts, add_special_tokens=False):

@@ -16,8 +16,8 @@ import pytest
 from typer.testing import CliRunner, Result
 
 import triec
-import triec.build.compile
-import triec.build.values
+import triec.compiler.entry
+import triec.compiler.values
 from triec.cli import app, main
 
 DEEP = b"[" * 100_000
@@ -89,7 +89,7 @@ def test_deeply_nested_json_on_stdin(workdir: Path) -> None:
 
 
 def test_values_file_over_the_size_limit(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(triec.build.values, "MAX_VALUES_BYTES", 100)
+    monkeypatch.setattr(triec.compiler.values, "MAX_VALUES_BYTES", 100)
     (workdir / "big.txt").write_bytes(b"abc\n" * 50)
     assert_one_line_error(invoke("compile", "big.txt", "-t", "gpt2"), "big.txt: 200 bytes, over the 100-byte limit")
     assert_one_line_error(invoke("compile", "-", "-t", "gpt2", input=b"abc\n" * 50), "<stdin>: more than the 100-byte limit")
@@ -98,7 +98,7 @@ def test_values_file_over_the_size_limit(workdir: Path, monkeypatch: pytest.Monk
 
 def test_values_over_the_format_limit(vocabs: dict[str, triec.Vocabulary], monkeypatch: pytest.MonkeyPatch) -> None:
     """Value bytes bound the state ids (int32); the limit is checked before anything is built."""
-    monkeypatch.setattr(triec.build.compile, "MAX_VALUE_BYTES", 10)
+    monkeypatch.setattr(triec.compiler.entry, "MAX_VALUE_BYTES", 10)
     with pytest.raises(triec.ValuesError, match="2 values of 11 bytes: over the 10-byte limit"):
         triec.compile(["abcdef", "ghijk"], vocabs["gpt2"])
 

@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 
 import triec
-import triec.check.synthetic
+import triec.synthetic.sets
 
 
 @pytest.mark.parametrize("delay", [0.3, 0.8, 1.5])
 def test_ctrl_c_leaves_nothing_partial(tmp_path: Path, delay: float) -> None:
     values = tmp_path / "values.txt"
-    values.write_text("\n".join(triec.check.synthetic.tool_names(200_000)) + "\n", encoding="utf-8")
+    values.write_text("\n".join(triec.synthetic.sets.tool_names(200_000)) + "\n", encoding="utf-8")
     out = tmp_path / "out.triec"
     env = dict(os.environ, TRIEC_CACHE_DIR=str(tmp_path / "cache"))
     proc = subprocess.Popen(

@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import triec
-import triec.check.synthetic
+import triec.synthetic.sets
 from triec._arrays import row_ids
 from triec.errors import RequestError, ValuesError
 from triec.integrations.constraints import (
@@ -440,7 +440,7 @@ class _OwnRows(TableMatcher):
 def test_fill_rows_equals_each_matchers_own_row(served: triec.Vocabulary, n: int, contiguous: bool) -> None:
     """Few rows of a table (one slice each) and many (one gather and scatter); a buffer of any layout."""
     rng = random.Random(n)
-    tables = [triec.compile(COLORS, served), triec.compile(triec.check.synthetic.tool_names(200), served)]
+    tables = [triec.compile(COLORS, served), triec.compile(triec.synthetic.sets.tool_names(200), served)]
     matchers: list[TableMatcher] = []
     for i in range(n):
         cls = _OwnRows if i % 7 == 3 else TableMatcher

@@ -1,7 +1,7 @@
 """State-by-state exactness of compiled mask tables against independent oracles.
 
 The oracle below is written from the contract alone and shares no code with
-triec (neither the numpy walk nor ``triec.build.reference``):
+triec (neither the numpy walk nor ``triec.compiler.reference``):
 
 * states are the distinct byte prefixes of the values, numbered in preorder,
   which for a byte trie with children in byte order is plain sorted order of
@@ -27,13 +27,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import triec
-import triec.check.synthetic
+import triec.synthetic.sets
 
 NAMES = ("gpt2", "phi3", "qwen2")
 
 # ---------------------------------------------------------------- value sets
 
-TOOL_NAMES_10K = triec.check.synthetic.tool_names(10_000)
+TOOL_NAMES_10K = triec.synthetic.sets.tool_names(10_000)
 ALL_CASES = [*CASES, "tool_names_10k"]
 
 
@@ -243,7 +243,7 @@ def test_random_sets_match_oracle(name: str, vocabs: dict[str, triec.Vocabulary]
 # ---------------------------------------------------------------- 4. save -> load
 
 MIXED = sorted(
-    set(triec.check.synthetic.tool_names(500)) | set(CASES["unicode"]) | set(CASES["whitespace"]) | set(CASES["prefix_chain"])
+    set(triec.synthetic.sets.tool_names(500)) | set(CASES["unicode"]) | set(CASES["whitespace"]) | set(CASES["prefix_chain"])
     | {""}
 )
 

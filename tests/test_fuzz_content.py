@@ -38,7 +38,7 @@ import numpy as np
 import pytest
 
 import triec
-import triec.check.synthetic
+import triec.synthetic.sets
 from triec.artifact.container import ALIGN, PREAMBLE
 from triec.artifact.masks import encode_artifact
 from triec.errors import ArtifactContentError, ArtifactError

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import triec
-import triec.check.synthetic
+import triec.synthetic.sets
 from triec.artifact.container import PREAMBLE
 from triec.artifact.masks import encode_artifact
 from triec.errors import ArtifactChecksumError, ArtifactContentError, ArtifactError, ArtifactVersionError
@@ -181,7 +181,7 @@ def test_fuzz_loader(vocabs: dict[str, triec.Vocabulary], tmp_path: Path) -> Non
     """Thousands of seeded mutations: each loads to a valid table or raises ArtifactError."""
     seeds = [
         encode_artifact(triec.compile(["get", "get_user", "héllo", "日本", ""], vocabs["gpt2"])),
-        encode_artifact(triec.compile(triec.check.synthetic.tool_names(50), vocabs["phi3"])),
+        encode_artifact(triec.compile(triec.synthetic.sets.tool_names(50), vocabs["phi3"])),
     ]
     rng = random.Random(20261130)
     path = tmp_path / "fuzz.triec"

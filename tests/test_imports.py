@@ -38,7 +38,7 @@ def test_names_resolve_lazily() -> None:
 
     for name in triec.__all__:
         assert getattr(triec, name) is not None
-    assert triec.compile.__module__ == "triec.build.compile" and triec.load.__module__ == "triec.artifact.formats"
+    assert triec.compile.__module__ == "triec.compiler.entry" and triec.load.__module__ == "triec.artifact.formats"
 
 
 def test_serving_core_is_framework_free() -> None:

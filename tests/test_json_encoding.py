@@ -21,8 +21,8 @@ from test_verify import NAMES, engine_or_skip
 
 import triec
 from triec._arrays import row_ids
-from triec.check.paths import token_paths
-from triec.check.verify import compare_engine
+from triec.verify.paths import token_paths
+from triec.verify.tables import compare_engine
 from triec.encoding import Encoding, json_string_literal
 from triec.engines import Engine
 
@@ -271,7 +271,7 @@ def test_restrict_takes_the_users_values(vocabs: dict[str, triec.Vocabulary]) ->
 
 
 def test_schema_errors_name_the_keyword(vocabs: dict[str, triec.Vocabulary]) -> None:
-    from triec.build.json_schema import parse_schema
+    from triec.compiler.json_schema import parse_schema
 
     def obj(props: dict, **extra: object) -> dict:
         return {"type": "object", "properties": props, "required": list(props), **extra}

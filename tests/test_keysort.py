@@ -1,4 +1,4 @@
-"""triec.build.keysort against Python's own sort: order, duplicates and LCPs, on hostile byte strings."""
+"""triec.compiler.keysort against Python's own sort: order, duplicates and LCPs, on hostile byte strings."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from triec.build.keysort import sort_unique
+from triec.compiler.keysort import sort_unique
 from triec.trie import join_keys
 
 
@@ -56,7 +56,7 @@ def test_prepare_buffer_equals_prepare_values_past_the_small_set_path() -> None:
     """Over SMALL_SET values (the keysort path): NULs, non-ASCII, duplicates, the empty value."""
     import random
 
-    from triec.build.compile import SMALL_SET, prepare_buffer
+    from triec.compiler.entry import SMALL_SET, prepare_buffer
     from triec.keys import prepare_values
 
     rng = random.Random(3)

@@ -8,10 +8,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import triec
-import triec.check.synthetic
+import triec.synthetic.sets
 from triec.runtime.word_masks import build_state_words, state_words
 
-MIXED = sorted(set(triec.check.synthetic.tool_names(300)) | {"", "a", "ab", "abc", "é", "日本語", "x y", "slack"})
+MIXED = sorted(set(triec.synthetic.sets.tool_names(300)) | {"", "a", "ab", "abc", "é", "日本語", "x y", "slack"})
 ALPHABET = "ab.é_ "
 
 
@@ -22,7 +22,7 @@ def _reference(table: triec.MaskTable, states: list[int]) -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def tools(qwen2: triec.Vocabulary) -> triec.MaskTable:
-    return triec.compile(triec.check.synthetic.tool_names(1000), qwen2)
+    return triec.compile(triec.synthetic.sets.tool_names(1000), qwen2)
 
 
 def test_every_state_single_and_batched(vocab: triec.Vocabulary) -> None:

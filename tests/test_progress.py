@@ -20,9 +20,9 @@ from rich.console import Console
 from typer.testing import CliRunner, Result
 
 import triec
-import triec.check.bench
-import triec.check.synthetic
-from triec.build.walk import walk
+import triec.bench.peers
+import triec.synthetic.sets
+from triec.compiler.walk import walk
 from triec.cli import _common, _progress, app
 from triec.keys import prepare_values
 from triec.trie import build_trie
@@ -49,7 +49,7 @@ def terminal(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture(scope="module")
 def artifact(tmp_path_factory: pytest.TempPathFactory, vocabs: dict[str, triec.Vocabulary]) -> tuple[Path, int]:
     path = tmp_path_factory.mktemp("progress") / "tools.triec"
-    table = triec.compile(triec.check.synthetic.tool_names(150), vocabs["gpt2"])
+    table = triec.compile(triec.synthetic.sets.tool_names(150), vocabs["gpt2"])
     table.save(path)
     return path, table.num_states
 
@@ -97,7 +97,7 @@ def test_verify_without_a_terminal_prints_no_progress(artifact: tuple[Path, int]
 
 
 def test_progress_callback_follows_the_work(artifact: tuple[Path, int]) -> None:
-    from triec.check.verify import CheckProgress, verify
+    from triec.verify.tables import CheckProgress, verify
 
     seen: list[CheckProgress] = []
     report = verify(str(artifact[0]), against=["reference", "llguidance"], walks=4, progress=seen.append)
@@ -125,7 +125,7 @@ def test_verify_through_a_pipe_has_a_clean_stderr(artifact: tuple[Path, int]) ->
 
 def test_walk_reports_monotone_progress_and_the_same_result(vocabs: dict[str, triec.Vocabulary]) -> None:
     vocab = vocabs["gpt2"]
-    trie = build_trie(prepare_values(triec.check.synthetic.tool_names(300))[0])
+    trie = build_trie(prepare_values(triec.synthetic.sets.tool_names(300))[0])
     calls: list[tuple[int, int]] = []
     with_progress = walk(trie, vocab.automaton, vocab.vocab_size, lambda d, t: calls.append((d, t)))
     without = walk(trie, vocab.automaton, vocab.vocab_size)
@@ -143,7 +143,7 @@ def test_walk_reports_monotone_progress_and_the_same_result(vocabs: dict[str, tr
 def test_compile_grows_a_bar_on_a_terminal(terminal: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr(_progress, "SHOW_AFTER_S", 0.0)  # a tiny compile is never a second long
     values = tmp_path / "tools.txt"
-    values.write_text("\n".join(triec.check.synthetic.tool_names(500)) + "\n")
+    values.write_text("\n".join(triec.synthetic.sets.tool_names(500)) + "\n")
     result = invoke("compile", str(values), "-t", "gpt2", "-o", str(tmp_path / "t.triec"))
     assert result.exit_code == 0, result.stdout + result.stderr
     err = plain(result.stderr)
@@ -154,7 +154,7 @@ def test_compile_grows_a_bar_on_a_terminal(terminal: None, monkeypatch: pytest.M
 def test_compile_shows_no_bar_in_its_first_second(terminal: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr(_progress, "SHOW_AFTER_S", 3600.0)
     values = tmp_path / "tools.txt"
-    values.write_text("\n".join(triec.check.synthetic.tool_names(500)) + "\n")
+    values.write_text("\n".join(triec.synthetic.sets.tool_names(500)) + "\n")
     result = invoke("compile", str(values), "-t", "gpt2", "-o", str(tmp_path / "t.triec"))
     assert result.exit_code == 0
     assert "compiling 500 values" in plain(result.stderr) and "%" not in plain(result.stderr)
@@ -166,7 +166,7 @@ def test_compile_is_silent_on_stderr_unless_shown(tmp_path: Path, monkeypatch: p
     if flag is not None:  # JSON and --quiet: nothing even on a terminal; otherwise: no terminal at all
         monkeypatch.setattr(_common, "err", Console(stderr=True, force_terminal=True, width=150))
     values = tmp_path / "tools.txt"
-    values.write_text("\n".join(triec.check.synthetic.tool_names(200)) + "\n")
+    values.write_text("\n".join(triec.synthetic.sets.tool_names(200)) + "\n")
     result = invoke("compile", str(values), "-t", "gpt2", "-o", str(tmp_path / "t.triec"), *([flag] if flag else []))
     assert result.exit_code == 0 and result.stderr == ""
 
@@ -193,14 +193,14 @@ def test_bench_logs_a_line_per_cell_without_a_terminal_and_nothing_quiet() -> No
 
 
 def test_bench_ctrl_c_keeps_the_cells_measured(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    real = triec.check.bench.run_cell
+    real = triec.bench.peers.run_cell
 
     def interrupted_at_llguidance(job: dict, timeout: float, env: dict | None = None) -> dict:
         if job["engine"] == "llguidance":
             raise KeyboardInterrupt  # what SIGINT raises inside subprocess.run
         return real(job, timeout, env)
 
-    monkeypatch.setattr(triec.check.bench, "run_cell", interrupted_at_llguidance)
+    monkeypatch.setattr(triec.bench.peers, "run_cell", interrupted_at_llguidance)
     out = tmp_path / "partial.json"
     result = invoke(*BENCH, "--engines", "triec,llguidance,xgrammar", "--json", str(out))
     assert result.exit_code == 130, result.stdout + result.stderr

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import triec
-import triec.check.synthetic
+import triec.synthetic.sets
 from triec.errors import ValueNotInTable
 from triec.runtime.restrict import RestrictedTable, path_index
 
@@ -63,7 +63,7 @@ def test_hypothesis_subsets_equal_fresh_compiles(
 
 def test_tool_names_subset_of_a_loaded_artifact(qwen2: triec.Vocabulary, tmp_path: Path) -> None:
     """A memory-mapped table, a 40-value subset with shared prefixes, and the empty value."""
-    values = triec.check.synthetic.tool_names(3000) + ["", "slack"]
+    values = triec.synthetic.sets.tool_names(3000) + ["", "slack"]
     path = tmp_path / "tools.triec"
     triec.compile(values, qwen2).save(path)
     table = triec.load(path)
@@ -98,7 +98,7 @@ def test_unknown_values_and_empty_subsets(qwen2: triec.Vocabulary) -> None:
 
 
 def test_restricting_a_view_narrows_it(qwen2: triec.Vocabulary) -> None:
-    table = triec.compile(triec.check.synthetic.tool_names(500), qwen2)
+    table = triec.compile(triec.synthetic.sets.tool_names(500), qwen2)
     subset = table.values[100:160]
     view = table.restrict(subset)
     narrower = view.restrict(subset[:5])
@@ -109,7 +109,7 @@ def test_restricting_a_view_narrows_it(qwen2: triec.Vocabulary) -> None:
 
 
 def test_compacted_views_serve_writers_and_devices(qwen2: triec.Vocabulary) -> None:
-    table = triec.compile(triec.check.synthetic.tool_names(500), qwen2)
+    table = triec.compile(triec.synthetic.sets.tool_names(500), qwen2)
     view = table.restrict(table.values[:30])
     compact = view.compact()
     writer = compact.mask_writer(4)
@@ -119,7 +119,7 @@ def test_compacted_views_serve_writers_and_devices(qwen2: triec.Vocabulary) -> N
 
 def test_path_index_creators(qwen2: triec.Vocabulary) -> None:
     """``creator[m]`` is the first value sharing value m's first ``lcp[m]`` bytes."""
-    values = sorted({"", "a", "ab", "abc", "abd", "b", "ba", "bab", "babc"} | set(triec.check.synthetic.tool_names(200)))
+    values = sorted({"", "a", "ab", "abc", "abd", "b", "ba", "bab", "babc"} | set(triec.synthetic.sets.tool_names(200)))
     table = triec.compile(values, qwen2)
     index = path_index(table)
     keys = table.value_bytes

@@ -6,7 +6,7 @@ arguments. Oracles: llguidance (CI installs it) and xgrammar (skipped when
 missing), each compiled on the whole schema in the same compact convention.
 Every trie state, one step past every token leaving the trie part, every tail
 offset (a few keys) and random walks to EOS are compared row by row
-(triec.check.schema_verify).
+(triec.verify.schemas).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import triec
-from triec.check.schema_verify import compare_schema
+from triec.verify.schemas import compare_schema
 from triec.errors import TriecError
 from triec.schema.shape import SchemaShapeError, parse_tool_schema
 

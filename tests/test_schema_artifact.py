@@ -20,7 +20,7 @@ import pytest
 import triec
 from triec.artifact import container
 from triec.artifact.masks import encode_artifact
-from triec.check.schema_verify import compare_schema
+from triec.verify.schemas import compare_schema
 from triec.schema.artifact import ConvertedSchemaTable
 
 pytestmark = pytest.mark.engines

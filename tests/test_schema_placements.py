@@ -8,7 +8,7 @@ an enum. Values need JSON escapes (quotes, backslashes, non-ASCII, the empty
 string). The oracle is the same engine compiled on the user's whole schema in
 the same convention; every row is compared along random walks to EOS and, for
 each slot, at every trie state from its entry with one step past every
-crossing token (triec.check.schema_verify). Synthetic vocabularies add long
+crossing token (triec.verify.schemas). Synthetic vocabularies add long
 tokens that straddle each boundary: entering (structure text + opening quote +
 value bytes), leaving (closing quote + ``, "next": ``, ``]``, ``}``) and
 between two array items.
@@ -19,7 +19,7 @@ from __future__ import annotations
 import pytest
 
 import triec
-from triec.check.schema_verify import compare_schema
+from triec.verify.schemas import compare_schema
 
 pytestmark = pytest.mark.engines
 
@@ -114,7 +114,7 @@ def test_array_items_are_fresh_passes(vocabs: dict[str, triec.Vocabulary], engin
     ids = {b: i for i, b in enumerate(vocab.token_bytes) if b}
     m = table.matcher()
     text = b'["A00.1", "J45", "A00.1", "Z99.89"]'
-    from triec.check.schema_verify import _spell
+    from triec.verify.schemas import _spell
 
     toks = _spell(vocab, text)
     assert m.accept_tokens(toks) == len(toks), text

@@ -55,7 +55,7 @@ from sglang.srt.server_args import GRAMMAR_BACKEND_CHOICES, prepare_server_args 
 from sglang.srt.speculative.spec_utils import generate_token_bitmask, traverse_tree  # noqa: E402
 
 import triec  # noqa: E402
-import triec.check.synthetic  # noqa: E402
+import triec.synthetic.sets  # noqa: E402
 import triec.integrations.constraints  # noqa: E402
 from triec.integrations import sglang as backend_module  # noqa: E402
 from triec.integrations.constraints import ARTIFACT_KEYWORD, RESTRICT_KEYWORD  # noqa: E402
@@ -68,7 +68,7 @@ ROOT = Path(__file__).resolve().parent.parent
 MODELS = {"qwen2": (151_936, {151643, 151645}), "gpt2": (50_257, {50256}), "phi3": (32_064, {32000, 32007})}
 
 VALUES = ["get_user", "get_users", "list", "list_items", "say \"hi\"", "a b-c", "café.ouvert", "日本語", "x😀y", "tab\there", ""]
-TOOLS = triec.check.synthetic.tool_names(300)
+TOOLS = triec.synthetic.sets.tool_names(300)
 
 
 # ----------------------------------------------------------------------------- SGLang set up as its scheduler is

@@ -3,7 +3,7 @@
 The walk once assumed a level's frontier never outgrew the trie's node count;
 wide, shallow sets (codes, digit runs) broke that and no test had such a set.
 Every shape here is compiled by the fast path and compared, state by state,
-with :mod:`triec.build.reference` (pyahocorasick matching over its own prefix
+with :mod:`triec.compiler.reference` (pyahocorasick matching over its own prefix
 numbering) on the three real tokenizers: gpt2 and qwen2 (multi-digit number
 tokens, byte-level BPE) and phi3 (single-digit numbers, byte fallback).
 """
@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import triec
-from triec.build.reference import prefix_states, reference_transitions
+from triec.compiler.reference import prefix_states, reference_transitions
 
 NAMES = ("gpt2", "phi3", "qwen2")
 
@@ -122,8 +122,8 @@ def test_generated_wide_sets_equal_reference(name: str, vocabs: dict[str, triec.
 @pytest.mark.parametrize("shape", ["issue_reproducer", "long_prefix_wide_end", "whitespace_runs", "nested_prefixes"])
 def test_tiny_chunks_give_the_same_tables(qwen2: triec.Vocabulary, shape: str) -> None:
     """Levels and tails cut into passes of a few entries (even a single node's entries split) change nothing."""
-    from triec.build.compile import prepare_buffer
-    from triec.build.walk import walk
+    from triec.compiler.entry import prepare_buffer
+    from triec.compiler.walk import walk
     from triec.trie import build_trie_from_buffer
 
     sk = prepare_buffer(shapes.SHAPES[shape]())
@@ -139,15 +139,15 @@ def test_tiny_chunks_give_the_same_tables(qwen2: triec.Vocabulary, shape: str) -
 def test_index_sort_fallback_gives_the_same_tables(qwen2: triec.Vocabulary, shape: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Pairs sort as one packed int64 while (state, token, next state) fit in 63 bits; past that (about 2**22
     states) they sort as (key, index) and are gathered: forced here, both give the same CSR."""
-    import triec.build.walk
-    from triec.build.compile import prepare_buffer
+    import triec.compiler.walk
+    from triec.compiler.entry import prepare_buffer
     from triec.trie import build_trie_from_buffer
 
     sk = prepare_buffer(shapes.SHAPES[shape]())
     trie = build_trie_from_buffer(sk.data, sk.offsets, sk.lcp, sk.starts)
-    packed = triec.build.walk.walk(trie, qwen2.automaton, qwen2.vocab_size)
-    monkeypatch.setattr(triec.build.walk, "_PACKED_BITS", 0)
-    gathered = triec.build.walk.walk(trie, qwen2.automaton, qwen2.vocab_size)
+    packed = triec.compiler.walk.walk(trie, qwen2.automaton, qwen2.vocab_size)
+    monkeypatch.setattr(triec.compiler.walk, "_PACKED_BITS", 0)
+    gathered = triec.compiler.walk.walk(trie, qwen2.automaton, qwen2.vocab_size)
     assert packed.tokens.shape[0] > 1000
     for name in ("offsets", "tokens", "next_state"):
         assert np.array_equal(getattr(packed, name), getattr(gathered, name)), name
@@ -155,7 +155,7 @@ def test_index_sort_fallback_gives_the_same_tables(qwen2: triec.Vocabulary, shap
 
 def test_200k_wide_codes_equal_reference(qwen2: triec.Vocabulary) -> None:
     """Issue 9's large case: 200,000 ICD-10 style codes (a million would take the reference past 30 s)."""
-    from triec.check.synthetic import wide_codes
+    from triec.synthetic.sets import wide_codes
 
     values = wide_codes(200_000)
     assert len(set(values)) == 200_000

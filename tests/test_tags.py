@@ -8,8 +8,8 @@ import json
 import pytest
 
 import triec
-from triec.check.registries import make_registry
-from triec.check.schema_verify import compare_schema
+from triec.synthetic.registries import make_registry
+from triec.verify.schemas import compare_schema
 from triec.errors import SchemaShapeError
 from triec.schema.compile import compile_structural_tag
 

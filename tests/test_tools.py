@@ -3,7 +3,7 @@
 The oracle is llguidance or xgrammar compiled on the whole format over every
 tool (vLLM's ``tool_choice="required"`` schema for ``vllm``; an ``anyOf`` of the
 calls for ``llama3`` / ``object``; the tagged calls as a lark / EBNF grammar for
-``hermes``), in the same compact convention (:func:`triec.check.schema_verify.compare_schema`:
+``hermes``), in the same compact convention (:func:`triec.verify.schemas.compare_schema`:
 every trie state of the names exhaustively, one step past each crossing token,
 each tail offset, and random walks to EOS with several calls).
 """
@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 import triec
-from triec.check.registries import make_registry, respell
-from triec.check.schema_verify import compare_schema
+from triec.synthetic.registries import make_registry, respell
+from triec.verify.schemas import compare_schema
 from triec.schema.compile import compile_tools
 from triec.schema.tools import ToolsError, parse_tools, tools_of
 

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import triec
-import triec.check.synthetic
+import triec.synthetic.sets
 
 pytestmark = pytest.mark.torch
 
@@ -22,7 +22,7 @@ from triec.runtime.torch import INVALID, TorchMaskTable  # noqa: E402
 from triec.runtime.word_masks import state_words  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-MIXED = sorted(set(triec.check.synthetic.tool_names(300)) | {"", "a", "ab", "abc", "é", "日本語", "x y", "slack"})
+MIXED = sorted(set(triec.synthetic.sets.tool_names(300)) | {"", "a", "ab", "abc", "é", "日本語", "x y", "slack"})
 
 
 def _rows(table: triec.MaskTable, states: np.ndarray) -> np.ndarray:
@@ -85,7 +85,7 @@ def test_terminal_states_allow_only_eos_and_stay(qwen2: triec.Vocabulary) -> Non
 
 def test_decode_loop_walks_each_row_to_its_value(qwen2: triec.Vocabulary) -> None:
     """Greedy steps over random logits, all rows at once: every row ends in exactly one value."""
-    values = triec.check.synthetic.tool_names(200)
+    values = triec.synthetic.sets.tool_names(200)
     table = triec.compile(values, qwen2)
     dev = table.to_torch()
     gen = torch.Generator().manual_seed(0)
@@ -147,7 +147,7 @@ def test_mask_rows_keeps_exactly_the_allowed_logits(qwen2: triec.Vocabulary, max
 
 
 def test_representation_bytes(qwen2: triec.Vocabulary) -> None:
-    table = triec.compile(triec.check.synthetic.tool_names(1000), qwen2)
+    table = triec.compile(triec.synthetic.sets.tool_names(1000), qwen2)
     dev = table.to_torch()
     words = state_words(table).words.size
     assert dev.wide_states.numel() == 0  # tool names: no state sets more than 256 words

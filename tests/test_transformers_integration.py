@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import triec
-import triec.check.synthetic
+import triec.synthetic.sets
 from triec.tokenizer.source import locate
 
 pytestmark = pytest.mark.torch
@@ -93,7 +93,7 @@ CASES = [("qwen2", 10), ("qwen2", 1000), ("qwen2", 10_000), ("gpt2", 10), ("gpt2
 @pytest.mark.parametrize(("name", "k"), CASES)
 def test_generate_emits_exactly_one_value(name: str, k: int, vocabs, hf, models) -> None:
     vocab, tok, model = vocabs[name], hf[name], models[name]
-    values = triec.check.synthetic.tool_names(k)
+    values = triec.synthetic.sets.tool_names(k)
     table = triec.compile(values, vocab)
     budget = max(len(v.encode()) for v in values) + 1  # every content token holds at least one byte
     value_set = set(values)
@@ -117,7 +117,7 @@ def test_generate_emits_exactly_one_value(name: str, k: int, vocabs, hf, models)
 def test_generate_with_a_canonical_table_writes_the_encoders_tokens(name: str, vocabs, hf, models) -> None:
     """tokenization="canonical" through the same processor: every sampled row is a value's own tokenization, then EOS."""
     vocab, tok, model = vocabs[name], hf[name], models[name]
-    values = triec.check.synthetic.tool_names(1000)
+    values = triec.synthetic.sets.tool_names(1000)
     table = triec.compile(values, vocab, tokenization="canonical")
     encoder = vocab.encoder()
     for sample in (False, True):
@@ -131,7 +131,7 @@ def test_generate_with_a_canonical_table_writes_the_encoders_tokens(name: str, v
 
 def test_restricted_view_in_generate(vocabs, hf, models) -> None:
     vocab, tok, model = vocabs["qwen2"], hf["qwen2"], models["qwen2"]
-    table = triec.compile(triec.check.synthetic.tool_names(10_000), vocab)
+    table = triec.compile(triec.synthetic.sets.tool_names(10_000), vocab)
     subset = table.values[5000:5004]
     rows = generate(model, tok, vocab, TriecLogitsProcessor(table.restrict(subset)), sample=True, max_new_tokens=40)
     assert {value_then_eos(row, tok, vocab, set(subset)) for row in rows} <= set(subset)
@@ -162,7 +162,7 @@ def test_processor_follows_each_row_and_resets(vocabs) -> None:
 def test_generate_tool_calls_with_a_schema_table(vocabs, hf, models) -> None:
     """A compiled tool schema in generate: every row is one complete tool call, then EOS."""
     vocab, tok, model = vocabs["qwen2"], hf["qwen2"], models["qwen2"]
-    names = triec.check.synthetic.tool_names(1000)
+    names = triec.synthetic.sets.tool_names(1000)
     args = {"type": "object", "properties": {"flag": {"type": "boolean"}}, "required": ["flag"], "additionalProperties": False}
     schema = {"type": "object", "properties": {"name": {"type": "string", "enum": names}, "arguments": args},
               "required": ["name", "arguments"], "additionalProperties": False}
@@ -248,7 +248,7 @@ def test_think_then_answer_processor_follows_each_row(vocabs) -> None:
 def test_generate_think_then_answer(vocabs, hf, models) -> None:
     """generate: free text, then the trigger (written by a budget-forcing processor in front), then one value, EOS."""
     vocab, tok, model = vocabs["qwen2"], hf["qwen2"], models["qwen2"]
-    values = triec.check.synthetic.tool_names(500)
+    values = triec.synthetic.sets.tool_names(500)
     table = triec.compile(values, vocab)
     ids = {b: i for i, b in enumerate(vocab.token_bytes) if b}
     force = _WriteTheTrigger([ids[b"\n"], ids[b"Answer"], ids[b":"]], after=4)

@@ -5,7 +5,7 @@ Outputs that go through free text, the trigger, a call, free text and a second c
 tokens at random (any allowed token spelling a prefix of the rest, so tokens that span free text and the
 trigger, the trigger and the begin, the end and the free text are taken), every row compared with xgrammar's
 on the whole structural tag, and at each step two other allowed tokens followed one step
-(:func:`~triec.check.schema_verify.compare_texts`). Three tokenizers, and the Qwen2 vocabulary with
+(:func:`~triec.verify.schemas.compare_texts`). Three tokenizers, and the Qwen2 vocabulary with
 Qwen2.5's added ``<tool_call>`` token, where the trigger is one token id.
 """
 
@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import triec
-from triec.check.schema_verify import compare_texts
+from triec.verify.schemas import compare_texts
 from triec.errors import SchemaShapeError
 from triec.schema.compile import compile_structural_tag
 

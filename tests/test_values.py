@@ -17,7 +17,7 @@ import pytest
 from typer.testing import CliRunner
 
 import triec
-from triec.build.values import parse_values, read_values
+from triec.compiler.values import parse_values, read_values
 from triec.cli import app
 
 BOM = b"\xef\xbb\xbf"

@@ -19,11 +19,11 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner, Result
 
 import triec
-import triec.check.synthetic
+import triec.synthetic.sets
 from triec._arrays import row_ids
 from triec.artifact.container import PREAMBLE
-from triec.check.paths import escape_bytes, token_paths
-from triec.check.verify import compare_engine, select_states, state_depths, verify
+from triec.verify.paths import escape_bytes, token_paths
+from triec.verify.tables import compare_engine, select_states, state_depths, verify
 from triec.cli import app
 from triec.engines import ENGINES, Engine, install_hint, is_installed, make_engine
 from triec.errors import EngineUnavailable
@@ -41,7 +41,7 @@ CASES: dict[str, list[str]] = {
     "whitespace": [" leading", "trailing ", "\ttab", "a\nb", "a  b", "\u00a0nbsp", "...", " ", "\n", 'q"\\x', "$^.*+?()[]{}|/", "a\x00b"],
     # the empty value: EOS allowed at the start
     "empty": ["", "a", "ab", "日"],
-    "tools": triec.check.synthetic.tool_names(60),
+    "tools": triec.synthetic.sets.tool_names(60),
 }
 
 
@@ -118,7 +118,7 @@ def test_engine_rows_use_the_shared_layout(qwen2: triec.Vocabulary) -> None:
 
 
 def test_depths_sample_and_paths(qwen2: triec.Vocabulary) -> None:
-    table = triec.compile(triec.check.synthetic.tool_names(300), qwen2)
+    table = triec.compile(triec.synthetic.sets.tool_names(300), qwen2)
     depth = state_depths(table)
     assert [int(d) for d in depth] == [len(table.prefix(s)) for s in range(table.num_states)]
     everything, sampled = select_states(table, table.num_states, seed=0)
@@ -149,7 +149,7 @@ def test_escape_bytes() -> None:
 @pytest.fixture(scope="module")
 def tools_artifact(tmp_path_factory: pytest.TempPathFactory, vocabs: dict[str, triec.Vocabulary]) -> Path:
     path = tmp_path_factory.mktemp("verify") / "tools.triec"
-    triec.compile(triec.check.synthetic.tool_names(200) + ["get", "get_user"], vocabs["gpt2"]).save(path)
+    triec.compile(triec.synthetic.sets.tool_names(200) + ["get", "get_user"], vocabs["gpt2"]).save(path)
     return path
 
 

@@ -33,7 +33,7 @@ from vllm.v1.structured_output import backend_xgrammar  # noqa: E402
 from vllm.v1.structured_output.backend_types import StructuredOutputOptions as Opt  # noqa: E402
 
 import triec  # noqa: E402
-import triec.check.synthetic  # noqa: E402
+import triec.synthetic.sets  # noqa: E402
 from triec.errors import RequestError  # noqa: E402
 from triec.integrations.constraints import Delegate  # noqa: E402
 from triec.integrations.vllm import backend, internals, plugin  # noqa: E402
@@ -248,7 +248,7 @@ ALERT = {"type": "object", "properties": {"level": {"type": "integer", "minimum"
 
 
 def _registry() -> list[tuple[str, dict]]:
-    names = triec.check.synthetic.tool_names(300)
+    names = triec.synthetic.sets.tool_names(300)
     return [(n, WEATHER if i % 2 else ALERT) for i, n in enumerate(names)] + [("get_weather", WEATHER)]
 
 

@@ -29,7 +29,7 @@ from test_vllm_structured import hermes_tag, vllm_required_schema  # noqa: E402 
 from vllm.v1.structured_output import backend_xgrammar  # noqa: E402
 from vllm.v1.structured_output.backend_types import StructuredOutputOptions as Opt  # noqa: E402
 
-import triec.check.synthetic  # noqa: E402
+import triec.synthetic.sets  # noqa: E402
 from triec.integrations.vllm import backend, plugin  # noqa: E402
 
 V = 151_936
@@ -77,15 +77,15 @@ def _row(bitmask: torch.Tensor) -> np.ndarray:
 
 
 def _tools(n: int) -> list[tuple[str, dict]]:
-    names = triec.check.synthetic.tool_names(n)
+    names = triec.synthetic.sets.tool_names(n)
     return [(name, WEATHER if i % 2 else ALERT) for i, name in enumerate(names)] + [("get_weather", WEATHER)]
 
 
 COLORS = ["red", "green", "blue", "re", "grün", 'say "hi"']
 CASES = {
     "choice": (Opt.CHOICE, lambda: json.dumps(COLORS)),
-    "choice-2000": (Opt.CHOICE, lambda: json.dumps(triec.check.synthetic.tool_names(2000))),
-    "enum-json": (Opt.JSON, lambda: json.dumps({"type": "string", "enum": triec.check.synthetic.tool_names(500)})),
+    "choice-2000": (Opt.CHOICE, lambda: json.dumps(triec.synthetic.sets.tool_names(2000))),
+    "enum-json": (Opt.JSON, lambda: json.dumps({"type": "string", "enum": triec.synthetic.sets.tool_names(500)})),
     "required-tools": (Opt.JSON, lambda: json.dumps(vllm_required_schema(_tools(120), None))),
     "hermes-one": (Opt.STRUCTURAL_TAG, lambda: json.dumps(hermes_tag(_tools(120), stop_after_first=True))),
     "hermes-many": (Opt.STRUCTURAL_TAG, lambda: json.dumps(hermes_tag(_tools(120), stop_after_first=False))),

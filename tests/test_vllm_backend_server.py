@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 import triec
-import triec.check.synthetic
+import triec.synthetic.sets
 
 pytestmark = pytest.mark.vllm
 
@@ -182,7 +182,7 @@ def test_auto_tool_calls_over_500_tools_equal_xgrammar_token_for_token(server) -
 
     params = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"],
               "additionalProperties": False}  # fmt: skip
-    tag = _vllm_auto_tag([(name, params) for name in triec.check.synthetic.tool_names(500)])
+    tag = _vllm_auto_tag([(name, params) for name in triec.synthetic.sets.tool_names(500)])
     doc = json.loads(tag)
     wrapped = json.dumps({"type": "structural_tag", "format": {"type": "sequence", "elements": [doc["format"]]}})
     client = server["client"]

@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 import triec
-import triec.check.synthetic
+import triec.synthetic.sets
 
 pytestmark = pytest.mark.vllm
 
@@ -33,7 +33,7 @@ torch = pytest.importorskip("torch")
 
 from vllm import SamplingParams  # noqa: E402
 
-from triec.integrations.vllm import TriecLogitsProcessorV2, _core, internals  # noqa: E402
+from triec.integrations.vllm import TriecLogitsProcessorV2, batch, internals  # noqa: E402
 
 try:  # vLLM 0.34 removed the V1 interface: its tests are skipped there, and the import's one line is checked
     from triec.integrations.vllm import TriecLogitsProcessor
@@ -46,7 +46,7 @@ needs_v1 = pytest.mark.skipif(V1_MISSING is not None, reason=f"no V1 interface o
 
 V = 151_936
 COLORS = ["red", "green", "blue", "yellow", "re", "gre"]
-RESTRICT = tuple(triec.check.synthetic.tool_names(300)[10:14])
+RESTRICT = tuple(triec.synthetic.sets.tool_names(300)[10:14])
 TOOL_NAMES = ["get_user", "get_users", "send", "get", "search_files"]
 TOOL_ARGS = {"type": "object", "properties": {"query": {"type": "string"}, "limit": {"type": "integer"}},
              "required": ["query"], "additionalProperties": False}  # fmt: skip
@@ -68,13 +68,13 @@ def tool_schema(names: list[str], args: dict) -> dict:
 def artifacts(tmp_path_factory: pytest.TempPathFactory, qwen2: triec.Vocabulary) -> dict[str, triec.MaskTable]:
     vocab = triec.Vocabulary.load("qwen2", vocab_size=V)
     root = tmp_path_factory.mktemp("artifacts")
-    tables = {"tools": triec.compile(triec.check.synthetic.tool_names(300), vocab), "colors": triec.compile(COLORS, vocab),
+    tables = {"tools": triec.compile(triec.synthetic.sets.tool_names(300), vocab), "colors": triec.compile(COLORS, vocab),
               "toolcall": triec.compile_schema(tool_schema(TOOL_NAMES, TOOL_ARGS), vocab),
               "codes": triec.compile_schema(CODES_SCHEMA, vocab, threshold=8),
-              "canonical": triec.compile(triec.check.synthetic.tool_names(300), vocab, tokenization="canonical")}  # fmt: skip
+              "canonical": triec.compile(triec.synthetic.sets.tool_names(300), vocab, tokenization="canonical")}  # fmt: skip
     for name, table in tables.items():
         table.save(root / f"{name}.triec")
-    _core.reset_store(root)
+    batch.reset_store(root)
     return tables
 
 
@@ -439,16 +439,16 @@ def test_v2_partial_prefill_does_not_advance(artifacts) -> None:
 
 
 def test_parse_extra_args() -> None:
-    parse = _core.parse_extra_args
+    parse = batch.parse_extra_args
     assert parse(None) is None and parse({}) is None and parse({"other": 1}) is None
-    assert parse({"triec": "tools"}) == _core.TriecRequest("tools")
-    assert parse({"triec": "tools", "restrict": ["b", "a", "b"]}) == _core.TriecRequest("tools", ("a", "b"))
+    assert parse({"triec": "tools"}) == batch.TriecRequest("tools")
+    assert parse({"triec": "tools", "restrict": ["b", "a", "b"]}) == batch.TriecRequest("tools", ("a", "b"))
     for bad in (
         {"triec": "../tools"}, {"triec": "/etc/passwd"}, {"triec": "a/b"}, {"triec": ".hidden"}, {"triec": ""},
         {"triec": 3}, {"triec": ["tools"]}, {"restrict": ["a"]}, {"triec": "tools", "restrict": []},
         {"triec": "tools", "restrict": [1, 2]}, {"triec": "tools", "restrict": {"a": 1}}, {"triec": "a..b"},
     ):  # fmt: skip
-        with pytest.raises(_core.RequestError):
+        with pytest.raises(batch.RequestError):
             parse(bad)
 
 
@@ -460,25 +460,25 @@ def test_store_refuses_paths_out(tmp_path: Path, artifacts) -> None:
     artifacts["colors"].save(inside / "colors.triec")
     os.symlink(outside / "secret.triec", inside / "leak.triec")
     os.symlink(inside / "colors.triec", inside / "alias.triec")  # a link that stays inside is fine
-    store = _core.ArtifactStore(inside)
+    store = batch.ArtifactStore(inside)
     assert store.table("colors").values == artifacts["colors"].values
     assert store.table("alias").values == artifacts["colors"].values
     for name in ("leak", "missing", "../private/secret", str(outside / "secret")):
-        with pytest.raises(_core.RequestError):
+        with pytest.raises(batch.RequestError):
             store.table(name)
-    with pytest.raises(_core.RequestError, match="TRIEC_ARTIFACT_DIR"):
-        _core.ArtifactStore("").table("colors")
+    with pytest.raises(batch.RequestError, match="TRIEC_ARTIFACT_DIR"):
+        batch.ArtifactStore("").table("colors")
     (inside / "broken.triec").write_bytes(b"not an artifact")
-    with pytest.raises(_core.RequestError, match="not a valid triec artifact"):
+    with pytest.raises(batch.RequestError, match="not a valid triec artifact"):
         store.table("broken")
 
 
 def test_check_request_rejections(artifacts) -> None:
-    store = _core.store()
-    served = _core.ServedModel("qwen2", V, 151643, (151643, 151645))
+    store = batch.store()
+    served = batch.ServedModel("qwen2", V, 151643, (151643, 151645))
     ok = SamplingParams(extra_args={"triec": "colors"})
-    assert _core.check_request(ok, served, store) == _core.TriecRequest("colors")
-    assert _core.check_request(SamplingParams(), served, store) is None
+    assert batch.check_request(ok, served, store) == batch.TriecRequest("colors")
+    assert batch.check_request(SamplingParams(), served, store) is None
     cases = {
         "no artifact named": SamplingParams(extra_args={"triec": "nope"}),
         "min_tokens": SamplingParams(extra_args={"triec": "colors"}, min_tokens=2, max_tokens=8),
@@ -486,19 +486,19 @@ def test_check_request_rejections(artifacts) -> None:
         "not one of the table": SamplingParams(extra_args={"triec": "colors", "restrict": ["purple"]}),
     }
     for message, params in cases.items():
-        with pytest.raises(_core.RequestError, match=message):
-            _core.check_request(params, served, store)
+        with pytest.raises(batch.RequestError, match=message):
+            batch.check_request(params, served, store)
     # ignore_eos with the EOS ids as explicit stop ids is fine
     fine = SamplingParams(extra_args={"triec": "colors"}, ignore_eos=True, stop_token_ids=[151643, 151645])
-    assert _core.check_request(fine, served, store) is not None
-    gpt2 = _core.ServedModel("gpt2", V, 50256, (50256,))
-    with pytest.raises(_core.RequestError, match="another tokenizer"):
-        _core.check_request(SamplingParams(extra_args={"triec": "colors"}, stop_token_ids=[151643, 151645]), gpt2, store)
-    narrow = _core.ServedModel("qwen2", 151_665, 151643, (151643, 151645))
-    with pytest.raises(_core.RequestError, match="wide"):
-        _core.check_request(ok, narrow, store)
-    with pytest.raises(_core.RequestError, match="which model"):
-        _core.check_request(ok, None, store)
+    assert batch.check_request(fine, served, store) is not None
+    gpt2 = batch.ServedModel("gpt2", V, 50256, (50256,))
+    with pytest.raises(batch.RequestError, match="another tokenizer"):
+        batch.check_request(SamplingParams(extra_args={"triec": "colors"}, stop_token_ids=[151643, 151645]), gpt2, store)
+    narrow = batch.ServedModel("qwen2", 151_665, 151643, (151643, 151645))
+    with pytest.raises(batch.RequestError, match="wide"):
+        batch.check_request(ok, narrow, store)
+    with pytest.raises(batch.RequestError, match="which model"):
+        batch.check_request(ok, None, store)
 
 
 @needs_v1
@@ -544,20 +544,20 @@ def test_device_tables_of_finished_subsets_are_dropped(artifacts) -> None:
 @needs_v1
 def test_schema_admission_and_engine_side(artifacts) -> None:
     """Schema artifacts pass the same admission checks; ``restrict`` is refused; an off-schema token ends the row."""
-    store = _core.store()
-    served = _core.ServedModel("qwen2", V, 151643, (151643, 151645))
+    store = batch.store()
+    served = batch.ServedModel("qwen2", V, 151643, (151643, 151645))
     ok = SamplingParams(extra_args={"triec": "toolcall"})
-    assert _core.check_request(ok, served, store) == _core.TriecRequest("toolcall")
+    assert batch.check_request(ok, served, store) == batch.TriecRequest("toolcall")
     cases = {
         "cannot narrow": SamplingParams(extra_args={"triec": "toolcall", "restrict": ["send"]}),
         "stop_token_ids": SamplingParams(extra_args={"triec": "toolcall"}, ignore_eos=True),
         "min_tokens": SamplingParams(extra_args={"triec": "toolcall"}, min_tokens=1, max_tokens=8),
     }
     for message, params in cases.items():
-        with pytest.raises(_core.RequestError, match=message):
-            _core.check_request(params, served, store)
-    with pytest.raises(_core.RequestError, match="another tokenizer"):
-        _core.check_request(ok, _core.ServedModel("gpt2", V, 151643, (151643, 151645)), store)
+        with pytest.raises(batch.RequestError, match=message):
+            batch.check_request(params, served, store)
+    with pytest.raises(batch.RequestError, match="another tokenizer"):
+        batch.check_request(ok, batch.ServedModel("gpt2", V, 151643, (151643, 151645)), store)
     proc = TriecLogitsProcessor(fake_config(), torch.device("cpu"), False)
     out0: list[int] = []
     out1: list[int] = []
@@ -586,7 +586,7 @@ def test_caches_of_subsets_stay_within_their_byte_bounds(artifacts, tmp_path: Pa
     tools = artifacts["tools"]
     sample = tools.restrict(tools.values[:200]).compact()
     one = table_nbytes(sample)
-    store = _core.ArtifactStore(_core.store().directory, max_subsets=10_000, max_subset_bytes=3 * one)
+    store = batch.ArtifactStore(batch.store().directory, max_subsets=10_000, max_subset_bytes=3 * one)
     proc = TriecLogitsProcessor(fake_config(), torch.device("cpu"), False)
     proc.core.store = store
     proc.core.max_tables = 10_000

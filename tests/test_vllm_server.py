@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 
 import triec
-import triec.check.synthetic
+import triec.synthetic.sets
 
 pytestmark = pytest.mark.vllm
 
@@ -34,7 +34,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, objec
     vocab = triec.Vocabulary.load(model)
     art = root / "artifacts"
     art.mkdir()
-    tools = triec.compile(triec.check.synthetic.tool_names(1000), vocab)
+    tools = triec.compile(triec.synthetic.sets.tool_names(1000), vocab)
     tools.save(art / "tools.triec")
     triec.compile(COLORS, vocab).save(art / "colors.triec")
     env = dict(os.environ, **SERVER_ENV, TRIEC_ARTIFACT_DIR=str(art), VLLM_CPU_KVCACHE_SPACE="1")

@@ -19,12 +19,12 @@ from cases import CASES, LONG
 from tokenizers import Tokenizer
 
 import triec
-import triec.check.synthetic
+import triec.synthetic.sets
 from triec.tokenizer.source import locate
 
 NAMES = ("gpt2", "phi3", "qwen2")
 
-TOOL_NAMES = triec.check.synthetic.tool_names(10_000)
+TOOL_NAMES = triec.synthetic.sets.tool_names(10_000)
 UNICODE = CASES["unicode"]
 WHITESPACE = CASES["whitespace"]
 PREFIXES = CASES["prefix_chain"]

@@ -56,10 +56,10 @@ def main() -> None:
     art = root / "artifacts"
     art.mkdir(exist_ok=True)
     import triec
-    import triec.check.synthetic
+    import triec.synthetic.sets
 
     vocab = triec.Vocabulary.load(str(model), vocab_size=151_936)
-    names = triec.check.synthetic.tool_names(2000)
+    names = triec.synthetic.sets.tool_names(2000)
     triec.compile(COLORS, vocab).save(art / "colors.triec")
     triec.compile(names, vocab).save(art / "tools.triec")
     os.environ["TRIEC_ARTIFACT_DIR"] = str(art)

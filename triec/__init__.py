@@ -18,7 +18,7 @@ from triec._version import __version__
 
 if TYPE_CHECKING:  # for type checkers; tests/test_public_api.py checks it names exactly what _WHERE does
     from triec.artifact.formats import load
-    from triec.build.compile import CompileStats, compile, compile_json_schema
+    from triec.compiler.entry import CompileStats, compile, compile_json_schema
     from triec.encoding import Encoding
     from triec.errors import (
         ArtifactChecksumError,
@@ -58,9 +58,9 @@ _ERRORS = (
 
 _WHERE: dict[str, str] = {
     "load": "triec.artifact.formats",
-    "CompileStats": "triec.build.compile",
-    "compile": "triec.build.compile",
-    "compile_json_schema": "triec.build.compile",
+    "CompileStats": "triec.compiler.entry",
+    "compile": "triec.compiler.entry",
+    "compile_json_schema": "triec.compiler.entry",
     "Encoding": "triec.encoding",
     **dict.fromkeys(_ERRORS, "triec.errors"),
     "FINISHED": "triec.runtime.states",

@@ -37,13 +37,12 @@ MOVED: dict[str, tuple[str, ...]] = {
     "triec.tokenizer_source": ("triec.tokenizer.source",),
     "triec.vocab_cache": ("triec.tokenizer.cache",),
     "triec.vocabulary": ("triec.tokenizer.vocabulary",),
-    # build
-    "triec.compiler": ("triec.build.compile", "triec.keys"),
-    "triec.json_schema": ("triec.build.json_schema",),
-    "triec.keysort": ("triec.build.keysort",),
-    "triec.reference": ("triec.build.reference",),
-    "triec.values": ("triec.build.values",),
-    "triec.walk": ("triec.build.walk",),
+    # compiler
+    "triec.json_schema": ("triec.compiler.json_schema",),
+    "triec.keysort": ("triec.compiler.keysort",),
+    "triec.reference": ("triec.compiler.reference",),
+    "triec.values": ("triec.compiler.values",),
+    "triec.walk": ("triec.compiler.walk",),
     # schema
     # (0.2 replaced D19's straddle tables, precomputed rows and Continuation with slots and grammars: the
     # old paths point at the modules that do their work now; names without a counterpart are gone)
@@ -54,11 +53,29 @@ MOVED: dict[str, tuple[str, ...]] = {
     "triec.straddle": ("triec.schema.slot", "triec.tokenizer.index"),
     "triec.tool_schema": ("triec.schema.shape",),
     # check
-    "triec.bench": ("triec.check.bench",),
-    "triec.inspect": ("triec.check.inspect",),
-    "triec.schema_verify": ("triec.check.schema_verify",),
-    "triec.synthetic": ("triec.check.synthetic",),
-    "triec.verify": ("triec.check.verify", "triec.check.paths", "triec.tokenizer.resolve"),
+    "triec.inspect": ("triec.verify.inspect",),
+    "triec.schema_verify": ("triec.verify.schemas",),
+    # vllm
+    "triec.integrations.vllm._core": ("triec.integrations.vllm.batch", "triec.integrations.serving", "triec.errors"),
+    # 0.2's own paths before issue 41 renamed them (never released; kept one release all the same)
+    "triec.build": ("triec.compiler",),
+    "triec.build.compile": ("triec.compiler.entry",),
+    "triec.build.canonical": ("triec.compiler.canonical",),
+    "triec.build.json_schema": ("triec.compiler.json_schema",),
+    "triec.build.keysort": ("triec.compiler.keysort",),
+    "triec.build.reference": ("triec.compiler.reference",),
+    "triec.build.values": ("triec.compiler.values",),
+    "triec.build.walk": ("triec.compiler.walk",),
+    "triec.check": ("triec.verify", "triec.bench", "triec.synthetic"),
+    "triec.check.bench": ("triec.bench.peers",),
+    "triec.check.inspect": ("triec.verify.inspect",),
+    "triec.check.paths": ("triec.verify.paths",),
+    "triec.check.registries": ("triec.synthetic.registries",),
+    "triec.check.schema_verify": ("triec.verify.schemas",),
+    "triec.check.states": ("triec.verify.states",),
+    "triec.check.synthetic": ("triec.synthetic.sets",),
+    "triec.check.verify": ("triec.verify.tables",),
+    "triec.runtime.host": ("triec.runtime.numpy",),
 }
 """Old module path -> the modules that hold its names now (searched in order; the first is named in the warning)."""
 
@@ -85,7 +102,12 @@ class _Finder:
 
     @classmethod
     def find_spec(cls, name: str, path: Any = None, target: Any = None) -> ModuleSpec | None:
-        return ModuleSpec(name, cls, origin="moved") if name in MOVED else None
+        if name not in MOVED:
+            return None
+        spec = ModuleSpec(name, cls, origin="moved", is_package=any(m.startswith(name + ".") for m in MOVED))
+        if spec.submodule_search_locations is not None:
+            spec.submodule_search_locations = []  # a moved package: its moved submodules are found here too
+        return spec
 
     @staticmethod
     def create_module(spec: ModuleSpec) -> ModuleType:
@@ -145,3 +167,20 @@ def install() -> None:
     """Put the finder on ``sys.meta_path`` once (``import triec`` does this)."""
     if _Finder not in sys.meta_path:
         sys.meta_path.append(_Finder)  # type: ignore[arg-type]
+
+
+def reexport(package: str, names: dict[str, str]) -> tuple[Any, Any]:
+    """``__getattr__`` and ``__dir__`` for a package that was a module in 0.1: its old names, each resolved from its
+    new home on first use (nothing imported before), the same objects, no warning (the path itself stayed)."""
+    import importlib
+
+    def __getattr__(name: str) -> Any:  # noqa: N807 - PEP 562
+        home = names.get(name)
+        if home is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        return getattr(importlib.import_module(home), name)
+
+    def __dir__() -> list[str]:  # noqa: N807 - PEP 562
+        return sorted(set(names) | set(sys.modules[package].__dict__))
+
+    return __getattr__, __dir__

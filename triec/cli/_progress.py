@@ -1,6 +1,6 @@
 """Progress displays for long commands: rich bars on stderr, and only on a terminal.
 
-The work itself (:mod:`triec.check.verify`, :mod:`triec.check.bench`, :mod:`triec.build.walk`) only
+The work itself (:mod:`triec.verify.tables`, :mod:`triec.bench.peers`, :mod:`triec.compiler.walk`) only
 calls a callback; these classes turn the calls into bars. When stderr is not a
 terminal, or the command prints JSON or was asked to be quiet, they draw
 nothing, so logs and pipes never fill with redraws.
@@ -30,8 +30,8 @@ from rich.text import Text
 from triec.cli import _common
 
 if TYPE_CHECKING:
-    from triec.check.bench import BenchProgress
-    from triec.check.verify import CheckProgress
+    from triec.bench.peers import BenchProgress
+    from triec.verify.tables import CheckProgress
 
 SHOW_AFTER_S = 1.0  # a compile walk shows its bar only once it has run this long
 

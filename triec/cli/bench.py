@@ -35,7 +35,7 @@ def bench_cmd(
     On a terminal a progress bar names the cell being measured; elsewhere one line per
     finished cell goes to stderr. Ctrl-C prints the cells measured so far and exits 130.
     """
-    from triec.check.bench import MAX_BATCH, MAX_K, BenchInterrupted, parse_engines, parse_int_list, plot, run_bench
+    from triec.bench.peers import MAX_BATCH, MAX_K, BenchInterrupted, parse_engines, parse_int_list, plot, run_bench
     from triec.cli._progress import BenchBar
 
     ks = parse_int_list(k, "--k", MAX_K)
@@ -79,7 +79,7 @@ def bench_cmd(
 def _print_table(result: dict) -> None:  # noqa: ANN001
     from rich.table import Table
 
-    from triec.check.bench import table_rows
+    from triec.bench.peers import table_rows
 
     s = result["settings"]
     header, rows = table_rows(result)

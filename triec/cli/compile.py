@@ -104,9 +104,9 @@ def compile_cmd(
     compiles with its begins in a trie; --tool-choice auto turns a registry into
     vLLM's hermes tag for tool_choice="auto".
     """
-    from triec.build.compile import TOKENIZATIONS, CompileStats
-    from triec.build.compile import compile as compile_values
-    from triec.build.values import FORMATS, read_input
+    from triec.compiler.entry import TOKENIZATIONS, CompileStats
+    from triec.compiler.entry import compile as compile_values
+    from triec.compiler.values import FORMATS, read_input
     from triec.cli._progress import Phases
     from triec.encoding import ENCODINGS, Encoding
     from triec.errors import EosTextWarning, ValuesError
@@ -242,7 +242,7 @@ def _schema_document(values: str, fmt: str, threshold: int) -> tuple[str, Any] |
     property is an enum followed by more properties (a tool call); a flat object (one enum and constants) is
     a finite set compiled whole, no engine needed, and a bare enum fragment a list of values.
     """
-    from triec.build.values import MAX_VALUES_BYTES
+    from triec.compiler.values import MAX_VALUES_BYTES
     from triec.schema.locate import locate
     from triec.schema.shape import looks_like_tool_schema
 
@@ -277,7 +277,7 @@ def _schema_document(values: str, fmt: str, threshold: int) -> tuple[str, Any] |
         return None
     if not (tool or large) or set(doc) <= {"enum", "type", "title", "description", "$comment", "examples"}:
         return None  # no enum to serve, or an enum fragment alone: read_input compiles or refuses it
-    from triec.build.json_schema import parse_schema
+    from triec.compiler.json_schema import parse_schema
     from triec.errors import ValuesError
 
     try:  # a flat schema (the enum plus const properties) is a finite set: compiled whole, no engine needed
@@ -299,8 +299,8 @@ def _compile_schema(
     doc: Any, values: str, target: Path, tokenizer: str | None, vocab_size: int | None, eos: list[int] | None,
     engine: str, shape: dict[str, Any], zstd: bool, as_json: bool, quiet: bool, phases: Phases, total0: float,
 ) -> None:
-    from triec.build.compile import CompileStats
-    from triec.check.inspect import slot_summary, tail_rows
+    from triec.compiler.entry import CompileStats
+    from triec.verify.inspect import slot_summary, tail_rows
     from triec.schema.compile import compile_schema, compile_structural_tag, compile_tools
     from triec.tokenizer.vocabulary import Vocabulary
 

@@ -22,7 +22,7 @@ from triec.errors import TriecError
 def _values(spec: Path | None) -> list[str] | None:
     if spec is None:
         return None
-    from triec.build.values import read_values
+    from triec.compiler.values import read_values
 
     if spec.suffix in (".triec", ".zst"):
         from triec.artifact.formats import load

@@ -33,7 +33,7 @@ def verify_cmd(
     Exit 0: everything matches; 1: a mismatch or an integrity failure; 2: bad usage.
     On a terminal, a progress bar per engine runs on stderr.
     """
-    from triec.check.verify import parse_against, verify
+    from triec.verify.tables import parse_against, verify
     from triec.cli._progress import VerifyBars
 
     names = parse_against(against or [])

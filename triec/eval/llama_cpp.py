@@ -70,7 +70,7 @@ class LlamaCppEvaluator(ModeRunner):
         """As every engine's, but a canonical table takes llama.cpp's own tokenization of each value."""
         if mode != "canonical":
             return super().table(mode, values)
-        from triec.build.compile import compile as compile_values
+        from triec.compiler.entry import compile as compile_values
         from triec.integrations.llama_cpp import LlamaCppEncoder
 
         key = (mode, values)

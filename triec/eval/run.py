@@ -213,7 +213,7 @@ class ModeRunner:
 
     def table(self, mode: str, values: tuple[str, ...]) -> Any:
         """The mode's triec table (a :class:`Triggered` for think), compiled once per set."""
-        from triec.build.compile import compile as compile_values
+        from triec.compiler.entry import compile as compile_values
         from triec.runtime.trigger import Triggered
 
         key = (mode, values)

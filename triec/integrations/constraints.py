@@ -15,7 +15,7 @@ and a vLLM structured-outputs backend share it:
   delegated;
 * a ``json`` schema that is a string enum (``{"enum": [...]}``, compiled as
   JSON string literals) or a flat enum-and-const object (compact output only,
-  :func:`triec.build.json_schema.parse_schema`); other schemas go to
+  :func:`triec.compiler.json_schema.parse_schema`); other schemas go to
   :data:`SchemaHook` (the schema layer plugs in there) or are delegated;
 * an artifact by name, ``{"x-triec-artifact": NAME}`` as the json schema
   (docs/decisions.md D21), from the directory store of the vLLM processors
@@ -389,7 +389,7 @@ class Constraints:
         found = self.cache.get(key)
         if found is not None:
             return found
-        import triec.build.compile as build
+        import triec.compiler.entry as build
 
         try:
             table = build.compile(values, self.vocab, encoding=enc)
@@ -418,7 +418,7 @@ class Constraints:
         members = string_enum(doc)
         if members is not None:
             return self.choice(members, encoding=JSON, kind="json")
-        from triec.build.json_schema import is_object_schema, parse_schema
+        from triec.compiler.json_schema import is_object_schema, parse_schema
 
         if is_object_schema(doc):
             try:

@@ -9,7 +9,7 @@
 The vocabulary is read from the GGUF the model was loaded from (``llm.model_path``) and checked byte for byte
 against llama.cpp's own ``llama_token_to_piece`` for every id, then the table is admitted by the serving core
 (:func:`triec.integrations.serving.admit`: mask width, tokenizer fingerprint, EOS ids that end generation).
-A step costs O(allowed) lookups plus one fill of the row (:mod:`triec.runtime.host`), no loop over the
+A step costs O(allowed) lookups plus one fill of the row (:mod:`triec.runtime.numpy`), no loop over the
 vocabulary in Python.
 
 llama-cpp-python calls the processor with every token of the sequence so far (prompt included) and the
@@ -29,7 +29,7 @@ import numpy as np
 
 from triec.errors import RequestError, TokenizerMismatch
 from triec.integrations.serving import ServedModel, admit
-from triec.runtime.host import apply_bitmask, keep_tokens
+from triec.runtime.numpy import apply_bitmask, keep_tokens
 
 if TYPE_CHECKING:
     from triec.runtime.kinds import Table

@@ -40,7 +40,7 @@ class Tokenization(StrEnum):
     """Every token sequence that spells the value (what grammar engines allow); states are byte prefixes."""
 
     CANONICAL = "canonical"
-    """The value's own encoder tokenization only; states are token-trie nodes (:mod:`triec.build.canonical`)."""
+    """The value's own encoder tokenization only; states are token-trie nodes (:mod:`triec.compiler.canonical`)."""
 
     @classmethod
     def of(cls, build_options: dict[str, Any]) -> Tokenization:

@@ -7,7 +7,7 @@ O(vocabulary).
 
 States are trie nodes numbered in preorder; state 0 is the empty prefix. The trie is the values'
 byte trie, or for a canonical table (``tokenization == "canonical"``) their token trie written one
-state per byte (:mod:`triec.build.canonical`): the arrays and every lookup here are the same.
+state per byte (:mod:`triec.compiler.canonical`): the arrays and every lookup here are the same.
 """
 
 from __future__ import annotations
@@ -231,7 +231,7 @@ class MaskTable(StateQueries):
 
     @property
     def canonical(self) -> bool:
-        """Whether states are token-trie nodes (:mod:`triec.build.canonical`), not byte prefixes."""
+        """Whether states are token-trie nodes (:mod:`triec.compiler.canonical`), not byte prefixes."""
         return self.tokenization is Tokenization.CANONICAL
 
     def find_value(self, key: bytes) -> int:

@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 
 from triec._memo import gc_paused
-from triec.build.compile import CompileStats, mask_table
-from triec.build.walk import walk
+from triec.compiler.entry import CompileStats, mask_table
+from triec.compiler.walk import walk
 from triec.encoding import json_string_literal
 from triec.errors import SchemaShapeError
 from triec.schema.grammar import GrammarSpec

@@ -5,7 +5,7 @@ the slot starts the output (``{"name": "get_user"``). Around the trie:
 
 * **exits**: a token may close a key and read on. The compile's walk reports
   each (trie state, head) where a partial token is alive at a key's end
-  (:attr:`~triec.build.walk.Transitions.leaf_entries`); a head's tokens carry a
+  (:attr:`~triec.compiler.walk.Transitions.leaf_entries`); a head's tokens carry a
   *rest* past the closing quote;
 * **tail**: literal text every value is followed by (``, "arguments": ``), served
   from precomputed rows like the trie's;

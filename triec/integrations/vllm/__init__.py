@@ -22,7 +22,7 @@ loads the plugin module in every one of its processes.
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from triec.integrations.vllm._core import ARG_NAME, ARG_RESTRICT, ENV_DIR, RequestError
+    from triec.integrations.vllm.batch import ARG_NAME, ARG_RESTRICT, ENV_DIR, RequestError
     from triec.integrations.vllm.v1 import TriecLogitsProcessor
     from triec.integrations.vllm.v2 import TriecLogitsProcessorV2
 
@@ -30,9 +30,9 @@ if TYPE_CHECKING:
 def __getattr__(name: str) -> Any:
     """The processor classes import vLLM, the core torch: each only when asked for."""
     if name in ("ARG_NAME", "ARG_RESTRICT", "ENV_DIR", "RequestError"):
-        from triec.integrations.vllm import _core
+        from triec.integrations.vllm import batch
 
-        return getattr(_core, name)
+        return getattr(batch, name)
     if name == "TriecLogitsProcessor":
         from triec.integrations.vllm.v1 import TriecLogitsProcessor
 

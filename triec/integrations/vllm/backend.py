@@ -148,7 +148,7 @@ def plan_json(doc: Any, any_whitespace: bool) -> str | None:
         return "artifact"
     if string_enum(doc) is not None:
         return "enum"
-    from triec.build.json_schema import is_object_schema, parse_schema
+    from triec.compiler.json_schema import is_object_schema, parse_schema
 
     if is_object_schema(doc) and compact_ok(any_whitespace):
         try:
@@ -256,7 +256,7 @@ def admit(structured_outputs: Any, model_config: Any = None, any_whitespace: boo
             _admit_tools([{"name": t.name, "parameters": t.parameters} for t in registry[0]])
             return True
         if plan == "object":
-            from triec.build.json_schema import parse_schema
+            from triec.compiler.json_schema import parse_schema
 
             return _admit_values(parse_schema(doc)[0], "structured_outputs.json enum", limits)
         return False

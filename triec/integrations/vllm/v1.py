@@ -8,7 +8,7 @@ reference to its output token list. New tokens are read in ``apply``, where
 the async-scheduling placeholder (-1) has been replaced by the sampled token
 (a trailing -1 is left for the next step). Each row's state lives in one
 int64 tensor on the logits' device; advancing and masking are batched per
-table (:class:`~triec.integrations.vllm._core.BatchState`).
+table (:class:`~triec.integrations.vllm.batch.BatchState`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from triec.integrations.vllm import _core, internals
+from triec.integrations.vllm import batch, internals
 
 _interface = internals.v1_processor_interface()  # 0.34 and later: ImportError, one line naming what serves instead
 BatchUpdate = _interface.BatchUpdate
@@ -31,14 +31,14 @@ class TriecLogitsProcessor(_V1LogitsProcessor):
 
     @classmethod
     def validate_params(cls, sampling_params: Any) -> None:
-        _core.validate(sampling_params)
+        batch.validate(sampling_params)
 
     def __init__(self, vllm_config: Any, device: torch.device, is_pin_memory: bool) -> None:
         capacity = int(getattr(vllm_config.scheduler_config, "max_num_seqs", 256) or 256)
-        self.core = _core.BatchState(
-            _core.store(), device, capacity, _core.engine_eos_ids(vllm_config), _core.engine_served(vllm_config)
+        self.core = batch.BatchState(
+            batch.store(), device, capacity, batch.engine_eos_ids(vllm_config), batch.engine_served(vllm_config)
         )
-        _core.engine_start(vllm_config, self.core)
+        batch.engine_start(vllm_config, self.core)
         self.outputs: dict[int, list[int]] = {}  # slot -> the request's live output list (constrained slots)
         self.consumed: dict[int, int] = {}  # slot -> output tokens folded into its state
 
@@ -52,7 +52,7 @@ class TriecLogitsProcessor(_V1LogitsProcessor):
             self._drop(slot)
         for slot, params, _prompt, output in batch_update.added:
             self._drop(slot)
-            request = _core.safe_parse(params)
+            request = batch.safe_parse(params)
             self.core.assign(slot, request)
             if request is not None:
                 self.outputs[slot] = output
@@ -81,8 +81,8 @@ class TriecLogitsProcessor(_V1LogitsProcessor):
             self._catch_up(slots, logits.device)
             self.core.mask(logits, slots, slots)
         except Exception:  # never let the engine die: end the constrained rows instead
-            _core.log.exception("triec: internal error in the step; constrained rows end now")
-            _core.end_everything(logits, slots, self.core._eos)
+            batch.log.exception("triec: internal error in the step; constrained rows end now")
+            batch.end_everything(logits, slots, self.core._eos)
         return logits
 
     def _catch_up(self, slots: np.ndarray, device: torch.device) -> None:

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from triec.integrations.vllm import _core, internals
+from triec.integrations.vllm import batch, internals
 
 _V2LogitsProcessor = internals.v2_processor_base()
 
@@ -33,23 +33,23 @@ class TriecLogitsProcessorV2(_V2LogitsProcessor):
 
     @classmethod
     def validate_params(cls, sampling_params: Any) -> None:
-        _core.validate(sampling_params)
+        batch.validate(sampling_params)
 
     def __init__(self, vllm_config: Any, req_states: Any) -> None:
         self.req_states = req_states
         self.device = torch.device(req_states.device)
         capacity = int(req_states.max_num_reqs)
-        self.core = _core.BatchState(
-            _core.store(), self.device, capacity, _core.engine_eos_ids(vllm_config), _core.engine_served(vllm_config)
+        self.core = batch.BatchState(
+            batch.store(), self.device, capacity, batch.engine_eos_ids(vllm_config), batch.engine_served(vllm_config)
         )
-        _core.engine_start(vllm_config, self.core)
+        batch.engine_start(vllm_config, self.core)
         self.consumed = torch.zeros(capacity, dtype=torch.int64, device=self.device)  # output tokens folded in
         self._added: list[int] = []
         spec = getattr(vllm_config, "speculative_config", None)
         self.num_spec = int(getattr(spec, "num_speculative_tokens", 0) or 0) if spec is not None else 0
 
     def add_request(self, req_idx: int, sampling_params: Any) -> bool:
-        request = _core.safe_parse(sampling_params)
+        request = batch.safe_parse(sampling_params)
         self.core.assign(req_idx, request)
         if request is None:
             return False
@@ -68,7 +68,7 @@ class TriecLogitsProcessorV2(_V2LogitsProcessor):
         slots_np = np.array(sorted(set(self._added)), dtype=np.int64)
         self._added.clear()
         try:
-            slots = _core.to_device(slots_np, self.device)
+            slots = batch.to_device(slots_np, self.device)
             self.consumed[slots] = 0
             out_len, total = self._lengths(slots)
             prompt = total - out_len
@@ -80,13 +80,13 @@ class TriecLogitsProcessorV2(_V2LogitsProcessor):
                 self.core.advance(slots_np[at], tokens)
             self.consumed[slots] = out_len
         except Exception:
-            _core.log.exception("triec: cannot catch up resumed requests; they end now")
+            batch.log.exception("triec: cannot catch up resumed requests; they end now")
             for s in slots_np.tolist():
-                self.core.group[s] = _core.EOS_ONLY
+                self.core.group[s] = batch.EOS_ONLY
 
     def _fold_committed(self, sl_np: np.ndarray) -> None:
         """Fold the tokens committed since the last step (at most 1 + the speculative tokens) into the states."""
-        sl = _core.to_device(sl_np, self.device)
+        sl = batch.to_device(sl_np, self.device)
         out_len, total = self._lengths(sl)
         prompt = total - out_len
         done = self.consumed[sl]
@@ -114,12 +114,12 @@ class TriecLogitsProcessorV2(_V2LogitsProcessor):
             tokens = ctx.input_ids.cpu().numpy().astype(np.int64)
             valid = row_slot >= 0
             rows = np.flatnonzero(valid)
-            rows = rows[self.core.group[row_slot[rows]] != _core.UNCONSTRAINED]
+            rows = rows[self.core.group[row_slot[rows]] != batch.UNCONSTRAINED]
             if rows.size == 0:
                 return logits
             states, matchers = self.core.draft_positions(row_slot[rows], local[rows], tokens[rows])
             self.core.mask(logits, rows, row_slot[rows], states=states, matchers=matchers)
         except Exception:
-            _core.log.exception("triec: internal error in the step; constrained rows end now")
-            _core.end_everything(logits, rows, self.core._eos)
+            batch.log.exception("triec: internal error in the step; constrained rows end now")
+            batch.end_everything(logits, rows, self.core._eos)
         return logits

@@ -1,6 +1,6 @@
 """Read a values file: one value per line, a JSON array, a JSON Schema ``enum``, or an object schema.
 
-An object schema (:mod:`triec.build.json_schema`) brings its own spelling of the
+An object schema (:mod:`triec.compiler.json_schema`) brings its own spelling of the
 values (JSON instances); :func:`read_input` returns it with the values.
 
 Errors name the file and the line (text) or index (JSON) so a user can fix
@@ -96,7 +96,7 @@ def _parse_json(raw: bytes, source: str) -> tuple[list[str], Encoding | None]:
     except RecursionError:
         raise ValuesError(f"{source}: {_NESTING}") from None
     where = "top-level array"
-    from triec.build.json_schema import is_object_schema, parse_schema
+    from triec.compiler.json_schema import is_object_schema, parse_schema
 
     if is_object_schema(doc):
         return parse_schema(doc, source)

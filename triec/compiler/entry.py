@@ -1,7 +1,7 @@
 """``triec.compile``: values + vocabulary -> :class:`~triec.runtime.table.MaskTable`.
 
 Pure functions: values in, arrays out. Reading files and writing artifacts
-happen at the edges (:mod:`triec.build.values`, :mod:`triec.artifact`).
+happen at the edges (:mod:`triec.compiler.values`, :mod:`triec.artifact`).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from triec.build.keysort import SortedKeys, sort_unique
-from triec.build.walk import walk
+from triec.compiler.keysort import SortedKeys, sort_unique
+from triec.compiler.walk import walk
 from triec.encoding import PLAIN, RAW, Encoding, as_encoding
 from triec.errors import EosTextWarning, ValuesError
 from triec.keys import prepare_values, spell_all
@@ -52,7 +52,7 @@ def prepare_buffer(values: Iterable[str | bytes]) -> SortedKeys:
     """Like :func:`prepare_values`, into one sorted buffer: no ``bytes`` object per value.
 
     A list of ``str`` is joined and encoded once and sorted by
-    :func:`triec.build.keysort.sort_unique` (a million values: about 60 MB and 1 s
+    :func:`triec.compiler.keysort.sort_unique` (a million values: about 60 MB and 1 s
     less than ``prepare_values``). Small sets (where Python's sort wins over a
     dozen numpy calls) and anything else (bytes, bad input) go through
     :func:`prepare_values`, which names the offending value.
@@ -178,7 +178,7 @@ def compile_sorted(
         offsets, tokens, next_state = tr.offsets, tr.tokens, tr.next_state
         del tr
     elif implementation == "reference":
-        from triec.build.reference import reference_transitions
+        from triec.compiler.reference import reference_transitions
 
         offsets, tokens, next_state = reference_transitions(_keys_of(trie), vocab.token_bytes, trie.num_nodes)
     else:
@@ -251,7 +251,7 @@ def compile(  # noqa: A001 - the public name mirrors re.compile
 
     ``tokenization="any"`` allows every token sequence that spells a value (what grammar engines
     allow); ``"canonical"`` only the one the tokenizer's encoder produces for the whole spelled
-    string (:mod:`triec.build.canonical`; the vocabulary must have an encoder, and values are then in
+    string (:mod:`triec.compiler.canonical`; the vocabulary must have an encoder, and values are then in
     token order). ``encoder`` replaces the vocabulary's encoder for canonical tables: anything with
     ``encode_batch(texts, add_special_tokens=False)`` returning objects with ``.ids`` (llama.cpp's own:
     :class:`triec.integrations.llama_cpp.LlamaCppEncoder`). ``progress(done, total)`` is called as the trie
@@ -273,7 +273,7 @@ def compile(  # noqa: A001 - the public name mirrors re.compile
 def _compile_canonical(
     values: Iterable[str | bytes], vocab: Vocabulary, enc: Encoding, stats: CompileStats, encoder: Any = None
 ) -> MaskTable:
-    from triec.build.canonical import canonical_ids, token_trie_table
+    from triec.compiler.canonical import canonical_ids, token_trie_table
 
     t0 = time.perf_counter()
     keys, stats.duplicates = prepare_values(spell_all(values, enc))
@@ -307,10 +307,10 @@ def compile_json_schema(
     The strings are xgrammar's compact JSON (``any_whitespace=False``):
     ``{"label": "x", "version": 1}``; ``table.values`` are the enum members.
     Any other schema raises :class:`~triec.errors.ValuesError` naming the
-    unsupported keyword (see :mod:`triec.build.json_schema`). ``tokenization`` as for :func:`compile`
+    unsupported keyword (see :mod:`triec.compiler.json_schema`). ``tokenization`` as for :func:`compile`
     (canonical: each whole instance's encoder tokens).
     """
-    from triec.build.json_schema import parse_schema
+    from triec.compiler.json_schema import parse_schema
 
     values, enc = parse_schema(schema)
     return compile(values, vocab, encoding=enc, implementation=implementation, stats=stats, tokenization=tokenization)

@@ -2,7 +2,7 @@
 
 It scans every value with an Aho-Corasick automaton over the token strings and
 records each match as an allowed (state, token) pair. One Python object per
-match makes it several times slower than :mod:`triec.build.walk`, and that is the
+match makes it several times slower than :mod:`triec.compiler.walk`, and that is the
 point: it shares no code with the fast path (its own prefix numbering, its own
 matching), so tests that find both produce identical tables are meaningful.
 """
@@ -86,7 +86,7 @@ def prefix_of(keys: Sequence[bytes], state: int) -> bytes:
 def reference_transitions(
     keys: Sequence[bytes], token_bytes: Sequence[bytes], num_states: int | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(offsets, tokens, next_state) CSR, exactly like :func:`triec.build.walk.walk` returns.
+    """(offsets, tokens, next_state) CSR, exactly like :func:`triec.compiler.walk.walk` returns.
 
     Every match of a token inside a value is one (state, token, next state) triple, kept in flat int32 arrays
     and sorted at the end: memory linear in the matches (about 30 bytes each), whatever a value's length (issue 37).

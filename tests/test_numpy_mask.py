@@ -1,4 +1,4 @@
-"""The host masking path (runtime/host.py) equals the tensor one (runtime/torch.py) and the table's allowed ids."""
+"""The host masking path (runtime/numpy.py) equals the tensor one (runtime/torch.py) and the table's allowed ids."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 import triec
-from triec.check.synthetic import tool_names
-from triec.runtime.host import apply_bitmask, keep_tokens
+from triec.synthetic.sets import tool_names
+from triec.runtime.numpy import apply_bitmask, keep_tokens
 
 
 def test_keep_tokens_masks_all_but_the_ids_of_a_state(vocabs) -> None:

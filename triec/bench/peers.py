@@ -113,7 +113,7 @@ def summary(samples: Sequence[float]) -> dict[str, float | int]:
 
 
 MAX_K = 10_000_000
-"""Largest set size ``triec bench`` builds (``triec.check.synthetic``'s limit too)."""
+"""Largest set size ``triec bench`` builds (``triec.synthetic.sets``'s limit too)."""
 MAX_BATCH = 65_536
 """Largest batch of mask rows (65,536 rows of a 151,936-wide vocabulary are 1.2 GB)."""
 
@@ -155,8 +155,8 @@ def value_set(name: str, k: int, seed: int = 0) -> list[str]:
         return synthetic.tool_names(k, seed)
     if name == "products":
         return synthetic.product_names(k, seed)
-    from triec.build.compile import prepare_values
-    from triec.build.values import read_values
+    from triec.compiler.entry import prepare_values
+    from triec.compiler.values import read_values
 
     keys, _ = prepare_values(read_values(name, "auto"))
     values = [b.decode("utf-8") for b in keys]
@@ -259,7 +259,7 @@ def _timed(fn: Any, repeat: int) -> list[float]:
 
 def _worker(job: dict[str, Any], out: _Out) -> None:
     from triec.artifact.formats import load as load_artifact
-    from triec.build.compile import compile as compile_values
+    from triec.compiler.entry import compile as compile_values
     from triec.tokenizer.vocabulary import Vocabulary
 
     engine_name = job["engine"]
@@ -386,7 +386,7 @@ def run_cell(job: dict[str, Any], timeout: float, env: dict[str, str] | None = N
     with tempfile.TemporaryDirectory(prefix="triec-bench-") as tmp:
         job_path, out_path = os.path.join(tmp, "job.json"), os.path.join(tmp, "out.json")
         Path(job_path).write_text(json.dumps(job))
-        cmd = [sys.executable, "-m", "triec.check.bench", job_path, out_path]
+        cmd = [sys.executable, "-m", "triec.bench.peers", job_path, out_path]
         t0 = time.perf_counter()
         try:
             proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)

@@ -2,7 +2,7 @@
 
 API::
 
-    from triec.check.registries import make_registry, respell, schema_kinds
+    from triec.synthetic.registries import make_registry, respell, schema_kinds
     tools = make_registry(2000, seed=0)                      # OpenAI shape
     tools = make_registry(500, seed=1, hard_names=0.1)       # 10% hard names
     tools = make_registry(10000, seed=0, profile="flat")     # BFCL-like flat argument schemas
@@ -11,7 +11,7 @@ API::
 
 CLI::
 
-    python -m triec.check.registries 2000 --seed 0 [--hard-names 0.1] [--spelling openai|mcp|anthropic]
+    python -m triec.synthetic.registries 2000 --seed 0 [--hard-names 0.1] [--spelling openai|mcp|anthropic]
         [--share 0.0] [--refused 0.0] [-o tools.json]
 
 ``make_registry(k, seed, *, hard_names=0.0, spelling="openai", share=0.0, refused=0.0, profile="rich")``:

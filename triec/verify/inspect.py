@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from triec.check.states import state_depths
+from triec.verify.states import state_depths
 from triec.runtime import MaskTable
 
 

@@ -30,9 +30,9 @@ import numpy as np
 
 from triec._arrays import concat_ranges, row_ids
 from triec.artifact.formats import load
-from triec.check.paths import escape_bytes, token_paths
-from triec.check.schema_verify import compare_schema
-from triec.check.states import select_states, state_depths  # noqa: F401  (state_depths: re-exported)
+from triec.verify.paths import escape_bytes, token_paths
+from triec.verify.schemas import compare_schema
+from triec.verify.states import select_states, state_depths  # noqa: F401  (state_depths: re-exported)
 from triec.engines import ENGINES, Engine, Matcher, make_engine
 from triec.errors import ArtifactError, EngineUnavailable, EngineUnsupported, TokenizerError, TriecError
 from triec.runtime.kinds import TableKind
@@ -216,14 +216,14 @@ def compare_reference(
     max_examples: int = MAX_EXAMPLES,
     progress: ProgressFn | None = None,
 ) -> CheckResult:
-    """Allowed tokens, next states and accepting flags against :mod:`triec.build.reference`.
+    """Allowed tokens, next states and accepting flags against :mod:`triec.compiler.reference`.
 
     The reference numbers the prefixes of the artifact's values itself and finds
     tokens with its own Aho-Corasick scan; brute force (the definition: token t
     is allowed after p iff p + bytes(t) is a prefix of a value) runs too when
     states x tokens is small.
     """
-    from triec.build.reference import (
+    from triec.compiler.reference import (
         brute_force_allowed,
         count_prefixes,
         key_states,
@@ -558,7 +558,7 @@ def verify(
         _verify_schema(table, vocab, report, against, explicit, walks, seed, max_examples, states)
         report.seconds = time.perf_counter() - t0
         return report
-    from triec.build.compile import eos_text_message
+    from triec.compiler.entry import eos_text_message
 
     for tid, text in sorted(vocab.eos_texts.items()):  # verified as compiled, but maybe not as meant (issue 37)
         example = next((v for v in table.value_bytes if text in v), None)
