@@ -24,8 +24,8 @@ from pathlib import Path
 import triec
 from triec.artifact.container import read_buffer
 from triec.artifact.masks import parse_artifact
-from triec.synthetic.sets import tool_names
 from triec.runtime.validate import check_indices
+from triec.synthetic.sets import tool_names
 
 
 def median_ms(fn: Callable[[], object], repeat: int) -> float:

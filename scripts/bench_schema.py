@@ -25,9 +25,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import triec  # noqa: E402
-from triec.verify.paths import token_paths  # noqa: E402
-from triec.synthetic.sets import tool_names  # noqa: E402
 from triec.schema.grammar import driver  # noqa: E402
+from triec.synthetic.sets import tool_names  # noqa: E402
+from triec.verify.paths import token_paths  # noqa: E402
 
 ARGS = {"type": "object", "properties": {"query": {"type": "string"}, "limit": {"type": "integer"}},
         "required": ["query"], "additionalProperties": False}

@@ -47,8 +47,8 @@ import numpy as np
 import torch
 
 import triec
-from triec.synthetic.sets import tool_names
 from triec.runtime.torch import INVALID, TorchMaskTable
+from triec.synthetic.sets import tool_names
 
 BENCH_VLLM = str(Path(__file__).resolve().parent / "bench_vllm.py")
 

@@ -29,8 +29,8 @@ import numpy as np
 import torch
 
 import triec
+from triec.integrations.vllm import batch as vllm_batch
 from triec.synthetic.sets import tool_names
-from triec.integrations.vllm import batch
 
 
 def main() -> int:
@@ -49,17 +49,17 @@ def main() -> int:
     }
     for name, t in tables.items():
         t.save(tmp / f"{name}.triec")
-    store = batch.ArtifactStore(tmp)
+    store = vllm_batch.ArtifactStore(tmp)
     eos = list(tables["tools"].eos_token_ids)
     rng = np.random.default_rng(0)
     errors = 0
     print(f"device {device} ({torch.cuda.get_device_name(device) if device.type == 'cuda' else 'cpu'}), torch {torch.__version__}")
     for b in (64, 256):
-        batch = batch.BatchState(store, device, b, eos)
+        batch = vllm_batch.BatchState(store, device, b, eos)
         kinds = rng.choice(["tools", "codes", None], size=b, p=[0.45, 0.45, 0.1])
         host_state: dict[int, tuple[str, int]] = {}
         for slot, kind in enumerate(kinds):
-            batch.assign(slot, batch.TriecRequest(str(kind)) if kind else None)
+            batch.assign(slot, vllm_batch.TriecRequest(str(kind)) if kind else None)
             if kind:
                 host_state[slot] = (str(kind), tables[str(kind)].start)
         # a swap and a one-way move, as vLLM's batch reordering does
@@ -138,11 +138,11 @@ def main() -> int:
 def check_spec(store, tables: dict, device: torch.device, eos: list[int], rng: np.random.Generator, steps: int,
                b: int = 64, k: int = 3) -> int:  # fmt: skip
     """Draft rows on the device: each masked at the state after its drafts; returns the number of mismatches."""
-    batch = batch.BatchState(store, device, b, eos)
+    batch = vllm_batch.BatchState(store, device, b, eos)
     kinds = rng.choice(["tools", "codes", None], size=b, p=[0.45, 0.45, 0.1])
     host: dict[int, tuple[str, int]] = {}
     for slot, kind in enumerate(kinds):
-        batch.assign(slot, batch.TriecRequest(str(kind)) if kind else None)
+        batch.assign(slot, vllm_batch.TriecRequest(str(kind)) if kind else None)
         if kind:
             host[slot] = (str(kind), tables[str(kind)].start)
     errors, checked, times = 0, 0, []

@@ -24,7 +24,7 @@ import pytest
 
 import triec
 from triec.errors import ArtifactChecksumError, RequestError
-from triec.integrations.vllm import batch
+from triec.integrations.vllm import batch as vllm_batch
 
 OLD = ["red", "green", "blue", "yellow", "purple"]
 NEW = ["circle", "square", "triangle"]
@@ -58,18 +58,18 @@ def walk_value(table, rng: np.random.Generator) -> str:
 
 def settle(path: Path) -> None:
     """Date the file back past the store's settling window (as a file written a while ago)."""
-    old = time.time() - 10 * batch.SETTLE_S
+    old = time.time() - 10 * vllm_batch.SETTLE_S
     os.utime(path, (old, old))
 
 
 @pytest.fixture
-def store(tmp_path: Path, blobs) -> batch.ArtifactStore:
+def store(tmp_path: Path, blobs) -> vllm_batch.ArtifactStore:
     (tmp_path / "colors.triec").write_bytes(blobs["old"])
     settle(tmp_path / "colors.triec")
-    return batch.ArtifactStore(tmp_path)
+    return vllm_batch.ArtifactStore(tmp_path)
 
 
-def served(store: batch.ArtifactStore, name: str = "colors") -> set[str]:
+def served(store: vllm_batch.ArtifactStore, name: str = "colors") -> set[str]:
     return set(store.table(name).values)
 
 
@@ -115,7 +115,7 @@ def test_truncate_then_rewrite(store, blobs, tmp_path: Path) -> None:
 def test_delete_then_recreate(store, blobs, tmp_path: Path) -> None:
     rng = np.random.default_rng(3)
     old = store.table("colors")
-    sub_key, _ = store.resolve(batch.TriecRequest("colors", ("blue", "red")))
+    sub_key, _ = store.resolve(vllm_batch.TriecRequest("colors", ("blue", "red")))
     (tmp_path / "colors.triec").unlink()
     with pytest.raises(RequestError, match="no artifact named 'colors'"):
         store.table("colors")
@@ -153,10 +153,10 @@ def test_corrupt_settled_file_is_refused_until_it_changes(store, blobs, tmp_path
 
 def test_subsets_of_a_replaced_version_are_dropped(store, blobs, tmp_path: Path) -> None:
     for subset in (("blue", "red"), ("green",), ("purple", "yellow")):
-        store.resolve(batch.TriecRequest("colors", subset))
+        store.resolve(vllm_batch.TriecRequest("colors", subset))
     assert len(store._subsets) == 3
     os.replace(_write(tmp_path / ".t", blobs["new"]), tmp_path / "colors.triec")
-    key, sub = store.resolve(batch.TriecRequest("colors", ("square",)))
+    key, sub = store.resolve(vllm_batch.TriecRequest("colors", ("square",)))
     assert set(sub.values) == {"square"} and list(store._subsets) == [key]
 
 
@@ -168,11 +168,11 @@ def _write(path: Path, data: bytes) -> Path:
 def test_engine_rows_keep_their_table(store, blobs, tmp_path: Path, qwen2: triec.Vocabulary) -> None:
     """The processors' batch: a row started before a fault finishes on its table; a row started after ends at once."""
     torch = pytest.importorskip("torch")
-    batch = batch.BatchState(store, torch.device("cpu"), 4, qwen2.eos_token_ids)
-    batch.assign(0, batch.TriecRequest("colors"))
+    batch = vllm_batch.BatchState(store, torch.device("cpu"), 4, qwen2.eos_token_ids)
+    batch.assign(0, vllm_batch.TriecRequest("colors"))
     os.truncate(tmp_path / "colors.triec", 64)
-    batch.assign(1, batch.TriecRequest("colors"))
-    assert batch.group[1] == batch.EOS_ONLY  # its artifact broke between admission and the engine: ends with EOS
+    batch.assign(1, vllm_batch.TriecRequest("colors"))
+    assert batch.group[1] == vllm_batch.EOS_ONLY  # its artifact broke between admission and the engine: ends with EOS
     assert "colors" not in store._tables  # the broken version is not kept
     logits = torch.zeros(1, qwen2.vocab_size)
     text = b""
@@ -193,10 +193,10 @@ TRUNCATE = textwrap.dedent(
     """
     import os, sys
     import triec
-    from triec.integrations.vllm import batch
+    from triec.integrations.vllm import batch as vllm_batch
     path, mode = sys.argv[1], sys.argv[2]
     if mode == "store":
-        table = batch.ArtifactStore(os.path.dirname(path)).table("colors")
+        table = vllm_batch.ArtifactStore(os.path.dirname(path)).table("colors")
     else:
         table = triec.load(path, copy=(mode == "copy"))
     os.truncate(path, 0)

@@ -119,8 +119,8 @@ def test_verify_of_a_sampled_schema_says_sampled(tmp_path: Path, qwen2: triec.Vo
     from typer.testing import CliRunner
 
     import triec.synthetic.sets
-    from triec.verify.tables import verify
     from triec.cli import app
+    from triec.verify.tables import verify
 
     names = triec.synthetic.sets.tool_names(300)
     schema = {"type": "object", "properties": {"name": {"enum": names}, "n": {"type": "integer"}},
@@ -285,8 +285,8 @@ def test_verify_warns_about_an_eos_id_the_values_hold_as_text(tmp_path: Path) ->
 
     from typer.testing import CliRunner
 
-    from triec.verify.tables import verify
     from triec.cli import app
+    from triec.verify.tables import verify
 
     art = tmp_path / "v.triec"
     with warnings.catch_warnings():

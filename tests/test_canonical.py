@@ -22,10 +22,10 @@ from conftest import TOKENIZERS
 
 import triec
 import triec.synthetic.sets
-from triec.verify.tables import compare_canonical
 from triec.encoding import as_encoding
 from triec.errors import TokenizerError, TokenNotAllowed, ValuesError
 from triec.tokenizer.source import locate
+from triec.verify.tables import compare_canonical
 
 NAMES = ("gpt2", "phi3", "qwen2")
 HARD = [

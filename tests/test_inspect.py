@@ -9,10 +9,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from triec.check import inspect as ins
 from typer.testing import CliRunner
 
 import triec
-from triec.check import inspect as ins
 from triec.cli import app
 
 VALUES = ["get", "get_user", "get_users", "list_files", "héllo", "日本", ""]

@@ -21,10 +21,10 @@ from test_verify import NAMES, engine_or_skip
 
 import triec
 from triec._arrays import row_ids
-from triec.verify.paths import token_paths
-from triec.verify.tables import compare_engine
 from triec.encoding import Encoding, json_string_literal
 from triec.engines import Engine
+from triec.verify.paths import token_paths
+from triec.verify.tables import compare_engine
 
 # Every kind of character a JSON spelling treats specially, and a few it must leave alone.
 pytestmark = pytest.mark.engines

@@ -196,7 +196,7 @@ def test_vllm_batch_state_serves_every_table_in_one_launch(vocabs, tmp_path, mon
     """The vLLM processors' shared step (BatchState) with two artifacts and a subset: the fused path (one
     TorchTableSet launch for all their rows) gives the logits and states the per-table path gives."""
     from triec.integrations.serving import ArtifactStore, TriecRequest
-    from triec.integrations.vllm import batch
+    from triec.integrations.vllm import batch as vllm_batch
 
     qwen2 = vocabs["qwen2"]
     triec.compile(tool_names(400), qwen2).save(tmp_path / "tools.triec")
@@ -207,7 +207,7 @@ def test_vllm_batch_state_serves_every_table_in_one_launch(vocabs, tmp_path, mon
         from triec.runtime import torch as rt
 
         monkeypatch.setitem(rt._KERNELS, "cpu", fused)  # off: every table on the torch path, one after another
-        batch = batch.BatchState(ArtifactStore(tmp_path), torch.device("cpu"), 4, qwen2.eos_token_ids)
+        batch = vllm_batch.BatchState(ArtifactStore(tmp_path), torch.device("cpu"), 4, qwen2.eos_token_ids)
         assert batch._fused is fused
         for slot, r in enumerate(requests):
             batch.assign(slot, r)

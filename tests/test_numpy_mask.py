@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 import triec
-from triec.synthetic.sets import tool_names
 from triec.runtime.numpy import apply_bitmask, keep_tokens
+from triec.synthetic.sets import tool_names
 
 
 def test_keep_tokens_masks_all_but_the_ids_of_a_state(vocabs) -> None:

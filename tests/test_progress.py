@@ -22,8 +22,8 @@ from typer.testing import CliRunner, Result
 import triec
 import triec.bench.peers
 import triec.synthetic.sets
-from triec.compiler.walk import walk
 from triec.cli import _common, _progress, app
+from triec.compiler.walk import walk
 from triec.keys import prepare_values
 from triec.trie import build_trie
 

@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 
 import triec
-from triec.verify.schemas import compare_schema
 from triec.errors import TriecError
 from triec.schema.shape import SchemaShapeError, parse_tool_schema
+from triec.verify.schemas import compare_schema
 
 pytestmark = pytest.mark.engines
 

@@ -20,8 +20,8 @@ import pytest
 import triec
 from triec.artifact import container
 from triec.artifact.masks import encode_artifact
-from triec.verify.schemas import compare_schema
 from triec.schema.artifact import ConvertedSchemaTable
+from triec.verify.schemas import compare_schema
 
 pytestmark = pytest.mark.engines
 

@@ -55,8 +55,8 @@ from sglang.srt.server_args import GRAMMAR_BACKEND_CHOICES, prepare_server_args 
 from sglang.srt.speculative.spec_utils import generate_token_bitmask, traverse_tree  # noqa: E402
 
 import triec  # noqa: E402
-import triec.synthetic.sets  # noqa: E402
 import triec.integrations.constraints  # noqa: E402
+import triec.synthetic.sets  # noqa: E402
 from triec.integrations import sglang as backend_module  # noqa: E402
 from triec.integrations.constraints import ARTIFACT_KEYWORD, RESTRICT_KEYWORD  # noqa: E402
 from triec.runtime.states import FINISHED  # noqa: E402

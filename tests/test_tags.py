@@ -8,10 +8,10 @@ import json
 import pytest
 
 import triec
-from triec.synthetic.registries import make_registry
-from triec.verify.schemas import compare_schema
 from triec.errors import SchemaShapeError
 from triec.schema.compile import compile_structural_tag
+from triec.synthetic.registries import make_registry
+from triec.verify.schemas import compare_schema
 
 pytestmark = [pytest.mark.engines, pytest.mark.skipif(__import__("importlib").util.find_spec("xgrammar") is None,
                                                       reason="xgrammar not installed")]

@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 
 import triec
-from triec.synthetic.registries import make_registry, respell
-from triec.verify.schemas import compare_schema
 from triec.schema.compile import compile_tools
 from triec.schema.tools import ToolsError, parse_tools, tools_of
+from triec.synthetic.registries import make_registry, respell
+from triec.verify.schemas import compare_schema
 
 pytestmark = pytest.mark.engines
 

@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 
 import triec
-from triec.verify.schemas import compare_texts
 from triec.errors import SchemaShapeError
 from triec.schema.compile import compile_structural_tag
+from triec.verify.schemas import compare_texts
 
 pytestmark = [pytest.mark.engines, pytest.mark.skipif(__import__("importlib").util.find_spec("xgrammar") is None,
                                                       reason="xgrammar not installed")]  # fmt: skip

@@ -17,8 +17,8 @@ import pytest
 from typer.testing import CliRunner
 
 import triec
-from triec.compiler.values import parse_values, read_values
 from triec.cli import app
+from triec.compiler.values import parse_values, read_values
 
 BOM = b"\xef\xbb\xbf"
 

@@ -22,11 +22,11 @@ import triec
 import triec.synthetic.sets
 from triec._arrays import row_ids
 from triec.artifact.container import PREAMBLE
-from triec.verify.paths import escape_bytes, token_paths
-from triec.verify.tables import compare_engine, select_states, state_depths, verify
 from triec.cli import app
 from triec.engines import ENGINES, Engine, install_hint, is_installed, make_engine
 from triec.errors import EngineUnavailable
+from triec.verify.paths import escape_bytes, token_paths
+from triec.verify.tables import compare_engine, select_states, state_depths, verify
 
 pytestmark = pytest.mark.engines
 

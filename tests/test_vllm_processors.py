@@ -33,7 +33,8 @@ torch = pytest.importorskip("torch")
 
 from vllm import SamplingParams  # noqa: E402
 
-from triec.integrations.vllm import TriecLogitsProcessorV2, batch, internals  # noqa: E402
+from triec.integrations.vllm import TriecLogitsProcessorV2, internals  # noqa: E402
+from triec.integrations.vllm import batch as vllm_batch  # noqa: E402
 
 try:  # vLLM 0.34 removed the V1 interface: its tests are skipped there, and the import's one line is checked
     from triec.integrations.vllm import TriecLogitsProcessor
@@ -74,7 +75,7 @@ def artifacts(tmp_path_factory: pytest.TempPathFactory, qwen2: triec.Vocabulary)
               "canonical": triec.compile(triec.synthetic.sets.tool_names(300), vocab, tokenization="canonical")}  # fmt: skip
     for name, table in tables.items():
         table.save(root / f"{name}.triec")
-    batch.reset_store(root)
+    vllm_batch.reset_store(root)
     return tables
 
 
@@ -439,10 +440,10 @@ def test_v2_partial_prefill_does_not_advance(artifacts) -> None:
 
 
 def test_parse_extra_args() -> None:
-    parse = batch.parse_extra_args
+    parse = vllm_batch.parse_extra_args
     assert parse(None) is None and parse({}) is None and parse({"other": 1}) is None
-    assert parse({"triec": "tools"}) == batch.TriecRequest("tools")
-    assert parse({"triec": "tools", "restrict": ["b", "a", "b"]}) == batch.TriecRequest("tools", ("a", "b"))
+    assert parse({"triec": "tools"}) == vllm_batch.TriecRequest("tools")
+    assert parse({"triec": "tools", "restrict": ["b", "a", "b"]}) == vllm_batch.TriecRequest("tools", ("a", "b"))
     for bad in (
         {"triec": "../tools"}, {"triec": "/etc/passwd"}, {"triec": "a/b"}, {"triec": ".hidden"}, {"triec": ""},
         {"triec": 3}, {"triec": ["tools"]}, {"restrict": ["a"]}, {"triec": "tools", "restrict": []},
@@ -460,25 +461,25 @@ def test_store_refuses_paths_out(tmp_path: Path, artifacts) -> None:
     artifacts["colors"].save(inside / "colors.triec")
     os.symlink(outside / "secret.triec", inside / "leak.triec")
     os.symlink(inside / "colors.triec", inside / "alias.triec")  # a link that stays inside is fine
-    store = batch.ArtifactStore(inside)
+    store = vllm_batch.ArtifactStore(inside)
     assert store.table("colors").values == artifacts["colors"].values
     assert store.table("alias").values == artifacts["colors"].values
     for name in ("leak", "missing", "../private/secret", str(outside / "secret")):
         with pytest.raises(batch.RequestError):
             store.table(name)
     with pytest.raises(batch.RequestError, match="TRIEC_ARTIFACT_DIR"):
-        batch.ArtifactStore("").table("colors")
+        vllm_batch.ArtifactStore("").table("colors")
     (inside / "broken.triec").write_bytes(b"not an artifact")
     with pytest.raises(batch.RequestError, match="not a valid triec artifact"):
         store.table("broken")
 
 
 def test_check_request_rejections(artifacts) -> None:
-    store = batch.store()
-    served = batch.ServedModel("qwen2", V, 151643, (151643, 151645))
+    store = vllm_batch.store()
+    served = vllm_batch.ServedModel("qwen2", V, 151643, (151643, 151645))
     ok = SamplingParams(extra_args={"triec": "colors"})
-    assert batch.check_request(ok, served, store) == batch.TriecRequest("colors")
-    assert batch.check_request(SamplingParams(), served, store) is None
+    assert vllm_batch.check_request(ok, served, store) == vllm_batch.TriecRequest("colors")
+    assert vllm_batch.check_request(SamplingParams(), served, store) is None
     cases = {
         "no artifact named": SamplingParams(extra_args={"triec": "nope"}),
         "min_tokens": SamplingParams(extra_args={"triec": "colors"}, min_tokens=2, max_tokens=8),
@@ -487,18 +488,18 @@ def test_check_request_rejections(artifacts) -> None:
     }
     for message, params in cases.items():
         with pytest.raises(batch.RequestError, match=message):
-            batch.check_request(params, served, store)
+            vllm_batch.check_request(params, served, store)
     # ignore_eos with the EOS ids as explicit stop ids is fine
     fine = SamplingParams(extra_args={"triec": "colors"}, ignore_eos=True, stop_token_ids=[151643, 151645])
-    assert batch.check_request(fine, served, store) is not None
-    gpt2 = batch.ServedModel("gpt2", V, 50256, (50256,))
+    assert vllm_batch.check_request(fine, served, store) is not None
+    gpt2 = vllm_batch.ServedModel("gpt2", V, 50256, (50256,))
     with pytest.raises(batch.RequestError, match="another tokenizer"):
-        batch.check_request(SamplingParams(extra_args={"triec": "colors"}, stop_token_ids=[151643, 151645]), gpt2, store)
-    narrow = batch.ServedModel("qwen2", 151_665, 151643, (151643, 151645))
+        vllm_batch.check_request(SamplingParams(extra_args={"triec": "colors"}, stop_token_ids=[151643, 151645]), gpt2, store)
+    narrow = vllm_batch.ServedModel("qwen2", 151_665, 151643, (151643, 151645))
     with pytest.raises(batch.RequestError, match="wide"):
-        batch.check_request(ok, narrow, store)
+        vllm_batch.check_request(ok, narrow, store)
     with pytest.raises(batch.RequestError, match="which model"):
-        batch.check_request(ok, None, store)
+        vllm_batch.check_request(ok, None, store)
 
 
 @needs_v1
@@ -544,10 +545,10 @@ def test_device_tables_of_finished_subsets_are_dropped(artifacts) -> None:
 @needs_v1
 def test_schema_admission_and_engine_side(artifacts) -> None:
     """Schema artifacts pass the same admission checks; ``restrict`` is refused; an off-schema token ends the row."""
-    store = batch.store()
-    served = batch.ServedModel("qwen2", V, 151643, (151643, 151645))
+    store = vllm_batch.store()
+    served = vllm_batch.ServedModel("qwen2", V, 151643, (151643, 151645))
     ok = SamplingParams(extra_args={"triec": "toolcall"})
-    assert batch.check_request(ok, served, store) == batch.TriecRequest("toolcall")
+    assert vllm_batch.check_request(ok, served, store) == vllm_batch.TriecRequest("toolcall")
     cases = {
         "cannot narrow": SamplingParams(extra_args={"triec": "toolcall", "restrict": ["send"]}),
         "stop_token_ids": SamplingParams(extra_args={"triec": "toolcall"}, ignore_eos=True),
@@ -555,9 +556,9 @@ def test_schema_admission_and_engine_side(artifacts) -> None:
     }
     for message, params in cases.items():
         with pytest.raises(batch.RequestError, match=message):
-            batch.check_request(params, served, store)
+            vllm_batch.check_request(params, served, store)
     with pytest.raises(batch.RequestError, match="another tokenizer"):
-        batch.check_request(ok, batch.ServedModel("gpt2", V, 151643, (151643, 151645)), store)
+        vllm_batch.check_request(ok, vllm_batch.ServedModel("gpt2", V, 151643, (151643, 151645)), store)
     proc = TriecLogitsProcessor(fake_config(), torch.device("cpu"), False)
     out0: list[int] = []
     out1: list[int] = []
@@ -586,7 +587,7 @@ def test_caches_of_subsets_stay_within_their_byte_bounds(artifacts, tmp_path: Pa
     tools = artifacts["tools"]
     sample = tools.restrict(tools.values[:200]).compact()
     one = table_nbytes(sample)
-    store = batch.ArtifactStore(batch.store().directory, max_subsets=10_000, max_subset_bytes=3 * one)
+    store = vllm_batch.ArtifactStore(vllm_batch.store().directory, max_subsets=10_000, max_subset_bytes=3 * one)
     proc = TriecLogitsProcessor(fake_config(), torch.device("cpu"), False)
     proc.core.store = store
     proc.core.max_tables = 10_000

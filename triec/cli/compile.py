@@ -104,10 +104,10 @@ def compile_cmd(
     compiles with its begins in a trie; --tool-choice auto turns a registry into
     vLLM's hermes tag for tool_choice="auto".
     """
+    from triec.cli._progress import Phases
     from triec.compiler.entry import TOKENIZATIONS, CompileStats
     from triec.compiler.entry import compile as compile_values
     from triec.compiler.values import FORMATS, read_input
-    from triec.cli._progress import Phases
     from triec.encoding import ENCODINGS, Encoding
     from triec.errors import EosTextWarning, ValuesError
     from triec.tokenizer.vocabulary import Vocabulary
@@ -300,9 +300,9 @@ def _compile_schema(
     engine: str, shape: dict[str, Any], zstd: bool, as_json: bool, quiet: bool, phases: Phases, total0: float,
 ) -> None:
     from triec.compiler.entry import CompileStats
-    from triec.verify.inspect import slot_summary, tail_rows
     from triec.schema.compile import compile_schema, compile_structural_tag, compile_tools
     from triec.tokenizer.vocabulary import Vocabulary
+    from triec.verify.inspect import slot_summary, tail_rows
 
     threshold = shape["threshold"]
 

@@ -33,8 +33,8 @@ def verify_cmd(
     Exit 0: everything matches; 1: a mismatch or an integrity failure; 2: bad usage.
     On a terminal, a progress bar per engine runs on stderr.
     """
-    from triec.verify.tables import parse_against, verify
     from triec.cli._progress import VerifyBars
+    from triec.verify.tables import parse_against, verify
 
     names = parse_against(against or [])
     explicit = [n for n in names if "all" not in ",".join(against or []).split(",")]

@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from triec.verify.states import state_depths
 from triec.runtime import MaskTable
+from triec.verify.states import state_depths
 
 
 def allowed_counts(table: MaskTable, *, with_eos: bool = True) -> np.ndarray:

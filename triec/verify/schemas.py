@@ -36,9 +36,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from triec._arrays import row_ids
+from triec.errors import TriecError
 from triec.verify.paths import escape_bytes, token_paths
 from triec.verify.states import select_states
-from triec.errors import TriecError
 
 if TYPE_CHECKING:
     from triec.schema.grammar import EngineDriver

@@ -30,15 +30,15 @@ import numpy as np
 
 from triec._arrays import concat_ranges, row_ids
 from triec.artifact.formats import load
-from triec.verify.paths import escape_bytes, token_paths
-from triec.verify.schemas import compare_schema
-from triec.verify.states import select_states, state_depths  # noqa: F401  (state_depths: re-exported)
 from triec.engines import ENGINES, Engine, Matcher, make_engine
 from triec.errors import ArtifactError, EngineUnavailable, EngineUnsupported, TokenizerError, TriecError
 from triec.runtime.kinds import TableKind
 from triec.runtime.table import MaskTable
 from triec.tokenizer.resolve import resolve_vocabulary
 from triec.tokenizer.vocabulary import Vocabulary
+from triec.verify.paths import escape_bytes, token_paths
+from triec.verify.schemas import compare_schema
+from triec.verify.states import select_states, state_depths  # noqa: F401  (state_depths: re-exported)
 
 AGAINST: tuple[str, ...] = ("reference", *ENGINES)
 DEFAULT_STATES = 50_000
