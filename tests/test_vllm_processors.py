@@ -449,7 +449,7 @@ def test_parse_extra_args() -> None:
         {"triec": 3}, {"triec": ["tools"]}, {"restrict": ["a"]}, {"triec": "tools", "restrict": []},
         {"triec": "tools", "restrict": [1, 2]}, {"triec": "tools", "restrict": {"a": 1}}, {"triec": "a..b"},
     ):  # fmt: skip
-        with pytest.raises(batch.RequestError):
+        with pytest.raises(vllm_batch.RequestError):
             parse(bad)
 
 
@@ -465,12 +465,12 @@ def test_store_refuses_paths_out(tmp_path: Path, artifacts) -> None:
     assert store.table("colors").values == artifacts["colors"].values
     assert store.table("alias").values == artifacts["colors"].values
     for name in ("leak", "missing", "../private/secret", str(outside / "secret")):
-        with pytest.raises(batch.RequestError):
+        with pytest.raises(vllm_batch.RequestError):
             store.table(name)
-    with pytest.raises(batch.RequestError, match="TRIEC_ARTIFACT_DIR"):
+    with pytest.raises(vllm_batch.RequestError, match="TRIEC_ARTIFACT_DIR"):
         vllm_batch.ArtifactStore("").table("colors")
     (inside / "broken.triec").write_bytes(b"not an artifact")
-    with pytest.raises(batch.RequestError, match="not a valid triec artifact"):
+    with pytest.raises(vllm_batch.RequestError, match="not a valid triec artifact"):
         store.table("broken")
 
 
@@ -487,18 +487,18 @@ def test_check_request_rejections(artifacts) -> None:
         "not one of the table": SamplingParams(extra_args={"triec": "colors", "restrict": ["purple"]}),
     }
     for message, params in cases.items():
-        with pytest.raises(batch.RequestError, match=message):
+        with pytest.raises(vllm_batch.RequestError, match=message):
             vllm_batch.check_request(params, served, store)
     # ignore_eos with the EOS ids as explicit stop ids is fine
     fine = SamplingParams(extra_args={"triec": "colors"}, ignore_eos=True, stop_token_ids=[151643, 151645])
     assert vllm_batch.check_request(fine, served, store) is not None
     gpt2 = vllm_batch.ServedModel("gpt2", V, 50256, (50256,))
-    with pytest.raises(batch.RequestError, match="another tokenizer"):
+    with pytest.raises(vllm_batch.RequestError, match="another tokenizer"):
         vllm_batch.check_request(SamplingParams(extra_args={"triec": "colors"}, stop_token_ids=[151643, 151645]), gpt2, store)
     narrow = vllm_batch.ServedModel("qwen2", 151_665, 151643, (151643, 151645))
-    with pytest.raises(batch.RequestError, match="wide"):
+    with pytest.raises(vllm_batch.RequestError, match="wide"):
         vllm_batch.check_request(ok, narrow, store)
-    with pytest.raises(batch.RequestError, match="which model"):
+    with pytest.raises(vllm_batch.RequestError, match="which model"):
         vllm_batch.check_request(ok, None, store)
 
 
@@ -555,9 +555,9 @@ def test_schema_admission_and_engine_side(artifacts) -> None:
         "min_tokens": SamplingParams(extra_args={"triec": "toolcall"}, min_tokens=1, max_tokens=8),
     }
     for message, params in cases.items():
-        with pytest.raises(batch.RequestError, match=message):
+        with pytest.raises(vllm_batch.RequestError, match=message):
             vllm_batch.check_request(params, served, store)
-    with pytest.raises(batch.RequestError, match="another tokenizer"):
+    with pytest.raises(vllm_batch.RequestError, match="another tokenizer"):
         vllm_batch.check_request(ok, vllm_batch.ServedModel("gpt2", V, 151643, (151643, 151645)), store)
     proc = TriecLogitsProcessor(fake_config(), torch.device("cpu"), False)
     out0: list[int] = []
