@@ -104,7 +104,8 @@ class _Finder:
     def find_spec(cls, name: str, path: Any = None, target: Any = None) -> ModuleSpec | None:
         if name not in MOVED:
             return None
-        spec = ModuleSpec(name, cls, origin="moved", is_package=any(m.startswith(name + ".") for m in MOVED))
+        loader: Any = cls  # a Loader by protocol (create_module, exec_module), not by class
+        spec = ModuleSpec(name, loader, origin="moved", is_package=any(m.startswith(name + ".") for m in MOVED))
         if spec.submodule_search_locations is not None:
             spec.submodule_search_locations = []  # a moved package: its moved submodules are found here too
         return spec
@@ -166,7 +167,8 @@ def _importer_level() -> int:
 def install() -> None:
     """Put the finder on ``sys.meta_path`` once (``import triec`` does this)."""
     if _Finder not in sys.meta_path:
-        sys.meta_path.append(_Finder)  # type: ignore[arg-type]
+        finder: Any = _Finder  # a MetaPathFinder by protocol (find_spec), not by class
+        sys.meta_path.append(finder)
 
 
 def reexport(package: str, names: dict[str, str]) -> tuple[Any, Any]:

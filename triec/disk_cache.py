@@ -42,7 +42,7 @@ def save_arrays(path: Path, key: str, version: int, arrays: dict[str, np.ndarray
     Returns the path, or ``None`` when the cache cannot be written (a failure
     only costs the cache).
     """
-    meta = {
+    meta: dict[str, np.ndarray] = {
         "_version": np.array([version], dtype=np.int64),
         "_key": np.frombuffer(key.encode(), dtype=np.uint8),
         "_digest": np.frombuffer(_digest(arrays, key, version), dtype=np.uint8),
@@ -52,7 +52,7 @@ def save_arrays(path: Path, key: str, version: int, arrays: dict[str, np.ndarray
         fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
         try:
             with os.fdopen(fd, "wb") as fh:
-                np.savez(fh, **meta, **arrays)
+                np.savez(fh, **{**meta, **arrays})  # type: ignore[arg-type]  # numpy's stub types **kwds as allow_pickle
             os.replace(tmp, path)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)

@@ -79,7 +79,7 @@ def encode(header: dict[str, Any], sections: Sequence[tuple[str, str, np.ndarray
     for name, dtype, source in sections:
         a = np.ascontiguousarray(source, dtype=np.dtype(dtype))
         arrays.append((name, dtype, a.tobytes(), int(a.shape[0])))
-    table = []
+    table: list[dict[str, Any]] = []
     offset = 0
     for name, dtype, raw, count in arrays:
         table.append(

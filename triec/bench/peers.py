@@ -495,7 +495,7 @@ def _run_cells(
                 progress(BenchProgress(done, total, label))
             t0 = time.perf_counter()
             if name != "triec" and not is_installed(name):
-                cell = {"status": "missing", "error": f"not installed; {install_hint(name)}"}
+                cell: dict[str, Any] = {"status": "missing", "error": f"not installed; {install_hint(name)}"}
             else:
                 cell = run_cell({**job, "engine": name}, timeout)
             if name == "triec":

@@ -106,7 +106,7 @@ def _runtime_class() -> type | None:
         return None
 
     @dataclass(frozen=True)
-    class PlainRuntimeParam(RuntimeParam):  # type: ignore[misc, valid-type]
+    class PlainRuntimeParam(RuntimeParam):
         kind: str = "str"
 
         def _coerce_value(self, value: Any, param: Any, ctx: Any) -> Any:

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any, Self, TYPE_CHECKING
 
 from rich.progress import (
     BarColumn,
@@ -51,7 +51,7 @@ class _Bars:
     def columns(self) -> tuple[ProgressColumn | str, ...]:
         raise NotImplementedError
 
-    def __enter__(self) -> _Bars:
+    def __enter__(self) -> Self:
         if self.show:
             self.progress = Progress(*self.columns(), console=_common.err, transient=True)
             self.progress.start()

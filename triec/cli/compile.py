@@ -194,7 +194,7 @@ def compile_cmd(
     total = time.perf_counter() - total0
 
     counts = table.allowed_offsets[1:].astype("int64") - table.allowed_offsets[:-1]
-    summary = {
+    summary: dict[str, Any] = {
         "output": str(target),
         "artifact_bytes": size,
         "compressed": bool(zstd or str(target).endswith(".zst")),

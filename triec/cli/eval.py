@@ -26,8 +26,13 @@ def _values(spec: Path | None) -> list[str] | None:
 
     if spec.suffix in (".triec", ".zst"):
         from triec.artifact.formats import load
+        from triec.errors import ValuesError
+        from triec.runtime.table import MaskTable
 
-        return list(load(spec).values)
+        table = load(spec)
+        if not isinstance(table, MaskTable):
+            raise ValuesError(f"{spec}: a {table.kind} artifact holds no value list; name a values file or a set's artifact")
+        return list(table.values)
     return read_values(spec)
 
 

@@ -57,8 +57,8 @@ def canonical_ids(keys: Sequence[bytes], encoder: Any, vocab: Vocabulary) -> lis
         if bad is not None:
             why = f"token id {bad}, which is never part of a value (a special or end token)"
         else:
-            spelled = b"".join([token_bytes[t] for t in seq]).decode("utf-8", "replace")
-            why = f"tokens that spell {spelled!r} (the encoder's normalizer rewrites it)"
+            respelled = b"".join([token_bytes[t] for t in seq]).decode("utf-8", "replace")
+            why = f"tokens that spell {respelled!r} (the encoder's normalizer rewrites it)"
         raise ValuesError(
             f"value {text!r}: {vocab.name}'s encoder turns it into {why}; it has no canonical tokenization here "
             "(use tokenization='any')"
@@ -68,12 +68,12 @@ def canonical_ids(keys: Sequence[bytes], encoder: Any, vocab: Vocabulary) -> lis
 
 def token_trie_table(
     keys: Sequence[bytes],
-    ids: Sequence[Sequence[int]],
+    ids: Sequence[list[int]],
     vocab: Vocabulary,
     encoding: Encoding,
 ) -> MaskTable:
     """The mask table of the token trie over ``ids`` (``ids[i]`` spells ``keys[i]``; keys unique)."""
-    order = sorted(range(len(ids)), key=ids.__getitem__)
+    order = sorted(range(len(ids)), key=lambda i: ids[i])
     token_bytes = vocab.token_bytes
     state_byte = bytearray(b"\0")  # state 0: the root (its byte is never read)
     src: list[int] = []  # one entry per token edge: the state it leaves, its token, the state it reaches

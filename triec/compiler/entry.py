@@ -121,7 +121,7 @@ def warn_eos_texts(data: bytes | np.ndarray, offsets: np.ndarray, vocab: Vocabul
     """
     if not vocab.eos_texts:
         return
-    buf = data if isinstance(data, bytes) else bytes(memoryview(data))
+    buf = data if isinstance(data, bytes) else data.tobytes()
     for tid, text in sorted(vocab.eos_texts.items()):
         at = buf.find(text)
         if at < 0:

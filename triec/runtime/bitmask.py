@@ -46,7 +46,7 @@ def bit_of(ids: Any) -> Any:
 
 def flat_word(rows: IntArray, ids: IntArray, words_per_row: int) -> npt.NDArray[np.int64]:
     """The index of each (row, id) pair's word in a C-ordered (rows x words_per_row) buffer."""
-    return np.asarray(rows, dtype=np.int64) * words_per_row + word_of(ids)
+    return np.asarray(rows, dtype=np.int64) * words_per_row + (np.asarray(ids, dtype=np.int64) >> WORD_SHIFT)
 
 
 def as_int32(bits: Any) -> Any:
@@ -90,7 +90,8 @@ def are_set(row: npt.NDArray[np.integer[Any]], ids: IntArray) -> npt.NDArray[np.
     """Whether each id's bit is set in one row; ids must lie inside the row."""
     ids = np.asarray(ids, dtype=np.int64)
     words = row.view(np.uint32)[ids >> WORD_SHIFT]
-    return ((words >> (ids & BIT_MASK).astype(np.uint32)) & 1).astype(bool)
+    found: npt.NDArray[np.bool_] = ((words >> (ids & BIT_MASK).astype(np.uint32)) & 1).astype(bool)
+    return found
 
 
 def unpack(row: npt.NDArray[np.integer[Any]], width: int | None = None) -> npt.NDArray[np.bool_]:

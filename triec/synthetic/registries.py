@@ -317,7 +317,7 @@ class _Gen:
     def refused_parameters(self) -> tuple[dict[str, Any], str]:
         r = self.r
         i = self.tool_index
-        options = [
+        options: list[tuple[str, dict[str, Any]]] = [
             ("llguidance", {"type": "object", "properties": {"tags": {"type": "array", "items": {"type": "string"},
                                                                       "uniqueItems": True}, "n": {"type": "integer", "minimum": i}}}),
             ("llguidance", {"type": "object", "properties": {"link": {"type": "string", "format": "uri-reference"},

@@ -14,10 +14,10 @@ from triec.tokenizer.token_bytes import decode_token_bytes
 from triec.tokenizer.vocabulary import Vocabulary
 
 if TYPE_CHECKING:
-    from triec.runtime.table import MaskTable
+    from triec.runtime.kinds import Table
 
 
-def resolve_vocabulary(spec: str, table: MaskTable) -> tuple[Vocabulary, list[str]]:
+def resolve_vocabulary(spec: str, table: Table) -> tuple[Vocabulary, list[str]]:
     """The tokenizer ``spec`` decoded with the artifact's EOS ids and padded to its mask width,
     plus every way it does not fit the artifact (empty when it is the one compiled for).
 
@@ -40,7 +40,7 @@ def resolve_vocabulary(spec: str, table: MaskTable) -> tuple[Vocabulary, list[st
         f"masks {width:,} wide), this tokenizer is {vocab.fingerprint} ({n:,} token ids, "
         f"with the artifact's EOS ids {list(table.eos_token_ids)})"
     ]
-    recorded = table.build_options.get("tokenizer_tokens")
+    recorded = getattr(table, "build_options", {}).get("tokenizer_tokens")  # a schema table records none
     if n > width:
         problems.append(f"widths differ: {n:,} token ids do not fit the artifact's {width:,}-wide masks")
     elif isinstance(recorded, int) and not isinstance(recorded, bool) and recorded != n:

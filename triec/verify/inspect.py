@@ -154,7 +154,7 @@ def states_for_prefix(table: MaskTable, prefix: bytes) -> list[int]:
     if not table.canonical:
         s = table.state_for_prefix(prefix)
         return [] if s is None else [s]
-    owner = np.repeat(np.arange(table.num_states, dtype=np.int64), np.diff(table.allowed_offsets.astype(np.int64)))
+    owner = np.repeat(np.arange(table.num_states, dtype=np.int64), np.diff(np.asarray(table.allowed_offsets, dtype=np.int64)).astype(np.intp))
     parent = np.zeros(table.num_states, dtype=np.int64)
     parent[table.allowed_next.astype(np.int64)] = owner  # each token edge's end: the state it leaves
     depth = state_depths(table)
@@ -214,7 +214,7 @@ def _kind_counts(groups: Any, rows: np.ndarray | None = None) -> dict[str, int]:
 
     kind = np.asarray(groups.kind, dtype=np.int64)
     if rows is not None:
-        grp = np.repeat(np.arange(groups.num_groups), np.diff(np.asarray(groups.offsets, dtype=np.int64)))
+        grp = np.repeat(np.arange(groups.num_groups), np.diff(np.asarray(groups.offsets, dtype=np.int64)).astype(np.intp))
         kind = kind[np.isin(grp, rows)]
     counts = np.bincount(kind, minlength=len(KINDS)) if kind.size else np.zeros(len(KINDS), dtype=np.int64)
     return {name: int(counts[i]) for i, name in enumerate(KINDS)}

@@ -32,7 +32,7 @@ from triec._arrays import concat_ranges, row_ids
 from triec.artifact.formats import load
 from triec.engines import ENGINES, Engine, Matcher, make_engine
 from triec.errors import ArtifactError, EngineUnavailable, EngineUnsupported, TokenizerError, TriecError
-from triec.runtime.kinds import TableKind
+from triec.runtime.kinds import Table, TableKind
 from triec.runtime.table import MaskTable
 from triec.tokenizer.resolve import resolve_vocabulary
 from triec.tokenizer.vocabulary import Vocabulary
@@ -146,7 +146,7 @@ ProgressFn = Callable[[CheckProgress], None]
 # ---------------------------------------------------------------- integrity
 
 
-def load_checked(path: str, tokenizer: str | None) -> tuple[MaskTable | None, Vocabulary | None, VerifyReport]:
+def load_checked(path: str, tokenizer: str | None) -> tuple[Table | None, Vocabulary | None, VerifyReport]:
     """Load with full checks, resolve the tokenizer, compare fingerprints.
 
     Without ``tokenizer`` the name recorded in the artifact is used. Returns
@@ -558,6 +558,7 @@ def verify(
         _verify_schema(table, vocab, report, against, explicit, walks, seed, max_examples, states)
         report.seconds = time.perf_counter() - t0
         return report
+    assert isinstance(table, MaskTable), f"{path}: a {table.kind} table"  # the two kinds an artifact holds
     from triec.compiler.entry import eos_text_message
 
     for tid, text in sorted(vocab.eos_texts.items()):  # verified as compiled, but maybe not as meant (issue 37)
@@ -675,28 +676,28 @@ def _verify_schema(table: Any, vocab: Vocabulary, report: VerifyReport, against:
             report.checks.append(CheckResult(against=name, status="skipped", reason=str(exc)))
             continue
         try:
-            r = compare_schema(twin, walks=walks, seed=seed, max_states=states)
+            sr = compare_schema(twin, walks=walks, seed=seed, max_states=states)
         except TriecError as exc:
             report.checks.append(CheckResult(against=name, status="error", reason=str(exc)))
             continue
-        if r.sampled:  # the headline says what the engines saw: a sample of each slot's states
+        if sr.sampled:  # the headline says what the engines saw: a sample of each slot's states
             report.sampled = True
-            report.states_selected = r.states_checked
+            report.states_selected = sr.states_checked
         result = CheckResult(against=name, version=twin.engine_version,
-                             states_checked=r.states_checked + r.steps_past + r.tail_checked + r.enters_checked,
-                             walks=r.walks, walk_steps=r.walk_steps)  # fmt: skip
-        result.reason = (f"{r.states_checked} trie states of {r.slots_checked} slot(s)"
-                         + (" (sampled)" if r.sampled else "")
-                         + f", {r.steps_past} steps past crossing tokens, {r.tail_checked} tail offsets, "
-                         f"{r.enters_checked} entering heads, {r.walks_ended} of {r.walks} walks ended with EOS")  # fmt: skip
-        if r.slots_unreached:
-            result.reason += f"; slots no walk reached: {r.slots_unreached}"
-        if r.engine_narrower:
-            result.reason += f"; {r.engine_narrower} rows where the engine's mask omits tokens its own accept_token accepts"
-        for ex in r.examples:
-            result.add(Mismatch(state=-1, prefix=ex["prefix"], problem=ex["where"],
-                                only_triec=[{"id": x.split(":", 1)[0], "bytes": x.split(":", 1)[1]} for x in ex["only_triec"]],
-                                only_other=[{"id": x.split(":", 1)[0], "bytes": x.split(":", 1)[1]} for x in ex["only_engine"]]),
+                             states_checked=sr.states_checked + sr.steps_past + sr.tail_checked + sr.enters_checked,
+                             walks=sr.walks, walk_steps=sr.walk_steps)  # fmt: skip
+        result.reason = (f"{sr.states_checked} trie states of {sr.slots_checked} slot(s)"
+                         + (" (sampled)" if sr.sampled else "")
+                         + f", {sr.steps_past} steps past crossing tokens, {sr.tail_checked} tail offsets, "
+                         f"{sr.enters_checked} entering heads, {sr.walks_ended} of {sr.walks} walks ended with EOS")  # fmt: skip
+        if sr.slots_unreached:
+            result.reason += f"; slots no walk reached: {sr.slots_unreached}"
+        if sr.engine_narrower:
+            result.reason += f"; {sr.engine_narrower} rows where the engine's mask omits tokens its own accept_token accepts"
+        for example in sr.examples:  # dicts: the schema verifier's examples (schemas.SchemaCheck)
+            result.add(Mismatch(state=-1, prefix=example["prefix"], problem=example["where"],
+                                only_triec=[{"id": x.split(":", 1)[0], "bytes": x.split(":", 1)[1]} for x in example["only_triec"]],
+                                only_other=[{"id": x.split(":", 1)[0], "bytes": x.split(":", 1)[1]} for x in example["only_engine"]]),
                        max_examples)
         result.mismatches = r.mismatches
         result.status = "ok" if r.mismatches == 0 else "mismatch"
