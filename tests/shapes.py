@@ -14,7 +14,7 @@ import random
 import string
 import uuid
 
-from triec.synthetic.sets import wide_codes
+from triec.synthetic.sets import titles, wide_codes
 
 
 def issue_reproducer() -> list[str]:
@@ -130,4 +130,5 @@ SHAPES = {
     "long_prefix_wide_end": long_prefix_wide_end,
     "nested_prefixes": nested_prefixes,
     "whitespace_runs": whitespace_runs,
+    "entity_titles": lambda: titles(3_000),  # issue 43: little sharing, most states on tails
 }

@@ -108,3 +108,58 @@ def wide_codes(k: int, seed: int = 0) -> list[str]:
             if len(out) == k:
                 break
     return list(out)
+
+
+
+TITLES_MAX = 20_000_000
+ONSETS = ("", "b", "c", "d", "f", "g", "h", "k", "l", "m", "n", "p", "r", "s", "t", "v", "w", "z", "br", "ch", "st",
+          "th", "tr", "gr")  # fmt: skip
+NUCLEI = ("a", "e", "i", "o", "u", "ai", "ou", "ea")
+CODAS = ("", "", "", "n", "r", "l", "s", "m", "nd", "rt")
+QUALIFIERS = ("film", "album", "river", "band", "novel", "song", "village", "footballer", "TV series", "disambiguation")
+
+
+def titles(k: int, seed: int = 7) -> list[str]:
+    """``k`` distinct Wikipedia-like titles: 1-3 capitalized words of 1-4 random syllables, 40% of them with a
+    parenthesized qualifier (``Brandel Tovi (film)``), about 25 bytes each: sets that share few prefixes (issue
+    43's entity titles), so most trie states lie on tails (one value below). ``titles(k)`` is the first ``k`` of
+    ``titles(k')`` for any ``k' > k``.
+
+    Built as a byte matrix with numpy (a million titles in about a second), seeded.
+    """
+    if not 0 <= k <= TITLES_MAX:
+        raise ValueError(f"k must be in 0..{TITLES_MAX:,}, not {k}")
+    import numpy as np
+
+    def padded(texts: list[str]) -> np.ndarray:
+        width = max(len(t) for t in texts)
+        return np.array([list(t.encode().ljust(width, b"\0")) for t in texts], dtype=np.uint8)
+
+    syllables = padded([o + n + c for o in ONSETS for n in NUCLEI for c in CODAS])
+    qualifiers = padded([f" ({q})" for q in QUALIFIERS])
+    rng = np.random.default_rng(seed)
+    out: dict[str, None] = {}
+    while len(out) < k:
+        n = 1 << 16  # a fixed batch: titles(k) is the first k of titles(k') for every k' > k
+        words = rng.integers(1, 4, n)
+        columns = []
+        for w in range(3):
+            used = words > w
+            if w:
+                columns.append(np.where(used, ord(" "), 0).astype(np.uint8)[:, None])
+            count = rng.integers(1, 5, n)
+            for s in range(4):
+                pick = syllables[rng.integers(0, syllables.shape[0], n)]
+                pick[~(used & (count > s))] = 0
+                if s == 0:  # the word's first letter, capitalized (syllables are left-aligned, lower-case ASCII)
+                    pick[:, 0] = np.where(pick[:, 0] > 0, pick[:, 0] - 32, 0)
+                columns.append(pick)
+        tail = qualifiers[rng.integers(0, qualifiers.shape[0], n)]
+        tail[rng.random(n) >= 0.4] = 0
+        columns += [tail, np.full((n, 1), ord("\n"), dtype=np.uint8)]
+        flat = np.concatenate(columns, axis=1).reshape(-1)
+        for title in flat[flat != 0].tobytes().decode().split("\n")[:-1]:
+            out[title] = None
+            if len(out) == k:
+                break
+    return list(out)
