@@ -47,8 +47,9 @@ import numpy as np
 import torch
 
 from triec._arrays import concat_ranges
+from triec.runtime.bitmask import BYTE_BITS, ids_in_words
 from triec.runtime.states import FINISHED
-from triec.runtime.word_masks import state_words
+from triec.runtime.word_masks import state_words, words_from_pairs
 
 if TYPE_CHECKING:
     from triec.runtime.table import MaskTable
@@ -98,15 +99,15 @@ _KERNELS: dict[str, bool] = {}
 def _byte_bits(device: torch.device) -> torch.Tensor:
     found = _BYTE_BITS.get(device)
     if found is None:
-        found = _BYTE_BITS[device] = torch.tensor([1 << i for i in range(8)], dtype=torch.uint8, device=device)
+        found = _BYTE_BITS[device] = torch.tensor(BYTE_BITS, dtype=torch.uint8, device=device)
     return found
 
 
 def apply_bitmask(logits: torch.Tensor, bitmask: torch.Tensor, *, inplace: bool = True) -> torch.Tensor:
     """Set ``logits`` to -inf where the bitmask bit is 0 (in place unless ``inplace=False``); returns the result.
 
-    ``logits`` (B, V) and an int32 ``bitmask`` (B, W) on the same device, bit ``t & 31`` of word ``t >> 5``
-    for token ``t``. Logit columns past ``32 * W`` are masked too: xgrammar's ``apply_token_bitmask_inplace``
+    ``logits`` (B, V) and an int32 ``bitmask`` (B, W) on the same device, in the layout of
+    :mod:`triec.runtime.bitmask`. Logit columns past ``32 * W`` are masked too: xgrammar's ``apply_token_bitmask_inplace``
     over the full width. torch only, no synchronisation.
     """
     if logits.ndim != 2 or bitmask.ndim != 2 or bitmask.shape[0] != logits.shape[0] or bitmask.dtype != torch.int32:
@@ -120,7 +121,7 @@ def apply_bitmask(logits: torch.Tensor, bitmask: torch.Tensor, *, inplace: bool 
 
         out = logits if inplace else logits.clone()
         return kernels.apply(out, bitmask.contiguous())
-    # Little-endian words: token j is bit j % 8 of byte j // 8, so unpack bytes (a B x V uint8 temporary).
+    # The row's bytes, least significant bit first (bitmask.BYTE_BITS), unpacked: a B x V uint8 temporary.
     octets = bitmask.contiguous().view(torch.uint8)
     blocked = ((octets.unsqueeze(-1) & _byte_bits(octets.device)) == 0).reshape(b, -1)  # (B, 32 * W)
     if blocked.shape[1] >= width:
@@ -190,9 +191,7 @@ def apply_bitmask_sparse(
     srows = rows[sparse]
     s = sub[sparse]
     r, w = np.nonzero(s)
-    bits = np.unpackbits(np.ascontiguousarray(s[r, w]).view(np.uint8).reshape(-1, 4), axis=1, bitorder="little")
-    m, b = np.nonzero(bits)
-    ids = w[m].astype(np.int64) * 32 + b
+    m, ids = ids_in_words(w, s[r, w])
     owner = srows[r[m]]
     keep = ids < width
     it, rt = torch.from_numpy(ids[keep]), torch.from_numpy(owner[keep])
@@ -467,7 +466,8 @@ def _device_arrays(table: MaskTable, narrow_words: int) -> tuple[int, dict[str, 
         keep[int(sw.offsets[s]) : int(sw.offsets[s + 1])] = False
     kept_counts = np.where(counts > width, 0, counts)
     eos = np.asarray(table.eos_token_ids, dtype=np.int64)
-    eos_words, eos_bits = _words_of(eos)
+    eos_row = words_from_pairs(1, np.zeros(eos.size, dtype=np.int64), eos, table.words_per_row)
+    eos_words, eos_bits = eos_row.words, eos_row.bits
     offsets = np.zeros(n_states + 2, dtype=np.int64)
     np.cumsum(kept_counts, out=offsets[1 : n_states + 1])
     offsets[n_states + 1] = offsets[n_states] + eos_words.size
@@ -514,15 +514,6 @@ def _token_rows(table: MaskTable) -> tuple[np.ndarray, np.ndarray]:
         )
         tokens[at] = np.tile(eos, ends.size)
     return offsets, tokens
-
-
-def _words_of(tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(word, bits) pairs of one row allowing exactly ``tokens``."""
-    words = np.unique(tokens >> 5)
-    bits = np.zeros(words.size, dtype=np.uint32)
-    for t in tokens.tolist():
-        bits[np.searchsorted(words, t >> 5)] |= np.uint32(1) << np.uint32(t & 31)
-    return words.astype(np.int64), bits.view(np.int32)
 
 
 class TorchTableSet:

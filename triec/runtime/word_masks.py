@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from triec._memo import per_table
+from triec.runtime.bitmask import bit_of, flat_word
 
 if TYPE_CHECKING:
     from triec.runtime.table import MaskTable
@@ -68,10 +69,10 @@ def words_from_pairs(num_rows: int, row: np.ndarray, tokens: np.ndarray, width: 
     """(word, bits) CSR of arbitrary (row, token) pairs: duplicate pairs and shared words are OR-ed."""
     row = np.asarray(row, dtype=np.int64)
     tokens = np.asarray(tokens, dtype=np.int64)
-    key = row * width + (tokens >> 5)
+    key = flat_word(row, tokens, width)
     order = np.argsort(key, kind="stable")
     key = key[order]
-    bits = np.left_shift(np.uint32(1), (tokens[order] & 31).astype(np.uint32))
+    bits = bit_of(tokens[order])
     if key.size:
         first = np.concatenate([[True], key[1:] != key[:-1]])
         starts = np.flatnonzero(first)

@@ -20,7 +20,7 @@ boundaries is read byte by byte by :meth:`SchemaMatcher._consume`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +29,7 @@ import numpy as np
 from triec._arrays import find_sorted
 from triec._memo import per_table
 from triec.errors import TriecError
+from triec.runtime.bitmask import are_set, ids_of, is_set, set_few
 from triec.runtime.matcher import TokenSteps
 from triec.schema.slot import DYNAMIC, HANDOVER, OTHER, TAIL, Groups, Slot
 
@@ -147,21 +148,19 @@ class SchemaMatcher(TokenSteps):
             return
         row.fill(0)
         if st.phase == DONE:
-            _set_all(row, self._eos)
+            set_few(row, self._eos)
             return
         slot = self.table.slots[st.s]
         src = st.pos if st.phase == SLOT else slot.tail_row(st.pos)
         _or_source(slot, src, row)
         if slot.dynamic[src]:
-            _set_all(row, self._dynamic_here(st, slot).tolist())
+            set_few(row, self._dynamic_here(st, slot).tolist())
 
     def allowed(self) -> np.ndarray:
         """Allowed token ids, ascending (EOS included where the output may end)."""
-        from triec._arrays import row_ids
-
         row = np.zeros(self.table.words_per_row, dtype=np.int32)
         self.fill_bitmask(row)
-        return row_ids(row)
+        return ids_of(row)
 
     def static_source(self) -> tuple[Slot, int] | None:
         """(slot, source row) when this row is exactly a precomputed one (no engine, no judged tokens), else None."""
@@ -184,24 +183,23 @@ class SchemaMatcher(TokenSteps):
             opener = bytes([slot.open])
             ob = int(self._bytes[slot.open])
             need = self._need
-            if (ob < 0 or _bit(row, ob)) and st.last.endswith(need) and self._at_slot(st.m, opener, mark):
+            if (ob < 0 or is_set(row, ob)) and st.last.endswith(need) and self._at_slot(st.m, opener, mark):
                 _or_source(slot, slot.enter_state, row)
                 if slot.dynamic[slot.enter_state]:
-                    _set_all(row, self._dynamic_here(self._entered(st, s), slot).tolist())
+                    set_few(row, self._dynamic_here(self._entered(st, s), slot).tolist())
             en = slot.enters
             gates = _head_gates(t)[s]
             if not gates.size:
                 continue
             if need:  # triggered tags: only the heads that can complete the trigger here (a handful, no numpy)
                 for j, h, before, gate in _trigger_heads(t)[s]:
-                    if not st.last.endswith(before) or (gate >= 0 and not _bit(row, gate)):
+                    if not st.last.endswith(before) or (gate >= 0 and not is_set(row, gate)):
                         continue
                     if self._at_slot(st.m, h + opener, mark):
                         self._enter_row(st, s, slot, j, h, row)
                 continue
             # heads whose gate token (the longest token spelling a prefix of the head and the opener) is allowed
-            words = row.view(np.uint32)[gates >> 5]
-            live = np.flatnonzero((gates < 0) | ((words >> (gates & 31).astype(np.uint32)) & 1).astype(bool))
+            live = np.flatnonzero((gates < 0) | are_set(row, np.maximum(gates, 0)))
             for j in live.tolist():
                 h = en.labels[j]
                 if self._at_slot(st.m, h + opener, mark):
@@ -216,7 +214,7 @@ class SchemaMatcher(TokenSteps):
             lo, hi = en.span(j)
             for k in (np.flatnonzero(en.kind[lo:hi] == DYNAMIC) + lo).tolist():
                 if self._rest_ok(at, s, int(en.leaf[k]), en.rest_of(k), int(en.rest_token[k])):
-                    _set(row, int(en.tokens[k]))
+                    set_few(row, (int(en.tokens[k]),))
 
     def _at_slot(self, m: Any, head: bytes, mark: bytes) -> bool:
         """After ``head`` (ending in the slot's opening byte), does the engine stand at the marker's slot?"""
@@ -258,12 +256,12 @@ class SchemaMatcher(TokenSteps):
         known = rt >= 0
         ok = np.zeros(ks.shape[0], dtype=bool)
         t = rt[known].astype(np.int64)
-        ok[known] = ((row[t >> 5] >> (t & 31).astype(np.uint32)) & 1).astype(bool)
+        ok[known] = are_set(row, t)
         unknown = np.flatnonzero(~known)
         if unknown.size:
             first = groups.rest[groups.rest_offsets[ks[unknown]]]
             bt = self._bytes[first].astype(np.int64)
-            alive = (bt < 0) | (((row[np.maximum(bt, 0) >> 5] >> (np.maximum(bt, 0) & 31).astype(np.uint32)) & 1) == 1)
+            alive = (bt < 0) | are_set(row, np.maximum(bt, 0))
             for i in unknown[alive].tolist():
                 ok[i] = self._consume(after, groups.rest_of(int(ks[i]))) is not None
         return ks[ok]
@@ -272,7 +270,7 @@ class SchemaMatcher(TokenSteps):
         """Is ``rest`` viable right after value ``val``'s key and its slot's tail?"""
         after = self._handover(st, s, val)
         if rest_token >= 0:
-            return _bit(self._row_after(after, s), rest_token)
+            return is_set(self._row_after(after, s), rest_token)
         return self._consume(after, rest) is not None
 
     def _row_after(self, after: State, s: int) -> np.ndarray:
@@ -642,22 +640,6 @@ def _or_source(slot: Slot, src: int, row: np.ndarray) -> None:
         return
     w = slot.words
     row[w.words[lo:hi]] |= w.bits[lo:hi]
-
-
-def _bit(row: np.ndarray, t: int) -> bool:
-    return bool((int(row[t >> 5]) >> (t & 31)) & 1)
-
-
-def _set(row: np.ndarray, t: int) -> None:
-    _set_all(row, (t,))
-
-
-def _set_all(row: np.ndarray, tokens: Iterable[int]) -> None:
-    """Set a few tokens' bits: item writes on the row's uint32 memoryview (a numpy scalar expression costs ~4 us a
-    token, these well under 1 us)."""
-    mv = memoryview(row.view(np.uint32))
-    for t in tokens:
-        mv[t >> 5] |= 1 << (t & 31)
 
 
 def _put(table: SchemaTable, cache: dict[Any, Any], key: Any, value: Any, shared: bool) -> None:
