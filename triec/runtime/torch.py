@@ -41,18 +41,17 @@ Only this module (and the integrations) import torch; ``table.to_torch()`` impor
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import torch
 
 from triec._arrays import concat_ranges
+from triec.runtime.arrays import TableArrays
 from triec.runtime.bitmask import BYTE_BITS, ids_in_words
+from triec.runtime.kinds import SetTable
 from triec.runtime.states import FINISHED
 from triec.runtime.word_masks import state_words, words_from_pairs
-
-if TYPE_CHECKING:
-    from triec.runtime.table import MaskTable
 
 INVALID = -2
 """What :meth:`TorchMaskTable.advance` returns for a token the state does not allow."""
@@ -208,7 +207,7 @@ class TorchMaskTable:
     """
 
     def __init__(
-        self, table: MaskTable, device: str | torch.device | None = None, *, narrow_words: int = DEFAULT_NARROW_WORDS,
+        self, table: SetTable, device: str | torch.device | None = None, *, narrow_words: int = DEFAULT_NARROW_WORDS,
         kernels: bool | None = None,
     ) -> None:
         if narrow_words < 1:
@@ -232,7 +231,9 @@ class TorchMaskTable:
         self.accepting: torch.Tensor = put["accepting"]  # bool [S + 1]
         self.eos: torch.Tensor = put["eos"]  # int64 [E]
         self._lanes = torch.arange(self.narrow_words, device=self.device)
-        self._source = table
+        self.table = table
+        """The host table it was uploaded from."""
+        self._source = table  # integrations/vllm/batch.py reads it until it reads .table (serving branch)
         self._token_rows: tuple[torch.Tensor, torch.Tensor] | None = None  # built on first mask_rows gather
         if kernels and not use_kernels(self.device):
             raise RuntimeError(f"kernels=True: triton cannot run for {self.device} here (CUDA with triton installed, "
@@ -355,7 +356,7 @@ class TorchMaskTable:
         :meth:`mask_rows` reads it.
         """
         if self._token_rows is None:
-            offsets, tokens = _token_rows(self._source)
+            offsets, tokens = _token_rows(self.table)
             self._token_rows = (torch.from_numpy(offsets).to(self.device), torch.from_numpy(tokens).to(self.device))
         return self._token_rows
 
@@ -449,7 +450,7 @@ def _same_device(a: torch.device, b: torch.device) -> bool:
     return a.type == b.type and (a.index is None or b.index is None or a.index == b.index)
 
 
-def _device_arrays(table: MaskTable, narrow_words: int) -> tuple[int, dict[str, np.ndarray]]:
+def _device_arrays(table: TableArrays, narrow_words: int) -> tuple[int, dict[str, np.ndarray]]:
     """The gather width and the numpy arrays of the device representation (see the module docstring)."""
     sw = state_words(table)
     n_states = table.num_states
@@ -494,7 +495,7 @@ def _device_arrays(table: MaskTable, narrow_words: int) -> tuple[int, dict[str, 
     }
 
 
-def _token_rows(table: MaskTable) -> tuple[np.ndarray, np.ndarray]:
+def _token_rows(table: TableArrays) -> tuple[np.ndarray, np.ndarray]:
     """Allowed ids per state with EOS appended at accepting states, plus the terminal row (EOS)."""
     n = table.num_states
     content_offsets = np.asarray(table.allowed_offsets, dtype=np.int64)
@@ -526,7 +527,7 @@ class TorchTableSet:
     after another, and ``tables`` is read on the host.
     """
 
-    def __init__(self, tables: Sequence[MaskTable], device: str | torch.device | None = None, *,
+    def __init__(self, tables: Sequence[SetTable], device: str | torch.device | None = None, *,
                  narrow_words: int = DEFAULT_NARROW_WORDS, kernels: bool | None = None) -> None:  # fmt: skip
         if not tables:
             raise ValueError("a table set needs at least one table")

@@ -23,16 +23,13 @@ spent. numpy only.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from triec.errors import TriecError
 from triec.runtime.bitmask import ids_of, is_set, pack
+from triec.runtime.kinds import SetTable
 from triec.runtime.matcher import TableMatcher, TokenSteps
-
-if TYPE_CHECKING:
-    from triec.runtime.table import MaskTable
 
 
 class TriggerAutomaton:
@@ -86,7 +83,7 @@ class Triggered:
     V = 151,936), then O(1) per row.
     """
 
-    def __init__(self, table: MaskTable, vocab: object, triggers: str | bytes | Sequence[str | bytes]) -> None:
+    def __init__(self, table: SetTable, vocab: object, triggers: str | bytes | Sequence[str | bytes]) -> None:
         if isinstance(triggers, (str, bytes)):
             triggers = [triggers]
         self.table = table

@@ -12,15 +12,12 @@ per table.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from triec._memo import per_table
+from triec.runtime.arrays import TableArrays
 from triec.runtime.bitmask import bit_of, flat_word
-
-if TYPE_CHECKING:
-    from triec.runtime.table import MaskTable
 
 
 @dataclass(frozen=True)
@@ -45,12 +42,12 @@ class StateWords:
 
 
 @per_table
-def state_words(table: MaskTable) -> StateWords:
+def state_words(table: TableArrays) -> StateWords:
     """The (word, bits) pairs of every state of ``table``; built once per table (O(allowed pairs))."""
     return build_state_words(table)
 
 
-def build_state_words(table: MaskTable) -> StateWords:
+def build_state_words(table: TableArrays) -> StateWords:
     """Merge each state's content tokens and, at accepting states, the EOS ids into words."""
     num_states = table.num_states
     width = table.words_per_row

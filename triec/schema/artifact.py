@@ -350,7 +350,7 @@ def load_schema_artifact(
         cursors["states"] += s_n
         cursors["allowed"] += p_n
         cursors["values"] += k_n
-        trie = MaskTable._from_artifact(
+        trie = MaskTable.from_artifact(
             allowed_offsets=off,
             allowed_tokens=arrays["allowed_tokens"][sa : sa + p_n],
             allowed_next=arrays["allowed_next"][sa : sa + p_n],
