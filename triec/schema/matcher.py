@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 
@@ -30,15 +30,16 @@ from triec._arrays import find_sorted
 from triec._memo import per_table
 from triec.errors import TriecError
 from triec.runtime.bitmask import are_set, ids_of, is_set, set_few
-from triec.runtime.matcher import TokenSteps
+from triec.runtime.matcher import TokenSteps, whole_chars
+from triec.schema.parts import SchemaParts
 from triec.schema.slot import DYNAMIC, HANDOVER, OTHER, TAIL, Groups, Slot
-
-if TYPE_CHECKING:
-    from triec.schema.table import SchemaTable
+from triec.tokenizer.index import token_index
 
 ENGINE, SLOT, TAILP, DONE = 0, 1, 2, 3
 PHASES = ("engine", "slot", "tail", "terminated")
 _EMPTY = np.zeros(0, dtype=np.int64)
+Table = TypeVar("Table", bound=SchemaParts)
+"""The table's class (a :class:`~triec.schema.table.SchemaTable`): what a matcher's ``table`` is."""
 _OTHER = OTHER.encode("utf-8")
 
 
@@ -63,14 +64,14 @@ class State:
                      self.fresh, self.last)  # fmt: skip
 
 
-class SchemaMatcher(TokenSteps):
+class SchemaMatcher(TokenSteps, Generic[Table]):
     """One sequence: ``fill_bitmask``, ``allowed``, ``accept_token``, ``rollback``, ``is_terminated``, ``fork``.
 
     ``accept_token`` returns False without changing anything for a token the row
     does not allow; EOS ends the sequence where the grammar is complete.
     """
 
-    def __init__(self, table: SchemaTable, state: State | None = None) -> None:
+    def __init__(self, table: Table, state: State | None = None) -> None:
         self.table = table
         self.drv = table.driver()
         self._eos = frozenset(table.eos_token_ids)
@@ -125,7 +126,7 @@ class SchemaMatcher(TokenSteps):
                 return v
         return -1
 
-    def fork(self) -> SchemaMatcher:
+    def fork(self) -> SchemaMatcher[Table]:
         """An independent copy at the same point (its rollback history starts empty)."""
         st = self.st.copy()
         if st.m is not None:
@@ -501,8 +502,6 @@ class SchemaMatcher(TokenSteps):
 
     def jump_forward(self) -> bytes:
         """Bytes every continuation of the output starts with here (possibly none)."""
-        from triec.runtime.matcher import whole_chars
-
         st = self.st
         if st.phase == ENGINE:
             forced = self.drv.forced(st.m)
@@ -519,7 +518,7 @@ class SchemaMatcher(TokenSteps):
         return b""
 
 
-class SchemaMaskWriter:
+class SchemaMaskWriter(Generic[Table]):
     """Rows for up to ``max_batch`` matchers in one owned buffer.
 
     A precomputed row (a slot or tail position without judged tokens) costs the
@@ -529,7 +528,7 @@ class SchemaMaskWriter:
     ``fill``; do not write to it.
     """
 
-    def __init__(self, table: SchemaTable, max_batch: int = 1) -> None:
+    def __init__(self, table: Table, max_batch: int = 1) -> None:
         if int(max_batch) < 1:
             raise ValueError(f"max_batch must be >= 1, not {max_batch}")
         table.vocabulary()  # binds the slots (a loaded table derives its tail rows from the vocabulary)
@@ -592,13 +591,13 @@ class SchemaMaskWriter:
 _SMALL = 12  # words per row written by a Python loop (about 40 ns a word) rather than one numpy assignment (~1 us)
 
 
-def _trigger_prefix(table: SchemaTable) -> bytes:
+def _trigger_prefix(table: SchemaParts) -> bytes:
     """A triggered table's trigger but its last byte (the slot's opening byte); b"" for any other table."""
     return str(table.info.get("trigger", "")).encode("utf-8")[:-1]
 
 
 @per_table
-def _trigger_heads(table: SchemaTable) -> list[list[tuple[int, bytes, bytes, int]]]:
+def _trigger_heads(table: SchemaParts) -> list[list[tuple[int, bytes, bytes, int]]]:
     """Triggered tags, per slot: the entering heads that can complete the trigger but its last byte, as (index,
     head, the bytes the text before the head must end with, gate token). A head h qualifies when it is a tail of
     that prefix (the text supplies the rest) or ends with all of it; no other head can ever enter."""
@@ -617,7 +616,7 @@ def _trigger_heads(table: SchemaTable) -> list[list[tuple[int, bytes, bytes, int
 
 
 @per_table
-def _trigger_tails(table: SchemaTable) -> tuple[bytes, ...]:
+def _trigger_tails(table: SchemaParts) -> tuple[bytes, ...]:
     """Triggered tags: what the text must end with for any head (or the opening byte alone) to enter a slot."""
     need = _trigger_prefix(table)
     return (need, *{before for heads in _trigger_heads(table) for _, _, before, _ in heads})
@@ -642,22 +641,20 @@ def _or_source(slot: Slot, src: int, row: np.ndarray) -> None:
     row[w.words[lo:hi]] |= w.bits[lo:hi]
 
 
-def _put(table: SchemaTable, cache: dict[Any, Any], key: Any, value: Any, shared: bool) -> None:
+def _put(table: SchemaParts, cache: dict[Any, Any], key: Any, value: Any, shared: bool) -> None:
     cache[key] = value
     if shared and len(cache) > table.row_cache_size:
         cache.popitem(last=False)  # type: ignore[call-arg]
 
 
 @per_table
-def _head_gates(table: SchemaTable) -> list[np.ndarray]:
+def _head_gates(table: SchemaParts) -> list[np.ndarray]:
     """Per slot, per entering head: the token spelling the longest prefix of ``head + opening byte``, or -1.
 
     The engine's row is exact per token (a token is allowed iff its bytes can be read here), so that token's bit
     tells, without a probe, whether the engine can read the head at all; most heads die there (about 2 in 3 of the
     probes a row made with the first byte as the only gate).
     """
-    from triec.tokenizer.index import token_index
-
     first_id = token_index(table.vocabulary()).first_id
     out = []
     for slot in table.slots:
@@ -675,8 +672,6 @@ def _head_gates(table: SchemaTable) -> list[np.ndarray]:
     return out
 
 
-def _byte_tokens(table: SchemaTable) -> np.ndarray:
-    from triec.tokenizer.index import token_index
-
+def _byte_tokens(table: SchemaParts) -> np.ndarray:
     return token_index(table.vocabulary()).byte_token
 
