@@ -195,10 +195,10 @@ class Encoder:
 
 
 def row_ids(row: np.ndarray) -> np.ndarray:
-    """The ids set in a mask row of any shape (``triec._arrays.row_ids`` on the flattened row)."""
-    from triec._arrays import row_ids as ids
+    """The ids set in a mask row of any shape (``triec.runtime.bitmask.ids_of`` on the flattened row)."""
+    from triec.runtime.bitmask import ids_of
 
-    return ids(np.ascontiguousarray(row).reshape(-1))
+    return ids_of(np.ascontiguousarray(row).reshape(-1))
 
 
 # ---------------------------------------------------------------- table cells

@@ -21,7 +21,6 @@ from hypothesis import strategies as st
 
 import triec
 import triec.synthetic.sets
-from triec._arrays import row_ids
 from triec.errors import RequestError, ValuesError
 from triec.integrations.constraints import (
     ARTIFACT_KEYWORD,
@@ -35,6 +34,7 @@ from triec.integrations.constraints import (
     literal_alternation,
     string_enum,
 )
+from triec.runtime.bitmask import ids_of as row_ids
 from triec.runtime.matcher import TableMatcher
 
 V = 151_936

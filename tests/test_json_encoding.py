@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 from test_verify import NAMES, engine_or_skip
 
 import triec
-from triec._arrays import row_ids
 from triec.encoding import Encoding, json_string_literal
 from triec.engines import Engine
+from triec.runtime.bitmask import ids_of as row_ids
 from triec.verify.paths import token_paths
 from triec.verify.tables import compare_engine
 

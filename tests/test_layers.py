@@ -3,7 +3,10 @@
 Every module of the package is parsed (ast); its imports outside ``if TYPE_CHECKING:``,
 at the top and inside functions alike, are edges of the graph. The test fails on an
 edge from a layer to a higher one and on any cycle, except the few lazy edges listed
-in :data:`LAZY_EDGES` (and, with their reasons, in docs/architecture.md).
+in :data:`LAZY_EDGES` (and, with their reasons, in docs/architecture.md). Counting the
+``TYPE_CHECKING`` imports too, nothing cycles either: a table class sits on top of the
+modules that serve it, which read it through a protocol below them (the runtime, the
+schema, the tokenizer). And no module reads another's ``_``-prefixed names.
 """
 
 from __future__ import annotations
@@ -73,14 +76,16 @@ def _targets(node: ast.Import | ast.ImportFrom, name: str, is_package: bool, kno
     return [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names]
 
 
-def _imports(name: str, path: Path, known: set[str]) -> list[Edge]:
-    """The edges of one module: every import outside ``if TYPE_CHECKING:``, lazy when inside a function."""
+def _imports(name: str, path: Path, known: set[str], type_checking: bool = False) -> list[Edge]:
+    """The edges of one module: every import (outside ``if TYPE_CHECKING:`` unless ``type_checking``), lazy when
+    inside a function."""
     is_package = path.name == "__init__.py"
     found: list[Edge] = []
 
     def visit(node: ast.AST, lazy: bool) -> None:
         for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.If) and ast.unparse(child.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING"):
+            if (not type_checking and isinstance(child, ast.If)
+                    and ast.unparse(child.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING")):  # fmt: skip
                 for other in child.orelse:
                     visit(other, lazy)
                 continue
@@ -95,12 +100,13 @@ def _imports(name: str, path: Path, known: set[str]) -> list[Edge]:
     return found
 
 
-def edges() -> list[Edge]:
-    """One edge per (importer, imported): lazy only when every import of it is inside a function."""
+def edges(*, type_checking: bool = False) -> list[Edge]:
+    """One edge per (importer, imported): lazy only when every import of it is inside a function; with
+    ``type_checking``, the imports under ``if TYPE_CHECKING:`` count too."""
     found = modules()
     out: dict[tuple[str, str], Edge] = {}
     for name, path in found.items():
-        for e in _imports(name, path, set(found)):
+        for e in _imports(name, path, set(found), type_checking):
             seen = out.get((e.source, e.target))
             if seen is None or (seen.lazy and not e.lazy):
                 out[(e.source, e.target)] = e
@@ -201,11 +207,75 @@ def test_allowed_lazy_edges_exist_are_lazy_and_are_documented() -> None:
 
 
 def test_the_checker_sees_lazy_and_type_checking_imports() -> None:
-    """The graph is only as good as its parser: a function-level import is an edge, a TYPE_CHECKING one is not."""
+    """The graph is only as good as its parser: a function-level import is an edge, a TYPE_CHECKING one is not
+    (unless asked for)."""
     by_pair = {(e.source, e.target): e for e in edges()}
     assert by_pair[("triec.runtime.table", "triec.runtime.torch")].lazy  # inside MaskTable.to_torch
     assert not by_pair[("triec.runtime.table", "triec.runtime.states")].lazy
-    assert ("triec.runtime.word_masks", "triec.runtime.table") not in by_pair  # under TYPE_CHECKING only
+    assert ("triec.schema.table", "triec.schema.slot") not in by_pair  # under TYPE_CHECKING only
+    assert ("triec.schema.table", "triec.schema.slot") in {(e.source, e.target) for e in edges(type_checking=True)}
+
+
+def test_no_cycle_even_through_type_checking_imports() -> None:
+    """Two modules that need each other's names, even for annotations only, cannot be read one without the other:
+    the lower one states what it reads as a protocol of its own (runtime/arrays.py, runtime/kinds.py,
+    schema/parts.py, the automaton's ``TokenSource``)."""
+    graph: dict[str, set[str]] = {}
+    for e in edges(type_checking=True):
+        graph.setdefault(e.source, set()).add(e.target)
+    assert cycles(graph) == []
+
+
+# ----------------------------------------------------------------------------- the runtime reads downward
+
+TABLE_LAZY: dict[str, str] = {
+    "triec.runtime.torch": "torch is optional: `import triec.runtime` stays numpy-only (tests/test_imports.py)",
+    "triec.artifact.formats": "MaskTable.save writes its artifact; the artifact layer sits above (LAZY_EDGES)",
+}
+"""The only imports runtime/table.py makes inside a function, each for its reason."""
+
+SERVED_BY: dict[str, tuple[str, ...]] = {
+    "triec.runtime.table": ("triec.runtime.arrays", "triec.runtime.kinds", "triec.runtime.states",
+                            "triec.runtime.validate", "triec.runtime.word_masks", "triec.runtime.mask_writer",
+                            "triec.runtime.matcher", "triec.runtime.restrict"),
+    "triec.schema.table": ("triec.schema.parts", "triec.schema.matcher"),
+    "triec.tokenizer.vocabulary": ("triec.tokenizer.automaton",),
+}  # fmt: skip
+"""A table class (or the vocabulary) and what it composes, imported at its top (downward)."""
+
+
+def test_the_runtime_reads_downward() -> None:
+    """No module of the runtime imports runtime/table.py, not even lazily or for annotations: the behaviours read
+    a table as ``TableArrays`` (runtime/arrays.py) or ``SetTable`` (runtime/kinds.py), and ``MaskTable`` composes
+    them from above."""
+    found = [f"{e.source} (line {e.line})" for e in edges(type_checking=True)
+             if e.target == "triec.runtime.table" and e.source.startswith("triec.runtime.")]  # fmt: skip
+    assert found == []
+
+
+def test_table_classes_compose_what_serves_them_from_above() -> None:
+    """Each composer imports what serves it at its top; none of those imports it back, in any form."""
+    every = edges(type_checking=True)
+    top = {(e.source, e.target) for e in edges() if not e.lazy}
+    for composer, served in SERVED_BY.items():
+        assert [m for m in served if (composer, m) not in top] == [], f"{composer} imports these at its top"
+        back = [f"{e.source} (line {e.line})" for e in every if e.target == composer and e.source in served]
+        assert back == [], f"these import {composer}: read it through the protocol below it"
+
+
+def test_the_mask_table_imports_in_functions_only_what_it_must() -> None:
+    """runtime/table.py imports at its top, but for the listed optional or upward modules (their reasons in
+    :data:`TABLE_LAZY`)."""
+    tree = ast.parse(modules()["triec.runtime.table"].read_text())
+    inner = set()
+    for fn in ast.walk(tree):
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for node in ast.walk(fn):
+                if isinstance(node, ast.Import):
+                    inner.update(a.name for a in node.names)
+                elif isinstance(node, ast.ImportFrom):
+                    inner.add(node.module or "")
+    assert inner == set(TABLE_LAZY)
 
 
 INTEGRATION_MODULES = ("triec.integrations.vllm", "triec.integrations.sglang", "triec.integrations.transformers",
@@ -263,3 +333,110 @@ def test_engine_privates_stay_in_their_module() -> None:
         found += [f"{name}: {m.group(0)}" for m in re.finditer(r"\._(llg|xgr|oc)\b|LLParserLimits\(", text)]
     assert found == []
     assert (PACKAGE / "engines" / "llguidance.py").read_text().count("LLParserLimits(") == 1
+
+
+# ----------------------------------------------------------------------------- private names stay in their module
+
+PRIVATE_ACCESS_ELSEWHERE: frozenset[str] = frozenset(
+    {
+        # integrations/eval/cli: being fixed on the serving branch
+        "triec.cli._coercion",
+        "triec.eval.llama_cpp",
+        "triec.integrations.llama_cpp",
+        "triec.integrations.sglang",
+        "triec.integrations.vllm.batch",
+        "triec.integrations.vllm.internals",
+        "triec.integrations.vllm.v1",
+        "triec.integrations.vllm.v2",
+    }
+)
+"""Modules that still read another module's ``_``-prefixed names."""
+
+STDLIB_PRIVATE = frozenset({"sys._getframe"})
+"""Documented interpreter functions whose names start with ``_``."""
+
+_ATTRIBUTE_FUNCTIONS = ("getattr", "setattr", "hasattr", "delattr")
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _defined_here(tree: ast.AST) -> set[str]:
+    """The ``_``-prefixed names a module defines: functions, classes, assigned names, ``self._x`` / ``cls._x``
+    attributes, ``__slots__`` entries."""
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            found.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            found.add(node.id)
+        elif (isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) and isinstance(node.value, ast.Name)
+              and node.value.id in ("self", "cls")):  # fmt: skip
+            found.add(node.attr)
+        elif isinstance(node, ast.Assign) and "__slots__" in [ast.unparse(t) for t in node.targets]:
+            found.update(str(c.value) for c in ast.walk(node.value) if isinstance(c, ast.Constant))
+    return {n for n in found if _private(n)}
+
+
+def _own(node: ast.expr) -> bool:
+    """``self``, ``cls`` or ``super()``: an object's own names, wherever its class was written."""
+    if isinstance(node, ast.Name):
+        return node.id in ("self", "cls")
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "super"
+
+
+def private_reads(name: str, path: Path, known: set[str]) -> list[str]:
+    """Where a module reads (or writes) a ``_``-prefixed name another module defines.
+
+    Allowed: an object's own names (``self._x``, ``cls._x``, ``super()._x``); any object's ``_x`` where this
+    module defines ``_x`` (``other._x`` in the class that defines it: a copy, ``__eq__``); dunders; a package's
+    ``_``-prefixed *modules* (package-internal, not one module's privates); :data:`STDLIB_PRIVATE`.
+    Flagged: ``x._y`` otherwise, ``getattr(x, "_y")`` and its siblings, ``from m import _y`` of a non-module.
+    """
+    tree = ast.parse(path.read_text(), str(path))
+    here = _defined_here(tree)
+    is_package = path.name == "__init__.py"
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and _private(node.attr):
+            if not (_own(node.value) or node.attr in here or ast.unparse(node) in STDLIB_PRIVATE):
+                found.append(f"line {node.lineno}: {ast.unparse(node)}")
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _ATTRIBUTE_FUNCTIONS
+              and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant)
+              and isinstance(node.args[1].value, str) and _private(node.args[1].value)):  # fmt: skip
+            if not (_own(node.args[0]) or node.args[1].value in here):
+                found.append(f"line {node.lineno}: {ast.unparse(node)}")
+        elif isinstance(node, ast.ImportFrom):
+            for alias, target in zip(node.names, _targets(node, name, is_package, known), strict=True):
+                if _private(alias.name) and not (target in known and target.rsplit(".", 1)[-1] == alias.name):
+                    found.append(f"line {node.lineno}: from {node.module} import {alias.name}")
+    return found
+
+
+def test_no_module_reads_another_modules_private_names() -> None:
+    """A ``_``-prefixed name is its module's own: the modules above read a public name (``MaskTable.from_compile``,
+    ``TableArrays``' queries, ``slot.below_group``, ``source.decompress``), never another module's private one."""
+    found, clean = [], []
+    known = set(modules())
+    for name, path in sorted(modules().items()):
+        reads = private_reads(name, path, known)
+        if name in PRIVATE_ACCESS_ELSEWHERE:
+            clean += [] if reads else [name]
+        else:
+            found += [f"{name} {r}" for r in reads]
+    assert found == []
+    assert clean == [], "no longer reads another module's private names: drop it from PRIVATE_ACCESS_ELSEWHERE"
+
+
+def test_the_private_check_sees_each_form(tmp_path: Path) -> None:
+    sample = tmp_path / "sample.py"
+    sample.write_text(
+        "from triec import _compat\nfrom triec.runtime.table import _hidden\n"
+        "class A:\n    __slots__ = ('_s',)\n    def __init__(self):\n        self._mine = 1\n"
+        "    def copy(self, other):\n        other._mine = other._s\n        return super()._base, sys._getframe(0)\n"
+        "def f(table, t):\n    return table._derive, getattr(t, '_x'), setattr(t, '_mine', 1), t.__dict__\n"
+    )
+    reads = private_reads("triec.sample", sample, set(modules()))
+    assert sorted(r.split(": ", 1)[1] for r in reads) == [
+        "from triec.runtime.table import _hidden", "getattr(t, '_x')", "table._derive"]  # fmt: skip

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import triec
-from triec._arrays import row_ids
+from triec.runtime.bitmask import ids_of as row_ids
 from triec.runtime.matcher import TableMatcher, whole_chars
 
 VALUES = ["get_user", "get_users", "get_user_by_id", "list_items", "list", "café.ouvert", "naïve-é", "x"]

@@ -20,11 +20,11 @@ from typer.testing import CliRunner, Result
 
 import triec
 import triec.synthetic.sets
-from triec._arrays import row_ids
 from triec.artifact.container import PREAMBLE
 from triec.cli import app
 from triec.engines import ENGINES, Engine, install_hint, is_installed, make_engine
 from triec.errors import EngineUnavailable
+from triec.runtime.bitmask import ids_of as row_ids
 from triec.verify.paths import escape_bytes, token_paths
 from triec.verify.tables import compare_engine, select_states, state_depths, verify
 

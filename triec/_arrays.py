@@ -1,4 +1,4 @@
-"""Array idioms every layer shares: the CSR gather, one sorted lookup, and a bitmask row read back as token ids."""
+"""Array idioms every layer shares: the CSR gather and one sorted lookup (a bitmask row: runtime/bitmask.py)."""
 
 from __future__ import annotations
 
@@ -16,12 +16,6 @@ def concat_ranges(lo: np.ndarray, counts: np.ndarray) -> np.ndarray:
         return np.zeros(0, dtype=np.int64)
     ends = np.cumsum(counts)
     return np.repeat(lo - (ends - counts), counts) + np.arange(total, dtype=np.int64)
-
-
-def row_ids(row: np.ndarray) -> np.ndarray:
-    """The token ids whose bits are set in one int32 mask row (ascending)."""
-    bits = np.unpackbits(np.ascontiguousarray(row).view(np.uint8), bitorder="little")
-    return np.flatnonzero(bits).astype(np.int64)
 
 
 def find_sorted(a: np.ndarray, x: int, side: str = "left") -> int:

@@ -162,7 +162,7 @@ def parse_sections(
 
 def build_table(header: dict[str, Any], arrays: dict[str, Any], version: int, source: str, *, verify: bool = False) -> MaskTable:
     """The mask table over checked sections (its indices checked; with ``verify`` everything that makes masks right)."""
-    return MaskTable._from_artifact(
+    return MaskTable.from_artifact(
         **{name: arrays[name] for name, _ in SECTIONS},
         vocab_size=header["vocab_size"],
         eos_token_ids=header["eos_token_ids"],

@@ -46,6 +46,7 @@ import numpy as np
 
 from triec.engines import ENGINES, engine_version, install_hint, is_installed
 from triec.errors import TriecError
+from triec.runtime.bitmask import words_for
 
 ALL_ENGINES: tuple[str, ...] = ("triec", *ENGINES)
 DEFAULT_K: tuple[int, ...] = (10, 100, 1_000, 10_000, 100_000)
@@ -280,7 +281,7 @@ def _worker(job: dict[str, Any], out: _Out) -> None:
         return
 
     vocab = Vocabulary.load(job["tokenizer"], **load)
-    width = (vocab.vocab_size + 31) // 32
+    width = words_for(vocab.vocab_size)
     row = np.zeros((1, width), dtype=np.int32)
     if engine_name == "triec":
         t0 = time.perf_counter()

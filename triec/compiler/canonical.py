@@ -108,7 +108,7 @@ def token_trie_table(
     at = np.argsort(src_a, kind="stable")  # siblings keep their token order
     offsets = np.zeros(num_states + 1, dtype=np.uint32)
     np.cumsum(np.bincount(src_a, minlength=num_states), out=offsets[1:])
-    return MaskTable._from_compile(
+    return MaskTable.from_compile(
         value_bytes=[keys[k] for k in order],
         allowed_offsets=offsets,
         allowed_tokens=np.asarray(tok, dtype=np.int32)[at],

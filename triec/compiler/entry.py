@@ -202,9 +202,9 @@ def mask_table(
 ) -> MaskTable:
     """The runtime table of a trie and its allowed transitions (CSR), stamped with the vocabulary it is for.
 
-    Correct by construction (:meth:`MaskTable._from_compile`); ``keys`` are the trie's sorted keys when at hand.
+    Correct by construction (:meth:`MaskTable.from_compile`); ``keys`` are the trie's sorted keys when at hand.
     """
-    return MaskTable._from_compile(
+    return MaskTable.from_compile(
         value_bytes=keys,
         allowed_offsets=offsets.astype(np.uint32, copy=False),
         allowed_tokens=tokens.astype(np.int32, copy=False),

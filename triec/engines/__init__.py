@@ -12,8 +12,7 @@ problem, so each adapter builds its matcher from:
 * the same language: an alternation of the exact values, escaped so that every
   value matches byte for byte (values may hold any Unicode, newlines included,
   and may be prefixes of each other or empty);
-* the same mask layout: int32 rows of ``ceil(vocab_size / 32)`` words, token j
-  in bit ``j & 31`` of word ``j >> 5``.
+* the same mask layout: int32 rows of :mod:`triec.runtime.bitmask`.
 
 docs/verify.md lists the conventions each engine needed. Engines are imported
 lazily; a missing one raises :class:`EngineUnavailable` with the pip command.
@@ -29,7 +28,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from triec._arrays import row_ids
 from triec.engines.base import (
     ENGINES,
     GRAMMAR_CACHE,
@@ -49,6 +47,7 @@ from triec.engines.llguidance import PARSER_LIMITS, LLGuidanceDriver, LLGuidance
 from triec.engines.outlines_core import OutlinesCoreEngine
 from triec.engines.xgrammar import XGrammarDriver, XGrammarEngine, ebnf_literal, xgrammar_regex_literal
 from triec.errors import EngineUnavailable, EngineUnsupported, TriecError
+from triec.runtime.bitmask import ids_of as row_ids  # the name of 0.1
 
 if TYPE_CHECKING:
     from triec.tokenizer.vocabulary import Vocabulary

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from triec.errors import EngineUnavailable, EngineUnsupported, TriecError
+from triec.runtime.bitmask import last_word_mask, words_for
 
 if TYPE_CHECKING:
     from triec.tokenizer.vocabulary import Vocabulary
@@ -108,7 +109,7 @@ class Engine(ABC):
 
     def __init__(self, vocab: Vocabulary) -> None:
         self.vocab = vocab
-        self.words = (vocab.vocab_size + 31) // 32
+        self.words = words_for(vocab.vocab_size)
         t0 = time.perf_counter()
         self._setup()
         self.setup_seconds = time.perf_counter() - t0
@@ -194,7 +195,7 @@ class EngineDriver(ABC):
 
     def __init__(self, vocab: Vocabulary) -> None:
         self.vocab = vocab
-        self.words = (vocab.vocab_size + 31) // 32
+        self.words = words_for(vocab.vocab_size)
         self.byte_tokens = _byte_tokens(vocab)
         self._grammars: OrderedDict[str, Any] = OrderedDict()
         self.cache_size = int(os.environ.get("TRIEC_GRAMMAR_CACHE", GRAMMAR_CACHE))
@@ -268,9 +269,9 @@ class EngineDriver(ABC):
         return engine_version(self.name)
 
     def _clear_padding(self, row: np.ndarray) -> None:
-        extra = self.words * 32 - self.vocab.vocab_size
-        if extra:
-            row[-1] &= np.int32(np.uint32((1 << (32 - extra)) - 1).view(np.int32))
+        valid = last_word_mask(self.vocab.vocab_size)
+        if valid != -1:
+            row[-1] &= np.int32(valid)
 
 
 def _byte_tokens(vocab: Vocabulary) -> dict[int, int]:

@@ -176,9 +176,10 @@ class LLGuidanceDriver(EngineDriver):
     def compile(self, schema: dict[str, Any], whitespace: str = "compact") -> Any:
         return self._matcher(self.grammar(schema, whitespace), "schema")
 
-    def compile_lark(self, lark: str) -> Any:
-        """llguidance on a Lark grammar of its own (the benchmarks' whole-schema and tool-call grammars)."""
-        return self._matcher(self.llg.LLMatcher.grammar_from_lark(lark), "grammar")
+    def compile_lark(self, lark: str, what: str = "grammar") -> Any:
+        """llguidance on a Lark grammar of its own (the benchmarks' whole-schema and tool-call grammars); ``what``
+        names it in the error llguidance's refusal raises."""
+        return self._matcher(self.llg.LLMatcher.grammar_from_lark(lark), what)
 
     def _matcher(self, grammar: Any, what: str) -> Any:
         m = self.llg.LLMatcher(self.engine.tokenizer, grammar, log_level=0, limits=self.limits)

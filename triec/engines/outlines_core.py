@@ -9,6 +9,7 @@ import numpy as np
 
 from triec.engines.base import Engine, Matcher, import_engine, regex_literal
 from triec.errors import EngineUnsupported
+from triec.runtime.bitmask import is_set, set_few
 
 
 class _OCMatcher(Matcher):
@@ -30,9 +31,8 @@ class _OCMatcher(Matcher):
         row.fill(0)
         self.g.write_mask_into(row.ctypes.data, row.size, 4)
         first = self.eos[0]
-        if len(self.eos) > 1 and (int(row[first >> 5]) >> (first & 31)) & 1:
-            for e in self.eos[1:]:  # outlines-core knows one EOS id; the others mirror it
-                row[e >> 5] |= np.int32(np.uint32(1 << (e & 31)).view(np.int32))
+        if len(self.eos) > 1 and is_set(row, first):
+            set_few(row, self.eos[1:])  # outlines-core knows one EOS id; the others mirror it
 
 
 class OutlinesCoreEngine(Engine):

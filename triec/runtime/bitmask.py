@@ -10,6 +10,7 @@ numpy only.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -21,6 +22,9 @@ WORD_SHIFT = 5
 """``id >> WORD_SHIFT`` is an id's word (the Triton kernels read this constant)."""
 BIT_MASK = WORD_BITS - 1
 """``id & BIT_MASK`` is an id's bit inside its word (the Triton kernels read this constant)."""
+BYTE_BITS: tuple[int, ...] = tuple(1 << i for i in range(8))
+"""The value of each bit of a byte, least significant first: a row read as bytes (little-endian words) holds
+token ``t`` at bit ``t & 7`` of byte ``t >> 3`` (the torch path unpacks rows this way)."""
 
 IntArray = npt.NDArray[np.integer[Any]]
 
@@ -64,6 +68,14 @@ def set_bits(row: npt.NDArray[np.int32], ids: Any) -> npt.NDArray[np.int32]:
     return row
 
 
+def set_few(row: npt.NDArray[np.int32], ids: Iterable[int]) -> None:
+    """OR the bits of a few Python int ids into one int32 row in place: item writes on the row's uint32
+    memoryview (a numpy call costs microseconds a token, these well under one)."""
+    words = memoryview(row.view(np.uint32))
+    for t in ids:
+        words[t >> WORD_SHIFT] |= 1 << (t & BIT_MASK)
+
+
 def clear_bits(row: npt.NDArray[np.int32], ids: Any) -> npt.NDArray[np.int32]:
     """Clear the bits of ``ids`` in one int32 row in place; returns the row."""
     ids = np.asarray(ids, dtype=np.int64).reshape(-1)
@@ -101,9 +113,25 @@ def unpack(row: npt.NDArray[np.integer[Any]], width: int | None = None) -> npt.N
     return bits if width is None else bits[..., :width]
 
 
+def pack(allowed: npt.NDArray[np.bool_]) -> npt.NDArray[np.int32]:
+    """One row of booleans (one per token id) as an int32 row of ``words_for(len(allowed))`` words: :func:`unpack`
+    undone."""
+    flags = np.zeros(words_for(allowed.shape[0]) * WORD_BITS, dtype=bool)
+    flags[: allowed.shape[0]] = allowed
+    return np.packbits(flags, bitorder="little").view(np.int32)
+
+
 def ids_of(row: npt.NDArray[np.integer[Any]], width: int | None = None) -> npt.NDArray[np.int64]:
     """The token ids whose bits are set in one row, ascending."""
     return np.flatnonzero(unpack(row, width)).astype(np.int64)
+
+
+def ids_in_words(word_index: IntArray, words: IntArray) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """The ids set in some words of a row: ``words[i]`` is word ``word_index[i]``; returns (i, id) per set bit,
+    in order of ``i`` then id (a sparse row read back without unpacking its zero words)."""
+    values = np.ascontiguousarray(words, dtype=np.int32).reshape(-1, 1)
+    which, bit = np.nonzero(unpack(values))
+    return which.astype(np.int64), np.asarray(word_index, dtype=np.int64)[which] * WORD_BITS + bit
 
 
 def last_word_mask(width: int) -> int:

@@ -30,8 +30,11 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-# The kernels write FINISHED (-1, runtime.states) and INVALID (-2, runtime.torch) as literals: a Triton kernel
-# reads no module global that is not a constexpr.
+from triec.runtime import bitmask as layout
+
+# A jitted function reads no module global but a constexpr or a module: the kernels read the bit layout as
+# ``layout.WORD_SHIFT`` and ``layout.BIT_MASK``, and write FINISHED (-1, runtime.states) and INVALID (-2,
+# runtime.torch) as literals.
 BLOCK_W = 1024  # bitmask words per iteration of fill
 BLOCK_P = 256  # (word, bits) pairs per iteration
 BLOCK_V = 2048  # logit columns per iteration of apply
@@ -98,9 +101,9 @@ def _kernels() -> dict[str, object]:
             for c0 in range(0, V, BV):
                 c = c0 + tl.arange(0, BV)
                 m = c < V
-                word = c >> 5
+                word = c >> layout.WORD_SHIFT
                 wv = tl.load(row + word, mask=m & (word < W), other=0)
-                keep = ((wv >> (c & 31)) & 1) != 0
+                keep = ((wv >> (c & layout.BIT_MASK)) & 1) != 0
                 x = tl.load(lrow + c, mask=m)
                 tl.store(lrow + c, tl.where(keep, x, float("-inf")), mask=m)
 
@@ -114,9 +117,9 @@ def _kernels() -> dict[str, object]:
             lr = tl.load(logit_rows + b)
         else:
             lr = b.to(tl.int64)
-        word = c >> 5
+        word = c >> layout.WORD_SHIFT
         wv = tl.load(bitmask + b.to(tl.int64) * mask_stride + word, mask=m & (word < W), other=0)
-        keep = ((wv >> (c & 31)) & 1) != 0
+        keep = ((wv >> (c & layout.BIT_MASK)) & 1) != 0
         ptr = logits + lr * logit_stride + c
         x = tl.load(ptr, mask=m)
         tl.store(ptr, tl.where(keep, x, float("-inf")), mask=m)

@@ -6,13 +6,25 @@ field of such a set, then a grammar engine). What differs between them for a
 server is an attribute or a method of :class:`Table` (``restrictable``,
 ``host_matched``, ``required_engine``, ``matcher()``, ``served_nbytes``), so the
 integrations ask the table, never branch on its ``kind``.
+
+:class:`SetTable` is what the runtime's own behaviours (matchers, restricted views, think-then-answer, the
+device upload) ask of a mask table, so that none of them imports the table class.
 """
 
 from __future__ import annotations
 
 import os
 from enum import StrEnum
-from typing import Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+
+from triec.runtime.arrays import TableArrays
+
+if TYPE_CHECKING:
+    from typing import Self
+
+    import numpy as np
+
+    from triec.encoding import Encoding
 
 
 class TableKind(StrEnum):
@@ -109,3 +121,49 @@ class Table(Protocol):
     def mask_writer(self, max_batch: int = 1) -> Any: ...
 
     def save(self, path: str | os.PathLike[str], *, compress: bool | None = None) -> int: ...
+
+
+class SetTable(TableArrays, Protocol):
+    """A compiled set's table: its arrays (:class:`~triec.runtime.arrays.TableArrays`) and the queries the
+    runtime's behaviours ask of it. :class:`~triec.runtime.table.MaskTable` is the one implementation."""
+
+    start: int
+    """The state before any token."""
+
+    @property
+    def encoding(self) -> Encoding: ...
+
+    @property
+    def tokenization(self) -> Tokenization: ...
+
+    @property
+    def canonical(self) -> bool: ...
+
+    @property
+    def tokenizer_fingerprint(self) -> str: ...
+
+    @property
+    def value_bytes(self) -> list[bytes]: ...
+
+    @property
+    def values(self) -> list[str]: ...
+
+    def prefix(self, state: int) -> bytes: ...
+
+    def state_for_prefix(self, prefix: bytes | str) -> int | None: ...
+
+    def find_value(self, key: bytes) -> int: ...
+
+    def value(self, state: int) -> str | None: ...
+
+    def is_accepting(self, state: int) -> bool: ...
+
+    def allowed(self, state: int) -> np.ndarray: ...
+
+    def check_tokenizer(self, fingerprint_or_vocab: Any) -> None: ...
+
+    def check_indices(self) -> None: ...
+
+    def derive(self, *, values: list[str] | None = None, **arrays: np.ndarray) -> Self:
+        """Another table over ``arrays`` (a compacted subset) for the same tokenizer, build options and encoding."""
+        ...

@@ -11,15 +11,12 @@ words set before, never the row width.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import numpy as np
 
+from triec.runtime.arrays import TableArrays
 from triec.runtime.states import state_array, terminal_note
 from triec.runtime.word_masks import state_words
-
-if TYPE_CHECKING:
-    from triec.runtime.table import MaskTable
 
 # A state with at most this many words is written by a Python loop over a
 # memoryview of the buffer (about 40 ns a word); larger ones by one numpy
@@ -37,7 +34,7 @@ class MaskWriter:
     write to it, since the writer relies on knowing every word that is set.
     """
 
-    def __init__(self, table: MaskTable, max_batch: int = 1) -> None:
+    def __init__(self, table: TableArrays, max_batch: int = 1) -> None:
         if int(max_batch) < 1:
             raise ValueError(f"max_batch must be >= 1, not {max_batch}")
         sw = state_words(table)

@@ -1,4 +1,4 @@
-"""One sequence over a :class:`MaskTable`, in the style of the grammar engines' matchers.
+"""One sequence over a mask table, in the style of the grammar engines' matchers.
 
 Serving backends (vLLM's structured outputs, SGLang's grammar objects) drive one
 stateful object per request: fill its row, accept the sampled token, roll back
@@ -12,15 +12,17 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Generic, TypeVar
 
 import numpy as np
 
 from triec._arrays import find_sorted
+from triec.runtime.arrays import content
+from triec.runtime.kinds import SetTable
 from triec.runtime.word_masks import state_words
 
-if TYPE_CHECKING:
-    from triec.runtime.table import MaskTable
+Table = TypeVar("Table", bound=SetTable)
+"""The table's class (a :class:`~triec.runtime.table.MaskTable`): what :attr:`TableMatcher.table` is."""
 
 
 class TokenSteps:
@@ -48,7 +50,7 @@ class TokenSteps:
         return n
 
 
-class TableMatcher(TokenSteps):
+class TableMatcher(TokenSteps, Generic[Table]):
     """``fill_bitmask``, ``accept_token``, ``rollback``, ``is_terminated``, ``fork``, ``jump_forward``.
 
     ``accept_token`` returns False and changes nothing for a token the state does
@@ -56,7 +58,7 @@ class TableMatcher(TokenSteps):
     after that only :meth:`rollback` or :meth:`reset` moves it.
     """
 
-    def __init__(self, table: MaskTable, state: int = 0) -> None:
+    def __init__(self, table: Table, state: int = 0) -> None:
         self.table = table
         self._words = state_words(table)
         self._eos = frozenset(table.eos_token_ids)
@@ -92,7 +94,7 @@ class TableMatcher(TokenSteps):
         self._state, self._done = 0, False
         self._history.clear()
 
-    def fork(self) -> TableMatcher:
+    def fork(self) -> TableMatcher[Table]:
         """An independent copy at the same state, with the same rollback history."""
         other = TableMatcher(self.table, self._state)
         other._done = self._done
@@ -128,7 +130,7 @@ class TableMatcher(TokenSteps):
             self._history.append(-1)
             self._done = True
             return True
-        toks, nxt = self.table._content(self._state)
+        toks, nxt = content(self.table, self._state)
         i = find_sorted(toks, t)
         if i >= toks.shape[0] or int(toks[i]) != t:
             return False

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from triec.runtime.bitmask import unpack
+
 NEG_INF = np.float32(-np.inf)
 
 
@@ -27,10 +29,10 @@ def keep_tokens(scores: np.ndarray, ids: np.ndarray, *, out: np.ndarray | None =
 
 
 def apply_bitmask(scores: np.ndarray, bitmask: np.ndarray, *, out: np.ndarray | None = None) -> np.ndarray:
-    """``scores`` with every column whose bit is clear in ``bitmask`` (int32 words, bit ``t & 31`` of word
-    ``t >> 5``) set to ``-inf``; columns past the mask's width are masked too."""
+    """``scores`` with every column whose bit is clear in ``bitmask`` (one packed row,
+    :mod:`triec.runtime.bitmask`) set to ``-inf``; columns past the mask's width are masked too."""
     width = scores.shape[-1]
-    bits = np.unpackbits(np.ascontiguousarray(bitmask).view(np.uint8), bitorder="little")[:width].view(bool)
+    bits = unpack(np.ravel(bitmask), width)
     if out is None:
         out = np.array(scores, dtype=np.float32)
     elif out is not scores:

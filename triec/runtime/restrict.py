@@ -11,8 +11,8 @@ State ids: the view answers in the *parent's* state ids. Because preorder
 restricted to a sub-trie is the sub-trie's preorder, the subset's state k (its
 id in ``triec.compile(subset)``) is the parent state ``view.states[k]``, and
 ``view.subset_state(s)`` maps back (a binary search). ``view.compact()``
-renumbers into a standalone :class:`MaskTable` equal, array for array, to a
-fresh compile of the subset.
+renumbers into a standalone table of the parent's class (``parent.derive``) equal,
+array for array, to a fresh compile of the subset.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from array import array
 from bisect import bisect_left
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Generic, TypeVar
 
 import numpy as np
 
@@ -29,10 +29,12 @@ from triec._arrays import concat_ranges, find_sorted
 from triec._memo import per_table
 from triec.errors import ValueNotInTable
 from triec.keys import prepare_values, spell_all
+from triec.runtime.arrays import TableArrays, content
+from triec.runtime.kinds import SetTable
 from triec.runtime.states import StateQueries
 
-if TYPE_CHECKING:
-    from triec.runtime.table import MaskTable
+Parent = TypeVar("Parent", bound=SetTable)
+"""The parent's class (a :class:`~triec.runtime.table.MaskTable`): what ``compact()`` returns."""
 
 
 @dataclass(frozen=True)
@@ -59,7 +61,7 @@ class PathIndex:
 
 
 @per_table
-def path_index(table: MaskTable) -> PathIndex:
+def path_index(table: TableArrays) -> PathIndex:
     """The table's :class:`PathIndex`, built on first use (O(K) vectorized)."""
     ends = np.asarray(table.value_state, dtype=np.int64)
     lcp = np.asarray(table.value_lcp, dtype=np.int64)
@@ -78,8 +80,8 @@ def path_index(table: MaskTable) -> PathIndex:
     return PathIndex(*(array("q", a.tobytes()) for a in (ends, run_start, hang, creator)))
 
 
-class RestrictedTable(StateQueries):
-    """A view of a :class:`MaskTable` that allows only a subset of its values (``table.restrict(values)``).
+class RestrictedTable(StateQueries, Generic[Parent]):
+    """A view of a mask table that allows only a subset of its values (``table.restrict(values)``).
 
     ``allowed``, ``advance``, ``is_accepting`` and bitmask rows equal those of
     compiling the subset alone, at the parent's state ids (see the module
@@ -88,7 +90,7 @@ class RestrictedTable(StateQueries):
     parent's allowed list of that state, so it costs what the parent's does.
     """
 
-    def __init__(self, parent: MaskTable, keys: list[bytes], states: np.ndarray, value_state: np.ndarray) -> None:
+    def __init__(self, parent: Parent, keys: list[bytes], states: np.ndarray, value_state: np.ndarray) -> None:
         self.parent = parent
         self.value_bytes = keys
         self.states = states  # int64, ascending: parent ids of the subset's states (subset id = position)
@@ -106,7 +108,7 @@ class RestrictedTable(StateQueries):
         self._strings: list[str] | None = None
 
     @classmethod
-    def build(cls, table: MaskTable | RestrictedTable, values: Iterable[str | bytes]) -> RestrictedTable:
+    def build(cls, table: Parent | RestrictedTable[Parent], values: Iterable[str | bytes]) -> RestrictedTable[Parent]:
         """Find the subset's states: per value, a binary search plus one run of states per branch point.
 
         ``values`` are the user's values (spelled with the table's encoding here).
@@ -200,10 +202,9 @@ class RestrictedTable(StateQueries):
 
     def _content(self, state: int) -> tuple[np.ndarray, np.ndarray]:
         """The parent's tokens of ``state`` whose next state is still in the subset."""
-        lo, hi = int(self.parent.allowed_offsets[state]), int(self.parent.allowed_offsets[state + 1])
-        nxt = self.parent.allowed_next[lo:hi]
+        tokens, nxt = content(self.parent, state)
         keep = self._member(nxt)
-        return self.parent.allowed_tokens[lo:hi][keep], nxt[keep]
+        return tokens[keep], nxt[keep]
 
     def _contents(self, states: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         offsets = self.parent.allowed_offsets
@@ -220,11 +221,11 @@ class RestrictedTable(StateQueries):
 
     # ------------------------------------------------------------- derived tables
 
-    def restrict(self, values: Iterable[str | bytes]) -> RestrictedTable:
+    def restrict(self, values: Iterable[str | bytes]) -> RestrictedTable[Parent]:
         """A narrower view; every value must be in this subset."""
         return RestrictedTable.build(self, values)
 
-    def compact(self) -> MaskTable:
+    def compact(self) -> Parent:
         """A standalone table with the subset's own state ids: equal to ``triec.compile(subset)``.
 
         Costs O(allowed pairs of the subset's states) (the root's list is the
@@ -239,7 +240,7 @@ class RestrictedTable(StateQueries):
         row = np.repeat(np.arange(self.num_states, dtype=np.int64), counts)[keep]
         offsets = np.zeros(self.num_states + 1, dtype=np.uint32)
         np.cumsum(np.bincount(row, minlength=self.num_states), out=offsets[1:])
-        return parent._derive(
+        return parent.derive(
             allowed_offsets=offsets,
             allowed_tokens=np.ascontiguousarray(parent.allowed_tokens[pos][keep], dtype=np.int32),
             allowed_next=np.searchsorted(self.states, nxt[keep]).astype(np.int32),

@@ -14,6 +14,7 @@ import numpy as np
 from triec._arrays import find_sorted
 from triec.encoding import PLAIN, Encoding
 from triec.errors import ArtifactContentError, TokenNotAllowed
+from triec.runtime.bitmask import scatter_bits, words_for
 
 FINISHED = -1
 """What :meth:`MaskTable.advance` returns for an EOS token at an accepting state."""
@@ -57,7 +58,7 @@ class StateQueries:
     @property
     def words_per_row(self) -> int:
         """int32 words in one bitmask row: ``ceil(vocab_size / 32)``."""
-        return (int(self.vocab_size) + 31) // 32  # type: ignore[attr-defined]
+        return words_for(self.vocab_size)  # type: ignore[attr-defined]
 
     value_bytes: list[bytes]
 
@@ -164,8 +165,8 @@ class StateQueries:
     def fill_bitmask(self, states: Sequence[int] | np.ndarray, out: np.ndarray) -> np.ndarray:
         """Write one bitmask row per state into ``out[:len(states)]`` and return that view.
 
-        Row layout is xgrammar's, llguidance's and vLLM's: int32 words, token j
-        is bit ``j & 31`` of word ``j >> 5``, 1 = allowed. Every word of the rows
+        Row layout is xgrammar's, llguidance's and vLLM's (:mod:`triec.runtime.bitmask`),
+        1 = allowed. Every word of the rows
         is written, so this costs O(rows x width); a decode loop that refills
         one buffer should use :meth:`MaskTable.mask_writer`, which is O(allowed).
         """
@@ -188,9 +189,7 @@ class StateQueries:
         if accepting.size and self._eos.size:
             tokens = np.concatenate([tokens, np.tile(self._eos.astype(np.int64), accepting.size)])
             row = np.concatenate([row, np.repeat(accepting, self._eos.size)])
-        bits = np.left_shift(np.uint32(1), (tokens & 31).astype(np.uint32))
-        np.bitwise_or.at(rows.reshape(-1).view(np.uint32), row * width + (tokens >> 5), bits)
-        return rows
+        return scatter_bits(rows, row, tokens)
 
     def _accepting_mask(self, states: np.ndarray) -> np.ndarray:
         i = np.searchsorted(self.value_state, states)

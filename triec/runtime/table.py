@@ -8,10 +8,17 @@ O(vocabulary).
 States are trie nodes numbered in preorder; state 0 is the empty prefix. The trie is the values'
 byte trie, or for a canonical table (``tokenization == "canonical"``) their token trie written one
 state per byte (:mod:`triec.compiler.canonical`): the arrays and every lookup here are the same.
+
+The table sits on top of the runtime: it composes the behaviours below it (the writer, the matcher,
+restricted views, the checks), which read it as :class:`~triec.runtime.arrays.TableArrays` and
+:class:`~triec.runtime.kinds.SetTable` and never import this module. Two imports are made on use:
+:mod:`triec.runtime.torch` (torch is optional: ``import triec.runtime`` stays numpy-only) and
+:mod:`triec.artifact.formats` (the artifact layer sits above; :meth:`MaskTable.save`).
 """
 
 from __future__ import annotations
 
+import bisect
 import operator
 import os
 from collections.abc import Iterable, Sequence
@@ -19,17 +26,19 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from triec._arrays import concat_ranges, find_sorted
+from triec._arrays import find_sorted
 from triec.encoding import PLAIN, Encoding
 from triec.errors import ArtifactContentError, TokenizerMismatch
+from triec.runtime.arrays import content, contents, rebuild_values
 from triec.runtime.kinds import TableKind, Tokenization
+from triec.runtime.mask_writer import MaskWriter
+from triec.runtime.matcher import TableMatcher
+from triec.runtime.restrict import RestrictedTable
 from triec.runtime.states import StateQueries, terminal_note
 from triec.runtime.validate import check_indices, validate_contents
+from triec.runtime.word_masks import state_words
 
 if TYPE_CHECKING:
-    from triec.runtime.mask_writer import MaskWriter
-    from triec.runtime.matcher import TableMatcher
-    from triec.runtime.restrict import RestrictedTable
     from triec.runtime.torch import TorchMaskTable
 
 
@@ -37,20 +46,12 @@ if TYPE_CHECKING:
 class MaskTable(StateQueries):
     """Allowed tokens and transitions for every prefix of a finite set of values.
 
-    Arrays (little-endian; shared with the artifact sections of the same names):
+    Its six arrays (``allowed_offsets``, ``allowed_tokens``, ``allowed_next``,
+    ``value_state``, ``value_lcp``, ``state_byte``) are described, with their
+    invariants, in :mod:`triec.runtime.arrays`.
 
-    * ``allowed_offsets`` [S + 1], ``allowed_tokens`` [P], ``allowed_next`` [P]:
-      the content tokens allowed in state s are
-      ``allowed_tokens[allowed_offsets[s]:allowed_offsets[s + 1]]`` (ascending)
-      and ``allowed_next`` holds the state each one leads to. EOS is not stored
-      there; it is allowed exactly at accepting states.
-    * ``value_state`` [K]: the state where value i ends (strictly increasing).
-    * ``value_lcp`` [K] and ``state_byte`` [S]: enough to rebuild every value and
-      every state's prefix (value i is value i-1's first ``value_lcp[i]`` bytes
-      followed by the bytes of states ``value_state[i-1]+1 .. value_state[i]``).
-
-    Built by ``triec.compile`` (:meth:`_from_compile`), ``triec.load``
-    (:meth:`_from_artifact`), :meth:`RestrictedTable.compact`, or by hand.
+    Built by ``triec.compile`` (:meth:`from_compile`), ``triec.load``
+    (:meth:`from_artifact`), :meth:`RestrictedTable.compact` (:meth:`derive`), or by hand.
     """
 
     kind: ClassVar[TableKind] = TableKind.MASKS
@@ -105,7 +106,7 @@ class MaskTable(StateQueries):
         """The artifact format version this table was loaded from; ``None`` when it was not loaded."""
 
     @classmethod
-    def _from_compile(cls, *, value_bytes: list[bytes] | None = None, **fields: Any) -> MaskTable:
+    def from_compile(cls, *, value_bytes: list[bytes] | None = None, **fields: Any) -> MaskTable:
         """A compiled table: correct by construction, so it skips the index checks; ``value_bytes``, when the
         compiler has them, are its sorted keys (saves rebuilding them from the arrays)."""
         table = cls(**fields)
@@ -114,7 +115,7 @@ class MaskTable(StateQueries):
         return table
 
     @classmethod
-    def _from_artifact(
+    def from_artifact(
         cls, *, header: dict[str, Any], format_version: int, verify: bool, source: str, **fields: Any
     ) -> MaskTable:
         """A table over an artifact's sections: every index checked (:func:`~triec.runtime.validate.check_indices`),
@@ -128,7 +129,7 @@ class MaskTable(StateQueries):
         table._indices_checked = True
         return table
 
-    def _derive(self, *, values: list[str] | None = None, **arrays: np.ndarray) -> MaskTable:
+    def derive(self, *, values: list[str] | None = None, **arrays: np.ndarray) -> MaskTable:
         """Another table over ``arrays`` for the same tokenizer, build options and encoding (a compacted subset)."""
         return MaskTable(
             **arrays,
@@ -171,7 +172,7 @@ class MaskTable(StateQueries):
         if self._value_bytes is None:
             if self._value_error is not None:  # found corrupt before: do not rebuild on every call
                 raise ArtifactContentError(self._value_error)
-            keys = _rebuild_values(self.value_state, self.value_lcp, self.state_byte)
+            keys = rebuild_values(self)
             if self.canonical:  # a token trie: values in token order, so only distinct
                 if len(set(keys)) != len(keys):
                     self._value_error = (
@@ -241,8 +242,6 @@ class MaskTable(StateQueries):
             if self._key_index is None:
                 self._key_index = {k: i for i, k in enumerate(keys)}
             return self._key_index.get(key, -1)
-        import bisect
-
         i = bisect.bisect_left(keys, key)
         return i if i < len(keys) and keys[i] == key else -1
 
@@ -277,15 +276,8 @@ class MaskTable(StateQueries):
             bad = int(states[(states < 0) | (states >= self.num_states)][0])
             raise IndexError(f"state {bad} out of range (0..{self.num_states - 1}){terminal_note(bad)}")
 
-    def _content(self, state: int) -> tuple[np.ndarray, np.ndarray]:
-        lo, hi = int(self.allowed_offsets[state]), int(self.allowed_offsets[state + 1])
-        return self.allowed_tokens[lo:hi], self.allowed_next[lo:hi]
-
-    def _contents(self, states: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        lo = self.allowed_offsets[states].astype(np.int64)
-        counts = self.allowed_offsets[states + 1].astype(np.int64) - lo
-        row = np.repeat(np.arange(states.shape[0], dtype=np.int64), counts)
-        return row, self.allowed_tokens[concat_ranges(lo, counts)].astype(np.int64)
+    _content = content  # the leaf's queries, as the hooks StateQueries calls (no extra call on the hot path)
+    _contents = contents
 
     def prefix(self, state: int) -> bytes:
         """The bytes read from the start to reach ``state``."""
@@ -303,32 +295,26 @@ class MaskTable(StateQueries):
                 "state_for_prefix: this table is canonical, its states are token sequences, and one byte prefix "
                 "may be reached by several or by none; follow token ids with table.walk(ids)"
             )
-        import bisect
-
         values = self.value_bytes
         i = bisect.bisect_left(values, p)  # the first value with this prefix created its node
         if i == len(values) or not values[i].startswith(p):
             return None
         return int(self.value_state[i]) - (len(values[i]) - len(p))
 
-    # ------------------------------------------------------------- serving (imported on use: torch only for to_torch)
+    # ------------------------------------------------------------- serving
 
     def mask_writer(self, max_batch: int = 1) -> MaskWriter:
         """A writer of up to ``max_batch`` bitmask rows that clears only what it set (O(allowed) per fill)."""
-        from triec.runtime.mask_writer import MaskWriter
-
         return MaskWriter(self, max_batch)
 
     def to_torch(self, device: Any = None, **options: Any) -> TorchMaskTable:
-        """This table on a torch device (imports torch): batched fill, advance and logits masking."""
+        """This table on a torch device (imports torch, so on use): batched fill, advance and logits masking."""
         from triec.runtime.torch import TorchMaskTable
 
         return TorchMaskTable(self, device, **options)
 
-    def restrict(self, values: Iterable[str | bytes]) -> RestrictedTable:
+    def restrict(self, values: Iterable[str | bytes]) -> RestrictedTable[MaskTable]:
         """A view allowing only ``values`` (a subset of this table's), built in O(subset bytes)."""
-        from triec.runtime.restrict import RestrictedTable
-
         return RestrictedTable.build(self, values)
 
     # ------------------------------------------------------------- checks & I/O
@@ -342,17 +328,13 @@ class MaskTable(StateQueries):
         if not self._indices_checked:
             check_indices(self, self._where)
 
-    def matcher(self) -> TableMatcher:
+    def matcher(self) -> TableMatcher[MaskTable]:
         """A fresh matcher for one request (:class:`~triec.runtime.matcher.TableMatcher`)."""
-        from triec.runtime.matcher import TableMatcher
-
         return TableMatcher(self)
 
     @property
     def served_nbytes(self) -> int:
         """What the serving caches count it as: its arrays, row words and value bytes."""
-        from triec.runtime.word_masks import state_words
-
         arrays = (self.allowed_offsets, self.allowed_tokens, self.allowed_next, self.value_state, self.value_lcp,
                   self.state_byte)  # fmt: skip
         words = state_words(self)
@@ -398,18 +380,3 @@ def _is_utf8(b: bytes) -> bool:
     except UnicodeDecodeError:
         return False
     return True
-
-
-def _rebuild_values(value_state: np.ndarray, value_lcp: np.ndarray, state_byte: np.ndarray) -> list[bytes]:
-    """Each value is its predecessor's shared prefix plus the bytes of the states it created."""
-    raw = state_byte.tobytes()
-    ends = value_state.tolist()
-    shared = value_lcp.tolist()
-    out: list[bytes] = []
-    prev_end = 0
-    prev = b""
-    for end, lcp in zip(ends, shared, strict=True):
-        cur = prev[:lcp] + raw[prev_end + 1 : end + 1]
-        out.append(cur)
-        prev, prev_end = cur, end
-    return out

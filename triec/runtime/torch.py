@@ -41,17 +41,17 @@ Only this module (and the integrations) import torch; ``table.to_torch()`` impor
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import torch
 
 from triec._arrays import concat_ranges
+from triec.runtime.arrays import TableArrays
+from triec.runtime.bitmask import BYTE_BITS, ids_in_words
+from triec.runtime.kinds import SetTable
 from triec.runtime.states import FINISHED
-from triec.runtime.word_masks import state_words
-
-if TYPE_CHECKING:
-    from triec.runtime.table import MaskTable
+from triec.runtime.word_masks import state_words, words_from_pairs
 
 INVALID = -2
 """What :meth:`TorchMaskTable.advance` returns for a token the state does not allow."""
@@ -98,15 +98,15 @@ _KERNELS: dict[str, bool] = {}
 def _byte_bits(device: torch.device) -> torch.Tensor:
     found = _BYTE_BITS.get(device)
     if found is None:
-        found = _BYTE_BITS[device] = torch.tensor([1 << i for i in range(8)], dtype=torch.uint8, device=device)
+        found = _BYTE_BITS[device] = torch.tensor(BYTE_BITS, dtype=torch.uint8, device=device)
     return found
 
 
 def apply_bitmask(logits: torch.Tensor, bitmask: torch.Tensor, *, inplace: bool = True) -> torch.Tensor:
     """Set ``logits`` to -inf where the bitmask bit is 0 (in place unless ``inplace=False``); returns the result.
 
-    ``logits`` (B, V) and an int32 ``bitmask`` (B, W) on the same device, bit ``t & 31`` of word ``t >> 5``
-    for token ``t``. Logit columns past ``32 * W`` are masked too: xgrammar's ``apply_token_bitmask_inplace``
+    ``logits`` (B, V) and an int32 ``bitmask`` (B, W) on the same device, in the layout of
+    :mod:`triec.runtime.bitmask`. Logit columns past ``32 * W`` are masked too: xgrammar's ``apply_token_bitmask_inplace``
     over the full width. torch only, no synchronisation.
     """
     if logits.ndim != 2 or bitmask.ndim != 2 or bitmask.shape[0] != logits.shape[0] or bitmask.dtype != torch.int32:
@@ -120,7 +120,7 @@ def apply_bitmask(logits: torch.Tensor, bitmask: torch.Tensor, *, inplace: bool 
 
         out = logits if inplace else logits.clone()
         return kernels.apply(out, bitmask.contiguous())
-    # Little-endian words: token j is bit j % 8 of byte j // 8, so unpack bytes (a B x V uint8 temporary).
+    # The row's bytes, least significant bit first (bitmask.BYTE_BITS), unpacked: a B x V uint8 temporary.
     octets = bitmask.contiguous().view(torch.uint8)
     blocked = ((octets.unsqueeze(-1) & _byte_bits(octets.device)) == 0).reshape(b, -1)  # (B, 32 * W)
     if blocked.shape[1] >= width:
@@ -190,9 +190,7 @@ def apply_bitmask_sparse(
     srows = rows[sparse]
     s = sub[sparse]
     r, w = np.nonzero(s)
-    bits = np.unpackbits(np.ascontiguousarray(s[r, w]).view(np.uint8).reshape(-1, 4), axis=1, bitorder="little")
-    m, b = np.nonzero(bits)
-    ids = w[m].astype(np.int64) * 32 + b
+    m, ids = ids_in_words(w, s[r, w])
     owner = srows[r[m]]
     keep = ids < width
     it, rt = torch.from_numpy(ids[keep]), torch.from_numpy(owner[keep])
@@ -209,7 +207,7 @@ class TorchMaskTable:
     """
 
     def __init__(
-        self, table: MaskTable, device: str | torch.device | None = None, *, narrow_words: int = DEFAULT_NARROW_WORDS,
+        self, table: SetTable, device: str | torch.device | None = None, *, narrow_words: int = DEFAULT_NARROW_WORDS,
         kernels: bool | None = None,
     ) -> None:
         if narrow_words < 1:
@@ -233,7 +231,9 @@ class TorchMaskTable:
         self.accepting: torch.Tensor = put["accepting"]  # bool [S + 1]
         self.eos: torch.Tensor = put["eos"]  # int64 [E]
         self._lanes = torch.arange(self.narrow_words, device=self.device)
-        self._source = table
+        self.table = table
+        """The host table it was uploaded from."""
+        self._source = table  # integrations/vllm/batch.py reads it until it reads .table (serving branch)
         self._token_rows: tuple[torch.Tensor, torch.Tensor] | None = None  # built on first mask_rows gather
         if kernels and not use_kernels(self.device):
             raise RuntimeError(f"kernels=True: triton cannot run for {self.device} here (CUDA with triton installed, "
@@ -356,7 +356,7 @@ class TorchMaskTable:
         :meth:`mask_rows` reads it.
         """
         if self._token_rows is None:
-            offsets, tokens = _token_rows(self._source)
+            offsets, tokens = _token_rows(self.table)
             self._token_rows = (torch.from_numpy(offsets).to(self.device), torch.from_numpy(tokens).to(self.device))
         return self._token_rows
 
@@ -450,7 +450,7 @@ def _same_device(a: torch.device, b: torch.device) -> bool:
     return a.type == b.type and (a.index is None or b.index is None or a.index == b.index)
 
 
-def _device_arrays(table: MaskTable, narrow_words: int) -> tuple[int, dict[str, np.ndarray]]:
+def _device_arrays(table: TableArrays, narrow_words: int) -> tuple[int, dict[str, np.ndarray]]:
     """The gather width and the numpy arrays of the device representation (see the module docstring)."""
     sw = state_words(table)
     n_states = table.num_states
@@ -467,7 +467,8 @@ def _device_arrays(table: MaskTable, narrow_words: int) -> tuple[int, dict[str, 
         keep[int(sw.offsets[s]) : int(sw.offsets[s + 1])] = False
     kept_counts = np.where(counts > width, 0, counts)
     eos = np.asarray(table.eos_token_ids, dtype=np.int64)
-    eos_words, eos_bits = _words_of(eos)
+    eos_row = words_from_pairs(1, np.zeros(eos.size, dtype=np.int64), eos, table.words_per_row)
+    eos_words, eos_bits = eos_row.words, eos_row.bits
     offsets = np.zeros(n_states + 2, dtype=np.int64)
     np.cumsum(kept_counts, out=offsets[1 : n_states + 1])
     offsets[n_states + 1] = offsets[n_states] + eos_words.size
@@ -494,7 +495,7 @@ def _device_arrays(table: MaskTable, narrow_words: int) -> tuple[int, dict[str, 
     }
 
 
-def _token_rows(table: MaskTable) -> tuple[np.ndarray, np.ndarray]:
+def _token_rows(table: TableArrays) -> tuple[np.ndarray, np.ndarray]:
     """Allowed ids per state with EOS appended at accepting states, plus the terminal row (EOS)."""
     n = table.num_states
     content_offsets = np.asarray(table.allowed_offsets, dtype=np.int64)
@@ -516,15 +517,6 @@ def _token_rows(table: MaskTable) -> tuple[np.ndarray, np.ndarray]:
     return offsets, tokens
 
 
-def _words_of(tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(word, bits) pairs of one row allowing exactly ``tokens``."""
-    words = np.unique(tokens >> 5)
-    bits = np.zeros(words.size, dtype=np.uint32)
-    for t in tokens.tolist():
-        bits[np.searchsorted(words, t >> 5)] |= np.uint32(1) << np.uint32(t & 31)
-    return words.astype(np.int64), bits.view(np.int32)
-
-
 class TorchTableSet:
     """Several mask tables of one width on a device, each row of a batch naming its table.
 
@@ -535,7 +527,7 @@ class TorchTableSet:
     after another, and ``tables`` is read on the host.
     """
 
-    def __init__(self, tables: Sequence[MaskTable], device: str | torch.device | None = None, *,
+    def __init__(self, tables: Sequence[SetTable], device: str | torch.device | None = None, *,
                  narrow_words: int = DEFAULT_NARROW_WORDS, kernels: bool | None = None) -> None:  # fmt: skip
         if not tables:
             raise ValueError("a table set needs at least one table")

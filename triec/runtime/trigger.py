@@ -23,15 +23,13 @@ spent. numpy only.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from triec.errors import TriecError
+from triec.runtime.bitmask import ids_of, is_set, pack
+from triec.runtime.kinds import SetTable
 from triec.runtime.matcher import TableMatcher, TokenSteps
-
-if TYPE_CHECKING:
-    from triec.runtime.table import MaskTable
 
 
 class TriggerAutomaton:
@@ -85,7 +83,7 @@ class Triggered:
     V = 151,936), then O(1) per row.
     """
 
-    def __init__(self, table: MaskTable, vocab: object, triggers: str | bytes | Sequence[str | bytes]) -> None:
+    def __init__(self, table: SetTable, vocab: object, triggers: str | bytes | Sequence[str | bytes]) -> None:
         if isinstance(triggers, (str, bytes)):
             triggers = [triggers]
         self.table = table
@@ -97,7 +95,7 @@ class Triggered:
         width = table.words_per_row
         self.words = width
         n = len(token_bytes)
-        base = np.zeros(width * 32, dtype=bool)
+        base = np.zeros(table.vocab_size, dtype=bool)
         base[:n] = True
         base[list(e for e in self.eos if e < base.shape[0])] = False
         # tokens that may complete a trigger from some state: those holding one, or starting with a trigger's tail
@@ -122,7 +120,7 @@ class Triggered:
                 else:
                     lands[t] = s
             self.landing.append(lands)
-            rows[q] = np.packbits(allowed, bitorder="little").view(np.int32)
+            rows[q] = pack(allowed)
         self.rows = rows
 
     def matcher(self) -> TriggeredMatcher:
@@ -171,7 +169,7 @@ class TriggeredMatcher(TokenSteps):
 
     def allowed(self) -> np.ndarray:
         if self.inner is None:
-            return np.flatnonzero(np.unpackbits(self.t.rows[self.q].view(np.uint8), bitorder="little")).astype(np.int32)
+            return ids_of(self.t.rows[self.q]).astype(np.int32)
         return self.inner.allowed()
 
     def accept_token(self, token: int) -> bool:
@@ -182,7 +180,7 @@ class TriggeredMatcher(TokenSteps):
                 self._history.append(None)
             return ok
         row = self.t.rows[self.q]
-        if not 0 <= t < row.shape[0] * 32 or not (int(row[t >> 5]) >> (t & 31)) & 1:
+        if not is_set(row, t):
             return False
         land = self.t.landing[self.q].get(t)
         if land is not None:

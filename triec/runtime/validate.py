@@ -20,14 +20,13 @@ one built by hand runs :func:`check_indices` before its first device upload
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NoReturn
+from typing import NoReturn
 
 import numpy as np
 
 from triec.errors import ArtifactContentError
-
-if TYPE_CHECKING:
-    from triec.runtime.table import MaskTable
+from triec.runtime.arrays import TableArrays
+from triec.runtime.kinds import SetTable
 
 
 def _fail(source: str, field: str, message: str) -> NoReturn:
@@ -54,7 +53,7 @@ def _first_outside(a: np.ndarray, hi: int) -> tuple[int, int]:
     return i, int(wide[i])
 
 
-def check_indices(table: MaskTable, source: str) -> None:
+def check_indices(table: TableArrays, source: str) -> None:
     """Raise :class:`ArtifactContentError` unless every index the runtime follows is in range.
 
     Checks: array lengths agree with S, P and K; EOS ids lie in the mask;
@@ -120,7 +119,7 @@ def check_indices(table: MaskTable, source: str) -> None:
             )
 
 
-def validate_contents(table: MaskTable, source: str) -> None:
+def validate_contents(table: SetTable, source: str) -> None:
     """Everything :func:`check_indices` checks, plus what makes the masks right (reads every value)."""
 
     def fail(field: str, message: str) -> None:

@@ -12,14 +12,12 @@ per table.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from triec._memo import per_table
-
-if TYPE_CHECKING:
-    from triec.runtime.table import MaskTable
+from triec.runtime.arrays import TableArrays
+from triec.runtime.bitmask import bit_of, flat_word
 
 
 @dataclass(frozen=True)
@@ -44,12 +42,12 @@ class StateWords:
 
 
 @per_table
-def state_words(table: MaskTable) -> StateWords:
+def state_words(table: TableArrays) -> StateWords:
     """The (word, bits) pairs of every state of ``table``; built once per table (O(allowed pairs))."""
     return build_state_words(table)
 
 
-def build_state_words(table: MaskTable) -> StateWords:
+def build_state_words(table: TableArrays) -> StateWords:
     """Merge each state's content tokens and, at accepting states, the EOS ids into words."""
     num_states = table.num_states
     width = table.words_per_row
@@ -68,10 +66,10 @@ def words_from_pairs(num_rows: int, row: np.ndarray, tokens: np.ndarray, width: 
     """(word, bits) CSR of arbitrary (row, token) pairs: duplicate pairs and shared words are OR-ed."""
     row = np.asarray(row, dtype=np.int64)
     tokens = np.asarray(tokens, dtype=np.int64)
-    key = row * width + (tokens >> 5)
+    key = flat_word(row, tokens, width)
     order = np.argsort(key, kind="stable")
     key = key[order]
-    bits = np.left_shift(np.uint32(1), (tokens[order] & 31).astype(np.uint32))
+    bits = bit_of(tokens[order])
     if key.size:
         first = np.concatenate([[True], key[1:] != key[:-1]])
         starts = np.flatnonzero(first)

@@ -8,7 +8,8 @@ structure around them by a grammar engine, exactly (docs/decisions.md D23).
 * :mod:`~triec.schema.grammar`: the engines (llguidance, xgrammar) behind one driver, and the grammars they run;
 * :mod:`~triec.schema.slot`: a slot: one set's trie and every token crossing its edges, classified;
 * :mod:`~triec.schema.compile`: ``triec.compile_schema``, ``compile_tools``, ``compile_structural_tag``;
-* :mod:`~triec.schema.table`: ``SchemaTable``: slots, grammars, where the output starts;
+* :mod:`~triec.schema.parts`: ``Grammar`` and ``SchemaParts``, what the matchers read of a table;
 * :mod:`~triec.schema.matcher`: ``SchemaMatcher`` per sequence, ``SchemaMaskWriter`` per batch;
+* :mod:`~triec.schema.table`: ``SchemaTable``: slots, grammars, where the output starts (composes the matchers);
 * :mod:`~triec.schema.artifact`: the ``triec-schema`` artifact's sections (and the first layout, read only).
 """

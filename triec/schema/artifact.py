@@ -350,7 +350,7 @@ def load_schema_artifact(
         cursors["states"] += s_n
         cursors["allowed"] += p_n
         cursors["values"] += k_n
-        trie = MaskTable._from_artifact(
+        trie = MaskTable.from_artifact(
             allowed_offsets=off,
             allowed_tokens=arrays["allowed_tokens"][sa : sa + p_n],
             allowed_next=arrays["allowed_next"][sa : sa + p_n],
@@ -770,11 +770,11 @@ def rejudged(slot: Slot, vocab: Any) -> Slot:
     """``slot`` with its exit and tail groups derived again from their heads and its tail over ``vocab``:
     every token reading past the tail is ``DYNAMIC`` (judged by the grammar after the value), none is
     taken on the word of another engine. Group numbers and entries stay as they are."""
-    from triec.schema.slot import _below_group, tail_groups
+    from triec.schema.slot import below_group, tail_groups
     from triec.tokenizer.index import token_index
 
     ti = token_index(vocab)
-    exits = Groups.concat([_below_group(ti, h, slot.tail, h) for h in slot.exits.labels])
+    exits = Groups.concat([below_group(ti, h, slot.tail, h) for h in slot.exits.labels])
     return Slot(slot.trie, slot.tail, slot.enter_state, slot.marker, exits, slot.entry_state, slot.entry_group,
                 slot.entry_leaf, tail_groups(vocab, slot.tail), slot.enters, slot.value_grammar, slot.open)  # fmt: skip
 

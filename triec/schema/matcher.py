@@ -20,24 +20,26 @@ boundaries is read byte by byte by :meth:`SchemaMatcher._consume`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 
 from triec._arrays import find_sorted
 from triec._memo import per_table
 from triec.errors import TriecError
-from triec.runtime.matcher import TokenSteps
+from triec.runtime.bitmask import are_set, ids_of, is_set, set_few
+from triec.runtime.matcher import TokenSteps, whole_chars
+from triec.schema.parts import SchemaParts
 from triec.schema.slot import DYNAMIC, HANDOVER, OTHER, TAIL, Groups, Slot
-
-if TYPE_CHECKING:
-    from triec.schema.table import SchemaTable
+from triec.tokenizer.index import token_index
 
 ENGINE, SLOT, TAILP, DONE = 0, 1, 2, 3
 PHASES = ("engine", "slot", "tail", "terminated")
 _EMPTY = np.zeros(0, dtype=np.int64)
+Table = TypeVar("Table", bound=SchemaParts)
+"""The table's class (a :class:`~triec.schema.table.SchemaTable`): what a matcher's ``table`` is."""
 _OTHER = OTHER.encode("utf-8")
 
 
@@ -62,14 +64,14 @@ class State:
                      self.fresh, self.last)  # fmt: skip
 
 
-class SchemaMatcher(TokenSteps):
+class SchemaMatcher(TokenSteps, Generic[Table]):
     """One sequence: ``fill_bitmask``, ``allowed``, ``accept_token``, ``rollback``, ``is_terminated``, ``fork``.
 
     ``accept_token`` returns False without changing anything for a token the row
     does not allow; EOS ends the sequence where the grammar is complete.
     """
 
-    def __init__(self, table: SchemaTable, state: State | None = None) -> None:
+    def __init__(self, table: Table, state: State | None = None) -> None:
         self.table = table
         self.drv = table.driver()
         self._eos = frozenset(table.eos_token_ids)
@@ -124,7 +126,7 @@ class SchemaMatcher(TokenSteps):
                 return v
         return -1
 
-    def fork(self) -> SchemaMatcher:
+    def fork(self) -> SchemaMatcher[Table]:
         """An independent copy at the same point (its rollback history starts empty)."""
         st = self.st.copy()
         if st.m is not None:
@@ -147,21 +149,19 @@ class SchemaMatcher(TokenSteps):
             return
         row.fill(0)
         if st.phase == DONE:
-            _set_all(row, self._eos)
+            set_few(row, self._eos)
             return
         slot = self.table.slots[st.s]
         src = st.pos if st.phase == SLOT else slot.tail_row(st.pos)
         _or_source(slot, src, row)
         if slot.dynamic[src]:
-            _set_all(row, self._dynamic_here(st, slot).tolist())
+            set_few(row, self._dynamic_here(st, slot).tolist())
 
     def allowed(self) -> np.ndarray:
         """Allowed token ids, ascending (EOS included where the output may end)."""
-        from triec._arrays import row_ids
-
         row = np.zeros(self.table.words_per_row, dtype=np.int32)
         self.fill_bitmask(row)
-        return row_ids(row)
+        return ids_of(row)
 
     def static_source(self) -> tuple[Slot, int] | None:
         """(slot, source row) when this row is exactly a precomputed one (no engine, no judged tokens), else None."""
@@ -184,24 +184,23 @@ class SchemaMatcher(TokenSteps):
             opener = bytes([slot.open])
             ob = int(self._bytes[slot.open])
             need = self._need
-            if (ob < 0 or _bit(row, ob)) and st.last.endswith(need) and self._at_slot(st.m, opener, mark):
+            if (ob < 0 or is_set(row, ob)) and st.last.endswith(need) and self._at_slot(st.m, opener, mark):
                 _or_source(slot, slot.enter_state, row)
                 if slot.dynamic[slot.enter_state]:
-                    _set_all(row, self._dynamic_here(self._entered(st, s), slot).tolist())
+                    set_few(row, self._dynamic_here(self._entered(st, s), slot).tolist())
             en = slot.enters
             gates = _head_gates(t)[s]
             if not gates.size:
                 continue
             if need:  # triggered tags: only the heads that can complete the trigger here (a handful, no numpy)
                 for j, h, before, gate in _trigger_heads(t)[s]:
-                    if not st.last.endswith(before) or (gate >= 0 and not _bit(row, gate)):
+                    if not st.last.endswith(before) or (gate >= 0 and not is_set(row, gate)):
                         continue
                     if self._at_slot(st.m, h + opener, mark):
                         self._enter_row(st, s, slot, j, h, row)
                 continue
             # heads whose gate token (the longest token spelling a prefix of the head and the opener) is allowed
-            words = row.view(np.uint32)[gates >> 5]
-            live = np.flatnonzero((gates < 0) | ((words >> (gates & 31).astype(np.uint32)) & 1).astype(bool))
+            live = np.flatnonzero((gates < 0) | are_set(row, np.maximum(gates, 0)))
             for j in live.tolist():
                 h = en.labels[j]
                 if self._at_slot(st.m, h + opener, mark):
@@ -216,7 +215,7 @@ class SchemaMatcher(TokenSteps):
             lo, hi = en.span(j)
             for k in (np.flatnonzero(en.kind[lo:hi] == DYNAMIC) + lo).tolist():
                 if self._rest_ok(at, s, int(en.leaf[k]), en.rest_of(k), int(en.rest_token[k])):
-                    _set(row, int(en.tokens[k]))
+                    set_few(row, (int(en.tokens[k]),))
 
     def _at_slot(self, m: Any, head: bytes, mark: bytes) -> bool:
         """After ``head`` (ending in the slot's opening byte), does the engine stand at the marker's slot?"""
@@ -258,12 +257,12 @@ class SchemaMatcher(TokenSteps):
         known = rt >= 0
         ok = np.zeros(ks.shape[0], dtype=bool)
         t = rt[known].astype(np.int64)
-        ok[known] = ((row[t >> 5] >> (t & 31).astype(np.uint32)) & 1).astype(bool)
+        ok[known] = are_set(row, t)
         unknown = np.flatnonzero(~known)
         if unknown.size:
             first = groups.rest[groups.rest_offsets[ks[unknown]]]
             bt = self._bytes[first].astype(np.int64)
-            alive = (bt < 0) | (((row[np.maximum(bt, 0) >> 5] >> (np.maximum(bt, 0) & 31).astype(np.uint32)) & 1) == 1)
+            alive = (bt < 0) | are_set(row, np.maximum(bt, 0))
             for i in unknown[alive].tolist():
                 ok[i] = self._consume(after, groups.rest_of(int(ks[i]))) is not None
         return ks[ok]
@@ -272,7 +271,7 @@ class SchemaMatcher(TokenSteps):
         """Is ``rest`` viable right after value ``val``'s key and its slot's tail?"""
         after = self._handover(st, s, val)
         if rest_token >= 0:
-            return _bit(self._row_after(after, s), rest_token)
+            return is_set(self._row_after(after, s), rest_token)
         return self._consume(after, rest) is not None
 
     def _row_after(self, after: State, s: int) -> np.ndarray:
@@ -503,8 +502,6 @@ class SchemaMatcher(TokenSteps):
 
     def jump_forward(self) -> bytes:
         """Bytes every continuation of the output starts with here (possibly none)."""
-        from triec.runtime.matcher import whole_chars
-
         st = self.st
         if st.phase == ENGINE:
             forced = self.drv.forced(st.m)
@@ -521,7 +518,7 @@ class SchemaMatcher(TokenSteps):
         return b""
 
 
-class SchemaMaskWriter:
+class SchemaMaskWriter(Generic[Table]):
     """Rows for up to ``max_batch`` matchers in one owned buffer.
 
     A precomputed row (a slot or tail position without judged tokens) costs the
@@ -531,7 +528,7 @@ class SchemaMaskWriter:
     ``fill``; do not write to it.
     """
 
-    def __init__(self, table: SchemaTable, max_batch: int = 1) -> None:
+    def __init__(self, table: Table, max_batch: int = 1) -> None:
         if int(max_batch) < 1:
             raise ValueError(f"max_batch must be >= 1, not {max_batch}")
         table.vocabulary()  # binds the slots (a loaded table derives its tail rows from the vocabulary)
@@ -594,13 +591,13 @@ class SchemaMaskWriter:
 _SMALL = 12  # words per row written by a Python loop (about 40 ns a word) rather than one numpy assignment (~1 us)
 
 
-def _trigger_prefix(table: SchemaTable) -> bytes:
+def _trigger_prefix(table: SchemaParts) -> bytes:
     """A triggered table's trigger but its last byte (the slot's opening byte); b"" for any other table."""
     return str(table.info.get("trigger", "")).encode("utf-8")[:-1]
 
 
 @per_table
-def _trigger_heads(table: SchemaTable) -> list[list[tuple[int, bytes, bytes, int]]]:
+def _trigger_heads(table: SchemaParts) -> list[list[tuple[int, bytes, bytes, int]]]:
     """Triggered tags, per slot: the entering heads that can complete the trigger but its last byte, as (index,
     head, the bytes the text before the head must end with, gate token). A head h qualifies when it is a tail of
     that prefix (the text supplies the rest) or ends with all of it; no other head can ever enter."""
@@ -619,7 +616,7 @@ def _trigger_heads(table: SchemaTable) -> list[list[tuple[int, bytes, bytes, int
 
 
 @per_table
-def _trigger_tails(table: SchemaTable) -> tuple[bytes, ...]:
+def _trigger_tails(table: SchemaParts) -> tuple[bytes, ...]:
     """Triggered tags: what the text must end with for any head (or the opening byte alone) to enter a slot."""
     need = _trigger_prefix(table)
     return (need, *{before for heads in _trigger_heads(table) for _, _, before, _ in heads})
@@ -644,38 +641,20 @@ def _or_source(slot: Slot, src: int, row: np.ndarray) -> None:
     row[w.words[lo:hi]] |= w.bits[lo:hi]
 
 
-def _bit(row: np.ndarray, t: int) -> bool:
-    return bool((int(row[t >> 5]) >> (t & 31)) & 1)
-
-
-def _set(row: np.ndarray, t: int) -> None:
-    _set_all(row, (t,))
-
-
-def _set_all(row: np.ndarray, tokens: Iterable[int]) -> None:
-    """Set a few tokens' bits: item writes on the row's uint32 memoryview (a numpy scalar expression costs ~4 us a
-    token, these well under 1 us)."""
-    mv = memoryview(row.view(np.uint32))
-    for t in tokens:
-        mv[t >> 5] |= 1 << (t & 31)
-
-
-def _put(table: SchemaTable, cache: dict[Any, Any], key: Any, value: Any, shared: bool) -> None:
+def _put(table: SchemaParts, cache: dict[Any, Any], key: Any, value: Any, shared: bool) -> None:
     cache[key] = value
     if shared and len(cache) > table.row_cache_size:
         cache.popitem(last=False)  # type: ignore[call-arg]
 
 
 @per_table
-def _head_gates(table: SchemaTable) -> list[np.ndarray]:
+def _head_gates(table: SchemaParts) -> list[np.ndarray]:
     """Per slot, per entering head: the token spelling the longest prefix of ``head + opening byte``, or -1.
 
     The engine's row is exact per token (a token is allowed iff its bytes can be read here), so that token's bit
     tells, without a probe, whether the engine can read the head at all; most heads die there (about 2 in 3 of the
     probes a row made with the first byte as the only gate).
     """
-    from triec.tokenizer.index import token_index
-
     first_id = token_index(table.vocabulary()).first_id
     out = []
     for slot in table.slots:
@@ -693,8 +672,6 @@ def _head_gates(table: SchemaTable) -> list[np.ndarray]:
     return out
 
 
-def _byte_tokens(table: SchemaTable) -> np.ndarray:
-    from triec.tokenizer.index import token_index
-
+def _byte_tokens(table: SchemaParts) -> np.ndarray:
     return token_index(table.vocabulary()).byte_token
 

@@ -121,7 +121,7 @@ class Groups:
         )
 
 
-def _below_group(ti: TokenIndex, prefix: bytes, tail: bytes, label: bytes) -> Groups:
+def below_group(ti: TokenIndex, prefix: bytes, tail: bytes, label: bytes) -> Groups:
     """One group: every token longer than ``prefix`` that starts with it, classified by what it carries past
     ``prefix`` against ``tail`` (vectorized: a group can hold every token that starts with a space)."""
     ids, start, end = ti.below_arrays(prefix)
@@ -164,13 +164,13 @@ _HEADS_KEPT = 256  # (vocabulary, head, tail) groups kept: registries and enums 
 
 
 def _head_group(vocab: Vocabulary, ti: TokenIndex, head: bytes, tail: bytes) -> Groups:
-    """:func:`_below_group` of an exit head, computed once per (vocabulary, head, tail) in a process: the keys of
+    """:func:`below_group` of an exit head, computed once per (vocabulary, head, tail) in a process: the keys of
     every registry end alike (``", "arguments": `` in tool-call begins, ``"`` in enums), and a group over a
     common head (a space) is a pass over a third of the vocabulary."""
     key = (vocab.fingerprint, vocab.vocab_size, head, tail)
     found = _HEADS.get(key)
     if found is None:
-        found = _HEADS[key] = _below_group(ti, head, tail, head)
+        found = _HEADS[key] = below_group(ti, head, tail, head)
         while len(_HEADS) > _HEADS_KEPT:
             _HEADS.popitem(last=False)
     else:
@@ -198,7 +198,7 @@ def tail_groups(vocab: Vocabulary, tail: bytes) -> Groups:
             for k in range(1, len(spine) + 1):
                 for t in ti.spelling(spine[:k]):
                     inside.append((t, TAIL, i + k, -1, b"") if k < len(spine) else (t, HANDOVER, -1, -1, b""))
-            past = _below_group(ti, spine, b"", b"")
+            past = below_group(ti, spine, b"", b"")
             parts.append(_merge(Groups.pack([sorted(inside)], [b""], ti.first_id), past))
         found = Groups.concat(parts) if parts else Groups.pack([], [], ti.first_id)
         _TAILS[key] = found

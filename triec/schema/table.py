@@ -15,6 +15,9 @@ The output is read in phases (docs/decisions.md D23):
 A slot that starts the output holds its literal prefix in its keys
 (``{"name": "get_user"``), so the first rows never touch an engine. This module
 imports numpy alone; the engine is imported by the first matcher.
+
+The table composes its matchers from above: they read it as
+:class:`~triec.schema.parts.SchemaParts` and never import this module.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from __future__ import annotations
 import os
 import re
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -31,45 +34,20 @@ from triec.artifact.formats import write_artifact
 from triec.errors import TokenizerMismatch, TriecError
 from triec.runtime.kinds import TableKind
 from triec.schema.matcher import SchemaMaskWriter, SchemaMatcher
+from triec.schema.parts import Grammar
 from triec.tokenizer.resolve import resolve_vocabulary
 
 if TYPE_CHECKING:
     from triec.runtime.table import MaskTable
-    from triec.schema.grammar import EngineDriver, GrammarSpec
+    from triec.schema.grammar import EngineDriver
     from triec.schema.slot import Slot
     from triec.tokenizer.vocabulary import Vocabulary
+
+__all__ = ["ENGINES", "Grammar", "SchemaTable"]
 
 ENGINES = ("llguidance", "xgrammar")
 _CONTROL_ESCAPE = re.compile(rb"(?<!\\)(?:\\\\)*\\(?:[bfnrt]|u00[01][0-9a-fA-F]|u007[fF])")
 """A JSON escape of a control character or DEL (after an even run of backslashes) in a slot's keys."""
-
-
-class Grammar:
-    """One grammar of a schema table: what the engine compiles, what it is fed first, which slots it holds.
-
-    ``spec`` may be made on first use (``make``): a registry's K argument grammars are neither serialized nor
-    compiled before a sequence picks their tool.
-    """
-
-    __slots__ = ("_spec", "_make", "template", "slots")
-
-    def __init__(self, spec: GrammarSpec | None = None, template: bytes = b"", slots: tuple[int, ...] = (),
-                 make: Callable[[], GrammarSpec] | None = None) -> None:
-        if (spec is None) == (make is None):
-            raise TriecError("a grammar has a spec or a way to make one")
-        self._spec, self._make = spec, make
-        self.template = template  # fed once after the start: the text before a handover into this grammar
-        self.slots = tuple(slots)  # slots whose marker this grammar holds (entered from it)
-
-    @property
-    def spec(self) -> GrammarSpec:
-        if self._spec is None:
-            assert self._make is not None
-            self._spec = self._make()
-        return self._spec
-
-    def __repr__(self) -> str:
-        return f"Grammar(template={self.template!r}, slots={self.slots}, made={self._spec is not None})"
 
 
 class SchemaTable:
@@ -134,6 +112,7 @@ class SchemaTable:
         self.row_cache_size = 4096
         self._crossing: list[dict[int, tuple[int, ...]]] | None = None
         self._opening: dict[int, frozenset[int]] = {}
+        self._values: dict[int, list[str]] = {}  # per slot, decoded on first use
 
     # ------------------------------------------------------------- shape
 
@@ -192,15 +171,15 @@ class SchemaTable:
         """The values of one slot, in its trie's key order (sorted by the keys' bytes)."""
         import json
 
-        s = self.slots[slot]
-        cached = getattr(s, "_values", None)
+        cached = self._values.get(slot)
         if cached is None:
+            s = self.slots[slot]
             if self.info.get("shape") == "structural-tag":  # the keys are the tags' literal begins
                 cached = [k.decode("utf-8") for k in s.keys]
             else:
                 n = len(self.prefix) if slot == self.start_slot else 0
                 cached = [json.loads(k[n:].decode("utf-8")) for k in s.keys]
-            s._values = cached  # type: ignore[attr-defined]
+            self._values[slot] = cached
         return cached
 
     @property
@@ -324,13 +303,13 @@ class SchemaTable:
                     raise TriecError(f"slot {i}: a value holds a control character, which llguidance accepts in several "
                                      "spellings (\\n, \\u000a, \\u000A); serve this table with xgrammar")
 
-    def matcher(self, engine: str | None = None) -> SchemaMatcher:
+    def matcher(self, engine: str | None = None) -> SchemaMatcher[SchemaTable]:
         """A fresh per-sequence matcher (xgrammar / llguidance style); ``engine`` overrides the compile's."""
         if engine is not None and engine != self.engine:
             return self.with_engine(engine).matcher()
         return SchemaMatcher(self)
 
-    def mask_writer(self, max_batch: int = 1) -> SchemaMaskWriter:
+    def mask_writer(self, max_batch: int = 1) -> SchemaMaskWriter[SchemaTable]:
         """Rows for batches of matchers, clearing only what it set (O(allowed) in a slot)."""
         return SchemaMaskWriter(self, max_batch)
 

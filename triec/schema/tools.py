@@ -290,7 +290,7 @@ def whole_format_grammar(tools: list[Tool], fmt: Format, parallel: bool, drv: An
     if fmt.name != "hermes":
         return drv.compile(schema, whitespace)
     if drv.name == "llguidance":
-        return drv._matcher(drv.llg.LLMatcher.grammar_from_lark(hermes_lark(schema, parallel)), "tool-call grammar")
+        return drv.compile_lark(hermes_lark(schema, parallel), "tool-call grammar")
     xgr = drv.xgr
     g = xgr.Grammar.from_json_schema(json.dumps(schema, ensure_ascii=False), any_whitespace=False,
                                      separators=(", ", ": "))

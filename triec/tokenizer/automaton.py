@@ -8,19 +8,28 @@ one ``np.searchsorted`` on ``edge_keys``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
 from triec.disk_cache import cache_dir, load_arrays, save_arrays
 from triec.trie import build_trie_from_buffer, join_keys, longest_common_prefixes
 
-if TYPE_CHECKING:
-    from triec.tokenizer.vocabulary import Vocabulary
-
 CACHE_FORMAT = 3
+
+
+class TokenSource(Protocol):
+    """What an automaton is built from and cached by: a decoded vocabulary's fingerprint and every id's bytes
+    (:class:`~triec.tokenizer.vocabulary.Vocabulary`, which builds its automaton through this module)."""
+
+    @property
+    def fingerprint(self) -> str: ...
+
+    @property
+    def token_bytes(self) -> Sequence[bytes]: ...
 
 
 @dataclass(frozen=True)
@@ -44,7 +53,7 @@ class VocabAutomaton:
         return int(self.key_offsets[-1]) == int(self.key_offsets.shape[0] - 1)
 
 
-def build_automaton(token_bytes: tuple[bytes, ...] | list[bytes]) -> VocabAutomaton:
+def build_automaton(token_bytes: Sequence[bytes]) -> VocabAutomaton:
     """Build the token trie; pure function of the decoded vocabulary."""
     ids = [i for i, b in enumerate(token_bytes) if b]
     ids.sort(key=token_bytes.__getitem__)  # stable: equal bytes keep ascending ids
@@ -119,7 +128,7 @@ def load_cached(fingerprint: str) -> VocabAutomaton | None:
 _MEMORY: dict[str, VocabAutomaton] = {}
 
 
-def load_or_build(vocab: Vocabulary) -> VocabAutomaton:
+def load_or_build(vocab: TokenSource) -> VocabAutomaton:
     """In-process memo, then the disk cache, then a fresh build (saved for next time)."""
     fp = vocab.fingerprint
     found = _MEMORY.get(fp)

@@ -12,7 +12,7 @@ import json
 from typing import Any
 
 from triec.errors import TokenizerError
-from triec.tokenizer.source import _decompress
+from triec.tokenizer.source import decompress
 
 _ENCODERS: dict[str, Any] = {}
 _KEEP = 4  # encoders kept per process (a Qwen2 one holds about 100 MB)
@@ -23,7 +23,7 @@ def encoder_for(src: Any) -> Any:
     key = src.content_digest
     found = _ENCODERS.get(key)
     if found is None:
-        raw = _decompress(src.raw, src.label) if src.compressed else src.raw
+        raw = decompress(src.raw, src.label) if src.compressed else src.raw
         if b'"Prepend"' in raw or b'"Metaspace"' in raw or b'"gguf-' in raw:
             found = encoder_from_json(src.tokenizer_json, src.label)  # rewritten first
         else:  # the file as it is: no Python JSON round trip (0.3 s for Qwen2's)

@@ -55,7 +55,7 @@ class TokenizerSource:
     @cached_property
     def tokenizer_json(self) -> dict[str, Any]:
         """The parsed ``tokenizer.json`` (decompressed first when stored compressed)."""
-        raw = _decompress(self.raw, self.label) if self.compressed else self.raw
+        raw = decompress(self.raw, self.label) if self.compressed else self.raw
         return _read_json_bytes(raw, self.label)
 
 
@@ -75,7 +75,7 @@ def _read_json_bytes(raw: bytes, source: str) -> dict[str, Any]:
     return doc
 
 
-def _decompress(raw: bytes, source: str) -> bytes:
+def decompress(raw: bytes, source: str) -> bytes:
     import zstandard
 
     try:

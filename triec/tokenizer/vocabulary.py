@@ -6,14 +6,12 @@ import hashlib
 import os
 import struct
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from triec.errors import TokenizerError
-
-if TYPE_CHECKING:
-    from triec.tokenizer.automaton import VocabAutomaton
+from triec.tokenizer.automaton import VocabAutomaton, load_or_build
 
 _FINGERPRINT_TAG = b"triec-vocabulary-v1\x00"
 
@@ -214,7 +212,5 @@ class Vocabulary:
     def automaton(self) -> VocabAutomaton:
         """The vocabulary's byte automaton, built once (disk-cached) per fingerprint."""
         if self._automaton is None:
-            from triec.tokenizer.automaton import load_or_build
-
             self._automaton = load_or_build(self)
         return self._automaton

@@ -35,8 +35,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from triec._arrays import row_ids
 from triec.errors import TriecError
+from triec.runtime.bitmask import ids_of, is_set
 from triec.verify.paths import escape_bytes, token_paths
 from triec.verify.states import select_states
 
@@ -118,8 +118,8 @@ class SchemaCheck:
     def add(self, where: str, prefix: bytes, ours: np.ndarray | None, theirs: np.ndarray | None, vocab: Any) -> None:
         self.mismatches += 1
         if len(self.examples) < 10:
-            a = set(row_ids(ours).tolist()) if ours is not None else set()
-            b = set(row_ids(theirs).tolist()) if theirs is not None else set()
+            a = set(ids_of(ours).tolist()) if ours is not None else set()
+            b = set(ids_of(theirs).tolist()) if theirs is not None else set()
 
             def show(ids: set[int]) -> list[str]:
                 return [f"{t}:{_show(vocab, t)}" for t in sorted(ids)[:6]]
@@ -163,7 +163,7 @@ class _Run:
         self.drv.fill(o, self.theirs)
         if np.array_equal(self.ours, self.theirs):
             return True
-        a, b = set(row_ids(self.ours).tolist()), set(row_ids(self.theirs).tolist())
+        a, b = set(ids_of(self.ours).tolist()), set(ids_of(self.theirs).tolist())
         if not b - a and all(self.accepts(o, t) for t in a - b):
             res = self.res
             res.engine_narrower += 1
@@ -276,7 +276,7 @@ def compare_texts(
                 res.walk_steps += 1
                 if not run.same(m, o, "text walk", data[:i]):
                     break
-                ids = row_ids(run.ours).tolist()
+                ids = ids_of(run.ours).tolist()
                 if i == len(data):
                     eos = [t for t in ids if t in run.eos]
                     if not eos:
@@ -337,11 +337,11 @@ def _reach(run: _Run, s: int, rng: random.Random, attempts: int, max_steps: int)
             row = run.ours.copy()
             for j, h in enumerate(en.labels):
                 lo, hi = en.span(j)
-                if any((int(row[t >> 5]) >> (t & 31)) & 1 for t in en.tokens[lo:hi].tolist()):
+                if any(is_set(row, t) for t in en.tokens[lo:hi].tolist()):
                     got = _drive(run, prefix + h)
                     if got is not None and run.same(*got, "walk to a slot", prefix + h) and _at_entry(run, got[0], s):
                         return got[0], got[1], prefix + h
-            ids = row_ids(row).tolist()
+            ids = ids_of(row).tolist()
             if not ids:
                 run.res.add("walk to a slot: empty mask", prefix, row, run.theirs, run.vocab)
                 return None
@@ -415,7 +415,7 @@ def _check_slot(run: _Run, s: int, m0: SchemaMatcher, o: Any, prefix0: bytes, fu
 def _group_tokens(groups: Any, g: int, run: _Run) -> list[int]:
     """The tokens of one group that the matcher's last row allowed (a judged token may be refused)."""
     lo, hi = groups.span(g)
-    return [int(t) for t in groups.tokens[lo:hi].tolist() if (int(run.ours[t >> 5]) >> (t & 31)) & 1]
+    return [int(t) for t in groups.tokens[lo:hi].tolist() if is_set(run.ours, t)]
 
 
 def _check_tail(run: _Run, s: int, m: SchemaMatcher, o: Any, prefix: bytes) -> None:
@@ -453,7 +453,7 @@ def _check_enters(run: _Run, s: int, prefix: bytes) -> None:
         run.res.enters_checked += 1
         if run.same(m, o, f"slot {s} entering head {escape_bytes(h)!r}", before):
             lo, hi = en.span(j)
-            toks = [int(t) for t in en.tokens[lo:hi].tolist() if (int(run.ours[t >> 5]) >> (t & 31)) & 1]
+            toks = [int(t) for t in en.tokens[lo:hi].tolist() if is_set(run.ours, t)]
             run.step_past(m, o, toks, before, f"slot {s} entering head {escape_bytes(h)!r}")
 
 
@@ -496,7 +496,7 @@ def _walk(run: _Run, rng: random.Random, max_steps: int) -> None:
         res.walk_steps += 1
         if not run.same(m, o, "decode walk", prefix):
             return
-        ids = row_ids(run.ours).tolist()
+        ids = ids_of(run.ours).tolist()
         if not ids:
             res.add("decode walk: empty mask", prefix, run.ours, run.theirs, run.vocab)
             return

@@ -28,10 +28,11 @@ from typing import Any
 
 import numpy as np
 
-from triec._arrays import concat_ranges, row_ids
+from triec._arrays import concat_ranges
 from triec.artifact.formats import load
 from triec.engines import ENGINES, Engine, Matcher, make_engine
 from triec.errors import ArtifactError, EngineUnavailable, EngineUnsupported, TokenizerError, TriecError
+from triec.runtime.bitmask import ids_of
 from triec.runtime.kinds import Table, TableKind
 from triec.runtime.table import MaskTable
 from triec.tokenizer.resolve import resolve_vocabulary
@@ -481,7 +482,7 @@ class _RowComparer:
         matcher.fill(self.theirs)
         if np.array_equal(self.ours[0], self.theirs):
             return True
-        mismatch = _set_mismatch(self.table, self.vocab, state, row_ids(self.ours[0]), row_ids(self.theirs), what, prefix)
+        mismatch = _set_mismatch(self.table, self.vocab, state, ids_of(self.ours[0]), ids_of(self.theirs), what, prefix)
         self.result.add(mismatch, self.max_examples)
         return False
 
