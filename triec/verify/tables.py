@@ -700,7 +700,7 @@ def _verify_schema(table: Any, vocab: Vocabulary, report: VerifyReport, against:
                                 only_triec=[{"id": x.split(":", 1)[0], "bytes": x.split(":", 1)[1]} for x in example["only_triec"]],
                                 only_other=[{"id": x.split(":", 1)[0], "bytes": x.split(":", 1)[1]} for x in example["only_engine"]]),
                        max_examples)
-        result.mismatches = r.mismatches
-        result.status = "ok" if r.mismatches == 0 else "mismatch"
+        result.mismatches = sr.mismatches
+        result.status = "ok" if sr.mismatches == 0 else "mismatch"
         result.seconds["compare"] = time.perf_counter() - t0
         report.checks.append(result)
