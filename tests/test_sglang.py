@@ -657,6 +657,27 @@ def test_bad_artifact_requests_are_refused_at_admission(with_artifacts, schema: 
     assert type(resolve(backend, ("regex", "(foo|bar)"))) is backend_module.TriecGrammar  # and keeps serving
 
 
+def test_an_artifact_whose_eos_ids_do_not_stop_gets_the_processors_refusal(with_artifacts, hf: dict[str, Any]) -> None:
+    """One door: {"x-triec-artifact": NAME} is admitted by the serving core (serving.admit), as a vLLM processors'
+    request is, so an artifact whose EOS ids SGLang does not stop on gets the same refusal (only the hint of how a
+    server makes them stop differs)."""
+    from triec.integrations import serving
+
+    backend, root = with_artifacts
+    spec = hf["qwen2"].name_or_path
+    triec.compile(TOOLS, triec.Vocabulary.load(spec, vocab_size=151_936, eos_token_ids=[151644])).save(root / "oddeos.triec")
+    bad = resolve(backend, ("json", json.dumps({ARTIFACT_KEYWORD: "oddeos"})))
+    assert isinstance(bad, InvalidGrammarObject)
+    params = SimpleNamespace(extra_args={"triec": "oddeos"}, stop_token_ids=None, ignore_eos=False, min_tokens=0,
+                             structured_outputs=None)  # fmt: skip
+    with pytest.raises(triec.RequestError) as processors:
+        serving.check_request(params, serving.ServedModel(spec, 151_936, 151643, (151643, 151645)),
+                              serving.ArtifactStore(root))  # fmt: skip
+    refusal = str(processors.value).rsplit(" (", 1)[0]
+    assert refusal == "artifact 'oddeos' ends values with EOS ids [151644], but [151644] would not stop generation"
+    assert bad.error_message.endswith(f"{refusal} ({backend_module.STOPS_HINT})"), bad.error_message
+
+
 def test_artifact_refusals_are_not_cached_and_changed_files_are_reloaded(with_artifacts, served: dict) -> None:
     backend, root = with_artifacts
     key = ("json", json.dumps({ARTIFACT_KEYWORD: "colors"}))

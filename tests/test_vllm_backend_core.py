@@ -53,8 +53,8 @@ DOCS = [
 
 
 @pytest.fixture(scope="module")
-def state() -> backend.EngineState:
-    return backend.engine_state(SimpleNamespace(tokenizer="qwen2", get_vocab_size=lambda: V))
+def state() -> backend.BackendState:
+    return backend.backend_state(SimpleNamespace(tokenizer="qwen2", get_vocab_size=lambda: V))
 
 
 @pytest.mark.parametrize("compact", [False, True])
@@ -66,11 +66,11 @@ def test_frontend_and_engine_agree_on_json(state, monkeypatch, compact: bool, an
         monkeypatch.delenv(backend.COMPACT_ENV, raising=False)
     served_by: dict[str, bool] = {}
     for doc in DOCS:
-        admitted = backend.admit(SO(json=json.dumps(doc)), None, any_ws)
+        admitted = backend.claims(SO(json=json.dumps(doc)), None, any_ws)
         served = not isinstance(backend.triec_grammar(state, Opt.JSON, json.dumps(doc), {151643}, any_ws), Delegate)
         assert served or not admitted, (doc, admitted)  # what the frontend admits (skipping xgrammar's check) is served
         served_by[json.dumps(doc)] = served
-    assert backend.admit(SO(json=OBJECT), None, any_ws) is (compact and any_ws)  # triec's spelling, opt-in only
+    assert backend.claims(SO(json=OBJECT), None, any_ws) is (compact and any_ws)  # triec's spelling, opt-in only
     # with any whitespace the schema layer serves the object (its first enum as a slot) and vLLM's required tools
     # schema, exactly; under disable_any_whitespace ("," and ":") both are xgrammar's
     assert served_by[json.dumps(OBJECT)] is any_ws and served_by[json.dumps(DOCS[6])] is any_ws
@@ -102,16 +102,16 @@ def test_engine_decisions(state) -> None:
 
 
 def test_admission() -> None:
-    assert backend.admit(SO(choice=COLORS)) and backend.admit(SO(regex="(a|b)")) and backend.admit(SO(json={"enum": COLORS}))
-    assert not backend.admit(SO(regex="[ab]+")) and not backend.admit(SO(grammar='root ::= "a"'))
-    assert not backend.admit(SO(choice=["ok", "\ud800"]))  # no UTF-8 text: xgrammar's, as without triec
+    assert backend.claims(SO(choice=COLORS)) and backend.claims(SO(regex="(a|b)")) and backend.claims(SO(json={"enum": COLORS}))
+    assert not backend.claims(SO(regex="[ab]+")) and not backend.claims(SO(grammar='root ::= "a"'))
+    assert not backend.claims(SO(choice=["ok", "\ud800"]))  # no UTF-8 text: xgrammar's, as without triec
     for so in (SO(choice=[f"v{i}" for i in range(100_001)]), SO(json={"enum": ["x" * (9 << 20)]})):
         with pytest.raises(backend.RequestRefused) as info:
-            backend.admit(so)
+            backend.claims(so)
         assert isinstance(info.value, VLLMClientError) and not isinstance(info.value, VLLMValidationError)
         assert "\n" not in str(info.value)
     with pytest.raises(backend.RequestRefused, match="cannot tell which model"):
-        backend.admit(SO(json={"x-triec-artifact": "colors"}))
+        backend.claims(SO(json={"x-triec-artifact": "colors"}))
 
 
 def model_config() -> SimpleNamespace:
@@ -137,6 +137,36 @@ def test_frontend_hook_under_auto(monkeypatch) -> None:
     with pytest.raises(backend.RequestRefused, match="serves no triec artifacts|no artifact named"):
         SamplingParams(structured_outputs=SO(json={"x-triec-artifact": "nope"}))._validate_structured_outputs(
             model_config(), config, object())  # fmt: skip
+
+
+def test_an_artifact_whose_eos_ids_do_not_stop_gets_the_processors_refusal(state, tmp_path, monkeypatch) -> None:
+    """One door: {"x-triec-artifact": NAME} through the backend's frontend (vLLM's own ``_validate_structured_outputs``)
+    and its engine is admitted by the serving core, as the processors' ``extra_args`` request is: an artifact whose
+    EOS ids the request does not stop on gets the processors' refusal, word for word."""
+    from triec.integrations import serving
+
+    triec.compile(COLORS, triec.Vocabulary.load("qwen2", vocab_size=V, eos_token_ids=[151644])).save(tmp_path / "oddeos.triec")
+    triec.compile(COLORS, triec.Vocabulary.load("qwen2", vocab_size=V, eos_token_ids=[151643])).save(tmp_path / "colors.triec")
+    monkeypatch.setattr(serving, "_STORE", serving.ArtifactStore(tmp_path))
+    original = backend_xgrammar.validate_xgrammar_grammar
+    monkeypatch.setattr(backend_xgrammar, "validate_xgrammar_grammar", backend.frontend_hook(original))
+    config, tokenizer = StructuredOutputsConfig(backend="auto"), SimpleNamespace(eos_token_id=151643)
+    with pytest.raises(RequestError) as processors:  # the served model as the same frontend sees it
+        serving.check_request(SamplingParams(extra_args={"triec": "oddeos"}), serving.ServedModel("qwen2", V, 151643, ()),
+                              serving.store())  # fmt: skip
+    assert "artifact 'oddeos' ends values with EOS ids [151644], but [151644] would not stop" in str(processors.value)
+    with pytest.raises(backend.RequestRefused) as frontend:
+        SamplingParams(structured_outputs=SO(json={"x-triec-artifact": "oddeos"}))._validate_structured_outputs(
+            model_config(), config, tokenizer)  # fmt: skip
+    assert str(frontend.value) == str(processors.value)
+    with pytest.raises(RequestError) as engine:
+        backend.triec_grammar(state, Opt.JSON, json.dumps({"x-triec-artifact": "oddeos"}), {151643}, True)
+    assert str(engine.value) == str(processors.value)
+    admitted = SamplingParams(structured_outputs=SO(json={"x-triec-artifact": "colors"}))
+    admitted._validate_structured_outputs(model_config(), config, tokenizer)
+    assert admitted.structured_outputs.json == {"x-triec-artifact": "colors"}
+    assert isinstance(backend.triec_grammar(state, Opt.JSON, json.dumps({"x-triec-artifact": "colors"}), {151643}, True),
+                      backend.TriecGrammar)  # fmt: skip
 
 
 def _plugin_lines(monkeypatch) -> list[str]:
@@ -232,7 +262,7 @@ def test_an_optimization_that_moved_is_left_out_in_one_line(monkeypatch) -> None
 
 def test_a_tokenizer_triec_cannot_read_delegates(caplog) -> None:
     """No vocabulary (a tokenizer format triec does not decode): lists go to xgrammar, artifacts fail their request."""
-    broken = backend.engine_state(SimpleNamespace(tokenizer="/nonexistent/tokenizer", get_vocab_size=lambda: V))
+    broken = backend.backend_state(SimpleNamespace(tokenizer="/nonexistent/tokenizer", get_vocab_size=lambda: V))
     assert isinstance(backend.triec_grammar(broken, Opt.CHOICE, json.dumps(COLORS), None, True), Delegate)
     with pytest.raises(RequestError, match="cannot read the served tokenizer"):
         backend.triec_grammar(broken, Opt.JSON, json.dumps({"x-triec-artifact": "colors"}), None, True)
@@ -283,11 +313,11 @@ def test_tool_calls_are_served_and_equal_vllms_xgrammar(state, monkeypatch, shap
     tools, many = _registry(), shape.endswith("many")
     if shape.startswith("required"):
         kind, spec = Opt.JSON, json.dumps(vllm_required_schema(tools, None if many else False))
-        assert backend.admit(SO(json=spec), None, True)
+        assert backend.claims(SO(json=spec), None, True)
         ctx = compiler.compile_json_schema(spec, any_whitespace=True)
     else:
         kind, spec = Opt.STRUCTURAL_TAG, json.dumps(hermes_tag(tools, stop_after_first=not many))
-        assert backend.admit(SO(structural_tag=spec), None, True)
+        assert backend.claims(SO(structural_tag=spec), None, True)
         ctx = compiler.compile_structural_tag(spec)
     stop = {151643, 151645}
     ours_b = torch.zeros((1, (V + 31) // 32), dtype=torch.int32)
@@ -316,10 +346,10 @@ def test_a_legacy_tag_with_at_least_one_stays_xgrammars(state) -> None:
     serves the legacy tag where the two agree and leaves the other to xgrammar, in the frontend and the engine."""
     doc = {"structures": [{"begin": '<tool_call>{"name": "f", "arguments": ', "schema": {"type": "object"},
                            "end": "}</tool_call>"}], "triggers": ["<tool_call>"]}  # fmt: skip
-    assert backend.admit(SO(structural_tag=json.dumps(doc)))
+    assert backend.claims(SO(structural_tag=json.dumps(doc)))
     assert isinstance(backend.triec_grammar(state, Opt.STRUCTURAL_TAG, json.dumps(doc), None, True), backend.TriecGrammar)
     doc["at_least_one"] = True
-    assert not backend.admit(SO(structural_tag=json.dumps(doc)))
+    assert not backend.claims(SO(structural_tag=json.dumps(doc)))
     assert isinstance(backend.triec_grammar(state, Opt.STRUCTURAL_TAG, json.dumps(doc), None, True), Delegate)
 
 

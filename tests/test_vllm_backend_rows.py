@@ -61,9 +61,9 @@ def vllm_backend(tmp_path_factory):
     )  # fmt: skip
     made = backend_xgrammar.XgrammarBackend(vllm_config=config, tokenizer=_hf_tokenizer(), vocab_size=V)
     saved = dict(backend._ENGINES)
-    backend._ENGINES.clear()  # a fresh engine's state: its tokenizer infos are taken from this backend
+    backend._STATES.clear()  # a fresh engine's state: its tokenizer infos are taken from this backend
     yield made
-    backend._ENGINES.clear()
+    backend._STATES.clear()
     backend._ENGINES.update(saved)
 
 
@@ -144,7 +144,7 @@ def test_tags_take_the_tag_compilers_tokenizer_info(vllm_backend) -> None:
     attr = plugin.tag_compiler(backend_xgrammar.XgrammarBackend)
     hooked = backend.compile_hook(_original(), plugin.tag_compiler(backend_xgrammar.XgrammarBackend))
     hooked(vllm_backend, Opt.STRUCTURAL_TAG, json.dumps(hermes_tag(_tools(4), stop_after_first=True)), STOP)
-    d = driver("xgrammar", backend.engine_state(vllm_backend.vllm_config.model_config, V)._future.result())
+    d = driver("xgrammar", backend.backend_state(vllm_backend.vllm_config.model_config, V).vocabulary())
     tag_info = getattr(vllm_backend, attr).compile_regex("a").tokenizer_info
     json_info = vllm_backend.compiler.compile_regex("a").tokenizer_info
     assert d.tag_compiler.compile_regex("a").tokenizer_info.decoded_vocab == tag_info.decoded_vocab

@@ -38,7 +38,7 @@ import os
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -47,6 +47,7 @@ import numpy as np
 from triec.encoding import JSON, RAW, Encoding
 from triec.errors import RequestError, ValuesError
 from triec.integrations.limits import Limits, table_nbytes
+from triec.integrations.serving import ArtifactStore, ServedModel, TriecRequest, admit_artifact, restrict_values
 from triec.runtime.matcher import TableMatcher
 from triec.runtime.table import MaskTable
 from triec.runtime.word_masks import state_words
@@ -352,6 +353,13 @@ class Constraints:
     False (string enums are the same either way). ``tokenizer`` is what
     ``Vocabulary.load`` took for ``vocab`` (to fingerprint it with an artifact's
     own EOS ids); ``artifact_dir`` defaults to ``$TRIEC_ARTIFACT_DIR``.
+    ``served`` is the model artifacts are admitted against (default: ``vocab``'s,
+    :meth:`ServedModel.of <triec.integrations.serving.ServedModel.of>`), whose
+    stop ids are the server's unless a request passes its own; ``fix_stops`` is
+    what a refusal for EOS ids that would not stop suggests. ``artifact_store``
+    returns the store artifacts are looked up in (default: one store over
+    ``artifact_dir``; the vLLM backend passes the process's,
+    :func:`triec.integrations.serving.store`, which the processors use too).
     Thread-safe: backends compile in worker threads.
     """
 
@@ -362,11 +370,15 @@ class Constraints:
     artifact_dir: str | os.PathLike[str] | None = None
     schema_hook: SchemaHook | None = field(default_factory=lambda: schema_layer_table)
     structural_tag_hook: StructuralTagHook | None = field(default_factory=lambda: structural_tag_table)
+    served: ServedModel | None = None
+    fix_stops: str = "compile the artifact with the served model's EOS ids"
+    artifact_store: Callable[[], ArtifactStore] | None = None
 
     def __post_init__(self) -> None:
         self.cache = _Cache(self.limits.cache_bytes)
-        self._store: Any = None
-        self._served: Any = None
+        if self.served is None:
+            self.served = ServedModel.of(self.vocab, self.tokenizer)
+        self._store: ArtifactStore | None = None
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------- compiled lists
@@ -404,8 +416,10 @@ class Constraints:
             return Delegate("not an alternation of literals")
         return self.choice(values, kind="regex")
 
-    def json_schema(self, schema: str | dict[str, Any]) -> Served:
-        """A string enum, a flat enum-and-const object (compact output), an artifact by name, the schema hook's, or Delegate."""
+    def json_schema(self, schema: str | dict[str, Any], *, stops: Iterable[int] | None = None) -> Served:
+        """A string enum, a flat enum-and-const object (compact output), an artifact by name, the schema hook's, or
+        Delegate. ``stops``: the request's stop ids (an artifact's EOS ids must be among them; default the served
+        model's)."""
         if isinstance(schema, str):
             try:
                 doc = json.loads(schema)
@@ -414,7 +428,7 @@ class Constraints:
         else:
             doc = schema
         if isinstance(doc, dict) and ARTIFACT_KEYWORD in doc:
-            return self._artifact_schema(doc)
+            return self._artifact_schema(doc, stops)
         members = string_enum(doc)
         if members is not None:
             return self.choice(members, encoding=JSON, kind="json")
@@ -473,7 +487,7 @@ class Constraints:
 
     # ------------------------------------------------------------- artifacts by name
 
-    def _artifact_schema(self, doc: dict[str, Any]) -> TableGrammar:
+    def _artifact_schema(self, doc: dict[str, Any], stops: Iterable[int] | None) -> TableGrammar:
         extra = sorted(set(doc) - {ARTIFACT_KEYWORD, RESTRICT_KEYWORD})
         if extra:
             raise RequestError(
@@ -484,34 +498,26 @@ class Constraints:
         if not isinstance(name, str):
             raise RequestError(f"{ARTIFACT_KEYWORD!r} must be an artifact name (a string), not {type(name).__name__}")
         restrict = doc.get(RESTRICT_KEYWORD)
-        if restrict is not None:
-            if not isinstance(restrict, list) or not restrict or not all(isinstance(v, str) for v in restrict):
-                raise RequestError(f"{RESTRICT_KEYWORD!r} must be a non-empty list of strings")
-        return self.artifact(name, restrict)
+        return self.artifact(name, None if restrict is None else restrict_values(restrict, RESTRICT_KEYWORD), stops=stops)
 
-    def artifact(self, name: str, restrict: Sequence[str] | None = None) -> TableGrammar:
-        """The named artifact of the directory (optionally narrowed to ``restrict``), checked against the served vocabulary.
+    def artifact(self, name: str, restrict: Sequence[str] | None = None, *,
+                 stops: Iterable[int] | None = None) -> TableGrammar:  # fmt: skip
+        """The named artifact of the directory (optionally narrowed to ``restrict``), admitted for the served model.
 
-        RequestError when the name is not a plain name inside the directory, the
-        file is missing or invalid, or it was compiled for another tokenizer or
-        logits width. Artifacts are read into memory (never mapped: a file truncated
-        under a mapping kills the process, D24) and subsets compacted once by the
-        serving core's :class:`~triec.integrations.serving.ArtifactStore` (the vLLM processors' too),
-        which reloads a file that changed.
+        Through the serving core's one door (:func:`~triec.integrations.serving.admit_artifact`): the name must be
+        a plain name inside the directory, the file valid, its masks as wide as the logits, its tokenizer the
+        served one, and its EOS ids among ``stops`` (default: the served model's); RequestError names the first
+        failure. Artifacts are read into memory (never mapped: a file truncated under a mapping kills the
+        process, D24) and subsets compacted once by the :class:`~triec.integrations.serving.ArtifactStore`
+        (the vLLM processors' too), which reloads a file that changed.
         """
-        store = self._artifact_store()
-        from triec.integrations.serving import MAX_RESTRICT, TriecRequest
-
-        if restrict is not None and len(restrict) > MAX_RESTRICT:
-            raise RequestError(f"{RESTRICT_KEYWORD!r} holds {len(restrict)} values; at most {MAX_RESTRICT} are accepted")
-        parent = store.table(name)
-        if not parent.restrictable and restrict is not None:
-            raise RequestError(f"artifact {name!r} is a schema table; {RESTRICT_KEYWORD!r} narrows a table of values only")
-        self._check_artifact(name, parent)
-        if restrict is None:
+        assert self.served is not None
+        request = TriecRequest(name, None if restrict is None else restrict_values(restrict, RESTRICT_KEYWORD))
+        stop_ids = self.served.stop_ids(None) if stops is None else {int(t) for t in stops}
+        key, table, parent = admit_artifact(request, self._artifact_store(), self.served, stop_ids,
+                                            fix_stops=self.fix_stops)  # fmt: skip
+        if table is parent:
             return TableGrammar(parent, f"artifact:{name}", 0, name, parent)  # the store keeps the table
-        request = TriecRequest(name, tuple(sorted(set(restrict))))
-        key, table = store.resolve(request)
         ckey = "artifact:" + hashlib.sha256(json.dumps([str(k) for k in key]).encode("utf-8", "surrogatepass")).hexdigest()
         found = self.cache.get(ckey)
         if found is not None and found.table is table:
@@ -536,35 +542,13 @@ class Constraints:
                 return True
         return self.cache.peek(grammar.key) is grammar
 
-    def _artifact_store(self) -> Any:
+    def _artifact_store(self) -> ArtifactStore:
+        if self.artifact_store is not None:
+            return self.artifact_store()
         with self._lock:
             if self._store is None:
-                from triec.integrations.serving import ArtifactStore
-
                 self._store = ArtifactStore(self.artifact_dir)
             return self._store
-
-    def _check_artifact(self, name: str, table: Table) -> None:
-        vocab = self.vocab
-        if table.vocab_size != vocab.vocab_size:
-            raise RequestError(
-                f"artifact {name!r} has masks {table.vocab_size} wide; the served model's logits are "
-                f"{vocab.vocab_size} wide (compile it with --vocab-size {vocab.vocab_size})"
-            )
-        if tuple(sorted(table.eos_token_ids)) == vocab.eos_token_ids or self.tokenizer is None:
-            fingerprint = vocab.fingerprint  # without a tokenizer spec: EOS ids must match too
-        else:
-            with self._lock:
-                if self._served is None:
-                    from triec.integrations.serving import ServedModel
-
-                    self._served = ServedModel(self.tokenizer, vocab.vocab_size, None, ())
-            fingerprint = self._served.fingerprint(table.eos_token_ids)
-        if fingerprint != table.tokenizer_fingerprint:
-            raise RequestError(
-                f"artifact {name!r} was compiled for another tokenizer ({table.tokenizer_name or 'unnamed'}, "
-                f"EOS {list(table.eos_token_ids)}) than the served model's ({vocab.name}, EOS {list(vocab.eos_token_ids)})"
-            )
 
     def clear(self) -> None:
         """Forget every compiled table (a backend's cache flush)."""

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from triec.errors import RequestError, TokenizerMismatch
-from triec.integrations.serving import ServedModel, admit
+from triec.integrations.serving import ServedModel, admit, served_vocabulary
 from triec.runtime.numpy import apply_bitmask, keep_tokens
 
 if TYPE_CHECKING:
@@ -92,12 +92,10 @@ def model_vocabulary(llm: Any, eos_token_ids: list[int] | None = None) -> Vocabu
     Its EOS ids are the GGUF's (``eos_token_ids`` overrides: :func:`eog_ids` gives every id llama.cpp ends
     generation on, the ids its own grammars allow at a complete value).
     """
-    from triec.tokenizer.vocabulary import Vocabulary
-
     path = getattr(llm, "model_path", None)
     if not path or not os.path.isfile(path):
         raise TokenizerMismatch("the Llama object does not say which GGUF it was loaded from (model_path)")
-    vocab = Vocabulary.load(path, eos_token_ids=eos_token_ids)
+    vocab = served_vocabulary(path, eos_token_ids=eos_token_ids)
     check_vocabulary(llm, vocab)
     _checked(llm).add(vocab.fingerprint)
     return vocab
@@ -216,7 +214,7 @@ class LlamaCppConstraint:
         served = ServedModel(tokenizer=str(llm.model_path), vocab_size=width, eos_token_id=int(llm.token_eos()),
                              generation_eos_ids=tuple(sorted(stops)))  # fmt: skip
         if self.vocab.num_tokens == width:
-            served.know(self.vocab.eos_token_ids, self.vocab.fingerprint)
+            served.know(self.vocab)
         parent = table
         if values is not None:
             if not table.restrictable:

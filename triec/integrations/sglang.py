@@ -50,6 +50,7 @@ from triec.integrations.constraints import (
     TableGrammar,
     fill_rows,
 )
+from triec.integrations.serving import served_vocabulary
 
 log = logging.getLogger("triec.sglang")
 
@@ -394,19 +395,22 @@ def xgrammar_backend(tokenizer: Any, vocab_size: int, eos_token_ids: set[int] | 
         return None
 
 
-def served_vocabulary(tokenizer: Any, vocab_size: int, eos_ids: Sequence[int] | None) -> tuple[Any, str]:
-    """triec's decoded vocabulary of the tokenizer SGLang serves, and the spec it was loaded from."""
+def sglang_vocabulary(tokenizer: Any, vocab_size: int, eos_ids: Sequence[int] | None) -> tuple[Any, str]:
+    """triec's decoded vocabulary of the tokenizer SGLang serves (the serving core's
+    :func:`~triec.integrations.serving.served_vocabulary`), and the spec it was loaded from."""
     from sglang.srt.runtime_context import get_serving
-
-    from triec.tokenizer.vocabulary import Vocabulary
 
     spec = getattr(tokenizer, "name_or_path", None) or get_serving().tokenizer_path
     if not spec:
         raise TriecError("triec: cannot tell where SGLang's tokenizer was loaded from (no name_or_path, no tokenizer_path)")
     try:
-        return Vocabulary.load(spec, vocab_size=vocab_size, eos_token_ids=eos_ids), str(spec)
+        return served_vocabulary(spec, vocab_size, eos_ids), str(spec)
     except TriecError as exc:
         raise TriecError(f"--grammar-backend triec: cannot decode the served tokenizer {spec!r}: {exc}") from exc
+
+
+STOPS_HINT = "SGLang's grammar backend stops on the model's EOS ids: compile the artifact with them"
+"""What a refusal for an artifact whose EOS ids SGLang would not stop on suggests."""
 
 
 def init_backend(server_args: Any, tokenizer: Any, vocab_size: int, eos_token_ids: set[int] | None = None) -> BaseGrammarBackend:
@@ -426,9 +430,10 @@ def init_backend(server_args: Any, tokenizer: Any, vocab_size: int, eos_token_id
         eos = sorted(int(e) for e in fallback._tokenizer_info.stop_token_ids)
     else:
         eos = None if getattr(tokenizer, "eos_token_id", None) is None else [int(tokenizer.eos_token_id)]
-    vocab, spec = served_vocabulary(tokenizer, vocab_size, eos)
+    vocab, spec = sglang_vocabulary(tokenizer, vocab_size, eos)
     serving = get_serving()
-    constraints = Constraints(vocab, any_whitespace=not serving.constrained_json_disable_any_whitespace, tokenizer=spec)
+    constraints = Constraints(vocab, any_whitespace=not serving.constrained_json_disable_any_whitespace, tokenizer=spec,
+                              fix_stops=STOPS_HINT)  # fmt: skip
     if serving.constrained_json_max_whitespace_cnt is not None:  # the schema layer's whitespace is unbounded
         constraints.schema_hook = None
     if fallback is not None:  # the schema layer's engine rows equal the fallback's, special tokens included

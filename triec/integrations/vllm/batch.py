@@ -19,35 +19,26 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
 import torch
 
-from triec.errors import RequestError  # noqa: F401  (the processors' callers catch it here)
-from triec.integrations.serving import (  # noqa: F401  the serving core, re-exported for the processors' callers
-    ARG_NAME,
-    ARG_RESTRICT,
-    ENV_DIR,
-    MAX_RESTRICT,
-    SETTLE_S,
+from triec.integrations.limits import Limits
+from triec.integrations.serving import (
     SUFFIX,
     ArtifactStore,
     ServedModel,
-    Table,
     TriecRequest,
-    _cache_bytes,
     check_request,
     is_schema,
     parse_extra_args,
-    reset_store,
-    served_fingerprint,
     served_model_from_config,
     store,
     warm_schema,
 )
+from triec.integrations.vllm import internals
 from triec.runtime.torch import (
     DEFAULT_MAX_GATHER,
     TorchMaskTable,
@@ -106,10 +97,12 @@ class BatchState:
         self.states = torch.zeros(max(1, capacity), dtype=torch.int64, device=self.device)
         self._keys: dict[Any, int] = {}
         self.tables: dict[int, TorchMaskTable] = {}
+        self._hosts: dict[int, Any] = {}  # gid -> the host table its device table was uploaded from
         self._next_gid = 0
         self.max_tables = 256  # past this many, or past max_table_bytes on the device, tables no slot uses are dropped
-        self.max_table_bytes = _cache_bytes()
-        self._eos = torch.tensor(sorted(set(eos_ids)) or [0], dtype=torch.int64, device=self.device)
+        self.max_table_bytes = Limits.from_env().cache_bytes
+        self.eos = torch.tensor(sorted(set(eos_ids)) or [0], dtype=torch.int64, device=self.device)
+        """The ids a row that must end may emit (the model's EOS ids)."""
         self._fused = use_kernels(self.device)  # the fused kernels: every table's rows in one launch (D30)
         self._set: TorchTableSet | None = None  # built on use from the tables now held; dropped when they change
         self._set_index = np.zeros(0, dtype=np.int64)  # gid -> its table's index in the set
@@ -121,7 +114,7 @@ class BatchState:
             return None
         if self._set is None:
             gids = sorted(self.tables)
-            self._set = TorchTableSet([self.tables[g]._source for g in gids], self.device, kernels=True)
+            self._set = TorchTableSet([self._hosts[g] for g in gids], self.device, kernels=True)
             self._set_index = np.full(self._next_gid, -1, dtype=np.int64)
             self._set_index[gids] = np.arange(len(gids))
         return self._set, self._set_index
@@ -145,6 +138,7 @@ class BatchState:
             self._next_gid += 1
             self._keys[key] = gid
             self.tables[gid] = table.to_torch(self.device)
+            self._hosts[gid] = table
             self._set = None
             if self.table_bytes() > self.max_table_bytes:
                 self._evict(keep=gid)
@@ -162,6 +156,7 @@ class BatchState:
             if gid not in used:
                 del self._keys[key]
                 del self.tables[gid]
+                del self._hosts[gid]
                 self._set = None
         live = {id(m.table) for m in self.matchers.values()}
         for tid in [t for t in self._writers if t not in live]:
@@ -174,10 +169,7 @@ class BatchState:
             return None
         assert isinstance(table, SchemaTable)
         if self.served is not None and table.vocab is None:
-            from triec.tokenizer.vocabulary import Vocabulary
-
-            s = self.served
-            table.bind(Vocabulary.load(s.tokenizer, vocab_size=s.vocab_size, eos_token_ids=table.eos_token_ids))
+            table.bind(self.served.vocabulary(table.eos_token_ids))
         warm_schema(table)  # the engine's tokenizer setup and first grammar: once per artifact version
         return table
     def assign(self, slot: int, request: TriecRequest | Exception | None) -> None:
@@ -332,7 +324,7 @@ class BatchState:
             apply_bitmask_rows(logits, to_device(np.asarray(rs, dtype=np.int64), logits.device), bitmask)
 
     def _mask_eos_only(self, logits: torch.Tensor, rows: np.ndarray) -> None:
-        keep_tokens(logits, to_device(rows, logits.device), self._eos.to(logits.device))
+        keep_tokens(logits, to_device(rows, logits.device), self.eos.to(logits.device))
 
     def mask(
         self, logits: torch.Tensor, rows: np.ndarray, slots: np.ndarray, states: torch.Tensor | None = None,
@@ -425,48 +417,15 @@ def end_everything(logits: torch.Tensor, rows: np.ndarray, eos: torch.Tensor) ->
     keep_tokens(logits, to_device(rows, logits.device), eos.to(logits.device))
 
 
-# ----------------------------------------------------------------------------- process-wide singletons
-
-_SERVED: dict[tuple[int, int], ServedModel] = {}
-_SERVED_LOCK = threading.Lock()
-
-
-def frontend_served_model(max_depth: int = 12) -> ServedModel | None:
-    """The served model as the caller's vLLM frontend sees it, or ``None``.
-
-    ``validate_params`` is a classmethod that receives only the request's
-    parameters; vLLM calls it from its ``InputProcessor``, which holds the
-    model configuration and the tokenizer. We find that object among the
-    calling frames (``self`` with ``model_config``, ``renderer`` and
-    ``generation_config_fields``), once per processor object.
-    """
-    import sys
-
-    frame = sys._getframe(1)
-    for _ in range(max_depth):
-        if frame is None:
-            return None
-        owner = frame.f_locals.get("self")
-        if owner is not None and all(hasattr(owner, a) for a in ("model_config", "renderer", "generation_config_fields")):
-            key = (id(owner), id(owner.model_config))
-            with _SERVED_LOCK:
-                found = _SERVED.get(key)
-                if found is None:
-                    try:
-                        eos = owner.renderer.get_eos_token_id()
-                    except Exception:
-                        eos = None
-                    found = _SERVED[key] = served_model_from_config(owner.model_config, eos)
-            return found
-        frame = frame.f_back
-    return None
+# ----------------------------------------------------------------------------- admission and start-up
 
 
 def validate(params: Any) -> None:
     """The body of both classes' ``validate_params``: raises RequestError (HTTP 400) on a bad request."""
     if parse_extra_args(getattr(params, "extra_args", None)) is None:
         return
-    check_request(params, frontend_served_model(), store())
+    found = internals.frontend()
+    check_request(params, None if found is None else found.served_model(), store())
 
 
 def safe_parse(params: Any) -> TriecRequest | None | Exception:
@@ -477,8 +436,8 @@ def safe_parse(params: Any) -> TriecRequest | None | Exception:
         return exc
 
 
-def engine_start(vllm_config: Any, batch: BatchState) -> None:
-    """Engine start-up work that would otherwise fall on the first requests (never raises).
+def warm_up(vllm_config: Any, batch: BatchState) -> None:
+    """Start-up work in vLLM's engine process that would otherwise fall on the first requests (never raises).
 
     Decodes the served tokenizer once (triec's vocabulary cache then serves the
     frontend's admission check from disk), and, unless ``TRIEC_PRELOAD=0``,
@@ -486,7 +445,7 @@ def engine_start(vllm_config: Any, batch: BatchState) -> None:
     """
     try:
         served = served_model_from_config(vllm_config.model_config)
-        served.fingerprint(engine_eos_ids(vllm_config))
+        served.fingerprint(model_eos_ids(vllm_config))
     except Exception as exc:
         log.warning("triec: could not fingerprint the served tokenizer at start-up: %s", exc)
     directory = batch.store.directory
@@ -507,15 +466,15 @@ def engine_start(vllm_config: Any, batch: BatchState) -> None:
             log.warning("triec: artifact %r not preloaded: %s", name, exc)
 
 
-def engine_served(vllm_config: Any) -> ServedModel | None:
-    """The served model as the engine's config describes it (``None`` when it cannot tell; never raises)."""
+def config_served_model(vllm_config: Any) -> ServedModel | None:
+    """The served model as vLLM's config describes it (``None`` when it cannot tell; never raises)."""
     try:
         return served_model_from_config(vllm_config.model_config)
     except Exception:
         return None
 
 
-def engine_eos_ids(vllm_config: Any) -> list[int]:
+def model_eos_ids(vllm_config: Any) -> list[int]:
     """EOS ids the served model stops on, for rows that must end (from the configs; never raises)."""
     try:
         served = served_model_from_config(vllm_config.model_config)
