@@ -31,12 +31,10 @@ from triec.integrations.constraints import (
     Delegate,
     TableGrammar,
     content_key,
-    fill_rows,
     literal_alternation,
     string_enum,
 )
 from triec.integrations.limits import Limits
-from triec.runtime.matcher import TableMatcher
 
 V = 151_936
 COLORS = ["red", "green", "blue", "re", "gre", 'say "hi"', "naïve", "日本"]
@@ -343,7 +341,8 @@ def artifact_dir(tmp_path, served: triec.Vocabulary, vocabs: dict[str, triec.Voc
     root.mkdir()
     triec.compile(COLORS, served).save(root / "colors.triec")
     triec.compile(COLORS, triec.Vocabulary.load("qwen2", vocab_size=V, eos_token_ids=[151643])).save(root / "one-eos.triec")
-    triec.compile(COLORS, triec.Vocabulary.load("qwen2", vocab_size=V, eos_token_ids=[151644])).save(root / "oddeos.triec")
+    odd = triec.Vocabulary.load("qwen2", vocab_size=V, eos_token_ids=[151644])  # an EOS id the model does not stop on
+    triec.compile(COLORS, odd).save(root / "oddeos.triec")
     triec.compile(COLORS, vocabs["gpt2"]).save(root / "gpt2.triec")
     triec.compile(COLORS, triec.Vocabulary.load("qwen2")).save(root / "narrow.triec")
     (root / "broken.triec").write_bytes(b"not an artifact")
@@ -431,7 +430,8 @@ def test_an_artifact_is_refused_as_the_processors_refuse_it(served: triec.Vocabu
                                  structured_outputs=None)  # fmt: skip
     with pytest.raises(RequestError) as by_processors:
         serving.check_request(processors, model, serving.ArtifactStore(artifact_dir))
-    backend = Constraints(served, artifact_dir=artifact_dir, tokenizer="qwen2", served=model, fix_stops=serving.STOPS_HINT)
+    backend = Constraints(served, artifact_dir=artifact_dir, tokenizer="qwen2", served=model,
+                          fix_stops=serving.STOPS_HINT)  # fmt: skip
     with pytest.raises(RequestError) as by_schema:
         backend.json_schema({ARTIFACT_KEYWORD: "oddeos"}, stops=model.stop_ids(processors))
     assert str(by_schema.value) == str(by_processors.value)
@@ -463,41 +463,6 @@ def test_tool_schema_artifacts_are_served_and_a_missing_directory_is_refused(ser
     monkeypatch.delenv("TRIEC_ARTIFACT_DIR", raising=False)
     with pytest.raises(RequestError, match="TRIEC_ARTIFACT_DIR"):
         Constraints(served).json_schema({ARTIFACT_KEYWORD: "colors"})
-
-
-# ----------------------------------------------------------------------------- batched rows
-
-
-class _OwnRows(TableMatcher):
-    """A matcher fill_rows does not batch (any other class): it must fill its own row."""
-
-
-@pytest.mark.parametrize(("n", "contiguous"), [(24, True), (100, True), (100, False)])
-def test_fill_rows_equals_each_matchers_own_row(served: triec.Vocabulary, n: int, contiguous: bool) -> None:
-    """Few rows of a table (one slice each) and many (one gather and scatter); a buffer of any layout."""
-    rng = random.Random(n)
-    tables = [triec.compile(COLORS, served), triec.compile(triec.synthetic.sets.tool_names(200), served)]
-    matchers: list[TableMatcher] = []
-    for i in range(n):
-        cls = _OwnRows if i % 7 == 3 else TableMatcher
-        m = cls(tables[i % 2])
-        for _ in range(rng.randint(0, 6)):
-            ids = m.allowed()
-            if ids.size == 0:
-                break
-            m.accept_token(int(rng.choice(ids)))
-        matchers.append(m)
-    assert any(m.is_terminated() for m in matchers) and any(type(m) is _OwnRows for m in matchers)
-    width = tables[0].words_per_row
-    out = np.full((n + 6, width), -1, dtype=np.int32) if contiguous else np.full((width, n + 6), -1, dtype=np.int32).T
-    rows = rng.sample(range(n + 6), n)
-    fill_rows(matchers, rows, out)
-    want = np.zeros(width, dtype=np.int32)
-    for m, r in zip(matchers, rows, strict=True):
-        m.fill_bitmask(want)
-        assert np.array_equal(out[r], want), r
-    for r in set(range(n + 6)) - set(rows):
-        assert (out[r] == -1).all()  # unlisted rows untouched
 
 
 # ----------------------------------------------------------------------------- the schema layer's hooks

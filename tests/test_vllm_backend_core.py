@@ -79,8 +79,9 @@ def test_frontend_and_engine_agree_on_json(state, monkeypatch, compact: bool, an
 
 def test_engine_decisions(state) -> None:
     g = backend.triec_grammar(state, Opt.CHOICE, json.dumps(COLORS), {151643, 151645}, True)
-    assert isinstance(g, backend.TriecGrammar)
-    assert isinstance(backend.triec_grammar(state, Opt.REGEX, "^(red|blue)$", None, True), backend.TriecGrammar)
+    assert isinstance(g, backend.TriecStructuredOutputGrammar)
+    Grammar = backend.TriecStructuredOutputGrammar
+    assert isinstance(backend.triec_grammar(state, Opt.REGEX, "^(red|blue)$", None, True), Grammar)
     for kind, spec in ((Opt.REGEX, "[a-z]+"), (Opt.GRAMMAR, 'root ::= "a"'), (Opt.JSON_OBJECT, ""),
                        (Opt.STRUCTURAL_TAG, '{"type": "structural_tag", "format": {"type": "const_string", "value": "x"}}')):  # fmt: skip
         assert isinstance(backend.triec_grammar(state, kind, spec, None, True), Delegate), kind
@@ -88,11 +89,11 @@ def test_engine_decisions(state) -> None:
     with pytest.raises(RequestError):  # an artifact gone between admission and the engine: the request fails
         backend.triec_grammar(state, Opt.JSON, json.dumps({"x-triec-artifact": "nope"}), None, True)
     again = backend.triec_grammar(state, Opt.CHOICE, json.dumps(COLORS), None, True)
-    assert isinstance(again, backend.TriecGrammar) and again.key == g.key
+    assert isinstance(again, backend.TriecStructuredOutputGrammar) and again.key == g.key
     assert again.grammar.matcher.table is g.grammar.matcher.table  # the same text: the remembered grammar
     state.constraints(True).clear()  # the cache let it go: compiled again, not served from the memo
     fresh = backend.triec_grammar(state, Opt.CHOICE, json.dumps(COLORS), None, True)
-    assert isinstance(fresh, backend.TriecGrammar) and fresh.grammar.matcher.table is not g.grammar.matcher.table
+    assert isinstance(fresh, Grammar) and fresh.grammar.matcher.table is not g.grammar.matcher.table
     bitmask = torch.full((2, (V + 31) // 32), -1, dtype=torch.int32)
     g.fill_bitmask(bitmask, 1)
     allowed = set(np.flatnonzero(np.unpackbits(bitmask[1].numpy().view(np.uint8), bitorder="little")[:V]).tolist())
@@ -102,7 +103,8 @@ def test_engine_decisions(state) -> None:
 
 
 def test_admission() -> None:
-    assert backend.claims(SO(choice=COLORS)) and backend.claims(SO(regex="(a|b)")) and backend.claims(SO(json={"enum": COLORS}))
+    assert backend.claims(SO(choice=COLORS)) and backend.claims(SO(regex="(a|b)"))
+    assert backend.claims(SO(json={"enum": COLORS}))
     assert not backend.claims(SO(regex="[ab]+")) and not backend.claims(SO(grammar='root ::= "a"'))
     assert not backend.claims(SO(choice=["ok", "\ud800"]))  # no UTF-8 text: xgrammar's, as without triec
     for so in (SO(choice=[f"v{i}" for i in range(100_001)]), SO(json={"enum": ["x" * (9 << 20)]})):
@@ -145,15 +147,15 @@ def test_an_artifact_whose_eos_ids_do_not_stop_gets_the_processors_refusal(state
     EOS ids the request does not stop on gets the processors' refusal, word for word."""
     from triec.integrations import serving
 
-    triec.compile(COLORS, triec.Vocabulary.load("qwen2", vocab_size=V, eos_token_ids=[151644])).save(tmp_path / "oddeos.triec")
-    triec.compile(COLORS, triec.Vocabulary.load("qwen2", vocab_size=V, eos_token_ids=[151643])).save(tmp_path / "colors.triec")
+    for name, eos in (("oddeos", 151644), ("colors", 151643)):  # 151644: an EOS id the model does not stop on
+        triec.compile(COLORS, triec.Vocabulary.load("qwen2", vocab_size=V, eos_token_ids=[eos])).save(tmp_path / f"{name}.triec")
     monkeypatch.setattr(serving, "_STORE", serving.ArtifactStore(tmp_path))
     original = backend_xgrammar.validate_xgrammar_grammar
     monkeypatch.setattr(backend_xgrammar, "validate_xgrammar_grammar", backend.frontend_hook(original))
     config, tokenizer = StructuredOutputsConfig(backend="auto"), SimpleNamespace(eos_token_id=151643)
     with pytest.raises(RequestError) as processors:  # the served model as the same frontend sees it
-        serving.check_request(SamplingParams(extra_args={"triec": "oddeos"}), serving.ServedModel("qwen2", V, 151643, ()),
-                              serving.store())  # fmt: skip
+        served = serving.ServedModel("qwen2", V, 151643, ())
+        serving.check_request(SamplingParams(extra_args={"triec": "oddeos"}), served, serving.store())
     assert "artifact 'oddeos' ends values with EOS ids [151644], but [151644] would not stop" in str(processors.value)
     with pytest.raises(backend.RequestRefused) as frontend:
         SamplingParams(structured_outputs=SO(json={"x-triec-artifact": "oddeos"}))._validate_structured_outputs(
@@ -165,8 +167,8 @@ def test_an_artifact_whose_eos_ids_do_not_stop_gets_the_processors_refusal(state
     admitted = SamplingParams(structured_outputs=SO(json={"x-triec-artifact": "colors"}))
     admitted._validate_structured_outputs(model_config(), config, tokenizer)
     assert admitted.structured_outputs.json == {"x-triec-artifact": "colors"}
-    assert isinstance(backend.triec_grammar(state, Opt.JSON, json.dumps({"x-triec-artifact": "colors"}), {151643}, True),
-                      backend.TriecGrammar)  # fmt: skip
+    colors = backend.triec_grammar(state, Opt.JSON, json.dumps({"x-triec-artifact": "colors"}), {151643}, True)
+    assert isinstance(colors, backend.TriecStructuredOutputGrammar)
 
 
 def _plugin_lines(monkeypatch) -> list[str]:
@@ -326,7 +328,7 @@ def test_tool_calls_are_served_and_equal_vllms_xgrammar(state, monkeypatch, shap
     rows = 0
     for walk in range(6):
         ours = backend.triec_grammar(state, kind, spec, stop, True)
-        assert isinstance(ours, backend.TriecGrammar), ours
+        assert isinstance(ours, backend.TriecStructuredOutputGrammar), ours
         ref = xgr.GrammarMatcher(ctx, override_stop_tokens=sorted(stop))
         for _ in range(90):
             ours.fill_bitmask(ours_b, 0)
@@ -347,7 +349,8 @@ def test_a_legacy_tag_with_at_least_one_stays_xgrammars(state) -> None:
     doc = {"structures": [{"begin": '<tool_call>{"name": "f", "arguments": ', "schema": {"type": "object"},
                            "end": "}</tool_call>"}], "triggers": ["<tool_call>"]}  # fmt: skip
     assert backend.claims(SO(structural_tag=json.dumps(doc)))
-    assert isinstance(backend.triec_grammar(state, Opt.STRUCTURAL_TAG, json.dumps(doc), None, True), backend.TriecGrammar)
+    served = backend.triec_grammar(state, Opt.STRUCTURAL_TAG, json.dumps(doc), None, True)
+    assert isinstance(served, backend.TriecStructuredOutputGrammar)
     doc["at_least_one"] = True
     assert not backend.claims(SO(structural_tag=json.dumps(doc)))
     assert isinstance(backend.triec_grammar(state, Opt.STRUCTURAL_TAG, json.dumps(doc), None, True), Delegate)
@@ -359,7 +362,7 @@ def test_cpu_worker_sparse_hook_equals_vllms_own(monkeypatch) -> None:
     between them and requests in another order than the batch's."""
     if internals.HOOKS[3].mismatch() is not None or internals.sparse_site() != "cpu_worker":
         pytest.skip("this vLLM applies host bitmasks through structured_output.utils (test_vllm_structured)")
-    from triec.integrations.vllm.structured import SPARSE_WORDS
+    from triec.runtime.torch import SPARSE_WORDS
 
     worker_class = internals.cpu_worker_class()
     original = getattr(worker_class.apply_grammar_bitmask, "__wrapped__", worker_class.apply_grammar_bitmask)

@@ -107,7 +107,7 @@ def test_rows_equal_vllms_own_xgrammar(vllm_backend, monkeypatch, case: str) -> 
     for walk in range(4):
         ours = hooked(vllm_backend, kind, spec, STOP)
         ref = _reference(vllm_backend, kind, spec)
-        assert isinstance(ours, backend.TriecGrammar), (case, ours)
+        assert isinstance(ours, backend.TriecStructuredOutputGrammar), (case, ours)
         for step in range(120):
             if ref.is_terminated():
                 assert ours.is_terminated()
@@ -187,7 +187,7 @@ def test_auto_tool_calls_equal_vllms_own_xgrammar(vllm_backend, monkeypatch) -> 
     for split in range(2):
         ours = hooked(vllm_backend, Opt.STRUCTURAL_TAG, spec, STOP)
         ref = _reference(vllm_backend, Opt.STRUCTURAL_TAG, spec)
-        assert isinstance(ours, backend.TriecGrammar), ours
+        assert isinstance(ours, backend.TriecStructuredOutputGrammar), ours
         i = steps = 0
         while not ref.is_terminated():
             ours.fill_bitmask(ours_b, 0)

@@ -495,7 +495,8 @@ def test_check_request_rejections(artifacts) -> None:
     assert serving.check_request(fine, served, store) is not None
     gpt2 = serving.ServedModel("gpt2", V, 50256, (50256,))
     with pytest.raises(RequestError, match="another tokenizer"):
-        serving.check_request(SamplingParams(extra_args={"triec": "colors"}, stop_token_ids=[151643, 151645]), gpt2, store)
+        params = SamplingParams(extra_args={"triec": "colors"}, stop_token_ids=[151643, 151645])
+        serving.check_request(params, gpt2, store)
     narrow = serving.ServedModel("qwen2", 151_665, 151643, (151643, 151645))
     with pytest.raises(RequestError, match="wide"):
         serving.check_request(ok, narrow, store)

@@ -1,14 +1,14 @@
-"""The serving core every engine integration shares: artifacts by name, the served model, request arguments and
+"""The serving core every server integration shares: artifacts by name, the served model, request arguments and
 admission. Framework-free: importing it pulls in neither vLLM nor SGLang nor torch (numpy and triec's runtime).
 
 Safety model. A request names an artifact; the name is resolved inside the
 directory the operator set in ``TRIEC_ARTIFACT_DIR`` and nowhere else. Every
 check that can fail on user input runs at admission (:func:`check_request`:
-the engine answers HTTP 400 and keeps serving). Inside an engine step nothing
+the server answers HTTP 400 and keeps serving). Inside a server's step nothing
 raises on user input: a request that still cannot be served there (its
 artifact vanished in between) is masked to EOS only and ends at once.
 
-The one door to serving: every artifact a request names, through any engine
+The one door to serving: every artifact a request names, through any server
 integration (the vLLM processors and structured-outputs backend, SGLang's
 backend through :class:`~triec.integrations.constraints.Constraints`,
 llama.cpp), is resolved by :class:`ArtifactStore` and admitted by
@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from triec._compat import renamed
 from triec.errors import RequestError, TriecError
 from triec.integrations.limits import Limits, table_nbytes
 from triec.runtime.table import MaskTable
@@ -381,7 +382,7 @@ class ServedModel:
         return next((v.name for v in self._known.values()), "unnamed")
 
     def know(self, vocab: Vocabulary) -> None:
-        """Serve ``vocab`` for its EOS ids (a vocabulary the engine loaded and checked itself: llama.cpp's GGUF, the
+        """Serve ``vocab`` for its EOS ids (a vocabulary the server loaded and checked itself: llama.cpp's GGUF, the
         one a backend was built with), so its fingerprint is not computed again."""
         with self._lock:
             self._known[vocab.eos_token_ids] = vocab
@@ -396,14 +397,16 @@ class ServedModel:
             if found is not None:
                 return found
         if self.tokenizer is None:
-            raise RequestError(f"the served vocabulary ({self.name}) cannot be loaded with EOS ids "
-                               f"{list(eos_token_ids or ())}: the server did not say which tokenizer it serves")  # fmt: skip
+            raise RequestError(
+                f"the served vocabulary ({self.name}) cannot be loaded with EOS ids {list(eos_token_ids or ())}: "
+                "the server did not say which tokenizer it serves"
+            )
         return served_vocabulary(self.tokenizer, self.vocab_size, eos_token_ids)
 
     def fingerprint(self, eos_token_ids: Sequence[int]) -> str | None:
         """The served tokenizer's vocabulary fingerprint, with the artifact's EOS ids (None: cannot be told).
 
-        The engine process decodes the served tokenizer at start-up (the vLLM processors' ``warm_up``, the
+        vLLM's engine process decodes the served tokenizer at start-up (the vLLM processors' ``warm_up``, the
         backend's vocabulary thread), so the frontend's first request reads triec's vocabulary cache from disk
         (about 15 ms) and later ones the memo here.
         """
@@ -455,8 +458,7 @@ def check_request(params: Any, served: ServedModel | None, store: ArtifactStore)
     request = parse_extra_args(getattr(params, "extra_args", None))
     if request is None:
         return None
-    if served is None:
-        raise RequestError("triec cannot tell which model this server runs (unsupported engine version?)")
+    served = known_server(served)
     if int(getattr(params, "min_tokens", 0) or 0) > 0:
         raise RequestError("min_tokens > 0 cannot be combined with triec: EOS would be masked at a complete value")
     if getattr(params, "structured_outputs", None) is not None:
@@ -465,9 +467,18 @@ def check_request(params: Any, served: ServedModel | None, store: ArtifactStore)
     return request
 
 
+def known_server(served: ServedModel | None) -> ServedModel:
+    """``served``, or RequestError where the server could not tell which model it runs (no artifact can be admitted
+    without its width and tokenizer)."""
+    if served is None:
+        raise RequestError("triec cannot tell which model this server runs (an unsupported server version?): "
+                           "artifacts are refused")  # fmt: skip
+    return served
+
+
 def admit_artifact(request: TriecRequest, store: ArtifactStore, served: ServedModel, stops: Iterable[int], *,
                    fix_stops: str) -> Resolved:  # fmt: skip
-    """The one door for an artifact a request names, whatever the engine: resolved by ``store`` (the file, then its
+    """The one door for an artifact a request names, whatever the server: resolved by ``store`` (the file, then its
     restricted subset) and admitted (:func:`admit`). RequestError names the first failure."""
     found = store.open(request)
     admit(f"artifact {request.name!r}", found.table, found.parent, served, set(stops), fix_stops=fix_stops)
@@ -476,10 +487,10 @@ def admit_artifact(request: TriecRequest, store: ArtifactStore, served: ServedMo
 
 def admit(what: str, table: ServedTable, parent: ServedTable, served: ServedModel, stops: set[int], *,
           fix_stops: str) -> None:  # fmt: skip
-    """The checks every engine makes before serving ``table`` (a view of ``parent``) to ``served``; RequestError.
+    """The checks every server makes before serving ``table`` (a view of ``parent``) to ``served``; RequestError.
 
     The masks are as wide as the model's logits, the vocabulary is the model's (fingerprint, EOS ids included),
-    every EOS id the table ends values with stops the engine (``stops``), and a schema table's grammar engine is
+    every EOS id the table ends values with stops the server (``stops``), and a schema table's grammar engine is
     installed. ``fix_stops`` says how a request or server makes those EOS ids stop.
     """
     if parent.vocab_size != served.vocab_size:
@@ -516,7 +527,7 @@ def admit(what: str, table: ServedTable, parent: ServedTable, served: ServedMode
 
 
 def warm_schema(table: SchemaTable) -> None:
-    """Set up a schema table's engine before its first request: the engine over the vocabulary, the grammar
+    """Set up a schema table's grammar engine before its first request: the engine over the vocabulary, the grammar
     the output starts in (or a table's only grammar), and the matchers' token lookups. A registry's argument
     grammars are left to their first use."""
     table.driver()
@@ -550,6 +561,8 @@ def reset_store(directory: str | os.PathLike[str] | None = None) -> ArtifactStor
 __all__ = [
     "ARG_NAME", "ARG_RESTRICT", "ENV_DIR", "MAX_RESTRICT", "MAX_VOCABULARIES", "SETTLE_S", "STOPS_HINT", "SUFFIX",
     "ArtifactStore", "Resolved", "ServedModel", "ServedTable", "TriecRequest", "admit", "admit_artifact",
-    "check_request", "eos_key", "is_schema", "parse_extra_args", "reset_store", "restrict_values",
+    "check_request", "eos_key", "is_schema", "known_server", "parse_extra_args", "reset_store", "restrict_values",
     "served_fingerprint", "served_model_from_config", "served_vocabulary", "store", "warm_schema",
 ]  # fmt: skip
+
+__getattr__ = renamed(__name__, {"Table": "triec.integrations.serving:ServedTable"})

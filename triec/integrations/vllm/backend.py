@@ -54,6 +54,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from triec._compat import renamed
 from triec.errors import RequestError, TriecError
 from triec.integrations.constraints import (
     ARTIFACT_KEYWORD,
@@ -64,7 +65,7 @@ from triec.integrations.constraints import (
     string_enum,
 )
 from triec.integrations.limits import Limits
-from triec.integrations.serving import STOPS_HINT, ServedModel, served_vocabulary, store
+from triec.integrations.serving import STOPS_HINT, ServedModel, known_server, served_vocabulary, store
 from triec.integrations.vllm import internals
 from triec.integrations.vllm.structured import RequestGrammar, tagged_tools
 from triec.runtime.torch import SPARSE_WORDS, apply_bitmask_sparse
@@ -105,7 +106,7 @@ def compact_ok(any_whitespace: bool) -> bool:
 # ----------------------------------------------------------------------------- the grammar object
 
 
-class TriecGrammar(StructuredOutputGrammar):
+class TriecStructuredOutputGrammar(StructuredOutputGrammar):
     """One request on a triec grammar, with ``XgrammarGrammar``'s semantics (:class:`RequestGrammar`)."""
 
     def __init__(self, grammar: RequestGrammar, key: str) -> None:
@@ -226,10 +227,8 @@ def claims(structured_outputs: Any, served: ServedModel | None = None, any_white
         if plan == "enum":
             return _claim_values(string_enum(doc), "structured_outputs.json enum", limits)
         if plan == "artifact":
-            if served is None:
-                raise RequestRefused("triec cannot tell which model this server runs: artifacts are refused")
             try:
-                _frontend_constraints(served).json_schema(doc, stops=stops)
+                _frontend_constraints(known_server(served)).json_schema(doc, stops=stops)
             except RequestError as exc:
                 raise RequestRefused(str(exc)) from None
             except Exception as exc:  # noqa: BLE001  the served tokenizer: decoded here for the artifact checks
@@ -397,7 +396,7 @@ def backend_state(model_config: Any, vocab_size: int | None = None) -> BackendSt
 
 def triec_grammar(
     state: BackendState, request_type: StructuredOutputOptions, spec: str, stop_token_ids: Any, any_whitespace: bool,
-) -> TriecGrammar | Delegate:  # fmt: skip
+) -> TriecStructuredOutputGrammar | Delegate:  # fmt: skip
     """The engine decision for one compiled constraint: a triec grammar, or Delegate (xgrammar compiles it).
 
     A refusal here (RequestError) was not expected after admission; it is
@@ -446,8 +445,9 @@ def _json_or_none(text: str) -> Any:
         return None
 
 
-def _grammar(served: TableGrammar, stop_token_ids: Any) -> TriecGrammar:
-    return TriecGrammar(RequestGrammar(served.matcher(), served.table.eos_token_ids, stop_token_ids), served.key)
+def _grammar(served: TableGrammar, stop_token_ids: Any) -> TriecStructuredOutputGrammar:
+    grammar = RequestGrammar(served.matcher(), served.table.eos_token_ids, stop_token_ids)
+    return TriecStructuredOutputGrammar(grammar, served.key)
 
 
 # ----------------------------------------------------------------------------- the replacements
@@ -630,7 +630,14 @@ def install(hooks: tuple[str, ...] = HOOK_NAMES) -> None:
 
 
 __all__ = [
-    "COMPACT_ENV", "HOOK_NAMES", "BackendState", "RequestRefused", "SparseXgrammar", "TriecGrammar", "backend_state",
-    "claims", "compact_ok", "compile_hook", "cpu_worker_hook", "frontend_hook", "install", "manager_init_hook",
+    "COMPACT_ENV", "HOOK_NAMES", "BackendState", "RequestRefused", "SparseXgrammar", "TriecStructuredOutputGrammar",
+    "backend_state", "claims", "compact_ok", "compile_hook", "cpu_worker_hook", "frontend_hook", "install", "manager_init_hook",
     "plan_json", "triec_grammar",
 ]  # fmt: skip
+
+__getattr__ = renamed(__name__, {
+    "TriecGrammar": "triec.integrations.vllm.backend:TriecStructuredOutputGrammar",
+    "admit": "triec.integrations.vllm.backend:claims",
+    "EngineState": "triec.integrations.vllm.backend:BackendState",
+    "engine_state": "triec.integrations.vllm.backend:backend_state",
+})  # fmt: skip

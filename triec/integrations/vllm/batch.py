@@ -11,8 +11,9 @@ Schema artifacts (:class:`~triec.schema.table.SchemaTable`: tool calls, large
 enums anywhere in a JSON Schema) are served beside plain tables: each such row
 keeps one :class:`~triec.schema.matcher.SchemaMatcher` on the host, fed the same
 tokens as the plain rows' device states; a row that is exactly a slot's
-precomputed (word, bits) row is gathered from it, every other row comes from one
-:class:`~triec.schema.matcher.SchemaMaskWriter` per artifact (D20).
+precomputed (word, bits) row is gathered from it, every other row is written by
+the integrations' one path for host matchers
+(:class:`~triec.integrations.matchers.MatcherRows`: each artifact's mask writer, D20).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import numpy as np
 import torch
 
 from triec.integrations.limits import Limits
+from triec.integrations.matchers import MatcherRows
 from triec.integrations.serving import (
     SUFFIX,
     ArtifactStore,
@@ -39,6 +41,7 @@ from triec.integrations.serving import (
     warm_schema,
 )
 from triec.integrations.vllm import internals
+from triec.runtime.bitmask import WORD_BITS, unpack
 from triec.runtime.torch import (
     DEFAULT_MAX_GATHER,
     TorchMaskTable,
@@ -47,7 +50,7 @@ from triec.runtime.torch import (
     keep_tokens,
     use_kernels,
 )
-from triec.schema.matcher import SchemaMaskWriter, SchemaMatcher
+from triec.schema.matcher import SchemaMatcher
 from triec.schema.table import SchemaTable
 
 log = logging.getLogger("triec.vllm")
@@ -91,7 +94,7 @@ class BatchState:
         self.store = store
         self.served = served
         self.matchers: dict[int, SchemaMatcher] = {}
-        self._writers: dict[int, tuple[SchemaTable, SchemaMaskWriter]] = {}  # id(table) -> its row writer
+        self._rows = MatcherRows()  # the schema rows' writers, one per artifact
         self.device = torch.device(device)
         self.group = np.full(max(1, capacity), UNCONSTRAINED, dtype=np.int64)
         self.states = torch.zeros(max(1, capacity), dtype=torch.int64, device=self.device)
@@ -158,9 +161,7 @@ class BatchState:
                 del self.tables[gid]
                 del self._hosts[gid]
                 self._set = None
-        live = {id(m.table) for m in self.matchers.values()}
-        for tid in [t for t in self._writers if t not in live]:
-            del self._writers[tid]
+        self._rows.forget(m.table for m in self.matchers.values())
 
     def schema_table(self, request: TriecRequest) -> SchemaTable | None:
         """The request's artifact when it is a schema table, bound and its engine set up; else None."""
@@ -185,10 +186,7 @@ class BatchState:
         try:
             schema = self.schema_table(request)
             if schema is not None:
-                if len(self._writers) > self.max_tables:
-                    self._evict()
                 self.matchers[slot] = schema.matcher()
-                self._writers.setdefault(id(schema), (schema, schema.mask_writer(self.group.shape[0])))
                 self.group[slot] = SCHEMA
                 return
             gid, table = self.device_table(request)
@@ -305,21 +303,14 @@ class BatchState:
                     continue
                 w = src[0].words
                 lo, hi = int(w.offsets[src[1]]), int(w.offsets[src[1] + 1])
-                bits = np.unpackbits(np.ascontiguousarray(w.bits[lo:hi]).view(np.uint8).reshape(-1, 4), axis=1,
-                                     bitorder="little")  # fmt: skip
-                word, pos = np.nonzero(bits)
-                ids = w.words[lo:hi].astype(np.int64)[word] * 32 + pos
+                pair, bit = np.nonzero(unpack(w.bits[lo:hi].reshape(-1, 1)))  # each (word, bits) pair's set bits
+                ids = w.words[lo:hi].astype(np.int64)[pair] * WORD_BITS + bit
             ids = ids[ids < logits.shape[1]]  # on the host: keep_tokens takes ids inside the width
             keep_tokens(logits, to_device(np.array([r], dtype=np.int64), logits.device), to_device(ids, logits.device))
         if dead:
             self._mask_eos_only(logits, np.asarray(dead, dtype=np.int64))
-        for tid, (rs, ms) in engine.items():
-            table, writer = self._writers.get(tid, (None, None))
-            if writer is None or writer.max_batch < len(ms):
-                table = ms[0].table
-                writer = table.mask_writer(max(len(ms), self.group.shape[0]))
-                self._writers[tid] = (table, writer)
-            words = writer.fill(ms)  # a view of the writer's buffer, read before its next fill
+        for rs, ms in engine.values():
+            words = self._rows.fill(ms)  # one artifact's rows: a view of its writer's buffer, read before the next fill
             bitmask = to_device(np.ascontiguousarray(words).view(np.int32), logits.device)
             apply_bitmask_rows(logits, to_device(np.asarray(rs, dtype=np.int64), logits.device), bitmask)
 
@@ -420,12 +411,17 @@ def end_everything(logits: torch.Tensor, rows: np.ndarray, eos: torch.Tensor) ->
 # ----------------------------------------------------------------------------- admission and start-up
 
 
+def frontend_served_model() -> ServedModel | None:
+    """The served model as the calling vLLM frontend sees it (:func:`.internals.frontend`), or ``None``."""
+    found = internals.frontend()
+    return None if found is None else found.served_model()
+
+
 def validate(params: Any) -> None:
     """The body of both classes' ``validate_params``: raises RequestError (HTTP 400) on a bad request."""
     if parse_extra_args(getattr(params, "extra_args", None)) is None:
         return
-    found = internals.frontend()
-    check_request(params, None if found is None else found.served_model(), store())
+    check_request(params, frontend_served_model(), store())
 
 
 def safe_parse(params: Any) -> TriecRequest | None | Exception:

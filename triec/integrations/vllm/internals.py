@@ -184,7 +184,8 @@ class Frontend:
             if found is None or found[0] is not self.model_config:
                 from triec.integrations.serving import served_model_from_config
 
-                found = _SERVED[key] = (self.model_config, served_model_from_config(self.model_config, self.eos_token_id))
+                served = served_model_from_config(self.model_config, self.eos_token_id)
+                found = _SERVED[key] = (self.model_config, served)
                 while len(_SERVED) > 16:
                     _SERVED.popitem(last=False)
             return found[1]
@@ -212,7 +213,8 @@ def frontend(max_depth: int = 16) -> Frontend | None:
         local = frame.f_locals
         if "model_config" in local and "structured_outputs_config" in local:
             eos = getattr(local.get("tokenizer"), "eos_token_id", None)
-            return Frontend(local["model_config"], local["structured_outputs_config"], eos if isinstance(eos, int) else None)
+            eos = eos if isinstance(eos, int) else None
+            return Frontend(local["model_config"], local["structured_outputs_config"], eos)
         owner = local.get("self")
         if owner is not None and all(hasattr(owner, a) for a in _PROCESSOR_ATTRS):
             try:
@@ -404,8 +406,9 @@ def mismatch(allow_untested: bool = False) -> str | None:
 
 
 __all__ = [
-    "CPU_WORKER", "HOOKS", "WINDOW", "Frontend", "Hook", "Plan", "choice_as_grammar", "client_error", "cpu_worker_class",
-    "draft_trimmer", "frontend", "grammar_base", "in_window", "manager_class", "mismatch", "options", "plan", "sparse_site",
+    "CPU_WORKER", "HOOKS", "WINDOW", "Frontend", "Hook", "Plan", "choice_as_grammar", "client_error",
+    "cpu_worker_class", "draft_trimmer", "frontend", "grammar_base", "in_window", "manager_class", "mismatch", "options",
+    "plan", "sparse_site",
     "structured_output_utils", "tag_compiler", "v1_processor_interface", "v2_processor_base", "version",
     "xgrammar_backend",
 ]  # fmt: skip

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from triec._compat import renamed
 from triec.integrations import serving
 from triec.integrations.vllm import batch, internals
 
@@ -27,8 +28,12 @@ MoveDirectionality = _interface.MoveDirectionality
 _V1LogitsProcessor = _interface.LogitsProcessor
 
 
-class TriecLogitsProcessor(_V1LogitsProcessor):
-    """Constrains requests with ``extra_args={"triec": NAME}`` to one value of ``$TRIEC_ARTIFACT_DIR/NAME.triec``."""
+class TriecLogitsProcessorV1(_V1LogitsProcessor):
+    """Constrains requests with ``extra_args={"triec": NAME}`` to one value of ``$TRIEC_ARTIFACT_DIR/NAME.triec``.
+
+    Users name it ``triec.integrations.vllm:TriecLogitsProcessor`` (the package's name for it, README) or
+    ``triec.integrations.vllm:TriecLogitsProcessorV1``; vLLM reads only the class, never its name.
+    """
 
     @classmethod
     def validate_params(cls, sampling_params: Any) -> None:
@@ -37,7 +42,7 @@ class TriecLogitsProcessor(_V1LogitsProcessor):
     def __init__(self, vllm_config: Any, device: torch.device, is_pin_memory: bool) -> None:
         capacity = int(getattr(vllm_config.scheduler_config, "max_num_seqs", 256) or 256)
         self.core = batch.BatchState(
-            serving.store(), device, capacity, batch.model_eos_ids(vllm_config), batch.config_served_model(vllm_config)
+            serving.store(), device, capacity, batch.model_eos_ids(vllm_config), batch.config_served_model(vllm_config),
         )
         batch.warm_up(vllm_config, self.core)
         self.outputs: dict[int, list[int]] = {}  # slot -> the request's live output list (constrained slots)
@@ -110,3 +115,6 @@ def _known(output: list[int]) -> int:
     while n and output[n - 1] == -1:
         n -= 1
     return n
+
+
+__getattr__ = renamed(__name__, {"TriecLogitsProcessor": "triec.integrations.vllm.v1:TriecLogitsProcessorV1"})
