@@ -60,11 +60,11 @@ def vllm_backend(tmp_path_factory):
         speculative_config=None,
     )  # fmt: skip
     made = backend_xgrammar.XgrammarBackend(vllm_config=config, tokenizer=_hf_tokenizer(), vocab_size=V)
-    saved = dict(backend._ENGINES)
+    saved = dict(backend._STATES)
     backend._STATES.clear()  # a fresh engine's state: its tokenizer infos are taken from this backend
     yield made
     backend._STATES.clear()
-    backend._ENGINES.update(saved)
+    backend._STATES.update(saved)
 
 
 def _original():

@@ -42,6 +42,7 @@ from triec.integrations.serving import (
 )
 from triec.integrations.vllm import internals
 from triec.runtime.bitmask import WORD_BITS, unpack
+from triec.runtime.table import MaskTable
 from triec.runtime.torch import (
     DEFAULT_MAX_GATHER,
     TorchMaskTable,
@@ -100,7 +101,7 @@ class BatchState:
         self.states = torch.zeros(max(1, capacity), dtype=torch.int64, device=self.device)
         self._keys: dict[Any, int] = {}
         self.tables: dict[int, TorchMaskTable] = {}
-        self._hosts: dict[int, Any] = {}  # gid -> the host table its device table was uploaded from
+        self._hosts: dict[int, MaskTable] = {}  # gid -> the host table its device table was uploaded from
         self._next_gid = 0
         self.max_tables = 256  # past this many, or past max_table_bytes on the device, tables no slot uses are dropped
         self.max_table_bytes = Limits.from_env().cache_bytes

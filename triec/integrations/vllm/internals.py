@@ -206,7 +206,7 @@ def frontend(max_depth: int = 16) -> Frontend | None:
     structured_outputs_config, tokenizer)`` as locals, or the ``InputProcessor`` itself (``self`` with
     ``model_config``, ``renderer`` and ``generation_config_fields``), whichever comes first.
     """
-    frame = sys._getframe(1)
+    frame: Any = sys._getframe(1)
     for _ in range(max_depth):
         if frame is None:
             return None
