@@ -47,7 +47,8 @@ def test_restrict_values_are_one_rule() -> None:
         assert "'x-key'" in str(info.value)
 
 
-def _validate_structured_outputs(self, model_config, structured_outputs_config, tokenizer):  # type: ignore[no-untyped-def]
+def _validate_structured_outputs(self: object, model_config: object, structured_outputs_config: object,
+                                 tokenizer: object) -> internals.Frontend | None:
     """Shaped as vLLM's ``SamplingParams._validate_structured_outputs``: the backend's hook runs below it."""
     return _hook()
 
@@ -81,6 +82,7 @@ def test_one_walker_reads_either_frontend_frame() -> None:
     assert found is not None and found.model_config is config and found.eos_token_id == 151645
     assert found.structured_outputs_config is processor.structured_outputs_config
     served = found.served_model()
-    assert served.tokenizer == "qwen2" and served.generation_eos_ids == (151643, 151645) and served.eos_token_id == 151645
+    assert served.tokenizer == "qwen2" and served.generation_eos_ids == (151643, 151645)
+    assert served.eos_token_id == 151645
     assert found.served_model() is served  # once per model config and EOS id
     assert _hook() is None  # no frontend up this stack

@@ -148,7 +148,8 @@ def test_an_artifact_whose_eos_ids_do_not_stop_gets_the_processors_refusal(state
     from triec.integrations import serving
 
     for name, eos in (("oddeos", 151644), ("colors", 151643)):  # 151644: an EOS id the model does not stop on
-        triec.compile(COLORS, triec.Vocabulary.load("qwen2", vocab_size=V, eos_token_ids=[eos])).save(tmp_path / f"{name}.triec")
+        vocab = triec.Vocabulary.load("qwen2", vocab_size=V, eos_token_ids=[eos])
+        triec.compile(COLORS, vocab).save(tmp_path / f"{name}.triec")
     monkeypatch.setattr(serving, "_STORE", serving.ArtifactStore(tmp_path))
     original = backend_xgrammar.validate_xgrammar_grammar
     monkeypatch.setattr(backend_xgrammar, "validate_xgrammar_grammar", backend.frontend_hook(original))
@@ -208,7 +209,8 @@ def test_plugin_is_off_without_the_switch_or_on_another_vllm(monkeypatch) -> Non
     assert not plugin.is_on()
     assert plugin.mismatch() is None  # this vLLM is one the replacements were written for
     assert plugin.plan().without == {}  # and every hook has its call site here
-    assert plugin.tested(vllm.__version__) and plugin.tag_compiler(backend_xgrammar.XgrammarBackend) is not None
+    assert internals.in_window(vllm.__version__)
+    assert internals.tag_compiler(backend_xgrammar.XgrammarBackend) is not None
     monkeypatch.setattr(vllm, "__version__", "0.99.0")
     assert plugin.mismatch().startswith("vLLM 0.99.0 is outside the versions it was tested on (0.32.x, 0.33.x, 0.34.x)")
     monkeypatch.setenv(plugin.ALLOW_UNTESTED_ENV, "1")

@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -157,7 +158,8 @@ class TriecGrammarObject(BaseGrammarObject):
             else:
                 g.fill_vocab_mask(vocab_mask, entry.row)
         if matchers:
-            _fill_host(vocab_mask, lambda mask: _ROWS.fill(matchers, mask, rows))
+            with _ROWS_LOCK:
+                _fill_host(vocab_mask, lambda mask: _ROWS.fill(matchers, mask, rows))
 
     @staticmethod
     def reset_vocab_mask(vocab_mask: torch.Tensor) -> None:
@@ -216,7 +218,8 @@ class TriecGrammarObject(BaseGrammarObject):
 
 
 _ROWS = MatcherRows()
-"""The triec rows of SGLang's batches (one scheduler thread fills them): schema tables' mask writers kept here."""
+"""The triec rows of SGLang's batches: schema tables' mask writers kept here, used under :data:`_ROWS_LOCK`."""
+_ROWS_LOCK = threading.Lock()
 
 
 class RefusedGrammar(InvalidGrammarObject):

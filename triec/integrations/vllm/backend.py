@@ -482,7 +482,8 @@ def compile_hook(original: Callable[..., StructuredOutputGrammar], tag_attr: str
                  ) -> Callable[..., StructuredOutputGrammar]:  # fmt: skip
     """``XgrammarBackend.compile_grammar`` that builds a triec grammar where it is exact, xgrammar's elsewhere.
 
-    ``tag_attr``: the backend's compiler of structural tags (``plugin.tag_compiler``: 0.33's ``full_vocab_compiler``).
+    ``tag_attr``: the backend's compiler of structural tags (:func:`.internals.tag_compiler`: 0.33's
+    ``full_vocab_compiler``).
     """
     choice_as_grammar = internals.choice_as_grammar
 
@@ -631,8 +632,8 @@ def install(hooks: tuple[str, ...] = HOOK_NAMES) -> None:
 
 __all__ = [
     "COMPACT_ENV", "HOOK_NAMES", "BackendState", "RequestRefused", "SparseXgrammar", "TriecStructuredOutputGrammar",
-    "backend_state", "claims", "compact_ok", "compile_hook", "cpu_worker_hook", "frontend_hook", "install", "manager_init_hook",
-    "plan_json", "triec_grammar",
+    "backend_state", "claims", "compact_ok", "compile_hook", "cpu_worker_hook", "frontend_hook", "install",
+    "manager_init_hook", "plan_json", "triec_grammar",
 ]  # fmt: skip
 
 __getattr__ = renamed(__name__, {

@@ -407,8 +407,7 @@ def mismatch(allow_untested: bool = False) -> str | None:
 
 __all__ = [
     "CPU_WORKER", "HOOKS", "WINDOW", "Frontend", "Hook", "Plan", "choice_as_grammar", "client_error",
-    "cpu_worker_class", "draft_trimmer", "frontend", "grammar_base", "in_window", "manager_class", "mismatch", "options",
-    "plan", "sparse_site",
-    "structured_output_utils", "tag_compiler", "v1_processor_interface", "v2_processor_base", "version",
-    "xgrammar_backend",
+    "cpu_worker_class", "draft_trimmer", "frontend", "grammar_base", "in_window", "manager_class", "mismatch",
+    "options", "plan", "sparse_site", "structured_output_utils", "tag_compiler", "v1_processor_interface",
+    "v2_processor_base", "version", "xgrammar_backend",
 ]  # fmt: skip
