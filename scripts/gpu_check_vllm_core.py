@@ -29,6 +29,7 @@ import numpy as np
 import torch
 
 import triec
+from triec.integrations import serving
 from triec.integrations.vllm import batch as vllm_batch
 from triec.synthetic.sets import tool_names
 
@@ -49,7 +50,7 @@ def main() -> int:
     }
     for name, t in tables.items():
         t.save(tmp / f"{name}.triec")
-    store = vllm_batch.ArtifactStore(tmp)
+    store = serving.ArtifactStore(tmp)
     eos = list(tables["tools"].eos_token_ids)
     rng = np.random.default_rng(0)
     errors = 0
@@ -59,7 +60,7 @@ def main() -> int:
         kinds = rng.choice(["tools", "codes", None], size=b, p=[0.45, 0.45, 0.1])
         host_state: dict[int, tuple[str, int]] = {}
         for slot, kind in enumerate(kinds):
-            batch.assign(slot, vllm_batch.TriecRequest(str(kind)) if kind else None)
+            batch.assign(slot, serving.TriecRequest(str(kind)) if kind else None)
             if kind:
                 host_state[slot] = (str(kind), tables[str(kind)].start)
         # a swap and a one-way move, as vLLM's batch reordering does
@@ -142,7 +143,7 @@ def check_spec(store, tables: dict, device: torch.device, eos: list[int], rng: n
     kinds = rng.choice(["tools", "codes", None], size=b, p=[0.45, 0.45, 0.1])
     host: dict[int, tuple[str, int]] = {}
     for slot, kind in enumerate(kinds):
-        batch.assign(slot, vllm_batch.TriecRequest(str(kind)) if kind else None)
+        batch.assign(slot, serving.TriecRequest(str(kind)) if kind else None)
         if kind:
             host[slot] = (str(kind), tables[str(kind)].start)
     errors, checked, times = 0, 0, []

@@ -24,6 +24,7 @@ import pytest
 
 import triec
 from triec.errors import ArtifactChecksumError, RequestError
+from triec.integrations import serving
 from triec.integrations.vllm import batch as vllm_batch
 
 OLD = ["red", "green", "blue", "yellow", "purple"]
@@ -58,18 +59,18 @@ def walk_value(table, rng: np.random.Generator) -> str:
 
 def settle(path: Path) -> None:
     """Date the file back past the store's settling window (as a file written a while ago)."""
-    old = time.time() - 10 * vllm_batch.SETTLE_S
+    old = time.time() - 10 * serving.SETTLE_S
     os.utime(path, (old, old))
 
 
 @pytest.fixture
-def store(tmp_path: Path, blobs) -> vllm_batch.ArtifactStore:
+def store(tmp_path: Path, blobs) -> serving.ArtifactStore:
     (tmp_path / "colors.triec").write_bytes(blobs["old"])
     settle(tmp_path / "colors.triec")
-    return vllm_batch.ArtifactStore(tmp_path)
+    return serving.ArtifactStore(tmp_path)
 
 
-def served(store: vllm_batch.ArtifactStore, name: str = "colors") -> set[str]:
+def served(store: serving.ArtifactStore, name: str = "colors") -> set[str]:
     return set(store.table(name).values)
 
 
@@ -115,7 +116,7 @@ def test_truncate_then_rewrite(store, blobs, tmp_path: Path) -> None:
 def test_delete_then_recreate(store, blobs, tmp_path: Path) -> None:
     rng = np.random.default_rng(3)
     old = store.table("colors")
-    sub_key, _ = store.resolve(vllm_batch.TriecRequest("colors", ("blue", "red")))
+    sub_key, _ = store.resolve(serving.TriecRequest("colors", ("blue", "red")))
     (tmp_path / "colors.triec").unlink()
     with pytest.raises(RequestError, match="no artifact named 'colors'"):
         store.table("colors")
@@ -153,10 +154,10 @@ def test_corrupt_settled_file_is_refused_until_it_changes(store, blobs, tmp_path
 
 def test_subsets_of_a_replaced_version_are_dropped(store, blobs, tmp_path: Path) -> None:
     for subset in (("blue", "red"), ("green",), ("purple", "yellow")):
-        store.resolve(vllm_batch.TriecRequest("colors", subset))
+        store.resolve(serving.TriecRequest("colors", subset))
     assert len(store._subsets) == 3
     os.replace(_write(tmp_path / ".t", blobs["new"]), tmp_path / "colors.triec")
-    key, sub = store.resolve(vllm_batch.TriecRequest("colors", ("square",)))
+    key, sub = store.resolve(serving.TriecRequest("colors", ("square",)))
     assert set(sub.values) == {"square"} and list(store._subsets) == [key]
 
 
@@ -169,9 +170,9 @@ def test_engine_rows_keep_their_table(store, blobs, tmp_path: Path, qwen2: triec
     """The processors' batch: a row started before a fault finishes on its table; a row started after ends at once."""
     torch = pytest.importorskip("torch")
     batch = vllm_batch.BatchState(store, torch.device("cpu"), 4, qwen2.eos_token_ids)
-    batch.assign(0, vllm_batch.TriecRequest("colors"))
+    batch.assign(0, serving.TriecRequest("colors"))
     os.truncate(tmp_path / "colors.triec", 64)
-    batch.assign(1, vllm_batch.TriecRequest("colors"))
+    batch.assign(1, serving.TriecRequest("colors"))
     assert batch.group[1] == vllm_batch.EOS_ONLY  # its artifact broke between admission and the engine: ends with EOS
     assert "colors" not in store._tables  # the broken version is not kept
     logits = torch.zeros(1, qwen2.vocab_size)
@@ -193,10 +194,10 @@ TRUNCATE = textwrap.dedent(
     """
     import os, sys
     import triec
-    from triec.integrations.vllm import batch as vllm_batch
+    from triec.integrations import serving
     path, mode = sys.argv[1], sys.argv[2]
     if mode == "store":
-        table = vllm_batch.ArtifactStore(os.path.dirname(path)).table("colors")
+        table = serving.ArtifactStore(os.path.dirname(path)).table("colors")
     else:
         table = triec.load(path, copy=(mode == "copy"))
     os.truncate(path, 0)

@@ -22,18 +22,18 @@ from hypothesis import strategies as st
 import triec
 import triec.synthetic.sets
 from triec.errors import RequestError, ValuesError
+from triec.integrations import serving
 from triec.integrations.constraints import (
     ARTIFACT_KEYWORD,
     RESTRICT_KEYWORD,
     Constraints,
     Delegate,
-    Limits,
     TableGrammar,
     content_key,
-    fill_rows,
     literal_alternation,
     string_enum,
 )
+from triec.integrations.limits import Limits
 from triec.runtime.bitmask import ids_of as row_ids
 from triec.runtime.matcher import TableMatcher
 
@@ -342,6 +342,8 @@ def artifact_dir(tmp_path, served: triec.Vocabulary, vocabs: dict[str, triec.Voc
     root.mkdir()
     triec.compile(COLORS, served).save(root / "colors.triec")
     triec.compile(COLORS, triec.Vocabulary.load("qwen2", vocab_size=V, eos_token_ids=[151643])).save(root / "one-eos.triec")
+    odd = triec.Vocabulary.load("qwen2", vocab_size=V, eos_token_ids=[151644])  # an EOS id the model does not stop on
+    triec.compile(COLORS, odd).save(root / "oddeos.triec")
     triec.compile(COLORS, vocabs["gpt2"]).save(root / "gpt2.triec")
     triec.compile(COLORS, triec.Vocabulary.load("qwen2")).save(root / "narrow.triec")
     (root / "broken.triec").write_bytes(b"not an artifact")
@@ -391,8 +393,10 @@ def test_an_artifact_file_that_changes_is_reloaded(served: triec.Vocabulary, art
         ({ARTIFACT_KEYWORD: "narrow"}, "151646 wide"),
         ({ARTIFACT_KEYWORD: 3}, "must be an artifact name"),
         ({ARTIFACT_KEYWORD: "colors", "type": "string"}, "holds only"),
-        ({ARTIFACT_KEYWORD: "colors", RESTRICT_KEYWORD: "red"}, "non-empty list of strings"),
+        ({ARTIFACT_KEYWORD: "colors", RESTRICT_KEYWORD: {"red": 1}}, "non-empty list of strings"),
         ({ARTIFACT_KEYWORD: "colors", RESTRICT_KEYWORD: []}, "non-empty list of strings"),
+        ({ARTIFACT_KEYWORD: "colors", RESTRICT_KEYWORD: ["red", 3]}, "values must be strings"),
+        ({ARTIFACT_KEYWORD: "oddeos"}, "[151644] would not stop generation"),
         ({ARTIFACT_KEYWORD: "colors", RESTRICT_KEYWORD: ["purple"]}, "purple"),
     ],
 )
@@ -401,6 +405,39 @@ def test_artifact_requests_are_checked_at_admission(served: triec.Vocabulary, ar
     with pytest.raises(RequestError, match=re.escape(words)) as info:
         c.json_schema(json.dumps(schema))
     assert "\n" not in str(info.value)
+
+
+def test_restrict_values_are_checked_in_one_place(served: triec.Vocabulary, artifact_dir) -> None:
+    """``restrict`` (extra_args) and ``x-triec-restrict`` (a schema) go through serving.restrict_values: the same
+    rules (a lone string is one value), the same messages naming the key."""
+    assert serving.parse_extra_args({"triec": "colors", "restrict": "red"}) == serving.TriecRequest("colors", ("red",))
+    c = Constraints(served, artifact_dir=artifact_dir, tokenizer="qwen2")
+    assert sorted(c.json_schema({ARTIFACT_KEYWORD: "colors", RESTRICT_KEYWORD: "red"}).table.values) == ["red"]
+    for bad in ([], {"a": 1}, ["a", 1], ["x"] * (serving.MAX_RESTRICT + 1)):
+        with pytest.raises(RequestError) as by_args:
+            serving.parse_extra_args({"triec": "colors", "restrict": bad})
+        with pytest.raises(RequestError) as by_schema:
+            c.json_schema({ARTIFACT_KEYWORD: "colors", RESTRICT_KEYWORD: bad})
+        assert str(by_schema.value) == str(by_args.value).replace("'restrict'", repr(RESTRICT_KEYWORD))
+
+
+def test_an_artifact_is_refused_as_the_processors_refuse_it(served: triec.Vocabulary, artifact_dir) -> None:
+    """One door: an artifact named through a JSON schema (SGLang, the vLLM backend) is admitted by serving.admit,
+    as the processors' request is: an artifact whose EOS ids the server does not stop on gets the same refusal."""
+    from types import SimpleNamespace
+
+    model = serving.ServedModel("qwen2", V, 151643, (151643, 151645))
+    processors = SimpleNamespace(extra_args={"triec": "oddeos"}, stop_token_ids=None, ignore_eos=False, min_tokens=0,
+                                 structured_outputs=None)  # fmt: skip
+    with pytest.raises(RequestError) as by_processors:
+        serving.check_request(processors, model, serving.ArtifactStore(artifact_dir))
+    backend = Constraints(served, artifact_dir=artifact_dir, tokenizer="qwen2", served=model,
+                          fix_stops=serving.STOPS_HINT)  # fmt: skip
+    with pytest.raises(RequestError) as by_schema:
+        backend.json_schema({ARTIFACT_KEYWORD: "oddeos"}, stops=model.stop_ids(processors))
+    assert str(by_schema.value) == str(by_processors.value)
+    assert "artifact 'oddeos' ends values with EOS ids [151644], but [151644] would not stop" in str(by_schema.value)
+    assert backend.json_schema({ARTIFACT_KEYWORD: "oddeos"}, stops=[151644]).table.eos_token_ids == (151644,)
 
 
 def test_an_artifact_for_another_tokenizer_of_the_same_width_is_refused(served: triec.Vocabulary, artifact_dir, vocabs) -> None:
@@ -427,41 +464,6 @@ def test_tool_schema_artifacts_are_served_and_a_missing_directory_is_refused(ser
     monkeypatch.delenv("TRIEC_ARTIFACT_DIR", raising=False)
     with pytest.raises(RequestError, match="TRIEC_ARTIFACT_DIR"):
         Constraints(served).json_schema({ARTIFACT_KEYWORD: "colors"})
-
-
-# ----------------------------------------------------------------------------- batched rows
-
-
-class _OwnRows(TableMatcher):
-    """A matcher fill_rows does not batch (any other class): it must fill its own row."""
-
-
-@pytest.mark.parametrize(("n", "contiguous"), [(24, True), (100, True), (100, False)])
-def test_fill_rows_equals_each_matchers_own_row(served: triec.Vocabulary, n: int, contiguous: bool) -> None:
-    """Few rows of a table (one slice each) and many (one gather and scatter); a buffer of any layout."""
-    rng = random.Random(n)
-    tables = [triec.compile(COLORS, served), triec.compile(triec.synthetic.sets.tool_names(200), served)]
-    matchers: list[TableMatcher] = []
-    for i in range(n):
-        cls = _OwnRows if i % 7 == 3 else TableMatcher
-        m = cls(tables[i % 2])
-        for _ in range(rng.randint(0, 6)):
-            ids = m.allowed()
-            if ids.size == 0:
-                break
-            m.accept_token(int(rng.choice(ids)))
-        matchers.append(m)
-    assert any(m.is_terminated() for m in matchers) and any(type(m) is _OwnRows for m in matchers)
-    width = tables[0].words_per_row
-    out = np.full((n + 6, width), -1, dtype=np.int32) if contiguous else np.full((width, n + 6), -1, dtype=np.int32).T
-    rows = rng.sample(range(n + 6), n)
-    fill_rows(matchers, rows, out)
-    want = np.zeros(width, dtype=np.int32)
-    for m, r in zip(matchers, rows, strict=True):
-        m.fill_bitmask(want)
-        assert np.array_equal(out[r], want), r
-    for r in set(range(n + 6)) - set(rows):
-        assert (out[r] == -1).all()  # unlisted rows untouched
 
 
 # ----------------------------------------------------------------------------- the schema layer's hooks

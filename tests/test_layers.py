@@ -282,7 +282,8 @@ INTEGRATION_MODULES = ("triec.integrations.vllm", "triec.integrations.sglang", "
                        "triec.integrations.llama_cpp")
 """Each framework's integration: none imports another's (the shared parts live in the serving core)."""
 
-FRAMEWORK_FREE = ("triec.integrations.serving", "triec.integrations.constraints", "triec.integrations.limits")
+FRAMEWORK_FREE = ("triec.integrations.serving", "triec.integrations.constraints", "triec.integrations.limits",
+                  "triec.integrations.matchers")
 """The serving core and what it stands on: no serving framework, no torch."""
 
 

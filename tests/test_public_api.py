@@ -76,3 +76,16 @@ def test_every_public_exception_lives_in_errors_and_is_exported() -> None:
     assert outside == []
     defined = {a for a, v in vars(triec.errors).items() if inspect.isclass(v) and issubclass(v, Exception) and v.__module__ == "triec.errors"}
     assert defined == {n for n, m in triec._WHERE.items() if m == "triec.errors"}
+
+
+def test_every_public_class_name_is_defined_once() -> None:
+    """One definition per public name (issue 41): each class name not starting with ``_`` is defined by one ``class``
+    statement across the package, so a name (``Matcher``, ``TriecGrammar``, ``TriecLogitsProcessor``) means one
+    thing. An old name kept for one release is an alias of the same class, not a definition."""
+    found: dict[str, list[str]] = {}
+    for path in sorted(INIT.parent.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+                found.setdefault(node.name, []).append(f"{path.relative_to(INIT.parent.parent)}:{node.lineno}")
+    assert {name: where for name, where in found.items() if len(where) > 1} == {}
+

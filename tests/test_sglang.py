@@ -186,7 +186,7 @@ def compare(backend_pair: tuple[Any, Any], key: tuple[str, str], table: triec.Ma
     """Random walks to EOS and a depth-first search of the first steps, every state compared; states seen."""
     mine_b, theirs_b = backend_pair
     mine, theirs = resolve(mine_b, key), resolve(theirs_b, key)
-    assert type(mine) is backend_module.TriecGrammar and type(theirs) is XGrammarGrammar
+    assert type(mine) is backend_module.TriecGrammarObject and type(theirs) is XGrammarGrammar
     rng = random.Random(hash(key) & 0xFFFF)
     seen = 0
     for _ in range(walks):
@@ -291,7 +291,7 @@ def walk_pair(backend_pair: tuple[Any, Any], key: tuple[str, str], width: int, w
     """Random walks over triec's and xgrammar's grammars of one request: every row equal; states seen."""
     mine_b, theirs_b = backend_pair
     mine, theirs = resolve(mine_b, key), resolve(theirs_b, key)
-    assert type(mine) is backend_module.TriecGrammar and type(theirs) is XGrammarGrammar
+    assert type(mine) is backend_module.TriecGrammarObject and type(theirs) is XGrammarGrammar
     rng = random.Random(7)
     seen = 0
     for _ in range(walks):
@@ -496,7 +496,8 @@ def test_a_mixed_batch_through_sglangs_update_regex_vocab_mask(server_args: Any,
     for r in range(len(grammars)):
         assert int(torch.isfinite(logits[r]).sum()) == len(ids_of(mask[r], 151_936))
     fo = grammars.index(next(g for g in grammars if g is not None and g.accepted_tokens and not g.is_terminated()
-                             and type(g) is backend_module.TriecGrammar and g.key_string == "(foo|bar)"))  # fmt: skip
+                             and type(g) is backend_module.TriecGrammarObject
+                             and g.key_string == "(foo|bar)"))  # fmt: skip
     assert len(ids_of(mask[fo], 151_936)) == 1  # after "fo": "o"
 
 
@@ -540,7 +541,7 @@ def test_a_reasoning_parser_wraps_the_backend_as_sglang_wraps_its_own(server_arg
         value, hit = b.get_cached_or_future_value(("regex", "(foo|bar)"), True)  # the request reasons first
         pair.append(value.result())
     mine, theirs = pair
-    assert isinstance(mine, ReasonerGrammarObject) and type(mine.grammar) is backend_module.TriecGrammar
+    assert isinstance(mine, ReasonerGrammarObject) and type(mine.grammar) is backend_module.TriecGrammarObject
     for t in [*tok.encode("hmm, foo?", add_special_tokens=False), *think_end, *tok.encode("ba", add_special_tokens=False)]:
         rm, rt = row(mine, 151_936), row(theirs, 151_936)
         assert torch.equal(rm, rt)  # all -1 while thinking, the grammar's row after </think>
@@ -598,7 +599,7 @@ def test_an_artifact_by_name_serves_its_values(server_args: Any, hf: dict[str, A
     for schema, values in [({ARTIFACT_KEYWORD: "tools"}, TOOLS), ({ARTIFACT_KEYWORD: "tools", RESTRICT_KEYWORD: TOOLS[5:9]}, TOOLS[5:9])]:
         key = ("json", json.dumps(schema))
         mine = resolve(mine_b, key)
-        assert type(mine) is backend_module.TriecGrammar and mine.compiled.artifact == "tools"
+        assert type(mine) is backend_module.TriecGrammarObject and mine.compiled.artifact == "tools"
         assert resolve(mine_b, key).compiled is mine.compiled  # SGLang's cache hit: the same table
         theirs = resolve(theirs_b, ("regex", "(" + "|".join(map(re.escape, values)) + ")"))
         table = triec.compile(values, served["qwen2"])
@@ -619,7 +620,7 @@ def test_a_canonical_artifact_is_served_as_its_table(server_args: Any, hf: dict[
     for schema, values in [({ARTIFACT_KEYWORD: "canonical-tools"}, TOOLS),
                            ({ARTIFACT_KEYWORD: "canonical-tools", RESTRICT_KEYWORD: TOOLS[5:9]}, TOOLS[5:9])]:  # fmt: skip
         mine = resolve(mine_b, ("json", json.dumps(schema)))
-        assert type(mine) is backend_module.TriecGrammar
+        assert type(mine) is backend_module.TriecGrammarObject
         table = triec.compile(values, vocab, tokenization="canonical")
         rng = random.Random(3)
         for _ in range(15):
@@ -654,7 +655,29 @@ def test_bad_artifact_requests_are_refused_at_admission(with_artifacts, schema: 
     backend, _ = with_artifacts
     bad = resolve(backend, ("json", json.dumps(schema)))
     assert isinstance(bad, InvalidGrammarObject) and words in bad.error_message and "\n" not in bad.error_message
-    assert type(resolve(backend, ("regex", "(foo|bar)"))) is backend_module.TriecGrammar  # and keeps serving
+    assert type(resolve(backend, ("regex", "(foo|bar)"))) is backend_module.TriecGrammarObject  # and keeps serving
+
+
+def test_an_artifact_whose_eos_ids_do_not_stop_gets_the_processors_refusal(with_artifacts, hf: dict[str, Any]) -> None:
+    """One door: {"x-triec-artifact": NAME} is admitted by the serving core (serving.admit), as a vLLM processors'
+    request is, so an artifact whose EOS ids SGLang does not stop on gets the same refusal (only the hint of how a
+    server makes them stop differs)."""
+    from triec.integrations import serving
+
+    backend, root = with_artifacts
+    spec = hf["qwen2"].name_or_path
+    odd = triec.Vocabulary.load(spec, vocab_size=151_936, eos_token_ids=[151644])  # an EOS id SGLang does not stop on
+    triec.compile(TOOLS, odd).save(root / "oddeos.triec")
+    bad = resolve(backend, ("json", json.dumps({ARTIFACT_KEYWORD: "oddeos"})))
+    assert isinstance(bad, InvalidGrammarObject)
+    params = SimpleNamespace(extra_args={"triec": "oddeos"}, stop_token_ids=None, ignore_eos=False, min_tokens=0,
+                             structured_outputs=None)  # fmt: skip
+    with pytest.raises(triec.RequestError) as processors:
+        serving.check_request(params, serving.ServedModel(spec, 151_936, 151643, (151643, 151645)),
+                              serving.ArtifactStore(root))  # fmt: skip
+    refusal = str(processors.value).rsplit(" (", 1)[0]
+    assert refusal == "artifact 'oddeos' ends values with EOS ids [151644], but [151644] would not stop generation"
+    assert bad.error_message.endswith(f"{refusal} ({backend_module.STOPS_HINT})"), bad.error_message
 
 
 def test_artifact_refusals_are_not_cached_and_changed_files_are_reloaded(with_artifacts, served: dict) -> None:
@@ -663,7 +686,7 @@ def test_artifact_refusals_are_not_cached_and_changed_files_are_reloaded(with_ar
     assert isinstance(resolve(backend, key), InvalidGrammarObject)
     triec.compile(["red", "green"], served["qwen2"]).save(root / "colors.triec")  # the operator adds it
     first = resolve(backend, key)
-    assert type(first) is backend_module.TriecGrammar and sorted(first.compiled.table.values) == ["green", "red"]
+    assert type(first) is backend_module.TriecGrammarObject and sorted(first.compiled.table.values) == ["green", "red"]
     triec.compile(["blue"], served["qwen2"]).save(root / "colors.triec")  # and replaces it
     st = os.stat(root / "colors.triec")
     os.utime(root / "colors.triec", ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
@@ -676,7 +699,7 @@ def test_lists_past_the_limits_are_refused(server_args: Any, hf: dict[str, Any],
     for key in [("regex", "(" + "|".join(map(re.escape, TOOLS[:51])) + ")"), ("json", json.dumps({"enum": TOOLS[:51]}))]:
         bad = resolve(backend, key)
         assert isinstance(bad, InvalidGrammarObject) and "at most 50" in bad.error_message
-    assert type(resolve(backend, ("regex", "|".join(map(re.escape, TOOLS[:50]))))) is backend_module.TriecGrammar
+    assert type(resolve(backend, ("regex", "|".join(map(re.escape, TOOLS[:50]))))) is backend_module.TriecGrammarObject
 
 
 def test_sglangs_cache_keeps_triec_grammars_within_triecs_bound(server_args, hf, served, monkeypatch) -> None:
@@ -686,10 +709,10 @@ def test_sglangs_cache_keeps_triec_grammars_within_triecs_bound(server_args, hf,
     backend = create_grammar_backend(server_args, hf["qwen2"], 151_936, {151643, 151645})
     keys = [("regex", "(" + "|".join(map(re.escape, TOOLS[i : i + 20])) + ")") for i in range(0, 200, 20)]
     for key in keys:
-        assert type(resolve(backend, key)) is backend_module.TriecGrammar
+        assert type(resolve(backend, key)) is backend_module.TriecGrammarObject
     resolve(backend, ("regex", "[0-9]+"))  # delegated grammars are cached as SGLang caches them
-    cached = [k for k, v in backend.cache.items() if type(v) is backend_module.TriecGrammar]
+    cached = [k for k, v in backend.cache.items() if type(v) is backend_module.TriecGrammarObject]
     assert 1 <= len(cached) <= 3 and set(cached) <= set(keys[-3:])
     assert backend.constraints.cache.nbytes <= 3 * one and ("regex", "[0-9]+") in backend.cache
     hit, is_hit = backend.get_cached_or_future_value(keys[0], False)  # dropped: compiled again, not a stale copy
-    assert not is_hit and type(hit.result()) is backend_module.TriecGrammar
+    assert not is_hit and type(hit.result()) is backend_module.TriecGrammarObject

@@ -53,8 +53,8 @@ DOCS = [
 
 
 @pytest.fixture(scope="module")
-def state() -> backend.EngineState:
-    return backend.engine_state(SimpleNamespace(tokenizer="qwen2", get_vocab_size=lambda: V))
+def state() -> backend.BackendState:
+    return backend.backend_state(SimpleNamespace(tokenizer="qwen2", get_vocab_size=lambda: V))
 
 
 @pytest.mark.parametrize("compact", [False, True])
@@ -66,11 +66,11 @@ def test_frontend_and_engine_agree_on_json(state, monkeypatch, compact: bool, an
         monkeypatch.delenv(backend.COMPACT_ENV, raising=False)
     served_by: dict[str, bool] = {}
     for doc in DOCS:
-        admitted = backend.admit(SO(json=json.dumps(doc)), None, any_ws)
+        admitted = backend.claims(SO(json=json.dumps(doc)), None, any_ws)
         served = not isinstance(backend.triec_grammar(state, Opt.JSON, json.dumps(doc), {151643}, any_ws), Delegate)
         assert served or not admitted, (doc, admitted)  # what the frontend admits (skipping xgrammar's check) is served
         served_by[json.dumps(doc)] = served
-    assert backend.admit(SO(json=OBJECT), None, any_ws) is (compact and any_ws)  # triec's spelling, opt-in only
+    assert backend.claims(SO(json=OBJECT), None, any_ws) is (compact and any_ws)  # triec's spelling, opt-in only
     # with any whitespace the schema layer serves the object (its first enum as a slot) and vLLM's required tools
     # schema, exactly; under disable_any_whitespace ("," and ":") both are xgrammar's
     assert served_by[json.dumps(OBJECT)] is any_ws and served_by[json.dumps(DOCS[6])] is any_ws
@@ -79,8 +79,9 @@ def test_frontend_and_engine_agree_on_json(state, monkeypatch, compact: bool, an
 
 def test_engine_decisions(state) -> None:
     g = backend.triec_grammar(state, Opt.CHOICE, json.dumps(COLORS), {151643, 151645}, True)
-    assert isinstance(g, backend.TriecGrammar)
-    assert isinstance(backend.triec_grammar(state, Opt.REGEX, "^(red|blue)$", None, True), backend.TriecGrammar)
+    assert isinstance(g, backend.TriecStructuredOutputGrammar)
+    Grammar = backend.TriecStructuredOutputGrammar
+    assert isinstance(backend.triec_grammar(state, Opt.REGEX, "^(red|blue)$", None, True), Grammar)
     for kind, spec in ((Opt.REGEX, "[a-z]+"), (Opt.GRAMMAR, 'root ::= "a"'), (Opt.JSON_OBJECT, ""),
                        (Opt.STRUCTURAL_TAG, '{"type": "structural_tag", "format": {"type": "const_string", "value": "x"}}')):  # fmt: skip
         assert isinstance(backend.triec_grammar(state, kind, spec, None, True), Delegate), kind
@@ -88,11 +89,11 @@ def test_engine_decisions(state) -> None:
     with pytest.raises(RequestError):  # an artifact gone between admission and the engine: the request fails
         backend.triec_grammar(state, Opt.JSON, json.dumps({"x-triec-artifact": "nope"}), None, True)
     again = backend.triec_grammar(state, Opt.CHOICE, json.dumps(COLORS), None, True)
-    assert isinstance(again, backend.TriecGrammar) and again.key == g.key
+    assert isinstance(again, backend.TriecStructuredOutputGrammar) and again.key == g.key
     assert again.grammar.matcher.table is g.grammar.matcher.table  # the same text: the remembered grammar
     state.constraints(True).clear()  # the cache let it go: compiled again, not served from the memo
     fresh = backend.triec_grammar(state, Opt.CHOICE, json.dumps(COLORS), None, True)
-    assert isinstance(fresh, backend.TriecGrammar) and fresh.grammar.matcher.table is not g.grammar.matcher.table
+    assert isinstance(fresh, Grammar) and fresh.grammar.matcher.table is not g.grammar.matcher.table
     bitmask = torch.full((2, (V + 31) // 32), -1, dtype=torch.int32)
     g.fill_bitmask(bitmask, 1)
     allowed = set(np.flatnonzero(np.unpackbits(bitmask[1].numpy().view(np.uint8), bitorder="little")[:V]).tolist())
@@ -102,16 +103,17 @@ def test_engine_decisions(state) -> None:
 
 
 def test_admission() -> None:
-    assert backend.admit(SO(choice=COLORS)) and backend.admit(SO(regex="(a|b)")) and backend.admit(SO(json={"enum": COLORS}))
-    assert not backend.admit(SO(regex="[ab]+")) and not backend.admit(SO(grammar='root ::= "a"'))
-    assert not backend.admit(SO(choice=["ok", "\ud800"]))  # no UTF-8 text: xgrammar's, as without triec
+    assert backend.claims(SO(choice=COLORS)) and backend.claims(SO(regex="(a|b)"))
+    assert backend.claims(SO(json={"enum": COLORS}))
+    assert not backend.claims(SO(regex="[ab]+")) and not backend.claims(SO(grammar='root ::= "a"'))
+    assert not backend.claims(SO(choice=["ok", "\ud800"]))  # no UTF-8 text: xgrammar's, as without triec
     for so in (SO(choice=[f"v{i}" for i in range(100_001)]), SO(json={"enum": ["x" * (9 << 20)]})):
         with pytest.raises(backend.RequestRefused) as info:
-            backend.admit(so)
+            backend.claims(so)
         assert isinstance(info.value, VLLMClientError) and not isinstance(info.value, VLLMValidationError)
         assert "\n" not in str(info.value)
     with pytest.raises(backend.RequestRefused, match="cannot tell which model"):
-        backend.admit(SO(json={"x-triec-artifact": "colors"}))
+        backend.claims(SO(json={"x-triec-artifact": "colors"}))
 
 
 def model_config() -> SimpleNamespace:
@@ -137,6 +139,37 @@ def test_frontend_hook_under_auto(monkeypatch) -> None:
     with pytest.raises(backend.RequestRefused, match="serves no triec artifacts|no artifact named"):
         SamplingParams(structured_outputs=SO(json={"x-triec-artifact": "nope"}))._validate_structured_outputs(
             model_config(), config, object())  # fmt: skip
+
+
+def test_an_artifact_whose_eos_ids_do_not_stop_gets_the_processors_refusal(state, tmp_path, monkeypatch) -> None:
+    """One door: {"x-triec-artifact": NAME} through the backend's frontend (vLLM's own ``_validate_structured_outputs``)
+    and its engine is admitted by the serving core, as the processors' ``extra_args`` request is: an artifact whose
+    EOS ids the request does not stop on gets the processors' refusal, word for word."""
+    from triec.integrations import serving
+
+    for name, eos in (("oddeos", 151644), ("colors", 151643)):  # 151644: an EOS id the model does not stop on
+        vocab = triec.Vocabulary.load("qwen2", vocab_size=V, eos_token_ids=[eos])
+        triec.compile(COLORS, vocab).save(tmp_path / f"{name}.triec")
+    monkeypatch.setattr(serving, "_STORE", serving.ArtifactStore(tmp_path))
+    original = backend_xgrammar.validate_xgrammar_grammar
+    monkeypatch.setattr(backend_xgrammar, "validate_xgrammar_grammar", backend.frontend_hook(original))
+    config, tokenizer = StructuredOutputsConfig(backend="auto"), SimpleNamespace(eos_token_id=151643)
+    with pytest.raises(RequestError) as processors:  # the served model as the same frontend sees it
+        served = serving.ServedModel("qwen2", V, 151643, ())
+        serving.check_request(SamplingParams(extra_args={"triec": "oddeos"}), served, serving.store())
+    assert "artifact 'oddeos' ends values with EOS ids [151644], but [151644] would not stop" in str(processors.value)
+    with pytest.raises(backend.RequestRefused) as frontend:
+        SamplingParams(structured_outputs=SO(json={"x-triec-artifact": "oddeos"}))._validate_structured_outputs(
+            model_config(), config, tokenizer)  # fmt: skip
+    assert str(frontend.value) == str(processors.value)
+    with pytest.raises(RequestError) as engine:
+        backend.triec_grammar(state, Opt.JSON, json.dumps({"x-triec-artifact": "oddeos"}), {151643}, True)
+    assert str(engine.value) == str(processors.value)
+    admitted = SamplingParams(structured_outputs=SO(json={"x-triec-artifact": "colors"}))
+    admitted._validate_structured_outputs(model_config(), config, tokenizer)
+    assert admitted.structured_outputs.json == {"x-triec-artifact": "colors"}
+    colors = backend.triec_grammar(state, Opt.JSON, json.dumps({"x-triec-artifact": "colors"}), {151643}, True)
+    assert isinstance(colors, backend.TriecStructuredOutputGrammar)
 
 
 def _plugin_lines(monkeypatch) -> list[str]:
@@ -176,7 +209,8 @@ def test_plugin_is_off_without_the_switch_or_on_another_vllm(monkeypatch) -> Non
     assert not plugin.is_on()
     assert plugin.mismatch() is None  # this vLLM is one the replacements were written for
     assert plugin.plan().without == {}  # and every hook has its call site here
-    assert plugin.tested(vllm.__version__) and plugin.tag_compiler(backend_xgrammar.XgrammarBackend) is not None
+    assert internals.in_window(vllm.__version__)
+    assert internals.tag_compiler(backend_xgrammar.XgrammarBackend) is not None
     monkeypatch.setattr(vllm, "__version__", "0.99.0")
     assert plugin.mismatch().startswith("vLLM 0.99.0 is outside the versions it was tested on (0.32.x, 0.33.x, 0.34.x)")
     monkeypatch.setenv(plugin.ALLOW_UNTESTED_ENV, "1")
@@ -232,7 +266,7 @@ def test_an_optimization_that_moved_is_left_out_in_one_line(monkeypatch) -> None
 
 def test_a_tokenizer_triec_cannot_read_delegates(caplog) -> None:
     """No vocabulary (a tokenizer format triec does not decode): lists go to xgrammar, artifacts fail their request."""
-    broken = backend.engine_state(SimpleNamespace(tokenizer="/nonexistent/tokenizer", get_vocab_size=lambda: V))
+    broken = backend.backend_state(SimpleNamespace(tokenizer="/nonexistent/tokenizer", get_vocab_size=lambda: V))
     assert isinstance(backend.triec_grammar(broken, Opt.CHOICE, json.dumps(COLORS), None, True), Delegate)
     with pytest.raises(RequestError, match="cannot read the served tokenizer"):
         backend.triec_grammar(broken, Opt.JSON, json.dumps({"x-triec-artifact": "colors"}), None, True)
@@ -283,11 +317,11 @@ def test_tool_calls_are_served_and_equal_vllms_xgrammar(state, monkeypatch, shap
     tools, many = _registry(), shape.endswith("many")
     if shape.startswith("required"):
         kind, spec = Opt.JSON, json.dumps(vllm_required_schema(tools, None if many else False))
-        assert backend.admit(SO(json=spec), None, True)
+        assert backend.claims(SO(json=spec), None, True)
         ctx = compiler.compile_json_schema(spec, any_whitespace=True)
     else:
         kind, spec = Opt.STRUCTURAL_TAG, json.dumps(hermes_tag(tools, stop_after_first=not many))
-        assert backend.admit(SO(structural_tag=spec), None, True)
+        assert backend.claims(SO(structural_tag=spec), None, True)
         ctx = compiler.compile_structural_tag(spec)
     stop = {151643, 151645}
     ours_b = torch.zeros((1, (V + 31) // 32), dtype=torch.int32)
@@ -296,7 +330,7 @@ def test_tool_calls_are_served_and_equal_vllms_xgrammar(state, monkeypatch, shap
     rows = 0
     for walk in range(6):
         ours = backend.triec_grammar(state, kind, spec, stop, True)
-        assert isinstance(ours, backend.TriecGrammar), ours
+        assert isinstance(ours, backend.TriecStructuredOutputGrammar), ours
         ref = xgr.GrammarMatcher(ctx, override_stop_tokens=sorted(stop))
         for _ in range(90):
             ours.fill_bitmask(ours_b, 0)
@@ -316,10 +350,11 @@ def test_a_legacy_tag_with_at_least_one_stays_xgrammars(state) -> None:
     serves the legacy tag where the two agree and leaves the other to xgrammar, in the frontend and the engine."""
     doc = {"structures": [{"begin": '<tool_call>{"name": "f", "arguments": ', "schema": {"type": "object"},
                            "end": "}</tool_call>"}], "triggers": ["<tool_call>"]}  # fmt: skip
-    assert backend.admit(SO(structural_tag=json.dumps(doc)))
-    assert isinstance(backend.triec_grammar(state, Opt.STRUCTURAL_TAG, json.dumps(doc), None, True), backend.TriecGrammar)
+    assert backend.claims(SO(structural_tag=json.dumps(doc)))
+    served = backend.triec_grammar(state, Opt.STRUCTURAL_TAG, json.dumps(doc), None, True)
+    assert isinstance(served, backend.TriecStructuredOutputGrammar)
     doc["at_least_one"] = True
-    assert not backend.admit(SO(structural_tag=json.dumps(doc)))
+    assert not backend.claims(SO(structural_tag=json.dumps(doc)))
     assert isinstance(backend.triec_grammar(state, Opt.STRUCTURAL_TAG, json.dumps(doc), None, True), Delegate)
 
 
@@ -329,7 +364,7 @@ def test_cpu_worker_sparse_hook_equals_vllms_own(monkeypatch) -> None:
     between them and requests in another order than the batch's."""
     if internals.HOOKS[3].mismatch() is not None or internals.sparse_site() != "cpu_worker":
         pytest.skip("this vLLM applies host bitmasks through structured_output.utils (test_vllm_structured)")
-    from triec.integrations.vllm.structured import SPARSE_WORDS
+    from triec.runtime.torch import SPARSE_WORDS
 
     worker_class = internals.cpu_worker_class()
     original = getattr(worker_class.apply_grammar_bitmask, "__wrapped__", worker_class.apply_grammar_bitmask)

@@ -156,7 +156,7 @@ def _walk(xgr: object, kind: object, spec: str, reasoner: type | None, seed: int
     seen: dict = {"steps": 0, "refused_in_middle": 0, "after_termination": 0, "reasoning_rows": 0, "trimmed": 0}
     for walk in range(walks):
         ours, ref = hooked(xgr, kind, spec, STOP), _reference(xgr, kind, spec)
-        assert isinstance(ours, backend.TriecGrammar), ours
+        assert isinstance(ours, backend.TriecStructuredOutputGrammar), ours
         reqs = {"o": _request("o", ours), "r": _request("r", ref)}
         for step in range(steps):
             if ref.is_terminated():

@@ -30,7 +30,7 @@ from vllm.v1.structured_output import backend_xgrammar  # noqa: E402
 from vllm.v1.structured_output.backend_types import StructuredOutputOptions as Opt  # noqa: E402
 
 import triec.synthetic.sets  # noqa: E402
-from triec.integrations.vllm import backend, plugin  # noqa: E402
+from triec.integrations.vllm import backend, internals  # noqa: E402
 
 V = 151_936
 STOP = {151643, 151645}  # Qwen2's <|endoftext|> and <|im_end|>, as vLLM passes them
@@ -60,11 +60,11 @@ def vllm_backend(tmp_path_factory):
         speculative_config=None,
     )  # fmt: skip
     made = backend_xgrammar.XgrammarBackend(vllm_config=config, tokenizer=_hf_tokenizer(), vocab_size=V)
-    saved = dict(backend._ENGINES)
-    backend._ENGINES.clear()  # a fresh engine's state: its tokenizer infos are taken from this backend
+    saved = dict(backend._STATES)
+    backend._STATES.clear()  # a fresh engine's state: its tokenizer infos are taken from this backend
     yield made
-    backend._ENGINES.clear()
-    backend._ENGINES.update(saved)
+    backend._STATES.clear()
+    backend._STATES.update(saved)
 
 
 def _original():
@@ -97,8 +97,8 @@ def test_rows_equal_vllms_own_xgrammar(vllm_backend, monkeypatch, case: str) -> 
     monkeypatch.delenv(backend.COMPACT_ENV, raising=False)
     kind, make = CASES[case]
     spec = make()
-    assert plugin.tag_compiler(backend_xgrammar.XgrammarBackend) is not None
-    hooked = backend.compile_hook(_original(), plugin.tag_compiler(backend_xgrammar.XgrammarBackend))
+    assert internals.tag_compiler(backend_xgrammar.XgrammarBackend) is not None
+    hooked = backend.compile_hook(_original(), internals.tag_compiler(backend_xgrammar.XgrammarBackend))
     rng = np.random.default_rng(sum(map(ord, case)))
     ours_b = torch.zeros((1, (V + 31) // 32), dtype=torch.int32)
     ref_b = torch.zeros_like(ours_b)
@@ -107,7 +107,7 @@ def test_rows_equal_vllms_own_xgrammar(vllm_backend, monkeypatch, case: str) -> 
     for walk in range(4):
         ours = hooked(vllm_backend, kind, spec, STOP)
         ref = _reference(vllm_backend, kind, spec)
-        assert isinstance(ours, backend.TriecGrammar), (case, ours)
+        assert isinstance(ours, backend.TriecStructuredOutputGrammar), (case, ours)
         for step in range(120):
             if ref.is_terminated():
                 assert ours.is_terminated()
@@ -141,10 +141,10 @@ def test_tags_take_the_tag_compilers_tokenizer_info(vllm_backend) -> None:
     inside a free string the two vocabularies differ (special tokens stand as their text in the full one)."""
     from triec.schema.grammar import driver
 
-    attr = plugin.tag_compiler(backend_xgrammar.XgrammarBackend)
-    hooked = backend.compile_hook(_original(), plugin.tag_compiler(backend_xgrammar.XgrammarBackend))
+    attr = internals.tag_compiler(backend_xgrammar.XgrammarBackend)
+    hooked = backend.compile_hook(_original(), internals.tag_compiler(backend_xgrammar.XgrammarBackend))
     hooked(vllm_backend, Opt.STRUCTURAL_TAG, json.dumps(hermes_tag(_tools(4), stop_after_first=True)), STOP)
-    d = driver("xgrammar", backend.engine_state(vllm_backend.vllm_config.model_config, V)._future.result())
+    d = driver("xgrammar", backend.backend_state(vllm_backend.vllm_config.model_config, V).vocabulary())
     tag_info = getattr(vllm_backend, attr).compile_regex("a").tokenizer_info
     json_info = vllm_backend.compiler.compile_regex("a").tokenizer_info
     assert d.tag_compiler.compile_regex("a").tokenizer_info.decoded_vocab == tag_info.decoded_vocab
@@ -177,7 +177,7 @@ def test_auto_tool_calls_equal_vllms_own_xgrammar(vllm_backend, monkeypatch) -> 
     text = ("Let me look. <tool_call>\n" + json.dumps({"name": name_a, "arguments": {"city": "Oslo", "unit": "c"}})
             + "\n</tool_call>\nAnd now: <tool_call>\n" + json.dumps({"name": name_b, "arguments": {"level": 4}})
             + "\n</tool_call> done").encode()  # fmt: skip
-    hooked = backend.compile_hook(_original(), plugin.tag_compiler(backend_xgrammar.XgrammarBackend))
+    hooked = backend.compile_hook(_original(), internals.tag_compiler(backend_xgrammar.XgrammarBackend))
     from triec.tokenizer.vocabulary import Vocabulary
 
     tb = Vocabulary.load("qwen2").token_bytes
@@ -187,7 +187,7 @@ def test_auto_tool_calls_equal_vllms_own_xgrammar(vllm_backend, monkeypatch) -> 
     for split in range(2):
         ours = hooked(vllm_backend, Opt.STRUCTURAL_TAG, spec, STOP)
         ref = _reference(vllm_backend, Opt.STRUCTURAL_TAG, spec)
-        assert isinstance(ours, backend.TriecGrammar), ours
+        assert isinstance(ours, backend.TriecStructuredOutputGrammar), ours
         i = steps = 0
         while not ref.is_terminated():
             ours.fill_bitmask(ours_b, 0)

@@ -31,7 +31,8 @@ from tiny_llama import EOS_IDS, VOCAB_SIZE, make_tiny_llama  # noqa: E402
 from vllm import LLM, SamplingParams  # noqa: E402
 from vllm.exceptions import VLLMValidationError  # noqa: E402
 
-from triec.integrations.vllm import batch as vllm_batch  # noqa: E402
+from triec.errors import RequestError  # noqa: E402
+from triec.integrations import serving  # noqa: E402
 
 COLORS = ["red", "green", "blue", "yellow", "purple", "re"]
 TOOLS = ["get_weather", "get_forecast", "send_alert", "search"]
@@ -84,7 +85,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
 def llm(served: dict[str, object]) -> Iterator[LLM]:
     os.environ["TRIEC_ARTIFACT_DIR"] = str(served["art"])  # read by the engine process it spawns
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
-    vllm_batch.reset_store(served["art"])  # this process is vLLM's frontend: admission reads the same directory
+    serving.reset_store(served["art"])  # this process is vLLM's frontend: admission reads the same directory
     engine = LLM(
         model=str(served["model"]), logits_processors=["triec.integrations.vllm:TriecLogitsProcessor"],
         max_num_seqs=8, max_model_len=256, enforce_eager=True, seed=0,
@@ -202,5 +203,5 @@ def test_tool_call_requests_in_a_mixed_batch(llm: LLM, served) -> None:
 def test_artifact_dir_must_be_set(served, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """Without TRIEC_ARTIFACT_DIR no name resolves (checked here without an engine)."""
     monkeypatch.delenv("TRIEC_ARTIFACT_DIR", raising=False)
-    with pytest.raises(vllm_batch.RequestError, match="TRIEC_ARTIFACT_DIR"):
-        vllm_batch.ArtifactStore().table("colors")
+    with pytest.raises(RequestError, match="TRIEC_ARTIFACT_DIR"):
+        serving.ArtifactStore().table("colors")

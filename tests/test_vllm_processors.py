@@ -33,8 +33,9 @@ torch = pytest.importorskip("torch")
 
 from vllm import SamplingParams  # noqa: E402
 
+from triec.errors import RequestError  # noqa: E402
+from triec.integrations import serving  # noqa: E402
 from triec.integrations.vllm import TriecLogitsProcessorV2, internals  # noqa: E402
-from triec.integrations.vllm import batch as vllm_batch  # noqa: E402
 
 try:  # vLLM 0.34 removed the V1 interface: its tests are skipped there, and the import's one line is checked
     from triec.integrations.vllm import TriecLogitsProcessor
@@ -75,7 +76,7 @@ def artifacts(tmp_path_factory: pytest.TempPathFactory, qwen2: triec.Vocabulary)
               "canonical": triec.compile(triec.synthetic.sets.tool_names(300), vocab, tokenization="canonical")}  # fmt: skip
     for name, table in tables.items():
         table.save(root / f"{name}.triec")
-    vllm_batch.reset_store(root)
+    serving.reset_store(root)
     return tables
 
 
@@ -440,16 +441,16 @@ def test_v2_partial_prefill_does_not_advance(artifacts) -> None:
 
 
 def test_parse_extra_args() -> None:
-    parse = vllm_batch.parse_extra_args
+    parse = serving.parse_extra_args
     assert parse(None) is None and parse({}) is None and parse({"other": 1}) is None
-    assert parse({"triec": "tools"}) == vllm_batch.TriecRequest("tools")
-    assert parse({"triec": "tools", "restrict": ["b", "a", "b"]}) == vllm_batch.TriecRequest("tools", ("a", "b"))
+    assert parse({"triec": "tools"}) == serving.TriecRequest("tools")
+    assert parse({"triec": "tools", "restrict": ["b", "a", "b"]}) == serving.TriecRequest("tools", ("a", "b"))
     for bad in (
         {"triec": "../tools"}, {"triec": "/etc/passwd"}, {"triec": "a/b"}, {"triec": ".hidden"}, {"triec": ""},
         {"triec": 3}, {"triec": ["tools"]}, {"restrict": ["a"]}, {"triec": "tools", "restrict": []},
         {"triec": "tools", "restrict": [1, 2]}, {"triec": "tools", "restrict": {"a": 1}}, {"triec": "a..b"},
     ):  # fmt: skip
-        with pytest.raises(vllm_batch.RequestError):
+        with pytest.raises(RequestError):
             parse(bad)
 
 
@@ -461,25 +462,25 @@ def test_store_refuses_paths_out(tmp_path: Path, artifacts) -> None:
     artifacts["colors"].save(inside / "colors.triec")
     os.symlink(outside / "secret.triec", inside / "leak.triec")
     os.symlink(inside / "colors.triec", inside / "alias.triec")  # a link that stays inside is fine
-    store = vllm_batch.ArtifactStore(inside)
+    store = serving.ArtifactStore(inside)
     assert store.table("colors").values == artifacts["colors"].values
     assert store.table("alias").values == artifacts["colors"].values
     for name in ("leak", "missing", "../private/secret", str(outside / "secret")):
-        with pytest.raises(vllm_batch.RequestError):
+        with pytest.raises(RequestError):
             store.table(name)
-    with pytest.raises(vllm_batch.RequestError, match="TRIEC_ARTIFACT_DIR"):
-        vllm_batch.ArtifactStore("").table("colors")
+    with pytest.raises(RequestError, match="TRIEC_ARTIFACT_DIR"):
+        serving.ArtifactStore("").table("colors")
     (inside / "broken.triec").write_bytes(b"not an artifact")
-    with pytest.raises(vllm_batch.RequestError, match="not a valid triec artifact"):
+    with pytest.raises(RequestError, match="not a valid triec artifact"):
         store.table("broken")
 
 
 def test_check_request_rejections(artifacts) -> None:
-    store = vllm_batch.store()
-    served = vllm_batch.ServedModel("qwen2", V, 151643, (151643, 151645))
+    store = serving.store()
+    served = serving.ServedModel("qwen2", V, 151643, (151643, 151645))
     ok = SamplingParams(extra_args={"triec": "colors"})
-    assert vllm_batch.check_request(ok, served, store) == vllm_batch.TriecRequest("colors")
-    assert vllm_batch.check_request(SamplingParams(), served, store) is None
+    assert serving.check_request(ok, served, store) == serving.TriecRequest("colors")
+    assert serving.check_request(SamplingParams(), served, store) is None
     cases = {
         "no artifact named": SamplingParams(extra_args={"triec": "nope"}),
         "min_tokens": SamplingParams(extra_args={"triec": "colors"}, min_tokens=2, max_tokens=8),
@@ -487,19 +488,20 @@ def test_check_request_rejections(artifacts) -> None:
         "not one of the table": SamplingParams(extra_args={"triec": "colors", "restrict": ["purple"]}),
     }
     for message, params in cases.items():
-        with pytest.raises(vllm_batch.RequestError, match=message):
-            vllm_batch.check_request(params, served, store)
+        with pytest.raises(RequestError, match=message):
+            serving.check_request(params, served, store)
     # ignore_eos with the EOS ids as explicit stop ids is fine
     fine = SamplingParams(extra_args={"triec": "colors"}, ignore_eos=True, stop_token_ids=[151643, 151645])
-    assert vllm_batch.check_request(fine, served, store) is not None
-    gpt2 = vllm_batch.ServedModel("gpt2", V, 50256, (50256,))
-    with pytest.raises(vllm_batch.RequestError, match="another tokenizer"):
-        vllm_batch.check_request(SamplingParams(extra_args={"triec": "colors"}, stop_token_ids=[151643, 151645]), gpt2, store)
-    narrow = vllm_batch.ServedModel("qwen2", 151_665, 151643, (151643, 151645))
-    with pytest.raises(vllm_batch.RequestError, match="wide"):
-        vllm_batch.check_request(ok, narrow, store)
-    with pytest.raises(vllm_batch.RequestError, match="which model"):
-        vllm_batch.check_request(ok, None, store)
+    assert serving.check_request(fine, served, store) is not None
+    gpt2 = serving.ServedModel("gpt2", V, 50256, (50256,))
+    with pytest.raises(RequestError, match="another tokenizer"):
+        params = SamplingParams(extra_args={"triec": "colors"}, stop_token_ids=[151643, 151645])
+        serving.check_request(params, gpt2, store)
+    narrow = serving.ServedModel("qwen2", 151_665, 151643, (151643, 151645))
+    with pytest.raises(RequestError, match="wide"):
+        serving.check_request(ok, narrow, store)
+    with pytest.raises(RequestError, match="which model"):
+        serving.check_request(ok, None, store)
 
 
 @needs_v1
@@ -545,20 +547,20 @@ def test_device_tables_of_finished_subsets_are_dropped(artifacts) -> None:
 @needs_v1
 def test_schema_admission_and_engine_side(artifacts) -> None:
     """Schema artifacts pass the same admission checks; ``restrict`` is refused; an off-schema token ends the row."""
-    store = vllm_batch.store()
-    served = vllm_batch.ServedModel("qwen2", V, 151643, (151643, 151645))
+    store = serving.store()
+    served = serving.ServedModel("qwen2", V, 151643, (151643, 151645))
     ok = SamplingParams(extra_args={"triec": "toolcall"})
-    assert vllm_batch.check_request(ok, served, store) == vllm_batch.TriecRequest("toolcall")
+    assert serving.check_request(ok, served, store) == serving.TriecRequest("toolcall")
     cases = {
         "cannot narrow": SamplingParams(extra_args={"triec": "toolcall", "restrict": ["send"]}),
         "stop_token_ids": SamplingParams(extra_args={"triec": "toolcall"}, ignore_eos=True),
         "min_tokens": SamplingParams(extra_args={"triec": "toolcall"}, min_tokens=1, max_tokens=8),
     }
     for message, params in cases.items():
-        with pytest.raises(vllm_batch.RequestError, match=message):
-            vllm_batch.check_request(params, served, store)
-    with pytest.raises(vllm_batch.RequestError, match="another tokenizer"):
-        vllm_batch.check_request(ok, vllm_batch.ServedModel("gpt2", V, 151643, (151643, 151645)), store)
+        with pytest.raises(RequestError, match=message):
+            serving.check_request(params, served, store)
+    with pytest.raises(RequestError, match="another tokenizer"):
+        serving.check_request(ok, serving.ServedModel("gpt2", V, 151643, (151643, 151645)), store)
     proc = TriecLogitsProcessor(fake_config(), torch.device("cpu"), False)
     out0: list[int] = []
     out1: list[int] = []
@@ -587,7 +589,7 @@ def test_caches_of_subsets_stay_within_their_byte_bounds(artifacts, tmp_path: Pa
     tools = artifacts["tools"]
     sample = tools.restrict(tools.values[:200]).compact()
     one = table_nbytes(sample)
-    store = vllm_batch.ArtifactStore(vllm_batch.store().directory, max_subsets=10_000, max_subset_bytes=3 * one)
+    store = serving.ArtifactStore(serving.store().directory, max_subsets=10_000, max_subset_bytes=3 * one)
     proc = TriecLogitsProcessor(fake_config(), torch.device("cpu"), False)
     proc.core.store = store
     proc.core.max_tables = 10_000

@@ -21,13 +21,9 @@ import numpy as np
 import pytest
 
 import triec
-from triec.integrations.vllm.structured import (
-    SPARSE_WORDS,
-    RequestGrammar,
-    apply_bitmask_sparse,
-    tagged_tools,
-)
+from triec.integrations.vllm.structured import RequestGrammar, tagged_tools
 from triec.runtime.matcher import TableMatcher
+from triec.runtime.torch import SPARSE_WORDS, apply_bitmask_sparse
 
 VALUES = ["red", "green", "blue", "re", "redder", "grün", 'say "hi"', "a\nb", ""]
 

@@ -79,6 +79,24 @@ MOVED: dict[str, tuple[str, ...]] = {
 }
 """Old module path -> the modules that hold its names now (searched in order; the first is named in the warning)."""
 
+RENAMED: dict[str, dict[str, str]] = {
+    "triec.integrations.vllm._core": {
+        "Table": "triec.integrations.serving:ServedTable",
+        "engine_eos_ids": "triec.integrations.vllm.batch:model_eos_ids",
+        "engine_served": "triec.integrations.vllm.batch:config_served_model",
+        "engine_start": "triec.integrations.vllm.batch:warm_up",
+    },
+}
+"""Old module path -> {old name: ``"new.module:new_name"``}: names of a moved module that were renamed since (issue 41:
+"engine" is a grammar engine). Each resolves to the new object; importing the old path already warned."""
+
+
+def _renamed(module: str, name: str) -> Any:
+    import importlib
+
+    home, _, new = RENAMED[module][name].partition(":")
+    return getattr(importlib.import_module(home), new)
+
 
 class _MovedModule(ModuleType):
     """An old path: every attribute is looked up in the new homes, never copied (so monkeypatches of them show)."""
@@ -86,6 +104,8 @@ class _MovedModule(ModuleType):
     __homes__: tuple[ModuleType, ...] = ()
 
     def __getattr__(self, name: str) -> Any:
+        if name in RENAMED.get(self.__name__, {}):
+            return _renamed(self.__name__, name)
         for home in self.__homes__:
             try:
                 return getattr(home, name)
@@ -94,7 +114,7 @@ class _MovedModule(ModuleType):
         raise AttributeError(f"module {self.__name__!r} has no attribute {name!r} (it moved to {self.__doc__})")
 
     def __dir__(self) -> list[str]:
-        return sorted(set().union(*(dir(home) for home in self.__homes__)))
+        return sorted(set().union(*(dir(home) for home in self.__homes__), RENAMED.get(self.__name__, {})))
 
 
 class _Finder:
@@ -121,7 +141,8 @@ class _Finder:
         targets = MOVED[module.__name__]
         module.__homes__ = tuple(importlib.import_module(t) for t in targets)  # type: ignore[attr-defined]
         module.__doc__ = ", ".join(targets)
-        module.__all__ = sorted({n for home in module.__homes__ for n in _public(home)})  # type: ignore[attr-defined]
+        names = {n for home in module.__homes__ for n in _public(home)} | set(RENAMED.get(module.__name__, {}))
+        module.__all__ = sorted(names)  # type: ignore[attr-defined]
         warnings.warn(
             f"{module.__name__} is deprecated and will be removed in triec {REMOVED_IN}: "
             f"import from {targets[0]} instead" + (f" (or {', '.join(targets[1:])})" if targets[1:] else ""),
@@ -186,3 +207,24 @@ def reexport(package: str, names: dict[str, str]) -> tuple[Any, Any]:
         return sorted(set(names) | set(sys.modules[package].__dict__))
 
     return __getattr__, __dir__
+
+
+def renamed(module: str, names: dict[str, str]) -> Any:
+    """``__getattr__`` for a module some of whose names were renamed or moved (issue 41): each old name in ``names``
+    (old name -> ``"new.module:new_name"``) resolves to the new object, with a ``DeprecationWarning`` naming it, for
+    one release. The new module is imported on first use only."""
+    import importlib
+
+    def __getattr__(name: str) -> Any:  # noqa: N807 - PEP 562
+        target = names.get(name)
+        if target is None:
+            raise AttributeError(f"module {module!r} has no attribute {name!r}")
+        home, _, new = target.partition(":")
+        warnings.warn(
+            f"{module}.{name} is deprecated and will be removed in triec {REMOVED_IN}: use {home}.{new}",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(importlib.import_module(home), new)
+
+    return __getattr__

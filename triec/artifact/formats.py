@@ -2,7 +2,7 @@
 
 A format is a layout of sections and header fields on the container (:mod:`triec.artifact.container`):
 ``"triec-masks"`` (:mod:`triec.artifact.masks`) and ``"triec-schema"`` (:mod:`triec.schema.artifact`, a layer
-above this one). Each module registers its :class:`Format` when imported. The loader meets a format by the name
+above this one). Each module registers its :class:`ArtifactFormat` when imported. The loader meets a format by the name
 in a file's header, and a writer by a table's kind, possibly before anything has imported the module that knows
 it: :data:`BUILTIN` names each built-in format's module, imported on first use, so this layer reaches the schema
 layer by a name, never by an import (docs/architecture.md, "Lazy edges").
@@ -30,7 +30,7 @@ Arrays = dict[str, Any]
 
 
 @dataclass(frozen=True)
-class Format:
+class ArtifactFormat:
     """One artifact layout: what it reads and writes, and how.
 
     ``parse(buf, header, data_start, version, source, verify, checksums)`` checks the header fields of its own and
@@ -47,10 +47,14 @@ class Format:
     encode: Callable[[Any], bytes]
 
 
-_REGISTRY: dict[str, Format] = {}
+Format = ArtifactFormat
+"""The class's name before issue 41 (``triec.schema.tools.Format`` is a tool-call format): what
+:mod:`triec.schema.artifact` registers its format with until it says ``ArtifactFormat``; the same class."""
+
+_REGISTRY: dict[str, ArtifactFormat] = {}
 
 
-def register(fmt: Format) -> Format:
+def register(fmt: ArtifactFormat) -> ArtifactFormat:
     """Make ``fmt`` known by its header name (a module registers its format when imported; again is a no-op)."""
     known = _REGISTRY.get(fmt.name)
     if known is not None and known != fmt:
@@ -59,7 +63,7 @@ def register(fmt: Format) -> Format:
     return fmt
 
 
-def get(name: str) -> Format | None:
+def get(name: str) -> ArtifactFormat | None:
     """The registered format of that header name, importing a built-in one on first use; None for unknown names."""
     fmt = _REGISTRY.get(name)
     if fmt is None and name in BUILTIN:
@@ -68,7 +72,7 @@ def get(name: str) -> Format | None:
     return fmt
 
 
-def for_table(table: Table) -> Format:
+def for_table(table: Table) -> ArtifactFormat:
     fmt = get(table.kind.format_name)
     if fmt is None:  # a kind without a format: a bug, not bad input
         raise ArtifactError(f"no artifact format writes a {table.kind!s} table")
@@ -91,7 +95,7 @@ def write_artifact(table: Table, path: str | os.PathLike[str], *, compress: bool
 # ---------------------------------------------------------------- reading
 
 
-def _format_of(header: dict[str, Any], version: int, source: str) -> Format:
+def _format_of(header: dict[str, Any], version: int, source: str) -> ArtifactFormat:
     name = header.get("format")
     fmt = get(name) if isinstance(name, str) else None
     if fmt is None:

@@ -178,7 +178,7 @@ def build_table(header: dict[str, Any], arrays: dict[str, Any], version: int, so
 
 
 FORMAT = formats.register(
-    formats.Format(
+    formats.ArtifactFormat(
         name=FORMAT_NAME,
         kind=TableKind.MASKS,
         versions=(PLAIN_FORMAT_VERSION, ENCODED_FORMAT_VERSION),

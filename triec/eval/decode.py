@@ -16,9 +16,14 @@ from __future__ import annotations
 import copy
 import time
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
+
+from triec.runtime.bitmask import clear_bits
+
+if TYPE_CHECKING:
+    from triec.integrations.matchers import RequestMatcher
 
 
 class Constraint(Protocol):
@@ -120,7 +125,7 @@ class Greedy:
 class TriecConstraint:
     """A triec matcher (``table.matcher()``, ``Triggered(...).matcher()``): rows as id lists."""
 
-    def __init__(self, matcher: Any, width: int) -> None:
+    def __init__(self, matcher: RequestMatcher, width: int) -> None:
         self.matcher, self.width = matcher, width
 
     def allowed(self, logits: Any) -> np.ndarray:
@@ -154,9 +159,7 @@ class XGrammarConstraint:
         """The row as xgrammar's int32 bitmask (1, W), applied by the runtime's one masking path."""
         self.matcher.fill_next_token_bitmask(self.buf, 0)
         if self.eos_until is not None and self.eos_until not in self.text:
-            words = self.buf[0].numpy().view(np.uint32)
-            for e in self.eos:
-                words[e >> 5] &= ~np.uint32(1 << (e & 31))
+            clear_bits(self.buf[0].numpy(), self.eos)
         return self.buf
 
     def accept(self, token: int) -> None:

@@ -3,7 +3,7 @@
 Serving engines hand a grammar backend a constraint as a string of some kind
 (a ``choice`` list, a ``regex``, a ``json`` schema, a ``structural_tag``).
 A few of those are finite sets of strings triec compiles exactly; the rest
-belong to the engine's own grammar backend, unchanged. :class:`Constraints`
+belong to the server's own grammar backend, unchanged. :class:`Constraints`
 makes that decision and compiles what it keeps, framework-free (numpy; no
 SGLang or vLLM import), so the SGLang backend (:mod:`triec.integrations.sglang`)
 and a vLLM structured-outputs backend share it:
@@ -25,8 +25,8 @@ Compiled tables are cached by the content of the list within a memory bound
 (:class:`Limits`), and each list is bounded in count and bytes so a client cannot
 make the server compile without bound; a refusal is a
 :class:`~triec.errors.RequestError` with a one-line reason, which the backends
-turn into a rejected request. Each request gets a matcher (:class:`Matcher`)
-from its :class:`TableGrammar`.
+turn into a rejected request. Each request gets a matcher
+(:class:`~triec.integrations.matchers.RequestMatcher`) from its :class:`TableGrammar`.
 """
 
 from __future__ import annotations
@@ -38,18 +38,16 @@ import os
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
+from triec._compat import renamed
 from triec.encoding import JSON, RAW, Encoding
 from triec.errors import RequestError, ValuesError
 from triec.integrations.limits import Limits, table_nbytes
-from triec.runtime.matcher import TableMatcher
-from triec.runtime.table import MaskTable
-from triec.runtime.word_masks import state_words
+from triec.integrations.matchers import RequestMatcher
+from triec.integrations.serving import ArtifactStore, ServedModel, TriecRequest, admit_artifact, restrict_values
 
 if TYPE_CHECKING:
     from triec.runtime.kinds import Table
@@ -67,44 +65,9 @@ ANNOTATIONS = frozenset({"$schema", "$id", "$comment", "title", "description", "
 """Schema keywords that never change the set of instances (a string enum may carry them)."""
 
 
-# ----------------------------------------------------------------------------- the matcher protocol
-
-
-class Matcher(Protocol):
-    """One sequence, in the grammar engines' style; :class:`~triec.runtime.matcher.TableMatcher` is one.
-
-    The schema layer's matchers get the same methods, so a backend drives
-    every triec grammar through this protocol alone.
-    """
-
-    def fill_bitmask(self, row: np.ndarray) -> None:
-        """Write the whole int32 row: bit ``t & 31`` of word ``t >> 5`` set when token t is allowed."""
-
-    def accept_token(self, token: int) -> bool:
-        """Advance; False (and no change) for a token not allowed here."""
-
-    def rollback(self, n: int) -> None:
-        """Undo the last ``n`` accepted tokens, a terminating EOS included."""
-
-    def is_terminated(self) -> bool: ...
-
-    def fork(self) -> Matcher:
-        """An independent copy in the same position."""
-
-    def reset(self) -> None: ...
-
-    def validate_tokens(self, tokens: Sequence[int]) -> int:
-        """How many of ``tokens`` would be accepted in order (nothing moves)."""
-
-    def jump_forward(self) -> bytes:
-        """The bytes every continuation starts with (empty where the next byte is a choice)."""
-
-    def allowed(self) -> np.ndarray: ...
-
-
 @dataclass(frozen=True)
 class Delegate:
-    """Not triec's: the engine's own backend serves this constraint, unchanged. ``reason`` is for logs."""
+    """Not triec's: the server's own backend serves this constraint, unchanged. ``reason`` is for logs."""
 
     reason: str
 
@@ -128,8 +91,9 @@ class TableGrammar:
     artifact: str | None = None
     parent: Table | None = None
 
-    def matcher(self) -> Matcher:
-        return self.table.matcher()  # type: ignore[no-any-return]  # the table's own: a TableMatcher, a SchemaMatcher
+    def matcher(self) -> RequestMatcher:
+        """A new request's matcher at the start (the table's own: a TableMatcher, a SchemaMatcher)."""
+        return self.table.matcher()  # type: ignore[no-any-return]
 
     @property
     def vocab_size(self) -> int:
@@ -156,7 +120,7 @@ tool calls whose begins carry the names (docs/decisions.md D23); a :class:`~trie
 
 
 def schema_layer_table(doc: dict[str, Any], vocab: Vocabulary, any_whitespace: bool) -> Table | None:
-    """The schema layer's table for a JSON schema, in the engine's own whitespace convention, run by xgrammar
+    """The schema layer's table for a JSON schema, in the server's own whitespace convention, run by xgrammar
     (what the backends delegate to): vLLM's ``tool_choice="required"`` array over a tool registry
     (:func:`triec.schema.compile.compile_tools`), or any schema with large enums anywhere
     (:func:`triec.schema.compile.compile_schema`). Raises SchemaShapeError (delegated) when no trie has
@@ -284,7 +248,7 @@ def literal_alternation(pattern: str) -> list[str] | None:
     (no ``.*+?()[]{}|^$\\``) or escaped as Python's ``re.escape`` writes it, or as
     ``\\xHH``, ``\\uHHHH``, ``\\UHHHHHHHH``, ``\\n \\r \\t \\f \\v \\a``. Anything else,
     a quantifier, a class, a nested group, ``\\d``, flags, returns None: a real
-    regex, which the engine's own backend serves. Empty alternatives are values
+    regex, which the server's own backend serves. Empty alternatives are values
     (``(a|)`` is ``["a", ""]``), duplicates are kept. Values that are no UTF-8
     text (lone surrogates) return None.
     """
@@ -347,11 +311,18 @@ class Constraints:
     """Turns constraints into triec grammars for one served vocabulary, or says delegate.
 
     ``vocab`` is the served tokenizer's (its EOS ids the model's stop tokens, its
-    width the logits'). ``any_whitespace`` is the engine's JSON setting: triec's
+    width the logits'). ``any_whitespace`` is the server's JSON setting: triec's
     object instances are compact, so object schemas are served only when it is
     False (string enums are the same either way). ``tokenizer`` is what
     ``Vocabulary.load`` took for ``vocab`` (to fingerprint it with an artifact's
     own EOS ids); ``artifact_dir`` defaults to ``$TRIEC_ARTIFACT_DIR``.
+    ``served`` is the model artifacts are admitted against (default: ``vocab``'s,
+    :meth:`ServedModel.of <triec.integrations.serving.ServedModel.of>`), whose
+    stop ids are the server's unless a request passes its own; ``fix_stops`` is
+    what a refusal for EOS ids that would not stop suggests. ``artifact_store``
+    returns the store artifacts are looked up in (default: one store over
+    ``artifact_dir``; the vLLM backend passes the process's,
+    :func:`triec.integrations.serving.store`, which the processors use too).
     Thread-safe: backends compile in worker threads.
     """
 
@@ -362,11 +333,15 @@ class Constraints:
     artifact_dir: str | os.PathLike[str] | None = None
     schema_hook: SchemaHook | None = field(default_factory=lambda: schema_layer_table)
     structural_tag_hook: StructuralTagHook | None = field(default_factory=lambda: structural_tag_table)
+    served: ServedModel | None = None
+    fix_stops: str = "compile the artifact with the served model's EOS ids"
+    artifact_store: Callable[[], ArtifactStore] | None = None
 
     def __post_init__(self) -> None:
         self.cache = _Cache(self.limits.cache_bytes)
-        self._store: Any = None
-        self._served: Any = None
+        if self.served is None:
+            self.served = ServedModel.of(self.vocab, self.tokenizer)
+        self._store: ArtifactStore | None = None
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------- compiled lists
@@ -404,17 +379,19 @@ class Constraints:
             return Delegate("not an alternation of literals")
         return self.choice(values, kind="regex")
 
-    def json_schema(self, schema: str | dict[str, Any]) -> Served:
-        """A string enum, a flat enum-and-const object (compact output), an artifact by name, the schema hook's, or Delegate."""
+    def json_schema(self, schema: str | dict[str, Any], *, stops: Iterable[int] | None = None) -> Served:
+        """A string enum, a flat enum-and-const object (compact output), an artifact by name, the schema hook's, or
+        Delegate. ``stops``: the request's stop ids (an artifact's EOS ids must be among them; default the served
+        model's)."""
         if isinstance(schema, str):
             try:
                 doc = json.loads(schema)
             except (ValueError, RecursionError):
-                return Delegate("not valid JSON")  # the engine reports it as it always does
+                return Delegate("not valid JSON")  # the server reports it as it always does
         else:
             doc = schema
         if isinstance(doc, dict) and ARTIFACT_KEYWORD in doc:
-            return self._artifact_schema(doc)
+            return self._artifact_schema(doc, stops)
         members = string_enum(doc)
         if members is not None:
             return self.choice(members, encoding=JSON, kind="json")
@@ -426,7 +403,7 @@ class Constraints:
             except ValuesError as exc:
                 return self._schema_layer(doc, f"not a flat enum-and-const object ({exc})")
             if self.any_whitespace:  # its instances are not only the compact ones: the schema layer's, if any
-                return self._schema_layer(doc, "an object schema while the engine allows whitespace")
+                return self._schema_layer(doc, "an object schema while the server allows whitespace")
             return self.choice(members, encoding=enc, kind="json")
         return self._schema_layer(doc, "not a string enum")
 
@@ -448,7 +425,7 @@ class Constraints:
     def structural_tag(self, tag: str | dict[str, Any]) -> Served:
         """:attr:`structural_tag_hook`'s table for a tool-call tag, or Delegate."""
         if self.structural_tag_hook is None:
-            return Delegate("structural tags are the engine's")
+            return Delegate("structural tags are the server's")
         try:
             doc = json.loads(tag) if isinstance(tag, str) else tag
         except (ValueError, RecursionError):
@@ -473,7 +450,7 @@ class Constraints:
 
     # ------------------------------------------------------------- artifacts by name
 
-    def _artifact_schema(self, doc: dict[str, Any]) -> TableGrammar:
+    def _artifact_schema(self, doc: dict[str, Any], stops: Iterable[int] | None) -> TableGrammar:
         extra = sorted(set(doc) - {ARTIFACT_KEYWORD, RESTRICT_KEYWORD})
         if extra:
             raise RequestError(
@@ -484,34 +461,27 @@ class Constraints:
         if not isinstance(name, str):
             raise RequestError(f"{ARTIFACT_KEYWORD!r} must be an artifact name (a string), not {type(name).__name__}")
         restrict = doc.get(RESTRICT_KEYWORD)
-        if restrict is not None:
-            if not isinstance(restrict, list) or not restrict or not all(isinstance(v, str) for v in restrict):
-                raise RequestError(f"{RESTRICT_KEYWORD!r} must be a non-empty list of strings")
-        return self.artifact(name, restrict)
+        values = None if restrict is None else restrict_values(restrict, RESTRICT_KEYWORD)
+        return self.artifact(name, values, stops=stops)
 
-    def artifact(self, name: str, restrict: Sequence[str] | None = None) -> TableGrammar:
-        """The named artifact of the directory (optionally narrowed to ``restrict``), checked against the served vocabulary.
+    def artifact(self, name: str, restrict: Sequence[str] | None = None, *,
+                 stops: Iterable[int] | None = None) -> TableGrammar:  # fmt: skip
+        """The named artifact of the directory (optionally narrowed to ``restrict``), admitted for the served model.
 
-        RequestError when the name is not a plain name inside the directory, the
-        file is missing or invalid, or it was compiled for another tokenizer or
-        logits width. Artifacts are read into memory (never mapped: a file truncated
-        under a mapping kills the process, D24) and subsets compacted once by the
-        serving core's :class:`~triec.integrations.serving.ArtifactStore` (the vLLM processors' too),
-        which reloads a file that changed.
+        Through the serving core's one door (:func:`~triec.integrations.serving.admit_artifact`): the name must be
+        a plain name inside the directory, the file valid, its masks as wide as the logits, its tokenizer the
+        served one, and its EOS ids among ``stops`` (default: the served model's); RequestError names the first
+        failure. Artifacts are read into memory (never mapped: a file truncated under a mapping kills the
+        process, D24) and subsets compacted once by the :class:`~triec.integrations.serving.ArtifactStore`
+        (the vLLM processors' too), which reloads a file that changed.
         """
-        store = self._artifact_store()
-        from triec.integrations.serving import MAX_RESTRICT, TriecRequest
-
-        if restrict is not None and len(restrict) > MAX_RESTRICT:
-            raise RequestError(f"{RESTRICT_KEYWORD!r} holds {len(restrict)} values; at most {MAX_RESTRICT} are accepted")
-        parent = store.table(name)
-        if not parent.restrictable and restrict is not None:
-            raise RequestError(f"artifact {name!r} is a schema table; {RESTRICT_KEYWORD!r} narrows a table of values only")
-        self._check_artifact(name, parent)
-        if restrict is None:
+        assert self.served is not None
+        request = TriecRequest(name, None if restrict is None else restrict_values(restrict, RESTRICT_KEYWORD))
+        stop_ids = self.served.stop_ids(None) if stops is None else {int(t) for t in stops}
+        key, table, parent = admit_artifact(request, self._artifact_store(), self.served, stop_ids,
+                                            fix_stops=self.fix_stops)  # fmt: skip
+        if table is parent:
             return TableGrammar(parent, f"artifact:{name}", 0, name, parent)  # the store keeps the table
-        request = TriecRequest(name, tuple(sorted(set(restrict))))
-        key, table = store.resolve(request)
         ckey = "artifact:" + hashlib.sha256(json.dumps([str(k) for k in key]).encode("utf-8", "surrogatepass")).hexdigest()
         found = self.cache.get(ckey)
         if found is not None and found.table is table:
@@ -536,95 +506,26 @@ class Constraints:
                 return True
         return self.cache.peek(grammar.key) is grammar
 
-    def _artifact_store(self) -> Any:
+    def _artifact_store(self) -> ArtifactStore:
+        if self.artifact_store is not None:
+            return self.artifact_store()
         with self._lock:
             if self._store is None:
-                from triec.integrations.serving import ArtifactStore
-
                 self._store = ArtifactStore(self.artifact_dir)
             return self._store
-
-    def _check_artifact(self, name: str, table: Table) -> None:
-        vocab = self.vocab
-        if table.vocab_size != vocab.vocab_size:
-            raise RequestError(
-                f"artifact {name!r} has masks {table.vocab_size} wide; the served model's logits are "
-                f"{vocab.vocab_size} wide (compile it with --vocab-size {vocab.vocab_size})"
-            )
-        if tuple(sorted(table.eos_token_ids)) == vocab.eos_token_ids or self.tokenizer is None:
-            fingerprint = vocab.fingerprint  # without a tokenizer spec: EOS ids must match too
-        else:
-            with self._lock:
-                if self._served is None:
-                    from triec.integrations.serving import ServedModel
-
-                    self._served = ServedModel(self.tokenizer, vocab.vocab_size, None, ())
-            fingerprint = self._served.fingerprint(table.eos_token_ids)
-        if fingerprint != table.tokenizer_fingerprint:
-            raise RequestError(
-                f"artifact {name!r} was compiled for another tokenizer ({table.tokenizer_name or 'unnamed'}, "
-                f"EOS {list(table.eos_token_ids)}) than the served model's ({vocab.name}, EOS {list(vocab.eos_token_ids)})"
-            )
 
     def clear(self) -> None:
         """Forget every compiled table (a backend's cache flush)."""
         self.cache.clear()
 
 
-# ----------------------------------------------------------------------------- batched rows
-
-
-BATCH_ROWS = 24
-"""From this many rows of one table on, :func:`fill_rows` writes them in one gather and scatter (below, one slice
-assignment per row is cheaper: about 2.5 us a row against 25 us of numpy set-up, measured at width 151,936)."""
-
-
-def fill_rows(matchers: Sequence[Matcher], rows: Sequence[int], out: np.ndarray) -> None:
-    """``out[rows[i]]`` = the mask row of ``matchers[i]``; the table matchers of one table batched.
-
-    Each table-matcher row is cleared (the engines hand over rows of -1) and gets
-    the (word, bits) pairs of its state: O(allowed words) past the clear, and from
-    :data:`BATCH_ROWS` rows of a table on, no Python loop over those rows. Any other
-    matcher fills its own row.
-    """
-    groups: dict[int, tuple[MaskTable, list[int], list[TableMatcher]]] = {}  # by table: (table, rows, matchers)
-    for m, r in zip(matchers, rows, strict=True):
-        if type(m) is TableMatcher:
-            group = groups.get(id(m.table))
-            if group is None:
-                group = groups[id(m.table)] = (m.table, [], [])
-            group[1].append(int(r))
-            group[2].append(m)
-        else:
-            m.fill_bitmask(out[int(r)])
-    for table, row_list, group_matchers in groups.values():
-        if len(row_list) < BATCH_ROWS:
-            for m, r in zip(group_matchers, row_list, strict=True):
-                m.fill_bitmask(out[r])
-            continue
-        for r in row_list:
-            out[r].fill(0)
-        live = [(r, m.state) for r, m in zip(row_list, group_matchers, strict=True) if not m.is_terminated()]
-        if not live:
-            continue
-        rw = np.fromiter((r for r, _ in live), dtype=np.int64, count=len(live))
-        st = np.fromiter((s for _, s in live), dtype=np.int64, count=len(live))
-        w = state_words(table)
-        lo = w.offsets[st]
-        counts = w.offsets[st + 1] - lo
-        total = int(counts.sum())
-        if total == 0:
-            continue
-        ends = np.cumsum(counts)
-        pos = np.repeat(lo - ends + counts, counts) + np.arange(total, dtype=np.int64)
-        if out.flags.c_contiguous:
-            out.reshape(-1)[np.repeat(rw * out.shape[1], counts) + w.words[pos]] = w.bits[pos]
-        else:
-            out[np.repeat(rw, counts), w.words[pos]] = w.bits[pos]
-
-
 __all__ = [
-    "ANNOTATIONS", "ARTIFACT_KEYWORD", "BATCH_ROWS", "RESTRICT_KEYWORD", "Constraints", "Delegate", "Limits", "Matcher", "SchemaHook",
-    "Served", "StructuralTagHook", "TableGrammar", "content_key", "fill_rows", "literal_alternation", "string_enum",
-    "table_nbytes",
+    "ANNOTATIONS", "ARTIFACT_KEYWORD", "RESTRICT_KEYWORD", "Constraints", "Delegate", "SchemaHook", "Served",
+    "StructuralTagHook", "TableGrammar", "content_key", "literal_alternation", "string_enum",
 ]  # fmt: skip
+
+__getattr__ = renamed(__name__, {
+    "Matcher": "triec.integrations.matchers:RequestMatcher",
+    "fill_rows": "triec.integrations.matchers:fill_rows",
+    "BATCH_ROWS": "triec.integrations.matchers:BATCH_ROWS",
+})  # fmt: skip

@@ -28,7 +28,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from triec.errors import RequestError, TokenizerMismatch
-from triec.integrations.serving import ServedModel, admit
+from triec.integrations.matchers import RequestMatcher
+from triec.integrations.serving import ServedModel, admit, served_vocabulary
+from triec.runtime.bitmask import words_for
 from triec.runtime.numpy import apply_bitmask, keep_tokens
 
 if TYPE_CHECKING:
@@ -92,12 +94,10 @@ def model_vocabulary(llm: Any, eos_token_ids: list[int] | None = None) -> Vocabu
     Its EOS ids are the GGUF's (``eos_token_ids`` overrides: :func:`eog_ids` gives every id llama.cpp ends
     generation on, the ids its own grammars allow at a complete value).
     """
-    from triec.tokenizer.vocabulary import Vocabulary
-
     path = getattr(llm, "model_path", None)
     if not path or not os.path.isfile(path):
         raise TokenizerMismatch("the Llama object does not say which GGUF it was loaded from (model_path)")
-    vocab = Vocabulary.load(path, eos_token_ids=eos_token_ids)
+    vocab = served_vocabulary(path, eos_token_ids=eos_token_ids)
     check_vocabulary(llm, vocab)
     _checked(llm).add(vocab.fingerprint)
     return vocab
@@ -134,7 +134,7 @@ class _Decoding:
 
     def __init__(self, constraint: LlamaCppConstraint) -> None:
         self.c = constraint
-        self.matcher = constraint._new_matcher()
+        self.matcher: RequestMatcher = constraint.new_matcher()
         self.start: int | None = None  # the prompt's length, set by the first call
         self.read = 0
         self.last = -1
@@ -144,7 +144,7 @@ class _Decoding:
     def sync(self, input_ids: np.ndarray) -> None:
         n = len(input_ids)
         if self.start is None or n < self.start + self.read or (self.read and int(input_ids[self.start + self.read - 1]) != self.last):
-            self.matcher = self.c._new_matcher()
+            self.matcher = self.c.new_matcher()
             self.start, self.read, self.refused, self._ids = n, 0, False, None
         for t in input_ids[self.start + self.read :].tolist():
             if not self.refused and not self.matcher.accept_token(t):
@@ -216,7 +216,7 @@ class LlamaCppConstraint:
         served = ServedModel(tokenizer=str(llm.model_path), vocab_size=width, eos_token_id=int(llm.token_eos()),
                              generation_eos_ids=tuple(sorted(stops)))  # fmt: skip
         if self.vocab.num_tokens == width:
-            served.know(self.vocab.eos_token_ids, self.vocab.fingerprint)
+            served.know(self.vocab)
         parent = table
         if values is not None:
             if not table.restrictable:
@@ -233,11 +233,14 @@ class LlamaCppConstraint:
             self._triggered = Triggered(table, self.vocab, trigger)
         self._eos = np.asarray(sorted(set(table.eos_token_ids)), dtype=np.intp)
         self._by_rows = table.host_matched or self._triggered is not None  # rows from a matcher's bitmask
-        self._row = np.zeros((table.vocab_size + 31) // 32, dtype=np.int32)
+        self._row = np.zeros(words_for(table.vocab_size), dtype=np.int32)
         self._lc = lc
 
-    def _new_matcher(self) -> Any:
-        return self._triggered.matcher() if self._triggered is not None else self.table.matcher()
+    def new_matcher(self) -> RequestMatcher:
+        """A fresh decoding's matcher: the table's, or think-then-answer's over it."""
+        if self._triggered is not None:
+            return self._triggered.matcher()
+        return self.table.matcher()  # type: ignore[no-any-return]
 
     def generation_kwargs(self, *, chat: bool = False) -> dict[str, Any]:
         """``logits_processor`` and ``stopping_criteria`` for one call of ``Llama.__call__``, ``create_completion``

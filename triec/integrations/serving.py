@@ -1,16 +1,21 @@
-"""The serving core every engine integration shares: artifacts by name, the served model, request arguments and
+"""The serving core every server integration shares: artifacts by name, the served model, request arguments and
 admission. Framework-free: importing it pulls in neither vLLM nor SGLang nor torch (numpy and triec's runtime).
 
 Safety model. A request names an artifact; the name is resolved inside the
 directory the operator set in ``TRIEC_ARTIFACT_DIR`` and nowhere else. Every
 check that can fail on user input runs at admission (:func:`check_request`:
-the engine answers HTTP 400 and keeps serving). Inside an engine step nothing
+the server answers HTTP 400 and keeps serving). Inside a server's step nothing
 raises on user input: a request that still cannot be served there (its
 artifact vanished in between) is masked to EOS only and ends at once.
 
-Used by the vLLM processors and structured-outputs backend
-(:mod:`triec.integrations.vllm`), SGLang's backend and the framework-free
-:class:`~triec.integrations.constraints.Constraints` (artifacts by name).
+The one door to serving: every artifact a request names, through any server
+integration (the vLLM processors and structured-outputs backend, SGLang's
+backend through :class:`~triec.integrations.constraints.Constraints`,
+llama.cpp), is resolved by :class:`ArtifactStore` and admitted by
+:func:`admit` (:func:`admit_artifact` does both); nothing else refuses an
+artifact. The served vocabulary is decoded and memoized here only
+(:func:`served_vocabulary`), and restrict values are checked here only
+(:func:`restrict_values`).
 """
 
 from __future__ import annotations
@@ -20,15 +25,19 @@ import os
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
+from triec._compat import renamed
 from triec.errors import RequestError, TriecError
 from triec.integrations.limits import Limits, table_nbytes
 from triec.runtime.table import MaskTable
 from triec.schema.table import SchemaTable
+
+if TYPE_CHECKING:
+    from triec.tokenizer.vocabulary import Vocabulary
 
 log = logging.getLogger("triec.serving")
 
@@ -45,10 +54,11 @@ SUFFIX = ".triec"
 MAX_RESTRICT = 100_000
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$")
 
-Table = MaskTable | SchemaTable
+ServedTable = MaskTable | SchemaTable
+"""What the store hands out: a plain mask table or a schema table (both answer :class:`triec.runtime.kinds.Table`)."""
 
 
-def is_schema(table: Table) -> bool:
+def is_schema(table: ServedTable) -> bool:
     """A schema artifact (its rows from one host matcher per request), not a plain mask table."""
     return table.host_matched
 
@@ -75,18 +85,22 @@ def parse_extra_args(extra_args: dict[str, Any] | None) -> TriecRequest | None:
         raise RequestError(
             f"{ARG_NAME!r} must be an artifact name (letters, digits, '_', '-', '.'; no path), not {name!r:.80}"
         )
-    if restrict is None:
-        return TriecRequest(name)
-    if isinstance(restrict, str):
-        restrict = [restrict]
-    if not isinstance(restrict, list) or not restrict:
-        raise RequestError(f"{ARG_RESTRICT!r} must be a non-empty list of values")
-    if len(restrict) > MAX_RESTRICT:
-        raise RequestError(f"{ARG_RESTRICT!r} holds {len(restrict)} values; at most {MAX_RESTRICT} are accepted")
-    bad = next((v for v in restrict if not isinstance(v, str)), None)
+    return TriecRequest(name, None if restrict is None else restrict_values(restrict, ARG_RESTRICT))
+
+
+def restrict_values(raw: Any, key: str = ARG_RESTRICT) -> tuple[str, ...]:
+    """The one check of the values a request narrows an artifact to (``restrict`` in ``extra_args``,
+    ``x-triec-restrict`` in a JSON schema): a non-empty list of strings (a lone string is one value), at most
+    :data:`MAX_RESTRICT`; returned sorted, without duplicates. RequestError names ``key`` and what is wrong."""
+    values = [raw] if isinstance(raw, str) else raw
+    if not isinstance(values, (list, tuple)) or not values:
+        raise RequestError(f"{key!r} must be a non-empty list of strings, not {type(raw).__name__}")
+    if len(values) > MAX_RESTRICT:
+        raise RequestError(f"{key!r} holds {len(values)} values; at most {MAX_RESTRICT} are accepted")
+    bad = next((v for v in values if not isinstance(v, str)), None)
     if bad is not None:
-        raise RequestError(f"{ARG_RESTRICT!r} values must be strings, not {type(bad).__name__} {bad!r:.80}")
-    return TriecRequest(name, tuple(sorted(set(restrict))))
+        raise RequestError(f"{key!r} values must be strings, not {type(bad).__name__} {bad!r:.80}")
+    return tuple(sorted(set(values)))
 
 
 # ----------------------------------------------------------------------------- artifacts
@@ -133,13 +147,8 @@ def _read_version(path: Path) -> tuple[Version, bytes, bool]:
 @dataclass
 class _Loaded:
     version: Version
-    table: Table
+    table: ServedTable
     settled: bool
-
-
-def _cache_bytes() -> int:
-    """``TRIEC_CACHE_BYTES`` (256 MiB by default): the bound of every cache of compiled or compacted tables."""
-    return Limits.from_env().cache_bytes
 
 
 class ArtifactStore:
@@ -158,7 +167,7 @@ class ArtifactStore:
 
     Restricted subsets are compacted into standalone tables and kept in an
     LRU cache within ``max_subsets`` tables and ``max_subset_bytes`` bytes
-    (default ``TRIEC_CACHE_BYTES``, 256 MiB), so requests repeating a subset
+    (default ``TRIEC_CACHE_BYTES``, 256 MiB: :class:`~triec.integrations.limits.Limits`), so requests repeating a subset
     share one table; the subsets of a replaced version are dropped with it.
     """
 
@@ -170,7 +179,7 @@ class ArtifactStore:
         self._failed: dict[str, tuple[tuple[int, ...], str]] = {}  # name -> (stamp, message) of a settled bad file
         self._subsets: OrderedDict[tuple[str, Version, tuple[str, ...]], tuple[MaskTable, int]] = OrderedDict()
         self._max_subsets = max_subsets
-        self._max_subset_bytes = _cache_bytes() if max_subset_bytes is None else max_subset_bytes
+        self._max_subset_bytes = Limits.from_env().cache_bytes if max_subset_bytes is None else max_subset_bytes
         self._lock = threading.Lock()
 
     def subset_bytes(self) -> int:
@@ -193,7 +202,7 @@ class ArtifactStore:
             raise RequestError(f"no artifact named {name!r} on this server")
         return real
 
-    def table(self, name: str) -> Table:
+    def table(self, name: str) -> ServedTable:
         """The named artifact's table; RequestError when it is missing or invalid."""
         table, _ = self._load(name)
         return table
@@ -205,7 +214,7 @@ class ArtifactStore:
             for key in [k for k in self._subsets if k[0] == name]:
                 del self._subsets[key]
 
-    def _load(self, name: str) -> tuple[Table, Version]:
+    def _load(self, name: str) -> tuple[ServedTable, Version]:
         from triec.artifact.formats import load_buffer
 
         path = self.path(name)
@@ -249,35 +258,93 @@ class ArtifactStore:
                 del self._subsets[key]
         return table, version
 
-    def resolve(self, request: TriecRequest) -> tuple[tuple[Any, ...], Table]:
+    def resolve(self, request: TriecRequest) -> tuple[tuple[Any, ...], ServedTable]:
         """(cache key, table) for a request: the artifact, or its compacted subset."""
+        found = self.open(request)
+        return found.key, found.table
+
+    def open(self, request: TriecRequest) -> Resolved:
+        """The request's :class:`Resolved` table (the artifact, or its compacted subset) and the artifact it is of."""
         table, version = self._load(request.name)
         if request.restrict is None:
-            return (request.name, version), table
+            return Resolved((request.name, version), table, table)
         if not table.restrictable:
             raise RequestError(
-                f"{ARG_RESTRICT!r} cannot narrow artifact {request.name!r}: it is a tool-call schema; compile a "
-                "schema whose name enum holds just the wanted tools instead"
+                f"artifact {request.name!r} is a tool-call schema: restrict values cannot narrow it (restricting "
+                "narrows a table of values only); compile a schema whose name enum holds just the wanted tools instead"
             )
         key = (request.name, version, request.restrict)
         with self._lock:
             found = self._subsets.get(key)
             if found is not None:
                 self._subsets.move_to_end(key)
-                return key, found[0]
+                return Resolved(key, found[0], table)
         try:
             sub = table.restrict(request.restrict).compact()
         except TriecError as exc:
-            raise RequestError(f"{ARG_RESTRICT!r} for artifact {request.name!r}: {exc}") from exc
+            raise RequestError(f"restricting artifact {request.name!r}: {exc}") from exc
         nbytes = table_nbytes(sub)
         if nbytes > self._max_subset_bytes:
-            return key, sub  # served, not kept
+            return Resolved(key, sub, table)  # served, not kept
         with self._lock:
             self._subsets[key] = (sub, nbytes)
             total = sum(n for _, n in self._subsets.values())
             while len(self._subsets) > self._max_subsets or total > self._max_subset_bytes:
                 total -= self._subsets.popitem(last=False)[1][1]
-        return key, sub
+        return Resolved(key, sub, table)
+
+
+class Resolved(NamedTuple):
+    """A request's artifact as the store resolved it: ``table`` is what the request is served (``parent``, the
+    artifact's table, or its compacted subset); ``key`` identifies it (name, file version and subset)."""
+
+    key: tuple[Any, ...]
+    table: ServedTable
+    parent: ServedTable
+
+
+# ----------------------------------------------------------------------------- the served vocabulary
+
+MAX_VOCABULARIES = 8
+"""Decoded vocabularies :func:`served_vocabulary` keeps (a server serves one tokenizer, with one EOS set or a few)."""
+
+_VOCABULARIES: OrderedDict[tuple[str, int | None, tuple[int, ...] | None], Vocabulary] = OrderedDict()
+_VOCABULARIES_LOCK = threading.Lock()
+
+
+def eos_key(eos_token_ids: Iterable[int]) -> tuple[int, ...]:
+    """EOS ids as every memo here keys them: sorted, without duplicates."""
+    return tuple(sorted({int(e) for e in eos_token_ids}))
+
+
+def served_vocabulary(tokenizer: str | os.PathLike[str], vocab_size: int | None = None,
+                      eos_token_ids: Iterable[int] | None = None) -> Vocabulary:  # fmt: skip
+    """The served tokenizer's decoded vocabulary: ``Vocabulary.load(tokenizer, vocab_size=..., eos_token_ids=...)``,
+    once per process and arguments (the last :data:`MAX_VOCABULARIES` kept).
+
+    The one place an integration loads the vocabulary it serves: admission's fingerprints, the schema tables'
+    binding, the vLLM backend's and SGLang's grammars share these objects (and each one's token automaton). The
+    first load of a 150k-token tokenizer decodes it (about 0.4 s); triec's vocabulary cache keeps the result on
+    disk, so later processes read it in milliseconds. Loads are serialized: a second caller waits for the first.
+    """
+    key = (os.fspath(tokenizer), None if vocab_size is None else int(vocab_size),
+           None if eos_token_ids is None else eos_key(eos_token_ids))  # fmt: skip
+    with _VOCABULARIES_LOCK:
+        found = _VOCABULARIES.get(key)
+        if found is None:
+            from triec.tokenizer.vocabulary import Vocabulary
+
+            found = Vocabulary.load(key[0], vocab_size=key[1], eos_token_ids=key[2])
+            _VOCABULARIES[key] = found
+            while len(_VOCABULARIES) > MAX_VOCABULARIES:
+                _VOCABULARIES.popitem(last=False)
+        _VOCABULARIES.move_to_end(key)
+        return found
+
+
+def served_fingerprint(tokenizer: str, vocab_size: int, eos: tuple[int, ...]) -> str:
+    """The fingerprint of the served vocabulary with EOS ids ``eos`` (:func:`served_vocabulary`)."""
+    return served_vocabulary(tokenizer, vocab_size, eos).fingerprint
 
 
 # ----------------------------------------------------------------------------- admission
@@ -285,53 +352,84 @@ class ArtifactStore:
 
 @dataclass
 class ServedModel:
-    """What admission needs to know about the served model."""
+    """What admission needs to know about the served model.
 
-    tokenizer: str
+    ``tokenizer`` is what :func:`served_vocabulary` loads the served vocabulary from; ``None`` when the server has
+    a vocabulary but no file to load it from (:meth:`know` records it, and only its EOS set can be fingerprinted).
+    """
+
+    tokenizer: str | None
     vocab_size: int
     eos_token_id: int | None  # the tokenizer's EOS: vLLM stops on it unless ignore_eos
     generation_eos_ids: tuple[int, ...]  # generation_config's eos_token_id: stop ids unless ignore_eos
+    _known: dict[tuple[int, ...], Vocabulary] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _fingerprints: dict[tuple[int, ...], str] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
 
-    def __post_init__(self) -> None:
-        self._fingerprints: dict[tuple[int, ...], str] = {}
-        self._lock = threading.Lock()
+    @classmethod
+    def of(cls, vocab: Vocabulary, tokenizer: str | None = None) -> ServedModel:
+        """The model a decoded vocabulary serves (its width, its EOS ids the stop ids); ``tokenizer``: what it was
+        loaded from, so other EOS sets can be fingerprinted too."""
+        served = cls(tokenizer, vocab.vocab_size, None, vocab.eos_token_ids)
+        served.know(vocab)
+        return served
 
-    def fingerprint(self, eos_token_ids: Sequence[int]) -> str:
-        """The served tokenizer's vocabulary fingerprint, with the artifact's EOS ids.
+    @property
+    def name(self) -> str:
+        """The served tokenizer, as messages name it."""
+        if self.tokenizer is not None:
+            return self.tokenizer
+        return next((v.name for v in self._known.values()), "unnamed")
 
-        Decoding a 150k-token tokenizer costs about 0.4 s the first time; triec's
-        vocabulary cache keeps the result on disk, and the engine process loads
-        it at start-up (the vLLM processors' ``engine_start``), so the frontend's first request
-        reads the cache (about 15 ms) and later ones the memo here.
+    def know(self, vocab: Vocabulary) -> None:
+        """Serve ``vocab`` for its EOS ids (a vocabulary the server loaded and checked itself: llama.cpp's GGUF, the
+        one a backend was built with), so its fingerprint is not computed again."""
+        with self._lock:
+            self._known[vocab.eos_token_ids] = vocab
+            self._fingerprints[vocab.eos_token_ids] = vocab.fingerprint
+
+    def vocabulary(self, eos_token_ids: Iterable[int] | None = None) -> Vocabulary:
+        """The served vocabulary with these EOS ids (the tokenizer's own when None): one it was told of
+        (:meth:`know`), else :func:`served_vocabulary`'s. RequestError when it has no tokenizer to load from."""
+        if eos_token_ids is not None:
+            with self._lock:
+                found = self._known.get(eos_key(eos_token_ids))
+            if found is not None:
+                return found
+        if self.tokenizer is None:
+            raise RequestError(
+                f"the served vocabulary ({self.name}) cannot be loaded with EOS ids {list(eos_token_ids or ())}: "
+                "the server did not say which tokenizer it serves"
+            )
+        return served_vocabulary(self.tokenizer, self.vocab_size, eos_token_ids)
+
+    def fingerprint(self, eos_token_ids: Sequence[int]) -> str | None:
+        """The served tokenizer's vocabulary fingerprint, with the artifact's EOS ids (None: cannot be told).
+
+        vLLM's engine process decodes the served tokenizer at start-up (the vLLM processors' ``warm_up``, the
+        backend's vocabulary thread), so the frontend's first request reads triec's vocabulary cache from disk
+        (about 15 ms) and later ones the memo here.
         """
-        key = tuple(sorted(set(int(e) for e in eos_token_ids)))
+        key = eos_key(eos_token_ids)
         with self._lock:
             fp = self._fingerprints.get(key)
-            if fp is None:
-                fp = self._fingerprints[key] = served_fingerprint(self.tokenizer, self.vocab_size, key)
+        if fp is None:
+            if self.tokenizer is None:
+                return None
+            fp = self.vocabulary(key).fingerprint
+            with self._lock:
+                self._fingerprints[key] = fp
         return fp
 
-    def know(self, eos_token_ids: Sequence[int], fingerprint: str) -> None:
-        """Record a fingerprint already computed (an engine that loaded the vocabulary itself)."""
-        with self._lock:
-            self._fingerprints[tuple(sorted(set(int(e) for e in eos_token_ids)))] = fingerprint
-
     def stop_ids(self, params: Any) -> set[int]:
-        """Token ids that will end ``params``'s request (as vLLM's scheduler decides after admission)."""
+        """Token ids that will end ``params``'s request (as vLLM's scheduler decides after admission); ``params``
+        None: a request without stop ids of its own."""
         stops = {int(t) for t in (getattr(params, "stop_token_ids", None) or ())}
         if not getattr(params, "ignore_eos", False):
             if self.eos_token_id is not None:
                 stops.add(int(self.eos_token_id))
             stops.update(self.generation_eos_ids)
         return stops
-
-
-def served_fingerprint(tokenizer: str, vocab_size: int, eos: tuple[int, ...]) -> str:
-    """The fingerprint of ``Vocabulary.load(tokenizer, vocab_size, eos)`` (decoded once per tokenizer file:
-    triec's vocabulary cache keeps the decoded bytes on disk, so later processes load them in milliseconds)."""
-    from triec.tokenizer.vocabulary import Vocabulary
-
-    return Vocabulary.load(tokenizer, vocab_size=vocab_size, eos_token_ids=eos).fingerprint
 
 
 def served_model_from_config(model_config: Any, eos_token_id: int | None = None) -> ServedModel:
@@ -351,38 +449,65 @@ def served_model_from_config(model_config: Any, eos_token_id: int | None = None)
     )
 
 
+STOPS_HINT = "ignore_eos, or a model whose EOS differs: add them to stop_token_ids"
+"""What a refusal for EOS ids that would not stop a vLLM request suggests (the processors and the backend)."""
+
+
 def check_request(params: Any, served: ServedModel | None, store: ArtifactStore) -> TriecRequest | None:
     """Every admission check for one request's ``SamplingParams``; RequestError names the first failure."""
     request = parse_extra_args(getattr(params, "extra_args", None))
     if request is None:
         return None
-    if served is None:
-        raise RequestError("triec cannot tell which model this server runs (unsupported engine version?)")
-    _, table = store.resolve(request)
+    served = known_server(served)
     if int(getattr(params, "min_tokens", 0) or 0) > 0:
         raise RequestError("min_tokens > 0 cannot be combined with triec: EOS would be masked at a complete value")
     if getattr(params, "structured_outputs", None) is not None:
         raise RequestError("a request takes either triec or structured_outputs, not both")
-    admit(f"artifact {request.name!r}", table, store.table(request.name), served, served.stop_ids(params),
-          fix_stops="ignore_eos, or a model whose EOS differs: add them to stop_token_ids")  # fmt: skip
+    admit_artifact(request, store, served, served.stop_ids(params), fix_stops=STOPS_HINT)
     return request
 
 
-def admit(what: str, table: Table, parent: Table, served: ServedModel, stops: set[int], *, fix_stops: str) -> None:
-    """The checks every engine makes before serving ``table`` (a view of ``parent``) to ``served``; RequestError.
+def known_server(served: ServedModel | None) -> ServedModel:
+    """``served``, or RequestError where the server could not tell which model it runs (no artifact can be admitted
+    without its width and tokenizer)."""
+    if served is None:
+        raise RequestError("triec cannot tell which model this server runs (an unsupported server version?): "
+                           "artifacts are refused")  # fmt: skip
+    return served
+
+
+def admit_artifact(request: TriecRequest, store: ArtifactStore, served: ServedModel, stops: Iterable[int], *,
+                   fix_stops: str) -> Resolved:  # fmt: skip
+    """The one door for an artifact a request names, whatever the server: resolved by ``store`` (the file, then its
+    restricted subset) and admitted (:func:`admit`). RequestError names the first failure."""
+    found = store.open(request)
+    admit(f"artifact {request.name!r}", found.table, found.parent, served, set(stops), fix_stops=fix_stops)
+    return found
+
+
+def admit(what: str, table: ServedTable, parent: ServedTable, served: ServedModel, stops: set[int], *,
+          fix_stops: str) -> None:  # fmt: skip
+    """The checks every server makes before serving ``table`` (a view of ``parent``) to ``served``; RequestError.
 
     The masks are as wide as the model's logits, the vocabulary is the model's (fingerprint, EOS ids included),
-    every EOS id the table ends values with stops the engine (``stops``), and a schema table's engine is installed.
+    every EOS id the table ends values with stops the server (``stops``), and a schema table's grammar engine is
+    installed. ``fix_stops`` says how a request or server makes those EOS ids stop.
     """
     if parent.vocab_size != served.vocab_size:
         raise RequestError(
             f"{what} has masks {parent.vocab_size} wide; the served model's logits are "
             f"{served.vocab_size} wide (compile it with --vocab-size {served.vocab_size})"
         )
-    if served.fingerprint(parent.eos_token_ids) != parent.tokenizer_fingerprint:
+    try:
+        fingerprint = served.fingerprint(parent.eos_token_ids)
+    except RequestError:
+        raise
+    except TriecError as exc:
+        raise RequestError(f"triec cannot read the served tokenizer ({served.name}): {exc}") from None
+    if fingerprint != parent.tokenizer_fingerprint:
         raise RequestError(
             f"{what} was compiled for another tokenizer ({parent.tokenizer_name or 'unnamed'}, "
-            f"{parent.tokenizer_fingerprint[:19]}...) than the served model's ({served.tokenizer})"
+            f"{parent.tokenizer_fingerprint[:19]}...) than the served model's ({served.name})"
         )
     missing = sorted(set(table.eos_token_ids) - stops)
     if missing:
@@ -402,7 +527,7 @@ def admit(what: str, table: Table, parent: Table, served: ServedModel, stops: se
 
 
 def warm_schema(table: SchemaTable) -> None:
-    """Set up a schema table's engine before its first request: the engine over the vocabulary, the grammar
+    """Set up a schema table's grammar engine before its first request: the engine over the vocabulary, the grammar
     the output starts in (or a table's only grammar), and the matchers' token lookups. A registry's argument
     grammars are left to their first use."""
     table.driver()
@@ -434,7 +559,10 @@ def reset_store(directory: str | os.PathLike[str] | None = None) -> ArtifactStor
 
 
 __all__ = [
-    "ARG_NAME", "ARG_RESTRICT", "ENV_DIR", "MAX_RESTRICT", "SETTLE_S", "SUFFIX", "ArtifactStore", "ServedModel", "Table",
-    "TriecRequest", "check_request", "is_schema", "parse_extra_args", "reset_store", "served_fingerprint",
-    "served_model_from_config", "store", "warm_schema",
+    "ARG_NAME", "ARG_RESTRICT", "ENV_DIR", "MAX_RESTRICT", "MAX_VOCABULARIES", "SETTLE_S", "STOPS_HINT", "SUFFIX",
+    "ArtifactStore", "Resolved", "ServedModel", "ServedTable", "TriecRequest", "admit", "admit_artifact",
+    "check_request", "eos_key", "is_schema", "known_server", "parse_extra_args", "reset_store", "restrict_values",
+    "served_fingerprint", "served_model_from_config", "served_vocabulary", "store", "warm_schema",
 ]  # fmt: skip
+
+__getattr__ = renamed(__name__, {"Table": "triec.integrations.serving:ServedTable"})

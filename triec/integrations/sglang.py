@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -40,16 +41,11 @@ from sglang.srt.constrained.base_grammar_backend import (
     register_grammar_backend,
 )
 
+from triec._compat import renamed
 from triec.errors import RequestError, TriecError
-from triec.integrations.constraints import (
-    ARTIFACT_KEYWORD,
-    Constraints,
-    Delegate,
-    Matcher,
-    Served,
-    TableGrammar,
-    fill_rows,
-)
+from triec.integrations.constraints import ARTIFACT_KEYWORD, Constraints, Delegate, Served, TableGrammar
+from triec.integrations.matchers import MatcherRows, RequestMatcher
+from triec.integrations.serving import served_vocabulary
 
 log = logging.getLogger("triec.sglang")
 
@@ -93,7 +89,7 @@ def _fill_host(vocab_mask: torch.Tensor, fill: Callable[[np.ndarray], None]) -> 
 # ----------------------------------------------------------------------------- the grammar object
 
 
-class TriecGrammar(BaseGrammarObject):
+class TriecGrammarObject(BaseGrammarObject):
     """One request on a triec table, with SGLang's xgrammar grammar semantics.
 
     ``accept_token`` raises ValueError for a token the mask did not allow (the
@@ -112,7 +108,7 @@ class TriecGrammar(BaseGrammarObject):
     ) -> None:
         super().__init__()
         self.compiled = grammar
-        self.matcher: Matcher = grammar.matcher()
+        self.matcher: RequestMatcher = grammar.matcher()
         self.key_type = key_type
         self.key_string = key_string
         self.grammar_stats = grammar_stats
@@ -152,17 +148,18 @@ class TriecGrammar(BaseGrammarObject):
         backend's grammars (delegated xgrammar ones, reasoner wrappers), so
         foreign rows are filled by their own objects, as the base class does.
         """
-        matchers: list[Matcher] = []
+        matchers: list[RequestMatcher] = []
         rows: list[int] = []
         for entry in entries:
             g = entry.grammar
-            if type(g) is TriecGrammar:
+            if type(g) is TriecGrammarObject:
                 matchers.append(g.matcher)
                 rows.append(entry.row)
             else:
                 g.fill_vocab_mask(vocab_mask, entry.row)
         if matchers:
-            _fill_host(vocab_mask, lambda mask: fill_rows(matchers, rows, mask))
+            with _ROWS_LOCK:
+                _fill_host(vocab_mask, lambda mask: _ROWS.fill(matchers, mask, rows))
 
     @staticmethod
     def reset_vocab_mask(vocab_mask: torch.Tensor) -> None:
@@ -176,11 +173,11 @@ class TriecGrammar(BaseGrammarObject):
     def apply_vocab_mask(logits: torch.Tensor, vocab_mask: torch.Tensor) -> None:
         apply_vocab_mask(logits, vocab_mask)
 
-    def copy(self) -> TriecGrammar:
+    def copy(self) -> TriecGrammarObject:
         stats = self.grammar_stats
         if stats is not None:
             stats = dataclasses.replace(stats, is_cache_hit=True, tree_traversal_time=[])
-        return TriecGrammar(self.compiled, self.key_type, self.key_string, stats)
+        return TriecGrammarObject(self.compiled, self.key_type, self.key_string, stats)
 
     def try_jump_forward(self, tokenizer: Any) -> tuple[list[int], str] | None:
         """The text every value below this state continues with, where the trie has one path; else None.
@@ -188,10 +185,11 @@ class TriecGrammar(BaseGrammarObject):
         None also where the forced bytes do not start at a character boundary
         (a token ended inside a character): text cannot carry them.
         """
-        if self.matcher.is_terminated():
+        jump = getattr(self.matcher, "jump_forward", None)
+        if jump is None or self.matcher.is_terminated():
             return None
         try:
-            text = self.matcher.jump_forward().decode("utf-8")
+            text = jump().decode("utf-8")
         except UnicodeDecodeError:
             return None
         return ([], text) if text else None
@@ -215,7 +213,13 @@ class TriecGrammar(BaseGrammarObject):
             self.accepted_tokens.append(int(new_output_ids[i]))
 
     def __repr__(self) -> str:
-        return f"TriecGrammar(key_type={self.key_type!r}, key_string={self.key_string[:60]!r}, accepted={len(self.accepted_tokens)})"
+        return (f"TriecGrammarObject(key_type={self.key_type!r}, key_string={self.key_string[:60]!r}, "
+                f"accepted={len(self.accepted_tokens)})")  # fmt: skip
+
+
+_ROWS = MatcherRows()
+"""The triec rows of SGLang's batches: schema tables' mask writers kept here, used under :data:`_ROWS_LOCK`."""
+_ROWS_LOCK = threading.Lock()
 
 
 class RefusedGrammar(InvalidGrammarObject):
@@ -231,10 +235,10 @@ class RefusedGrammar(InvalidGrammarObject):
         self.retry = retry
 
 
-def triec_grammar(grammar: Any) -> TriecGrammar | None:
-    """The TriecGrammar inside ``grammar`` (itself, or wrapped by SGLang's reasoner), else None."""
+def triec_grammar(grammar: Any) -> TriecGrammarObject | None:
+    """The TriecGrammarObject inside ``grammar`` (itself, or wrapped by SGLang's reasoner), else None."""
     for _ in range(4):
-        if isinstance(grammar, TriecGrammar):
+        if isinstance(grammar, TriecGrammarObject):
             return grammar
         grammar = getattr(grammar, "grammar", None)
         if grammar is None:
@@ -327,7 +331,7 @@ class TriecGrammarBackend(_BoundedTriecCache, BaseGrammarBackend):
         """
         if self.fallback is None:
             return None
-        if isinstance(grammar, TriecGrammar):
+        if isinstance(grammar, TriecGrammarObject):
             if grammar.compiled.artifact is not None or grammar.key_type not in ("json", "regex"):
                 return None
             grammar = self._delegate(grammar.key_type, grammar.key_string)
@@ -350,7 +354,7 @@ class TriecGrammarBackend(_BoundedTriecCache, BaseGrammarBackend):
             return RefusedGrammar(str(exc), retry=ARTIFACT_KEYWORD in key_string)
         if isinstance(served, Delegate):
             return self._delegate(key_type, key_string)
-        return TriecGrammar(served, key_type, key_string, GrammarStats(dispatch_type=key_type))
+        return TriecGrammarObject(served, key_type, key_string, GrammarStats(dispatch_type=key_type))
 
     def dispatch_json(self, key_string: str) -> BaseGrammarObject:
         if key_string == "$$ANY$$":  # SGLang's "any JSON": xgrammar's built-in grammar
@@ -394,19 +398,22 @@ def xgrammar_backend(tokenizer: Any, vocab_size: int, eos_token_ids: set[int] | 
         return None
 
 
-def served_vocabulary(tokenizer: Any, vocab_size: int, eos_ids: Sequence[int] | None) -> tuple[Any, str]:
-    """triec's decoded vocabulary of the tokenizer SGLang serves, and the spec it was loaded from."""
+def sglang_vocabulary(tokenizer: Any, vocab_size: int, eos_ids: Sequence[int] | None) -> tuple[Any, str]:
+    """triec's decoded vocabulary of the tokenizer SGLang serves (the serving core's
+    :func:`~triec.integrations.serving.served_vocabulary`), and the spec it was loaded from."""
     from sglang.srt.runtime_context import get_serving
-
-    from triec.tokenizer.vocabulary import Vocabulary
 
     spec = getattr(tokenizer, "name_or_path", None) or get_serving().tokenizer_path
     if not spec:
         raise TriecError("triec: cannot tell where SGLang's tokenizer was loaded from (no name_or_path, no tokenizer_path)")
     try:
-        return Vocabulary.load(spec, vocab_size=vocab_size, eos_token_ids=eos_ids), str(spec)
+        return served_vocabulary(spec, vocab_size, eos_ids), str(spec)
     except TriecError as exc:
         raise TriecError(f"--grammar-backend triec: cannot decode the served tokenizer {spec!r}: {exc}") from exc
+
+
+STOPS_HINT = "SGLang's grammar backend stops on the model's EOS ids: compile the artifact with them"
+"""What a refusal for an artifact whose EOS ids SGLang would not stop on suggests."""
 
 
 def init_backend(server_args: Any, tokenizer: Any, vocab_size: int, eos_token_ids: set[int] | None = None) -> BaseGrammarBackend:
@@ -426,9 +433,10 @@ def init_backend(server_args: Any, tokenizer: Any, vocab_size: int, eos_token_id
         eos = sorted(int(e) for e in fallback._tokenizer_info.stop_token_ids)
     else:
         eos = None if getattr(tokenizer, "eos_token_id", None) is None else [int(tokenizer.eos_token_id)]
-    vocab, spec = served_vocabulary(tokenizer, vocab_size, eos)
+    vocab, spec = sglang_vocabulary(tokenizer, vocab_size, eos)
     serving = get_serving()
-    constraints = Constraints(vocab, any_whitespace=not serving.constrained_json_disable_any_whitespace, tokenizer=spec)
+    constraints = Constraints(vocab, any_whitespace=not serving.constrained_json_disable_any_whitespace, tokenizer=spec,
+                              fix_stops=STOPS_HINT)  # fmt: skip
     if serving.constrained_json_max_whitespace_cnt is not None:  # the schema layer's whitespace is unbounded
         constraints.schema_hook = None
     if fallback is not None:  # the schema layer's engine rows equal the fallback's, special tokens included
@@ -477,4 +485,9 @@ def register() -> None:
     assert GRAMMAR_BACKEND_REGISTRY[NAME] is init_backend
 
 
-__all__ = ["NAME", "RefusedGrammar", "TriecGrammar", "TriecGrammarBackend", "init_backend", "register", "xgrammar_backend"]
+__all__ = [
+    "NAME", "STOPS_HINT", "RefusedGrammar", "TriecGrammarBackend", "TriecGrammarObject", "init_backend", "register",
+    "sglang_vocabulary", "xgrammar_backend",
+]  # fmt: skip
+
+__getattr__ = renamed(__name__, {"TriecGrammar": "triec.integrations.sglang:TriecGrammarObject"})

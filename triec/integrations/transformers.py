@@ -10,9 +10,9 @@ produce an all ``-inf`` row.
 A compiled schema (:class:`~triec.schema.table.SchemaTable`: a tool call, large
 enums anywhere in a JSON Schema) is served with one
 :class:`~triec.schema.matcher.SchemaMatcher` per row on the CPU (inside an enum
-from its slot's precomputed rows, the structure from its engine); its rows are
-written by one :class:`~triec.schema.matcher.SchemaMaskWriter` and copied to the
-logits' device.
+from its slot's precomputed rows, the structure from its grammar engine); its rows
+are written by the integrations' one path for host matchers
+(:class:`~triec.integrations.matchers.MatcherRows`) and copied to the logits' device.
 
 With ``trigger="Answer:"`` (and the table's ``vocab``) a plain table serves
 think-then-answer: each row is free text until it writes the trigger, then one
@@ -32,13 +32,13 @@ import numpy as np
 import torch
 from transformers import LogitsProcessor
 
+from triec.integrations.matchers import MatcherRows, RequestMatcher
 from triec.runtime.table import MaskTable
 from triec.runtime.torch import TorchMaskTable, apply_bitmask
 
 if TYPE_CHECKING:
     from triec.runtime.restrict import RestrictedTable
-    from triec.runtime.trigger import Triggered, TriggeredMatcher
-    from triec.schema.matcher import SchemaMaskWriter, SchemaMatcher
+    from triec.runtime.trigger import Triggered
     from triec.schema.table import SchemaTable
 
 
@@ -65,8 +65,8 @@ class TriecLogitsProcessor(LogitsProcessor):
             from triec.runtime.trigger import Triggered
 
             self._triggered = Triggered(table, vocab, trigger)  # type: ignore[arg-type]
-        self.matchers: list[SchemaMatcher] | list[TriggeredMatcher] | None = None
-        self._writer: SchemaMaskWriter | None = None
+        self.matchers: list[RequestMatcher] | None = None
+        self._rows = MatcherRows()
         self._tables: dict[torch.device, TorchMaskTable] = {}
         if isinstance(table, TorchMaskTable):
             self._tables[table.device] = table
@@ -118,18 +118,10 @@ class TriecLogitsProcessor(LogitsProcessor):
                 if not m.accept_token(t):
                     raise ValueError(f"row {row}: token {t} was not allowed by the mask (was the mask applied last?)")
         self._length = length
-        if self._schema is None:
+        if self._schema is None:  # think-then-answer: a finished row (generate pads it) allows EOS only
             assert self._triggered is not None
             buf = np.zeros((batch, self._triggered.words), dtype=np.int32)
-            eos = [e for e in self._triggered.eos if e < buf.shape[1] * 32]
-            for row, m in zip(buf, self.matchers, strict=True):
-                if m.is_terminated():  # generate pads a finished row: EOS only, never an all -inf row
-                    for e in eos:
-                        row[e >> 5] |= np.int32(np.uint32(1 << (e & 31)).view(np.int32))
-                else:
-                    m.fill_bitmask(row)
-            return apply_bitmask(scores, torch.from_numpy(buf).to(scores.device), inplace=False)
-        if self._writer is None or self._writer.max_batch < batch:
-            self._writer = self._schema.mask_writer(batch)
-        rows = torch.from_numpy(self._writer.fill(self.matchers)).to(scores.device)  # type: ignore[arg-type]
-        return apply_bitmask(scores, rows, inplace=False)
+            rows = self._rows.fill(self.matchers, buf, ended=self._triggered.eos)
+        else:
+            rows = self._rows.fill(self.matchers)  # the schema table's writer's rows (EOS only once ended)
+        return apply_bitmask(scores, torch.from_numpy(rows).to(scores.device), inplace=False)

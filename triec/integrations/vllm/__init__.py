@@ -2,7 +2,8 @@
 
 Two classes, one per vLLM model runner (each runner refuses the other's):
 
-* :class:`TriecLogitsProcessor`: the V1 interface, used on CPU and on CUDA
+* :class:`TriecLogitsProcessor` (the class :class:`~.v1.TriecLogitsProcessorV1`,
+  under either name): the V1 interface, used on CPU and on CUDA
   with ``VLLM_USE_V2_MODEL_RUNNER=0`` (vLLM 0.32 and 0.33; 0.34 removed the
   interface, and importing the class there fails with one line saying what serves);
 * :class:`TriecLogitsProcessorV2`: Model Runner V2, vLLM's default wherever
@@ -22,21 +23,27 @@ loads the plugin module in every one of its processes.
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from triec.integrations.vllm.batch import ARG_NAME, ARG_RESTRICT, ENV_DIR, RequestError
-    from triec.integrations.vllm.v1 import TriecLogitsProcessor
+    from triec.errors import RequestError
+    from triec.integrations.serving import ARG_NAME, ARG_RESTRICT, ENV_DIR
+    from triec.integrations.vllm.v1 import TriecLogitsProcessorV1
+    from triec.integrations.vllm.v1 import TriecLogitsProcessorV1 as TriecLogitsProcessor
     from triec.integrations.vllm.v2 import TriecLogitsProcessorV2
 
 
 def __getattr__(name: str) -> Any:
     """The processor classes import vLLM, the core torch: each only when asked for."""
-    if name in ("ARG_NAME", "ARG_RESTRICT", "ENV_DIR", "RequestError"):
-        from triec.integrations.vllm import batch
+    if name in ("ARG_NAME", "ARG_RESTRICT", "ENV_DIR"):
+        from triec.integrations import serving
 
-        return getattr(batch, name)
-    if name == "TriecLogitsProcessor":
-        from triec.integrations.vllm.v1 import TriecLogitsProcessor
+        return getattr(serving, name)
+    if name == "RequestError":
+        from triec.errors import RequestError
 
-        return TriecLogitsProcessor
+        return RequestError
+    if name in ("TriecLogitsProcessor", "TriecLogitsProcessorV1"):  # one class: the README's name and its own
+        from triec.integrations.vllm.v1 import TriecLogitsProcessorV1
+
+        return TriecLogitsProcessorV1
     if name == "TriecLogitsProcessorV2":
         from triec.integrations.vllm.v2 import TriecLogitsProcessorV2
 
@@ -44,4 +51,7 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["ARG_NAME", "ARG_RESTRICT", "ENV_DIR", "RequestError", "TriecLogitsProcessor", "TriecLogitsProcessorV2"]
+__all__ = [
+    "ARG_NAME", "ARG_RESTRICT", "ENV_DIR", "RequestError", "TriecLogitsProcessor", "TriecLogitsProcessorV1",
+    "TriecLogitsProcessorV2",
+]  # fmt: skip

@@ -43,28 +43,29 @@ import hashlib
 import json
 import logging
 import os
-import sys
 import threading
 import time
 import types
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from typing import Any
 
 import numpy as np
 import torch
 
+from triec._compat import renamed
 from triec.errors import RequestError, TriecError
 from triec.integrations.constraints import (
     ARTIFACT_KEYWORD,
     Constraints,
     Delegate,
-    Limits,
     TableGrammar,
     literal_alternation,
     string_enum,
 )
+from triec.integrations.limits import Limits
+from triec.integrations.serving import STOPS_HINT, ServedModel, known_server, served_vocabulary, store
 from triec.integrations.vllm import internals
 from triec.integrations.vllm.structured import RequestGrammar, tagged_tools
 from triec.runtime.torch import SPARSE_WORDS, apply_bitmask_sparse
@@ -105,7 +106,7 @@ def compact_ok(any_whitespace: bool) -> bool:
 # ----------------------------------------------------------------------------- the grammar object
 
 
-class TriecGrammar(StructuredOutputGrammar):
+class TriecStructuredOutputGrammar(StructuredOutputGrammar):
     """One request on a triec grammar, with ``XgrammarGrammar``'s semantics (:class:`RequestGrammar`)."""
 
     def __init__(self, grammar: RequestGrammar, key: str) -> None:
@@ -170,8 +171,8 @@ def _utf8(values: list[str]) -> bool:
     return True
 
 
-def _admit_values(values: Any, kind: str, limits: Limits) -> bool:
-    """Admission of a list triec will compile: RequestRefused for bad input, False where xgrammar must serve it."""
+def _claim_values(values: Any, kind: str, limits: Limits) -> bool:
+    """A list triec will compile: RequestRefused for bad input, False where xgrammar must serve it."""
     if not isinstance(values, list) or not values:
         raise RequestRefused(f"{kind} must be a non-empty list of strings")
     bad = next((v for v in values if not isinstance(v, str)), None)
@@ -184,52 +185,37 @@ def _admit_values(values: Any, kind: str, limits: Limits) -> bool:
     return _utf8(values)  # lone surrogates: no UTF-8 text for triec; xgrammar decides, as without triec
 
 
-def _frontend_context(max_depth: int = 8) -> tuple[Any, Any]:
-    """(model_config, structured_outputs_config) of the calling ``_validate_structured_outputs``, or (None, None).
-
-    The hook receives only the request's parameters; its caller holds both as locals.
-    """
-    frame = sys._getframe(2)
-    for _ in range(max_depth):
-        if frame is None:
-            break
-        loc = frame.f_locals
-        if "model_config" in loc and "structured_outputs_config" in loc:
-            return loc["model_config"], loc["structured_outputs_config"]
-        frame = frame.f_back
-    return None, None
-
-
-_FRONTEND: dict[tuple[str, int], Constraints] = {}
+_FRONTEND: dict[tuple[Any, ...], Constraints] = {}
 _FRONTEND_LOCK = threading.Lock()
 
 
-def _frontend_constraints(model_config: Any) -> Constraints:
-    """The frontend's Constraints (artifact checks need the served vocabulary; decoded once, then from disk)."""
-    key = (str(model_config.tokenizer), int(model_config.get_vocab_size()))
+def _frontend_constraints(served: ServedModel) -> Constraints:
+    """The frontend's Constraints for a served model: artifacts admitted against it (by the serving core)."""
+    key = (served.tokenizer, served.vocab_size, served.eos_token_id, served.generation_eos_ids)
     with _FRONTEND_LOCK:
         found = _FRONTEND.get(key)
         if found is None:
-            from triec.tokenizer.vocabulary import Vocabulary
-
-            vocab = Vocabulary.load(key[0], vocab_size=key[1])
-            found = _FRONTEND[key] = Constraints(vocab, tokenizer=key[0])
+            found = _FRONTEND[key] = Constraints(served.vocabulary(), tokenizer=served.tokenizer, served=served,
+                                                 fix_stops=STOPS_HINT, artifact_store=store)  # fmt: skip
         return found
 
 
-def admit(structured_outputs: Any, model_config: Any = None, any_whitespace: bool = True) -> bool:
-    """The frontend decision for one request: True when triec serves it (admitted), False to delegate.
+def claims(structured_outputs: Any, served: ServedModel | None = None, any_whitespace: bool = True,
+           stops: Iterable[int] | None = None) -> bool:  # fmt: skip
+    """The frontend decision for one request: True when triec serves it (admitted here), False to delegate.
 
     Raises :class:`RequestRefused` for a constraint triec would serve but
-    cannot (the request gets HTTP 400 and the engine never sees it).
+    cannot (the request gets HTTP 400 and the engine never sees it). An
+    artifact by name is admitted by the serving core for ``served`` and the
+    request's stop ids ``stops``, as the processors admit theirs.
     """
     so = structured_outputs
     limits = Limits.from_env()
     if so.choice is not None:
-        return _admit_values(so.choice, "structured_outputs.choice", limits)
+        return _claim_values(so.choice, "structured_outputs.choice", limits)
     if so.regex is not None:
         values = literal_alternation(so.regex)
-        return values is not None and _admit_values(values, "structured_outputs.regex", limits)
+        return values is not None and _claim_values(values, "structured_outputs.regex", limits)
     if so.json is not None:
         doc = so.json
         if isinstance(doc, str):
@@ -239,12 +225,10 @@ def admit(structured_outputs: Any, model_config: Any = None, any_whitespace: boo
                 return False  # xgrammar reports it as it always does
         plan = plan_json(doc, any_whitespace)
         if plan == "enum":
-            return _admit_values(string_enum(doc), "structured_outputs.json enum", limits)
+            return _claim_values(string_enum(doc), "structured_outputs.json enum", limits)
         if plan == "artifact":
-            if model_config is None:
-                raise RequestRefused("triec cannot tell which model this server runs: artifacts are refused")
             try:
-                _frontend_constraints(model_config).json_schema(doc)
+                _frontend_constraints(known_server(served)).json_schema(doc, stops=stops)
             except RequestError as exc:
                 raise RequestRefused(str(exc)) from None
             except Exception as exc:  # noqa: BLE001  the served tokenizer: decoded here for the artifact checks
@@ -253,15 +237,15 @@ def admit(structured_outputs: Any, model_config: Any = None, any_whitespace: boo
         if plan == "tools":
             registry = tools_from_required_schema(doc)
             assert registry is not None
-            _admit_tools([{"name": t.name, "parameters": t.parameters} for t in registry[0]])
+            _claim_tools([{"name": t.name, "parameters": t.parameters} for t in registry[0]])
             return True
         if plan == "object":
             from triec.compiler.json_schema import parse_schema
 
-            return _admit_values(parse_schema(doc)[0], "structured_outputs.json enum", limits)
+            return _claim_values(parse_schema(doc)[0], "structured_outputs.json enum", limits)
         return False
     if so.structural_tag is not None:
-        return _admit_tag(so.structural_tag)
+        return _claim_tag(so.structural_tag)
     return False
 
 
@@ -271,7 +255,7 @@ def legacy_with_at_least_one(doc: Any) -> bool:
     return is_legacy(doc) and "at_least_one" in doc
 
 
-def _admit_tag(tag: Any) -> bool:
+def _claim_tag(tag: Any) -> bool:
     """A structural tag the schema layer serves (tool calls whose begins carry the names, e.g. vLLM's strict
     hermes tags, any number of calls): its own reading of the tag and of every tool's arguments schema."""
     try:
@@ -286,11 +270,11 @@ def _admit_tag(tag: Any) -> bool:
         return False  # a shape triec does not serve: xgrammar's check and engine, unchanged
     calls = tagged_tools(doc)
     if calls is not None:
-        _admit_tools(calls.tools)
+        _claim_tools(calls.tools)
     return True
 
 
-def _admit_tools(tools: list[dict[str, Any]]) -> None:
+def _claim_tools(tools: list[dict[str, Any]]) -> None:
     """A registry the schema layer will compile: its own reading of every entry (RequestRefused names the bad one)."""
     try:
         parse_tools(tools, "tools", "xgrammar")
@@ -301,8 +285,9 @@ def _admit_tools(tools: list[dict[str, Any]]) -> None:
 # ----------------------------------------------------------------------------- the engine side
 
 
-class EngineState:
-    """The engine's triec side: the served vocabulary (built in a thread at start) and its Constraints."""
+class BackendState:
+    """The backend's side of vLLM's engine process: the served vocabulary (built in a thread at start) and the
+    :class:`Constraints` over it, one per JSON whitespace setting."""
 
     def __init__(self, tokenizer: str, vocab_size: int) -> None:
         self.tokenizer = tokenizer
@@ -343,12 +328,14 @@ class EngineState:
             while len(self._by_spec) > self.MAX_SPECS:
                 self._by_spec.popitem(last=False)
 
+    def vocabulary(self) -> Any:
+        """The served vocabulary (waits for the start-up thread; raises what it raised)."""
+        return self._future.result()
+
     def _load(self) -> None:
         try:
-            from triec.tokenizer.vocabulary import Vocabulary
-
             t = time.perf_counter()
-            vocab = Vocabulary.load(self.tokenizer, vocab_size=self.vocab_size)
+            vocab = served_vocabulary(self.tokenizer, self.vocab_size)
             _ = vocab.automaton
             log.info("triec: vocabulary of %s ready in %.2f s", self.tokenizer, time.perf_counter() - t)
             self._future.set_result(vocab)
@@ -371,7 +358,7 @@ class EngineState:
 
             info = compiler.compile_regex("a").tokenizer_info  # the compiler keeps it; a compiled grammar shows it
             tag_info = info if tag_compiler in (None, compiler) else tag_compiler.compile_regex("a").tokenizer_info
-            driver("xgrammar", self._future.result()).use_tokenizer_info(info, tag_info)
+            driver("xgrammar", self.vocabulary()).use_tokenizer_info(info, tag_info)
             self._info_set = True
 
     def constraints(self, any_whitespace: bool) -> Constraints:
@@ -379,36 +366,37 @@ class EngineState:
         schemas and tool registries with xgrammar's own whitespace, exactly, or with triec's compact spelling
         under the opt-in; under ``disable_any_whitespace`` (vLLM's ``","`` and ``":"``) JSON beyond string
         enums is delegated. Structural tags do not depend on the setting."""
-        vocab = self._future.result()
+        vocab = self.vocabulary()
         compact = compact_ok(any_whitespace)
         key = (any_whitespace, compact)
         with self._lock:
             found = self._constraints.get(key)
             if found is None:
-                found = Constraints(vocab, any_whitespace=not compact, tokenizer=self.tokenizer)
+                found = Constraints(vocab, any_whitespace=not compact, tokenizer=self.tokenizer, fix_stops=STOPS_HINT,
+                                    artifact_store=store)  # fmt: skip
                 if not any_whitespace:
                     found.schema_hook = None  # no triec spelling is ("," ":"): xgrammar serves them
                 self._constraints[key] = found
             return found
 
 
-_ENGINES: dict[tuple[str, int], EngineState] = {}
-_ENGINES_LOCK = threading.Lock()
+_STATES: dict[tuple[str, int], BackendState] = {}
+_STATES_LOCK = threading.Lock()
 
 
-def engine_state(model_config: Any, vocab_size: int | None = None) -> EngineState:
-    """The process's :class:`EngineState` for a served model (one per tokenizer and width)."""
+def backend_state(model_config: Any, vocab_size: int | None = None) -> BackendState:
+    """The engine process's :class:`BackendState` for a served model (one per tokenizer and width)."""
     key = (str(model_config.tokenizer), int(vocab_size if vocab_size is not None else model_config.get_vocab_size()))
-    with _ENGINES_LOCK:
-        found = _ENGINES.get(key)
+    with _STATES_LOCK:
+        found = _STATES.get(key)
         if found is None:
-            found = _ENGINES[key] = EngineState(*key)
+            found = _STATES[key] = BackendState(*key)
         return found
 
 
 def triec_grammar(
-    state: EngineState, request_type: StructuredOutputOptions, spec: str, stop_token_ids: Any, any_whitespace: bool,
-) -> TriecGrammar | Delegate:  # fmt: skip
+    state: BackendState, request_type: StructuredOutputOptions, spec: str, stop_token_ids: Any, any_whitespace: bool,
+) -> TriecStructuredOutputGrammar | Delegate:  # fmt: skip
     """The engine decision for one compiled constraint: a triec grammar, or Delegate (xgrammar compiles it).
 
     A refusal here (RequestError) was not expected after admission; it is
@@ -435,7 +423,7 @@ def triec_grammar(
         elif request_type == opt.REGEX:
             served = c.regex(spec)
         elif request_type == opt.JSON:
-            served = c.json_schema(spec)
+            served = c.json_schema(spec, stops=stop_token_ids)
         else:
             legacy = '"structures"' in spec and legacy_with_at_least_one(_json_or_none(spec))  # parsed only then
             served = Delegate("a legacy tag's at_least_one") if legacy else c.structural_tag(spec)
@@ -457,8 +445,9 @@ def _json_or_none(text: str) -> Any:
         return None
 
 
-def _grammar(served: TableGrammar, stop_token_ids: Any) -> TriecGrammar:
-    return TriecGrammar(RequestGrammar(served.matcher(), served.table.eos_token_ids, stop_token_ids), served.key)
+def _grammar(served: TableGrammar, stop_token_ids: Any) -> TriecStructuredOutputGrammar:
+    grammar = RequestGrammar(served.matcher(), served.table.eos_token_ids, stop_token_ids)
+    return TriecStructuredOutputGrammar(grammar, served.key)
 
 
 # ----------------------------------------------------------------------------- the replacements
@@ -471,9 +460,16 @@ def frontend_hook(original: Callable[[Any], None]) -> Callable[[Any], None]:
         so = sampling_params.structured_outputs
         if so is None:
             return original(sampling_params)
-        model_config, so_config = _frontend_context()
+        found = internals.frontend()
+        try:
+            served = None if found is None else found.served_model()
+        except Exception as exc:  # noqa: BLE001  a model config triec cannot read: artifacts are refused, lists served
+            log.debug("triec: the frontend's served model is unknown: %s", exc)
+            served = None
+        so_config = None if found is None else found.structured_outputs_config
         any_ws = not bool(getattr(so_config, "disable_any_whitespace", False))
-        if admit(so, model_config, any_ws):
+        stops = None if served is None else served.stop_ids(sampling_params)
+        if claims(so, served, any_ws, stops):
             return None  # triec's: no EBNF rewrite, no xgrammar parse in the frontend
         return original(sampling_params)
 
@@ -486,14 +482,15 @@ def compile_hook(original: Callable[..., StructuredOutputGrammar], tag_attr: str
                  ) -> Callable[..., StructuredOutputGrammar]:  # fmt: skip
     """``XgrammarBackend.compile_grammar`` that builds a triec grammar where it is exact, xgrammar's elsewhere.
 
-    ``tag_attr``: the backend's compiler of structural tags (``plugin.tag_compiler``: 0.33's ``full_vocab_compiler``).
+    ``tag_attr``: the backend's compiler of structural tags (:func:`.internals.tag_compiler`: 0.33's
+    ``full_vocab_compiler``).
     """
     choice_as_grammar = internals.choice_as_grammar
 
     def compile_grammar(self: Any, request_type: StructuredOutputOptions, grammar_spec: str,
                         stop_token_ids: set[int] | None = None) -> StructuredOutputGrammar:  # fmt: skip
         t = time.perf_counter()
-        state = engine_state(self.vllm_config.model_config, self.vocab_size)
+        state = backend_state(self.vllm_config.model_config, self.vocab_size)
         if request_type in (StructuredOutputOptions.JSON, StructuredOutputOptions.STRUCTURAL_TAG):
             try:
                 state.use_tokenizer_info(self.compiler, getattr(self, tag_attr))
@@ -523,7 +520,7 @@ def manager_init_hook(original: Callable[..., None]) -> Callable[..., None]:
         try:
             mc = vllm_config.model_config
             if not mc.skip_tokenizer_init:
-                engine_state(mc)
+                backend_state(mc)
         except Exception as exc:  # noqa: BLE001  the first request builds it then
             log.warning("triec: vocabulary not prepared at start-up: %s", exc)
 
@@ -634,6 +631,14 @@ def install(hooks: tuple[str, ...] = HOOK_NAMES) -> None:
 
 
 __all__ = [
-    "COMPACT_ENV", "HOOK_NAMES", "EngineState", "RequestRefused", "SparseXgrammar", "TriecGrammar", "admit", "compact_ok",
-    "compile_hook", "cpu_worker_hook", "engine_state", "frontend_hook", "install", "manager_init_hook", "plan_json", "triec_grammar",
+    "COMPACT_ENV", "HOOK_NAMES", "BackendState", "RequestRefused", "SparseXgrammar", "TriecStructuredOutputGrammar",
+    "backend_state", "claims", "compact_ok", "compile_hook", "cpu_worker_hook", "frontend_hook", "install",
+    "manager_init_hook", "plan_json", "triec_grammar",
 ]  # fmt: skip
+
+__getattr__ = renamed(__name__, {
+    "TriecGrammar": "triec.integrations.vllm.backend:TriecStructuredOutputGrammar",
+    "admit": "triec.integrations.vllm.backend:claims",
+    "EngineState": "triec.integrations.vllm.backend:BackendState",
+    "engine_state": "triec.integrations.vllm.backend:backend_state",
+})  # fmt: skip

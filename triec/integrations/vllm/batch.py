@@ -11,43 +11,38 @@ Schema artifacts (:class:`~triec.schema.table.SchemaTable`: tool calls, large
 enums anywhere in a JSON Schema) are served beside plain tables: each such row
 keeps one :class:`~triec.schema.matcher.SchemaMatcher` on the host, fed the same
 tokens as the plain rows' device states; a row that is exactly a slot's
-precomputed (word, bits) row is gathered from it, every other row comes from one
-:class:`~triec.schema.matcher.SchemaMaskWriter` per artifact (D20).
+precomputed (word, bits) row is gathered from it, every other row is written by
+the integrations' one path for host matchers
+(:class:`~triec.integrations.matchers.MatcherRows`: each artifact's mask writer, D20).
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import threading
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
 import torch
 
-from triec.errors import RequestError  # noqa: F401  (the processors' callers catch it here)
-from triec.integrations.serving import (  # noqa: F401  the serving core, re-exported for the processors' callers
-    ARG_NAME,
-    ARG_RESTRICT,
-    ENV_DIR,
-    MAX_RESTRICT,
-    SETTLE_S,
+from triec.integrations.limits import Limits
+from triec.integrations.matchers import MatcherRows
+from triec.integrations.serving import (
     SUFFIX,
     ArtifactStore,
     ServedModel,
-    Table,
     TriecRequest,
-    _cache_bytes,
     check_request,
     is_schema,
     parse_extra_args,
-    reset_store,
-    served_fingerprint,
     served_model_from_config,
     store,
     warm_schema,
 )
+from triec.integrations.vllm import internals
+from triec.runtime.bitmask import WORD_BITS, unpack
+from triec.runtime.table import MaskTable
 from triec.runtime.torch import (
     DEFAULT_MAX_GATHER,
     TorchMaskTable,
@@ -56,7 +51,7 @@ from triec.runtime.torch import (
     keep_tokens,
     use_kernels,
 )
-from triec.schema.matcher import SchemaMaskWriter, SchemaMatcher
+from triec.schema.matcher import SchemaMatcher
 from triec.schema.table import SchemaTable
 
 log = logging.getLogger("triec.vllm")
@@ -100,16 +95,18 @@ class BatchState:
         self.store = store
         self.served = served
         self.matchers: dict[int, SchemaMatcher] = {}
-        self._writers: dict[int, tuple[SchemaTable, SchemaMaskWriter]] = {}  # id(table) -> its row writer
+        self._rows = MatcherRows()  # the schema rows' writers, one per artifact
         self.device = torch.device(device)
         self.group = np.full(max(1, capacity), UNCONSTRAINED, dtype=np.int64)
         self.states = torch.zeros(max(1, capacity), dtype=torch.int64, device=self.device)
         self._keys: dict[Any, int] = {}
         self.tables: dict[int, TorchMaskTable] = {}
+        self._hosts: dict[int, MaskTable] = {}  # gid -> the host table its device table was uploaded from
         self._next_gid = 0
         self.max_tables = 256  # past this many, or past max_table_bytes on the device, tables no slot uses are dropped
-        self.max_table_bytes = _cache_bytes()
-        self._eos = torch.tensor(sorted(set(eos_ids)) or [0], dtype=torch.int64, device=self.device)
+        self.max_table_bytes = Limits.from_env().cache_bytes
+        self.eos = torch.tensor(sorted(set(eos_ids)) or [0], dtype=torch.int64, device=self.device)
+        """The ids a row that must end may emit (the model's EOS ids)."""
         self._fused = use_kernels(self.device)  # the fused kernels: every table's rows in one launch (D30)
         self._set: TorchTableSet | None = None  # built on use from the tables now held; dropped when they change
         self._set_index = np.zeros(0, dtype=np.int64)  # gid -> its table's index in the set
@@ -121,7 +118,7 @@ class BatchState:
             return None
         if self._set is None:
             gids = sorted(self.tables)
-            self._set = TorchTableSet([self.tables[g]._source for g in gids], self.device, kernels=True)
+            self._set = TorchTableSet([self._hosts[g] for g in gids], self.device, kernels=True)
             self._set_index = np.full(self._next_gid, -1, dtype=np.int64)
             self._set_index[gids] = np.arange(len(gids))
         return self._set, self._set_index
@@ -145,6 +142,7 @@ class BatchState:
             self._next_gid += 1
             self._keys[key] = gid
             self.tables[gid] = table.to_torch(self.device)
+            self._hosts[gid] = table
             self._set = None
             if self.table_bytes() > self.max_table_bytes:
                 self._evict(keep=gid)
@@ -162,10 +160,9 @@ class BatchState:
             if gid not in used:
                 del self._keys[key]
                 del self.tables[gid]
+                del self._hosts[gid]
                 self._set = None
-        live = {id(m.table) for m in self.matchers.values()}
-        for tid in [t for t in self._writers if t not in live]:
-            del self._writers[tid]
+        self._rows.forget(m.table for m in self.matchers.values())
 
     def schema_table(self, request: TriecRequest) -> SchemaTable | None:
         """The request's artifact when it is a schema table, bound and its engine set up; else None."""
@@ -174,10 +171,7 @@ class BatchState:
             return None
         assert isinstance(table, SchemaTable)
         if self.served is not None and table.vocab is None:
-            from triec.tokenizer.vocabulary import Vocabulary
-
-            s = self.served
-            table.bind(Vocabulary.load(s.tokenizer, vocab_size=s.vocab_size, eos_token_ids=table.eos_token_ids))
+            table.bind(self.served.vocabulary(table.eos_token_ids))
         warm_schema(table)  # the engine's tokenizer setup and first grammar: once per artifact version
         return table
     def assign(self, slot: int, request: TriecRequest | Exception | None) -> None:
@@ -193,10 +187,7 @@ class BatchState:
         try:
             schema = self.schema_table(request)
             if schema is not None:
-                if len(self._writers) > self.max_tables:
-                    self._evict()
                 self.matchers[slot] = schema.matcher()
-                self._writers.setdefault(id(schema), (schema, schema.mask_writer(self.group.shape[0])))
                 self.group[slot] = SCHEMA
                 return
             gid, table = self.device_table(request)
@@ -313,26 +304,19 @@ class BatchState:
                     continue
                 w = src[0].words
                 lo, hi = int(w.offsets[src[1]]), int(w.offsets[src[1] + 1])
-                bits = np.unpackbits(np.ascontiguousarray(w.bits[lo:hi]).view(np.uint8).reshape(-1, 4), axis=1,
-                                     bitorder="little")  # fmt: skip
-                word, pos = np.nonzero(bits)
-                ids = w.words[lo:hi].astype(np.int64)[word] * 32 + pos
+                pair, bit = np.nonzero(unpack(w.bits[lo:hi].reshape(-1, 1)))  # each (word, bits) pair's set bits
+                ids = w.words[lo:hi].astype(np.int64)[pair] * WORD_BITS + bit
             ids = ids[ids < logits.shape[1]]  # on the host: keep_tokens takes ids inside the width
             keep_tokens(logits, to_device(np.array([r], dtype=np.int64), logits.device), to_device(ids, logits.device))
         if dead:
             self._mask_eos_only(logits, np.asarray(dead, dtype=np.int64))
-        for tid, (rs, ms) in engine.items():
-            table, writer = self._writers.get(tid, (None, None))
-            if writer is None or writer.max_batch < len(ms):
-                table = ms[0].table
-                writer = table.mask_writer(max(len(ms), self.group.shape[0]))
-                self._writers[tid] = (table, writer)
-            words = writer.fill(ms)  # a view of the writer's buffer, read before its next fill
+        for rs, ms in engine.values():
+            words = self._rows.fill(ms)  # one artifact's rows: a view of its writer's buffer, read before the next fill
             bitmask = to_device(np.ascontiguousarray(words).view(np.int32), logits.device)
             apply_bitmask_rows(logits, to_device(np.asarray(rs, dtype=np.int64), logits.device), bitmask)
 
     def _mask_eos_only(self, logits: torch.Tensor, rows: np.ndarray) -> None:
-        keep_tokens(logits, to_device(rows, logits.device), self._eos.to(logits.device))
+        keep_tokens(logits, to_device(rows, logits.device), self.eos.to(logits.device))
 
     def mask(
         self, logits: torch.Tensor, rows: np.ndarray, slots: np.ndarray, states: torch.Tensor | None = None,
@@ -425,41 +409,13 @@ def end_everything(logits: torch.Tensor, rows: np.ndarray, eos: torch.Tensor) ->
     keep_tokens(logits, to_device(rows, logits.device), eos.to(logits.device))
 
 
-# ----------------------------------------------------------------------------- process-wide singletons
-
-_SERVED: dict[tuple[int, int], ServedModel] = {}
-_SERVED_LOCK = threading.Lock()
+# ----------------------------------------------------------------------------- admission and start-up
 
 
-def frontend_served_model(max_depth: int = 12) -> ServedModel | None:
-    """The served model as the caller's vLLM frontend sees it, or ``None``.
-
-    ``validate_params`` is a classmethod that receives only the request's
-    parameters; vLLM calls it from its ``InputProcessor``, which holds the
-    model configuration and the tokenizer. We find that object among the
-    calling frames (``self`` with ``model_config``, ``renderer`` and
-    ``generation_config_fields``), once per processor object.
-    """
-    import sys
-
-    frame = sys._getframe(1)
-    for _ in range(max_depth):
-        if frame is None:
-            return None
-        owner = frame.f_locals.get("self")
-        if owner is not None and all(hasattr(owner, a) for a in ("model_config", "renderer", "generation_config_fields")):
-            key = (id(owner), id(owner.model_config))
-            with _SERVED_LOCK:
-                found = _SERVED.get(key)
-                if found is None:
-                    try:
-                        eos = owner.renderer.get_eos_token_id()
-                    except Exception:
-                        eos = None
-                    found = _SERVED[key] = served_model_from_config(owner.model_config, eos)
-            return found
-        frame = frame.f_back
-    return None
+def frontend_served_model() -> ServedModel | None:
+    """The served model as the calling vLLM frontend sees it (:func:`.internals.frontend`), or ``None``."""
+    found = internals.frontend()
+    return None if found is None else found.served_model()
 
 
 def validate(params: Any) -> None:
@@ -477,8 +433,8 @@ def safe_parse(params: Any) -> TriecRequest | None | Exception:
         return exc
 
 
-def engine_start(vllm_config: Any, batch: BatchState) -> None:
-    """Engine start-up work that would otherwise fall on the first requests (never raises).
+def warm_up(vllm_config: Any, batch: BatchState) -> None:
+    """Start-up work in vLLM's engine process that would otherwise fall on the first requests (never raises).
 
     Decodes the served tokenizer once (triec's vocabulary cache then serves the
     frontend's admission check from disk), and, unless ``TRIEC_PRELOAD=0``,
@@ -486,7 +442,7 @@ def engine_start(vllm_config: Any, batch: BatchState) -> None:
     """
     try:
         served = served_model_from_config(vllm_config.model_config)
-        served.fingerprint(engine_eos_ids(vllm_config))
+        served.fingerprint(model_eos_ids(vllm_config))
     except Exception as exc:
         log.warning("triec: could not fingerprint the served tokenizer at start-up: %s", exc)
     directory = batch.store.directory
@@ -507,15 +463,15 @@ def engine_start(vllm_config: Any, batch: BatchState) -> None:
             log.warning("triec: artifact %r not preloaded: %s", name, exc)
 
 
-def engine_served(vllm_config: Any) -> ServedModel | None:
-    """The served model as the engine's config describes it (``None`` when it cannot tell; never raises)."""
+def config_served_model(vllm_config: Any) -> ServedModel | None:
+    """The served model as vLLM's config describes it (``None`` when it cannot tell; never raises)."""
     try:
         return served_model_from_config(vllm_config.model_config)
     except Exception:
         return None
 
 
-def engine_eos_ids(vllm_config: Any) -> list[int]:
+def model_eos_ids(vllm_config: Any) -> list[int]:
     """EOS ids the served model stops on, for rows that must end (from the configs; never raises)."""
     try:
         served = served_model_from_config(vllm_config.model_config)

@@ -20,9 +20,15 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import sys
+import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from triec.integrations.serving import ServedModel
 
 WINDOW = ("0.32", "0.33", "0.34")
 """vLLM release lines the backend's replacements were written and row-tested against (docs/decisions.md D22).
@@ -155,6 +161,70 @@ def v2_processor_base() -> type:
     from vllm.v1.worker.gpu.sample.logits_processor import LogitsProcessor
 
     return LogitsProcessor
+
+
+# ----------------------------------------------------------------------------- the frontend's objects
+
+
+@dataclass(frozen=True)
+class Frontend:
+    """What vLLM's frontend holds for the request it admits: the model's configuration, the structured-outputs
+    configuration (None where it was not found) and the tokenizer's EOS id (None where there is none)."""
+
+    model_config: Any
+    structured_outputs_config: Any
+    eos_token_id: int | None
+
+    def served_model(self) -> ServedModel:
+        """The served model as this frontend sees it (:func:`~triec.integrations.serving.served_model_from_config`),
+        built once per model configuration and EOS id (reading the generation config costs a file read)."""
+        key = (id(self.model_config), self.eos_token_id)
+        with _SERVED_LOCK:
+            found = _SERVED.get(key)
+            if found is None or found[0] is not self.model_config:
+                from triec.integrations.serving import served_model_from_config
+
+                served = served_model_from_config(self.model_config, self.eos_token_id)
+                found = _SERVED[key] = (self.model_config, served)
+                while len(_SERVED) > 16:
+                    _SERVED.popitem(last=False)
+            return found[1]
+
+
+_SERVED: OrderedDict[tuple[int, int | None], tuple[Any, ServedModel]] = OrderedDict()  # the config kept: ids stay its
+_SERVED_LOCK = threading.Lock()
+
+_PROCESSOR_ATTRS = ("model_config", "renderer", "generation_config_fields")
+
+
+def frontend(max_depth: int = 16) -> Frontend | None:
+    """The frontend admitting the current request, read from the calling frames; None where none is found.
+
+    The one stack walker for vLLM's frontend. vLLM calls triec's admission (a logits processor's
+    ``validate_params``, the backend's ``validate_xgrammar_grammar``) with the request's parameters alone; a
+    caller up the stack holds the rest: ``SamplingParams._validate_structured_outputs(self, model_config,
+    structured_outputs_config, tokenizer)`` as locals, or the ``InputProcessor`` itself (``self`` with
+    ``model_config``, ``renderer`` and ``generation_config_fields``), whichever comes first.
+    """
+    frame: Any = sys._getframe(1)
+    for _ in range(max_depth):
+        if frame is None:
+            return None
+        local = frame.f_locals
+        if "model_config" in local and "structured_outputs_config" in local:
+            eos = getattr(local.get("tokenizer"), "eos_token_id", None)
+            eos = eos if isinstance(eos, int) else None
+            return Frontend(local["model_config"], local["structured_outputs_config"], eos)
+        owner = local.get("self")
+        if owner is not None and all(hasattr(owner, a) for a in _PROCESSOR_ATTRS):
+            try:
+                eos = owner.renderer.get_eos_token_id()
+            except Exception:  # noqa: BLE001  a renderer without a tokenizer
+                eos = None
+            return Frontend(owner.model_config, getattr(owner, "structured_outputs_config", None),
+                            eos if isinstance(eos, int) else None)  # fmt: skip
+        frame = frame.f_back
+    return None
 
 
 # ----------------------------------------------------------------------------- the backend's hooks
@@ -336,8 +406,8 @@ def mismatch(allow_untested: bool = False) -> str | None:
 
 
 __all__ = [
-    "CPU_WORKER", "HOOKS", "WINDOW", "Hook", "Plan", "choice_as_grammar", "client_error", "cpu_worker_class",
-    "draft_trimmer", "grammar_base", "in_window", "manager_class", "mismatch", "options", "plan", "sparse_site",
-    "structured_output_utils", "tag_compiler", "v1_processor_interface", "v2_processor_base", "version",
-    "xgrammar_backend",
+    "CPU_WORKER", "HOOKS", "WINDOW", "Frontend", "Hook", "Plan", "choice_as_grammar", "client_error",
+    "cpu_worker_class", "draft_trimmer", "frontend", "grammar_base", "in_window", "manager_class", "mismatch",
+    "options", "plan", "sparse_site", "structured_output_utils", "tag_compiler", "v1_processor_interface",
+    "v2_processor_base", "version", "xgrammar_backend",
 ]  # fmt: skip

@@ -4,7 +4,7 @@ vLLM calls :func:`register` in each of its processes (frontend, engine core,
 workers) when it starts. Installing triec does nothing by itself: without the
 variable :func:`register` returns at once. With it, the plugin asks
 :mod:`.internals` (the one module that reads vLLM's code) for a plan: a release
-of :data:`TESTED`, and every hook checked on its own. A required hook that
+of :data:`.internals.WINDOW`, and every hook checked on its own. A required hook that
 differs (the frontend's admission, the engine's ``compile_grammar``) keeps the
 backend off with one line saying what, so nothing is ever served unchecked; an
 optimization that differs (the start-up vocabulary build, the worker's sparse
@@ -20,16 +20,15 @@ from __future__ import annotations
 import logging
 import os
 
+from triec._compat import renamed
 from triec.integrations.vllm import internals
 
 ENV = "TRIEC_VLLM_BACKEND"
 """Environment variable: ``1`` switches the backend on (in every vLLM process; set it where the server starts)."""
 
-TESTED = internals.WINDOW
-"""vLLM release lines the replacements were written against (:data:`.internals.WINDOW`)."""
-
 ALLOW_UNTESTED_ENV = "TRIEC_VLLM_ALLOW_UNTESTED"
-"""Environment variable: ``1`` lets the backend run on a vLLM outside :data:`TESTED` when every other check passes."""
+"""Environment variable: ``1`` lets the backend run on a vLLM outside :data:`.internals.WINDOW` when every other check
+passes."""
 
 log = logging.getLogger("triec.vllm.plugin")
 # vLLM configures its own "vllm" logger in the frontend only after the plugins are loaded: this logger has its own
@@ -51,16 +50,6 @@ _state = {"on": False}
 
 def _truthy(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
-
-
-def tested(version: str) -> bool:
-    """Whether ``version`` is of a release line in :data:`TESTED`."""
-    return internals.in_window(version)
-
-
-def tag_compiler(backend_class: type) -> str | None:
-    """The ``XgrammarBackend`` attribute structural tags are compiled with (:func:`.internals.tag_compiler`)."""
-    return internals.tag_compiler(backend_class)
 
 
 def plan() -> internals.Plan:
@@ -89,7 +78,7 @@ def register() -> None:
         log.warning("triec vLLM backend stays off: %s: %s", type(exc).__name__, exc)
         return
     _state["on"] = True
-    if not tested(found.version):
+    if not internals.in_window(found.version):
         log.warning("triec vLLM backend on an untested vLLM %s (%s=1): every other check passed", found.version,
                     ALLOW_UNTESTED_ENV)  # fmt: skip
     for line in found.lines():
@@ -103,4 +92,10 @@ def is_on() -> bool:
     return _state["on"]
 
 
-__all__ = ["ALLOW_UNTESTED_ENV", "ENV", "TESTED", "is_on", "mismatch", "plan", "register", "tag_compiler", "tested"]
+__all__ = ["ALLOW_UNTESTED_ENV", "ENV", "is_on", "mismatch", "plan", "register"]
+
+__getattr__ = renamed(__name__, {
+    "TESTED": "triec.integrations.vllm.internals:WINDOW",
+    "tested": "triec.integrations.vllm.internals:in_window",
+    "tag_compiler": "triec.integrations.vllm.internals:tag_compiler",
+})  # fmt: skip

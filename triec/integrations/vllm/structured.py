@@ -15,9 +15,6 @@ No vLLM import (numpy), so the default test suite checks it without vLLM:
   the tool's name inside). The schema layer compiles registries
   (``compile_tools``); :mod:`triec.integrations.vllm.backend` decides when that
   is exact.
-* ``apply_bitmask_sparse`` (host logits, rows that set few words gathered instead
-  of unpacked) lives in the runtime's one masking path,
-  :func:`triec.runtime.torch.apply_bitmask_sparse`; re-exported here.
 """
 
 from __future__ import annotations
@@ -29,14 +26,18 @@ from typing import Any
 
 import numpy as np
 
-from triec.integrations.constraints import Matcher
-from triec.runtime.torch import SPARSE_WORDS, apply_bitmask_sparse  # noqa: F401  (their home before issue 34)
+from triec._compat import renamed
+from triec.integrations.matchers import RequestMatcher
+from triec.runtime.bitmask import clear_bits, set_bits, word_of
 
 
-def _words(ids: Iterable[int]) -> tuple[np.ndarray, np.ndarray]:
-    """(word index, uint32 bit) of each id, for setting and clearing single tokens in a row."""
-    a = np.asarray(sorted({int(i) for i in ids}), dtype=np.int64)
-    return a >> 5, np.left_shift(np.uint32(1), (a & 31).astype(np.uint32))
+def _ids(ids: Iterable[int]) -> np.ndarray:
+    return np.asarray(sorted({int(i) for i in ids}), dtype=np.int64)
+
+
+def _inside(ids: np.ndarray, row: np.ndarray) -> np.ndarray:
+    """The ids whose word lies inside ``row`` (a row narrower than the ids: they are past its width)."""
+    return ids[word_of(ids) < row.shape[0]]
 
 
 class RequestGrammar:
@@ -49,7 +50,8 @@ class RequestGrammar:
     treats stop tokens as stop tokens only).
     """
 
-    def __init__(self, matcher: Matcher, eos_token_ids: Sequence[int], stop_token_ids: Iterable[int] | None) -> None:
+    def __init__(self, matcher: RequestMatcher, eos_token_ids: Sequence[int],
+                 stop_token_ids: Iterable[int] | None) -> None:  # fmt: skip
         if not eos_token_ids:
             raise ValueError("a triec table without EOS ids cannot end a request")
         self.matcher = matcher
@@ -57,8 +59,8 @@ class RequestGrammar:
         eos = frozenset(int(e) for e in eos_token_ids)
         self.stop = frozenset(int(t) for t in (stop_token_ids or ())) or eos
         self._not_stop = eos - self.stop  # the table's EOS ids this request does not stop on
-        self._stop_w, self._stop_b = _words(self.stop)
-        self._clear_w, self._clear_b = _words(eos | self.stop)
+        self._stop_ids = _ids(self.stop)
+        self._clear_ids = _ids(eos | self.stop)
         self._accepting = getattr(matcher, "is_accepting", None)
 
     # ------------------------------------------------------------- one step, vLLM's view
@@ -124,23 +126,15 @@ class RequestGrammar:
         self.matcher.reset()
 
     def fill_bitmask(self, row: np.ndarray) -> None:
-        """Write the whole int32 row (bit ``t & 31`` of word ``t >> 5``), stop ids at complete values."""
+        """Write the whole int32 row (:mod:`triec.runtime.bitmask`'s layout), stop ids at complete values."""
         if self.matcher.is_terminated():
             row.fill(0)
-            self._set_stop(row)
+            set_bits(row, _inside(self._stop_ids, row))
             return
         self.matcher.fill_bitmask(row)
-        words = row.view(np.uint32)
-        cw, cb = self._clear_w, self._clear_b
-        keep = cw < words.shape[0]
-        np.bitwise_and.at(words, cw[keep], ~cb[keep])
+        clear_bits(row, _inside(self._clear_ids, row))
         if self.is_accepting():
-            self._set_stop(row)
-
-    def _set_stop(self, row: np.ndarray) -> None:
-        words = row.view(np.uint32)
-        keep = self._stop_w < words.shape[0]
-        np.bitwise_or.at(words, self._stop_w[keep], self._stop_b[keep])
+            set_bits(row, _inside(self._stop_ids, row))
 
 
 # ----------------------------------------------------------------------------- tool-call shapes
@@ -213,7 +207,9 @@ def tagged_tools(doc: Any) -> ToolCalls | None:
                      auto=fmt.get("type") == "triggered_tags")  # fmt: skip
 
 
-__all__ = [
-    "HERMES_BEGINS", "HERMES_ENDS", "SPARSE_WORDS", "RequestGrammar", "ToolCalls", "apply_bitmask_sparse",
-    "tagged_tools",
-]  # fmt: skip
+__all__ = ["HERMES_BEGINS", "HERMES_ENDS", "RequestGrammar", "ToolCalls", "tagged_tools"]
+
+__getattr__ = renamed(__name__, {
+    "SPARSE_WORDS": "triec.runtime.torch:SPARSE_WORDS",
+    "apply_bitmask_sparse": "triec.runtime.torch:apply_bitmask_sparse",
+})  # fmt: skip

@@ -18,6 +18,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from triec._compat import renamed
+from triec.integrations import serving
 from triec.integrations.vllm import batch, internals
 
 _interface = internals.v1_processor_interface()  # 0.34 and later: ImportError, one line naming what serves instead
@@ -26,8 +28,12 @@ MoveDirectionality = _interface.MoveDirectionality
 _V1LogitsProcessor = _interface.LogitsProcessor
 
 
-class TriecLogitsProcessor(_V1LogitsProcessor):
-    """Constrains requests with ``extra_args={"triec": NAME}`` to one value of ``$TRIEC_ARTIFACT_DIR/NAME.triec``."""
+class TriecLogitsProcessorV1(_V1LogitsProcessor):
+    """Constrains requests with ``extra_args={"triec": NAME}`` to one value of ``$TRIEC_ARTIFACT_DIR/NAME.triec``.
+
+    Users name it ``triec.integrations.vllm:TriecLogitsProcessor`` (the package's name for it, README) or
+    ``triec.integrations.vllm:TriecLogitsProcessorV1``; vLLM reads only the class, never its name.
+    """
 
     @classmethod
     def validate_params(cls, sampling_params: Any) -> None:
@@ -36,9 +42,9 @@ class TriecLogitsProcessor(_V1LogitsProcessor):
     def __init__(self, vllm_config: Any, device: torch.device, is_pin_memory: bool) -> None:
         capacity = int(getattr(vllm_config.scheduler_config, "max_num_seqs", 256) or 256)
         self.core = batch.BatchState(
-            batch.store(), device, capacity, batch.engine_eos_ids(vllm_config), batch.engine_served(vllm_config)
+            serving.store(), device, capacity, batch.model_eos_ids(vllm_config), batch.config_served_model(vllm_config),
         )
-        batch.engine_start(vllm_config, self.core)
+        batch.warm_up(vllm_config, self.core)
         self.outputs: dict[int, list[int]] = {}  # slot -> the request's live output list (constrained slots)
         self.consumed: dict[int, int] = {}  # slot -> output tokens folded into its state
 
@@ -82,7 +88,7 @@ class TriecLogitsProcessor(_V1LogitsProcessor):
             self.core.mask(logits, slots, slots)
         except Exception:  # never let the engine die: end the constrained rows instead
             batch.log.exception("triec: internal error in the step; constrained rows end now")
-            batch.end_everything(logits, slots, self.core._eos)
+            batch.end_everything(logits, slots, self.core.eos)
         return logits
 
     def _catch_up(self, slots: np.ndarray, device: torch.device) -> None:
@@ -109,3 +115,6 @@ def _known(output: list[int]) -> int:
     while n and output[n - 1] == -1:
         n -= 1
     return n
+
+
+__getattr__ = renamed(__name__, {"TriecLogitsProcessor": "triec.integrations.vllm.v1:TriecLogitsProcessorV1"})

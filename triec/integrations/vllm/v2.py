@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from triec.integrations import serving
 from triec.integrations.vllm import batch, internals
 
 _V2LogitsProcessor = internals.v2_processor_base()
@@ -40,9 +41,10 @@ class TriecLogitsProcessorV2(_V2LogitsProcessor):
         self.device = torch.device(req_states.device)
         capacity = int(req_states.max_num_reqs)
         self.core = batch.BatchState(
-            batch.store(), self.device, capacity, batch.engine_eos_ids(vllm_config), batch.engine_served(vllm_config)
+            serving.store(), self.device, capacity, batch.model_eos_ids(vllm_config),
+            batch.config_served_model(vllm_config),
         )
-        batch.engine_start(vllm_config, self.core)
+        batch.warm_up(vllm_config, self.core)
         self.consumed = torch.zeros(capacity, dtype=torch.int64, device=self.device)  # output tokens folded in
         self._added: list[int] = []
         spec = getattr(vllm_config, "speculative_config", None)
@@ -121,5 +123,5 @@ class TriecLogitsProcessorV2(_V2LogitsProcessor):
             self.core.mask(logits, rows, row_slot[rows], states=states, matchers=matchers)
         except Exception:
             batch.log.exception("triec: internal error in the step; constrained rows end now")
-            batch.end_everything(logits, rows, self.core._eos)
+            batch.end_everything(logits, rows, self.core.eos)
         return logits
