@@ -71,17 +71,7 @@ def test_set_few_pack_and_ids_in_words_agree_with_set_bits() -> None:
 
 # ----------------------------------------------------------------------------- the layout is written once
 
-LAYOUT_ELSEWHERE: frozenset[str] = frozenset(
-    {
-        # integrations/eval/cli: being fixed on the serving branch
-        "triec/eval/decode.py",
-        "triec/integrations/llama_cpp.py",
-        "triec/integrations/transformers.py",
-        "triec/integrations/vllm/backend.py",
-        "triec/integrations/vllm/batch.py",
-        "triec/integrations/vllm/structured.py",
-    }
-)
+LAYOUT_ELSEWHERE: frozenset[str] = frozenset()
 """Files that still write the bit layout out by hand."""
 
 

@@ -35,7 +35,6 @@ from triec.integrations.constraints import (
 )
 from triec.integrations.limits import Limits
 from triec.runtime.bitmask import ids_of as row_ids
-from triec.runtime.matcher import TableMatcher
 
 V = 151_936
 COLORS = ["red", "green", "blue", "re", "gre", 'say "hi"', "naïve", "日本"]

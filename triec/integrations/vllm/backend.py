@@ -68,6 +68,7 @@ from triec.integrations.limits import Limits
 from triec.integrations.serving import STOPS_HINT, ServedModel, known_server, served_vocabulary, store
 from triec.integrations.vllm import internals
 from triec.integrations.vllm.structured import RequestGrammar, tagged_tools
+from triec.runtime.bitmask import WORD_BITS
 from triec.runtime.torch import SPARSE_WORDS, apply_bitmask_sparse
 from triec.schema.tags import is_legacy, parse_structural_tag
 from triec.schema.tools import parse_tools, tools_from_required_schema
@@ -544,7 +545,7 @@ class SparseXgrammar(types.ModuleType):
         original = self._real.apply_token_bitmask_inplace
         if kw or not (logits.is_cpu and bitmask.is_cpu and logits.dim() == 2 and bitmask.dim() == 2):
             return original(logits, bitmask, vocab_size=vocab_size, indices=indices, **kw)
-        width = min(logits.shape[1], bitmask.shape[1] * 32) if vocab_size is None else int(vocab_size)
+        width = min(logits.shape[1], bitmask.shape[1] * WORD_BITS) if vocab_size is None else int(vocab_size)
 
         def dense(rows: Any) -> None:
             original(logits, bitmask, vocab_size=vocab_size, indices=rows)
@@ -585,7 +586,7 @@ def cpu_worker_hook(original: Callable[..., None]) -> Callable[..., None]:
         rows = cu[req[mine]] + pos[mine]
         placed = np.full((logits.shape[0], bm.shape[1]), -1, dtype=np.int32)
         placed[rows] = bm[mine]
-        width = min(logits.shape[1], bm.shape[1] * 32)
+        width = min(logits.shape[1], bm.shape[1] * WORD_BITS)
         apply_bitmask_sparse(logits, torch.from_numpy(placed), rows.tolist(), width, _no_dense)
         return None
 
