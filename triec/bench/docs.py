@@ -178,3 +178,25 @@ def pyplot() -> Any:
 
         raise TriecError("plots need matplotlib: pip install matplotlib (or pip install 'triec[bench]')") from exc
     return plt
+
+
+def split_tables(text: str, names: Sequence[str]) -> dict[str, str]:
+    """Text of captioned Markdown tables (a caption paragraph, then the table) as one entry per table, named in
+    order by ``names``; each entry is the caption, a blank line and the table. Raises when the counts differ."""
+    chunks: list[list[str]] = []
+    caption: list[str] = []
+    in_table = False
+    for line in text.splitlines():
+        if line.startswith("|"):
+            if not in_table:
+                chunks.append([*caption, *([""] if caption else []), line])
+                caption, in_table = [], True
+            else:
+                chunks[-1].append(line)
+        else:
+            in_table = False
+            if line.strip():
+                caption.append(line.strip())
+    if len(chunks) != len(names):
+        raise ValueError(f"{len(chunks)} tables for the {len(names)} names {', '.join(names)}")
+    return {name: "\n".join(chunk) + "\n" for name, chunk in zip(names, chunks, strict=True)}

@@ -1,9 +1,6 @@
 """Large enums anywhere in a JSON schema, side by side (issue 20): triec.compile_schema against llguidance and xgrammar.
 
-    python scripts/bench_enums.py [--shapes icd,nested,two,items,anyof] [--k 1000,10000,100000]
-        [--cells triec-llguidance,triec-xgrammar,llguidance,xgrammar] [--docs 30] [--repeat 5]
-        [--threshold-k 4,8,16,32,64,128,256,1024] [--threshold-engines llguidance,xgrammar] [--no-threshold]
-        [--timeout 600] [--json out.json] [--quick]
+    triec bench enums [--quick]   # settings: FULL and QUICK below
 
 Shapes (compact output, K ICD-10-CM style codes from ``triec.synthetic.sets.wide_codes``):
 
@@ -19,7 +16,7 @@ Shapes (compact output, K ICD-10-CM style codes from ``triec.synthetic.sets.wide
   "finding": anyOf [{"diagnosis": enum of K codes, "certain": boolean}, {"text": string maxLength 40}]}``
   (a quarter of the documents take the other branch).
 
-One fresh process per (shape, K, cell), each stopped at ``--timeout``. Decode paths are real: documents
+One fresh process per (shape, K, cell), each stopped at ``timeout``. Decode paths are real: documents
 with seeded values, encoded by the tokenizer itself (tokens that straddle ``": "``, ``["`` and ``",``
 included); the same documents in every cell.
 
@@ -45,28 +42,21 @@ Asserts nothing: figures only. The machine is shared: compare within one run.
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from _bench_peers import (  # noqa: E402
+from triec.bench import docs, results
+from triec.bench.runner import Out, run_cell
+from triec.bench.schema_peers import (
     Encoder,
-    Out,
     Peer,
     f_s,
     f_us,
     first_line,
-    load_average,
-    machine,
     median_s,
     ratio,
-    run_cell,
     summary_us,
 )
 
@@ -392,9 +382,7 @@ def threshold_cell(job: dict[str, Any], out: Out) -> None:
     out.put(status="ok", **res)
 
 
-def worker(job_path: str, out_path: str) -> None:
-    job = json.loads(Path(job_path).read_text())
-    out = Out(out_path)
+def worker(job: dict[str, Any], out: Out) -> None:
     try:
         if job["cell"] == "threshold":
             threshold_cell(job, out)
@@ -404,7 +392,6 @@ def worker(job_path: str, out_path: str) -> None:
             peer_cell(job, out)
     except Exception as e:  # noqa: BLE001
         out.put(status="error", error=f"{type(e).__name__}: {first_line(e, 300)}")
-        raise
 
 
 # ---------------------------------------------------------------- tables
@@ -426,7 +413,7 @@ def status_text(c: dict[str, Any]) -> str:
     return (c.get("error") or c.get("status", "")).replace("|", "\\|") if c else ""
 
 
-def tables(res: dict[str, Any]) -> str:
+def tables_text(res: dict[str, Any]) -> str:
     cells = res["cells"]
     out = []
     keys = [(s, k) for s in res["settings"]["shapes"] for k in res["settings"]["k"]]
@@ -494,95 +481,60 @@ def tables(res: dict[str, Any]) -> str:
 # ---------------------------------------------------------------- main
 
 
-def main() -> int:
-    if len(sys.argv) == 4 and sys.argv[1] == "--worker":
-        worker(sys.argv[2], sys.argv[3])
-        return 0
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--shapes", default=",".join(SHAPES))
-    ap.add_argument("--k", default="1000,10000,100000")
-    ap.add_argument("--cells", default=",".join(CELLS))
-    ap.add_argument("--tokenizer", default="qwen2")
-    ap.add_argument("--vocab-size", type=int, default=None, help="logits width (default: 151,936 for qwen2)")
-    ap.add_argument("--docs", type=int, default=30, help="documents (decode paths) per cell")
-    ap.add_argument("--repeat", type=int, default=5)
-    ap.add_argument("--compile-budget-s", type=float, default=30.0, help="peers: stop repeating compiles after this")
-    ap.add_argument("--threshold-k", default=",".join(map(str, THRESHOLD_K)))
-    ap.add_argument("--threshold-docs", type=int, default=20)
-    ap.add_argument("--threshold-engines", default="llguidance,xgrammar", help="engines of the threshold cells")
-    ap.add_argument("--no-threshold", action="store_true")
-    ap.add_argument("--only-threshold", action="store_true")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--timeout", type=float, default=600.0)
-    ap.add_argument("--max-rss-gb", type=float, default=10.0)
-    ap.add_argument("--json", default=None)
-    ap.add_argument("--tables-from", default=None, metavar="JSON", help="print the tables of an earlier run's --json")
-    ap.add_argument("--quick", action="store_true", help="a seconds-long smoke run")
-    a = ap.parse_args()
-    if a.tables_from:
-        print(tables(json.loads(Path(a.tables_from).read_text())))
-        return 0
-    if a.vocab_size is None and a.tokenizer == "qwen2":
-        a.vocab_size = 151_936
-    if a.quick:
-        a.shapes = "icd" if a.shapes == ",".join(SHAPES) else a.shapes
-        a.k = "200" if a.k == "1000,10000,100000" else a.k
-        a.docs, a.repeat, a.threshold_docs = 3, 2, 2
-        a.threshold_k = "64" if a.threshold_k == ",".join(map(str, THRESHOLD_K)) else a.threshold_k
-    shapes = [s for s in a.shapes.split(",") if s]
-    ks = [int(x) for x in a.k.split(",") if x]
-    cells = [c for c in a.cells.split(",") if c]
-    bad = [c for c in cells if c not in CELLS]
-    if bad:
-        ap.error(f"unknown cells {bad}; choose from {', '.join(CELLS)}")
+# ---------------------------------------------------------------- the suite
+
+FULL = {
+    "shapes": ["icd", "nested", "two", "items", "anyof"], "k": [1_000, 10_000], "cells": list(CELLS), "tokenizer": "qwen2",
+    "vocab_size": 151_936, "docs": 30, "repeat": 5, "compile_budget_s": 30.0, "threshold_k": [4, 16, 64, 256, 1024],
+    "threshold_docs": 20, "threshold_engines": ["llguidance", "xgrammar"], "seed": 0, "timeout": 600.0,
+    "max_rss_gb": 10.0,
+}  # fmt: skip
+QUICK = {**FULL, "shapes": ["icd"], "k": [200], "docs": 3, "repeat": 2, "threshold_docs": 2, "threshold_k": [64],
+         "timeout": 300.0}  # fmt: skip
+TABLES = ("build", "rows", "threshold")
+
+
+def unavailable() -> str | None:
+    from triec.engines import is_installed
+
+    missing = [e for e in ("llguidance", "xgrammar") if not is_installed(e)]
+    return f"needs {' and '.join(missing)} (pip install 'triec[bench]')" if missing else None
+
+
+def run(quick: bool) -> dict[str, Any]:
+    """Every (shape, K, cell) in its own process, then the threshold cells (one per K and engine)."""
     import triec
 
-    vocab = triec.Vocabulary.load(a.tokenizer, vocab_size=a.vocab_size)
+    a = QUICK if quick else FULL
+    vocab = triec.Vocabulary.load(a["tokenizer"], vocab_size=a["vocab_size"])
     _ = vocab.automaton  # disk caches warm before any cell
-    res: dict[str, Any] = {"command": sys.argv, "machine": machine(),
-                           "settings": {**{k: v for k, v in vars(a).items() if k != "json"}, "shapes": shapes, "k": ks,
-                                        "cells": cells},
-                           "cells": {}, "threshold": {}}
-    base = {"tokenizer": a.tokenizer, "vocab_size": a.vocab_size, "repeat": a.repeat, "seed": a.seed,
-            "compile_budget_s": a.compile_budget_s}
-
-    def save() -> None:
-        if a.json:
-            Path(a.json).write_text(json.dumps(res, indent=1) + "\n")
-
-    if not a.only_threshold:
-        for s in shapes:
-            for k in ks:
-                for c in cells:
-                    job = {**base, "cell": c, "shape": s, "k": k, "docs": a.docs}
-                    print(f"[{time.strftime('%H:%M:%S')}] {s} K={k:,} / {c} (load {load_average()})", file=sys.stderr,
-                          flush=True)
-                    cell = run_cell(__file__, job, a.timeout, a.max_rss_gb * 2**30)
-                    cell["load_average_end"] = load_average()
-                    res["cells"][f"{s}|{k}|{c}"] = cell
-                    print(f"    {cell.get('status')}: {cell.get('error', '')} ({cell['wall_s']:.1f} s)", file=sys.stderr,
-                          flush=True)
-                    save()
-    if not a.no_threshold:
-        for e in (x for x in a.threshold_engines.split(",") if x):
-            if e not in ("llguidance", "xgrammar"):
-                ap.error(f"unknown threshold engine {e!r}: llguidance or xgrammar")
-            for k in (int(x) for x in a.threshold_k.split(",") if x):
-                job = {**base, "cell": "threshold", "engine": e, "k": k, "docs": a.threshold_docs}
-                print(f"[{time.strftime('%H:%M:%S')}] threshold K={k} / {e} (load {load_average()})", file=sys.stderr,
-                      flush=True)
-                cell = run_cell(__file__, job, a.timeout, a.max_rss_gb * 2**30)
-                res["threshold"][f"{e}|{k}"] = {"k": k, "engine": e, **cell}
-                print(f"    {cell.get('status')}: {cell.get('error', '')} ({cell['wall_s']:.1f} s)", file=sys.stderr,
-                      flush=True)
-                save()
-    res["machine"]["load_average_end"] = load_average()
-    text = tables(res)
-    res["tables"] = text
-    print(text)
-    save()
-    return 0
+    result = results.new("enums", {**a, "quick": quick})
+    base = {"tokenizer": a["tokenizer"], "vocab_size": a["vocab_size"], "repeat": a["repeat"], "seed": a["seed"],
+            "compile_budget_s": a["compile_budget_s"]}  # fmt: skip
+    limits = {"timeout": a["timeout"], "max_rss": int(a["max_rss_gb"] * 2**30)}
+    for s in a["shapes"]:
+        for k in a["k"]:
+            for c in a["cells"]:
+                job = {**base, "cell": c, "shape": s, "k": k, "docs": a["docs"]}
+                cell = run_cell("triec.bench.suites.enums:worker", job, **limits)
+                result["cells"].append({"shape": s, "k": k, "cell": c, **cell})
+    for e in a["threshold_engines"]:
+        for k in a["threshold_k"]:
+            job = {**base, "cell": "threshold", "engine": e, "k": k, "docs": a["threshold_docs"]}
+            cell = run_cell("triec.bench.suites.enums:worker", job, **limits)
+            result["cells"].append({"shape": "threshold", "k": k, "cell": "threshold", "engine": e, **cell})
+    return result
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def as_keyed(result: dict[str, Any]) -> dict[str, Any]:
+    """The suite's cells keyed as :func:`tables_text` reads them (``shape|K|cell``, threshold ``engine|K``)."""
+    cells = [c for c in result["cells"] if c["cell"] != "threshold"]
+    threshold = [c for c in result["cells"] if c["cell"] == "threshold"]
+    settings = {**result["settings"], "shapes": list(dict.fromkeys(c["shape"] for c in cells)),
+                "k": list(dict.fromkeys(c["k"] for c in cells))}  # fmt: skip
+    return {"settings": settings, "cells": {f"{c['shape']}|{c['k']}|{c['cell']}": c for c in cells},
+            "threshold": {f"{c['engine']}|{c['k']}": c for c in threshold}}  # fmt: skip
+
+
+def tables(result: dict[str, Any]) -> dict[str, str]:
+    return docs.split_tables(tables_text(as_keyed(result)), TABLES)

@@ -1,12 +1,9 @@
 """Tool registries side by side (issue 18): triec.compile_tools against llguidance and xgrammar on the whole format.
 
-    python scripts/bench_tools.py [--registries rich-2000,flat-2000,bfcl,rich-10000,flat-10000]
-        [--cells triec-llguidance,triec-xgrammar,llguidance,llguidance-lark,xgrammar] [--format vllm]
-        [--paths 200] [--first 100] [--arg-steps 12] [--repeat 7] [--timeout 600] [--max-rss-gb 10]
-        [--json out.json] [--quick]
+    triec bench tools [--quick]   # settings: FULL and QUICK below
 
-One fresh process per (registry, cell), run one after the other, each stopped at ``--timeout`` seconds
-or ``--max-rss-gb`` of resident memory (reported as such, with the phase it was in). Registries:
+One fresh process per (registry, cell), run one after the other, each stopped at ``timeout`` seconds
+or ``max_rss_gb`` of resident memory (reported as such, with the phase it was in). Registries:
 ``rich-K`` / ``flat-K`` = ``triec.synthetic.registries.make_registry(K, 0, profile=...)`` (every tool its
 own argument schema), ``bfcl`` = fixtures/registries/bfcl-1998.json.zst (1,998 public functions),
 ``bfcl-N`` its first N. Cells:
@@ -41,77 +38,35 @@ Asserts nothing: figures only. The machine is shared: compare within one run.
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from _bench_peers import (  # noqa: E402
-    ROOT,
+from triec.bench import docs, results
+from triec.bench.runner import Out, run_cell
+from triec.bench.schema_peers import (
     Encoder,
-    Out,
     Peer,
+    bfcl_unavailable,
+    drop,
     f_s,
     f_us,
     first_line,
-    load_average,
-    machine,
+    load_registry,
     median_s,
     ratio,
+    refused_tools,
     row_ids,
     rss_bytes,
-    run_cell,
     summary_us,
 )
 
 REGISTRIES = ("rich-1000", "rich-2000", "flat-2000", "bfcl", "rich-10000", "flat-10000")
 CELLS = ("triec-llguidance", "triec-xgrammar", "llguidance", "llguidance-lark", "xgrammar")
-BFCL = ROOT / "fixtures" / "registries" / "bfcl-1998.json.zst"
 
 
-# ---------------------------------------------------------------- registries and paths
-
-
-def load_registry(spec: str) -> list[dict[str, Any]]:
-    if spec.startswith("bfcl"):
-        import zstandard
-
-        raw = zstandard.ZstdDecompressor().decompress(BFCL.read_bytes(), max_output_size=1 << 30)
-        tools = json.loads(raw)
-        return tools[: int(spec.split("-")[1])] if "-" in spec else tools
-    profile, _, k = spec.partition("-")
-    if profile not in ("rich", "flat") or not k.isdigit():
-        raise SystemExit(f"unknown registry {spec!r}: rich-K, flat-K, bfcl or bfcl-N")
-    from triec.synthetic.registries import make_registry
-
-    return make_registry(int(k), 0, profile=profile)
-
-
-def drop(raw: list[dict[str, Any]], names: list[str]) -> list[dict[str, Any]]:
-    gone = set(names)
-    return [t for t in raw if t.get("function", t).get("name") not in gone] if gone else raw
-
-
-def refused_tools(raw: list[dict[str, Any]], vocab: Any) -> dict[str, str]:
-    """Tools either engine refuses alone (each tool's own parameters): left out of every cell of the registry, so
-    that every cell serves the same K tools (/work/proto/registry/RESULTS.md did the same)."""
-    from triec.schema.tools import parse_tools
-
-    out: dict[str, str] = {}
-    peers = [Peer("llguidance", vocab), Peer("xgrammar", vocab)]
-    for t in parse_tools(raw):
-        for p in peers:
-            try:
-                p.compile_schema(t.parameters if isinstance(t.parameters, dict) else {})
-            except Exception as e:  # noqa: BLE001
-                out[t.name] = f"{p.name}: {first_line(e, 120)}"
-                break
-    return out
+# ---------------------------------------------------------------- paths
 
 
 def decode_paths(tools: list[Any], fmt: Any, enc: Encoder, count: int, seed: int) -> tuple[list[dict[str, Any]], int]:
@@ -446,7 +401,7 @@ def vllm_lark(tools: list[Any]) -> str:
     """vLLM's array as lark, one ``%json`` per tool (each in its own JSON context), every tool's parameters
     strictified: the form /work/proto/registry measured, the only one llguidance compiles at about 2,000 tools
     (without ``additionalProperties: false`` the grammar passes llguidance's 65,525-symbol limit on BFCL)."""
-    from _bench_peers import XG_OPTIONS
+    from triec.bench.schema_peers import XG_OPTIONS
 
     lines = ['%llguidance {"no_forcing": true}', 'start: "[" call (", " call)* "]"',
              "call: " + " | ".join(f"call_{i}" for i in range(len(tools)))]
@@ -459,14 +414,11 @@ def vllm_lark(tools: list[Any]) -> str:
     return "\n".join(lines)
 
 
-def worker(job_path: str, out_path: str) -> None:
-    job = json.loads(Path(job_path).read_text())
-    out = Out(out_path)
+def worker(job: dict[str, Any], out: Out) -> None:
     try:
         (triec_cell if job["cell"].startswith("triec-") else peer_cell)(job, out)
     except Exception as e:  # noqa: BLE001
         out.put(status="error", error=f"{type(e).__name__}: {first_line(e, 300)}")
-        raise
 
 
 # ---------------------------------------------------------------- tables
@@ -487,7 +439,7 @@ def status_text(c: dict[str, Any]) -> str:
     return (c.get("error") or c.get("status", "?")).replace("|", "\\|")
 
 
-def tables(res: dict[str, Any]) -> str:
+def tables_text(res: dict[str, Any]) -> str:
     out = []
     cells = res["cells"]
 
@@ -604,80 +556,52 @@ def tables(res: dict[str, Any]) -> str:
 # ---------------------------------------------------------------- main
 
 
-def main() -> int:
-    if len(sys.argv) == 4 and sys.argv[1] == "--worker":
-        worker(sys.argv[2], sys.argv[3])
-        return 0
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--registries", default=",".join(REGISTRIES))
-    ap.add_argument("--cells", default=",".join(CELLS))
-    ap.add_argument("--format", default="vllm", choices=("vllm", "hermes", "llama3", "object"))
-    ap.add_argument("--tokenizer", default="qwen2")
-    ap.add_argument("--vocab-size", type=int, default=None, help="logits width (default: 151,936 for qwen2)")
-    ap.add_argument("--paths", type=int, default=200, help="decode paths through the names")
-    ap.add_argument("--first", type=int, default=100, help="tools whose first handover is measured")
-    ap.add_argument("--arg-steps", type=int, default=12, help="rows measured inside each tool's arguments")
-    ap.add_argument("--repeat", type=int, default=7, help="warm builds (triec) / compiles (llguidance)")
-    ap.add_argument("--cold-reps", type=int, default=20)
-    ap.add_argument("--warm-reps", type=int, default=50)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--timeout", type=float, default=600.0, help="seconds per cell")
-    ap.add_argument("--max-rss-gb", type=float, default=10.0, help="a cell past this resident memory is stopped")
-    ap.add_argument("--drop-refused", default="bfcl", choices=("bfcl", "all", "none"),
-                    help="registries whose tools an engine refuses alone are left out of every cell")
-    ap.add_argument("--json", default=None)
-    ap.add_argument("--tables-from", default=None, metavar="JSON", help="print the tables of an earlier run's --json")
-    ap.add_argument("--quick", action="store_true", help="a seconds-long smoke run (rich-40, few paths)")
-    a = ap.parse_args()
-    if a.tables_from:
-        print(tables(json.loads(Path(a.tables_from).read_text())))
-        return 0
-    if a.vocab_size is None and a.tokenizer == "qwen2":
-        a.vocab_size = 151_936
-    if a.quick:
-        a.registries = "rich-40" if a.registries == ",".join(REGISTRIES) else a.registries
-        a.paths, a.first, a.arg_steps, a.repeat, a.cold_reps, a.warm_reps = 6, 3, 3, 2, 2, 3
-        a.timeout = min(a.timeout, 300.0)
-    regs = [r for r in a.registries.split(",") if r]
-    cells = [c for c in a.cells.split(",") if c]
-    bad = [c for c in cells if c not in CELLS]
-    if bad:
-        ap.error(f"unknown cells {bad}; choose from {', '.join(CELLS)}")
+# ---------------------------------------------------------------- the suite
+
+FULL = {
+    "registries": ["rich-1000", "rich-2000", "flat-2000", "bfcl"], "cells": list(CELLS), "format": "vllm",
+    "tokenizer": "qwen2", "vocab_size": 151_936, "paths": 200, "first": 100, "arg_steps": 12, "repeat": 7,
+    "cold_reps": 20, "warm_reps": 50, "seed": 0, "timeout": 600.0, "max_rss_gb": 10.0, "drop_refused": "bfcl",
+}  # fmt: skip
+QUICK = {**FULL, "registries": ["rich-40"], "cells": ["triec-llguidance", "triec-xgrammar", "llguidance"], "paths": 6,
+         "first": 3, "arg_steps": 3, "repeat": 2, "cold_reps": 2, "warm_reps": 3, "timeout": 300.0}  # fmt: skip
+TABLES = ("build", "names", "arguments", "memory")
+
+
+def unavailable() -> str | None:
+    from triec.engines import is_installed
+
+    missing = [e for e in ("llguidance", "xgrammar") if not is_installed(e)]
+    return f"needs {' and '.join(missing)} (pip install 'triec[bench]')" if missing else bfcl_unavailable()
+
+
+def run(quick: bool) -> dict[str, Any]:
+    """Every (registry, cell) in its own process, one after the other."""
     import triec
 
-    vocab = triec.Vocabulary.load(a.tokenizer, vocab_size=a.vocab_size)
+    a = QUICK if quick else FULL
+    vocab = triec.Vocabulary.load(a["tokenizer"], vocab_size=a["vocab_size"])
     _ = vocab.automaton  # the disk caches (decoded vocabulary, automaton) warm before any cell
-    res: dict[str, Any] = {"command": sys.argv, "machine": machine(),
-                           "settings": {**{k: v for k, v in vars(a).items() if k not in ("json",)},
-                                        "registries": regs, "cells": cells},
-                           "cells": {}}
     drops: dict[str, dict[str, str]] = {}
-    for r in regs:
-        if r.startswith("bfcl") if a.drop_refused == "bfcl" else a.drop_refused == "all":
+    for r in a["registries"]:
+        if r.startswith("bfcl") if a["drop_refused"] == "bfcl" else a["drop_refused"] == "all":
             drops[r] = refused_tools(load_registry(r), vocab)
-            print(f"{r}: left out (refused alone by an engine): {drops[r]}", file=sys.stderr, flush=True)
-    res["dropped"] = drops
-    for r in regs:
-        for c in cells:
-            job = {"drop": sorted(drops.get(r, {})), "cell": c, "registry": r, "format": a.format, "tokenizer": a.tokenizer, "vocab_size": a.vocab_size,
-                   "paths": a.paths, "first": a.first, "arg_steps": a.arg_steps, "repeat": a.repeat,
-                   "cold_reps": a.cold_reps, "warm_reps": a.warm_reps, "cold_budget_s": min(90.0, a.timeout / 4),
-                   "seed": a.seed}
-            print(f"[{time.strftime('%H:%M:%S')}] {r} / {c} (load {load_average()})", file=sys.stderr, flush=True)
-            cell = run_cell(__file__, job, a.timeout, a.max_rss_gb * 2**30)
-            cell["load_average_end"] = load_average()
-            res["cells"][f"{r}|{c}"] = cell
-            print(f"    {cell.get('status')}: {cell.get('error', '')} ({cell['wall_s']:.1f} s)", file=sys.stderr, flush=True)
-            if a.json:
-                Path(a.json).write_text(json.dumps(res, indent=1) + "\n")
-    res["machine"]["load_average_end"] = load_average()
-    text = tables(res)
-    res["tables"] = text
-    print(text)
-    if a.json:
-        Path(a.json).write_text(json.dumps(res, indent=1) + "\n")
-    return 0
+    result = results.new("tools", {**a, "quick": quick, "dropped": drops})
+    for r in a["registries"]:
+        for c in a["cells"]:
+            job = {"drop": sorted(drops.get(r, {})), "cell": c, "registry": r, "format": a["format"],
+                   "tokenizer": a["tokenizer"], "vocab_size": a["vocab_size"], "paths": a["paths"], "first": a["first"],
+                   "arg_steps": a["arg_steps"], "repeat": a["repeat"], "cold_reps": a["cold_reps"],
+                   "warm_reps": a["warm_reps"], "cold_budget_s": min(90.0, a["timeout"] / 4), "seed": a["seed"]}  # fmt: skip
+            cell = run_cell("triec.bench.suites.tools:worker", job, timeout=a["timeout"], max_rss=int(a["max_rss_gb"] * 2**30))
+            result["cells"].append({"registry": r, "cell": c, **cell})
+    return result
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def as_keyed(result: dict[str, Any]) -> dict[str, Any]:
+    """The suite's cells keyed ``registry|cell``, as :func:`tables_text` reads them."""
+    return {"settings": result["settings"], "cells": {f"{c['registry']}|{c['cell']}": c for c in result["cells"]}}
+
+
+def tables(result: dict[str, Any]) -> dict[str, str]:
+    return docs.split_tables(tables_text(as_keyed(result)), TABLES)
