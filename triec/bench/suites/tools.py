@@ -559,9 +559,9 @@ def tables_text(res: dict[str, Any]) -> str:
 # ---------------------------------------------------------------- the suite
 
 FULL = {
-    "registries": ["rich-1000", "rich-2000", "flat-2000", "bfcl"], "cells": list(CELLS), "format": "vllm",
+    "registries": ["rich-1000", "bfcl"], "cells": list(CELLS), "format": "vllm",
     "tokenizer": "qwen2", "vocab_size": 151_936, "paths": 200, "first": 100, "arg_steps": 12, "repeat": 7,
-    "cold_reps": 20, "warm_reps": 50, "seed": 0, "timeout": 600.0, "max_rss_gb": 10.0, "drop_refused": "bfcl",
+    "cold_reps": 20, "warm_reps": 50, "seed": 0, "timeout": 240.0, "max_rss_gb": 8.0, "drop_refused": "bfcl",
 }  # fmt: skip
 QUICK = {**FULL, "registries": ["rich-40"], "cells": ["triec-llguidance", "triec-xgrammar", "llguidance"], "paths": 6,
          "first": 3, "arg_steps": 3, "repeat": 2, "cold_reps": 2, "warm_reps": 3, "timeout": 300.0}  # fmt: skip

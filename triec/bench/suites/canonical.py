@@ -1,44 +1,43 @@
-"""``tokenization="canonical"`` against ``"any"``, side by side in one run: compile time, artifact size, rows, advance.
+"""``tokenization="canonical"`` against ``"any"``, side by side in one process: compile, artifact size, rows, advance.
 
-    python scripts/bench_canonical.py [--k 100000] [--tokenizer qwen2] [--repeats 3] [--json OUT]
-
-Each repeat compiles the same K synthetic tool names both ways, alternating (the machine is shared:
-medians of interleaved runs). The `any` compile gets its vocabulary automaton from the disk cache
-(built once, outside the timing), as a serving machine would; the canonical compile builds the
-encoder from the tokenizer.json on every call (that is part of its cost). Rows and advance are timed
-at states along the values' canonical paths, the same states and tokens for both tables.
+Each repeat compiles the same K synthetic tool names both ways, alternating (medians of interleaved runs). The
+``any`` compile gets its vocabulary automaton from the disk cache (built once, outside the timing), as a
+serving machine would; the canonical compile builds the encoder from the tokenizer.json on every call (that is
+part of its cost). Rows and advance are timed at states along the values' canonical paths, the same states and
+tokens for both tables.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import statistics
-import sys
 import tempfile
 import time
+from typing import Any
 
-import triec
-import triec.synthetic.sets
-from triec.compiler.entry import CompileStats
+from triec.bench import docs, results
+from triec.bench.runner import Out, run_cell
+
+FULL = {"k": 100_000, "tokenizer": "qwen2", "repeats": 3}
+QUICK = {"k": 500, "tokenizer": "qwen2", "repeats": 1}
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--k", type=int, default=100_000)
-    ap.add_argument("--tokenizer", default="qwen2")
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--json", dest="json_out")
-    args = ap.parse_args()
+def unavailable() -> str | None:
+    return None
 
-    vocab = triec.Vocabulary.load(args.tokenizer)
+
+def cell(job: dict[str, Any], out: Out) -> None:
+    import triec
+    import triec.synthetic.sets
+    from triec.compiler.entry import CompileStats
+
+    vocab = triec.Vocabulary.load(job["tokenizer"])
     vocab.automaton  # noqa: B018 - load or build the cached automaton outside the timing
-    values = triec.synthetic.sets.tool_names(args.k)
+    values = triec.synthetic.sets.tool_names(job["k"])
     times: dict[str, list[float]] = {"any": [], "canonical": []}
     phases: dict[str, dict[str, float]] = {}
     tables: dict[str, triec.MaskTable] = {}
-    for _ in range(args.repeats):
+    for _ in range(job["repeats"]):
         for mode in ("any", "canonical"):
             stats = CompileStats()
             t0 = time.perf_counter()
@@ -80,8 +79,8 @@ def main() -> None:
     rows = {m: statistics.median(v) for m, v in per_row.items()}
     steps = {m: statistics.median(v) for m, v in per_step.items()}
 
-    result = {
-        "tokenizer": vocab.name, "vocab_size": vocab.vocab_size, "k": args.k, "repeats": args.repeats,
+    fields = {
+        "tokenizer": vocab.name, "vocab_size": vocab.vocab_size, "k": job["k"], "repeats": job["repeats"],
         "compile_s": {m: round(statistics.median(v), 3) for m, v in times.items()},
         "compile_ratio_canonical_over_any": round(statistics.median(times["canonical"]) / statistics.median(times["any"]), 3),
         "phases_s": phases,
@@ -90,14 +89,28 @@ def main() -> None:
         "allowed_pairs": {m: t.num_allowed for m, t in tables.items()},
         "row_us": {m: round(v, 2) for m, v in rows.items()},
         "advance_us": {m: round(v, 2) for m, v in steps.items()},
-        "python": sys.version.split()[0], "triec": triec.__version__,
     }  # fmt: skip
-    print(json.dumps(result, indent=2))
-    if args.json_out:
-        from triec.artifact.container import atomic_write
-
-        atomic_write(args.json_out, (json.dumps(result, indent=2) + "\n").encode())
+    out.put(status="ok", phase="done", **fields)
 
 
-if __name__ == "__main__":
-    main()
+def run(quick: bool) -> dict[str, Any]:
+    size = QUICK if quick else FULL
+    result = results.new("canonical", {"quick": quick, **size})
+    result["cells"].append(run_cell("triec.bench.suites.canonical:cell", size, timeout=1800.0))
+    return result
+
+
+def tables(result: dict[str, Any]) -> dict[str, str]:
+    c = result["cells"][0]
+    if c.get("status") != "ok":
+        return {"compare": docs.markdown(["", "any", "canonical"], [["the cell", docs.status_note(c), ""]])}
+    rows = [
+        ["compile (median)", *(docs.seconds(c["compile_s"][m]) for m in ("any", "canonical"))],
+        ["artifact bytes", *(docs.count(c["artifact_bytes"][m]) for m in ("any", "canonical"))],
+        ["states", *(docs.count(c["states"][m]) for m in ("any", "canonical"))],
+        ["allowed pairs", *(docs.count(c["allowed_pairs"][m]) for m in ("any", "canonical"))],
+        ["row (`fill_one`)", *(f"{c['row_us'][m]:.2f} µs" for m in ("any", "canonical"))],
+        ["advance", *(f"{c['advance_us'][m]:.2f} µs" for m in ("any", "canonical"))],
+    ]
+    head = f"{c['tokenizer']}, K = {c['k']:,}"
+    return {"compare": docs.markdown([head, "any", "canonical"], rows)}

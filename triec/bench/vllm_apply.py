@@ -1,6 +1,6 @@
 """Host bitmask application on the installed vLLM: vLLM's own against triec's sparse hook, side by side.
 
-    python scripts/bench_vllm_apply.py [--rounds 15] [--json OUT]
+    python -m triec.bench.vllm_apply [--rounds 15] [--json OUT]
 
 Whichever host path the installed release has (:func:`triec.integrations.vllm.internals.sparse_site`):
 0.32 and 0.33's ``apply_grammar_bitmask`` through ``structured_output.utils.xgr`` (xgrammar's CPU kernel), or

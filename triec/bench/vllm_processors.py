@@ -4,7 +4,7 @@ Cells: method x K x B, where method is ``triec`` (the V1 processor, or V2 with
 ``--runner v2``), ``xgrammar`` and ``guidance`` (vLLM structured outputs with
 ``choice=values``, backend fixed engine-wide) and ``unconstrained`` (no
 processor at all); K values (synthetic tool names) and B = ``max_num_seqs``.
-Every cell runs the same tiny random-weight Llama (tests/tiny_llama.py, Qwen2
+Every cell runs the same tiny random-weight Llama (triec/bench/tiny_llama.py, Qwen2
 tokenizer, vocabulary 151,936) unless ``--model`` names another, the same
 prompts and greedy decoding with ``max_tokens`` 32. Per cell it prints one JSON
 line: engine start, the first request's latency and a second single request's
@@ -13,9 +13,9 @@ req/s, output tokens/s, tokens per request, and the share of outputs that are
 exactly one value ending with EOS (``valid``). Exit 0 unless a cell crashed
 outside the method's own refusal.
 
-    python scripts/bench_vllm.py                            # K 1000,10000 x B 64,256, all methods
-    python scripts/bench_vllm.py --ks 1000 --batches 64 --methods triec,xgrammar --md out.md --plot out.png
-    python scripts/bench_vllm.py --check [--runner v2]      # end-to-end validity check (scripts/gpu_check.py)
+    python -m triec.bench.vllm_processors                            # K 1000,10000 x B 64,256, all methods
+    python -m triec.bench.vllm_processors --ks 1000 --batches 64 --methods triec,xgrammar --md out.md --plot out.png
+    python -m triec.bench.vllm_processors --check [--runner v2]      # end-to-end validity check (triec/bench/gpu_check.py)
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
 METHODS = ("triec", "xgrammar", "guidance", "unconstrained")
 
 
@@ -169,8 +168,7 @@ def prepare(workdir: Path, model: str | None, ks: list[int]) -> tuple[str, str]:
     from triec.synthetic.sets import tool_names
 
     if model is None:
-        sys.path.insert(0, str(ROOT / "tests"))
-        from tiny_llama import make_tiny_llama
+        from triec.bench.tiny_llama import make_tiny_llama
 
         model = str(make_tiny_llama(workdir / "model"))
     art = workdir / "artifacts"
@@ -279,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="triec-bench-vllm-"))
     model, art = prepare(workdir, args.model, sorted(set(ks) | ({1000, 10000} if args.check else set())))
     if args.check:
-        cmd = [sys.executable, __file__, "--check-child", "--art", art, "--model", model, "--runner", args.runner]
+        cmd = [sys.executable, "-m", "triec.bench.vllm_processors", "--check-child", "--art", art, "--model", model, "--runner", args.runner]
         row, crashed = run_child(cmd + ([] if args.eager else ["--no-eager"]), args.timeout)
         row = row or {"ok": False, "error": crashed}
         print("vLLM end to end: " + json.dumps(row), flush=True)
@@ -291,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
         for b in (int(x) for x in args.batches.split(",")):
             for method in args.methods.split(","):
                 cmd = [
-                    sys.executable, __file__, "--cell", "--method", method, "--k", str(k), "--b", str(b),
+                    sys.executable, "-m", "triec.bench.vllm_processors", "--cell", "--method", method, "--k", str(k), "--b", str(b),
                     "--art", art, "--model", model, "--runner", args.runner, "--max-tokens", str(args.max_tokens),
                 ]  # fmt: skip
                 if not args.eager:

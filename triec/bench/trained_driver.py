@@ -16,7 +16,7 @@ tools rendered (tests/smollm_tools.jinja, 8 shown) for the tool cells.
 Each cell prints one JSON line; the parent compares token ids between methods
 (``equal``) and prints a markdown table.
 
-    python scripts/bench_trained.py --json docs/results/bench_trained.json --md out.md
+    python -m triec.bench.trained_driver --json docs/results/bench_trained.json --md out.md
 """
 
 from __future__ import annotations
@@ -29,10 +29,9 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_vllm import run_child  # noqa: E402
-from bench_vllm_backend import hermes_calls_ok  # noqa: E402
+from triec.bench.suites import ROOT  # noqa: E402 - the checkout: fixtures/, tests/ data files
+from triec.bench.vllm_backend import hermes_calls_ok
+from triec.bench.vllm_processors import run_child
 
 CELLS = ("choice", "spec", "required", "auto")
 SPEC = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 3, "prompt_lookup_min": 1}
@@ -150,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for cell in args.cells.split(","):
         for method in args.methods.split(","):
-            cmd = [sys.executable, __file__, "--cell", cell, "--method", method, "--model", args.model]
+            cmd = [sys.executable, "-m", "triec.bench.trained_driver", "--cell", cell, "--method", method, "--model", args.model]
             row, crash = run_child(cmd, args.timeout)
             row = row or {"cell": cell, "method": method, "error": crash}
             rows.append(row)

@@ -1,7 +1,7 @@
 """triec's vLLM structured-outputs backend against vLLM's xgrammar on the same standard requests, one engine per cell.
 
 The table of issue 19, every cell its own engine process (tiny random-weight
-Llama of tests/tiny_llama.py, Qwen2 tokenizer, greedy, ``max_num_seqs`` 64):
+Llama of triec/bench/tiny_llama.py, Qwen2 tokenizer, greedy, ``max_num_seqs`` 64):
 
 * ``first``: the first-request overhead of a new ``choice`` list at K = 1,000
   and 10,000: after a warm-up request with another list of that size, a request
@@ -30,8 +30,8 @@ vLLM), ``processor`` (``same`` only), ``unconstrained`` (``distinct`` and
 on this machine). Prints one JSON line per cell and the markdown table with
 triec's ratios.
 
-    python scripts/bench_vllm_backend.py --json out.json --md out.md
-    python scripts/bench_vllm_backend.py --cells first,distinct --methods triec,xgrammar
+    python -m triec.bench.vllm_backend --json out.json --md out.md
+    python -m triec.bench.vllm_backend --cells first,distinct --methods triec,xgrammar
 """
 
 from __future__ import annotations
@@ -45,8 +45,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_vllm import prepare, run_child  # noqa: E402
+from triec.bench.vllm_processors import prepare, run_child
 
 CELLS = ("first", "distinct", "same", "tools", "spec", "auto")
 SPEC = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 3, "prompt_lookup_min": 1}
@@ -288,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict] = []
     failed = False
     for cell, method, k in plan(args.cells.split(","), args.methods.split(",")):
-        cmd = [sys.executable, __file__, "--cell", cell, "--method", method, "--k", str(k), "--art", art, "--model", model,
+        cmd = [sys.executable, "-m", "triec.bench.vllm_backend", "--cell", cell, "--method", method, "--k", str(k), "--art", art, "--model", model,
                "--repeat", str(args.repeat)]  # fmt: skip
         row, crashed = run_child(cmd, args.timeout)
         row = row or {"cell": cell, "method": method, "k": k, "error": crashed}

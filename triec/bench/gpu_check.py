@@ -17,19 +17,19 @@ kernels side by side, plus xgrammar's ``apply_token_bitmask_inplace`` (when inst
 ``BatchState`` serves two artifacts) and, on CUDA, a CUDA-graph capture and replay of a kernel step
 (equal to the eager step).
 
-    python scripts/gpu_check.py --device cpu --triton-interpret --tokenizers gpt2,qwen2,phi3 --ks 1000 --batches 4
+    python -m triec.bench.gpu_check --device cpu --triton-interpret --tokenizers gpt2,qwen2,phi3 --ks 1000 --batches 4
 
-Then, on CUDA when vLLM is importable, the vLLM checks (scripts/bench_vllm.py,
+Then, on CUDA when vLLM is importable, the vLLM checks (:mod:`triec.bench.vllm_processors`,
 each engine in its own process): the end-to-end check with the default Model
 Runner V2 (``TriecLogitsProcessorV2``) and with ``VLLM_USE_V2_MODEL_RUNNER=0``
 (``TriecLogitsProcessor``, async scheduling), then the throughput bench of triec
 against xgrammar and unconstrained at ``--vllm-ks`` x ``--vllm-batches``.
 Without vLLM this part is skipped with a message.
 
-    python scripts/gpu_check.py                       # CUDA, the issue's sizes, then vLLM
-    python scripts/gpu_check.py --device cpu --ks 1000 --iters 20
-    python scripts/gpu_check.py --vllm only           # just the vLLM checks and bench
-    python scripts/gpu_check.py --tokenizer shared/tokenizers/qwen2/tokenizer.json   # no zstandard needed
+    python -m triec.bench.gpu_check                       # CUDA, the issue's sizes, then vLLM
+    python -m triec.bench.gpu_check --device cpu --ks 1000 --iters 20
+    python -m triec.bench.gpu_check --vllm only           # just the vLLM checks and bench
+    python -m triec.bench.gpu_check --tokenizer shared/tokenizers/qwen2/tokenizer.json   # no zstandard needed
 """
 
 from __future__ import annotations
@@ -47,10 +47,11 @@ import numpy as np
 import torch
 
 import triec
+from triec.bench.suites import ROOT
 from triec.runtime.torch import INVALID, TorchMaskTable
 from triec.synthetic.sets import tool_names
 
-BENCH_VLLM = str(Path(__file__).resolve().parent / "bench_vllm.py")
+BENCH_VLLM = ["-m", "triec.bench.vllm_processors"]
 
 
 def _sync(device: torch.device) -> None:
@@ -236,6 +237,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sample", type=int, default=8192, help="states whose rows are checked (all if fewer)")
     ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
     ap.add_argument("--tokenizer", default="qwen2", help="tokenizer (default: the bundled Qwen2; a path needs no zstandard)")
+    ap.add_argument("--vocab-size", type=int, default=None, help="mask width (default: 151,936 for qwen2, else the tokenizer's)")
     ap.add_argument("--tokenizers", default="", help="comma-separated tokenizers, each checked in turn (overrides --tokenizer); "
                                                      "phi3 names the fixture")  # fmt: skip
     ap.add_argument("--triton-interpret", action="store_true",
@@ -274,8 +276,8 @@ def main(argv: list[str] | None = None) -> int:
     failed = False
     names = [t for t in args.tokenizers.split(",") if t] or [args.tokenizer]
     for tok_name in names:
-        spec = str(Path(__file__).resolve().parent.parent / "fixtures/tokenizers/phi3/tokenizer.json.zst") if tok_name == "phi3" else tok_name
-        vocab = triec.Vocabulary.load(spec, vocab_size=151936 if tok_name == "qwen2" else None)
+        spec = str(ROOT / "fixtures/tokenizers/phi3/tokenizer.json.zst") if tok_name == "phi3" else tok_name
+        vocab = triec.Vocabulary.load(spec, vocab_size=args.vocab_size or (151936 if tok_name == "qwen2" else None))
         for k in (int(x) for x in args.ks.split(",")):
             table = triec.compile(tool_names(k), vocab)
             t0 = time.perf_counter()
@@ -332,18 +334,18 @@ def vllm_checks(args: argparse.Namespace) -> int:
         return 0
     print(f"\nvLLM {vllm.__version__}: end-to-end checks (tiny random-weight Llama, Qwen2 tokenizer)", flush=True)
     env = dict(os.environ)
-    root = str(Path(__file__).resolve().parent.parent)
+    root = str(Path(triec.__file__).resolve().parents[1])
     env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")  # the engine processes import triec
     failed = 0
     work = Path(os.environ.get("TMPDIR", "/tmp")) / "triec-gpu-check-vllm"
     timeout = str(args.vllm_timeout)
     runs = [("Model Runner V2 (default)", "v2", {}), ("V1 runner, async scheduling", "v1", {"VLLM_USE_V2_MODEL_RUNNER": "0"})]
     for label, runner, extra in runs:
-        cmd = [sys.executable, BENCH_VLLM, "--check", "--runner", runner, "--workdir", str(work), "--timeout", timeout]
+        cmd = [sys.executable, *BENCH_VLLM, "--check", "--runner", runner, "--workdir", str(work), "--timeout", timeout]
         print(f"- {label}:", flush=True)
         failed |= subprocess.run(cmd, env={**env, **extra}).returncode != 0
     cmd = [
-        sys.executable, BENCH_VLLM, "--runner", "v2", "--workdir", str(work), "--ks", args.vllm_ks,
+        sys.executable, *BENCH_VLLM, "--runner", "v2", "--workdir", str(work), "--ks", args.vllm_ks,
         "--batches", args.vllm_batches, "--methods", args.vllm_methods, "--timeout", timeout,
     ]  # fmt: skip
     print("- throughput (Model Runner V2, one engine per cell):", flush=True)

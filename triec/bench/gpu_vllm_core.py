@@ -12,8 +12,8 @@ per request up to k = 3 drafts (mostly tokens the table allows, sometimes not),
 one row each plus the bonus row, every row checked against the numpy runtime
 walked over the drafts before it, and the step timed.
 
-    python scripts/gpu_check_vllm_core.py            # CUDA
-    python scripts/gpu_check_vllm_core.py --device cpu --steps 5
+    python -m triec.bench.gpu_vllm_core            # CUDA
+    python -m triec.bench.gpu_vllm_core --device cpu --steps 5
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Hidden size 128 with 2 heads (head_dim 64: vLLM's CPU attention refuses
 head_dim 16), one layer, vocabulary 151,936 (Qwen2.5's logits width), EOS ids
 151643 and 151645 in config.json and generation_config.json. Nothing is
 downloaded: the tokenizer is the one bundled in triec. Used by the vLLM tests
-and scripts/bench_vllm.py.
+and triec/bench/vllm_processors.py.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ decodes the same prompt free for as many steps (same positions, same process: th
 A cell that runs past ``--limit`` seconds is killed and reported as such (a result, not a failure).
 Prints a table and writes JSON (``--out``). ``--quick`` runs K = 100 and 1,000 with 2 questions.
 
-    python scripts/bench_llamacpp.py --out docs/results/bench_llamacpp.json
+    python -m triec.bench.llamacpp_driver --out docs/results/bench_llamacpp.json
 """
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from triec.bench.suites import ROOT  # noqa: E402 - the checkout: fixtures/, tests/ data files
+
 KS = (100, 1_000, 10_000, 100_000)
 METHODS = ("triec", "gbnf")
 
@@ -141,7 +142,7 @@ def grammar_cost(cell: dict) -> float:
 
 
 def run_cell(method: str, k: int, n: int, threads: int, limit: float, rounds: int) -> dict:
-    cmd = [sys.executable, __file__, "--child", method, str(k), "--questions", str(n), "--threads", str(threads),
+    cmd = [sys.executable, "-m", "triec.bench.llamacpp_driver", "--child", method, str(k), "--questions", str(n), "--threads", str(threads),
            "--rounds", str(rounds if method == "triec" else 1)]  # fmt: skip
     t0 = time.perf_counter()
     try:
