@@ -57,7 +57,10 @@ def run(
     names = [] if suite == DOCS else list(NAMES) if suite == ALL else [suite]
     outcomes = [run_one(name, quick=quick, out=out, alone=suite != ALL, say=say) for name in names]
     for o in outcomes:
-        say(f"{o.suite}: {o.status}{': ' + o.detail if o.detail else ''}" + (f" ({o.seconds:.0f} s)" if o.seconds else ""))
+        say(
+            f"{o.suite}: {o.status}{': ' + o.detail if o.detail else ''}"
+            + (f" ({o.seconds:.0f} s)" if o.seconds else "")
+        )
     if write_docs:
         where = out or DEFAULT_RESULTS
         for path in _write_docs(document, where, [o.suite for o in outcomes if o.status == "ok"] or None):

@@ -111,7 +111,9 @@ def render(text: str, results: str | Path) -> str:
         tables = rendered(results, m["suite"], cache)
         if m["table"] not in tables:
             raise KeyError(f"suite {m['suite']} has no table {m['table']!r} (it has {', '.join(sorted(tables))})")
-        return f"<!-- bench:{m['suite']}:{m['table']} -->\n{tables[m['table']]}<!-- /bench:{m['suite']}:{m['table']} -->"
+        return (
+            f"<!-- bench:{m['suite']}:{m['table']} -->\n{tables[m['table']]}<!-- /bench:{m['suite']}:{m['table']} -->"
+        )
 
     return MARKER.sub(body, text)
 
@@ -180,9 +182,10 @@ def pyplot() -> Any:
     return plt
 
 
-def split_tables(text: str, names: Sequence[str]) -> dict[str, str]:
-    """Text of captioned Markdown tables (a caption paragraph, then the table) as one entry per table, named in
-    order by ``names``; each entry is the caption, a blank line and the table. Raises when the counts differ."""
+def split_tables(text: str, names: Sequence[str] | dict[str, str]) -> dict[str, str]:
+    """Text of captioned Markdown tables (a caption paragraph, then the table) as one entry per table; each entry
+    is the caption, a blank line and the table. ``names``: the tables' names in order (raises when the counts
+    differ), or caption prefix -> name (a table whose caption matches none is left out)."""
     chunks: list[list[str]] = []
     caption: list[str] = []
     in_table = False
@@ -197,6 +200,13 @@ def split_tables(text: str, names: Sequence[str]) -> dict[str, str]:
             in_table = False
             if line.strip():
                 caption.append(line.strip())
+    if isinstance(names, dict):
+        found = {}
+        for chunk in chunks:
+            name = next((n for prefix, n in names.items() if chunk[0].startswith(prefix)), None)
+            if name is not None:
+                found[name] = "\n".join(chunk) + "\n"
+        return found
     if len(chunks) != len(names):
         raise ValueError(f"{len(chunks)} tables for the {len(names)} names {', '.join(names)}")
     return {name: "\n".join(chunk) + "\n" for name, chunk in zip(names, chunks, strict=True)}

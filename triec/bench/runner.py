@@ -120,7 +120,11 @@ def versions(extra: Sequence[str] = ()) -> dict[str, str | None]:
 
     from triec.bench.peers import versions as engine_versions
 
-    found: dict[str, str | None] = {**engine_versions(), "numpy": _version("numpy"), "python": platform.python_version()}
+    found: dict[str, str | None] = {
+        **engine_versions(),
+        "numpy": _version("numpy"),
+        "python": platform.python_version(),
+    }
     for name in extra:
         try:
             found[name] = version(name)

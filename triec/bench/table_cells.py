@@ -14,7 +14,7 @@ from typing import Any
 def parse_markdown(text: str) -> list[tuple[list[str], list[list[str]]]]:
     """Every Markdown table of ``text`` as (header, rows); ``\\|`` inside a cell stays a ``|``."""
     found: list[tuple[list[str], list[list[str]]]] = []
-    lines = text.splitlines()
+    lines = [line.strip() for line in text.splitlines()]  # a table indented in a list item is one too
     i = 0
     while i < len(lines):
         if lines[i].startswith("|") and i + 1 < len(lines) and lines[i + 1].replace(":", "").startswith("|---"):

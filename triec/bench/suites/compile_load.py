@@ -112,7 +112,9 @@ def cold_cell(job: dict[str, Any], out: Out) -> None:
     t3 = time.perf_counter()
     triec.compile(values_of("tools", job["k"]), vocab)
     t4 = time.perf_counter()
-    out.put(status="ok", phase="done", tokenizer_s=t2 - t1, automaton_s=t3 - t2, compile_s=t4 - t3, first_compile_s=t4 - t1)
+    out.put(
+        status="ok", phase="done", tokenizer_s=t2 - t1, automaton_s=t3 - t2, compile_s=t4 - t3, first_compile_s=t4 - t1
+    )
 
 
 def run(quick: bool) -> dict[str, Any]:
@@ -123,7 +125,13 @@ def run(quick: bool) -> dict[str, Any]:
     for tokenizer in sorted({t for t, _, _ in size["cells"]}):
         triec.Vocabulary.load(tokenizer, vocab_size=WIDTH.get(tokenizer)).automaton  # noqa: B018 - caches warm
     for tokenizer, name, k in size["cells"]:
-        job = {"tokenizer": tokenizer, "vocab_size": WIDTH.get(tokenizer), "set": name, "k": k, "repeat": size["repeat"]}
+        job = {
+            "tokenizer": tokenizer,
+            "vocab_size": WIDTH.get(tokenizer),
+            "set": name,
+            "k": k,
+            "repeat": size["repeat"],
+        }
         cell = run_cell("triec.bench.suites.compile_load:warm_cell", job, timeout=size["timeout"])
         result["cells"].append({"kind": "warm", "tokenizer": tokenizer, "set": name, "k": k, **cell})
     for tokenizer, k in size["cold"]:

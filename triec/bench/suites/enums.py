@@ -64,8 +64,12 @@ SHAPES = ("icd", "nested", "two", "items", "anyof")
 CELLS = ("triec-llguidance", "triec-xgrammar", "llguidance", "xgrammar")
 THRESHOLD_K = (4, 8, 16, 32, 64, 128, 256, 1024)
 PATIENTS = ("John Smith", "Mary Jones", "Ana Ruiz", "Li Wei", "Omar Haddad", "Eva Novak", "Kofi Mensah", "Yuki Sato")
-NOTES = ("Patient reports mild chest pain since Monday.", "Follow-up visit, no new symptoms.",
-         "Sudden onset of headache and nausea.", "Referred by GP for persistent cough.")
+NOTES = (
+    "Patient reports mild chest pain since Monday.",
+    "Follow-up visit, no new symptoms.",
+    "Sudden onset of headache and nausea.",
+    "Referred by GP for persistent cough.",
+)
 SEP = {"separators": (", ", ": "), "ensure_ascii": False}
 
 
@@ -78,33 +82,57 @@ def codes(k: int, seed: int = 0) -> list[str]:
 def make_schema(shape: str, k: int) -> dict[str, Any]:
     enum = {"type": "string", "enum": codes(k)}
     if shape == "icd":
-        props = {"patient": {"type": "string", "maxLength": 20},
-                 "codes": {"type": "array", "minItems": 1, "maxItems": 5, "items": enum},
-                 "severity": {"type": "string", "enum": ["low", "high"]}}
+        props = {
+            "patient": {"type": "string", "maxLength": 20},
+            "codes": {"type": "array", "minItems": 1, "maxItems": 5, "items": enum},
+            "severity": {"type": "string", "enum": ["low", "high"]},
+        }
     elif shape == "nested":
         inner = {"summary": {"type": "string"}, "diagnosis": enum, "confidence": {"type": "number"}}
-        props = {"note": {"type": "string"},
-                 "encounter": {"type": "object", "properties": inner, "required": list(inner),
-                               "additionalProperties": False}}
+        props = {
+            "note": {"type": "string"},
+            "encounter": {
+                "type": "object",
+                "properties": inner,
+                "required": list(inner),
+                "additionalProperties": False,
+            },
+        }
     elif shape == "two":
-        props = {"ticket": {"type": "string", "maxLength": 40}, "primary": enum,
-                 "secondary": {"type": "string", "enum": codes(k, seed=1)}}
+        props = {
+            "ticket": {"type": "string", "maxLength": 40},
+            "primary": enum,
+            "secondary": {"type": "string", "enum": codes(k, seed=1)},
+        }
     elif shape == "items":
         item = {"code": enum, "note": {"type": "string", "maxLength": 30}}
-        props = {"visit": {"type": "string", "maxLength": 30},
-                 "entries": {"type": "array", "minItems": 1, "maxItems": 3,
-                             "items": {"type": "object", "properties": item, "required": list(item),
-                                       "additionalProperties": False}}}
+        props = {
+            "visit": {"type": "string", "maxLength": 30},
+            "entries": {
+                "type": "array",
+                "minItems": 1,
+                "maxItems": 3,
+                "items": {"type": "object", "properties": item, "required": list(item), "additionalProperties": False},
+            },
+        }
     elif shape == "anyof":
         coded = {"diagnosis": enum, "certain": {"type": "boolean"}}
         free = {"text": {"type": "string", "maxLength": 40}}
-        props = {"note": {"type": "string"},
-                 "finding": {"anyOf": [
-                     {"type": "object", "properties": coded, "required": list(coded), "additionalProperties": False},
-                     {"type": "object", "properties": free, "required": list(free), "additionalProperties": False}]}}
+        props = {
+            "note": {"type": "string"},
+            "finding": {
+                "anyOf": [
+                    {"type": "object", "properties": coded, "required": list(coded), "additionalProperties": False},
+                    {"type": "object", "properties": free, "required": list(free), "additionalProperties": False},
+                ]
+            },
+        }
     elif shape == "threshold":
-        props = {"patient": {"type": "string", "maxLength": 20}, "code": enum,
-                 "severity": {"type": "string", "enum": ["low", "high"]}}
+        props = {
+            "patient": {"type": "string", "maxLength": 20},
+            "code": enum,
+            "severity": {"type": "string", "enum": ["low", "high"]},
+        }
     else:
         raise SystemExit(f"unknown shape {shape!r}")
     return {"type": "object", "properties": props, "required": list(props), "additionalProperties": False}
@@ -120,13 +148,18 @@ def documents(shape: str, k: int, n: int, seed: int, enc: Encoder) -> list[dict[
         values: list[str] = []
         if shape == "icd":
             chosen = rng.sample(pool, min(len(pool), rng.randint(1, 5)))
-            doc: dict[str, Any] = {"patient": rng.choice(PATIENTS), "codes": chosen,
-                                   "severity": rng.choice(["low", "high"])}
+            doc: dict[str, Any] = {
+                "patient": rng.choice(PATIENTS),
+                "codes": chosen,
+                "severity": rng.choice(["low", "high"]),
+            }
             values = chosen
         elif shape == "nested":
             c = rng.choice(pool)
-            doc = {"note": rng.choice(NOTES), "encounter": {"summary": rng.choice(NOTES), "diagnosis": c,
-                                                            "confidence": round(rng.random(), 2)}}
+            doc = {
+                "note": rng.choice(NOTES),
+                "encounter": {"summary": rng.choice(NOTES), "diagnosis": c, "confidence": round(rng.random(), 2)},
+            }
             values = [c]
         elif shape == "two":
             a, b = rng.choice(pool), rng.choice(pool2)
@@ -134,8 +167,10 @@ def documents(shape: str, k: int, n: int, seed: int, enc: Encoder) -> list[dict[
             values = [a, b]
         elif shape == "items":
             chosen = rng.sample(pool, min(len(pool), rng.randint(1, 3)))
-            doc = {"visit": rng.choice(PATIENTS), "entries": [{"code": c, "note": rng.choice(NOTES)[:30]}
-                                                              for c in chosen]}
+            doc = {
+                "visit": rng.choice(PATIENTS),
+                "entries": [{"code": c, "note": rng.choice(NOTES)[:30]} for c in chosen],
+            }
             values = chosen
         elif shape == "anyof":
             if rng.random() < 0.75:
@@ -194,8 +229,15 @@ def triec_cell(job: dict[str, Any], out: Out) -> None:
         table = compile_schema(schema, vocab, engine=engine, threshold=job["k"])
         warm.append(time.perf_counter() - t0)
     drv = table.driver()
-    out.put(phase="engine compile", build_cold_s=cold, build_warm_s=median_s(warm), build_warm_all_s=warm,
-            slots=table.info.get("slots"), engine_enums=table.info.get("engine_enums"), states=table.num_states)
+    out.put(
+        phase="engine compile",
+        build_cold_s=cold,
+        build_warm_s=median_s(warm),
+        build_warm_all_s=warm,
+        slots=table.info.get("slots"),
+        engine_enums=table.info.get("engine_enums"),
+        states=table.num_states,
+    )
     grammar_s = []
     for _ in range(max(1, job["repeat"] // 2)):
         drv._grammars.clear()
@@ -210,8 +252,9 @@ def triec_cell(job: dict[str, Any], out: Out) -> None:
     spare = np.zeros(table.words_per_row, dtype=np.int32)
     passes = []
     for _ in range(2):  # the first pass warms the tables and the engine's lazy state; the second is reported
-        r: dict[str, list[float]] = {k: [] for k in ("start", "deeper", "judged", "outside", "outside_engine",
-                                                      "into", "out", "other_accept")}
+        r: dict[str, list[float]] = {
+            k: [] for k in ("start", "deeper", "judged", "outside", "outside_engine", "into", "out", "other_accept")
+        }
         for d in docs:
             m = table.matcher()
             done, seen_first = 0, False
@@ -251,9 +294,13 @@ def triec_cell(job: dict[str, Any], out: Out) -> None:
             if not m.is_terminated():
                 raise RuntimeError("the document did not end the output")
         passes.append(r)
-    out.put(phase="done", status="ok", docs=len(docs),
-            rows_first_pass={k: summary_us(v) for k, v in passes[0].items()},
-            **{f"rows_{k}": summary_us(v) for k, v in passes[1].items()})
+    out.put(
+        phase="done",
+        status="ok",
+        docs=len(docs),
+        rows_first_pass={k: summary_us(v) for k, v in passes[0].items()},
+        **{f"rows_{k}": summary_us(v) for k, v in passes[1].items()},
+    )
 
 
 # ---------------------------------------------------------------- peer worker
@@ -305,8 +352,13 @@ def peer_cell(job: dict[str, Any], out: Out) -> None:
                     raise RuntimeError(f"{engine} refused token {t} in {d['text']!r} after {done} bytes")
                 done += len(vocab.token_bytes[t])
         passes.append(r)
-    out.put(phase="done", status="ok", docs=len(docs), rows_first_pass={k: summary_us(v) for k, v in passes[0].items()},
-            **{f"rows_{k}": summary_us(v) for k, v in passes[1].items()})
+    out.put(
+        phase="done",
+        status="ok",
+        docs=len(docs),
+        rows_first_pass={k: summary_us(v) for k, v in passes[0].items()},
+        **{f"rows_{k}": summary_us(v) for k, v in passes[1].items()},
+    )
 
 
 # ---------------------------------------------------------------- threshold worker
@@ -377,8 +429,13 @@ def threshold_cell(job: dict[str, Any], out: Out) -> None:
                 if t < vocab.num_tokens:
                     done += len(vocab.token_bytes[t])
         if rep == 1:
-            res.update(rows_trie=summary_us(tr), rows_engine=summary_us(en), rows_trie_inside=summary_us(tr_in),
-                       rows_engine_inside=summary_us(en_in), rows_per_doc=len(tr) / max(1, len(docs)))
+            res.update(
+                rows_trie=summary_us(tr),
+                rows_engine=summary_us(en),
+                rows_trie_inside=summary_us(tr_in),
+                rows_engine_inside=summary_us(en_in),
+                rows_per_doc=len(tr) / max(1, len(docs)),
+            )
     out.put(status="ok", **res)
 
 
@@ -402,12 +459,6 @@ def _m(c: dict[str, Any], key: str, stat: str = "median") -> float | None:
     return None if not s or not s.get("n") else s[stat]
 
 
-
-
-
-
-
-
 def status_text(c: dict[str, Any]) -> str:
     """A cell's refusal, timeout or error, safe inside a markdown cell."""
     return (c.get("error") or c.get("status", "")).replace("|", "\\|") if c else ""
@@ -421,24 +472,37 @@ def tables_text(res: dict[str, Any]) -> str:
     def get(s: str, k: int, c: str) -> dict[str, Any]:
         return cells.get(f"{s}|{k}|{c}", {})
 
-    out.append("Build (triec: compile_schema warm, and with the engine's compile of the reduced schema; ratio = peer "
-               "compile / triec warm build + engine compile, same engine)\n")
-    out.append("| shape | K | triec+llg cold | warm | + engine | llguidance | ratio | triec+xgr cold | warm | + engine "
-               "| xgrammar | ratio |")
+    out.append(
+        "Build (triec: compile_schema warm, and with the engine's compile of the reduced schema; ratio = peer "
+        "compile / triec warm build + engine compile, same engine)\n"
+    )
+    out.append(
+        "| shape | K | triec+llg cold | warm | + engine | llguidance | ratio | triec+xgr cold | warm | + engine "
+        "| xgrammar | ratio |"
+    )
     out.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for s, k in keys:
         row = [s, f"{k:,}"]
         for e in ("llguidance", "xgrammar"):
             t, p = get(s, k, f"triec-{e}"), get(s, k, e)
             total = (t.get("build_warm_s") or 0) + (t.get("engine_compile_s") or 0) if t.get("build_warm_s") else None
-            row += [f_s(t.get("build_cold_s")) or status_text(t), f_s(t.get("build_warm_s")),
-                    f_s(total), f_s(p.get("compile_s")) or status_text(p), ratio(p.get("compile_s"), total)]
+            row += [
+                f_s(t.get("build_cold_s")) or status_text(t),
+                f_s(t.get("build_warm_s")),
+                f_s(total),
+                f_s(p.get("compile_s")) or status_text(p),
+                ratio(p.get("compile_s"), total),
+            ]
         out.append("| " + " | ".join(row) + " |")
-    out.append("\nMask rows (medians; inside an enum: the first row of the first value, deeper rows, and triec's "
-               "rows with judged crossing tokens; outside: triec's row = engine + probes, and the engine's own row "
-               "at the same state; ratio = peer / triec, same engine)\n")
-    out.append("| shape | K | engine | triec start | peer start | ratio | triec deeper (p99) | peer deeper | ratio "
-               "| triec judged | triec outside | engine alone | peer outside | into | out |")
+    out.append(
+        "\nMask rows (medians; inside an enum: the first row of the first value, deeper rows, and triec's "
+        "rows with judged crossing tokens; outside: triec's row = engine + probes, and the engine's own row "
+        "at the same state; ratio = peer / triec, same engine)\n"
+    )
+    out.append(
+        "| shape | K | engine | triec start | peer start | ratio | triec deeper (p99) | peer deeper | ratio "
+        "| triec judged | triec outside | engine alone | peer outside | into | out |"
+    )
     out.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for s, k in keys:
         for e in ("llguidance", "xgrammar"):
@@ -449,32 +513,58 @@ def tables_text(res: dict[str, Any]) -> str:
                 out.append(f"| {s} | {k:,} | {e} | {status_text(t)} |" + " |" * 11)
                 continue
             ps = status_text(p) if p and p.get("status") != "ok" else ""
-            row = [s, f"{k:,}", e, f_us(_m(t, "rows_start")), f_us(_m(p, "rows_start")) or ps,
-                   ratio(_m(p, "rows_start"), _m(t, "rows_start")),
-                   f"{f_us(_m(t, 'rows_deeper'))} ({f_us(_m(t, 'rows_deeper', 'p99'))})", f_us(_m(p, "rows_deeper")),
-                   ratio(_m(p, "rows_deeper"), _m(t, "rows_deeper")), f_us(_m(t, "rows_judged")),
-                   f_us(_m(t, "rows_outside")), f_us(_m(t, "rows_outside_engine")), f_us(_m(p, "rows_outside")),
-                   f_us(_m(t, "rows_into")), f_us(_m(t, "rows_out"))]
+            row = [
+                s,
+                f"{k:,}",
+                e,
+                f_us(_m(t, "rows_start")),
+                f_us(_m(p, "rows_start")) or ps,
+                ratio(_m(p, "rows_start"), _m(t, "rows_start")),
+                f"{f_us(_m(t, 'rows_deeper'))} ({f_us(_m(t, 'rows_deeper', 'p99'))})",
+                f_us(_m(p, "rows_deeper")),
+                ratio(_m(p, "rows_deeper"), _m(t, "rows_deeper")),
+                f_us(_m(t, "rows_judged")),
+                f_us(_m(t, "rows_outside")),
+                f_us(_m(t, "rows_outside_engine")),
+                f_us(_m(p, "rows_outside")),
+                f_us(_m(t, "rows_into")),
+                f_us(_m(t, "rows_out")),
+            ]
             out.append("| " + " | ".join(row) + " |")
     th = res.get("threshold") or {}
     if th:
-        out.append("\nEnum threshold: one enum property of K codes served by a trie (threshold = K) vs left in the "
-                   "engine, side by side per (K, engine); build = compile (triec: compile_schema + the engine's compile "
-                   "of the reduced schema); rows over whole documents (mean / median) and inside the enum (median)\n")
-        out.append("| K | engine | build trie | build engine | rows trie mean / median | rows engine mean / median "
-                   "| inside trie | inside engine | trie / engine (mean row) |")
+        out.append(
+            "\nEnum threshold: one enum property of K codes served by a trie (threshold = K) vs left in the "
+            "engine, side by side per (K, engine); build = compile (triec: compile_schema + the engine's compile "
+            "of the reduced schema); rows over whole documents (mean / median) and inside the enum (median)\n"
+        )
+        out.append(
+            "| K | engine | build trie | build engine | rows trie mean / median | rows engine mean / median "
+            "| inside trie | inside engine | trie / engine (mean row) |"
+        )
         out.append("|---|---|---|---|---|---|---|---|---|")
         for key in sorted(th, key=lambda x: (th[x].get("engine", ""), th[x].get("k", 0))):
             c = th[key]
             if c.get("status") != "ok":
                 out.append(f"| {c.get('k', '')} | {c.get('engine', '')} | {status_text(c)} |" + " |" * 6)
                 continue
-            out.append("| " + " | ".join([
-                f"{c['k']:,}", c["engine"], f_s(c["build_trie_s"]), f_s(c["build_engine_s"]),
-                f"{f_us(_m(c, 'rows_trie', 'mean'))} / {f_us(_m(c, 'rows_trie'))}",
-                f"{f_us(_m(c, 'rows_engine', 'mean'))} / {f_us(_m(c, 'rows_engine'))}",
-                f_us(_m(c, "rows_trie_inside")), f_us(_m(c, "rows_engine_inside")),
-                ratio(_m(c, "rows_trie", "mean"), _m(c, "rows_engine", "mean"))]) + " |")
+            out.append(
+                "| "
+                + " | ".join(
+                    [
+                        f"{c['k']:,}",
+                        c["engine"],
+                        f_s(c["build_trie_s"]),
+                        f_s(c["build_engine_s"]),
+                        f"{f_us(_m(c, 'rows_trie', 'mean'))} / {f_us(_m(c, 'rows_trie'))}",
+                        f"{f_us(_m(c, 'rows_engine', 'mean'))} / {f_us(_m(c, 'rows_engine'))}",
+                        f_us(_m(c, "rows_trie_inside")),
+                        f_us(_m(c, "rows_engine_inside")),
+                        ratio(_m(c, "rows_trie", "mean"), _m(c, "rows_engine", "mean")),
+                    ]
+                )
+                + " |"
+            )
     return "\n".join(out)
 
 
@@ -491,7 +581,8 @@ FULL = {
 }  # fmt: skip
 QUICK = {**FULL, "shapes": ["icd"], "k": [200], "docs": 3, "repeat": 2, "threshold_docs": 2, "threshold_k": [64],
          "timeout": 300.0}  # fmt: skip
-TABLES = ("build", "rows", "threshold")
+TABLES = {"Build": "build", "Mask rows": "rows", "Enum threshold": "threshold"}
+"""Each table by the start of its caption (a run without threshold cells, or with only them, has fewer)."""
 
 
 def unavailable() -> str | None:

@@ -29,7 +29,14 @@ def unavailable() -> str | None:
 def run(quick: bool) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="triec-bench-eval-") as tmp:
         md = Path(tmp) / "trained.md"
-        cmd = [sys.executable, "-m", "triec.bench.trained_driver", *(["--cells", "choice"] if quick else []), "--md", str(md)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "triec.bench.trained_driver",
+            *(["--cells", "choice"] if quick else []),
+            "--md",
+            str(md),
+        ]
         result = results.new("eval", {"quick": quick, "args": cmd[3:-2]}, extra_versions=("vllm", "torch"))
         proc = subprocess.run(cmd, capture_output=True, text=True)
         found = table_cells.parse_markdown(md.read_text()) if md.is_file() else []

@@ -58,7 +58,9 @@ def parse_log(text: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         fields = m.groupdict()
         if "path" in fields:
             p = fields["path"]
-            cell.update({f"{p}_{f}_us": float(fields[f]) for f in ("fill", "apply", "advance", "step", "bits", "gather")})
+            cell.update(
+                {f"{p}_{f}_us": float(fields[f]) for f in ("fill", "apply", "advance", "step", "bits", "gather")}
+            )
             cell[f"{p}_no_host_sync"] = fields["sync"]
         elif "us" in fields:
             cell["xgrammar_apply_us"] = float(fields["us"])

@@ -44,10 +44,16 @@ def cell(job: dict[str, Any], out: Out) -> None:
     from triec.synthetic.sets import tool_names
     from triec.verify.paths import token_paths
 
-    vocab = triec.Vocabulary.load(job["tokenizer"], vocab_size=job["vocab_size"] if job["tokenizer"] == "qwen2" else None)
+    vocab = triec.Vocabulary.load(
+        job["tokenizer"], vocab_size=job["vocab_size"] if job["tokenizer"] == "qwen2" else None
+    )
     names = tool_names(job["k"])
-    schema = {"type": "object", "properties": {"name": {"type": "string", "enum": names}, "arguments": ARGS},
-              "required": ["name", "arguments"], "additionalProperties": False}
+    schema = {
+        "type": "object",
+        "properties": {"name": {"type": "string", "enum": names}, "arguments": ARGS},
+        "required": ["name", "arguments"],
+        "additionalProperties": False,
+    }
     res: dict[str, Any] = {"k": job["k"], "tokenizer": job["tokenizer"], "vocab_size": vocab.vocab_size}
     _ = vocab.automaton  # the per-tokenizer automaton is cached on disk; not part of any build below
     llg, xgr = driver("llguidance", vocab), driver("xgrammar", vocab)  # engines' tokenizer setup, once per process
@@ -143,8 +149,15 @@ def cell(job: dict[str, Any], out: Out) -> None:
             t2 = time.perf_counter_ns()
             if m.phase == "engine":
                 t_handover_alone.append((t2 - t1) / 1e3)
-    for key, xs in {"triec_writer_alone": t_writer_alone, "triec_handover_alone": t_handover_alone, "triec_writer": t_writer, "triec_fill_bitmask": t_fill, "llguidance": t_ll, "xgrammar": t_xg,
-                    "triec_handover": t_handover}.items():
+    for key, xs in {
+        "triec_writer_alone": t_writer_alone,
+        "triec_handover_alone": t_handover_alone,
+        "triec_writer": t_writer,
+        "triec_fill_bitmask": t_fill,
+        "llguidance": t_ll,
+        "xgrammar": t_xg,
+        "triec_handover": t_handover,
+    }.items():
         res[f"{key}_us"] = {"median": pct(xs, 50), "p99": pct(xs, 99), "mean": float(np.mean(xs)), "n": len(xs)}
     res["handover_tokens"] = sorted(b.decode("utf-8", "replace") for b in handover_tokens)
     res["ratios"] = {

@@ -81,7 +81,9 @@ def _device(table: Any, job: dict[str, Any]) -> dict[str, Any]:
     for b in job["batches"]:
         states = torch.from_numpy(rng.integers(0, table.num_states, b))
         logits = torch.randn(b, table.vocab_size)
-        fill, apply, advance, step = time_step(dev, states, logits, job["iters"], heavy_iters=max(2, job["iters"] // (b // 8 + 1)))
+        fill, apply, advance, step = time_step(
+            dev, states, logits, job["iters"], heavy_iters=max(2, job["iters"] // (b // 8 + 1))
+        )
         found[str(b)] = {"fill_us": fill, "apply_us": apply, "advance_us": advance, "step_us": step}
     return found
 
@@ -133,8 +135,20 @@ def tables(result: dict[str, Any]) -> dict[str, str]:
                 restrict.append([k, n, docs.spread(r["restrict_s"]), docs.spread(r["compact_s"]),
                                  docs.seconds(c["restrict"]["first_s"])])  # fmt: skip
     return {
-        "writer": docs.markdown(["K", "writer created", "fill([s])", "fill_one(s)", "fill_bitmask, one state",
-                                 "128 mixed states", "128 states, fill_bitmask"], writer),  # fmt: skip
+        "writer": docs.markdown(
+            [
+                "K",
+                "writer created",
+                "fill([s])",
+                "fill_one(s)",
+                "fill_bitmask, one state",
+                "128 mixed states",
+                "128 states, fill_bitmask",
+            ],
+            writer,
+        ),  # fmt: skip
         "device": docs.markdown(["K", "B", "fill µs", "apply µs", "advance µs", "step µs (CPU tensors)"], device),
-        "restrict": docs.markdown(["K", "values kept", "restrict", "compact()", "first restrict (path index)"], restrict),
+        "restrict": docs.markdown(
+            ["K", "values kept", "restrict", "compact()", "first restrict (path index)"], restrict
+        ),
     }

@@ -82,8 +82,15 @@ def decode_paths(tools: list[Any], fmt: Any, enc: Encoder, count: int, seed: int
         if ids is None:
             skipped += 1
             continue
-        out.append({"tool": i, "name": tools[i].name, "ids": ids, "name_from": len(fmt.prefix.encode()) + 1,
-                    "name_to": len(head.encode()) - 1})
+        out.append(
+            {
+                "tool": i,
+                "name": tools[i].name,
+                "ids": ids,
+                "name_from": len(fmt.prefix.encode()) + 1,
+                "name_to": len(head.encode()) - 1,
+            }
+        )
     return out, skipped
 
 
@@ -120,9 +127,16 @@ def triec_cell(job: dict[str, Any], out: Out) -> None:
         warm.append(time.perf_counter() - t0)
         phases.append(dict(stats.phases))
     mid = sorted(range(len(warm)), key=warm.__getitem__)[len(warm) // 2]
-    out.put(phase="driver", build_cold_s=cold, build_cold_phases=cold_phases, build_warm_s=median_s(warm),
-            build_warm_all_s=warm, build_warm_phases=phases[mid], states=table.num_states,
-            grammars=len(table.grammars))
+    out.put(
+        phase="driver",
+        build_cold_s=cold,
+        build_cold_phases=cold_phases,
+        build_warm_s=median_s(warm),
+        build_warm_all_s=warm,
+        build_warm_phases=phases[mid],
+        states=table.num_states,
+        grammars=len(table.grammars),
+    )
     t0 = time.perf_counter()
     drv = table.driver()  # the engine's tokenizer setup: once per process and vocabulary, not per registry
     out.put(phase="paths", engine_setup_s=time.perf_counter() - t0)
@@ -159,9 +173,15 @@ def triec_cell(job: dict[str, Any], out: Out) -> None:
                     raise RuntimeError(f"triec refused token {t} on the path of {p['name']!r}")
                 done += len(vocab.token_bytes[t])
         passes.append(xs)
-    out.put(phase="first handovers", first_row_s=first_row_s, name_rows_first_pass=summary_us(passes[0]),
-            name_rows=summary_us(passes[1]), name_start_rows=summary_us(starts), paths=len(paths),
-            paths_skipped=skipped)
+    out.put(
+        phase="first handovers",
+        first_row_s=first_row_s,
+        name_rows_first_pass=summary_us(passes[0]),
+        name_rows=summary_us(passes[1]),
+        name_start_rows=summary_us(starts),
+        paths=len(paths),
+        paths_skipped=skipped,
+    )
 
     # -------- handovers into tools never used before, then the same tools cached
     compile_s: list[float] = []
@@ -214,7 +234,7 @@ def triec_cell(job: dict[str, Any], out: Out) -> None:
             if static and not handed:
                 mark = t3
         res["compiles"] = drv.compiles - before[0]
-        res["compile_s"] = sum(compile_s[before[1]:])
+        res["compile_s"] = sum(compile_s[before[1] :])
         return res
 
     rss0 = rss_bytes()
@@ -224,26 +244,41 @@ def triec_cell(job: dict[str, Any], out: Out) -> None:
     xg_mem = None
     if engine == "xgrammar":
         sizes = [int(g.memory_size_bytes) for g in drv._grammars.values()]
-        xg_mem = {"grammars": len(sizes), "median_bytes": float(np.median(sizes)) if sizes else None,
-                  "mean_bytes": float(np.mean(sizes)) if sizes else None, "total_bytes": int(sum(sizes))}
+        xg_mem = {
+            "grammars": len(sizes),
+            "median_bytes": float(np.median(sizes)) if sizes else None,
+            "mean_bytes": float(np.mean(sizes)) if sizes else None,
+            "total_bytes": int(sum(sizes)),
+        }
     row_cache = table.row_cache
-    out.put(phase="cached handovers",
-            first_handover=summary_us([r["handover"] for r in firsts if "handover" in r]),
-            first_handover_compile=summary_us([r["compile_s"] for r in firsts if r["compiles"]]),
-            first_handover_rest=summary_us([r["handover"] - r["compile_s"] for r in firsts if "handover" in r]),
-            first_handover_tools=len(firsts), grammars_compiled=grammars_compiled,
-            args_rows_first=summary_us([x for r in firsts for x in r["args"]]),
-            memory={"rss_growth_bytes": rss1 - rss0, "per_grammar_bytes": (rss1 - rss0) / max(1, grammars_compiled),
-                    "cache_bound_grammars": drv.cache_size, "xgrammar_memory_size": xg_mem,
-                    "row_cache_entries": len(row_cache),
-                    "row_cache_bytes": int(sum(getattr(v, "nbytes", 0) for v in row_cache.values())),
-                    "row_cache_bound": table.row_cache_size, "templates": len(table._templates),
-                    "row_bytes": table.words_per_row * 4})
+    out.put(
+        phase="cached handovers",
+        first_handover=summary_us([r["handover"] for r in firsts if "handover" in r]),
+        first_handover_compile=summary_us([r["compile_s"] for r in firsts if r["compiles"]]),
+        first_handover_rest=summary_us([r["handover"] - r["compile_s"] for r in firsts if "handover" in r]),
+        first_handover_tools=len(firsts),
+        grammars_compiled=grammars_compiled,
+        args_rows_first=summary_us([x for r in firsts for x in r["args"]]),
+        memory={
+            "rss_growth_bytes": rss1 - rss0,
+            "per_grammar_bytes": (rss1 - rss0) / max(1, grammars_compiled),
+            "cache_bound_grammars": drv.cache_size,
+            "xgrammar_memory_size": xg_mem,
+            "row_cache_entries": len(row_cache),
+            "row_cache_bytes": int(sum(getattr(v, "nbytes", 0) for v in row_cache.values())),
+            "row_cache_bound": table.row_cache_size,
+            "templates": len(table._templates),
+            "row_bytes": table.words_per_row * 4,
+        },
+    )
     cached = [walk(p, job["arg_steps"]) for p in chosen]
-    out.put(phase="done", status="ok",
-            cached_handover=summary_us([r["handover"] for r in cached if "handover" in r]),
-            cached_compiles=sum(r["compiles"] for r in cached),
-            args_rows=summary_us([x for r in cached for x in r["args"]]))
+    out.put(
+        phase="done",
+        status="ok",
+        cached_handover=summary_us([r["handover"] for r in cached if "handover" in r]),
+        cached_compiles=sum(r["compiles"] for r in cached),
+        args_rows=summary_us([x for r in cached for x in r["args"]]),
+    )
 
 
 def _value_of(table: Any, p: dict[str, Any]) -> int:
@@ -303,9 +338,15 @@ def peer_cell(job: dict[str, Any], out: Out) -> None:
     except Exception as e:  # noqa: BLE001  (the engine's refusal, reported as such)
         out.put(status="refused", error="refused: " + first_line(e), source_bytes=source_bytes)
         return
-    out.put(phase="name field", compile_s=median_s(times), compile_all_s=times, source_bytes=source_bytes,
-            rss_after_compile_bytes=rss_bytes(), rss_compile_growth_bytes=rss_bytes() - rss0,
-            memory_size_bytes=peer.memory_bytes(compiled))
+    out.put(
+        phase="name field",
+        compile_s=median_s(times),
+        compile_all_s=times,
+        source_bytes=source_bytes,
+        rss_after_compile_bytes=rss_bytes(),
+        rss_compile_growth_bytes=rss_bytes() - rss0,
+        memory_size_bytes=peer.memory_bytes(compiled),
+    )
     start = peer.start(compiled)
     row = peer.new_row()
 
@@ -341,8 +382,12 @@ def peer_cell(job: dict[str, Any], out: Out) -> None:
         t0 = time.perf_counter()
         peer.fill(m, row)
         warm.append(time.perf_counter() - t0)
-    out.put(phase="paths", name_start_cold=summary_us(cold), name_start_warm=summary_us(warm),
-            name_start_allowed=int(row_ids(row).size))
+    out.put(
+        phase="paths",
+        name_start_cold=summary_us(cold),
+        name_start_warm=summary_us(warm),
+        name_start_allowed=int(row_ids(row).size),
+    )
 
     # the same decode paths as triec: rows inside the name, the first row of each tool's arguments, then rows
     rng = random.Random(job["seed"] + 1)
@@ -373,9 +418,15 @@ def peer_cell(job: dict[str, Any], out: Out) -> None:
                 break
             if not peer.accept(m, rng.choice(allowed)):
                 break
-    out.put(phase="done", status="ok", name_rows=summary_us(names), name_start_rows=summary_us(starts),
-            first_args_row=summary_us(first_args),
-            args_rows=summary_us(args), rss_end_bytes=rss_bytes())
+    out.put(
+        phase="done",
+        status="ok",
+        name_rows=summary_us(names),
+        name_start_rows=summary_us(starts),
+        first_args_row=summary_us(first_args),
+        args_rows=summary_us(args),
+        rss_end_bytes=rss_bytes(),
+    )
 
 
 def strictify(s: Any) -> Any:
@@ -403,13 +454,16 @@ def vllm_lark(tools: list[Any]) -> str:
     (without ``additionalProperties: false`` the grammar passes llguidance's 65,525-symbol limit on BFCL)."""
     from triec.bench.schema_peers import XG_OPTIONS
 
-    lines = ['%llguidance {"no_forcing": true}', 'start: "[" call (", " call)* "]"',
-             "call: " + " | ".join(f"call_{i}" for i in range(len(tools)))]
+    lines = [
+        '%llguidance {"no_forcing": true}',
+        'start: "[" call (", " call)* "]"',
+        "call: " + " | ".join(f"call_{i}" for i in range(len(tools))),
+    ]
     for i, t in enumerate(tools):
         begin = '{"name": ' + json.dumps(t.name, ensure_ascii=False) + ', "parameters": '
         params = strictify(t.parameters)
         doc = {**params, "x-guidance": XG_OPTIONS} if isinstance(params, dict) else params
-        lines.append(f"call_{i}: {json.dumps(begin, ensure_ascii=False)} args_{i} \"}}\"")
+        lines.append(f'call_{i}: {json.dumps(begin, ensure_ascii=False)} args_{i} "}}"')
         lines.append(f"args_{i}: %json " + json.dumps(doc, ensure_ascii=False))
     return "\n".join(lines)
 
@@ -428,12 +482,6 @@ def _us(s: dict[str, Any] | None, key: str = "median") -> float | None:
     return None if not s or not s.get("n") else s[key]
 
 
-
-
-
-
-
-
 def status_text(c: dict[str, Any]) -> str:
     """A cell's refusal, timeout or error, safe inside a markdown cell."""
     return (c.get("error") or c.get("status", "?")).replace("|", "\\|")
@@ -448,9 +496,13 @@ def tables_text(res: dict[str, Any]) -> str:
 
     regs = res["settings"]["registries"]
     # build
-    out.append("Build (triec: compile_tools; peers: the whole format compiled; ratio = peer / triec warm, same engine)\n")
-    out.append("| registry | K | triec+llg cold | triec+llg warm | triec+xgr cold | triec+xgr warm | llguidance | ratio "
-               "| llguidance lark | ratio | xgrammar | ratio |")
+    out.append(
+        "Build (triec: compile_tools; peers: the whole format compiled; ratio = peer / triec warm, same engine)\n"
+    )
+    out.append(
+        "| registry | K | triec+llg cold | triec+llg warm | triec+xgr cold | triec+xgr warm | llguidance | ratio "
+        "| llguidance lark | ratio | xgrammar | ratio |"
+    )
     out.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in regs:
         tl, tx = get(r, "triec-llguidance"), get(r, "triec-xgrammar")
@@ -467,12 +519,16 @@ def tables_text(res: dict[str, Any]) -> str:
                 row += [status_text(c), ""]
         out.append("| " + " | ".join(row) + " |")
     # name rows
-    out.append("\nA mask row in the name field (median / p99; triec: the mask writer along real decode paths, and its "
-               "first row inside the name; peers: their rows along the same paths and at the same first row, and at "
-               "the name's start cold (first fill after a fresh compile) / warm (fresh forks); ratios = peer / triec, "
-               "same engine)\n")
-    out.append("| registry | engine | triec along paths | triec at the start | peer | peer along paths | peer at the start "
-               "| start cold / warm | ratio along (median) | ratio at the start (median) |")
+    out.append(
+        "\nA mask row in the name field (median / p99; triec: the mask writer along real decode paths, and its "
+        "first row inside the name; peers: their rows along the same paths and at the same first row, and at "
+        "the name's start cold (first fill after a fresh compile) / warm (fresh forks); ratios = peer / triec, "
+        "same engine)\n"
+    )
+    out.append(
+        "| registry | engine | triec along paths | triec at the start | peer | peer along paths | peer at the start "
+        "| start cold / warm | ratio along (median) | ratio at the start (median) |"
+    )
     out.append("|---|---|---|---|---|---|---|---|---|---|")
     for r in regs:
         for e, peers in (("llguidance", ("llguidance", "llguidance-lark")), ("xgrammar", ("xgrammar",))):
@@ -480,8 +536,10 @@ def tables_text(res: dict[str, Any]) -> str:
             if not t:
                 continue
             n, st = t.get("name_rows"), t.get("name_start_rows")
-            tri = [f"{f_us(_us(n))} / {f_us(_us(n, 'p99'))}" if _us(n) is not None else status_text(t),
-                   f"{f_us(_us(st))} / {f_us(_us(st, 'p99'))}" if _us(st) is not None else ""]
+            tri = [
+                f"{f_us(_us(n))} / {f_us(_us(n, 'p99'))}" if _us(n) is not None else status_text(t),
+                f"{f_us(_us(st))} / {f_us(_us(st, 'p99'))}" if _us(st) is not None else "",
+            ]
             shown = False
             for name in peers:
                 c = get(r, name)
@@ -492,20 +550,36 @@ def tables_text(res: dict[str, Any]) -> str:
                 if _us(pn) is None:
                     out.append("| " + " | ".join([r, e, *tri, name, status_text(c), "", "", "", ""]) + " |")
                     continue
-                out.append("| " + " | ".join([
-                    r, e, *tri, name, f"{f_us(_us(pn))} / {f_us(_us(pn, 'p99'))}",
-                    f"{f_us(_us(ps))} / {f_us(_us(ps, 'p99'))}",
-                    f"{f_us(_us(c.get('name_start_cold')))} / {f_us(_us(c.get('name_start_warm')))}",
-                    ratio(_us(pn), _us(n)), ratio(_us(ps), _us(st))]) + " |")
+                out.append(
+                    "| "
+                    + " | ".join(
+                        [
+                            r,
+                            e,
+                            *tri,
+                            name,
+                            f"{f_us(_us(pn))} / {f_us(_us(pn, 'p99'))}",
+                            f"{f_us(_us(ps))} / {f_us(_us(ps, 'p99'))}",
+                            f"{f_us(_us(c.get('name_start_cold')))} / {f_us(_us(c.get('name_start_warm')))}",
+                            ratio(_us(pn), _us(n)),
+                            ratio(_us(ps), _us(st)),
+                        ]
+                    )
+                    + " |"
+                )
             if not shown:
                 out.append("| " + " | ".join([r, e, *tri, "", "", "", "", "", ""]) + " |")
     # handovers and arguments
-    out.append("\nInto a tool's arguments (triec: first handover into a tool never used before, its lazy compile "
-               "included, and its compile alone; the same tools cached; argument rows after the handover, medians "
-               "/ p99; peers: the first row of each tool's arguments, and argument rows; llguidance's from the lark "
-               "form where it refuses the one schema)\n")
-    out.append("| registry | engine | first handover | of which compile | cached handover | argument rows (first visit) "
-               "| argument rows (cached) | peer: first argument row | peer: argument rows |")
+    out.append(
+        "\nInto a tool's arguments (triec: first handover into a tool never used before, its lazy compile "
+        "included, and its compile alone; the same tools cached; argument rows after the handover, medians "
+        "/ p99; peers: the first row of each tool's arguments, and argument rows; llguidance's from the lark "
+        "form where it refuses the one schema)\n"
+    )
+    out.append(
+        "| registry | engine | first handover | of which compile | cached handover | argument rows (first visit) "
+        "| argument rows (cached) | peer: first argument row | peer: argument rows |"
+    )
     out.append("|---|---|---|---|---|---|---|---|---|")
     for r in regs:
         for e in ("llguidance", "xgrammar"):
@@ -515,23 +589,33 @@ def tables_text(res: dict[str, Any]) -> str:
             if not t:
                 continue
             fh, ch = t.get("first_handover"), t.get("cached_handover")
-            row = [r, e, f"{f_us(_us(fh))} / {f_us(_us(fh, 'p99'))}" if _us(fh) is not None else status_text(t),
-                   f_us(_us(t.get("first_handover_compile"))),
-                   f"{f_us(_us(ch))} / {f_us(_us(ch, 'p99'))}" if _us(ch) is not None else "",
-                   f"{f_us(_us(t.get('args_rows_first')))} / {f_us(_us(t.get('args_rows_first'), 'p99'))}",
-                   f"{f_us(_us(t.get('args_rows')))} / {f_us(_us(t.get('args_rows'), 'p99'))}"]
+            row = [
+                r,
+                e,
+                f"{f_us(_us(fh))} / {f_us(_us(fh, 'p99'))}" if _us(fh) is not None else status_text(t),
+                f_us(_us(t.get("first_handover_compile"))),
+                f"{f_us(_us(ch))} / {f_us(_us(ch, 'p99'))}" if _us(ch) is not None else "",
+                f"{f_us(_us(t.get('args_rows_first')))} / {f_us(_us(t.get('args_rows_first'), 'p99'))}",
+                f"{f_us(_us(t.get('args_rows')))} / {f_us(_us(t.get('args_rows'), 'p99'))}",
+            ]
             if _us(c.get("first_args_row")) is not None:
-                row += [f"{f_us(_us(c['first_args_row']))} / {f_us(_us(c['first_args_row'], 'p99'))}",
-                        f"{f_us(_us(c.get('args_rows')))} / {f_us(_us(c.get('args_rows'), 'p99'))}"]
+                row += [
+                    f"{f_us(_us(c['first_args_row']))} / {f_us(_us(c['first_args_row'], 'p99'))}",
+                    f"{f_us(_us(c.get('args_rows')))} / {f_us(_us(c.get('args_rows'), 'p99'))}",
+                ]
             else:
                 row += [status_text(c) if c else "", ""]
             out.append("| " + " | ".join(row) + " |")
     # memory
-    out.append("\nArgument-grammar cache (resident growth over the first handovers per compiled grammar; xgrammar: "
-               "CompiledGrammar.memory_size_bytes; the bound = TRIEC_GRAMMAR_CACHE grammars x that; peers: "
-               "resident growth of the whole-format compile)\n")
-    out.append("| registry | engine | grammars compiled | RSS per grammar | memory_size_bytes (median) | bound "
-               "(grammars) | row cache entries (bytes) | peer compile RSS growth | peer memory_size_bytes |")
+    out.append(
+        "\nArgument-grammar cache (resident growth over the first handovers per compiled grammar; xgrammar: "
+        "CompiledGrammar.memory_size_bytes; the bound = TRIEC_GRAMMAR_CACHE grammars x that; peers: "
+        "resident growth of the whole-format compile)\n"
+    )
+    out.append(
+        "| registry | engine | grammars compiled | RSS per grammar | memory_size_bytes (median) | bound "
+        "(grammars) | row cache entries (bytes) | peer compile RSS growth | peer memory_size_bytes |"
+    )
     out.append("|---|---|---|---|---|---|---|---|---|")
     for r in regs:
         for e in ("llguidance", "xgrammar"):
@@ -542,14 +626,26 @@ def tables_text(res: dict[str, Any]) -> str:
             per = mem["per_grammar_bytes"]
             xm = (mem.get("xgrammar_memory_size") or {}).get("median_bytes")
             bound = mem["cache_bound_grammars"] * max(per, xm or 0)
-            out.append("| " + " | ".join([
-                r, e, str(t.get("grammars_compiled")), f"{per / 1024:,.0f} KiB", f"{xm / 1024:,.0f} KiB" if xm else "",
-                f"{bound / 2**20:,.0f} MiB ({mem['cache_bound_grammars']:,})",
-                f"{mem['row_cache_entries']:,} ({mem['row_cache_bytes'] / 2**20:,.1f} MiB; bound {mem['row_cache_bound']:,} "
-                f"x {mem['row_bytes'] / 1024:,.1f} KiB)",
-                f"{c['rss_compile_growth_bytes'] / 2**20:,.0f} MiB" if c.get("rss_compile_growth_bytes") is not None else "",
-                f"{c['memory_size_bytes'] / 2**20:,.1f} MiB" if c.get("memory_size_bytes") else "",
-            ]) + " |")
+            out.append(
+                "| "
+                + " | ".join(
+                    [
+                        r,
+                        e,
+                        str(t.get("grammars_compiled")),
+                        f"{per / 1024:,.0f} KiB",
+                        f"{xm / 1024:,.0f} KiB" if xm else "",
+                        f"{bound / 2**20:,.0f} MiB ({mem['cache_bound_grammars']:,})",
+                        f"{mem['row_cache_entries']:,} ({mem['row_cache_bytes'] / 2**20:,.1f} MiB; bound {mem['row_cache_bound']:,} "
+                        f"x {mem['row_bytes'] / 1024:,.1f} KiB)",
+                        f"{c['rss_compile_growth_bytes'] / 2**20:,.0f} MiB"
+                        if c.get("rss_compile_growth_bytes") is not None
+                        else "",
+                        f"{c['memory_size_bytes'] / 2**20:,.1f} MiB" if c.get("memory_size_bytes") else "",
+                    ]
+                )
+                + " |"
+            )
     return "\n".join(out)
 
 
@@ -593,7 +689,9 @@ def run(quick: bool) -> dict[str, Any]:
                    "tokenizer": a["tokenizer"], "vocab_size": a["vocab_size"], "paths": a["paths"], "first": a["first"],
                    "arg_steps": a["arg_steps"], "repeat": a["repeat"], "cold_reps": a["cold_reps"],
                    "warm_reps": a["warm_reps"], "cold_budget_s": min(90.0, a["timeout"] / 4), "seed": a["seed"]}  # fmt: skip
-            cell = run_cell("triec.bench.suites.tools:worker", job, timeout=a["timeout"], max_rss=int(a["max_rss_gb"] * 2**30))
+            cell = run_cell(
+                "triec.bench.suites.tools:worker", job, timeout=a["timeout"], max_rss=int(a["max_rss_gb"] * 2**30)
+            )
             result["cells"].append({"registry": r, "cell": c, **cell})
     return result
 

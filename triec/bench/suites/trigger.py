@@ -185,9 +185,17 @@ def tables(result: dict[str, Any]) -> dict[str, str]:
     return {
         "think": docs.markdown(["tokenizer", "K", "build", "free row", "free accept + rollback", "answer row"], think),
         "auto": docs.markdown(
-            ["tokenizer", "tools", "triec build (first in process)", "xgrammar compile", "ratio",
-             "free row triec (start / after text)", "xgrammar", "names row triec / xgrammar",
-             "handover first / repeat"],
+            [
+                "tokenizer",
+                "tools",
+                "triec build (first in process)",
+                "xgrammar compile",
+                "ratio",
+                "free row triec (start / after text)",
+                "xgrammar",
+                "names row triec / xgrammar",
+                "handover first / repeat",
+            ],
             auto,
         ),  # fmt: skip
     }

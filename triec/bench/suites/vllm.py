@@ -24,7 +24,14 @@ from typing import Any
 from triec.bench import results, table_cells
 
 FULL = {
-    "processors": ["--ks", "1000,10000", "--batches", "64", "--methods", "triec,xgrammar,unconstrained:9,unconstrained"],
+    "processors": [
+        "--ks",
+        "1000,10000",
+        "--batches",
+        "64",
+        "--methods",
+        "triec,xgrammar,unconstrained:9,unconstrained",
+    ],
     "backend": [],
 }
 QUICK = {"processors": ["--ks", "100", "--batches", "4", "--methods", "triec,unconstrained", "--max-tokens", "8"]}

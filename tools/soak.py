@@ -28,8 +28,8 @@ or the server gone, or RSS growth after warm-up above ``--rss-bound-mb``
 the frontend and one in the engine) + 160 MiB for the processors' subset and
 device-table caches (256 entries each), allocator and vLLM noise).
 
-    python scripts/soak.py --quick          # about 40 s of requests after a ~60 s start (the vllm session runs it)
-    python scripts/soak.py --duration 600 --clients 8 --json soak.json
+    python tools/soak.py --quick          # about 40 s of requests after a ~60 s start (the vllm session runs it)
+    python tools/soak.py --duration 600 --clients 8 --json soak.json
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """A vLLM release against triec's window (triec.integrations.vllm.internals.WINDOW): one command per question.
 
-    python scripts/vllm_release.py newest              # the newest vLLM on the package index: inside the window?
-    python scripts/vllm_release.py requirements [SRC]  # a release's requirements but the CUDA-only ones
-    python scripts/vllm_release.py check 0.35.0        # install that release's classes in a venv, print the plan
+    python tools/vllm_release.py newest              # the newest vLLM on the package index: inside the window?
+    python tools/vllm_release.py requirements [SRC]  # a release's requirements but the CUDA-only ones
+    python tools/vllm_release.py check 0.35.0        # install that release's classes in a venv, print the plan
 
 ``requirements`` reads the ``Requires-Dist`` lines of vLLM's own METADATA (the
 installed distribution, or a wheel file given as SRC), evaluates their markers
@@ -142,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         inside = in_window(version, window)
         lines = ", ".join(w + ".x" for w in window)
         print(f"newest vLLM on the index: {version}; triec's window: {lines}; "
-              + ("inside" if inside else f"outside: run `python scripts/vllm_release.py check {version}`"))  # fmt: skip
+              + ("inside" if inside else f"outside: run `python tools/vllm_release.py check {version}`"))  # fmt: skip
         return 0 if inside else 1
     return check(args.release, args.venv or Path(f"/tmp/triec-vllm-{args.release}"))
 

@@ -9,7 +9,7 @@ manifest, format versions 1/2) were written by triec before slots and grammars
 and are never regenerated: this triec reads them and writes none. Run this
 script only when the file format or the triec version changes on purpose:
 
-    .venv/bin/python scripts/make_golden.py
+    .venv/bin/python tools/make_golden.py
 
 and commit the new artifact and README together with the change that caused them.
 """
@@ -51,14 +51,14 @@ with the bundled `gpt2` tokenizer ({tokens} tokens, EOS {eos}), through the Pyth
 - sha256: `{sha256}`
 - tokenizer fingerprint: `{fingerprint}`
 
-It was made by `scripts/make_golden.py`. `tests/test_artifact.py` compiles the same
+It was made by `tools/make_golden.py`. `tests/test_artifact.py` compiles the same
 values again and requires the same bytes, byte for byte, and requires the loaded
 file to answer `allowed()` identically for every state.
 
 The file changes only when the artifact format or the triec version (recorded in
 its header) changes. When that happens on purpose, regenerate it deliberately with
 
-    .venv/bin/python scripts/make_golden.py
+    .venv/bin/python tools/make_golden.py
 
 review the difference, and commit the new artifact and this README with the change.
 A golden test failing without such a change means the writer stopped being

@@ -6,7 +6,7 @@ hold, then drives the ``triec`` console script the way a new user would:
 compile the example set with both bundled tokenizers, load the artifacts, follow
 each value's bytes token by token, inspect, verify, and read the help.
 
-    python scripts/smoke_wheel.py DIST_DIR     # DIST_DIR: where `python -m build` wrote the sdist and wheel
+    python tools/smoke_wheel.py DIST_DIR     # DIST_DIR: where `python -m build` wrote the sdist and wheel
 
 Every check asserts a real outcome; the first failure stops it with exit 1.
 """
@@ -34,7 +34,7 @@ SDIST_MUST_HOLD = [
     "triec/data/tokenizers/gpt2.json.zst", "triec/data/tokenizers/qwen2.json.zst",
     "tests/conftest.py", "tests/cases.py", "fixtures/golden/tiny-gpt2.triec",
     "fixtures/tokenizers/phi3/tokenizer.json.zst", "examples/tools.txt", "docs/format.md",
-    "scripts/smoke_wheel.py",
+    "tools/smoke_wheel.py",
 ]
 WHEEL_MUST_HOLD = ["triec/__init__.py", "triec/py.typed", "triec/cli/__main__.py",
                    "triec/data/tokenizers/gpt2.json.zst", "triec/data/tokenizers/qwen2.json.zst"]
@@ -74,7 +74,7 @@ def check_dists(dist: Path) -> tuple[Path, Path]:
         meta = zf.read(f"triec-{triec.__version__}.dist-info/METADATA").decode()
     missing = [n for n in WHEEL_MUST_HOLD if n not in wnames]
     check(not missing, f"wheel holds the package data (missing: {missing})")
-    check(not [n for n in wnames if n.startswith(("tests/", "fixtures/", "scripts/"))], "wheel holds triec/ only")
+    check(not [n for n in wnames if n.startswith(("tests/", "fixtures/", "tools/"))], "wheel holds triec/ only")
     check(f"triec-{triec.__version__}.dist-info/licenses/LICENSE" in wnames, "wheel carries the LICENSE file")
     check("License-Expression: Apache-2.0" in meta, "metadata: SPDX license expression")
     check("Classifier: Typing :: Typed" in meta and "Project-URL: " in meta, "metadata: classifiers and URLs")
@@ -155,7 +155,7 @@ def main() -> None:
         check(SOURCE_ROOT not in work.parents, f"working in {work}, outside the source tree")
         os.chdir(work)  # outside the source tree: nothing resolves against the checkout
         os.environ["TRIEC_CACHE_DIR"] = str(work / "cache")  # a cold automaton cache, like a new user
-        sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() not in (SOURCE_ROOT, SOURCE_ROOT / "scripts")]
+        sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() not in (SOURCE_ROOT, SOURCE_ROOT / "tools")]
         sdist, _ = check_dists(dist)
         check_installed()
         with tarfile.open(sdist) as tf:  # the example set, as shipped in the sdist

@@ -1,6 +1,6 @@
 """Start SGLang's server with the triec grammar backend registered, for when entry points are filtered.
 
-    python scripts/sglang_launch.py --model-path Qwen/Qwen2.5-7B-Instruct --grammar-backend triec [sglang options]
+    python tools/sglang_launch.py --model-path Qwen/Qwen2.5-7B-Instruct --grammar-backend triec [sglang options]
 
 triec declares an ``sglang.srt.plugins`` entry point, and SGLang runs it in every
 one of its processes, so ``python -m sglang.launch_server ... --grammar-backend

@@ -9,7 +9,7 @@ on CPU instead). Steps:
 1. compile examples/tools.txt for the model's tokenizer into a temporary
    artifact directory (``tools.triec``) and point ``TRIEC_ARTIFACT_DIR`` at it;
 2. start ``python -m sglang.launch_server --model-path MODEL --grammar-backend
-   triec`` (``--launcher script``: scripts/sglang_launch.py, with
+   triec`` (``--launcher script``: tools/sglang_launch.py, with
    ``SGLANG_PLUGINS`` set so that the entry point is filtered out);
 3. send requests to ``/generate`` and the OpenAI API: a regex choice, a json
    string enum, an artifact by name (whole and restricted), n = 2 parallel
@@ -17,9 +17,9 @@ on CPU instead). Steps:
    that must be refused (HTTP 400 or an abort) while the server keeps serving;
 4. print one line per check, stop the server, exit 1 if any check failed.
 
-    python scripts/sglang_server.py                                   # Qwen/Qwen2.5-0.5B-Instruct on port 30123
-    python scripts/sglang_server.py --model Qwen/Qwen2.5-7B-Instruct --launcher script
-    python scripts/sglang_server.py --port 30000 --no-start          # a server you started yourself (same artifacts)
+    python tools/sglang_server.py                                   # Qwen/Qwen2.5-0.5B-Instruct on port 30123
+    python tools/sglang_server.py --model Qwen/Qwen2.5-7B-Instruct --launcher script
+    python tools/sglang_server.py --port 30000 --no-start          # a server you started yourself (same artifacts)
 """
 
 from __future__ import annotations
@@ -110,7 +110,7 @@ def main() -> int:
     if not args.no_start:
         env = dict(os.environ, TRIEC_ARTIFACT_DIR=str(artifacts))
         if args.launcher == "script":
-            cmd = [sys.executable, str(ROOT / "scripts" / "sglang_launch.py")]
+            cmd = [sys.executable, str(ROOT / "tools" / "sglang_launch.py")]
             env["SGLANG_PLUGINS"] = "not-triec"  # the entry point is filtered: the script must register itself
         else:
             cmd = [sys.executable, "-m", "sglang.launch_server"]

@@ -1,6 +1,6 @@
 """Write the hand-made hostile artifacts in fixtures/hostile/ (one broken rule each).
 
-    python scripts/make_hostile.py
+    python tools/make_hostile.py
 
 Every file starts from fixtures/golden/tiny-gpt2.triec (``schema_*``: from the
 version-3 schema golden fixtures/golden/extraction-gpt2.triec; ``d19_*``: from a
