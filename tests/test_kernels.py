@@ -4,7 +4,7 @@
 compares with the numpy table state by state: bitmask rows, masked logits (in order and through row
 indices), every allowed transition, EOS at accepting and other states, refused tokens, FINISHED and
 INVALID, out-of-range ids; on GPT-2, Qwen2 and Phi-3, K = 1,000 and 100,000, restricted subsets, canonical
-tables, and several tables in one launch. ``scripts/gpu_check.py --device cpu --triton-interpret`` runs the
+tables, and several tables in one launch. ``triec/bench/gpu_check.py --device cpu --triton-interpret`` runs the
 same kind of checks from the command line; on a GPU, without the interpreter.
 """
 
@@ -180,11 +180,10 @@ def test_the_masking_path_uses_the_apply_kernel(vocabs) -> None:
 def test_gpu_check_runs_the_kernels_under_the_interpreter(tmp_path) -> None:
     import subprocess
     import sys
-    from pathlib import Path
 
-    script = Path(__file__).resolve().parent.parent / "scripts" / "gpu_check.py"
+    script = "triec.bench.gpu_check"
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    done = subprocess.run([sys.executable, str(script), "--device", "cpu", "--triton-interpret", "--tokenizers", "gpt2",
+    done = subprocess.run([sys.executable, "-m", script, "--device", "cpu", "--triton-interpret", "--tokenizers", "gpt2",
                            "--ks", "300", "--batches", "3", "--sample", "64", "--vllm", "off"],
                           capture_output=True, text=True, env=env, timeout=600)  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr

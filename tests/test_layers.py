@@ -326,7 +326,7 @@ def test_engine_privates_stay_in_their_module() -> None:
     private objects, and llguidance's parser limits are written once (engines/llguidance.py)."""
     import re
 
-    scripts = sorted((PACKAGE.parent / "scripts").glob("*.py"))
+    scripts = sorted((PACKAGE.parent / "tools").glob("*.py"))
     found = []
     for name, path in [*modules().items(), *((p.name, p) for p in scripts)]:
         text = path.read_text()

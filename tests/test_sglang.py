@@ -232,10 +232,10 @@ def test_registered_through_sglangs_plugins_and_chosen_on_the_command_line(serve
 
 
 def test_the_launch_script_registers_where_entry_points_are_filtered() -> None:
-    """scripts/sglang_launch.py with SGLANG_PLUGINS naming another plugin: ``--help`` lists ``triec`` as a choice."""
+    """tools/sglang_launch.py with SGLANG_PLUGINS naming another plugin: ``--help`` lists ``triec`` as a choice."""
     code = (
         "import runpy, sys; sys.path.insert(0, 'tests'); import sglang_shims; sglang_shims.install(); "
-        "sys.argv = ['sglang_launch.py', '--help']; runpy.run_path('scripts/sglang_launch.py', run_name='__main__')"
+        "sys.argv = ['sglang_launch.py', '--help']; runpy.run_path('tools/sglang_launch.py', run_name='__main__')"
     )
     env = dict(os.environ, SGLANG_PLUGINS="some-other-plugin")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env, timeout=600)

@@ -171,7 +171,7 @@ def test_cuda_matches_numpy(qwen2: triec.Vocabulary) -> None:
 
 def test_gpu_check_script_runs_on_cpu() -> None:
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "gpu_check.py"), "--device", "cpu", "--ks", "300", "--batches", "1,8",
+        [sys.executable, "-m", "triec.bench.gpu_check", "--device", "cpu", "--ks", "300", "--batches", "1,8",
          "--iters", "3", "--sample", "64"],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip

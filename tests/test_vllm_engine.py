@@ -27,10 +27,10 @@ pytestmark = pytest.mark.vllm
 
 pytest.importorskip("vllm")
 
-from tiny_llama import EOS_IDS, VOCAB_SIZE, make_tiny_llama  # noqa: E402
 from vllm import LLM, SamplingParams  # noqa: E402
 from vllm.exceptions import VLLMValidationError  # noqa: E402
 
+from triec.bench.tiny_llama import EOS_IDS, VOCAB_SIZE, make_tiny_llama  # noqa: E402
 from triec.errors import RequestError  # noqa: E402
 from triec.integrations import serving  # noqa: E402
 

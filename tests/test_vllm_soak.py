@@ -1,4 +1,4 @@
-"""The short soak (``scripts/soak.py --quick``) inside the ``vllm`` session: about 40 s of mixed, hostile and
+"""The short soak (``tools/soak.py --quick``) inside the ``vllm`` session: about 40 s of mixed, hostile and
 fault requests against the OpenAI server after its start; ``nox -s soak`` runs the long one."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_quick_soak(tmp_path: Path) -> None:
     out = tmp_path / "soak.json"
     env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE=os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"))
-    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "soak.py"), "--quick", "--json", str(out),
+    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "soak.py"), "--quick", "--json", str(out),
                            "--workdir", str(tmp_path / "work")], capture_output=True, text=True, timeout=900, env=env)  # fmt: skip
     print(proc.stdout)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]

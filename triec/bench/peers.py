@@ -1,6 +1,6 @@
 """``triec bench``: triec against xgrammar, llguidance and outlines-core, same inputs, same machine.
 
-Every (K, engine) cell runs in its own subprocess, for three reasons: a peer's
+Every (K, engine) cell runs in its own subprocess (:mod:`triec.bench.runner`), for three reasons: a peer's
 compile can take minutes (a timeout kills the process and the cell says so),
 peak RSS is only honest per process, and "cold" must mean a process that has
 never seen the tokenizer. The parent picks the values and the decode paths
@@ -27,13 +27,11 @@ What is timed (all with :func:`time.perf_counter`, medians reported):
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import random
 import resource
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -44,6 +42,8 @@ from typing import Any
 
 import numpy as np
 
+from triec.bench import runner
+from triec.bench.runner import Out
 from triec.engines import ENGINES, engine_version, install_hint, is_installed
 from triec.errors import TriecError
 from triec.runtime.bitmask import words_for
@@ -234,21 +234,6 @@ def _maxrss() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
 
 
-class _Out:
-    """Results written to disk after every phase, so a killed worker leaves what it finished."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.data: dict[str, Any] = {"status": "running", "phase": "start"}
-
-    def put(self, **kw: Any) -> None:
-        self.data.update(kw)
-        tmp = self.path + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(self.data, f)
-        os.replace(tmp, self.path)
-
-
 def _timed(fn: Any, repeat: int) -> list[float]:
     out = []
     for _ in range(repeat):
@@ -258,7 +243,7 @@ def _timed(fn: Any, repeat: int) -> list[float]:
     return out
 
 
-def _worker(job: dict[str, Any], out: _Out) -> None:
+def _worker(job: dict[str, Any], out: Out) -> None:
     from triec.artifact.formats import load as load_artifact
     from triec.compiler.entry import compile as compile_values
     from triec.tokenizer.vocabulary import Vocabulary
@@ -370,42 +355,12 @@ def _worker(job: dict[str, Any], out: _Out) -> None:
     out.put(status="ok", phase="done")
 
 
-def _worker_main(argv: Sequence[str]) -> None:
-    job = json.loads(Path(argv[0]).read_text())
-    out = _Out(argv[1])
-    try:
-        _worker(job, out)
-    except Exception as exc:  # reported to the parent as the cell's status
-        out.put(status="error", error=f"{type(exc).__name__}: {exc}"[:500])
-
-
 # ---------------------------------------------------------------- parent
 
 
 def run_cell(job: dict[str, Any], timeout: float, env: dict[str, str] | None = None) -> dict[str, Any]:
-    """Run one worker; its results, with status ``timeout`` when it ran past ``timeout`` seconds."""
-    with tempfile.TemporaryDirectory(prefix="triec-bench-") as tmp:
-        job_path, out_path = os.path.join(tmp, "job.json"), os.path.join(tmp, "out.json")
-        Path(job_path).write_text(json.dumps(job))
-        cmd = [sys.executable, "-m", "triec.bench.peers", job_path, out_path]
-        t0 = time.perf_counter()
-        try:
-            proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
-            status = None if proc.returncode == 0 else f"worker exited with {proc.returncode}: {proc.stderr.strip()[-300:]}"
-        except subprocess.TimeoutExpired:
-            status = "timeout"
-        wall = time.perf_counter() - t0
-        try:
-            data = json.loads(Path(out_path).read_text())
-        except (OSError, ValueError):
-            data = {"phase": "start"}
-    if status == "timeout":
-        data["status"] = "timeout"
-        data["error"] = f"no result within {timeout:g} s (during {data.get('phase', 'start')})"
-    elif status is not None and data.get("status") != "error":
-        data["status"], data["error"] = "error", status
-    data["wall_s"] = wall
-    return data
+    """Run one worker (:func:`triec.bench.runner.run_cell`); its results, status ``timeout`` past ``timeout`` s."""
+    return runner.run_cell("triec.bench.peers:_worker", job, timeout=timeout, max_rss=None, env=env)
 
 
 def run_bench(
@@ -638,5 +593,3 @@ def plot(result: dict[str, Any], path: str) -> None:
     plt.close(fig)
 
 
-if __name__ == "__main__":
-    _worker_main(sys.argv[1:])

@@ -1,4 +1,4 @@
-"""``triec bench``: compile, per-step and batch mask times of triec and its peers, side by side."""
+"""``triec bench``: triec and its peers side by side on the user's own set, or one of the suites (``triec bench SUITE``)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from triec.errors import TriecError
 @app.command("bench")
 @report_errors
 def bench_cmd(
+    suite: Annotated[Optional[str], typer.Argument(help="A suite (peers, compile_load, cli, steps, schemas, tools, enums, trigger, canonical, vllm, sglang, llamacpp, eval, gpu), 'all', or 'docs' (rewrite docs/benchmarks.md from the result files). Without it: your own set against the peers (the options below).", show_default=False)] = None,
     tokenizer: Annotated[Optional[str], typer.Option("-t", "--tokenizer", help="Bundled name, tokenizer.json path or directory, GGUF file, or Hugging Face repo id. Default: qwen2.")] = None,
     vocab_size: Annotated[Optional[int], typer.Option("--vocab-size", min=1, help="Mask width (the model's logits size), e.g. 151936 for Qwen2.5.")] = None,
     k: Annotated[str, typer.Option("--k", help="Set sizes K, comma-separated.")] = "10,100,1000,10000,100000",
@@ -29,12 +30,22 @@ def bench_cmd(
     json_out: Annotated[Optional[Path], typer.Option("--json", help="Write every summary (min/median/max), versions and machine info here.")] = None,
     plot_out: Annotated[Optional[Path], typer.Option("--plot", help="Write a PNG: compile and per-step time vs K, log-log (needs matplotlib).")] = None,
     quiet: Annotated[bool, typer.Option("-q", "--quiet", help="No progress on stderr (the table is still printed).")] = False,
+    quick: Annotated[bool, typer.Option("--quick", help="With SUITE: every suite at its smallest size (proves it runs; not timings). Results are written only with --out.")] = False,
+    out: Annotated[Optional[Path], typer.Option("--out", help="With SUITE: the directory of the result files (<suite>.json). Default: docs/results, none with --quick.")] = None,
+    write_docs: Annotated[bool, typer.Option("--write-docs", help="With SUITE: then rewrite docs/benchmarks.md's tables and plots from the result files.")] = False,
 ) -> None:
     """Benchmark triec against the installed peer engines on identical vocabulary, EOS ids and values.
 
     On a terminal a progress bar names the cell being measured; elsewhere one line per
     finished cell goes to stderr. Ctrl-C prints the cells measured so far and exits 130.
+    With SUITE, runs that suite of docs/benchmarks.md instead ('all': every suite; one whose
+    framework is missing is skipped there, and an error when named alone).
     """
+    if suite is not None:
+        _run_suite(suite, quick=quick, out=out, write_docs=write_docs)
+        return
+    if quick or out is not None or write_docs:
+        raise TriecError("--quick, --out and --write-docs go with a suite: triec bench SUITE --quick")
     from triec.bench.peers import MAX_BATCH, MAX_K, BenchInterrupted, parse_engines, parse_int_list, plot, run_bench
     from triec.cli._progress import BenchBar
 
@@ -74,6 +85,17 @@ def bench_cmd(
         done = sum(len(r["engines"]) for r in result["results"])
         err.print(f"interrupted: the table holds the {done} cell(s) measured before Ctrl-C", highlight=False)
         raise typer.Exit(EXIT_INTERRUPTED)
+
+
+def _run_suite(suite: str, *, quick: bool, out: Optional[Path], write_docs: bool) -> None:
+    from triec.bench.command import DEFAULT_RESULTS, run
+
+    if quick and write_docs:
+        raise TriecError("--write-docs with --quick: quick runs are not timings, and the docs hold timings")
+    where = out if out is not None or quick else DEFAULT_RESULTS
+    code = run(suite, quick=quick, out=where, write_docs=write_docs)
+    if code:
+        raise typer.Exit(code)
 
 
 def _print_table(result: dict) -> None:  # noqa: ANN001

@@ -1,0 +1,72 @@
+"""docs/benchmarks.md against docs/results/: every table is what its suite renders from its result file, and
+every suite that can run here still runs at its smallest size (``triec bench all --quick``; figures unchecked)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from triec.bench import docs, results
+from triec.bench.suites import NAMES, load
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCUMENT = ROOT / "docs" / "benchmarks.md"
+RESULTS = ROOT / "docs" / "results"
+
+
+def test_every_table_equals_its_result_file() -> None:
+    text = DOCUMENT.read_text(encoding="utf-8")
+    found = docs.blocks(text)
+    assert found, "docs/benchmarks.md has no generated tables"
+    assert docs.mismatches(text, RESULTS) == [], "rewrite them: triec bench docs --write-docs"
+    assert docs.render(text, RESULTS) == text
+
+
+def test_result_files_are_one_per_suite_and_well_formed() -> None:
+    files = sorted(p.stem for p in RESULTS.glob("*"))
+    assert set(files) <= set(NAMES), f"result files not named by a suite: {set(files) - set(NAMES)}"
+    for suite in files:
+        result = results.read(RESULTS, suite)
+        assert result["settings"].get("quick") is False, f"{suite}: quick results are not timings"
+        assert isinstance(load(suite).tables(result), dict)
+    used = {s for s, _, _ in docs.blocks(DOCUMENT.read_text(encoding="utf-8"))}
+    assert used <= set(files)
+
+
+def test_a_changed_result_shows_as_a_mismatch(tmp_path: Path) -> None:
+    import shutil
+
+    shutil.copytree(RESULTS, tmp_path, dirs_exist_ok=True)
+    suite = "compile_load"
+    result = results.read(RESULTS, suite)
+    result["cells"][0]["states"] = 1
+    results.write(result, tmp_path)
+    text = DOCUMENT.read_text(encoding="utf-8")
+    assert f"{suite}:compile" in docs.mismatches(text, tmp_path)
+
+
+@pytest.mark.engines
+def test_every_suite_runs_quick(tmp_path: Path) -> None:
+    """``triec bench all --quick``: each suite runs or says why it is skipped; each result file is well-formed."""
+    proc = subprocess.run([sys.executable, "-m", "triec.bench", "all", "--quick", "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=900)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for suite in NAMES:
+        line = next(
+            line for line in proc.stderr.splitlines() if line.startswith(f"{suite}: ") and "running" not in line
+        )
+        assert line.startswith((f"{suite}: ok", f"{suite}: skipped")), line
+        if line.startswith(f"{suite}: ok"):
+            result = results.read(tmp_path, suite)
+            assert result["settings"]["quick"] is True and result["cells"]
+            assert all(c.get("status") in ("ok", "missing") for c in result["cells"]), result["cells"]
+            assert isinstance(load(suite).tables(json.loads(results.path(tmp_path, suite).read_text())), dict)
+
+
+def test_a_suite_named_alone_that_cannot_run_is_an_error() -> None:
+    proc = subprocess.run([sys.executable, "-m", "triec.bench", "sglang", "--quick"], capture_output=True, text=True)
+    assert proc.returncode == 2 and "sglang: skipped" in proc.stderr
