@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # for type checkers; tests/test_public_api.py checks it names
         ArtifactContentError,
         ArtifactError,
         ArtifactVersionError,
+        BenchResultError,
         EngineUnavailable,
         EngineUnsupported,
         EosTextWarning,
@@ -51,9 +52,10 @@ if TYPE_CHECKING:  # for type checkers; tests/test_public_api.py checks it names
     from triec.tokenizer.vocabulary import Vocabulary
 
 _ERRORS = (
-    "ArtifactChecksumError", "ArtifactContentError", "ArtifactError", "ArtifactVersionError", "EngineUnavailable",
-    "EngineUnsupported", "EosTextWarning", "EvalError", "ModelBuildError", "OutputError", "RequestError", "SchemaShapeError", "TokenizerError", "TokenizerMismatch",
-    "TokenNotAllowed", "ToolsError", "TriecError", "ValueNotInTable", "ValuesError",
+    "ArtifactChecksumError", "ArtifactContentError", "ArtifactError", "ArtifactVersionError", "BenchResultError",
+    "EngineUnavailable", "EngineUnsupported", "EosTextWarning", "EvalError", "ModelBuildError", "OutputError",
+    "RequestError", "SchemaShapeError", "TokenizerError", "TokenizerMismatch", "TokenNotAllowed", "ToolsError",
+    "TriecError", "ValueNotInTable", "ValuesError",
 )  # fmt: skip
 
 _WHERE: dict[str, str] = {

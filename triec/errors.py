@@ -82,6 +82,10 @@ class ModelBuildError(EvalError):
     """A GGUF cannot be turned into a model directory (missing packages, unreadable or unsupported file)."""
 
 
+class BenchResultError(TriecError, ValueError):
+    """A benchmark result file that is not a suite's result (missing keys, another schema, cells not maps)."""
+
+
 class EosTextWarning(UserWarning):
     """An EOS id is an ordinary text token that values hold: the token ends the output and is never content, so
     a value spelled only through it cannot be written (``--eos 0`` on GPT-2 makes ``!`` end the output)."""

@@ -28,7 +28,7 @@ EXIT_UNAVAILABLE = 2
 
 
 @dataclass(frozen=True)
-class Outcome:
+class SuiteOutcome:
     """What became of one suite in a run: ``ok`` (with the file written, if any), ``skipped`` or ``failed``."""
 
     suite: str
@@ -72,12 +72,12 @@ def run(
     return 0
 
 
-def run_one(name: str, *, quick: bool, out: Path | None, alone: bool, say: Callable[[str], None]) -> Outcome:
+def run_one(name: str, *, quick: bool, out: Path | None, alone: bool, say: Callable[[str], None]) -> SuiteOutcome:
     """One suite: skipped when it cannot run here, else its result validated and written to ``out``."""
     module = load(name)
     why = module.unavailable()
     if why:
-        return Outcome(name, "skipped", why)
+        return SuiteOutcome(name, "skipped", why)
     say(f"{name}: running{' (quick)' if quick else ''}")
     t0 = time.perf_counter()
     try:
@@ -85,11 +85,11 @@ def run_one(name: str, *, quick: bool, out: Path | None, alone: bool, say: Calla
     except Exception as exc:  # one suite's failure is reported, the others still run
         if alone:
             traceback.print_exc()
-        return Outcome(name, "failed", f"{type(exc).__name__}: {exc}", time.perf_counter() - t0)
+        return SuiteOutcome(name, "failed", f"{type(exc).__name__}: {exc}", time.perf_counter() - t0)
     seconds = time.perf_counter() - t0
     if out is None:
-        return Outcome(name, "ok", f"{len(result['cells'])} cells (not written)", seconds)
-    return Outcome(name, "ok", f"{len(result['cells'])} cells in {results.write(result, out)}", seconds)
+        return SuiteOutcome(name, "ok", f"{len(result['cells'])} cells (not written)", seconds)
+    return SuiteOutcome(name, "ok", f"{len(result['cells'])} cells in {results.write(result, out)}", seconds)
 
 
 def _write_docs(document: Path, where: Path, suites: list[str] | None) -> list[Path]:

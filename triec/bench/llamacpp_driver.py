@@ -60,12 +60,14 @@ def _decode(llm, ids: list[int], kwargs: dict, limit: int) -> tuple[list[int], l
     """Greedy tokens (EOG excluded), the time of each, and when the call began; the prompt evaluated afresh."""
     import llama_cpp
 
+    from triec.integrations.llama_cpp import llama_model
+
     llm.reset()
     got, stamps = [], []
     start = time.perf_counter()
     for tok in llm.generate(ids, temp=0.0, top_k=1, reset=True, **kwargs):
         stamps.append(time.perf_counter())
-        if llama_cpp.llama_vocab_is_eog(llm._model.vocab, tok) or len(got) >= limit:
+        if llama_cpp.llama_vocab_is_eog(llama_model(llm).vocab, tok) or len(got) >= limit:
             break
         got.append(int(tok))
     return got, stamps, start

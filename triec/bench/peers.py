@@ -28,7 +28,6 @@ What is timed (all with :func:`time.perf_counter`, medians reported):
 from __future__ import annotations
 
 import os
-import platform
 import random
 import resource
 import statistics
@@ -37,14 +36,14 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from triec.bench import runner
-from triec.bench.runner import Out
-from triec.engines import ENGINES, engine_version, install_hint, is_installed
+from triec.bench.runner import Out, machine_info
+from triec.bench.runner import engine_versions as versions
+from triec.engines import ENGINES, install_hint, is_installed
 from triec.errors import TriecError
 from triec.runtime.bitmask import words_for
 
@@ -162,37 +161,6 @@ def value_set(name: str, k: int, seed: int = 0) -> list[str]:
     keys, _ = prepare_values(read_values(name, "auto"))
     values = [b.decode("utf-8") for b in keys]
     return random.Random(seed).sample(values, k) if k < len(values) else values
-
-
-def machine_info() -> dict[str, Any]:
-    """What a reader needs to compare figures: CPU, cores, memory, Python and numpy."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    mem = None
-    try:
-        mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        pass
-    return {
-        "cpu": cpu,
-        "cores": os.cpu_count(),
-        "memory_bytes": mem,
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "numpy": np.__version__,
-    }
-
-
-def versions() -> dict[str, str | None]:
-    from triec._version import __version__
-
-    return {"triec": __version__, **{e: engine_version(e) for e in ENGINES}}
 
 
 # ---------------------------------------------------------------- decode paths

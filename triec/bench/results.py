@@ -16,15 +16,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from triec.errors import BenchResultError
+
 SCHEMA = 1
 """Version of the result layout; a reader refuses a file of another."""
 
 REQUIRED = ("schema", "suite", "created", "command", "machine", "versions", "settings", "cells")
 
 
-class ResultError(ValueError):
-    """A result file that is not a suite result (missing keys, wrong schema, cells that are not dicts)."""
-
+ResultError = BenchResultError  # the name this module's callers use
 
 def new(suite: str, settings: dict[str, Any], *, extra_versions: tuple[str, ...] = ()) -> dict[str, Any]:
     """An empty result of ``suite`` run now, on this machine, by this command line."""

@@ -102,10 +102,43 @@ def peak_rss_bytes() -> int:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
+def machine_info() -> dict[str, Any]:
+    """What a reader needs to compare figures: CPU, cores, memory, Python and numpy."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem = None
+    try:
+        mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        pass
+    import numpy as np
+
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "memory_bytes": mem,
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+    }
+
+
+def engine_versions() -> dict[str, str | None]:
+    """triec's and each peer engine's version (None: not installed)."""
+    from triec._version import __version__
+    from triec.engines import ENGINES, engine_version
+
+    return {"triec": __version__, **{e: engine_version(e) for e in ENGINES}}
+
+
 def machine() -> dict[str, Any]:
     """CPU, cores, memory, platform, Python, and the load when the run started (a shared machine says so)."""
-    from triec.bench.peers import machine_info
-
     info = machine_info()
     try:
         info["load_average"] = [round(x, 2) for x in os.getloadavg()]
@@ -117,8 +150,6 @@ def machine() -> dict[str, Any]:
 def versions(extra: Sequence[str] = ()) -> dict[str, str | None]:
     """triec's, the peers' and ``extra`` distributions' versions (None: not installed)."""
     from importlib.metadata import PackageNotFoundError, version
-
-    from triec.bench.peers import versions as engine_versions
 
     found: dict[str, str | None] = {
         **engine_versions(),

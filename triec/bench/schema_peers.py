@@ -167,7 +167,9 @@ class Peer:
 
         self.name = name
         self.vocab = vocab
-        self.words = (vocab.vocab_size + 31) // 32
+        from triec.runtime.bitmask import words_for
+
+        self.words = words_for(vocab.vocab_size)
         t0 = time.perf_counter()
         self.driver = DRIVERS[name](vocab)
         self.setup_s = time.perf_counter() - t0

@@ -23,8 +23,10 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
+from triec.runtime.bitmask import set_bits, words_for
+
 V = 151_936
-WORDS = (V + 31) // 32
+WORDS = words_for(V)
 
 
 def rows(kind: str, b: int, rng: np.random.Generator) -> np.ndarray:
@@ -34,7 +36,7 @@ def rows(kind: str, b: int, rng: np.random.Generator) -> np.ndarray:
         return bm
     for row in bm:
         ids = rng.choice(V, size=40, replace=False)
-        np.bitwise_or.at(row.view(np.uint32), ids >> 5, np.left_shift(np.uint32(1), (ids & 31).astype(np.uint32)))
+        set_bits(row, ids)
     return bm
 
 

@@ -200,6 +200,7 @@ class EngineDriver(ABC):
         self._grammars: OrderedDict[str, Any] = OrderedDict()
         self.cache_size = int(os.environ.get("TRIEC_GRAMMAR_CACHE", GRAMMAR_CACHE))
         self.compiles = 0  # grammars compiled (cache misses), for reports
+        self.compile_seconds: list[float] = []  # each compile's wall time, for reports and benchmarks
 
     def compile_spec(self, spec: GrammarSpec) -> Any:
         """The compiled grammar of ``spec``, from the driver's cache when it was compiled before."""
@@ -207,7 +208,9 @@ class EngineDriver(ABC):
         if found is not None:
             self._grammars.move_to_end(spec.key)
             return found
+        t0 = time.perf_counter()
         found = self._compile_spec(spec)
+        self.compile_seconds.append(time.perf_counter() - t0)
         self.compiles += 1
         self._grammars[spec.key] = found
         while len(self._grammars) > self.cache_size:
@@ -216,6 +219,14 @@ class EngineDriver(ABC):
 
     def cached_grammars(self) -> int:
         return len(self._grammars)
+
+    def compiled_grammars(self) -> list[Any]:
+        """The engine's compiled grammars in the cache, oldest first (a benchmark sums their sizes)."""
+        return list(self._grammars.values())
+
+    def clear_cache(self) -> None:
+        """Forget every compiled grammar: the next request for each compiles it again (cold measurements)."""
+        self._grammars.clear()
 
     @abstractmethod
     def _compile_spec(self, spec: GrammarSpec) -> Any: ...

@@ -48,7 +48,9 @@ class LlamaCppEvaluator(ModeRunner):
         if template:
             from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
-            piece = self.llm._model.token_get_text
+            from triec.integrations.llama_cpp import llama_model
+
+            piece = llama_model(self.llm).token_get_text
             self._chat = Jinja2ChatFormatter(template, eos_token=piece(self.llm.token_eos()),
                                              bos_token=piece(self.llm.token_bos()) if self.llm.token_bos() >= 0 else "")  # fmt: skip
         self._constraints: dict[tuple[str, tuple[str, ...]], Any] = {}

@@ -48,10 +48,16 @@ def _llama_cpp() -> Any:
     return llama_cpp
 
 
+def llama_model(llm: Any) -> Any:
+    """llama-cpp-python's model handle (``Llama._model``): its vocabulary queries (pieces, EOG, token text) have no
+    public wrapper on ``Llama``. The one place triec reads it."""
+    return llm._model
+
+
 def token_pieces(llm: Any) -> list[bytes]:
     """Every id's bytes as llama.cpp writes them (``llama_token_to_piece``, control tokens as nothing)."""
     lc = _llama_cpp()
-    vocab = llm._model.vocab
+    vocab = llama_model(llm).vocab
     size = 64
     buf = ctypes.create_string_buffer(size)
     pieces = []
@@ -68,7 +74,7 @@ def token_pieces(llm: Any) -> list[bytes]:
 def eog_ids(llm: Any) -> set[int]:
     """The ids llama.cpp ends generation on (``llama_vocab_is_eog``: EOS, EOT and the model's other ends)."""
     lc = _llama_cpp()
-    vocab = llm._model.vocab
+    vocab = llama_model(llm).vocab
     return {i for i in range(int(llm.n_vocab())) if lc.llama_vocab_is_eog(vocab, i)}
 
 

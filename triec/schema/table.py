@@ -117,6 +117,16 @@ class SchemaTable:
     # ------------------------------------------------------------- shape
 
     @property
+
+    @property
+    def cached_templates(self) -> int:
+        """Grammar templates held (each a started matcher state the rows are forked from)."""
+        return len(self._templates)
+
+    def clear_caches(self) -> None:
+        """Forget the started grammar templates, this table's and those shared by prefix (cold measurements)."""
+        self._templates.clear()
+        self._shared_templates.clear()
     def _first(self) -> MaskTable:
         return self.slots[0].trie
 

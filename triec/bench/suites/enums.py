@@ -240,9 +240,8 @@ def triec_cell(job: dict[str, Any], out: Out) -> None:
     )
     grammar_s = []
     for _ in range(max(1, job["repeat"] // 2)):
-        drv._grammars.clear()
-        table._templates.clear()
-        table._shared_templates.clear()
+        drv.clear_cache()
+        table.clear_caches()
         t0 = time.perf_counter()
         table.matcher()
         grammar_s.append(time.perf_counter() - t0)
@@ -382,7 +381,7 @@ def threshold_cell(job: dict[str, Any], out: Out) -> None:
     build_trie, build_engine = [], []
     table = compile_schema(schema, vocab, engine=engine, threshold=k)  # warm-up: per-process caches
     for _ in range(job["repeat"]):
-        drv._grammars.clear()
+        drv.clear_cache()
         t0 = time.perf_counter()
         table = compile_schema(schema, vocab, engine=engine, threshold=k)
         table.matcher()  # the engine's compile of the reduced schema
