@@ -114,10 +114,6 @@ class SchemaTable:
         self._opening: dict[int, frozenset[int]] = {}
         self._values: dict[int, list[str]] = {}  # per slot, decoded on first use
 
-    # ------------------------------------------------------------- shape
-
-    @property
-
     @property
     def cached_templates(self) -> int:
         """Grammar templates held (each a started matcher state the rows are forked from)."""
@@ -127,6 +123,10 @@ class SchemaTable:
         """Forget the started grammar templates, this table's and those shared by prefix (cold measurements)."""
         self._templates.clear()
         self._shared_templates.clear()
+
+    # ------------------------------------------------------------- shape
+
+    @property
     def _first(self) -> MaskTable:
         return self.slots[0].trie
 
