@@ -131,8 +131,9 @@ class MaskTable(StateQueries):
 
     def derive(self, *, values: list[str] | None = None, **arrays: np.ndarray) -> MaskTable:
         """Another table over ``arrays`` for the same tokenizer, build options and encoding (a compacted subset)."""
+        columns: dict[str, Any] = dict(arrays)  # the six array arguments, by name (mypy cannot match ** to them)
         return MaskTable(
-            **arrays,
+            **columns,
             vocab_size=self.vocab_size,
             eos_token_ids=self.eos_token_ids,
             tokenizer_fingerprint=self.tokenizer_fingerprint,
@@ -162,7 +163,7 @@ class MaskTable(StateQueries):
     # ------------------------------------------------------------- values
 
     @property
-    def value_bytes(self) -> list[bytes]:  # type: ignore[override]
+    def value_bytes(self) -> list[bytes]:  # type: ignore[override]  # StateQueries: an attribute RestrictedTable sets
         """The compiled strings as UTF-8 bytes in table order (sorted), rebuilt once on first use.
 
         A loaded table's values are checked as they are rebuilt: strictly
