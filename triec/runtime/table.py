@@ -22,7 +22,7 @@ import bisect
 import operator
 import os
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 
@@ -55,8 +55,8 @@ class MaskTable(StateQueries):
     """
 
     kind: ClassVar[TableKind] = TableKind.MASKS
-    restrictable: ClassVar[bool] = True
-    host_matched: ClassVar[bool] = False
+    restrictable: ClassVar[Literal[True]] = True
+    host_matched: ClassVar[Literal[False]] = False
     required_engine: ClassVar[str | None] = None
 
     def __init__(
