@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
 
 
@@ -18,7 +20,7 @@ def concat_ranges(lo: np.ndarray, counts: np.ndarray) -> np.ndarray:
     return np.repeat(lo - (ends - counts), counts) + np.arange(total, dtype=np.int64)
 
 
-def find_sorted(a: np.ndarray, x: int, side: str = "left") -> int:
+def find_sorted(a: np.ndarray, x: int, side: Literal["left", "right"] = "left") -> int:
     """``searchsorted`` of one value, asked in the array's own dtype.
 
     A Python int against an int32 array makes numpy cast the whole array first:
@@ -30,4 +32,4 @@ def find_sorted(a: np.ndarray, x: int, side: str = "left") -> int:
         v = a.dtype.type(x)
     except OverflowError:
         return 0 if x < 0 else int(a.shape[0])
-    return int(a.searchsorted(v, side=side))  # type: ignore[call-overload]
+    return int(a.searchsorted(v, side=side))

@@ -16,7 +16,7 @@ from __future__ import annotations
 import sys
 import warnings
 from importlib.machinery import ModuleSpec
-from types import BuiltinFunctionType, FunctionType, ModuleType
+from types import BuiltinFunctionType, FrameType, FunctionType, ModuleType
 from typing import Any
 
 REMOVED_IN = "0.3"
@@ -102,6 +102,7 @@ class _MovedModule(ModuleType):
     """An old path: every attribute is looked up in the new homes, never copied (so monkeypatches of them show)."""
 
     __homes__: tuple[ModuleType, ...] = ()
+    __all__: list[str]
 
     def __getattr__(self, name: str) -> Any:
         if name in RENAMED.get(self.__name__, {}):
@@ -135,14 +136,14 @@ class _Finder:
         return _MovedModule(spec.name)
 
     @staticmethod
-    def exec_module(module: ModuleType) -> None:
+    def exec_module(module: _MovedModule) -> None:  # the module create_module made
         import importlib
 
         targets = MOVED[module.__name__]
-        module.__homes__ = tuple(importlib.import_module(t) for t in targets)  # type: ignore[attr-defined]
+        module.__homes__ = tuple(importlib.import_module(t) for t in targets)
         module.__doc__ = ", ".join(targets)
         names = {n for home in module.__homes__ for n in _public(home)} | set(RENAMED.get(module.__name__, {}))
-        module.__all__ = sorted(names)  # type: ignore[attr-defined]
+        module.__all__ = sorted(names)
         warnings.warn(
             f"{module.__name__} is deprecated and will be removed in triec {REMOVED_IN}: "
             f"import from {targets[0]} instead" + (f" (or {', '.join(targets[1:])})" if targets[1:] else ""),
@@ -173,7 +174,7 @@ def _importer_level() -> int:
     import importlib
 
     skip = {__file__, importlib.__file__}
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     level = 0
     while frame is not None:
         name = frame.f_code.co_filename
@@ -181,7 +182,7 @@ def _importer_level() -> int:
             level += 1
             if name not in skip:
                 break
-        frame = frame.f_back  # type: ignore[assignment]
+        frame = frame.f_back
     return level
 
 

@@ -149,7 +149,7 @@ def parse_engines(text: str) -> list[str]:
 
 def value_set(name: str, k: int, seed: int = 0) -> list[str]:
     """``tools`` (synthetic tool names), ``products`` (product paths) or a values file (its first k)."""
-    from triec.check import synthetic
+    from triec.synthetic import sets as synthetic
 
     if name == "tools":
         return synthetic.tool_names(k, seed)

@@ -24,7 +24,7 @@ def main() -> None:
     try:  # typer >= 0.20 vendors click; older ones use click itself
         from typer._click import exceptions as click
     except ImportError:  # pragma: no cover - depends on the installed typer
-        from click import exceptions as click  # type: ignore[no-redef]
+        from click import exceptions as click  # type: ignore[no-redef]  # the same module, at its older home
 
     abort = getattr(click, "Abort", KeyboardInterrupt)  # typer's vendored click has no Abort: Ctrl-C propagates
     try:

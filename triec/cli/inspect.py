@@ -34,8 +34,10 @@ def inspect_cmd(
     crossing tokens at their edges by kind), its grammars, its tail offsets and the enums left to the engine.
     """
     from triec.artifact.formats import load
-    from triec.check import inspect as ins
     from triec.runtime.kinds import TableKind
+    from triec.runtime.table import MaskTable
+    from triec.schema.table import SchemaTable
+    from triec.verify import inspect as ins
 
     if prefix is not None and state is not None:
         raise TriecError("pass --prefix or --state, not both")
@@ -43,18 +45,20 @@ def inspect_cmd(
     schema_info = None
     sizes = None
     if table.kind is TableKind.TOOL_SCHEMA:  # a schema table: show one slot's trie, then the rest
+        assert isinstance(table, SchemaTable)  # the class of that kind
         schema_info = ins.schema_summary(table)
-        n = len(table.slots)  # type: ignore[attr-defined]
+        n = len(table.slots)
         if slot is not None and slot >= n:
             raise TriecError(f"--slot {slot}: this artifact has slots 0..{n - 1}")
-        shown = slot if slot is not None else max(table.start_slot, 0)  # type: ignore[attr-defined]
+        shown = slot if slot is not None else max(table.start_slot, 0)
         schema_info["shown_slot"] = shown
         sizes = ins.file_section_sizes(artifact)
-        table = table.slots[shown].trie  # type: ignore[attr-defined]
+        table = table.slots[shown].trie
     elif slot is not None:
         raise TriecError("--slot applies to schema artifacts only")
+    assert isinstance(table, MaskTable)  # a mask table's artifact, or the schema slot's trie shown
     header = dict(table.header or {})
-    header["format_version"] = table.format_version  # type: ignore[attr-defined]
+    header["format_version"] = table.format_version
     report: dict[str, Any] = {"artifact": str(artifact), "file_bytes": os.path.getsize(artifact)}
     report["file_modified"] = dt.datetime.fromtimestamp(os.path.getmtime(artifact), dt.timezone.utc).isoformat(
         timespec="seconds"
@@ -70,10 +74,10 @@ def inspect_cmd(
         if not found:
             raise TriecError(f"--prefix: no value starts with {ins.escape_bytes(raw)!r}")
         if len(found) > 1:  # a canonical table: one state per token path
-            shown = ", ".join(map(str, found[:10])) + (", ..." if len(found) > 10 else "")
+            listed = ", ".join(map(str, found[:10])) + (", ..." if len(found) > 10 else "")
             raise TriecError(
                 f"--prefix: {ins.escape_bytes(raw)!r} is reached along {len(found)} token paths of this canonical "
-                f"table (states {shown}); pick one with --state"
+                f"table (states {listed}); pick one with --state"
             )
         state = found[0]
     if state is not None:

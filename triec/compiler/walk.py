@@ -153,8 +153,10 @@ def walk(
     if not leaf_entries:
         return out
     empty = np.zeros(0, dtype=np.int64)
-    parts = tuple(np.concatenate([f[i] for f in found.at_leaf]) if found.at_leaf else empty for i in range(3))
-    return Transitions(out.offsets, out.tokens, out.next_state, leaf_entries=parts)  # type: ignore[arg-type]
+    start_at, node_at, leaf_at = (
+        np.concatenate([f[i] for f in found.at_leaf]) if found.at_leaf else empty for i in range(3)
+    )
+    return Transitions(out.offsets, out.tokens, out.next_state, leaf_entries=(start_at, node_at, leaf_at))
 
 
 @dataclass(frozen=True)

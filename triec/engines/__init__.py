@@ -26,7 +26,7 @@ per engine; a new engine is a module here and a line in :data:`_CLASSES` (and
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal, overload
 
 from triec.engines.base import (
     ENGINES,
@@ -71,6 +71,18 @@ DRIVERS: dict[str, type[EngineDriver]] = {"llguidance": LLGuidanceDriver, "xgram
 """The engines the schema layer hands structure to (grammar drivers: bytes in, probes, forced bytes)."""
 
 _DRIVER_MEMO: dict[tuple[str, str, int, tuple[int, ...]], EngineDriver] = {}
+
+
+@overload
+def driver(name: Literal["xgrammar"], vocab: Vocabulary) -> XGrammarDriver: ...
+
+
+@overload
+def driver(name: Literal["llguidance"], vocab: Vocabulary) -> LLGuidanceDriver: ...
+
+
+@overload
+def driver(name: str, vocab: Vocabulary) -> EngineDriver: ...
 
 
 def driver(name: str, vocab: Vocabulary) -> EngineDriver:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -134,7 +134,8 @@ class LLGuidanceEngine(Engine):
     def fill_batch(self, matchers: Sequence[Matcher], out: np.ndarray) -> None:
         if self._executor is None:
             self._executor = self._llg.LLExecutor()
-        pairs = [(m.m, i) for i, m in enumerate(matchers)]  # type: ignore[attr-defined]
+        own = cast("Sequence[_LLMatcher]", matchers)  # this engine's own: what its matcher() made
+        pairs = [(m.m, i) for i, m in enumerate(own)]
         self._executor.unsafe_compute_mask_ptr(pairs, out.ctypes.data, out.shape[1] * 4, out.shape[0])
 
 

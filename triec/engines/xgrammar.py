@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -104,7 +104,8 @@ class XGrammarEngine(Engine):
     def fill_batch(self, matchers: Sequence[Matcher], out: np.ndarray) -> None:
         if self._batch is None:
             self._batch = self._xgr.BatchGrammarMatcher()
-        self._batch.batch_fill_next_token_bitmask([m.m for m in matchers], out)  # type: ignore[attr-defined]
+        own = cast("Sequence[_XGMatcher]", matchers)  # this engine's own: what its matcher() made
+        self._batch.batch_fill_next_token_bitmask([m.m for m in own], out)
 
 
 class XGrammarDriver(EngineDriver):

@@ -93,7 +93,7 @@ class TableGrammar:
 
     def matcher(self) -> RequestMatcher:
         """A new request's matcher at the start (the table's own: a TableMatcher, a SchemaMatcher)."""
-        return self.table.matcher()  # type: ignore[no-any-return]
+        return self.table.matcher()
 
     @property
     def vocab_size(self) -> int:

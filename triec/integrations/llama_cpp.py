@@ -29,7 +29,7 @@ import numpy as np
 
 from triec.errors import RequestError, TokenizerMismatch
 from triec.integrations.matchers import RequestMatcher
-from triec.integrations.serving import ServedModel, admit, served_vocabulary
+from triec.integrations.serving import ServedModel, admit, as_served_table, served_vocabulary
 from triec.runtime.bitmask import words_for
 from triec.runtime.numpy import apply_bitmask, keep_tokens
 
@@ -223,7 +223,7 @@ class LlamaCppConstraint:
                              generation_eos_ids=tuple(sorted(stops)))  # fmt: skip
         if self.vocab.num_tokens == width:
             served.know(self.vocab)
-        parent = table
+        parent = table = as_served_table(table)
         if values is not None:
             if not table.restrictable:
                 raise RequestError(f"{what}: values= narrows a table of values, not a {table.kind} table")
@@ -246,7 +246,7 @@ class LlamaCppConstraint:
         """A fresh decoding's matcher: the table's, or think-then-answer's over it."""
         if self._triggered is not None:
             return self._triggered.matcher()
-        return self.table.matcher()  # type: ignore[no-any-return]
+        return self.table.matcher()
 
     def generation_kwargs(self, *, chat: bool = False) -> dict[str, Any]:
         """``logits_processor`` and ``stopping_criteria`` for one call of ``Llama.__call__``, ``create_completion``

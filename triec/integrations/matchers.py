@@ -138,7 +138,7 @@ class MatcherRows:
         if out is None:
             only = self._one_schema_table(matchers, eos)
             if only is not None:
-                return self._writer(only, len(matchers)).fill(matchers)  # type: ignore[no-any-return]
+                return self._writer(only, len(matchers)).fill(matchers)
             raise ValueError("MatcherRows.fill needs out= unless every matcher is of one schema table")
         at = range(len(matchers)) if rows is None else [int(r) for r in rows]
         own: tuple[list[RequestMatcher], list[int]] = ([], [])

@@ -28,7 +28,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from triec._compat import renamed
 from triec.errors import RequestError, TriecError
@@ -37,6 +37,7 @@ from triec.runtime.table import MaskTable
 from triec.schema.table import SchemaTable
 
 if TYPE_CHECKING:
+    from triec.runtime.kinds import Table
     from triec.tokenizer.vocabulary import Vocabulary
 
 log = logging.getLogger("triec.serving")
@@ -56,6 +57,13 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$")
 
 ServedTable = MaskTable | SchemaTable
 """What the store hands out: a plain mask table or a schema table (both answer :class:`triec.runtime.kinds.Table`)."""
+
+
+def as_served_table(table: Table) -> ServedTable:
+    """``table`` typed as the kind it is (no check, no copy): ``triec.load`` types what it loads as a
+    :class:`~triec.runtime.kinds.Table` (the artifact layer is below both kinds and names neither), and its
+    built-in formats build these two."""
+    return cast(ServedTable, table)
 
 
 def is_schema(table: ServedTable) -> bool:
@@ -243,7 +251,7 @@ class ArtifactStore:
                 found.settled = settled
                 return found.table, version
         try:
-            table = load_buffer(data, str(path), checksums=True)
+            table = as_served_table(load_buffer(data, str(path), checksums=True))
         except TriecError as exc:
             message = f"artifact {name!r} is not a valid triec artifact: {exc}"
             self._forget(name)
@@ -434,7 +442,7 @@ class ServedModel:
 
 def served_model_from_config(model_config: Any, eos_token_id: int | None = None) -> ServedModel:
     """A :class:`ServedModel` from vLLM's ``ModelConfig`` (and the tokenizer's EOS id when known)."""
-    gen = {}
+    gen: dict[str, Any] = {}
     try:
         gen = model_config.try_get_generation_config() or {}
     except Exception:  # a model without a generation config
@@ -561,8 +569,8 @@ def reset_store(directory: str | os.PathLike[str] | None = None) -> ArtifactStor
 __all__ = [
     "ARG_NAME", "ARG_RESTRICT", "ENV_DIR", "MAX_RESTRICT", "MAX_VOCABULARIES", "SETTLE_S", "STOPS_HINT", "SUFFIX",
     "ArtifactStore", "Resolved", "ServedModel", "ServedTable", "TriecRequest", "admit", "admit_artifact",
-    "check_request", "eos_key", "is_schema", "known_server", "parse_extra_args", "reset_store", "restrict_values",
-    "served_fingerprint", "served_model_from_config", "served_vocabulary", "store", "warm_schema",
+    "as_served_table", "check_request", "eos_key", "is_schema", "known_server", "parse_extra_args", "reset_store",
+    "restrict_values", "served_fingerprint", "served_model_from_config", "served_vocabulary", "store", "warm_schema",
 ]  # fmt: skip
 
 __getattr__ = renamed(__name__, {"Table": "triec.integrations.serving:ServedTable"})

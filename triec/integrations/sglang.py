@@ -73,10 +73,10 @@ def apply_vocab_mask(logits: torch.Tensor, vocab_mask: torch.Tensor) -> None:
     """In place: disallowed logits to -inf, by the kernel SGLang's xgrammar grammars use on that device (CPU included)."""
     from sglang.srt.constrained.xgrammar_backend import XGrammarGrammar
 
-    XGrammarGrammar.apply_vocab_mask(None, logits, vocab_mask)  # type: ignore[arg-type]  # an instance method using no state
+    XGrammarGrammar.apply_vocab_mask(None, logits, vocab_mask)  # None as self: an instance method using no state
 
 
-def _fill_host(vocab_mask: torch.Tensor, fill: Callable[[np.ndarray], None]) -> None:
+def _fill_host(vocab_mask: torch.Tensor, fill: Callable[[np.ndarray], object]) -> None:
     """Run ``fill`` on the buffer as a numpy array (SGLang's buffers are host tensors; others go through a copy)."""
     if vocab_mask.device.type == "cpu":
         fill(vocab_mask.numpy())
@@ -268,12 +268,14 @@ class _BoundedTriecCache:
             if g is None or not self.constraints.is_live(g.compiled):
                 self.cache.pop(key, None)
                 del self._triec_keys[key]
-        return super().get_cached_or_future_value(key, require_reasoning)  # type: ignore[misc]
+        return super().get_cached_or_future_value(  # type: ignore[misc]  # mixin: SGLang's backend is next in the MRO
+            key, require_reasoning
+        )
 
     def set_cache(self, key: tuple[str, str], value: BaseGrammarObject) -> None:
         if isinstance(value, RefusedGrammar) and value.retry:
             return
-        super().set_cache(key, value)  # type: ignore[misc]
+        super().set_cache(key, value)  # type: ignore[misc]  # mixin: SGLang's backend is next in the MRO
         if triec_grammar(value) is not None:
             self._triec_keys[key] = None
             for k in list(self._triec_keys):
@@ -283,7 +285,7 @@ class _BoundedTriecCache:
                     del self._triec_keys[k]
 
     def reset(self) -> None:
-        super().reset()  # type: ignore[misc]
+        super().reset()  # type: ignore[misc]  # mixin: SGLang's backend is next in the MRO
         self._triec_keys.clear()
 
 
@@ -442,7 +444,7 @@ def init_backend(server_args: Any, tokenizer: Any, vocab_size: int, eos_token_id
     if fallback is not None:  # the schema layer's engine rows equal the fallback's, special tokens included
         from triec.schema.grammar import driver
 
-        driver("xgrammar", vocab).use_tokenizer_info(fallback._tokenizer_info)  # type: ignore[attr-defined]
+        driver("xgrammar", vocab).use_tokenizer_info(fallback._tokenizer_info)
     vocab.automaton  # noqa: B018  # built (or read from the disk cache) now, not under the first request
     backend: BaseGrammarBackend = TriecGrammarBackend(constraints, fallback)
     log.info("triec grammar backend: %s, EOS %s, xgrammar fallback %s", vocab, list(vocab.eos_token_ids), fallback is not None)

@@ -26,7 +26,7 @@ one restarts every row from the start state.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 import torch
@@ -38,7 +38,7 @@ from triec.runtime.torch import TorchMaskTable, apply_bitmask
 
 if TYPE_CHECKING:
     from triec.runtime.restrict import RestrictedTable
-    from triec.runtime.trigger import Triggered
+    from triec.runtime.trigger import TokenBytes, Triggered
     from triec.schema.table import SchemaTable
 
 
@@ -55,16 +55,17 @@ class TriecLogitsProcessor(LogitsProcessor):
     supports_continuous_batching = False
 
     def __init__(self, table: MaskTable | RestrictedTable | TorchMaskTable | SchemaTable, *,
-                 trigger: str | list[str] | None = None, vocab: object = None) -> None:  # fmt: skip
+                 trigger: str | list[str] | None = None, vocab: TokenBytes | None = None) -> None:  # fmt: skip
         self._source = table
-        self._schema = table if getattr(table, "host_matched", False) else None  # a schema table: host matchers
+        # a schema table: the one kind here whose host_matched is true (a view and an upload have no such attribute)
+        self._schema = cast("SchemaTable", table) if getattr(table, "host_matched", False) else None
         self._triggered: Triggered | None = None
         if trigger is not None:
             if vocab is None or not isinstance(table, MaskTable):
                 raise ValueError("trigger= needs a plain table (a compiled set, not a view or a schema) and its vocab=")
             from triec.runtime.trigger import Triggered
 
-            self._triggered = Triggered(table, vocab, trigger)  # type: ignore[arg-type]
+            self._triggered = Triggered(table, vocab, trigger)
         self.matchers: list[RequestMatcher] | None = None
         self._rows = MatcherRows()
         self._tables: dict[torch.device, TorchMaskTable] = {}
@@ -87,7 +88,8 @@ class TriecLogitsProcessor(LogitsProcessor):
             if isinstance(source, TorchMaskTable):
                 raise ValueError(f"the table lives on {source.device}, but the logits are on {device}")
             compact = getattr(source, "compact", None)  # a restricted view: renumber into its own table
-            table = (compact() if compact is not None else source).to_torch(device)
+            plain = cast(MaskTable, compact() if compact is not None else source)  # a schema table never comes here
+            table = plain.to_torch(device)
             self._tables[device] = table
         return table
 
@@ -109,7 +111,7 @@ class TriecLogitsProcessor(LogitsProcessor):
         assert table is not None
         batch, length = input_ids.shape
         if self.matchers is None or len(self.matchers) != batch or length != self._length + 1:
-            self.matchers = [table.matcher() for _ in range(batch)]  # type: ignore[misc]
+            self.matchers = [table.matcher() for _ in range(batch)]
         else:
             last = input_ids[:, -1].tolist()
             for row, (m, t) in enumerate(zip(self.matchers, last, strict=True)):

@@ -71,7 +71,7 @@ def set_bits(row: npt.NDArray[np.int32], ids: Any) -> npt.NDArray[np.int32]:
 def set_few(row: npt.NDArray[np.int32], ids: Iterable[int]) -> None:
     """OR the bits of a few Python int ids into one int32 row in place: item writes on the row's uint32
     memoryview (a numpy call costs microseconds a token, these well under one)."""
-    words = memoryview(row.view(np.uint32))
+    words = row.view(np.uint32).data  # the array's memoryview (format "I")
     for t in ids:
         words[t >> WORD_SHIFT] |= 1 << (t & BIT_MASK)
 

@@ -26,8 +26,10 @@ import functools
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import torch
 
 from triec.runtime import bitmask as layout
@@ -60,7 +62,7 @@ def available(device: torch.device) -> bool:
 
 
 @functools.cache
-def _kernels() -> dict[str, object]:
+def _kernels() -> dict[str, Any]:
     """The jitted kernels, made on first use (so the interpreter setting is read then, not at import)."""
     import triton
     import triton.language as tl
@@ -224,7 +226,7 @@ def pack(arrays: Sequence[dict[str, np.ndarray]], num_states: Sequence[int], voc
     word_off.append(np.array([words], dtype=np.int64))
     all_keys = np.concatenate([*keys, [np.iinfo(np.int64).max]])
 
-    def put(x: np.ndarray, dtype: np.dtype) -> torch.Tensor:
+    def put(x: np.ndarray, dtype: npt.DTypeLike) -> torch.Tensor:
         return torch.from_numpy(np.ascontiguousarray(x, dtype=dtype)).to(device)
 
     return Packed(

@@ -71,11 +71,20 @@ class Table(Protocol):
     """The surface every kind of table has: its kind, its tokenizer, its mask width, saving."""
 
     kind: ClassVar[TableKind]
-    restrictable: ClassVar[bool]
-    """``restrict(values)`` narrows it to a subset of its values (a table of values; not a schema table)."""
-    host_matched: ClassVar[bool]
-    """Its rows come from one host matcher per request (a schema table's engine); else from its arrays, which
-    ``to_torch`` uploads to a device."""
+
+    # restrictable and host_matched are class attributes of each kind, typed there as literals so that testing one
+    # narrows a union of the kinds (``if table.restrictable: table.restrict(...)``); read-only properties here.
+    @property
+    def restrictable(self) -> bool:
+        """``restrict(values)`` narrows it to a subset of its values (a table of values; not a schema table)."""
+        ...
+
+    @property
+    def host_matched(self) -> bool:
+        """Its rows come from one host matcher per request (a schema table's engine); else from its arrays, which
+        ``to_torch`` uploads to a device."""
+        ...
+
     source: str | None
     """The artifact it was loaded from, ``None`` when compiled in this process."""
     header: dict[str, Any] | None

@@ -47,7 +47,7 @@ class MaskWriter:
         self._bits = sw.bits
         self._buf = np.zeros((self.max_batch, self.width), dtype=np.int32)
         self._flat = self._buf.reshape(-1)
-        self._mv = memoryview(self._flat)  # format "i": item assignment without numpy scalar overhead
+        self._mv = self._flat.data  # its memoryview, format "i": item assignment without numpy scalar overhead
         self._row0 = self._buf[:1]
         self._row_base = np.arange(self.max_batch, dtype=np.int64) * self.width
         # Python-level copies for the single-state path: list indexing beats numpy scalar indexing.

@@ -54,10 +54,10 @@ class PathIndex:
     first value with both prefixes, yet p has the shorter one and sorts first.
     """
 
-    ends: array
-    run_start: array
-    hang: array
-    creator: array
+    ends: array[int]
+    run_start: array[int]
+    hang: array[int]
+    creator: array[int]
 
 
 @per_table
@@ -171,7 +171,8 @@ class RestrictedTable(StateQueries, Generic[Parent]):
     def _member(self, parent_states: np.ndarray) -> np.ndarray:
         """Which parent states are states of the view (vectorized)."""
         i = np.minimum(np.searchsorted(self.states, parent_states), self.num_states - 1)
-        return self.states[i] == parent_states
+        member: np.ndarray = self.states[i] == parent_states  # bool (numpy's stubs type ndarray == as Any)
+        return member
 
     def subset_state(self, state: int) -> int:
         """The id of parent state ``state`` in a fresh compile of the subset."""

@@ -44,6 +44,7 @@ class StateQueries:
     """The state before any token: the empty prefix."""
 
     value_state: np.ndarray
+    vocab_size: int
     eos_token_ids: tuple[int, ...]
     _eos: np.ndarray
     encoding: Encoding = PLAIN
@@ -58,7 +59,7 @@ class StateQueries:
     @property
     def words_per_row(self) -> int:
         """int32 words in one bitmask row: ``ceil(vocab_size / 32)``."""
-        return words_for(self.vocab_size)  # type: ignore[attr-defined]
+        return words_for(self.vocab_size)
 
     value_bytes: list[bytes]
 
@@ -139,8 +140,8 @@ class StateQueries:
         """
         tokens, nxt = self._content(self._live(state))
         t = int(token_id)
-        if not 0 <= t < self.vocab_size:  # type: ignore[attr-defined]
-            raise TokenNotAllowed(f"token {t} is outside the vocabulary (0..{self.vocab_size - 1})")  # type: ignore[attr-defined]
+        if not 0 <= t < self.vocab_size:
+            raise TokenNotAllowed(f"token {t} is outside the vocabulary (0..{self.vocab_size - 1})")
         i = find_sorted(tokens, t)
         if i < tokens.shape[0] and int(tokens[i]) == t:
             return int(nxt[i])
@@ -201,7 +202,8 @@ class StateQueries:
     def bitmask(self, state: int) -> np.ndarray:
         """One state's bitmask row (a fresh int32 array)."""
         out = np.empty((1, self.words_per_row), dtype=np.int32)
-        return self.fill_bitmask([state], out)[0]
+        row: np.ndarray = self.fill_bitmask([state], out)[0]  # numpy's stubs type an integer index as Any
+        return row
 
 
 def terminal_note(state: int) -> str:

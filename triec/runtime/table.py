@@ -22,7 +22,7 @@ import bisect
 import operator
 import os
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 
@@ -55,8 +55,8 @@ class MaskTable(StateQueries):
     """
 
     kind: ClassVar[TableKind] = TableKind.MASKS
-    restrictable: ClassVar[bool] = True
-    host_matched: ClassVar[bool] = False
+    restrictable: ClassVar[Literal[True]] = True
+    host_matched: ClassVar[Literal[False]] = False
     required_engine: ClassVar[str | None] = None
 
     def __init__(
@@ -131,8 +131,9 @@ class MaskTable(StateQueries):
 
     def derive(self, *, values: list[str] | None = None, **arrays: np.ndarray) -> MaskTable:
         """Another table over ``arrays`` for the same tokenizer, build options and encoding (a compacted subset)."""
+        columns: dict[str, Any] = dict(arrays)  # the six array arguments, by name (mypy cannot match ** to them)
         return MaskTable(
-            **arrays,
+            **columns,
             vocab_size=self.vocab_size,
             eos_token_ids=self.eos_token_ids,
             tokenizer_fingerprint=self.tokenizer_fingerprint,
@@ -162,7 +163,7 @@ class MaskTable(StateQueries):
     # ------------------------------------------------------------- values
 
     @property
-    def value_bytes(self) -> list[bytes]:  # type: ignore[override]
+    def value_bytes(self) -> list[bytes]:  # type: ignore[override]  # StateQueries: an attribute RestrictedTable sets
         """The compiled strings as UTF-8 bytes in table order (sorted), rebuilt once on first use.
 
         A loaded table's values are checked as they are rebuilt: strictly

@@ -252,7 +252,8 @@ class TorchMaskTable:
             self.word_offsets, self.word_index, self.word_bits, self.wide_states, self.dense_rows,
             self.pair_keys, self.pair_next, self.accepting, self.eos,
         )  # fmt: skip
-        return sum(t.numel() * t.element_size() for t in tensors) + (self.packed.nbytes if self.packed is not None else 0)
+        packed = self.packed.nbytes if self.packed is not None else 0
+        return int(sum(t.numel() * t.element_size() for t in tensors)) + packed
 
     def __repr__(self) -> str:
         return (

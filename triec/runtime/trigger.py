@@ -23,6 +23,7 @@ spent. numpy only.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Protocol
 
 import numpy as np
 
@@ -72,6 +73,13 @@ class TriggerAutomaton:
         return q, -1, 0
 
 
+class TokenBytes(Protocol):
+    """What :class:`Triggered` reads of a vocabulary: a :class:`~triec.Vocabulary`, or anything with its bytes."""
+
+    @property
+    def token_bytes(self) -> Sequence[bytes]: ...
+
+
 class Triggered:
     """A table used after a trigger: the free phase's rows and landings, computed once per (table, triggers).
 
@@ -83,13 +91,13 @@ class Triggered:
     V = 151,936), then O(1) per row.
     """
 
-    def __init__(self, table: SetTable, vocab: object, triggers: str | bytes | Sequence[str | bytes]) -> None:
+    def __init__(self, table: SetTable, vocab: TokenBytes, triggers: str | bytes | Sequence[str | bytes]) -> None:
         if isinstance(triggers, (str, bytes)):
             triggers = [triggers]
         self.table = table
         self.automaton = TriggerAutomaton(t.encode("utf-8") if isinstance(t, str) else bytes(t) for t in triggers)
         table.check_tokenizer(vocab)  # the same tokenizer, or TokenizerMismatchError
-        token_bytes = tuple(vocab.token_bytes)  # type: ignore[attr-defined]
+        token_bytes = tuple(vocab.token_bytes)
         self.token_bytes = token_bytes
         self.eos = frozenset(int(e) for e in table.eos_token_ids)
         width = table.words_per_row
@@ -133,7 +141,7 @@ class TriggeredMatcher(TokenSteps):
     def __init__(self, triggered: Triggered) -> None:
         self.t = triggered
         self.q = 0
-        self.inner: TableMatcher | None = None
+        self.inner: TableMatcher[SetTable] | None = None
         self._history: list[int | None] = []  # free state before each free token; None for a token in the answer
 
     @property

@@ -367,8 +367,8 @@ def load_schema_artifact(
             verify=verify,
             source=where,
         )
-        text = take("slot_text", "text", c["tail_bytes"] + c["marker_bytes"]).tobytes()
-        tail, marker_raw = text[: c["tail_bytes"]], text[c["tail_bytes"] :]
+        slot_bytes = take("slot_text", "text", c["tail_bytes"] + c["marker_bytes"]).tobytes()
+        tail, marker_raw = slot_bytes[: c["tail_bytes"]], slot_bytes[c["tail_bytes"] :]
         try:
             marker = marker_raw.decode("utf-8")
         except UnicodeDecodeError:
@@ -660,7 +660,8 @@ def validate_schema_contents(trie: MaskTable, tail_len: int, arrays: dict[str, n
             raise fail("entry_leaf", "every entry must end at a key's end below its state")
     tok = np.asarray(arrays["straddle_tokens"], dtype=np.int64)
     if tok.size:
-        row = np.repeat(np.arange(rows), np.diff(np.asarray(arrays["straddle_offsets"], dtype=np.int64)))
+        offsets = np.asarray(arrays["straddle_offsets"], dtype=np.int64)
+        row = np.repeat(np.arange(rows), np.diff(offsets))
         same_row = row[1:] == row[:-1]
         if np.any(same_row & (tok[1:] <= tok[:-1])):
             raise fail("straddle_tokens", "ids must be strictly ascending within each row")

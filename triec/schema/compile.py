@@ -345,7 +345,7 @@ def compile_structural_tag(
         vocab = Vocabulary.load(vocab)
     t0 = time.perf_counter()
     if is_legacy(tag):  # recorded (and checked against xgrammar) as the triggered tags it stands for
-        tag = {"type": "structural_tag", "format": from_legacy(tag)}  # type: ignore[arg-type]
+        tag = {"type": "structural_tag", "format": from_legacy(tag)}
     text = tag if isinstance(tag, str) else json.dumps(tag, ensure_ascii=False)
     plan = parse_structural_tag(tag, source)
     (marker,) = pick_markers(vocab, 1, avoid=text)

@@ -226,6 +226,7 @@ class SchemaMatcher(TokenSteps, Generic[Table]):
     def _dynamic_here(self, st: State, slot: Slot) -> np.ndarray:
         """Tokens of this trie state or tail offset whose rest the grammar after the value must accept."""
         if st.phase == TAILP:
+            assert slot.tails is not None  # bound: a matcher's table.vocabulary() binds every slot
             return self._judged(st, slot, slot.tails, st.pos, st.val)
         out = [self._judged(st, slot, slot.exits, int(slot.entry_group[k]), int(slot.entry_leaf[k]))
                for k in slot.entries_at(st.pos)]
@@ -439,7 +440,7 @@ class SchemaMatcher(TokenSteps, Generic[Table]):
         if t in self._eos or not 0 <= t < self._num_tokens:
             return False
         slot = self.table.slots[st.s]
-        new: State | None = None
+        new = None
         if st.phase == SLOT:
             toks, nxt = slot.trie.transitions(st.pos)
             i = find_sorted(toks, t)
@@ -451,6 +452,7 @@ class SchemaMatcher(TokenSteps, Generic[Table]):
                     if new is not None:
                         break
         else:
+            assert slot.tails is not None  # bound: a matcher's table.vocabulary() binds every slot
             new = self._cross(st, slot, slot.tails, st.pos, st.val, t)
         if new is None:
             return False
@@ -633,7 +635,7 @@ def _or_source(slot: Slot, src: int, row: np.ndarray) -> None:
     off, wl, bl = _row_lists(slot)
     lo, hi = off[src], off[src + 1]
     if hi - lo <= _SMALL:  # int32 words OR-ed as Python ints stay int32: the row's memoryview takes them as they are
-        mv = memoryview(row)
+        mv = row.data
         for k in range(lo, hi):
             mv[wl[k]] |= bl[k]
         return
@@ -643,8 +645,8 @@ def _or_source(slot: Slot, src: int, row: np.ndarray) -> None:
 
 def _put(table: SchemaParts, cache: dict[Any, Any], key: Any, value: Any, shared: bool) -> None:
     cache[key] = value
-    if shared and len(cache) > table.row_cache_size:
-        cache.popitem(last=False)  # type: ignore[call-arg]
+    if shared and len(cache) > table.row_cache_size:  # shared: the cache is the table's row_cache, an OrderedDict
+        table.row_cache.popitem(last=False)
 
 
 @per_table

@@ -26,7 +26,7 @@ import os
 import re
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 
@@ -54,8 +54,8 @@ class SchemaTable:
     """Slots + grammars + where the output starts; ``matcher()`` per sequence, ``mask_writer()`` per batch."""
 
     kind: ClassVar[TableKind] = TableKind.TOOL_SCHEMA
-    restrictable: ClassVar[bool] = False  # narrow a schema by compiling one whose enum holds the wanted values
-    host_matched: ClassVar[bool] = True
+    restrictable: ClassVar[Literal[False]] = False  # narrow a schema: compile one whose enum holds the wanted values
+    host_matched: ClassVar[Literal[True]] = True
 
     @property
     def required_engine(self) -> str:

@@ -80,7 +80,8 @@ class TokenIndex:
     def below(self, prefix: bytes) -> list[tuple[int, bytes]]:
         """Every (id, bytes) whose bytes start with ``prefix`` and are longer."""
         lo, hi = self.with_prefix(prefix)
-        off, out = self.key_offsets, []
+        off = self.key_offsets
+        out: list[tuple[int, bytes]] = []
         for d in range(lo, hi):
             k = self.keys[d]
             if len(k) > len(prefix):

@@ -56,6 +56,10 @@ class Vocabulary:
 
     _source: Any = None  # the TokenizerSource it was loaded from (Vocabulary.load): what encoder() builds on
 
+    eos_texts: dict[int, bytes]
+    """EOS ids that are also text tokens, with their text: blanked here (an EOS ends a value, never part of
+    one), so a value spelled only through that text cannot be written (``build.compile`` warns)."""
+
     def __init__(
         self,
         token_bytes: Sequence[bytes],
@@ -89,9 +93,7 @@ class Vocabulary:
             if not 0 <= tid < width:
                 raise TokenizerError(f"EOS token id {tid} is outside the vocabulary (0..{width - 1})")
         self.eos_token_ids: tuple[int, ...] = eos
-        self.eos_texts: dict[int, bytes] = {}
-        """EOS ids that are also text tokens, with their text: blanked here (an EOS ends a value, never part of
-        one), so a value spelled only through that text cannot be written (``build.compile`` warns)."""
+        self.eos_texts = {}
         self.vocab_size = width
         self.name = name
         self.family = family

@@ -528,10 +528,11 @@ ORACLES["tools"] = tools_oracle
 
 def tag_oracle(table: SchemaTable) -> Oracle:
     """A structural-tag table's oracle: xgrammar compiled on the whole structural tag."""
-    from triec.schema.grammar import driver
+    from triec.schema.grammar import XGrammarDriver, driver
 
     drv = driver(table.engine, table.vocabulary())
-    compiled = drv.engine.compiler.compile_structural_tag(table.info["tag"])  # type: ignore[attr-defined]
+    assert isinstance(drv, XGrammarDriver)  # structural tags compile with xgrammar only (compile_structural_tag)
+    compiled = drv.engine.compiler.compile_structural_tag(table.info["tag"])
     return Oracle(drv, lambda: drv.start(compiled), "xgrammar on the whole structural tag")
 
 

@@ -49,7 +49,7 @@ import types
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -75,9 +75,14 @@ from triec.schema.tools import parse_tools, tools_from_required_schema
 
 log = logging.getLogger("triec.vllm.backend")
 
-StructuredOutputGrammar = internals.grammar_base()
-StructuredOutputOptions = internals.options()
-VLLMClientError = internals.client_error()
+if TYPE_CHECKING:  # vLLM's classes, read from the installed vLLM by internals: Any to a type checker
+    StructuredOutputGrammar = Any
+    StructuredOutputOptions = Any
+    VLLMClientError = Any
+else:
+    StructuredOutputGrammar = internals.grammar_base()
+    StructuredOutputOptions = internals.options()
+    VLLMClientError = internals.client_error()
 
 COMPACT_ENV = "TRIEC_VLLM_COMPACT_JSON"
 """``1``: serve JSON objects and tool calls in triec's compact spelling (``", "``, ``": "``) where vLLM allows any
@@ -415,9 +420,10 @@ def triec_grammar(
         log.warning("triec: no vocabulary for the served tokenizer (%s); delegated to xgrammar", exc)
         return Delegate(f"no triec vocabulary: {exc}")
     memo = (request_type.name, any_whitespace, hashlib.blake2b(spec.encode("utf-8", "surrogatepass"), digest_size=16).digest())
-    served: TableGrammar | Delegate | None = state.remembered(memo, c)
-    if served is not None:
-        return _grammar(served, stop_token_ids)
+    remembered = state.remembered(memo, c)
+    if remembered is not None:
+        return _grammar(remembered, stop_token_ids)
+    served: TableGrammar | Delegate
     try:
         if request_type == opt.CHOICE:
             served = c.choice(json.loads(spec))
@@ -454,6 +460,11 @@ def _grammar(served: TableGrammar, stop_token_ids: Any) -> TriecStructuredOutput
 # ----------------------------------------------------------------------------- the replacements
 
 
+def _mark(hook: Callable[..., Any], original: Callable[..., Any]) -> None:
+    """Set ``hook.__wrapped__`` (functools' name for what a wrapper wraps) and ``hook.__triec__`` (installed)."""
+    vars(hook).update(__wrapped__=original, __triec__=True)
+
+
 def frontend_hook(original: Callable[[Any], None]) -> Callable[[Any], None]:
     """``validate_xgrammar_grammar`` that admits what triec serves and leaves it as it is."""
 
@@ -474,8 +485,7 @@ def frontend_hook(original: Callable[[Any], None]) -> Callable[[Any], None]:
             return None  # triec's: no EBNF rewrite, no xgrammar parse in the frontend
         return original(sampling_params)
 
-    validate_xgrammar_grammar.__wrapped__ = original  # type: ignore[attr-defined]
-    validate_xgrammar_grammar.__triec__ = True  # type: ignore[attr-defined]
+    _mark(validate_xgrammar_grammar, original)
     return validate_xgrammar_grammar
 
 
@@ -508,8 +518,7 @@ def compile_hook(original: Callable[..., StructuredOutputGrammar], tag_attr: str
                             stop_token_ids)  # fmt: skip
         return original(self, request_type, grammar_spec, stop_token_ids)
 
-    compile_grammar.__wrapped__ = original  # type: ignore[attr-defined]
-    compile_grammar.__triec__ = True  # type: ignore[attr-defined]
+    _mark(compile_grammar, original)
     return compile_grammar
 
 
@@ -525,8 +534,7 @@ def manager_init_hook(original: Callable[..., None]) -> Callable[..., None]:
         except Exception as exc:  # noqa: BLE001  the first request builds it then
             log.warning("triec: vocabulary not prepared at start-up: %s", exc)
 
-    __init__.__wrapped__ = original  # type: ignore[attr-defined]
-    __init__.__triec__ = True  # type: ignore[attr-defined]
+    _mark(__init__, original)
     return __init__
 
 
@@ -590,8 +598,7 @@ def cpu_worker_hook(original: Callable[..., None]) -> Callable[..., None]:
         apply_bitmask_sparse(logits, torch.from_numpy(placed), rows.tolist(), width, _no_dense)
         return None
 
-    apply_grammar_bitmask.__wrapped__ = original  # type: ignore[attr-defined]
-    apply_grammar_bitmask.__triec__ = True  # type: ignore[attr-defined]
+    _mark(apply_grammar_bitmask, original)
     return apply_grammar_bitmask
 
 
@@ -613,11 +620,11 @@ def install(hooks: tuple[str, ...] = HOOK_NAMES) -> None:
     if "engine" in hooks:
         xb = internals.xgrammar_backend()
         if not getattr(xb.compile_grammar, "__triec__", False):
-            xb.compile_grammar = compile_hook(xb.compile_grammar, internals.tag_compiler(xb) or "compiler")  # type: ignore[method-assign]
+            xb.compile_grammar = compile_hook(xb.compile_grammar, internals.tag_compiler(xb) or "compiler")
     if "vocabulary" in hooks:
         manager = internals.manager_class()
         if not getattr(manager.__init__, "__triec__", False):
-            manager.__init__ = manager_init_hook(manager.__init__)  # type: ignore[method-assign]
+            manager.__init__ = manager_init_hook(manager.__init__)
     if "sparse_apply" in hooks:
         if internals.sparse_site() == "utils.xgr":
             utils = internals.structured_output_utils()
@@ -628,7 +635,7 @@ def install(hooks: tuple[str, ...] = HOOK_NAMES) -> None:
         else:
             worker = internals.cpu_worker_class()
             if not getattr(worker.apply_grammar_bitmask, "__triec__", False):
-                worker.apply_grammar_bitmask = cpu_worker_hook(worker.apply_grammar_bitmask)  # type: ignore[method-assign]
+                worker.apply_grammar_bitmask = cpu_worker_hook(worker.apply_grammar_bitmask)
 
 
 __all__ = [

@@ -134,6 +134,7 @@ class BatchState:
     def device_table(self, request: TriecRequest) -> tuple[int, TorchMaskTable]:
         """The request's table on the device (uploaded once per artifact version or subset)."""
         key, table = self.store.resolve(request)
+        assert not table.host_matched  # a mask table: assign() hands a schema table to a host matcher instead
         gid = self._keys.get(key)
         if gid is None:
             if len(self.tables) >= self.max_tables:

@@ -48,12 +48,12 @@ def in_window(release: str) -> bool:
     return any(release == line or release.startswith(line + ".") for line in WINDOW)
 
 
-def _params(fn: object) -> list[str]:
-    return list(inspect.signature(fn).parameters)  # type: ignore[arg-type]
+def _params(fn: Callable[..., Any]) -> list[str]:
+    return list(inspect.signature(fn).parameters)
 
 
-def _source(fn: object) -> str:
-    return inspect.getsource(fn)  # type: ignore[arg-type]
+def _source(fn: Callable[..., Any]) -> str:
+    return inspect.getsource(fn)
 
 
 def _first(checks: list[tuple[Callable[[], bool], str]]) -> str | None:
@@ -72,9 +72,11 @@ def _one_line(exc: BaseException) -> str:
 
 
 # ----------------------------------------------------------------------------- the classes triec uses
+# vLLM's classes are typed Any: their attributes are read, replaced and checked here at run time, and the lint
+# environment has no vLLM (a type checker would read them as Any there all the same).
 
 
-def grammar_base() -> type:
+def grammar_base() -> Any:
     """``StructuredOutputGrammar``: the class a triec grammar subclasses."""
     from vllm.v1.structured_output.backend_types import StructuredOutputGrammar
 
@@ -88,7 +90,7 @@ def options() -> Any:
     return StructuredOutputOptions
 
 
-def client_error() -> type:
+def client_error() -> Any:
     """``VLLMClientError``: raised from the frontend, answered with HTTP 400 (and not retried by ``auto``)."""
     from vllm.exceptions import VLLMClientError
 
@@ -102,19 +104,19 @@ def choice_as_grammar(values: list[str]) -> str:
     return str(rewrite(values))
 
 
-def xgrammar_backend() -> type:
+def xgrammar_backend() -> Any:
     from vllm.v1.structured_output.backend_xgrammar import XgrammarBackend
 
     return XgrammarBackend
 
 
-def manager_class() -> type:
+def manager_class() -> Any:
     from vllm.v1.structured_output import StructuredOutputManager
 
     return StructuredOutputManager
 
 
-def tag_compiler(backend_class: type | None = None) -> str | None:
+def tag_compiler(backend_class: Any = None) -> str | None:
     """The ``XgrammarBackend`` attribute holding the compiler structural tags are compiled with, read from its code.
 
     vLLM 0.32 has one compiler (``compiler``); 0.33 and 0.34 compile JSON on a vocabulary without special tokens
@@ -156,7 +158,7 @@ def v1_processor_interface() -> Any:
         ) from None
 
 
-def v2_processor_base() -> type:
+def v2_processor_base() -> Any:
     """Model Runner V2's ``LogitsProcessor`` (``add_request``, ``apply_staged_writes``, ``apply(logits, ctx)``)."""
     from vllm.v1.worker.gpu.sample.logits_processor import LogitsProcessor
 
@@ -328,8 +330,8 @@ def _check_sparse() -> str | None:
     return None
 
 
-def cpu_worker_class() -> type:
-    return importlib.import_module(CPU_WORKER).CPUStructuredOutputsWorker  # type: ignore[no-any-return]
+def cpu_worker_class() -> Any:
+    return importlib.import_module(CPU_WORKER).CPUStructuredOutputsWorker
 
 
 def structured_output_utils() -> Any:

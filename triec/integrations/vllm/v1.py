@@ -13,7 +13,7 @@ table (:class:`~triec.integrations.vllm.batch.BatchState`).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -23,9 +23,13 @@ from triec.integrations import serving
 from triec.integrations.vllm import batch, internals
 
 _interface = internals.v1_processor_interface()  # 0.34 and later: ImportError, one line naming what serves instead
-BatchUpdate = _interface.BatchUpdate
 MoveDirectionality = _interface.MoveDirectionality
-_V1LogitsProcessor = _interface.LogitsProcessor
+if TYPE_CHECKING:  # vLLM's classes, read from the installed vLLM: Any to a type checker
+    BatchUpdate = Any
+    _V1LogitsProcessor = Any
+else:
+    BatchUpdate = _interface.BatchUpdate
+    _V1LogitsProcessor = _interface.LogitsProcessor
 
 
 class TriecLogitsProcessorV1(_V1LogitsProcessor):
@@ -69,9 +73,11 @@ class TriecLogitsProcessorV1(_V1LogitsProcessor):
             out_a, out_b = self.outputs.pop(a, None), self.outputs.pop(b, None)
             c_a, c_b = self.consumed.pop(a, None), self.consumed.pop(b, None)
             if out_a is not None:
-                self.outputs[b], self.consumed[b] = out_a, c_a  # type: ignore[assignment]
+                assert c_a is not None  # outputs and consumed hold the same slots
+                self.outputs[b], self.consumed[b] = out_a, c_a
             if swap and out_b is not None:
-                self.outputs[a], self.consumed[a] = out_b, c_b  # type: ignore[assignment]
+                assert c_b is not None
+                self.outputs[a], self.consumed[a] = out_b, c_b
 
     def _drop(self, slot: int) -> None:
         self.core.clear(slot)

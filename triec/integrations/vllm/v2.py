@@ -18,7 +18,7 @@ config is set and a constrained request is in the batch).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -26,7 +26,10 @@ import torch
 from triec.integrations import serving
 from triec.integrations.vllm import batch, internals
 
-_V2LogitsProcessor = internals.v2_processor_base()
+if TYPE_CHECKING:  # vLLM's class, read from the installed vLLM: Any to a type checker
+    _V2LogitsProcessor = Any
+else:
+    _V2LogitsProcessor = internals.v2_processor_base()
 
 
 class TriecLogitsProcessorV2(_V2LogitsProcessor):
