@@ -33,7 +33,8 @@ SDIST_MUST_HOLD = [
     "triec/__init__.py", "triec/_version.py", "triec/py.typed",
     "triec/data/tokenizers/gpt2.json.zst", "triec/data/tokenizers/qwen2.json.zst",
     "tests/conftest.py", "tests/cases.py", "fixtures/golden/tiny-gpt2.triec",
-    "fixtures/tokenizers/phi3/tokenizer.json.zst", "examples/tools.txt", "docs/format.md",
+    "fixtures/tokenizers/phi3/tokenizer.json.zst", "examples/tools.txt", "docs/format.md", "docs/cli.md",
+    "docs/serving/vllm.md",
     "tools/smoke_wheel.py",
 ]
 WHEEL_MUST_HOLD = ["triec/__init__.py", "triec/py.typed", "triec/cli/__main__.py",

@@ -12,7 +12,7 @@ Two classes, one per vLLM model runner (each runner refuses the other's):
 A request opts in with ``SamplingParams(extra_args={"triec": "tools"})`` (over
 HTTP: ``"vllm_xargs": {"triec": "tools"}``), optionally narrowed with
 ``"restrict": [values...]``; ``tools`` is ``$TRIEC_ARTIFACT_DIR/tools.triec``.
-Requests without ``"triec"`` are left alone. See README, "Serving with vLLM".
+Requests without ``"triec"`` are left alone. See docs/serving/vllm.md.
 
 The structured-outputs backend (``choice``, JSON schemas, speculative decoding,
 reasoning) is :mod:`.backend`, switched on by :mod:`.plugin`
@@ -40,7 +40,7 @@ def __getattr__(name: str) -> Any:
         from triec.errors import RequestError
 
         return RequestError
-    if name in ("TriecLogitsProcessor", "TriecLogitsProcessorV1"):  # one class: the README's name and its own
+    if name in ("TriecLogitsProcessor", "TriecLogitsProcessorV1"):  # one class: the docs' name and its own
         from triec.integrations.vllm.v1 import TriecLogitsProcessorV1
 
         return TriecLogitsProcessorV1

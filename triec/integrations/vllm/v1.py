@@ -35,7 +35,7 @@ else:
 class TriecLogitsProcessorV1(_V1LogitsProcessor):
     """Constrains requests with ``extra_args={"triec": NAME}`` to one value of ``$TRIEC_ARTIFACT_DIR/NAME.triec``.
 
-    Users name it ``triec.integrations.vllm:TriecLogitsProcessor`` (the package's name for it, README) or
+    Users name it ``triec.integrations.vllm:TriecLogitsProcessor`` (the package's name for it, docs/serving/vllm.md) or
     ``triec.integrations.vllm:TriecLogitsProcessorV1``; vLLM reads only the class, never its name.
     """
 
