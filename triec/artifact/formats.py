@@ -47,9 +47,6 @@ class ArtifactFormat:
     encode: Callable[[Any], bytes]
 
 
-Format = ArtifactFormat
-"""The class's name before issue 41 (``triec.schema.tools.Format`` is a tool-call format): what
-:mod:`triec.schema.artifact` registers its format with until it says ``ArtifactFormat``; the same class."""
 
 _REGISTRY: dict[str, ArtifactFormat] = {}
 

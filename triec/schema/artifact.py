@@ -819,7 +819,7 @@ def build_schema(
 
 
 FORMAT = formats.register(
-    formats.Format(
+    formats.ArtifactFormat(
         name=FORMAT_NAME,
         kind=TableKind.TOOL_SCHEMA,
         versions=(PLAIN_FORMAT_VERSION, ENCODED_FORMAT_VERSION, SCHEMA_FORMAT_VERSION),
