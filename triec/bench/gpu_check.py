@@ -71,7 +71,7 @@ def check(table: triec.MaskTable, dev: TorchMaskTable, sample: int, rng: np.rand
         got = dev.fill(torch.from_numpy(chunk).to(device)).cpu().numpy()
         if not np.array_equal(got, want):
             errors.append(f"bitmask rows differ among states {chunk[0]}..{chunk[-1]}")
-    pair_state = np.repeat(np.arange(n), np.diff(table.allowed_offsets.astype(np.int64)))
+    pair_state = np.repeat(np.arange(n), np.asarray(np.diff(table.allowed_offsets.astype(np.int64)), dtype=np.int64))
     nxt = dev.advance(
         torch.from_numpy(pair_state).to(device), torch.from_numpy(np.asarray(table.allowed_tokens)).to(device)
     )

@@ -57,7 +57,7 @@ def main() -> int:
     print(f"device {device} ({torch.cuda.get_device_name(device) if device.type == 'cuda' else 'cpu'}), torch {torch.__version__}")
     for b in (64, 256):
         batch = vllm_batch.BatchState(store, device, b, eos)
-        kinds = rng.choice(["tools", "codes", None], size=b, p=[0.45, 0.45, 0.1])
+        kinds = rng.choice(np.array(["tools", "codes", None], dtype=object), size=b, p=[0.45, 0.45, 0.1])
         host_state: dict[int, tuple[str, int]] = {}
         for slot, kind in enumerate(kinds):
             batch.assign(slot, serving.TriecRequest(str(kind)) if kind else None)
@@ -140,7 +140,7 @@ def check_spec(store, tables: dict, device: torch.device, eos: list[int], rng: n
                b: int = 64, k: int = 3) -> int:  # fmt: skip
     """Draft rows on the device: each masked at the state after its drafts; returns the number of mismatches."""
     batch = vllm_batch.BatchState(store, device, b, eos)
-    kinds = rng.choice(["tools", "codes", None], size=b, p=[0.45, 0.45, 0.1])
+    kinds = rng.choice(np.array(["tools", "codes", None], dtype=object), size=b, p=[0.45, 0.45, 0.1])
     host: dict[int, tuple[str, int]] = {}
     for slot, kind in enumerate(kinds):
         batch.assign(slot, serving.TriecRequest(str(kind)) if kind else None)

@@ -63,7 +63,8 @@ def _decode(llm, ids: list[int], kwargs: dict, limit: int) -> tuple[list[int], l
     from triec.integrations.llama_cpp import llama_model
 
     llm.reset()
-    got, stamps = [], []
+    got: list[int] = []
+    stamps: list[float] = []
     start = time.perf_counter()
     for tok in llm.generate(ids, temp=0.0, top_k=1, reset=True, **kwargs):
         stamps.append(time.perf_counter())
@@ -111,7 +112,8 @@ def child(method: str, k: int, n: int, threads: int, rounds: int) -> dict:
     prompts = [llm.tokenize(f"<|im_start|>user\n{q}<|im_end|>\n<|im_start|>assistant\n".encode(), add_bos=False,
                             special=True) for q in questions(values, n)]  # fmt: skip
     firsts, free_firsts, ratios, outputs = [], [], [], []
-    steps = free_steps = 0
+    steps: float = 0  # summed with the per-round counts, which start at 0.0
+    free_steps: float = 0
     step_time = free_time = 0.0
     for r in range(rounds):
         rs = rt = fs = ft = 0.0

@@ -28,6 +28,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from triec.bench.suites import ROOT  # noqa: E402 - the checkout: fixtures/, tests/ data files
 from triec.bench.vllm_backend import hermes_calls_ok
@@ -146,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
         from triec.eval.gguf_model import prepare
 
         args.model = str(prepare())
-    rows = []
+    rows: list[dict[str, Any]] = []
     for cell in args.cells.split(","):
         for method in args.methods.split(","):
             cmd = [sys.executable, "-m", "triec.bench.trained_driver", "--cell", cell, "--method", method, "--model", args.model]

@@ -30,6 +30,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 METHODS = ("triec", "xgrammar", "guidance", "unconstrained")
 
@@ -47,7 +48,7 @@ def run_cell(args: argparse.Namespace) -> dict[str, object]:
 
     values = json.loads(Path(args.art, f"values{args.k}.json").read_text())
     value_set = set(values)
-    kwargs: dict[str, object] = {}
+    kwargs: dict[str, Any] = {}
     if args.method == "triec":
         cls = "TriecLogitsProcessorV2" if args.runner == "v2" else "TriecLogitsProcessor"
         kwargs["logits_processors"] = [f"triec.integrations.vllm:{cls}"]
@@ -56,7 +57,7 @@ def run_cell(args: argparse.Namespace) -> dict[str, object]:
     t0 = time.perf_counter()
     llm = LLM(
         model=args.model, max_num_seqs=args.b, max_model_len=256, seed=0, enforce_eager=args.eager, **kwargs
-    )  # type: ignore[arg-type]
+    )
     start_s = time.perf_counter() - t0
 
     max_tokens = args.max_tokens
@@ -182,7 +183,7 @@ def prepare(workdir: Path, model: str | None, ks: list[int]) -> tuple[str, str]:
     return model, str(art)
 
 
-def table(rows: list[dict[str, object]]) -> str:
+def table(rows: list[dict[str, Any]]) -> str:
     """A markdown table with ratios of triec's req/s over each other method's (same K and B)."""
     by = {(r["method"], r["k"], r["b"]): r for r in rows}
     lines = [
@@ -261,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
         print("CELL " + json.dumps(run_check(args)), flush=True)
         return 0
     if args.from_json:
-        rows = [json.loads(x) for x in Path(args.from_json).read_text().splitlines() if x.strip()]
+        rows: list[dict[str, Any]] = [json.loads(x) for x in Path(args.from_json).read_text().splitlines() if x.strip()]
         print(table(rows))
         if args.md:
             Path(args.md).write_text(table(rows) + "\n")
@@ -283,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
         print("vLLM end to end: " + json.dumps(row), flush=True)
         return 0 if row.get("ok") else 1
     print(f"model {model}; artifacts {art}; one process per cell", flush=True)
-    rows: list[dict[str, object]] = []
+    rows = []
     failed = False
     for k in ks:
         for b in (int(x) for x in args.batches.split(",")):

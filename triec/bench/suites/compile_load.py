@@ -29,7 +29,7 @@ from triec.bench.runner import Out, median, peak_rss_bytes, rss_bytes, run_cell,
 WIDTH = {"qwen2": 151_936}
 """Logits widths the cells pad to (Qwen2.5's); other tokenizers keep their own."""
 
-FULL = {
+FULL: dict[str, Any] = {
     "cells": [
         *(("qwen2", "tools", k) for k in (100, 1_000, 10_000, 100_000)),
         ("qwen2", "codes", 100_000),
@@ -40,7 +40,7 @@ FULL = {
     "repeat": 9,
     "timeout": 600.0,
 }
-QUICK = {"cells": [("qwen2", "tools", 100)], "cold": [("qwen2", 100)], "repeat": 2, "timeout": 300.0}
+QUICK: dict[str, Any] = {"cells": [("qwen2", "tools", 100)], "cold": [("qwen2", 100)], "repeat": 2, "timeout": 300.0}
 
 
 def unavailable() -> str | None:

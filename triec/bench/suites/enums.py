@@ -70,7 +70,7 @@ NOTES = (
     "Sudden onset of headache and nausea.",
     "Referred by GP for persistent cough.",
 )
-SEP = {"separators": (", ", ": "), "ensure_ascii": False}
+SEP: dict[str, Any] = {"separators": (", ", ": "), "ensure_ascii": False}
 
 
 def codes(k: int, seed: int = 0) -> list[str]:
@@ -143,7 +143,7 @@ def documents(shape: str, k: int, n: int, seed: int, enc: Encoder) -> list[dict[
     rng = random.Random(seed)
     pool = codes(k)
     pool2 = codes(k, seed=1) if shape == "two" else pool
-    out = []
+    out: list[dict[str, Any]] = []
     while len(out) < n:
         values: list[str] = []
         if shape == "icd":
@@ -572,14 +572,14 @@ def tables_text(res: dict[str, Any]) -> str:
 
 # ---------------------------------------------------------------- the suite
 
-FULL = {
+FULL: dict[str, Any] = {
     "shapes": ["icd", "nested"], "k": [1_000, 10_000], "cells": list(CELLS), "tokenizer": "qwen2",
     "vocab_size": 151_936, "docs": 30, "repeat": 5, "compile_budget_s": 30.0, "threshold_k": [16, 256],
     "threshold_docs": 20, "threshold_engines": ["llguidance", "xgrammar"], "seed": 0, "timeout": 300.0,
     "max_rss_gb": 8.0,
 }  # fmt: skip
-QUICK = {**FULL, "shapes": ["icd"], "k": [200], "docs": 3, "repeat": 2, "threshold_docs": 2, "threshold_k": [64],
-         "timeout": 300.0}  # fmt: skip
+QUICK: dict[str, Any] = {**FULL, "shapes": ["icd"], "k": [200], "docs": 3, "repeat": 2, "threshold_docs": 2,
+                         "threshold_k": [64], "timeout": 300.0}  # fmt: skip
 TABLES = {"Build": "build", "Mask rows": "rows", "Enum threshold": "threshold"}
 """Each table by the start of its caption (a run without threshold cells, or with only them, has fewer)."""
 

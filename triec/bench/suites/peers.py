@@ -14,8 +14,9 @@ from typing import Any
 from triec.bench import docs, results
 from triec.bench.peers import ALL_ENGINES, markdown_table, plot, run_bench
 
-FULL = {"ks": [10, 100, 1_000, 10_000], "batches": [1, 8, 32, 256], "repeat": 5, "timeout": 300.0, "paths": 50}
-QUICK = {"ks": [10], "batches": [1, 4], "repeat": 1, "timeout": 120.0, "paths": 3}
+FULL: dict[str, Any] = {"ks": [10, 100, 1_000, 10_000], "batches": [1, 8, 32, 256], "repeat": 5, "timeout": 300.0,
+                        "paths": 50}  # fmt: skip
+QUICK: dict[str, Any] = {"ks": [10], "batches": [1, 4], "repeat": 1, "timeout": 120.0, "paths": 3}
 
 
 def unavailable() -> str | None:

@@ -18,8 +18,8 @@ import numpy as np
 from triec.bench import docs, results
 from triec.bench.runner import Out, per_call, run_cell, stats
 
-FULL = {"ks": [1_000, 100_000], "rounds": 21, "batches": [1, 32, 256], "iters": 20}
-QUICK = {"ks": [1_000], "rounds": 2, "batches": [1, 8], "iters": 2}
+FULL: dict[str, Any] = {"ks": [1_000, 100_000], "rounds": 21, "batches": [1, 32, 256], "iters": 20}
+QUICK: dict[str, Any] = {"ks": [1_000], "rounds": 2, "batches": [1, 8], "iters": 2}
 
 
 def unavailable() -> str | None:

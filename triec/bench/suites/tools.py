@@ -41,7 +41,7 @@ from __future__ import annotations
 import json
 import random
 import time
-from typing import Any
+from typing import Any, cast
 
 from triec.bench import docs, results
 from triec.bench.runner import Out, run_cell
@@ -187,7 +187,8 @@ def triec_cell(job: dict[str, Any], out: Out) -> None:
     compile_s = drv.compile_seconds  # the driver appends each compile's time (engines.base.EngineDriver)
     compile_s.clear()
     rng = random.Random(job["seed"] + 1)
-    chosen = [p for p in paths if not table.is_compiled(int(table.slots[0].value_grammar[_value_of(table, p)]))]
+    value_grammar = cast("np.ndarray", table.slots[0].value_grammar)  # a tool table: each name's arguments' grammar
+    chosen = [p for p in paths if not table.is_compiled(int(value_grammar[_value_of(table, p)]))]
     chosen = chosen[: job["first"]]
 
     def walk(p: dict[str, Any], steps: int) -> dict[str, Any]:
@@ -350,7 +351,7 @@ def peer_cell(job: dict[str, Any], out: Out) -> None:
 
     head = enc.ids(fmt.prefix + '"') or []
     # cold: the first fill at the name's start after a fresh compile (llguidance builds its lexer lazily)
-    cold = []
+    cold: list[float] = []
     if engine == "llguidance":
         budget = time.perf_counter() + job["cold_budget_s"]
         while len(cold) < job["cold_reps"] and time.perf_counter() < budget:
@@ -383,7 +384,10 @@ def peer_cell(job: dict[str, Any], out: Out) -> None:
     # the same decode paths as triec: rows inside the name, the first row of each tool's arguments, then rows
     rng = random.Random(job["seed"] + 1)
     eos = set(vocab.eos_token_ids)
-    names, starts, first_args, args = [], [], [], []
+    names: list[float] = []
+    starts: list[float] = []
+    first_args: list[float] = []
+    args: list[float] = []
     for j, p in enumerate(paths):
         m = peer.fork(start)
         done = 0
@@ -645,13 +649,14 @@ def tables_text(res: dict[str, Any]) -> str:
 
 # ---------------------------------------------------------------- the suite
 
-FULL = {
+FULL: dict[str, Any] = {
     "registries": ["rich-1000", "bfcl"], "cells": list(CELLS), "format": "vllm",
     "tokenizer": "qwen2", "vocab_size": 151_936, "paths": 200, "first": 100, "arg_steps": 12, "repeat": 7,
     "cold_reps": 20, "warm_reps": 50, "seed": 0, "timeout": 240.0, "max_rss_gb": 8.0, "drop_refused": "bfcl",
 }  # fmt: skip
-QUICK = {**FULL, "registries": ["rich-40"], "cells": ["triec-llguidance", "triec-xgrammar", "llguidance"], "paths": 6,
-         "first": 3, "arg_steps": 3, "repeat": 2, "cold_reps": 2, "warm_reps": 3, "timeout": 300.0}  # fmt: skip
+QUICK: dict[str, Any] = {**FULL, "registries": ["rich-40"],
+                         "cells": ["triec-llguidance", "triec-xgrammar", "llguidance"], "paths": 6, "first": 3,
+                         "arg_steps": 3, "repeat": 2, "cold_reps": 2, "warm_reps": 3, "timeout": 300.0}  # fmt: skip
 TABLES = ("build", "names", "arguments", "memory")
 
 

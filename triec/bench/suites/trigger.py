@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import statistics
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -25,8 +25,11 @@ from triec.bench import docs, results
 from triec.bench.runner import Out, run_cell
 from triec.bench.schema_peers import bfcl_unavailable, drop, load_registry, refused_tools
 
-FULL = {"think_k": [1_998], "tools": [500], "tokenizers": ["qwen2", "gpt2"], "repeat": 200}
-QUICK = {"think_k": [100], "tools": [20], "tokenizers": ["qwen2"], "repeat": 5}
+if TYPE_CHECKING:
+    from triec.engines.xgrammar import XGrammarDriver
+
+FULL: dict[str, Any] = {"think_k": [1_998], "tools": [500], "tokenizers": ["qwen2", "gpt2"], "repeat": 200}
+QUICK: dict[str, Any] = {"think_k": [100], "tools": [20], "tokenizers": ["qwen2"], "repeat": 5}
 
 
 def unavailable() -> str | None:
@@ -61,7 +64,12 @@ def think_cell(job: dict[str, Any], out: Out) -> None:
     m = trig.matcher()
     free_row = median_us(lambda: m.fill_bitmask(row), repeat)
     word = ids[b" think"]
-    free_accept = median_us(lambda: (m.accept_token(word), m.rollback(1)), repeat)
+
+    def accept_rollback() -> None:
+        m.accept_token(word)
+        m.rollback(1)
+
+    free_accept = median_us(accept_rollback, repeat)
     for piece in (b"Answer", b":"):
         m.accept_token(ids[piece])
     answer_row = median_us(lambda: m.fill_bitmask(row), repeat)
@@ -127,7 +135,7 @@ def auto_cell(job: dict[str, Any], out: Out) -> None:
     out.put(phase="xgrammar", **res)
     # xgrammar compiles the same tag on one thread (what vLLM's backend does)
 
-    info = table.driver().engine.info
+    info = cast("XGrammarDriver", table.driver()).engine.info  # compile_structural_tag's engine: xgrammar
     compiler = xgr.GrammarCompiler(info, max_threads=1, cache_enabled=False)
     t = time.perf_counter()
     ctx = compiler.compile_structural_tag(text)
