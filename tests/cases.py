@@ -64,8 +64,19 @@ CASES: dict[str, list[str]] = {
     # byte notation ("<0x41>", "\u2581", "\u0120"): such values must be spelled with ordinary
     # tokens, and EOS must never be allowed in the middle of "<|endoftext|>"
     "edge_bytes": [
-        "\x00", "a\x00b", "\r\n", "\x7f", "<|endoftext|>", "<|im_end|>", "</s>", "<unk>", "<0x41>",
-        "\u2581", "\u2581x", "\u0120", "A",
+        "\x00",
+        "a\x00b",
+        "\r\n",
+        "\x7f",
+        "<|endoftext|>",
+        "<|im_end|>",
+        "</s>",
+        "<unk>",
+        "<0x41>",
+        "\u2581",
+        "\u2581x",
+        "\u0120",
+        "A",
     ],
     # multi-block LCPs: values sharing 1000 / 1500 / 2048+ bytes
     "long_2kb": [LONG, LONG[:1000], LONG + "!", LONG[:1500] + "Z", "short"],

@@ -13,6 +13,7 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
 PHI3 = FIXTURES / "tokenizers" / "phi3" / "tokenizer.json.zst"
 
+
 # The trained-model fixture lives in the user's cache (built once per machine), not in a test run's.
 def _models_root() -> Path:
     from triec.eval.gguf_model import models_dir

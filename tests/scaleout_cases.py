@@ -10,11 +10,18 @@ ANIMALS = ["cat", "caterpillar", "dog", "dolphin"]
 TOOLS = ["get_weather", "send_alert", "search"]
 TOOL_CALL = {
     "type": "object",
-    "properties": {"name": {"type": "string", "enum": TOOLS},
-                   "arguments": {"type": "object", "properties": {"urgent": {"type": "boolean"}},
-                                 "required": ["urgent"], "additionalProperties": False}},
-    "required": ["name", "arguments"], "additionalProperties": False,
-}  # fmt: skip
+    "properties": {
+        "name": {"type": "string", "enum": TOOLS},
+        "arguments": {
+            "type": "object",
+            "properties": {"urgent": {"type": "boolean"}},
+            "required": ["urgent"],
+            "additionalProperties": False,
+        },
+    },
+    "required": ["name", "arguments"],
+    "additionalProperties": False,
+}
 
 
 def make_artifacts(root: Path) -> tuple[Path, Path, list[str]]:
@@ -43,12 +50,21 @@ def requests() -> list[dict]:
     return [
         {"prompt": "Pick a color:", "max_tokens": 8, "xargs": {"triec": "colors"}, "values": COLORS},
         {"prompt": "Pick a tool:", "max_tokens": 24, "xargs": {"triec": "tools"}, "values": names},
-        {"prompt": "Narrowed:", "max_tokens": 24, "xargs": {"triec": "tools", "restrict": names[3:7]}, "values": names[3:7]},
+        {
+            "prompt": "Narrowed:",
+            "max_tokens": 24,
+            "xargs": {"triec": "tools", "restrict": names[3:7]},
+            "values": names[3:7],
+        },
         {"prompt": "Call:", "max_tokens": 40, "xargs": {"triec": "toolcall"}, "schema": TOOL_CALL},
         {"prompt": "Animal:", "max_tokens": 8, "structured_outputs": {"choice": ANIMALS}, "values": ANIMALS},
-        {"prompt": "Color by name:", "max_tokens": 8, "structured_outputs": {"json": {"x-triec-artifact": "colors"}},
-         "values": COLORS},
-    ]  # fmt: skip
+        {
+            "prompt": "Color by name:",
+            "max_tokens": 8,
+            "structured_outputs": {"json": {"x-triec-artifact": "colors"}},
+            "values": COLORS,
+        },
+    ]
 
 
 def check(req: dict, text: str, finish: str) -> str | None:

@@ -28,14 +28,31 @@ from typing import Any
 STARTUP_S = 300
 SERVER_ENV = {"VLLM_HTTP_TIMEOUT_KEEP_ALIVE": "60"}
 TOOLS = [
-    {"type": "function", "function": {"name": "get_weather", "parameters": {
-        "type": "object", "properties": {"city": {"type": "string", "enum": ["Paris", "Rome"]}}, "required": ["city"],
-        "additionalProperties": False}}},
-    {"type": "function", "function": {"name": "send_alert", "parameters": {
-        "type": "object", "properties": {"level": {"type": "string", "enum": ["low", "high"]},
-                                         "repeat": {"type": "boolean"}},
-        "required": ["level", "repeat"], "additionalProperties": False}}},
-]  # fmt: skip
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "parameters": {
+                "type": "object",
+                "properties": {"city": {"type": "string", "enum": ["Paris", "Rome"]}},
+                "required": ["city"],
+                "additionalProperties": False,
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "send_alert",
+            "parameters": {
+                "type": "object",
+                "properties": {"level": {"type": "string", "enum": ["low", "high"]}, "repeat": {"type": "boolean"}},
+                "required": ["level", "repeat"],
+                "additionalProperties": False,
+            },
+        },
+    },
+]
 
 
 class ServerDidNotStart(RuntimeError):
@@ -88,7 +105,9 @@ def stop_group(proc: subprocess.Popen) -> None:
 
 
 @contextmanager
-def openai_server(args: list[str], env: dict[str, str], log_path: Path, timeout_s: float) -> Iterator[tuple[Any, subprocess.Popen]]:
+def openai_server(
+    args: list[str], env: dict[str, str], log_path: Path, timeout_s: float
+) -> Iterator[tuple[Any, subprocess.Popen]]:
     """vLLM's OpenAI server with ``args`` on a free local port, its output in ``log_path``, in its own process group.
 
     Yields (openai client with ``timeout_s`` per request, the process) once the server answers; stops the whole
@@ -97,11 +116,22 @@ def openai_server(args: list[str], env: dict[str, str], log_path: Path, timeout_
     import openai
 
     port = free_port()
-    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--host", "127.0.0.1", "--port", str(port), *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        *args,
+    ]
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         try:
-            client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="none", timeout=timeout_s, max_retries=0)
+            client = openai.OpenAI(
+                base_url=f"http://127.0.0.1:{port}/v1", api_key="none", timeout=timeout_s, max_retries=0
+            )
             wait_ready(client, proc, log_path)
             yield client, proc
         finally:

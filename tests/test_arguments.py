@@ -156,11 +156,15 @@ def test_to_torch_checks_a_hand_built_table(table: triec.MaskTable) -> None:
         for name in ("allowed_offsets", "allowed_tokens", "allowed_next", "value_state", "value_lcp", "state_byte")
     }
     fields["allowed_tokens"][0] = table.vocab_size
-    bad = triec.MaskTable(**fields, vocab_size=table.vocab_size, eos_token_ids=table.eos_token_ids, tokenizer_fingerprint="x")
+    bad = triec.MaskTable(
+        **fields, vocab_size=table.vocab_size, eos_token_ids=table.eos_token_ids, tokenizer_fingerprint="x"
+    )
     with pytest.raises(ArtifactContentError, match="in-memory table: section allowed_tokens: expected ids in 0..50256"):
         bad.to_torch("cpu")
     fields["allowed_tokens"][0] = table.allowed_tokens[0]
-    good = triec.MaskTable(**fields, vocab_size=table.vocab_size, eos_token_ids=table.eos_token_ids, tokenizer_fingerprint="x")
+    good = triec.MaskTable(
+        **fields, vocab_size=table.vocab_size, eos_token_ids=table.eos_token_ids, tokenizer_fingerprint="x"
+    )
     assert torch.equal(good.to_torch("cpu").fill(torch.tensor([0])), table.to_torch("cpu").fill(torch.tensor([0])))
     compact = table.restrict(["get", "x"]).compact()  # also built in memory, also checked, and fine
     assert compact.to_torch("cpu").num_states == compact.num_states

@@ -212,8 +212,9 @@ def test_truncation_in_a_subprocess(tmp_path: Path, blobs, mode: str) -> None:
     path = tmp_path / "colors.triec"
     path.write_bytes(blobs["old"])
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.run([sys.executable, "-c", TRUNCATE, str(path), mode], capture_output=True, text=True,
-                          timeout=120, env=env)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-c", TRUNCATE, str(path), mode], capture_output=True, text=True, timeout=120, env=env
+    )
     if mode == "mmap":
         assert proc.returncode == -signal.SIGBUS, (proc.returncode, proc.stderr[-2000:])
     else:

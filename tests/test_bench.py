@@ -26,9 +26,24 @@ def invoke(*args: str) -> Result:
 def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
     out = tmp_path_factory.mktemp("bench") / "bench.json"
     result = invoke(
-        "bench", "-t", "gpt2", "--k", "10,100", "--repeat", "1", "--batch", "1,4", "--paths", "3",
-        "--timeout", "120", "--json", str(out), "--engines", ",".join(ALL_ENGINES),
-    )  # fmt: skip
+        "bench",
+        "-t",
+        "gpt2",
+        "--k",
+        "10,100",
+        "--repeat",
+        "1",
+        "--batch",
+        "1,4",
+        "--paths",
+        "3",
+        "--timeout",
+        "120",
+        "--json",
+        str(out),
+        "--engines",
+        ",".join(ALL_ENGINES),
+    )
     assert result.exit_code == 0, result.stdout + result.stderr
     assert "time / triec" in " ".join(result.stdout.split())  # the ratio columns are explained in the title
     return json.loads(out.read_text())
@@ -73,7 +88,23 @@ def test_markdown_table_has_a_row_per_cell(tiny_run: dict) -> None:
 def test_missing_engine_is_reported_not_a_crash(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(triec.bench.peers, "is_installed", lambda name: False)
     out = tmp_path / "b.json"
-    result = invoke("bench", "-t", "gpt2", "--k", "10", "--repeat", "1", "--batch", "2", "--paths", "2", "--engines", "triec,xgrammar", "--json", str(out))
+    result = invoke(
+        "bench",
+        "-t",
+        "gpt2",
+        "--k",
+        "10",
+        "--repeat",
+        "1",
+        "--batch",
+        "2",
+        "--paths",
+        "2",
+        "--engines",
+        "triec,xgrammar",
+        "--json",
+        str(out),
+    )
     assert result.exit_code == 0, result.stdout + result.stderr
     cell = json.loads(out.read_text())["results"][0]["engines"]["xgrammar"]
     assert cell["status"] == "missing" and "pip install xgrammar" in cell["error"]
@@ -81,8 +112,17 @@ def test_missing_engine_is_reported_not_a_crash(tmp_path: Path, monkeypatch: pyt
 
 
 def test_a_cell_past_its_timeout_says_so() -> None:
-    job = {"engine": "llguidance", "tokenizer": "gpt2", "vocab_size": None, "eos": [50256], "values": ["a", "b"],
-           "paths": [], "repeat": 1, "batch": [1], "seed": 0}  # fmt: skip
+    job = {
+        "engine": "llguidance",
+        "tokenizer": "gpt2",
+        "vocab_size": None,
+        "eos": [50256],
+        "values": ["a", "b"],
+        "paths": [],
+        "repeat": 1,
+        "batch": [1],
+        "seed": 0,
+    }
     cell = run_cell(job, timeout=0.2)  # importing triec alone takes longer
     assert cell["status"] == "timeout" and "0.2 s" in cell["error"]
 
@@ -101,7 +141,9 @@ def test_options_are_checked() -> None:
     assert len(prefixes) == 16 and all(p in ([], [1], [1, 2], [1, 2, 3], [4]) for p in prefixes)
 
 
-@pytest.mark.skipif(importlib.util.find_spec("matplotlib") is None, reason="matplotlib is not installed (pip install 'triec[bench]')")
+@pytest.mark.skipif(
+    importlib.util.find_spec("matplotlib") is None, reason="matplotlib is not installed (pip install 'triec[bench]')"
+)
 def test_plot_writes_a_png(tiny_run: dict, tmp_path: Path) -> None:
     path = tmp_path / "bench.png"
     triec.bench.peers.plot(tiny_run, str(path))
@@ -143,18 +185,50 @@ def _markdown_tables(text: str) -> list[tuple[list[str], list[list[str]]]]:
 def test_bench_tables_keep_their_columns_with_refusals_and_timeouts() -> None:
     """A refused, timed-out or failed cell is a row with its reason, as wide as the others (no engines needed)."""
     from triec.bench.suites import tools
+
     s = {"n": 3, "median": 2.0, "p99": 9.0, "mean": 3.0, "min": 1.0, "max": 9.0}
-    ok = {"status": "ok", "k": 2000, "build_cold_s": 0.05, "build_warm_s": 0.02, "name_rows": s, "name_start_rows": s,
-          "first_handover": s, "first_handover_compile": s, "cached_handover": s, "args_rows_first": s, "args_rows": s,
-          "grammars_compiled": 3, "memory": {"per_grammar_bytes": 1e5, "cache_bound_grammars": 2048,
-                                             "xgrammar_memory_size": None, "row_cache_entries": 1,
-                                             "row_cache_bytes": 10, "row_cache_bound": 4096, "row_bytes": 4096}}
-    res = {"settings": {"registries": ["r"]}, "cells": {
-        "r|triec-llguidance": ok, "r|triec-xgrammar": {"status": "error", "error": "RuntimeError: a | b"},
-        "r|llguidance": {"status": "refused", "error": "refused: schema too large"},
-        "r|llguidance-lark": {"status": "ok", "compile_s": 0.5, "name_rows": s, "name_start_rows": s,
-                              "name_start_cold": s, "name_start_warm": s, "first_args_row": s, "args_rows": s},
-        "r|xgrammar": {"status": "timeout", "error": "> 600 s (stopped during compile)"}}}
+    ok = {
+        "status": "ok",
+        "k": 2000,
+        "build_cold_s": 0.05,
+        "build_warm_s": 0.02,
+        "name_rows": s,
+        "name_start_rows": s,
+        "first_handover": s,
+        "first_handover_compile": s,
+        "cached_handover": s,
+        "args_rows_first": s,
+        "args_rows": s,
+        "grammars_compiled": 3,
+        "memory": {
+            "per_grammar_bytes": 1e5,
+            "cache_bound_grammars": 2048,
+            "xgrammar_memory_size": None,
+            "row_cache_entries": 1,
+            "row_cache_bytes": 10,
+            "row_cache_bound": 4096,
+            "row_bytes": 4096,
+        },
+    }
+    res = {
+        "settings": {"registries": ["r"]},
+        "cells": {
+            "r|triec-llguidance": ok,
+            "r|triec-xgrammar": {"status": "error", "error": "RuntimeError: a | b"},
+            "r|llguidance": {"status": "refused", "error": "refused: schema too large"},
+            "r|llguidance-lark": {
+                "status": "ok",
+                "compile_s": 0.5,
+                "name_rows": s,
+                "name_start_rows": s,
+                "name_start_cold": s,
+                "name_start_warm": s,
+                "first_args_row": s,
+                "args_rows": s,
+            },
+            "r|xgrammar": {"status": "timeout", "error": "> 600 s (stopped during compile)"},
+        },
+    }
     text = tools.tables_text(res)
     found = _markdown_tables(text)
     assert [h[0] for h, _ in found] == ["registry"] * 4 and [len(rows) for _, rows in found] == [1, 3, 2, 1]
@@ -164,16 +238,37 @@ def test_bench_tables_keep_their_columns_with_refusals_and_timeouts() -> None:
     assert "RuntimeError: a \\| b" in text
 
     from triec.bench.suites import enums
-    ok = {"status": "ok", "build_cold_s": 0.05, "build_warm_s": 0.01, "engine_compile_s": 0.002,
-          **{f"rows_{k}": s for k in ("start", "deeper", "judged", "outside", "outside_engine", "into", "out")}}
-    res = {"settings": {"shapes": ["icd"], "k": [100000]}, "cells": {
-        "icd|100000|triec-llguidance": ok, "icd|100000|triec-xgrammar": {"status": "timeout", "error": "> 9 s"},
-        "icd|100000|llguidance": {"status": "refused", "error": "refused: schema too large"},
-        "icd|100000|xgrammar": {"status": "ok", "compile_s": 16.0, "rows_start": s}},
-        "threshold": {"llguidance|64": {"k": 64, "engine": "llguidance", "status": "ok", "build_trie_s": 0.004,
-                                        "build_engine_s": 0.002, "rows_trie": s, "rows_engine": s,
-                                        "rows_trie_inside": s, "rows_engine_inside": s},
-                      "xgrammar|64": {"k": 64, "engine": "xgrammar", "status": "error", "error": "boom"}}}
+
+    ok = {
+        "status": "ok",
+        "build_cold_s": 0.05,
+        "build_warm_s": 0.01,
+        "engine_compile_s": 0.002,
+        **{f"rows_{k}": s for k in ("start", "deeper", "judged", "outside", "outside_engine", "into", "out")},
+    }
+    res = {
+        "settings": {"shapes": ["icd"], "k": [100000]},
+        "cells": {
+            "icd|100000|triec-llguidance": ok,
+            "icd|100000|triec-xgrammar": {"status": "timeout", "error": "> 9 s"},
+            "icd|100000|llguidance": {"status": "refused", "error": "refused: schema too large"},
+            "icd|100000|xgrammar": {"status": "ok", "compile_s": 16.0, "rows_start": s},
+        },
+        "threshold": {
+            "llguidance|64": {
+                "k": 64,
+                "engine": "llguidance",
+                "status": "ok",
+                "build_trie_s": 0.004,
+                "build_engine_s": 0.002,
+                "rows_trie": s,
+                "rows_engine": s,
+                "rows_trie_inside": s,
+                "rows_engine_inside": s,
+            },
+            "xgrammar|64": {"k": 64, "engine": "xgrammar", "status": "error", "error": "boom"},
+        },
+    }
     found = _markdown_tables(enums.tables_text(res))
     assert [h[0] for h, _ in found] == ["shape", "shape", "K"] and [len(rows) for _, rows in found] == [1, 2, 2]
     build = dict(zip(found[0][0], found[0][1][0], strict=True))
@@ -189,10 +284,14 @@ def test_bench_enums_shapes_put_each_large_enum_in_a_slot(shape: str) -> None:
     """Every benchmark shape is one the trie serves: each K-value enum is a slot where it stands (no engine)."""
     from triec.bench.suites import enums
     from triec.schema.locate import locate
-    slots = locate(enums.make_schema(shape, 100), 100).slots  # the script compiles with threshold = K
-    want = {"icd": ["/properties/codes/items"], "nested": ["/properties/encounter/properties/diagnosis"],
-            "two": ["/properties/primary", "/properties/secondary"],
-            "items": ["/properties/entries/items/properties/code"],
-            "anyof": ["/properties/finding/anyOf/0/properties/diagnosis"], "threshold": ["/properties/code"]}[shape]
-    assert sorted(s.pointer for s in slots) == want and all(len(s.values) == 100 for s in slots)
 
+    slots = locate(enums.make_schema(shape, 100), 100).slots  # the script compiles with threshold = K
+    want = {
+        "icd": ["/properties/codes/items"],
+        "nested": ["/properties/encounter/properties/diagnosis"],
+        "two": ["/properties/primary", "/properties/secondary"],
+        "items": ["/properties/entries/items/properties/code"],
+        "anyof": ["/properties/finding/anyOf/0/properties/diagnosis"],
+        "threshold": ["/properties/code"],
+    }[shape]
+    assert sorted(s.pointer for s in slots) == want and all(len(s.values) == 100 for s in slots)

@@ -52,8 +52,12 @@ def test_a_changed_result_shows_as_a_mismatch(tmp_path: Path) -> None:
 @pytest.mark.engines
 def test_every_suite_runs_quick(tmp_path: Path) -> None:
     """``triec bench all --quick``: each suite runs or says why it is skipped; each result file is well-formed."""
-    proc = subprocess.run([sys.executable, "-m", "triec.bench", "all", "--quick", "--out", str(tmp_path)],
-                          capture_output=True, text=True, timeout=900)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "triec.bench", "all", "--quick", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     for suite in NAMES:
         line = next(

@@ -86,10 +86,12 @@ def _layout_written_out(path: Path) -> list[str]:
                 if not (isinstance(side, ast.Constant) and type(side.value) is int):
                     continue
                 v = side.value
-                if ((op in (ast.RShift, ast.LShift) and v == 5 and side is node.right)
-                        or (op in (ast.BitAnd, ast.Mod) and v in (31, 32))
-                        or (op in (ast.FloorDiv, ast.Mult) and v == 32)
-                        or (op in (ast.Add, ast.Sub) and v == 31)):  # fmt: skip
+                if (
+                    (op in (ast.RShift, ast.LShift) and v == 5 and side is node.right)
+                    or (op in (ast.BitAnd, ast.Mod) and v in (31, 32))
+                    or (op in (ast.FloorDiv, ast.Mult) and v == 32)
+                    or (op in (ast.Add, ast.Sub) and v == 31)
+                ):
                     found.append(f"line {node.lineno}: {ast.unparse(node)}")
         elif isinstance(node, ast.keyword) and node.arg == "bitorder":
             found.append(f"line {node.value.lineno}: bitorder={ast.unparse(node.value)}")
@@ -115,7 +117,9 @@ def test_the_bit_layout_is_written_in_one_module() -> None:
 
 def test_the_layout_check_sees_the_patterns(tmp_path: Path) -> None:
     sample = tmp_path / "sample.py"
-    sample.write_text('"""t >> 5 in a docstring is no code."""\nw = t >> 5\nb = 1 << (t & 31)\nn = (v + 31) // 32\n'
-                      'x = np.packbits(a, bitorder="little")\n')  # fmt: skip
+    sample.write_text(
+        '"""t >> 5 in a docstring is no code."""\nw = t >> 5\nb = 1 << (t & 31)\nn = (v + 31) // 32\n'
+        'x = np.packbits(a, bitorder="little")\n'
+    )
     lines = sorted(h.split(":")[0] for h in _layout_written_out(sample))
     assert lines == ["line 2", "line 3", "line 4", "line 4", "line 5"]

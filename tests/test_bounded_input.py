@@ -32,12 +32,16 @@ def _bomb(path: Path, inflated: int) -> Path:
 
 def _peak_rss_mb(code: str) -> tuple[float, str]:
     """Peak RSS (MB) of a fresh interpreter running ``code`` after importing triec, and its last output line."""
-    probe = ("import resource, triec, triec.artifact.masks, zstandard, numpy, msgpack\n"
-             "base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n" + code +
-             "\nprint(json.dumps((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) / 1024))")  # fmt: skip
+    probe = (
+        "import resource, triec, triec.artifact.masks, zstandard, numpy, msgpack\n"
+        "base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        + code
+        + "\nprint(json.dumps((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) / 1024))"
+    )
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    out = subprocess.run([sys.executable, "-c", "import json\n" + probe], capture_output=True, text=True, env=env,
-                         check=True)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", "import json\n" + probe], capture_output=True, text=True, env=env, check=True
+    )
     lines = out.stdout.strip().splitlines()
     return float(lines[-1]), "\n".join(lines[:-1])
 
@@ -47,9 +51,11 @@ def test_a_decompression_bomb_is_refused_with_bounded_memory(tmp_path: Path) -> 
     assert bomb.stat().st_size < 64 << 10
     with pytest.raises(ArtifactError, match="not a triec artifact"):
         triec.load(bomb)
-    code = (f"try:\n    triec.load({str(bomb)!r})\nexcept Exception as e:\n    print(type(e).__name__, e)\n"
-            f"try:\n    triec.artifact.masks.load_buffer(open({str(bomb)!r}, 'rb').read(), 'x')\n"
-            "except Exception as e:\n    print(type(e).__name__, e)")  # fmt: skip
+    code = (
+        f"try:\n    triec.load({str(bomb)!r})\nexcept Exception as e:\n    print(type(e).__name__, e)\n"
+        f"try:\n    triec.artifact.masks.load_buffer(open({str(bomb)!r}, 'rb').read(), 'x')\n"
+        "except Exception as e:\n    print(type(e).__name__, e)"
+    )
     grown, said = _peak_rss_mb(code)
     assert said.count("not a triec artifact") == 2, said
     assert grown < 100, grown  # MB over the interpreter's own, for a 512 MiB bomb
@@ -84,8 +90,12 @@ def test_the_inflate_limit_is_checked_before_inflating(tmp_path: Path, qwen2: tr
 
 def test_cli_inspect_refuses_the_bomb_in_one_line(tmp_path: Path) -> None:
     bomb = _bomb(tmp_path / "bomb.triec.zst", 64 << 20)
-    out = subprocess.run([sys.executable, "-m", "triec.cli", "inspect", str(bomb)], capture_output=True, text=True,
-                         env=dict(os.environ, PYTHONPATH=str(ROOT)))  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-m", "triec.cli", "inspect", str(bomb)],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )
     assert out.returncode == 2 and "not a triec artifact" in out.stderr and "Traceback" not in out.stderr, out.stderr
 
 
@@ -125,14 +135,19 @@ def test_verify_of_a_sampled_schema_says_sampled(tmp_path: Path, qwen2: triec.Vo
     from triec.verify.tables import verify
 
     names = triec.synthetic.sets.tool_names(300)
-    schema = {"type": "object", "properties": {"name": {"enum": names}, "n": {"type": "integer"}},
-              "required": ["name", "n"], "additionalProperties": False}  # fmt: skip
+    schema = {
+        "type": "object",
+        "properties": {"name": {"enum": names}, "n": {"type": "integer"}},
+        "required": ["name", "n"],
+        "additionalProperties": False,
+    }
     path = tmp_path / "s.triec"
     triec.compile_schema(schema, qwen2, threshold=8).save(path)
     report = verify(str(path), tokenizer="qwen2", against=("llguidance",), states=40, walks=2)
     assert report.ok and report.sampled and report.states_selected < report.num_states
-    res = CliRunner().invoke(app, ["verify", str(path), "-t", "qwen2", "--against", "llguidance", "--states", "40",
-                                   "--walks", "2"])  # fmt: skip
+    res = CliRunner().invoke(
+        app, ["verify", str(path), "-t", "qwen2", "--against", "llguidance", "--states", "40", "--walks", "2"]
+    )
     assert res.exit_code == 0, res.output
     assert "states checked: sample of" in res.output and "states checked: all" not in res.output
 
@@ -148,7 +163,9 @@ def test_an_artifact_without_eos_ids_is_refused(tmp_path: Path, qwen2: triec.Voc
     header = {k: v for k, v in parsed["header"].items() if k != "sections"}
     header["eos_token_ids"] = []
     bad = tmp_path / "bad.triec"
-    bad.write_bytes(container.encode(header, [(n, d, parsed["arrays"][n]) for n, d in SECTIONS], parsed["format_version"]))
+    bad.write_bytes(
+        container.encode(header, [(n, d, parsed["arrays"][n]) for n, d in SECTIONS], parsed["format_version"])
+    )
     with pytest.raises(ArtifactError, match="'eos_token_ids': empty"):
         triec.load(bad)
 
@@ -166,7 +183,9 @@ def test_an_eos_id_that_is_a_text_token_in_values_is_warned(tmp_path: Path) -> N
         triec.compile(["hi!", "yo"], vocab)
     values = tmp_path / "v.txt"
     values.write_text("hi!\nyo\n")
-    res = CliRunner().invoke(app, ["compile", str(values), "-t", "gpt2", "--eos", "0", "-o", str(tmp_path / "v.triec"), "-q"])
+    res = CliRunner().invoke(
+        app, ["compile", str(values), "-t", "gpt2", "--eos", "0", "-o", str(tmp_path / "v.triec"), "-q"]
+    )
     assert res.exit_code == 0 and "warning: EOS id 0 is the text token" in res.output, res.output
     import warnings
 
@@ -183,9 +202,13 @@ def test_eval_refuses_an_item_without_candidates_before_loading_a_model(tmp_path
     from triec.cli import app
 
     data = tmp_path / "d.jsonl"
-    data.write_text('{"prompt": "Pick a color:", "gold": "red", "candidates": ["red", "blue"]}\n'
-                    '{"id": "bare", "prompt": "Pick a fruit:", "gold": "fig"}\n')  # fmt: skip
-    res = CliRunner().invoke(app, ["eval", str(data), "--model", str(tmp_path / "no-such-model"), "--modes", "free,trie"])
+    data.write_text(
+        '{"prompt": "Pick a color:", "gold": "red", "candidates": ["red", "blue"]}\n'
+        '{"id": "bare", "prompt": "Pick a fruit:", "gold": "fig"}\n'
+    )
+    res = CliRunner().invoke(
+        app, ["eval", str(data), "--model", str(tmp_path / "no-such-model"), "--modes", "free,trie"]
+    )
     assert res.exit_code == 2, res.output
     assert "item bare: no 'candidates' and no --values" in res.output and "no-such-model" not in res.output
 
@@ -198,12 +221,15 @@ def test_out_of_memory_is_one_line_exit_2_and_nothing_written(tmp_path: Path) ->
     values = tmp_path / "big.txt"
     values.write_bytes(b"x" * (30 << 20) + b"\n")
     out = tmp_path / "big.triec"
-    code = ("import resource, sys\n"
-            "resource.setrlimit(resource.RLIMIT_AS, (2_000_000_000, 2_000_000_000))\n"
-            f"sys.argv = ['triec', 'compile', {str(values)!r}, '-t', 'gpt2', '-o', {str(out)!r}, '-q']\n"
-            "from triec.cli import main\nmain()")  # fmt: skip
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         env=dict(os.environ, PYTHONPATH=str(ROOT)))  # fmt: skip
+    code = (
+        "import resource, sys\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (2_000_000_000, 2_000_000_000))\n"
+        f"sys.argv = ['triec', 'compile', {str(values)!r}, '-t', 'gpt2', '-o', {str(out)!r}, '-q']\n"
+        "from triec.cli import main\nmain()"
+    )
+    res = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT))
+    )
     assert res.returncode == 2, (res.returncode, res.stderr[-2000:])
     assert "out of memory" in res.stderr and "Traceback" not in res.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["big.txt"]
@@ -227,7 +253,8 @@ def test_one_long_value_inspects_and_verifies_in_bounded_output_and_memory(tmp_p
     assert len(shown.output) < 20_000  # long prefixes shown by their ends: the 40,000-byte value is not printed
     grown, said = _peak_rss_mb(
         f"from triec.verify.tables import verify\nr = verify({str(art)!r}, tokenizer='gpt2')\n"
-        "print(r.ok, r.states_selected, r.num_states)")  # fmt: skip
+        "print(r.ok, r.states_selected, r.num_states)"
+    )
     ok, selected, states = said.split()
     assert ok == "True" and states == "40001"
     assert grown < 400, grown  # MB; the prefix map alone held 1.74 GB
@@ -239,8 +266,11 @@ def test_odd_gguf_token_lists_and_eos_ids_are_refused_by_name() -> None:
     from triec.errors import TokenizerError
     from triec.tokenizer import gguf
 
-    base = {"tokenizer.ggml.model": "llama", "tokenizer.ggml.tokens": ["<unk>", "a", "<0x41>"],
-            "tokenizer.ggml.token_type": [gguf.UNKNOWN, gguf.NORMAL, gguf.BYTE]}  # fmt: skip
+    base = {
+        "tokenizer.ggml.model": "llama",
+        "tokenizer.ggml.tokens": ["<unk>", "a", "<0x41>"],
+        "tokenizer.ggml.token_type": [gguf.UNKNOWN, gguf.NORMAL, gguf.BYTE],
+    }
     assert gguf.tokenizer_json(base, "m.gguf")["model"]["vocab"][2] == ["<0x41>", 0.0]
     with pytest.raises(TokenizerError, match=r"m\.gguf: .*token 1 is 7 \(int\), expected a string"):
         gguf.tokenizer_json({**base, "tokenizer.ggml.tokens": ["<unk>", 7, "<0x41>"]}, "m.gguf")
@@ -275,8 +305,22 @@ def test_an_unknown_hub_id_offline_fails_fast(tmp_path: Path) -> None:
     values.write_text("red\n")
     env = dict(os.environ, PYTHONPATH=str(ROOT), HF_ENDPOINT="http://127.0.0.1:9", HF_HOME=str(tmp_path / "hf"))
     env.pop("HF_HUB_OFFLINE", None)
-    res = subprocess.run([sys.executable, "-m", "triec.cli", "compile", str(values), "-t", "someorg/no-such-model",
-                          "-o", str(tmp_path / "o.triec")], capture_output=True, text=True, env=env)  # fmt: skip
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "triec.cli",
+            "compile",
+            str(values),
+            "-t",
+            "someorg/no-such-model",
+            "-o",
+            str(tmp_path / "o.triec"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     # the probe's answer, not the client's after its retries (the old message named LocalEntryNotFoundError)
     assert res.returncode == 2 and "cannot reach the Hugging Face hub" in res.stderr, res.stderr[-500:]
 

@@ -30,10 +30,32 @@ from triec.verify.tables import compare_canonical
 NAMES = ("gpt2", "phi3", "qwen2")
 HARD = [
     # on GPT-2 "abc" is one token but "abd" is "ab" + "d": a byte trie of canonical rows would admit "ab" + "c"
-    "abc", "abd", "ab", "a", "medical_billing", "med", "get_weather", "get_weather_forecast", "getWeather",
-    "2024-12-31", "1234567", " x", "x ", "a  b", "Ünïcode 12", "日本語のテキスト", "tab\there", "new\nline", "",
-    "don't", "I'll", "...", "a.b.c", "C++", "ICD-10: J45.901",
-]  # fmt: skip
+    "abc",
+    "abd",
+    "ab",
+    "a",
+    "medical_billing",
+    "med",
+    "get_weather",
+    "get_weather_forecast",
+    "getWeather",
+    "2024-12-31",
+    "1234567",
+    " x",
+    "x ",
+    "a  b",
+    "Ünïcode 12",
+    "日本語のテキスト",
+    "tab\there",
+    "new\nline",
+    "",
+    "don't",
+    "I'll",
+    "...",
+    "a.b.c",
+    "C++",
+    "ICD-10: J45.901",
+]
 VALUE_SETS = {
     "hard": HARD,
     **CASES,  # the exactness suite's sets: prefix chains, unicode, whitespace, the empty value, edge bytes, 2 KB values
@@ -144,8 +166,11 @@ def test_a_byte_prefix_is_not_a_state(vocabs) -> None:
 
 
 def test_a_flat_object_schema_is_canonical_as_a_whole(vocabs) -> None:
-    schema = {"type": "object", "properties": {"label": {"enum": ["spam", "ham", "medical_billing"]}, "version": {"const": 1}},
-              "required": ["label", "version"]}  # fmt: skip
+    schema = {
+        "type": "object",
+        "properties": {"label": {"enum": ["spam", "ham", "medical_billing"]}, "version": {"const": 1}},
+        "required": ["label", "version"],
+    }
     table = triec.compile_json_schema(schema, vocabs["qwen2"], tokenization="canonical")
     assert language(table) == encodings(table, "qwen2") and sorted(table.values) == ["ham", "medical_billing", "spam"]
     assert table.strings[0].startswith('{"label": ') and table.strings[0].endswith(', "version": 1}')
@@ -232,7 +257,9 @@ def test_refusals(tmp_path: Path, vocabs) -> None:
     # special-token text is text: spelled with ordinary tokens, never with the special id
     eos_text = triec.compile(["x<|endoftext|>"], gpt2, tokenization="canonical")
     assert gpt2.eos_token_ids[0] not in eos_text.allowed_tokens and eos_text.num_allowed == 8
-    sp = triec.Vocabulary.load(TOKENIZERS["phi3"])  # SentencePiece's NFKC-free normalizer keeps text; a rewrite refuses:
+    sp = triec.Vocabulary.load(
+        TOKENIZERS["phi3"]
+    )  # SentencePiece's NFKC-free normalizer keeps text; a rewrite refuses:
     from triec.compiler.canonical import canonical_ids
 
     class Rewriting:  # an encoder whose output does not spell the value (what a normalizer like NFKC does)
@@ -254,32 +281,51 @@ def test_cli_compile_inspect_verify(tmp_path: Path) -> None:
     values.write_text("\n".join(HARD[:-6]) + "\n", encoding="utf-8")
     out = tmp_path / "v.triec"
     run = [sys.executable, "-m", "triec.cli"]
-    r = subprocess.run([*run, "compile", str(values), "-t", "gpt2", "--tokenization", "canonical", "-o", str(out), "--json"],
-                       capture_output=True, text=True, check=True)  # fmt: skip
+    r = subprocess.run(
+        [*run, "compile", str(values), "-t", "gpt2", "--tokenization", "canonical", "-o", str(out), "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert json.loads(r.stdout)["tokenization"] == "canonical"
     r = subprocess.run([*run, "inspect", str(out), "--json"], capture_output=True, text=True, check=True)
     assert json.loads(r.stdout)["tokenization"] == "canonical"
     r = subprocess.run([*run, "inspect", str(out), "--prefix", "ab"], capture_output=True, text=True)
     assert r.returncode == 2 and "token paths" in r.stderr  # "ab" and "a"+"b..." are two states
-    r = subprocess.run([*run, "inspect", str(out), "--prefix", "medical_b", "--json"], capture_output=True, text=True, check=True)
+    r = subprocess.run(
+        [*run, "inspect", str(out), "--prefix", "medical_b", "--json"], capture_output=True, text=True, check=True
+    )
     assert json.loads(r.stdout)["state"]["values_below"] == 1
     r = subprocess.run([*run, "verify", str(out), "--against", "reference,llguidance"], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "larger language" in r.stdout
     schema = tmp_path / "s.json"
-    schema.write_text(json.dumps({"type": "object", "properties": {"x": {"enum": [f"v{i}" for i in range(300)]},
-                                                                    "y": {"type": "integer"}}}))  # fmt: skip
-    r = subprocess.run([*run, "compile", str(schema), "--tokenization", "canonical", "-o", str(tmp_path / "s.triec")],
-                       capture_output=True, text=True)  # fmt: skip
+    schema.write_text(
+        json.dumps(
+            {"type": "object", "properties": {"x": {"enum": [f"v{i}" for i in range(300)]}, "y": {"type": "integer"}}}
+        )
+    )
+    r = subprocess.run(
+        [*run, "compile", str(schema), "--tokenization", "canonical", "-o", str(tmp_path / "s.triec")],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 2 and "plain value sets" in r.stderr
     assert not (tmp_path / "s.triec").exists()
 
 
 def _with(table: triec.MaskTable, **arrays: np.ndarray) -> triec.MaskTable:
-    fields = {name: getattr(table, name) for name in ("allowed_offsets", "allowed_tokens", "allowed_next", "value_state",
-                                                      "value_lcp", "state_byte")}  # fmt: skip
-    return triec.MaskTable(**{**fields, **arrays}, vocab_size=table.vocab_size, eos_token_ids=table.eos_token_ids,
-                           tokenizer_fingerprint=table.tokenizer_fingerprint, build_options=table.build_options)  # fmt: skip
+    fields = {
+        name: getattr(table, name)
+        for name in ("allowed_offsets", "allowed_tokens", "allowed_next", "value_state", "value_lcp", "state_byte")
+    }
+    return triec.MaskTable(
+        **{**fields, **arrays},
+        vocab_size=table.vocab_size,
+        eos_token_ids=table.eos_token_ids,
+        tokenizer_fingerprint=table.tokenizer_fingerprint,
+        build_options=table.build_options,
+    )
 
 
 def test_verify_catches_a_wrong_row(vocabs) -> None:

@@ -26,7 +26,7 @@ from triec.cli._coercion import _KEEP, convert, kind_of  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 
 CORPUS: dict[str, list[object]] = {
-    "str": ["", "abc", " spaced ", "日本", "-", "{\"tool\": ", "0"],
+    "str": ["", "abc", " spaced ", "日本", "-", '{"tool": ', "0"],
     "path": ["a.triec", "./x/y.json", "~/z", "/abs/path", "-"],
     "int": ["0", "1", "-3", "42", "007", "50000", "1.5", " 5", "+5", "1_000", "abc", "", 0, 1, 50_000, -1],
     "float": ["1", "1.5", "300.0", "-2", "0.5", "1e3", "abc", ".5", 300.0, 1.0],

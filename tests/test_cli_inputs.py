@@ -92,7 +92,9 @@ def test_values_file_over_the_size_limit(workdir: Path, monkeypatch: pytest.Monk
     monkeypatch.setattr(triec.compiler.values, "MAX_VALUES_BYTES", 100)
     (workdir / "big.txt").write_bytes(b"abc\n" * 50)
     assert_one_line_error(invoke("compile", "big.txt", "-t", "gpt2"), "big.txt: 200 bytes, over the 100-byte limit")
-    assert_one_line_error(invoke("compile", "-", "-t", "gpt2", input=b"abc\n" * 50), "<stdin>: more than the 100-byte limit")
+    assert_one_line_error(
+        invoke("compile", "-", "-t", "gpt2", input=b"abc\n" * 50), "<stdin>: more than the 100-byte limit"
+    )
     assert not (workdir / "big.triec").exists() and not (workdir / "values.triec").exists()
 
 
@@ -116,8 +118,14 @@ def _tokenizer(path: Path, doc: object | bytes) -> Path:
     [
         (b"not json", "not valid JSON"),
         (b"[" * 100_000, "JSON nested too deeply"),
-        ({"model": {"type": "BPE", "vocab": {"a": "x"}}, "decoder": {"type": "ByteLevel"}}, "malformed model.vocab entry"),
-        ({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1 << 30}}, "decoder": {"type": "ByteLevel"}}, "past the 16,777,216-id limit"),
+        (
+            {"model": {"type": "BPE", "vocab": {"a": "x"}}, "decoder": {"type": "ByteLevel"}},
+            "malformed model.vocab entry",
+        ),
+        (
+            {"model": {"type": "BPE", "vocab": {"a": 0, "b": 1 << 30}}, "decoder": {"type": "ByteLevel"}},
+            "past the 16,777,216-id limit",
+        ),
         ({"model": {"type": "Unigram", "vocab": [7]}, "decoder": {"type": "Metaspace"}}, "malformed model.vocab entry"),
     ],
 )
@@ -154,13 +162,17 @@ def test_eos_width_and_format(workdir: Path, args: list[str], fragment: str) -> 
 
 def test_output_that_is_not_a_regular_file(workdir: Path) -> None:
     os.mkfifo(workdir / "out.triec")  # stands in for /dev/null: as root, a rename over it replaces the device
-    assert_one_line_error(invoke("compile", "v.txt", "-t", "gpt2", "-o", "out.triec"), "out.triec: exists and is not a regular file")
+    assert_one_line_error(
+        invoke("compile", "v.txt", "-t", "gpt2", "-o", "out.triec"), "out.triec: exists and is not a regular file"
+    )
     assert (workdir / "out.triec").is_fifo()
 
 
 def test_output_would_overwrite_the_values_file(workdir: Path) -> None:
     (workdir / "names.triec").write_text("a\nb\n")  # a values file that happens to end in .triec
-    assert_one_line_error(invoke("compile", "names.triec", "-t", "gpt2", "--format", "lines"), "is the values file itself")
+    assert_one_line_error(
+        invoke("compile", "names.triec", "-t", "gpt2", "--format", "lines"), "is the values file itself"
+    )
     assert (workdir / "names.triec").read_text() == "a\nb\n"
     assert_one_line_error(invoke("compile", "v.txt", "-t", "gpt2", "-o", "./v.txt"), "is the values file itself")
     assert (workdir / "v.txt").read_text(encoding="utf-8") == "get\nget_user\né\n"
@@ -227,11 +239,17 @@ def test_inspect_prefix_and_state(artifact: Path) -> None:
     assert ok.exit_code == 0, ok.output
     state = json.loads(ok.stdout)["state"]
     assert state["depth"] == 1 and state["prefix"] == "\\xc3" and state["first_values"] == ["é"]
-    assert_one_line_error(invoke("inspect", str(artifact), "--prefix", "\udcff"), "--prefix: no value starts with '\\\\xff'")
+    assert_one_line_error(
+        invoke("inspect", str(artifact), "--prefix", "\udcff"), "--prefix: no value starts with '\\\\xff'"
+    )
     assert_one_line_error(invoke("inspect", str(artifact), "--prefix", "zz"), "--prefix: no value starts with 'zz'")
     for bad in (-1, table.num_states, 10**30):
-        assert_one_line_error(invoke("inspect", str(artifact), "--state", str(bad)), f"--state {bad}: expected 0..{table.num_states - 1}")
-    assert_one_line_error(invoke("inspect", str(artifact), "--state", "0", "--prefix", "g"), "pass --prefix or --state, not both")
+        assert_one_line_error(
+            invoke("inspect", str(artifact), "--state", str(bad)), f"--state {bad}: expected 0..{table.num_states - 1}"
+        )
+    assert_one_line_error(
+        invoke("inspect", str(artifact), "--state", "0", "--prefix", "g"), "pass --prefix or --state, not both"
+    )
 
 
 def test_verify_unknown_engine_and_tokenizer(artifact: Path, workdir: Path) -> None:

@@ -83,11 +83,56 @@ ACCEPTED = {
 }
 
 DELEGATED = [
-    "(foo|bar)+", "foo|bar*", "colou?r", "a.b", "[ab]", "[a-z]+", "a{2}", "a{", "a}", "a]", r"\d+", r"\w", r"\s", r"\b",
-    r"\B", r"\A", r"\Z", r"\0", r"\1", r"\N{LATIN SMALL LETTER A}", r"\e", r"\cA", r"\k", r"\x41B", r"\x4", r"\u12",
-    r"\ud800", r"\U00110000", "\\", "a\\", "(a)|(b)", "((a|b))", "(a)(b)", "(a|b", "a|b)", "(?i)a", "(?P<n>a|b)",
-    "(?=a)a", "(?<n>a)", "a^b", "a$b", "^^a", "a$$", "(^a|b)", "(a|b$)", "x(a|b)", "(a|b)x", "a|(b)", "\ud800",
-]  # fmt: skip
+    "(foo|bar)+",
+    "foo|bar*",
+    "colou?r",
+    "a.b",
+    "[ab]",
+    "[a-z]+",
+    "a{2}",
+    "a{",
+    "a}",
+    "a]",
+    r"\d+",
+    r"\w",
+    r"\s",
+    r"\b",
+    r"\B",
+    r"\A",
+    r"\Z",
+    r"\0",
+    r"\1",
+    r"\N{LATIN SMALL LETTER A}",
+    r"\e",
+    r"\cA",
+    r"\k",
+    r"\x41B",
+    r"\x4",
+    r"\u12",
+    r"\ud800",
+    r"\U00110000",
+    "\\",
+    "a\\",
+    "(a)|(b)",
+    "((a|b))",
+    "(a)(b)",
+    "(a|b",
+    "a|b)",
+    "(?i)a",
+    "(?P<n>a|b)",
+    "(?=a)a",
+    "(?<n>a)",
+    "a^b",
+    "a$b",
+    "^^a",
+    "a$$",
+    "(^a|b)",
+    "(a|b$)",
+    "x(a|b)",
+    "(a|b)x",
+    "a|(b)",
+    "\ud800",
+]
 
 
 @pytest.mark.parametrize("pattern", sorted(ACCEPTED))
@@ -140,13 +185,48 @@ def test_random_alternations_round_trip_and_match_python_re(values: list[str], s
     pattern = rng.choice(WRAPPERS).format(body)
     assert literal_alternation(pattern) == values, pattern
     compiled = re.compile(pattern)
-    probes = set(values) | {v + c for v in values for c in "a|\n"} | {v[1:] for v in values} | {"".join(values), pattern}
+    probes = (
+        set(values) | {v + c for v in values for c in "a|\n"} | {v[1:] for v in values} | {"".join(values), pattern}
+    )
     for s in probes:
         assert (compiled.fullmatch(s) is not None) == (s in values), (pattern, s)
 
 
-PIECES = ["a", "b", "é", "|", "(", ")", "(?:", "(?", "^", "$", "\\", "\\\\", "\\x41", "\\x4", "\\u0041", "\\d", "\\.",
-          "\\n", "\\0", "?", "*", "+", ".", "[", "]", "{", "}", ":", "P", "<", ">", "1", " "]  # fmt: skip
+PIECES = [
+    "a",
+    "b",
+    "é",
+    "|",
+    "(",
+    ")",
+    "(?:",
+    "(?",
+    "^",
+    "$",
+    "\\",
+    "\\\\",
+    "\\x41",
+    "\\x4",
+    "\\u0041",
+    "\\d",
+    "\\.",
+    "\\n",
+    "\\0",
+    "?",
+    "*",
+    "+",
+    ".",
+    "[",
+    "]",
+    "{",
+    "}",
+    ":",
+    "P",
+    "<",
+    ">",
+    "1",
+    " ",
+]
 
 
 @settings(max_examples=1500, deadline=None)
@@ -173,7 +253,9 @@ def test_served_regexes_equal_xgrammars_masks_state_by_state(served: triec.Vocab
 
     engine = make_engine("xgrammar", served)
     rng = random.Random(seed)
-    values = sorted({"".join(rng.choice(ALPHABET) for _ in range(rng.randint(0, 6))) for _ in range(rng.randint(1, 12))})
+    values = sorted(
+        {"".join(rng.choice(ALPHABET) for _ in range(rng.randint(0, 6))) for _ in range(rng.randint(1, 12))}
+    )
     pattern = rng.choice(WRAPPERS).format("|".join(_spell(v, rng) for v in values))
     table = Constraints(served).regex(pattern)
     assert isinstance(table, TableGrammar)
@@ -261,7 +343,11 @@ def test_regexes_compile_their_literals_or_delegate(served: triec.Vocabulary) ->
 
 def test_string_enums_compile_as_json_literals(served: triec.Vocabulary) -> None:
     c = Constraints(served)
-    for schema in ({"enum": COLORS}, {"type": "string", "enum": COLORS}, {"enum": COLORS, "title": "t", "description": "d"}):
+    for schema in (
+        {"enum": COLORS},
+        {"type": "string", "enum": COLORS},
+        {"enum": COLORS, "title": "t", "description": "d"},
+    ):
         assert string_enum(schema) == COLORS
         g = c.json_schema(json.dumps(schema))
         assert isinstance(g, TableGrammar)
@@ -273,11 +359,21 @@ def test_string_enums_compile_as_json_literals(served: triec.Vocabulary) -> None
 @pytest.mark.parametrize(
     "schema",
     [
-        {"enum": ["a", 1]}, {"enum": []}, {"enum": "a"}, {"type": "integer", "enum": ["a"]}, {"enum": ["a"], "minLength": 2},
-        {"type": "string"}, {"const": "a"}, {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]},
-        {"type": "object", "properties": {"a": {"enum": ["x"]}}}, [1, 2], "abc", True, None,
+        {"enum": ["a", 1]},
+        {"enum": []},
+        {"enum": "a"},
+        {"type": "integer", "enum": ["a"]},
+        {"enum": ["a"], "minLength": 2},
+        {"type": "string"},
+        {"const": "a"},
+        {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]},
+        {"type": "object", "properties": {"a": {"enum": ["x"]}}},
+        [1, 2],
+        "abc",
+        True,
+        None,
     ],
-)  # fmt: skip
+)
 def test_other_schemas_are_delegated(served: triec.Vocabulary, schema: object) -> None:
     for any_whitespace in (True, False):
         assert isinstance(Constraints(served, any_whitespace=any_whitespace).json_schema(json.dumps(schema)), Delegate)
@@ -289,8 +385,11 @@ def test_invalid_json_is_delegated_for_the_engine_to_report(served: triec.Vocabu
 
 
 def test_flat_objects_as_values_with_compact_json_else_by_the_schema_layer(served: triec.Vocabulary) -> None:
-    schema = {"type": "object", "properties": {"label": {"enum": ["spam", "ham"]}, "v": {"const": 1}},
-              "required": ["label", "v"]}  # fmt: skip
+    schema = {
+        "type": "object",
+        "properties": {"label": {"enum": ["spam", "ham"]}, "v": {"const": 1}},
+        "required": ["label", "v"],
+    }
     pytest.importorskip("xgrammar")
     loose = Constraints(served, any_whitespace=True).json_schema(schema)  # its instances are not only compact ones
     assert isinstance(loose, TableGrammar) and loose.table.info["whitespace"] == "any"
@@ -340,7 +439,9 @@ def artifact_dir(tmp_path, served: triec.Vocabulary, vocabs: dict[str, triec.Voc
     root = tmp_path / "artifacts"
     root.mkdir()
     triec.compile(COLORS, served).save(root / "colors.triec")
-    triec.compile(COLORS, triec.Vocabulary.load("qwen2", vocab_size=V, eos_token_ids=[151643])).save(root / "one-eos.triec")
+    triec.compile(COLORS, triec.Vocabulary.load("qwen2", vocab_size=V, eos_token_ids=[151643])).save(
+        root / "one-eos.triec"
+    )
     odd = triec.Vocabulary.load("qwen2", vocab_size=V, eos_token_ids=[151644])  # an EOS id the model does not stop on
     triec.compile(COLORS, odd).save(root / "oddeos.triec")
     triec.compile(COLORS, vocabs["gpt2"]).save(root / "gpt2.triec")
@@ -426,12 +527,14 @@ def test_an_artifact_is_refused_as_the_processors_refuse_it(served: triec.Vocabu
     from types import SimpleNamespace
 
     model = serving.ServedModel("qwen2", V, 151643, (151643, 151645))
-    processors = SimpleNamespace(extra_args={"triec": "oddeos"}, stop_token_ids=None, ignore_eos=False, min_tokens=0,
-                                 structured_outputs=None)  # fmt: skip
+    processors = SimpleNamespace(
+        extra_args={"triec": "oddeos"}, stop_token_ids=None, ignore_eos=False, min_tokens=0, structured_outputs=None
+    )
     with pytest.raises(RequestError) as by_processors:
         serving.check_request(processors, model, serving.ArtifactStore(artifact_dir))
-    backend = Constraints(served, artifact_dir=artifact_dir, tokenizer="qwen2", served=model,
-                          fix_stops=serving.STOPS_HINT)  # fmt: skip
+    backend = Constraints(
+        served, artifact_dir=artifact_dir, tokenizer="qwen2", served=model, fix_stops=serving.STOPS_HINT
+    )
     with pytest.raises(RequestError) as by_schema:
         backend.json_schema({ARTIFACT_KEYWORD: "oddeos"}, stops=model.stop_ids(processors))
     assert str(by_schema.value) == str(by_processors.value)
@@ -439,18 +542,26 @@ def test_an_artifact_is_refused_as_the_processors_refuse_it(served: triec.Vocabu
     assert backend.json_schema({ARTIFACT_KEYWORD: "oddeos"}, stops=[151644]).table.eos_token_ids == (151644,)
 
 
-def test_an_artifact_for_another_tokenizer_of_the_same_width_is_refused(served: triec.Vocabulary, artifact_dir, vocabs) -> None:
+def test_an_artifact_for_another_tokenizer_of_the_same_width_is_refused(
+    served: triec.Vocabulary, artifact_dir, vocabs
+) -> None:
     gpt2 = vocabs["gpt2"]
-    triec.compile(COLORS, triec.Vocabulary(gpt2.token_bytes, eos_token_ids=[50256], vocab_size=V)).save(artifact_dir / "wide.triec")
+    triec.compile(COLORS, triec.Vocabulary(gpt2.token_bytes, eos_token_ids=[50256], vocab_size=V)).save(
+        artifact_dir / "wide.triec"
+    )
     with pytest.raises(RequestError, match="another tokenizer"):
         Constraints(served, artifact_dir=artifact_dir).artifact("wide")
 
 
-def test_tool_schema_artifacts_are_served_and_a_missing_directory_is_refused(served: triec.Vocabulary, artifact_dir,
-                                                                               monkeypatch) -> None:  # fmt: skip
+def test_tool_schema_artifacts_are_served_and_a_missing_directory_is_refused(
+    served: triec.Vocabulary, artifact_dir, monkeypatch
+) -> None:
     pytest.importorskip("llguidance")
-    schema = {"type": "object", "properties": {"name": {"type": "string", "enum": ["a", "b"]}, "arguments": {"type": "object"}},
-              "required": ["name", "arguments"]}  # fmt: skip
+    schema = {
+        "type": "object",
+        "properties": {"name": {"type": "string", "enum": ["a", "b"]}, "arguments": {"type": "object"}},
+        "required": ["name", "arguments"],
+    }
     triec.compile_schema(schema, served).save(artifact_dir / "toolcall.triec")
     grammar = Constraints(served, artifact_dir=artifact_dir).artifact("toolcall")
     m = grammar.matcher()  # a schema table's own matcher, with the Matcher methods
@@ -474,9 +585,23 @@ def test_the_required_tools_schema_and_enums_anywhere_are_served_by_the_schema_l
     pytest.importorskip("xgrammar")
     from triec.schema.tools import tools_from_required_schema
 
-    required = {"type": "array", "minItems": 1, "items": {"type": "object", "anyOf": [
-        {"properties": {"name": {"type": "string", "enum": [n]}, "parameters": {"type": "object", "properties": {
-            "x": {"type": "integer"}}}}, "required": ["name", "parameters"]} for n in ("get", "get_user", "put")]}}
+    required = {
+        "type": "array",
+        "minItems": 1,
+        "items": {
+            "type": "object",
+            "anyOf": [
+                {
+                    "properties": {
+                        "name": {"type": "string", "enum": [n]},
+                        "parameters": {"type": "object", "properties": {"x": {"type": "integer"}}},
+                    },
+                    "required": ["name", "parameters"],
+                }
+                for n in ("get", "get_user", "put")
+            ],
+        },
+    }
     tools, parallel = tools_from_required_schema(required)
     assert [t.name for t in tools] == ["get", "get_user", "put"] and parallel
     assert tools_from_required_schema({**required, "maxItems": 1})[1] is False

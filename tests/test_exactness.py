@@ -243,7 +243,10 @@ def test_random_sets_match_oracle(name: str, vocabs: dict[str, triec.Vocabulary]
 # ---------------------------------------------------------------- 4. save -> load
 
 MIXED = sorted(
-    set(triec.synthetic.sets.tool_names(500)) | set(CASES["unicode"]) | set(CASES["whitespace"]) | set(CASES["prefix_chain"])
+    set(triec.synthetic.sets.tool_names(500))
+    | set(CASES["unicode"])
+    | set(CASES["whitespace"])
+    | set(CASES["prefix_chain"])
     | {""}
 )
 

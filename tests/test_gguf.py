@@ -94,8 +94,11 @@ def test_cli_compiles_with_a_gguf_tokenizer(tmp_path: Path) -> None:
     values = tmp_path / "v.txt"
     values.write_text("alpha\nbeta\n")
     out = tmp_path / "v.triec"
-    run = subprocess.run([sys.executable, "-m", "triec.cli", "compile", str(values), "-t", str(path), "-o", str(out)],
-                         capture_output=True, text=True)  # fmt: skip
+    run = subprocess.run(
+        [sys.executable, "-m", "triec.cli", "compile", str(values), "-t", str(path), "-o", str(out)],
+        capture_output=True,
+        text=True,
+    )
     assert run.returncode == 0, run.stderr
     assert triec.load(out).values == ["alpha", "beta"]
 
@@ -119,12 +122,17 @@ def test_bad_gguf_files_are_refused_with_the_file_named(tmp_path: Path) -> None:
     _write_gguf(bert, "gpt2", model="bert")
     with pytest.raises(TokenizerError, match=r"bert\.gguf: GGUF tokenizer model 'bert' is not supported"):
         triec.Vocabulary.load(bert)
-    run = subprocess.run([sys.executable, "-m", "triec.cli", "inspect", "x.triec"], capture_output=True, text=True, cwd=tmp_path)
+    run = subprocess.run(
+        [sys.executable, "-m", "triec.cli", "inspect", "x.triec"], capture_output=True, text=True, cwd=tmp_path
+    )
     assert run.returncode == 2
     values = tmp_path / "v.txt"
     values.write_text("alpha\n")
-    run = subprocess.run([sys.executable, "-m", "triec.cli", "compile", str(values), "-t", str(bert), "-o", str(tmp_path / "o.triec")],
-                         capture_output=True, text=True)  # fmt: skip
+    run = subprocess.run(
+        [sys.executable, "-m", "triec.cli", "compile", str(values), "-t", str(bert), "-o", str(tmp_path / "o.triec")],
+        capture_output=True,
+        text=True,
+    )
     assert run.returncode == 2 and "bert.gguf" in run.stderr and not (tmp_path / "o.triec").exists()
 
 

@@ -9,7 +9,18 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-HEAVY = ("numpy", "typer", "rich", "pydantic", "tokenizers", "msgpack", "zstandard", "torch", "transformers", "ahocorasick")
+HEAVY = (
+    "numpy",
+    "typer",
+    "rich",
+    "pydantic",
+    "tokenizers",
+    "msgpack",
+    "zstandard",
+    "torch",
+    "transformers",
+    "ahocorasick",
+)
 
 
 def loaded_after(code: str) -> set[str]:
@@ -45,7 +56,9 @@ def test_serving_core_is_framework_free() -> None:
     """The serving core every integration shares (artifacts, the served model, requests, admission) and the
     framework-free constraints pull in no serving framework and no torch: SGLang's artifact path must not
     load a vLLM module, and a llama.cpp processor none at all."""
-    code = "import sys, triec.integrations.serving, triec.integrations.constraints\n" + \
-        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('vllm', 'sglang', 'torch') " + \
-        "or m.startswith('triec.integrations.vllm'))\nassert not bad, bad"
+    code = (
+        "import sys, triec.integrations.serving, triec.integrations.constraints\n"
+        + "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('vllm', 'sglang', 'torch') "
+        + "or m.startswith('triec.integrations.vllm'))\nassert not bad, bad"
+    )
     assert "torch" not in loaded_after(code)

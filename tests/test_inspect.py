@@ -44,7 +44,12 @@ def test_depth_distribution_adds_up(table: triec.MaskTable) -> None:
     assert sum(r["states"] for r in rows) == table.num_states
     total = sum(r["mean_allowed"] * r["states"] for r in rows)
     assert total == pytest.approx(sum(len(table.allowed(s)) for s in range(table.num_states)))
-    assert rows[0] == {"depth": 0, "states": 1, "mean_allowed": len(table.allowed(0)), "max_allowed": len(table.allowed(0))}
+    assert rows[0] == {
+        "depth": 0,
+        "states": 1,
+        "mean_allowed": len(table.allowed(0)),
+        "max_allowed": len(table.allowed(0)),
+    }
 
 
 def test_describe_state_decodes_tokens_from_the_table(table: triec.MaskTable, vocabs) -> None:
@@ -72,7 +77,14 @@ def test_inspect_json(artifact: Path, table: triec.MaskTable) -> None:
     assert doc["values"] == len(VALUES) and doc["states"] == table.num_states
     assert doc["tokenizer"]["fingerprint"] == table.tokenizer_fingerprint
     assert doc["format_version"] == 1 and doc["triec_version"] == triec.__version__
-    assert set(doc["sections"]) == {"allowed_offsets", "allowed_tokens", "allowed_next", "value_state", "value_lcp", "state_byte"}
+    assert set(doc["sections"]) == {
+        "allowed_offsets",
+        "allowed_tokens",
+        "allowed_next",
+        "value_state",
+        "value_lcp",
+        "state_byte",
+    }
     assert all(v["bytes"] >= 0 and v["zstd_bytes"] > 0 for v in doc["sections"].values())
     assert doc["state"]["prefix"] == "get_" and not doc["state"]["accepting"]
     assert doc["state"]["values_below"] == 2
@@ -132,9 +144,15 @@ GOLDEN = Path(__file__).resolve().parent.parent / "fixtures" / "golden"
 
 def test_schema_summary_of_slots_grammars_and_crossing_tokens(vocabs) -> None:
     codes = [f"C{i:02d}" for i in range(10)] + ['q"x']
-    schema = {"type": "object", "properties": {"n": {"type": "integer"}, "code": {"enum": codes},
-                                               "alt": {"anyOf": [{"enum": codes}, {"type": "string"}]}},
-              "required": ["n", "code"]}
+    schema = {
+        "type": "object",
+        "properties": {
+            "n": {"type": "integer"},
+            "code": {"enum": codes},
+            "alt": {"anyOf": [{"enum": codes}, {"type": "string"}]},
+        },
+        "required": ["n", "code"],
+    }
     table = triec.compile_schema(schema, vocabs["qwen2"], threshold=5)
     s = ins.schema_summary(table)
     assert s["shape"] == "schema" and s["start"] == "grammar 0" and s["threshold"] == 5 and s["tail_offsets"] == []
@@ -145,15 +163,26 @@ def test_schema_summary_of_slots_grammars_and_crossing_tokens(vocabs) -> None:
     assert c["enters"]["trie"] > 0 and c["exits"]["dynamic"] > 0 and sum(c["tails"].values()) == 0
     total = sum(sum(v.values()) for v in c.values())
     assert total == ins.straddle_counts(table)["total"]
-    assert s["engine_enums"] == [{"pointer": "/properties/alt/anyOf/0", "values": 11,
-                                  "reason": "another alternative at its position may take a string"}]
+    assert s["engine_enums"] == [
+        {
+            "pointer": "/properties/alt/anyOf/0",
+            "values": 11,
+            "reason": "another alternative at its position may take a string",
+        }
+    ]
     (g,) = s["grammars"]
     assert g["slots"] == [0] and g["schema_bytes"] == len(table.grammars[0].spec.schema.encode()) and g["after"] == []
 
 
 def test_tail_rows_of_a_tool_call(vocabs) -> None:
-    table = triec.compile_schema({"type": "object", "properties": {"name": {"enum": ["a", "b"]}, "arguments": {}},
-                                  "required": ["name", "arguments"]}, vocabs["gpt2"])  # fmt: skip
+    table = triec.compile_schema(
+        {
+            "type": "object",
+            "properties": {"name": {"enum": ["a", "b"]}, "arguments": {}},
+            "required": ["name", "arguments"],
+        },
+        vocabs["gpt2"],
+    )
     rows = ins.tail_rows(table.slots[0])
     assert [r["offset"] for r in rows] == list(range(len(b', "arguments": ')))
     assert all(r["tokens"] == r["inside_tail"] + r["handover"] + r["into_grammar"] for r in rows)
@@ -171,7 +200,9 @@ def test_inspect_schema_artifacts(tmp_path: Path) -> None:
     assert r1["schema"]["shown_slot"] == 1 and r1["values"] == 39 and r1["state"]["values_below"] == 8
     text = invoke("inspect", str(path), "--widest", "0").stdout
     assert "enums left in the engine" in text and "/properties/note/anyOf/0" in text and "grammars" in text
-    legacy = json.loads(invoke("inspect", str(GOLDEN / "d19-tools-gpt2-llguidance.triec"), "--json", "--widest", "0").stdout)
+    legacy = json.loads(
+        invoke("inspect", str(GOLDEN / "d19-tools-gpt2-llguidance.triec"), "--json", "--widest", "0").stdout
+    )
     assert legacy["format_version"] == 1 and legacy["schema"]["legacy_format"] == 1
     assert "straddle_offsets" in legacy["sections"] and legacy["schema"]["tail"] == ', "arguments": '
     bad = invoke("inspect", str(GOLDEN / "tiny-gpt2.triec"), "--slot", "0")

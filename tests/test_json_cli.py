@@ -48,7 +48,21 @@ def tools_json(tmp_path: Path) -> Path:
 
 def test_compile_json_with_prefix_and_suffix(tmp_path: Path, tools_json: Path) -> None:
     out = tmp_path / "tools.triec"
-    result = invoke("compile", str(tools_json), "-t", "gpt2", "-o", str(out), "--encoding", "json", "--prefix", '{"tool": ', "--suffix", "}", "--json")
+    result = invoke(
+        "compile",
+        str(tools_json),
+        "-t",
+        "gpt2",
+        "-o",
+        str(out),
+        "--encoding",
+        "json",
+        "--prefix",
+        '{"tool": ',
+        "--suffix",
+        "}",
+        "--json",
+    )
     assert result.exit_code == 0, result.stderr
     summary = json.loads(result.stdout)
     assert summary["encoding"] == {"name": "json", "prefix": '{"tool": ', "suffix": "}"}
@@ -66,7 +80,24 @@ def test_compile_json_with_prefix_and_suffix(tmp_path: Path, tools_json: Path) -
 
 def test_inspect_and_verify_an_encoded_artifact(tmp_path: Path, tools_json: Path) -> None:
     out = tmp_path / "tools.triec"
-    assert invoke("compile", str(tools_json), "-t", "gpt2", "-o", str(out), "--encoding", "json", "--prefix", "<", "--suffix", ">", "-q").exit_code == 0
+    assert (
+        invoke(
+            "compile",
+            str(tools_json),
+            "-t",
+            "gpt2",
+            "-o",
+            str(out),
+            "--encoding",
+            "json",
+            "--prefix",
+            "<",
+            "--suffix",
+            ">",
+            "-q",
+        ).exit_code
+        == 0
+    )
     report = json.loads(invoke("inspect", str(out), "--json", "--prefix", '<"slack.').stdout)
     assert report["format_version"] == 2 and report["encoding"] == {"name": "json", "prefix": "<", "suffix": ">"}
     assert report["state"]["first_values"] == ["slack.get_user", "slack.send_message"]  # the user's values
@@ -91,10 +122,19 @@ def test_schema_file(tmp_path: Path) -> None:
     assert invoke("compile", str(path), "-t", "gpt2", "-o", str(out), "-q").exit_code == 0
     table = triec.load(out, verify=True)
     assert table.strings == sorted(
-        ['{"label": "spam", "version": 1}', '{"label": "ham", "version": 1}', '{"label": "say \\"hi\\"", "version": 1}'], key=str.encode
+        [
+            '{"label": "spam", "version": 1}',
+            '{"label": "ham", "version": 1}',
+            '{"label": "say \\"hi\\"", "version": 1}',
+        ],
+        key=str.encode,
     )
     assert sorted(table.values) == sorted(SCHEMA["properties"]["label"]["enum"])
-    usage_error(invoke("compile", str(path), "-t", "gpt2", "-o", str(out), "--encoding", "json"), "sets its own encoding", "--encoding")
+    usage_error(
+        invoke("compile", str(path), "-t", "gpt2", "-o", str(out), "--encoding", "json"),
+        "sets its own encoding",
+        "--encoding",
+    )
     fragment = tmp_path / "enum.json"
     fragment.write_text(json.dumps({"type": "string", "enum": ["a", "b"]}))  # an enum fragment: raw values, as before
     assert invoke("compile", str(fragment), "-t", "gpt2", "-o", str(out), "-q").exit_code == 0
@@ -106,10 +146,30 @@ def test_schema_file(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("schema", "fragments"),
     [
-        ({"type": "object", "properties": {"b": {"type": "object", "properties": {}}, "a": {"enum": ["x"]}}, "required": ["a", "b"]}, ["properties.b", "'properties'"]),
-        ({"type": "object", "properties": {"c": {"const": 1}, "a": {"enum": ["x"]}, "b": {"enum": ["y"]}}, "required": ["a", "b", "c"]}, ["properties.b", "second 'enum'"]),
-        ({"type": "object", "properties": {"n": {"type": "integer"}, "a": {"enum": ["x"]}}, "required": ["a", "n"]}, ["properties.n", "'type'"]),
-        ({"type": "object", "properties": {"a": {"enum": ["x"], "pattern": "x"}}, "required": ["a"]}, ["properties.a", "'pattern'"]),
+        (
+            {
+                "type": "object",
+                "properties": {"b": {"type": "object", "properties": {}}, "a": {"enum": ["x"]}},
+                "required": ["a", "b"],
+            },
+            ["properties.b", "'properties'"],
+        ),
+        (
+            {
+                "type": "object",
+                "properties": {"c": {"const": 1}, "a": {"enum": ["x"]}, "b": {"enum": ["y"]}},
+                "required": ["a", "b", "c"],
+            },
+            ["properties.b", "second 'enum'"],
+        ),
+        (
+            {"type": "object", "properties": {"n": {"type": "integer"}, "a": {"enum": ["x"]}}, "required": ["a", "n"]},
+            ["properties.n", "'type'"],
+        ),
+        (
+            {"type": "object", "properties": {"a": {"enum": ["x"], "pattern": "x"}}, "required": ["a"]},
+            ["properties.a", "'pattern'"],
+        ),
     ],
 )
 def test_unsupported_schema_exits_2(tmp_path: Path, schema: dict, fragments: list[str]) -> None:
@@ -120,12 +180,30 @@ def test_unsupported_schema_exits_2(tmp_path: Path, schema: dict, fragments: lis
 
 
 def test_bad_encoding_flag_exits_2(tmp_path: Path, tools_json: Path) -> None:
-    usage_error(invoke("compile", str(tools_json), "-t", "gpt2", "-o", str(tmp_path / "x.triec"), "--encoding", "yaml"), "--encoding", "raw, json", "'yaml'")
+    usage_error(
+        invoke("compile", str(tools_json), "-t", "gpt2", "-o", str(tmp_path / "x.triec"), "--encoding", "yaml"),
+        "--encoding",
+        "raw, json",
+        "'yaml'",
+    )
 
 
 def test_raw_prefix_and_suffix_from_stdin(tmp_path: Path) -> None:
     out = tmp_path / "colors.triec"
-    result = invoke("compile", "-", "-t", "gpt2", "-o", str(out), "--prefix", "color: ", "--suffix", "\n", "-q", input="red\ngreen\n")
+    result = invoke(
+        "compile",
+        "-",
+        "-t",
+        "gpt2",
+        "-o",
+        str(out),
+        "--prefix",
+        "color: ",
+        "--suffix",
+        "\n",
+        "-q",
+        input="red\ngreen\n",
+    )
     assert result.exit_code == 0, result.stderr
     table = triec.load(out, verify=True)
     assert table.strings == ["color: green\n", "color: red\n"] and table.values == ["green", "red"]
@@ -157,7 +235,9 @@ def test_header_encoding_checks(tmp_path: Path, vocabs: dict[str, triec.Vocabula
     good = tmp_path / "good.triec"
     triec.compile(TOOLS, vocabs["gpt2"], encoding="json", prefix="[", suffix="]").save(good)
     data = good.read_bytes()
-    assert triec.load(good, verify=True).values == sorted(TOOLS, key=lambda v: Encoding("json", "[", "]").spell(v).encode())
+    assert triec.load(good, verify=True).values == sorted(
+        TOOLS, key=lambda v: Encoding("json", "[", "]").spell(v).encode()
+    )
 
     def load(raw: bytes, verify: bool = False) -> triec.MaskTable:
         path = tmp_path / "forged.triec"
@@ -167,15 +247,31 @@ def test_header_encoding_checks(tmp_path: Path, vocabs: dict[str, triec.Vocabula
     cases: list[tuple[Callable[[dict[str, Any]], None], int, str]] = [
         (lambda h: None, PLAIN_FORMAT_VERSION, "'encoding': needs format version 2"),
         (lambda h: h.pop("encoding"), ENCODED_FORMAT_VERSION, "header field 'encoding': expected a map"),
-        (lambda h: h.__setitem__("encoding", {"name": "yaml", "prefix": "", "suffix": ""}), ENCODED_FORMAT_VERSION, "expected one of raw, json"),
-        (lambda h: h.__setitem__("encoding", {"name": "json", "prefix": 1, "suffix": ""}), ENCODED_FORMAT_VERSION, "expected strings"),
-        (lambda h: h.__setitem__("encoding", {"name": "raw", "prefix": "", "suffix": ""}), ENCODED_FORMAT_VERSION, "written as version 1"),
+        (
+            lambda h: h.__setitem__("encoding", {"name": "yaml", "prefix": "", "suffix": ""}),
+            ENCODED_FORMAT_VERSION,
+            "expected one of raw, json",
+        ),
+        (
+            lambda h: h.__setitem__("encoding", {"name": "json", "prefix": 1, "suffix": ""}),
+            ENCODED_FORMAT_VERSION,
+            "expected strings",
+        ),
+        (
+            lambda h: h.__setitem__("encoding", {"name": "raw", "prefix": "", "suffix": ""}),
+            ENCODED_FORMAT_VERSION,
+            "written as version 1",
+        ),
     ]
     for mutate, version, message in cases:
         with pytest.raises(triec.ArtifactError, match=message):
             load(reheader(data, mutate, version))
     # A header whose encoding does not spell the stored strings: refused by the full check.
-    lying = reheader(data, lambda h: h.__setitem__("encoding", {"name": "json", "prefix": "(", "suffix": "]"}), ENCODED_FORMAT_VERSION)
+    lying = reheader(
+        data,
+        lambda h: h.__setitem__("encoding", {"name": "json", "prefix": "(", "suffix": "]"}),
+        ENCODED_FORMAT_VERSION,
+    )
     with pytest.raises(triec.ArtifactError, match="not spelled as header field 'encoding' says"):
         load(lying, verify=True)
     raw_strings = tmp_path / "raw.triec"

@@ -66,7 +66,9 @@ SCHEMA = {
 
 
 def agree(table: triec.MaskTable, vocab: triec.Vocabulary, engine: Engine, compiled: object, walks: int = 10) -> None:
-    result = compare_engine(table, vocab, engine, np.arange(table.num_states), token_paths(table), walks=walks, seed=3, compiled=compiled)
+    result = compare_engine(
+        table, vocab, engine, np.arange(table.num_states), token_paths(table), walks=walks, seed=3, compiled=compiled
+    )
     details = [(m.prefix, m.problem, m.only_triec, m.only_other) for m in result.examples]
     assert result.status == "ok", details
     assert result.states_checked == table.num_states and result.walks == walks
@@ -117,18 +119,25 @@ def test_schema_equals_xgrammars_schema(vocabs: dict[str, triec.Vocabulary], nam
     table = triec.compile_json_schema(SCHEMA, vocab)
     assert sorted(table.values) == sorted(ESCAPING)
     s = table.strings[table.values.index("slack.get_user")]
-    assert s == '{"kind": "tool", "name": "slack.get_user", "version": 2, "strict": true, "note": "a \\"q\\"\\n", "nothing": null}'
+    assert (
+        s
+        == '{"kind": "tool", "name": "slack.get_user", "version": 2, "strict": true, "note": "a \\"q\\"\\n", "nothing": null}'
+    )
     agree(table, vocab, engine, engine.compile_json_schema(SCHEMA))
 
 
 @pytest.mark.parametrize("engine_name", ["xgrammar", "llguidance"])
 @pytest.mark.parametrize("name", NAMES)
 @pytest.mark.parametrize("form", ["json", "schema"])
-def test_json_forms_equal_the_engines_literals(vocabs: dict[str, triec.Vocabulary], name: str, engine_name: str, form: str) -> None:
+def test_json_forms_equal_the_engines_literals(
+    vocabs: dict[str, triec.Vocabulary], name: str, engine_name: str, form: str
+) -> None:
     """The JSON strings as literals: xgrammar's compile_regex and llguidance's regex give triec's masks."""
     vocab = vocabs[name]
     engine = engine_or_skip(engine_name, vocab)
-    table = triec.compile(ESCAPING, vocab, encoding="json") if form == "json" else triec.compile_json_schema(SCHEMA, vocab)
+    table = (
+        triec.compile(ESCAPING, vocab, encoding="json") if form == "json" else triec.compile_json_schema(SCHEMA, vocab)
+    )
     compiled = engine.compile_regex(table.strings) if engine_name == "xgrammar" else engine.compile(table.strings)
     agree(table, vocab, engine, compiled)
 
@@ -240,12 +249,21 @@ def test_random_json_sets_equal_xgrammar(vocabs: dict[str, triec.Vocabulary], na
 
 def test_compile_keywords_and_values(vocabs: dict[str, triec.Vocabulary]) -> None:
     vocab = vocabs["gpt2"]
-    table = triec.compile(["slack.get_user", "github.create_issue", "slack.get_user"], vocab, encoding="json", prefix='{"tool": ', suffix="}")
+    table = triec.compile(
+        ["slack.get_user", "github.create_issue", "slack.get_user"],
+        vocab,
+        encoding="json",
+        prefix='{"tool": ',
+        suffix="}",
+    )
     assert table.strings == ['{"tool": "github.create_issue"}', '{"tool": "slack.get_user"}']
     assert table.values == ["github.create_issue", "slack.get_user"]
     end = table.state_for_prefix('{"tool": "slack.get_user"}')
     assert end is not None and table.value(end) == "slack.get_user" and table.is_accepting(end)
-    assert table.state_for_prefix('{"tool": "slack.get_user"') is not None and table.value(table.state_for_prefix('{"tool": "slack.get_user"')) is None
+    assert (
+        table.state_for_prefix('{"tool": "slack.get_user"') is not None
+        and table.value(table.state_for_prefix('{"tool": "slack.get_user"')) is None
+    )
     same = triec.compile(["slack.get_user", "github.create_issue"], vocab, encoding=Encoding("json", '{"tool": ', "}"))
     assert np.array_equal(same.allowed_tokens, table.allowed_tokens)
     with pytest.raises(triec.ValuesError, match="not both"):
@@ -265,7 +283,9 @@ def test_restrict_takes_the_users_values(vocabs: dict[str, triec.Vocabulary]) ->
     alone = triec.compile(subset, vocab, encoding="json", prefix="<", suffix=">")
     compact = view.compact()
     assert compact.values == alone.values and compact.encoding == alone.encoding
-    assert np.array_equal(compact.allowed_tokens, alone.allowed_tokens) and np.array_equal(compact.allowed_next, alone.allowed_next)
+    assert np.array_equal(compact.allowed_tokens, alone.allowed_tokens) and np.array_equal(
+        compact.allowed_next, alone.allowed_next
+    )
     with pytest.raises(triec.ValueNotInTable):
         table.restrict(['"say \\"hi\\""'])  # a spelling is not a value
 
@@ -277,17 +297,29 @@ def test_schema_errors_name_the_keyword(vocabs: dict[str, triec.Vocabulary]) -> 
         return {"type": "object", "properties": props, "required": list(props), **extra}
 
     bad = {
-        "nested object": (obj({"a": {"enum": ["x"]}, "b": {"type": "object", "properties": {}}}), r"properties\.b: unsupported keyword 'properties'"),
+        "nested object": (
+            obj({"a": {"enum": ["x"]}, "b": {"type": "object", "properties": {}}}),
+            r"properties\.b: unsupported keyword 'properties'",
+        ),
         "two enums": (obj({"a": {"enum": ["x"]}, "b": {"enum": ["y"]}}), r"properties\.b: a second 'enum'"),
-        "free string": (obj({"a": {"enum": ["x"]}, "b": {"type": "string"}}), r"properties\.b: 'type' \"string\" without 'enum' or 'const'"),
+        "free string": (
+            obj({"a": {"enum": ["x"]}, "b": {"type": "string"}}),
+            r"properties\.b: 'type' \"string\" without 'enum' or 'const'",
+        ),
         "number": (obj({"a": {"enum": ["x"]}, "n": {"type": "number"}}), r"properties\.n: 'type' \"number\" without"),
         "minLength": (obj({"a": {"enum": ["x"], "minLength": 2}}), r"properties\.a: unsupported keyword 'minLength'"),
-        "optional": ({"type": "object", "properties": {"a": {"enum": ["x"]}}, "required": []}, r"property 'a' is not in 'required'"),
+        "optional": (
+            {"type": "object", "properties": {"a": {"enum": ["x"]}}, "required": []},
+            r"property 'a' is not in 'required'",
+        ),
         "extra allowed": (obj({"a": {"enum": ["x"]}}, additionalProperties=True), r"'additionalProperties'"),
         "anyOf": (obj({"a": {"enum": ["x"]}}, anyOf=[]), r"unsupported keyword 'anyOf'"),
         "no enum": (obj({"a": {"const": 1}}), r"no property has an 'enum'"),
         "non-string member": (obj({"a": {"enum": ["x", 1]}}), r"properties\.a\.enum index 1: expected a string"),
-        "float const": (obj({"a": {"enum": ["x"]}, "v": {"const": 1.5}}), r"properties\.v: unsupported 'const' value 1\.5"),
+        "float const": (
+            obj({"a": {"enum": ["x"]}, "v": {"const": 1.5}}),
+            r"properties\.v: unsupported 'const' value 1\.5",
+        ),
         "array": ({"type": "array", "properties": {}}, r"unsupported 'type' \"array\""),
     }
     for label, (schema, message) in bad.items():

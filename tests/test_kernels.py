@@ -66,15 +66,25 @@ def check_table(table, rng: np.random.Generator, batch: int = 24) -> None:
 
     dev = table.to_torch("cpu", kernels=True)
     assert dev.packed is not None
-    states = np.concatenate([[table.start], rng.integers(0, table.num_states, batch - 5), table.value_state[:1],
-                             [triec.FINISHED, INVALID, table.num_states + 7]]).astype(np.int64)  # fmt: skip
+    states = np.concatenate(
+        [
+            [table.start],
+            rng.integers(0, table.num_states, batch - 5),
+            table.value_state[:1],
+            [triec.FINISHED, INVALID, table.num_states + 7],
+        ]
+    ).astype(np.int64)
     st = torch.from_numpy(states)
     live = (states >= 0) & (states < table.num_states)
     terminal = np.zeros(table.words_per_row, dtype=np.int32)
     for e in table.eos_token_ids:
         terminal[e >> 5] |= np.int32(np.uint32(1 << (e & 31)).view(np.int32))
-    want = np.stack([table.fill_bitmask(np.array([s]), np.zeros((1, table.words_per_row), np.int32))[0]
-                     if ok else terminal for s, ok in zip(states.tolist(), live.tolist(), strict=True)])  # fmt: skip
+    want = np.stack(
+        [
+            table.fill_bitmask(np.array([s]), np.zeros((1, table.words_per_row), np.int32))[0] if ok else terminal
+            for s, ok in zip(states.tolist(), live.tolist(), strict=True)
+        ]
+    )
     assert np.array_equal(dev.fill(st).numpy(), want)
 
     logits = torch.randn(states.size, table.vocab_size)
@@ -88,8 +98,12 @@ def check_table(table, rng: np.random.Generator, batch: int = 24) -> None:
     by_rows = dev.mask_rows(logits.clone(), rows, st)  # row rows[i] masked by states[i]
     assert torch.equal(by_rows[rows], table.to_torch("cpu", kernels=False).mask_logits(logits[rows].clone(), st))
 
-    picks = np.array([int(rng.choice(table.allowed(s))) if ok and table.allowed(s).size else 0
-                      for s, ok in zip(states.tolist(), live.tolist(), strict=True)])  # fmt: skip
+    picks = np.array(
+        [
+            int(rng.choice(table.allowed(s))) if ok and table.allowed(s).size else 0
+            for s, ok in zip(states.tolist(), live.tolist(), strict=True)
+        ]
+    )
     refused = rng.integers(0, table.vocab_size, states.size)
     eos = np.full(states.size, table.eos_token_ids[0])
     for tokens in (picks, refused, eos, np.full(states.size, table.vocab_size + 3), np.full(states.size, -5)):
@@ -148,11 +162,17 @@ def test_several_tables_in_one_launch(vocabs) -> None:
     for i, (t, s) in enumerate(zip(ids.tolist(), states.tolist(), strict=True)):
         allowed = tables[t].allowed(s) if 0 <= s < tables[t].num_states else np.asarray(sorted(a.eos_token_ids))
         assert np.array_equal(torch.isfinite(masked[i]).nonzero().reshape(-1).numpy(), allowed)
-    tokens = np.array([int(tables[t].allowed(s)[0]) if 0 <= s < tables[t].num_states else 0
-                       for t, s in zip(ids.tolist(), states.tolist(), strict=True)])  # fmt: skip
+    tokens = np.array(
+        [
+            int(tables[t].allowed(s)[0]) if 0 <= s < tables[t].num_states else 0
+            for t, s in zip(ids.tolist(), states.tolist(), strict=True)
+        ]
+    )
     got = fused.advance(it, st, torch.from_numpy(tokens)).tolist()
-    want = [expected_next(tables[t], np.array([s]), np.array([tok]))[0]
-            for t, s, tok in zip(ids.tolist(), states.tolist(), tokens.tolist(), strict=True)]  # fmt: skip
+    want = [
+        expected_next(tables[t], np.array([s]), np.array([tok]))[0]
+        for t, s, tok in zip(ids.tolist(), states.tolist(), tokens.tolist(), strict=True)
+    ]
     assert got == want
     torch_path = TorchTableSet(tables, "cpu", kernels=False)
     assert torch.equal(torch_path.mask_logits(logits.clone(), it, st), masked)
@@ -183,12 +203,35 @@ def test_gpu_check_runs_the_kernels_under_the_interpreter(tmp_path) -> None:
 
     script = "triec.bench.gpu_check"
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    done = subprocess.run([sys.executable, "-m", script, "--device", "cpu", "--triton-interpret", "--tokenizers", "gpt2",
-                           "--ks", "300", "--batches", "3", "--sample", "64", "--vllm", "off"],
-                          capture_output=True, text=True, env=env, timeout=600)  # fmt: skip
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            script,
+            "--device",
+            "cpu",
+            "--triton-interpret",
+            "--tokenizers",
+            "gpt2",
+            "--ks",
+            "300",
+            "--batches",
+            "3",
+            "--sample",
+            "64",
+            "--vllm",
+            "off",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "fused kernels: on (Triton interpreter)" in done.stdout
-    assert done.stdout.count("equal to the numpy runtime") == 2 and "one launch equal to a step per table" in done.stdout
+    assert (
+        done.stdout.count("equal to the numpy runtime") == 2 and "one launch equal to a step per table" in done.stdout
+    )
 
 
 def test_vllm_batch_state_serves_every_table_in_one_launch(vocabs, tmp_path, monkeypatch) -> None:

@@ -36,7 +36,9 @@ def test_nul_bytes_prefixes_and_duplicates() -> None:
 
 def test_long_shared_prefixes_and_chunk_boundaries() -> None:
     base = bytes(range(256)) * 3
-    values = [base[:n] for n in range(0, 768, 7)] + [base[:n] + b"\x00" for n in range(0, 60)] + [base + b"z", base + b"a"]
+    values = (
+        [base[:n] for n in range(0, 768, 7)] + [base[:n] + b"\x00" for n in range(0, 60)] + [base + b"z", base + b"a"]
+    )
     check(values + values[::3])
 
 

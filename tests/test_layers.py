@@ -22,8 +22,20 @@ PACKAGE = Path(triec.__file__).resolve().parent
 ARCHITECTURE = PACKAGE.parent / "docs" / "architecture.md"
 
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("base", ("triec._version", "triec._compat", "triec.errors", "triec.encoding", "triec.keys", "triec.trie",
-              "triec._arrays", "triec._memo", "triec.disk_cache")),
+    (
+        "base",
+        (
+            "triec._version",
+            "triec._compat",
+            "triec.errors",
+            "triec.encoding",
+            "triec.keys",
+            "triec.trie",
+            "triec._arrays",
+            "triec._memo",
+            "triec.disk_cache",
+        ),
+    ),
     ("runtime", ("triec.runtime",)),
     ("artifact", ("triec.artifact",)),
     ("tokenizer", ("triec.tokenizer",)),
@@ -37,11 +49,14 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("package", ("triec",)),  # the public surface: names resolved on first use, so nothing below imports it
     ("bench", ("triec.bench",)),  # measures what users call: the public surface, the integrations, the eval
     ("cli", ("triec.cli", "triec.bench.__main__")),  # python -m triec.bench is `triec bench`
-)  # fmt: skip
+)
 """Bottom up. A module belongs to the layer of the longest name it starts with (``triec`` itself: only exactly)."""
 
 LAZY_EDGES: dict[tuple[str, str], str] = {
-    ("triec.runtime.table", "triec.artifact.formats"): "MaskTable.save writes its artifact; the artifact layer reads tables",
+    (
+        "triec.runtime.table",
+        "triec.artifact.formats",
+    ): "MaskTable.save writes its artifact; the artifact layer reads tables",
 }
 """Upward edges allowed, each imported inside the one function that needs it."""
 
@@ -85,15 +100,20 @@ def _imports(name: str, path: Path, known: set[str], type_checking: bool = False
 
     def visit(node: ast.AST, lazy: bool) -> None:
         for child in ast.iter_child_nodes(node):
-            if (not type_checking and isinstance(child, ast.If)
-                    and ast.unparse(child.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING")):  # fmt: skip
+            if (
+                not type_checking
+                and isinstance(child, ast.If)
+                and ast.unparse(child.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING")
+            ):
                 for other in child.orelse:
                     visit(other, lazy)
                 continue
             inner = lazy or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
             if isinstance(child, (ast.Import, ast.ImportFrom)):
                 found.extend(
-                    Edge(name, t, inner, child.lineno) for t in _targets(child, name, is_package, known) if t in known and t != name
+                    Edge(name, t, inner, child.lineno)
+                    for t in _targets(child, name, is_package, known)
+                    if t in known and t != name
                 )
             visit(child, inner)
 
@@ -193,7 +213,11 @@ def test_no_cycle_even_through_lazy_edges() -> None:
 
 def test_the_artifact_layer_imports_no_format_above_it() -> None:
     """Formats register themselves (artifact/formats.py): the loader reaches the schema format by name only."""
-    upward = [(e.source, e.target) for e in edges() if e.source.startswith("triec.artifact") and layer_of(e.target) > layer_of(e.source)]
+    upward = [
+        (e.source, e.target)
+        for e in edges()
+        if e.source.startswith("triec.artifact") and layer_of(e.target) > layer_of(e.source)
+    ]
     assert upward == []
 
 
@@ -236,12 +260,19 @@ TABLE_LAZY: dict[str, str] = {
 """The only imports runtime/table.py makes inside a function, each for its reason."""
 
 SERVED_BY: dict[str, tuple[str, ...]] = {
-    "triec.runtime.table": ("triec.runtime.arrays", "triec.runtime.kinds", "triec.runtime.states",
-                            "triec.runtime.validate", "triec.runtime.word_masks", "triec.runtime.mask_writer",
-                            "triec.runtime.matcher", "triec.runtime.restrict"),
+    "triec.runtime.table": (
+        "triec.runtime.arrays",
+        "triec.runtime.kinds",
+        "triec.runtime.states",
+        "triec.runtime.validate",
+        "triec.runtime.word_masks",
+        "triec.runtime.mask_writer",
+        "triec.runtime.matcher",
+        "triec.runtime.restrict",
+    ),
     "triec.schema.table": ("triec.schema.parts", "triec.schema.matcher"),
     "triec.tokenizer.vocabulary": ("triec.tokenizer.automaton",),
-}  # fmt: skip
+}
 """A table class (or the vocabulary) and what it composes, imported at its top (downward)."""
 
 
@@ -249,8 +280,11 @@ def test_the_runtime_reads_downward() -> None:
     """No module of the runtime imports runtime/table.py, not even lazily or for annotations: the behaviours read
     a table as ``TableArrays`` (runtime/arrays.py) or ``SetTable`` (runtime/kinds.py), and ``MaskTable`` composes
     them from above."""
-    found = [f"{e.source} (line {e.line})" for e in edges(type_checking=True)
-             if e.target == "triec.runtime.table" and e.source.startswith("triec.runtime.")]  # fmt: skip
+    found = [
+        f"{e.source} (line {e.line})"
+        for e in edges(type_checking=True)
+        if e.target == "triec.runtime.table" and e.source.startswith("triec.runtime.")
+    ]
     assert found == []
 
 
@@ -279,12 +313,20 @@ def test_the_mask_table_imports_in_functions_only_what_it_must() -> None:
     assert inner == set(TABLE_LAZY)
 
 
-INTEGRATION_MODULES = ("triec.integrations.vllm", "triec.integrations.sglang", "triec.integrations.transformers",
-                       "triec.integrations.llama_cpp")
+INTEGRATION_MODULES = (
+    "triec.integrations.vllm",
+    "triec.integrations.sglang",
+    "triec.integrations.transformers",
+    "triec.integrations.llama_cpp",
+)
 """Each framework's integration: none imports another's (the shared parts live in the serving core)."""
 
-FRAMEWORK_FREE = ("triec.integrations.serving", "triec.integrations.constraints", "triec.integrations.limits",
-                  "triec.integrations.matchers")
+FRAMEWORK_FREE = (
+    "triec.integrations.serving",
+    "triec.integrations.constraints",
+    "triec.integrations.limits",
+    "triec.integrations.matchers",
+)
 """The serving core and what it stands on: no serving framework, no torch."""
 
 
@@ -293,8 +335,11 @@ def _owner(name: str) -> str | None:
 
 
 def test_no_integration_imports_another_integrations_module() -> None:
-    crossing = [f"{e.source} -> {e.target} (line {e.line})" for e in edges()
-                if _owner(e.source) and _owner(e.target) and _owner(e.source) != _owner(e.target)]  # fmt: skip
+    crossing = [
+        f"{e.source} -> {e.target} (line {e.line})"
+        for e in edges()
+        if _owner(e.source) and _owner(e.target) and _owner(e.source) != _owner(e.target)
+    ]
     assert crossing == []
 
 
@@ -306,18 +351,24 @@ def test_the_serving_core_imports_no_framework() -> None:
         for node in ast.walk(tree):
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
-                found += [f"{name}: {n}" for n in names if n.split(".")[0] in ("vllm", "sglang", "torch", "llama_cpp")
-                          or _owner(n) is not None]  # fmt: skip
+                found += [
+                    f"{name}: {n}"
+                    for n in names
+                    if n.split(".")[0] in ("vllm", "sglang", "torch", "llama_cpp") or _owner(n) is not None
+                ]
     assert found == []
 
 
 def test_integrations_ask_the_table_not_its_kind() -> None:
     """Per-kind behaviour is an attribute or method of the table protocol (runtime/kinds.py): the integrations and
     the eval loop hold no ``TableKind`` branch."""
-    found = [f"{name} line {node.lineno}" for name, path in modules().items()
-             if name.startswith(("triec.integrations", "triec.eval"))
-             for node in ast.walk(ast.parse(path.read_text()))
-             if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "TableKind"]  # fmt: skip
+    found = [
+        f"{name} line {node.lineno}"
+        for name, path in modules().items()
+        if name.startswith(("triec.integrations", "triec.eval"))
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "TableKind"
+    ]
     assert found == []
 
 
@@ -343,13 +394,25 @@ PRIVATE_ACCESS_ELSEWHERE: frozenset[str] = frozenset()
 """Modules that still read another module's ``_``-prefixed names (none: triec's own privates stay in their module)."""
 
 FRAMEWORK_PRIVATE: dict[tuple[str, str], str] = {
-    ("triec.cli._coercion", "_runtime_param"): "typer keeps a parameter's converter there; D16 replaces it without pydantic",
+    (
+        "triec.cli._coercion",
+        "_runtime_param",
+    ): "typer keeps a parameter's converter there; D16 replaces it without pydantic",
     ("triec.integrations.llama_cpp", "_model"): "llama-cpp-python's model handle (llama_model): pieces, EOG, text",
-    ("triec.integrations.sglang", "_allocate_token_bitmask"): "SGLang's bitmask allocator, so rows match its xgrammar's",
-    ("triec.integrations.sglang", "_tokenizer_info"): "the fallback xgrammar backend's tokenizer info, shared not rebuilt",
+    (
+        "triec.integrations.sglang",
+        "_allocate_token_bitmask",
+    ): "SGLang's bitmask allocator, so rows match its xgrammar's",
+    (
+        "triec.integrations.sglang",
+        "_tokenizer_info",
+    ): "the fallback xgrammar backend's tokenizer info, shared not rebuilt",
     ("triec.integrations.vllm.internals", "_validate_structured_outputs"): "the frontend hook the backend wraps (D22)",
-    ("triec.integrations.vllm.internals", "_masked_reasoning_ends"): "vLLM's reasoning-end bookkeeping, read in one room",
-}  # fmt: skip
+    (
+        "triec.integrations.vllm.internals",
+        "_masked_reasoning_ends",
+    ): "vLLM's reasoning-end bookkeeping, read in one room",
+}
 """Frameworks' own private names triec must reach (no public hook exists): each read in the one module listed, with
 why. Every other ``_``-prefixed read across modules fails the test."""
 
@@ -372,8 +435,12 @@ def _defined_here(tree: ast.AST) -> set[str]:
             found.add(node.name)
         elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
             found.add(node.id)
-        elif (isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) and isinstance(node.value, ast.Name)
-              and node.value.id in ("self", "cls")):  # fmt: skip
+        elif (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.ctx, ast.Store)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in ("self", "cls")
+        ):
             found.add(node.attr)
         elif isinstance(node, ast.Assign) and "__slots__" in [ast.unparse(t) for t in node.targets]:
             found.update(str(c.value) for c in ast.walk(node.value) if isinstance(c, ast.Constant))
@@ -403,9 +470,15 @@ def private_reads(name: str, path: Path, known: set[str]) -> list[str]:
         if isinstance(node, ast.Attribute) and _private(node.attr):
             if not (_own(node.value) or node.attr in here or ast.unparse(node) in STDLIB_PRIVATE):
                 found.append(f"line {node.lineno}: {ast.unparse(node)}")
-        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _ATTRIBUTE_FUNCTIONS
-              and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant)
-              and isinstance(node.args[1].value, str) and _private(node.args[1].value)):  # fmt: skip
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in _ATTRIBUTE_FUNCTIONS
+            and len(node.args) >= 2
+            and isinstance(node.args[1], ast.Constant)
+            and isinstance(node.args[1].value, str)
+            and _private(node.args[1].value)
+        ):
             if not (_own(node.args[0]) or node.args[1].value in here):
                 found.append(f"line {node.lineno}: {ast.unparse(node)}")
         elif isinstance(node, ast.ImportFrom):
@@ -444,4 +517,7 @@ def test_the_private_check_sees_each_form(tmp_path: Path) -> None:
     )
     reads = private_reads("triec.sample", sample, set(modules()))
     assert sorted(r.split(": ", 1)[1] for r in reads) == [
-        "from triec.runtime.table import _hidden", "getattr(t, '_x')", "table._derive"]  # fmt: skip
+        "from triec.runtime.table import _hidden",
+        "getattr(t, '_x')",
+        "table._derive",
+    ]

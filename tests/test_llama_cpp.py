@@ -110,8 +110,10 @@ def spell(table, vocab, key: bytes) -> list[int]:
     """A token path spelling ``key`` through the table: the longest allowed token at each step."""
     m, ids, rest = table.matcher(), [], key
     while rest:
-        t = max((t for t in m.allowed().tolist() if vocab.token_bytes[t] and rest.startswith(vocab.token_bytes[t])),
-                key=lambda t: len(vocab.token_bytes[t]))  # fmt: skip
+        t = max(
+            (t for t in m.allowed().tolist() if vocab.token_bytes[t] and rest.startswith(vocab.token_bytes[t])),
+            key=lambda t: len(vocab.token_bytes[t]),
+        )
         assert m.accept_token(t)
         ids.append(t)
         rest = rest[len(vocab.token_bytes[t]) :]
@@ -177,8 +179,11 @@ def test_greedy_outputs_equal_gbnf_and_end_in_a_value(llm, vocab, bfcl_names, k)
     values = bfcl_names[:k]
     constraint = LlamaCppConstraint(llm, triec.compile(values, vocab))
     grammar = llama_cpp.LlamaGrammar.from_string(alternation(values), verbose=False)
-    for question in ("Which function computes a body mass index?", "Name a function that sorts a list.",
-                     "Which tool gets the weather?"):  # fmt: skip
+    for question in (
+        "Which function computes a body mass index?",
+        "Name a function that sorts a list.",
+        "Which tool gets the weather?",
+    ):
         ours = greedy(llm, chat(question), **constraint.generation_kwargs())
         theirs = greedy(llm, chat(question), grammar=grammar)
         assert ours == theirs, (question, llm.detokenize(ours), llm.detokenize(theirs))
@@ -210,8 +215,12 @@ def test_chat_completion_restricted_and_think_then_answer(llm, vocab, bfcl_names
 
     spaced = triec.compile(bfcl_names[:500], vocab, prefix=" ")
     think = LlamaCppConstraint(llm, spaced, trigger="Answer:")
-    text = llm(chat("Which function computes a body mass index? Think, then write Answer: and the name."),
-               temperature=0, max_tokens=120, **think.generation_kwargs())["choices"][0]["text"]  # fmt: skip
+    text = llm(
+        chat("Which function computes a body mass index? Think, then write Answer: and the name."),
+        temperature=0,
+        max_tokens=120,
+        **think.generation_kwargs(),
+    )["choices"][0]["text"]
     if "Answer:" in text:  # the model wrote the trigger within the budget: one value follows, then the end
         assert text.split("Answer:", 1)[1].strip() in bfcl_names[:500]
 
@@ -251,8 +260,12 @@ def test_a_tool_registry_schema_table(llm, vocab, bfcl_names) -> None:
     tools = json.loads(zstandard.ZstdDecompressor().decompress(raw, max_output_size=1 << 28))[:20]
     table = triec.compile_tools(tools, vocab, format="object")
     constraint = LlamaCppConstraint(llm, table)
-    ids = greedy(llm, chat("Call the function that computes a body mass index for 70 kg and 1.75 m."), limit=120,
-                 **constraint.generation_kwargs())  # fmt: skip
+    ids = greedy(
+        llm,
+        chat("Call the function that computes a body mass index for 70 kg and 1.75 m."),
+        limit=120,
+        **constraint.generation_kwargs(),
+    )
     m = table.matcher()
     assert all(m.accept_token(t) for t in ids)  # every token was allowed where it was written
     text = llm.detokenize(ids).decode("utf-8", "replace")
@@ -274,8 +287,27 @@ def test_eval_on_llama_cpp_equals_gbnf(gguf, tmp_path) -> None:
     data = tmp_path / "m.jsonl"
     bfcl.write(bfcl.convert("multiple", ROOT / "fixtures" / "eval" / "bfcl")[:4], data)
     out = tmp_path / "eval.json"
-    got = CliRunner().invoke(app, ["eval", str(data), "-m", gguf, "--engine", "llama.cpp", "--modes", "free,trie,think,canonical",
-                                   "--compare", "gbnf", "--threads", "2", "--think-budget", "24", "--json", str(out)])  # fmt: skip
+    got = CliRunner().invoke(
+        app,
+        [
+            "eval",
+            str(data),
+            "-m",
+            gguf,
+            "--engine",
+            "llama.cpp",
+            "--modes",
+            "free,trie,think,canonical",
+            "--compare",
+            "gbnf",
+            "--threads",
+            "2",
+            "--think-budget",
+            "24",
+            "--json",
+            str(out),
+        ],
+    )
     assert got.exit_code == 0, got.output
     doc = json.loads(out.read_text())
     assert doc["config"]["engine"] == "llama.cpp"
@@ -303,5 +335,5 @@ def test_after_trigger_grammar_is_the_first_occurrence(llm) -> None:
     from triec.engines.gbnf import after_trigger
 
     text = after_trigger("abab", ["x"])
-    assert "s3 ::= \"a\" s1 | \"b\" answer" in text  # "aba" + "a": the longest border is "a"
+    assert 's3 ::= "a" s1 | "b" answer' in text  # "aba" + "a": the longest border is "a"
     llama_cpp.LlamaGrammar.from_string(after_trigger("Answer:", ["x", 'y"z'], prefix=" "), verbose=False)

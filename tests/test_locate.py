@@ -42,9 +42,14 @@ def test_positions_that_are_served() -> None:
         },
     }
     got = decisions(schema)
-    assert set(got) == {"/properties/deep/properties/x/properties/y/enum"[:-5], "/properties/items/items",
-                        "/properties/tuple/prefixItems/1", "/properties/map/additionalProperties",
-                        "/properties/alt/anyOf/0", "/properties/one/oneOf/1"}
+    assert set(got) == {
+        "/properties/deep/properties/x/properties/y/enum"[:-5],
+        "/properties/items/items",
+        "/properties/tuple/prefixItems/1",
+        "/properties/map/additionalProperties",
+        "/properties/alt/anyOf/0",
+        "/properties/one/oneOf/1",
+    }
     assert all(reason == "" for reason in got.values()), got
 
 
@@ -91,8 +96,10 @@ def test_two_enums_as_alternatives_of_one_position_stay_in_the_engine() -> None:
 
 
 def test_alternatives_through_refs_and_nested_combinators() -> None:
-    schema = {"$defs": {"code": {"enum": BIG}, "num": {"type": "number"}, "s": {"type": "string"}},
-              **obj(a={"anyOf": [{"$ref": "#/$defs/code"}, {"anyOf": [{"$ref": "#/$defs/num"}, {"type": "null"}]}]})}
+    schema = {
+        "$defs": {"code": {"enum": BIG}, "num": {"type": "number"}, "s": {"type": "string"}},
+        **obj(a={"anyOf": [{"$ref": "#/$defs/code"}, {"anyOf": [{"$ref": "#/$defs/num"}, {"type": "null"}]}]}),
+    }
     assert decisions(schema) == {"/$defs/code": ""}
     schema["properties"]["b"] = {"anyOf": [{"$ref": "#/$defs/code"}, {"$ref": "#/$defs/s"}]}
     assert decisions(schema) == {"/$defs/code": "another alternative at its position may take a string"}
@@ -111,23 +118,31 @@ def test_opaque_positions_keep_the_enum_in_the_engine(keyword: str) -> None:
 
 
 def test_a_ref_from_an_opaque_position_keeps_its_target_in_the_engine() -> None:
-    schema = {"$defs": {"code": {"enum": BIG}}, **obj(a={"$ref": "#/$defs/code"}),
-              "allOf": [{"properties": {"b": {"$ref": "#/$defs/code"}}}]}
+    schema = {
+        "$defs": {"code": {"enum": BIG}},
+        **obj(a={"$ref": "#/$defs/code"}),
+        "allOf": [{"properties": {"b": {"$ref": "#/$defs/code"}}}],
+    }
     assert decisions(schema) == {"/$defs/code": "it stands under 'allOf'"}
 
 
 def test_unique_items_and_combinators_beside_other_keywords() -> None:
     assert decisions(obj(a={"type": "array", "items": {"enum": BIG}, "uniqueItems": True})) == {
-        "/properties/a/items": "its array has uniqueItems"}
+        "/properties/a/items": "its array has uniqueItems"
+    }
     assert decisions(obj(a={"anyOf": [{"enum": BIG}, {"type": "integer"}], "minimum": 3})) == {
-        "/properties/a/anyOf/0": "its 'anyOf' stands next to other keywords"}
+        "/properties/a/anyOf/0": "its 'anyOf' stands next to other keywords"
+    }
     assert decisions(obj(a={"anyOf": [{"enum": BIG}], "oneOf": [{"type": "integer"}]})) == {
-        "/properties/a/anyOf/0": "an unresolvable $ref or mixed combinators at its position"}
+        "/properties/a/anyOf/0": "an unresolvable $ref or mixed combinators at its position"
+    }
 
 
 def test_one_site_however_many_references() -> None:
-    schema = {"$defs": {"code": {"enum": BIG}},
-              **obj(a={"$ref": "#/$defs/code"}, b={"type": "array", "items": {"$ref": "#/$defs/code"}})}
+    schema = {
+        "$defs": {"code": {"enum": BIG}},
+        **obj(a={"$ref": "#/$defs/code"}, b={"type": "array", "items": {"$ref": "#/$defs/code"}}),
+    }
     (site,) = locate(schema, T).sites
     assert site.pointer == "/$defs/code" and site.served
 
@@ -147,8 +162,10 @@ def test_pointer_escapes() -> None:
 
 
 def test_with_markers_keeps_everything_else() -> None:
-    schema = {"$defs": {"code": {"type": "string", "enum": BIG, "default": "v1", "examples": ["v2"], "title": "t"}},
-              **obj(a={"$ref": "#/$defs/code"})}
+    schema = {
+        "$defs": {"code": {"type": "string", "enum": BIG, "default": "v1", "examples": ["v2"], "title": "t"}},
+        **obj(a={"$ref": "#/$defs/code"}),
+    }
     marked = with_markers(schema, {"/$defs/code": "M"})
     assert marked["$defs"]["code"] == {"type": "string", "title": "t", "enum": ["M"]}  # default/examples could not hold
     assert marked["properties"] == schema["properties"] and schema["$defs"]["code"]["enum"] == BIG  # not mutated

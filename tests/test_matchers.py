@@ -82,8 +82,11 @@ def test_matcher_rows_write_every_kind_as_its_own_row(served: triec.Vocabulary) 
     try:
         import llguidance  # noqa: F401
 
-        schema = {"type": "object", "properties": {"name": {"type": "string", "enum": ["a", "b"]},
-                  "arguments": {"type": "object"}}, "required": ["name", "arguments"]}  # fmt: skip
+        schema = {
+            "type": "object",
+            "properties": {"name": {"type": "string", "enum": ["a", "b"]}, "arguments": {"type": "object"}},
+            "required": ["name", "arguments"],
+        }
         tool = triec.compile_schema(schema, served)
         matchers += [walked(tool.matcher(), rng, i) for i in range(4)]
     except ImportError:
@@ -106,8 +109,11 @@ def test_matcher_rows_write_every_kind_as_its_own_row(served: triec.Vocabulary) 
 
 def test_one_schema_tables_rows_come_from_its_writer(served: triec.Vocabulary) -> None:
     pytest.importorskip("llguidance")
-    schema = {"type": "object", "properties": {"name": {"type": "string", "enum": ["a", "b"]},
-              "arguments": {"type": "object"}}, "required": ["name", "arguments"]}  # fmt: skip
+    schema = {
+        "type": "object",
+        "properties": {"name": {"type": "string", "enum": ["a", "b"]}, "arguments": {"type": "object"}},
+        "required": ["name", "arguments"],
+    }
     tool = triec.compile_schema(schema, served)
     rng = random.Random(2)
     rows = MatcherRows()

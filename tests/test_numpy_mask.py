@@ -40,7 +40,9 @@ def test_apply_bitmask_equals_the_torch_path_and_masks_past_the_width() -> None:
         bits = rng.integers(-(2**31), 2**31, words, dtype=np.int64).astype(np.int32)
         scores = rng.standard_normal(width).astype(np.float32)
         ours = apply_bitmask(scores, bits)
-        theirs = apply_torch(torch.from_numpy(scores.copy()).unsqueeze(0), torch.from_numpy(bits).unsqueeze(0))[0].numpy()
+        theirs = apply_torch(torch.from_numpy(scores.copy()).unsqueeze(0), torch.from_numpy(bits).unsqueeze(0))[
+            0
+        ].numpy()
         assert np.array_equal(ours, theirs), (width, words)
         if words * 32 < width:
             assert np.isneginf(ours[words * 32 :]).all()

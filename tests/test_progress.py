@@ -65,13 +65,18 @@ def test_verify_draws_a_bar_per_engine_on_a_terminal(terminal: None, artifact: t
     assert "\x1b[" in result.stderr  # drawn with terminal control codes
     bars = [line for line in err.splitlines() if line.startswith(("reference", "llguidance"))]
     assert any(line.startswith("reference") and f"states {states:,}/{states:,}" in line for line in bars), err
-    assert any(line.startswith("llguidance") and "walks 7/7" in line and f"states {states:,}/{states:,}" in line for line in bars), err
+    assert any(
+        line.startswith("llguidance") and "walks 7/7" in line and f"states {states:,}/{states:,}" in line
+        for line in bars
+    ), err
     assert "━" in err and re.search(r"\d:\d\d:\d\d", err)  # a bar, elapsed time and ETA
     assert "OK" in result.stdout and "eta" not in result.stdout  # the report stays on stdout, the bars on stderr
 
 
 @pytest.mark.parametrize("flag", ["--json", "--quiet"])
-def test_verify_json_and_quiet_draw_nothing_even_on_a_terminal(terminal: None, artifact: tuple[Path, int], flag: str) -> None:
+def test_verify_json_and_quiet_draw_nothing_even_on_a_terminal(
+    terminal: None, artifact: tuple[Path, int], flag: str
+) -> None:
     result = invoke("verify", str(artifact[0]), "--walks", "3", flag)
     assert result.exit_code == 0, result.stdout + result.stderr
     assert result.stderr == ""
@@ -114,8 +119,11 @@ def test_progress_callback_follows_the_work(artifact: tuple[Path, int]) -> None:
 def test_verify_through_a_pipe_has_a_clean_stderr(artifact: tuple[Path, int]) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "triec.cli", "verify", str(artifact[0]), "--walks", "3"],
-        capture_output=True, text=True, timeout=300, cwd=ROOT,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == "" and "OK" in proc.stdout and "\x1b[" not in proc.stdout
 
@@ -129,7 +137,11 @@ def test_walk_reports_monotone_progress_and_the_same_result(vocabs: dict[str, tr
     calls: list[tuple[int, int]] = []
     with_progress = walk(trie, vocab.automaton, vocab.vocab_size, lambda d, t: calls.append((d, t)))
     without = walk(trie, vocab.automaton, vocab.vocab_size)
-    for a, b in zip((with_progress.offsets, with_progress.tokens, with_progress.next_state), (without.offsets, without.tokens, without.next_state), strict=True):
+    for a, b in zip(
+        (with_progress.offsets, with_progress.tokens, with_progress.next_state),
+        (without.offsets, without.tokens, without.next_state),
+        strict=True,
+    ):
         assert np.array_equal(a, b)
     done = [d for d, _ in calls]
     assert done == sorted(done) and calls[-1][0] == calls[-1][1] and len({t for _, t in calls}) == 1
@@ -151,7 +163,9 @@ def test_compile_grows_a_bar_on_a_terminal(terminal: None, monkeypatch: pytest.M
     assert "reading" in err and "writing" in err  # the spinner of each phase
 
 
-def test_compile_shows_no_bar_in_its_first_second(terminal: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_compile_shows_no_bar_in_its_first_second(
+    terminal: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.setattr(_progress, "SHOW_AFTER_S", 3600.0)
     values = tmp_path / "tools.txt"
     values.write_text("\n".join(triec.synthetic.sets.tool_names(500)) + "\n")
@@ -161,7 +175,9 @@ def test_compile_shows_no_bar_in_its_first_second(terminal: None, monkeypatch: p
 
 
 @pytest.mark.parametrize("flag", ["--json", "--quiet", None])
-def test_compile_is_silent_on_stderr_unless_shown(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flag: str | None) -> None:
+def test_compile_is_silent_on_stderr_unless_shown(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flag: str | None
+) -> None:
     monkeypatch.setattr(_progress, "SHOW_AFTER_S", 0.0)
     if flag is not None:  # JSON and --quiet: nothing even on a terminal; otherwise: no terminal at all
         monkeypatch.setattr(_common, "err", Console(stderr=True, force_terminal=True, width=150))
@@ -209,4 +225,6 @@ def test_bench_ctrl_c_keeps_the_cells_measured(monkeypatch: pytest.MonkeyPatch, 
     assert "interrupted" in result.stderr and "1 cell" in result.stderr
     data = json.loads(out.read_text())
     assert data["interrupted"] is True
-    assert [list(r["engines"]) for r in data["results"]] == [["triec"]] and data["results"][0]["engines"]["triec"]["status"] == "ok"
+    assert [list(r["engines"]) for r in data["results"]] == [["triec"]] and data["results"][0]["engines"]["triec"][
+        "status"
+    ] == "ok"

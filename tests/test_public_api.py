@@ -70,11 +70,20 @@ def test_every_public_exception_lives_in_errors_and_is_exported() -> None:
             assert exc.name and not exc.name.startswith("triec"), exc
             continue
         for attr, value in vars(module).items():
-            if inspect.isclass(value) and issubclass(value, Exception) and value.__module__ == name and not attr.startswith("_"):
+            if (
+                inspect.isclass(value)
+                and issubclass(value, Exception)
+                and value.__module__ == name
+                and not attr.startswith("_")
+            ):
                 if name != "triec.errors" and not _framework_binding(name, value):
                     outside.append(f"{name}.{attr}")
     assert outside == []
-    defined = {a for a, v in vars(triec.errors).items() if inspect.isclass(v) and issubclass(v, Exception) and v.__module__ == "triec.errors"}
+    defined = {
+        a
+        for a, v in vars(triec.errors).items()
+        if inspect.isclass(v) and issubclass(v, Exception) and v.__module__ == "triec.errors"
+    }
     assert defined == {n for n, m in triec._WHERE.items() if m == "triec.errors"}
 
 
@@ -88,4 +97,3 @@ def test_every_public_class_name_is_defined_once() -> None:
             if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
                 found.setdefault(node.name, []).append(f"{path.relative_to(INIT.parent.parent)}:{node.lineno}")
     assert {name: where for name, where in found.items() if len(where) > 1} == {}
-

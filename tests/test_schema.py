@@ -23,16 +23,40 @@ from triec.verify.schemas import compare_schema
 
 pytestmark = pytest.mark.engines
 
-ENGINES = ["llguidance", pytest.param("xgrammar", marks=pytest.mark.skipif(
-    __import__("importlib").util.find_spec("xgrammar") is None, reason="xgrammar not installed"))]
+ENGINES = [
+    "llguidance",
+    pytest.param(
+        "xgrammar",
+        marks=pytest.mark.skipif(
+            __import__("importlib").util.find_spec("xgrammar") is None, reason="xgrammar not installed"
+        ),
+    ),
+]
 
 # quotes, backslashes, '/', non-ASCII, emoji, U+2028, the empty name, names that are prefixes of each other
-NAMES = ["get_user", "get", "get_users", "get_user_by_id", 'say "hi"', "back\\slash", "a/b", "café",
-         "日本語", "👩\u200d💻", "\u2028", "", "x"]
+NAMES = [
+    "get_user",
+    "get",
+    "get_users",
+    "get_user_by_id",
+    'say "hi"',
+    "back\\slash",
+    "a/b",
+    "café",
+    "日本語",
+    "👩\u200d💻",
+    "\u2028",
+    "",
+    "x",
+]
 
 ARGS = {
-    "object": {"type": "object", "properties": {"query": {"type": "string"}, "limit": {"type": "integer"}},
-               "required": ["query"], "additionalProperties": False},
+    "object": {
+        "type": "object",
+        "properties": {"query": {"type": "string"}, "limit": {"type": "integer"}},
+        "required": ["query"],
+        "additionalProperties": False,
+    },
     "string": {"type": "string"},
     "any": {},
     "free_object": {"type": "object"},
@@ -40,8 +64,12 @@ ARGS = {
 
 
 def tool_schema(names: list[str], args: dict, **extra: object) -> dict:
-    return {"type": "object", "properties": {"name": {"type": "string", "enum": names}, "arguments": args},
-            "required": ["name", "arguments"], **extra}
+    return {
+        "type": "object",
+        "properties": {"name": {"type": "string", "enum": names}, "arguments": args},
+        "required": ["name", "arguments"],
+        **extra,
+    }
 
 
 def greedy(vocab: triec.Vocabulary, text: bytes) -> list[int]:
@@ -80,9 +108,13 @@ def test_exact_for_each_kind_of_arguments(vocabs: dict[str, triec.Vocabulary], e
 
 
 def test_three_properties_and_refs(vocabs: dict[str, triec.Vocabulary]) -> None:
-    schema = {"type": "object", "$defs": {"id": {"type": "integer"}},
-              "properties": {"tool": {"enum": ["a", "ab"]}, "id": {"$ref": "#/$defs/id"}, "args": {"type": "boolean"}},
-              "required": ["tool", "id", "args"], "additionalProperties": False}
+    schema = {
+        "type": "object",
+        "$defs": {"id": {"type": "integer"}},
+        "properties": {"tool": {"enum": ["a", "ab"]}, "id": {"$ref": "#/$defs/id"}, "args": {"type": "boolean"}},
+        "required": ["tool", "id", "args"],
+        "additionalProperties": False,
+    }
     table = triec.compile_schema(schema, vocabs["gpt2"])
     assert table.tail == b', "id": '
     check(table, schema)
@@ -93,8 +125,26 @@ def test_three_properties_and_refs(vocabs: dict[str, triec.Vocabulary]) -> None:
 
 def synthetic_vocab(extra: list[bytes]) -> triec.Vocabulary:
     """Every single byte, some ordinary pieces, tokens that straddle, then EOS (b"")."""
-    pieces = [bytes([b]) for b in range(256)] + [b'{"', b'name', b'":', b' "', b'ge', b't_', b'user', b'",', b'", "',
-                                                  b'arguments', b'": ', b'{}', b'}}', b'"}'] + extra
+    pieces = (
+        [bytes([b]) for b in range(256)]
+        + [
+            b'{"',
+            b"name",
+            b'":',
+            b' "',
+            b"ge",
+            b"t_",
+            b"user",
+            b'",',
+            b'", "',
+            b"arguments",
+            b'": ',
+            b"{}",
+            b"}}",
+            b'"}',
+        ]
+        + extra
+    )
     tokens = list(dict.fromkeys(pieces))
     return triec.Vocabulary(tokens + [b""], eos_token_ids=[len(tokens)], name="synthetic")
 
@@ -107,8 +157,11 @@ SYNTHETIC = [
     b'{"name": "get", "arguments": {}}',  # a whole output
     b'{"name": "',  # the prefix
     b'guments": {"q": "',  # from inside the tail into a string of the arguments
-    b'": {}}', b'"arguments": {}',  # tail offset > 0 into the arguments
-    b'r"', b'\\""', b's", ',
+    b'": {}}',
+    b'"arguments": {}',  # tail offset > 0 into the arguments
+    b'r"',
+    b'\\""',
+    b's", ',
 ]
 
 
@@ -155,15 +208,18 @@ def _brute_crossings(vocab: triec.Vocabulary, table: triec.SchemaTable, schema: 
                 continue
             for key in keys:
                 if key.startswith(p) and len(key) > len(p) and (p + b).startswith(key) and len(p + b) > len(key):
-                    r = (p + b)[len(key):]
-                    if tail.startswith(r) or (r.startswith(tail) and viable(key, r[len(tail):])):
+                    r = (p + b)[len(key) :]
+                    if tail.startswith(r) or (r.startswith(tail) and viable(key, r[len(tail) :])):
                         found.add(t)
         per_state[s] = found
     per_offset = {}
     for i in range(len(tail)):
         found = set()
         for t, b in enumerate(vocab.token_bytes):
-            if b and (tail[i:].startswith(b) or (b.startswith(tail[i:]) and len(b) > len(tail) - i and viable(keys[0], b[len(tail) - i:]))):
+            if b and (
+                tail[i:].startswith(b)
+                or (b.startswith(tail[i:]) and len(b) > len(tail) - i and viable(keys[0], b[len(tail) - i :]))
+            ):
                 found.add(t)
         per_offset[i] = found
     return per_state, per_offset
@@ -202,7 +258,9 @@ def test_crossing_sets_equal_brute_force(engine: str) -> None:
 # ---------------------------------------------------------------- names and shapes
 
 
-def test_control_characters_refused_for_llguidance_and_exact_under_xgrammar(vocabs: dict[str, triec.Vocabulary]) -> None:
+def test_control_characters_refused_for_llguidance_and_exact_under_xgrammar(
+    vocabs: dict[str, triec.Vocabulary],
+) -> None:
     schema = tool_schema(["a\nb", "del\x7f", "tab\there"], ARGS["string"])
     with pytest.raises(SchemaShapeError, match="control character.*several ways"):
         triec.compile_schema(schema, vocabs["gpt2"])
@@ -214,8 +272,9 @@ def test_control_characters_refused_for_llguidance_and_exact_under_xgrammar(voca
     check(table, schema)
     with pytest.raises(TriecError, match="slot 0: a value holds a control character.*xgrammar"):
         table.with_engine("llguidance")  # it would also take \u000a for \n: not served loosely
-    plain = triec.compile_schema(tool_schema(["back\\nslash", "tab\\\\t"], ARGS["string"]), vocabs["gpt2"],
-                                 engine="xgrammar")  # a backslash and a letter: no control character
+    plain = triec.compile_schema(
+        tool_schema(["back\\nslash", "tab\\\\t"], ARGS["string"]), vocabs["gpt2"], engine="xgrammar"
+    )  # a backslash and a letter: no control character
     assert plain.with_engine("llguidance").engine == "llguidance"
 
 
@@ -223,13 +282,26 @@ def test_control_characters_refused_for_llguidance_and_exact_under_xgrammar(voca
     ("schema", "message"),
     [
         ([1], "expected a JSON object"),
-        ({"type": "object", "properties": {"name": {"enum": ["a"]}}, "required": ["name"]}, "at least one more property"),
+        (
+            {"type": "object", "properties": {"name": {"enum": ["a"]}}, "required": ["name"]},
+            "at least one more property",
+        ),
         (tool_schema(["a"], {}) | {"required": ["name"]}, '"required" must list every property'),
         (tool_schema(["a"], {}) | {"additionalProperties": True}, '"additionalProperties" must be false'),
         (tool_schema(["a"], {}) | {"allOf": []}, "keyword 'allOf' is not supported"),
         (tool_schema(["a"], {}) | {"type": "array"}, '"type" must be "object"'),
-        ({"type": "object", "properties": {"name": {"type": "string"}, "a": {}}, "required": ["name", "a"]}, 'must be a string "enum"'),
-        ({"type": "object", "properties": {"name": {"enum": ["a"], "minLength": 2}, "a": {}}, "required": ["name", "a"]}, "'minLength' is not supported"),
+        (
+            {"type": "object", "properties": {"name": {"type": "string"}, "a": {}}, "required": ["name", "a"]},
+            'must be a string "enum"',
+        ),
+        (
+            {
+                "type": "object",
+                "properties": {"name": {"enum": ["a"], "minLength": 2}, "a": {}},
+                "required": ["name", "a"],
+            },
+            "'minLength' is not supported",
+        ),
         (tool_schema([1], {}), '"enum"\\[0\\] is int'),
         (tool_schema([], {}), "non-empty array"),
     ],
@@ -266,7 +338,12 @@ def test_matcher_api(vocabs: dict[str, triec.Vocabulary]) -> None:
     ids = {b: i for i, b in enumerate(vocab.token_bytes) if b}
     assert m.value is None and m.phase == "slot"
     assert not m.accept_token(ids[b"x"]) and m.phase == "slot"  # refused, no change
-    assert m.accept_token(ids[b'{"']) and m.accept_token(ids[b"name"]) and m.accept_token(ids[b'":']) and m.accept_token(ids[b' "'])
+    assert (
+        m.accept_token(ids[b'{"'])
+        and m.accept_token(ids[b"name"])
+        and m.accept_token(ids[b'":'])
+        and m.accept_token(ids[b' "'])
+    )
     assert m.accept_token(ids[b"send"]) and m.value is None
     row = np.zeros(table.words_per_row, dtype=np.int32)
     m.fill_bitmask(row)
@@ -294,7 +371,9 @@ def test_matcher_api(vocabs: dict[str, triec.Vocabulary]) -> None:
         m.rollback(1)
 
 
-def test_grammar_cache_replaces_the_straddle_cache(vocabs: dict[str, triec.Vocabulary], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_grammar_cache_replaces_the_straddle_cache(
+    vocabs: dict[str, triec.Vocabulary], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """D19 cached its straddle tables on disk; the crossing tokens are now classified per slot at compile
     time and the engine work lives in caches in memory: each driver compiles a grammar once (least recently
     used out past ``TRIEC_GRAMMAR_CACHE``), a table makes each grammar's template once, and the rows judged
@@ -388,8 +467,11 @@ def test_writer_rows_equal_full_rows_along_random_batches(vocabs: dict[str, trie
 
 @pytest.mark.parametrize("engine", ENGINES)
 def test_non_ascii_and_quoted_property_names(vocabs: dict[str, triec.Vocabulary], engine: str) -> None:
-    schema = {"type": "object", "properties": {"wérkzeug": {"enum": ["a", "é"]}, 'ar"g/s': {"type": "integer"}},
-              "required": ["wérkzeug", 'ar"g/s']}
+    schema = {
+        "type": "object",
+        "properties": {"wérkzeug": {"enum": ["a", "é"]}, 'ar"g/s': {"type": "integer"}},
+        "required": ["wérkzeug", 'ar"g/s'],
+    }
     table = triec.compile_schema(schema, vocabs["qwen2"], engine=engine)
     assert table.prefix == '{"wérkzeug": '.encode() and table.tail == b', "ar\\"g/s": '
     check(table, schema)

@@ -29,7 +29,10 @@ ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = ROOT / "fixtures" / "golden"
 MANIFEST = json.loads((GOLDEN / "schemas.json").read_text(encoding="utf-8"))
 HAS_XGRAMMAR = __import__("importlib").util.find_spec("xgrammar") is not None
-ENGINES = ["llguidance", pytest.param("xgrammar", marks=pytest.mark.skipif(not HAS_XGRAMMAR, reason="xgrammar not installed"))]
+ENGINES = [
+    "llguidance",
+    pytest.param("xgrammar", marks=pytest.mark.skipif(not HAS_XGRAMMAR, reason="xgrammar not installed")),
+]
 
 
 def artifact_bytes(path: Path) -> bytes:
@@ -91,12 +94,15 @@ def extraction(vocabs: dict[str, triec.Vocabulary]) -> tuple[triec.SchemaTable, 
 
 
 @pytest.mark.parametrize("entry", MANIFEST["schema"], ids=lambda e: e["artifact"])
-def test_golden_schema_artifacts_recompile_byte_for_byte(entry: dict[str, Any], vocabs: dict[str, triec.Vocabulary]) -> None:
+def test_golden_schema_artifacts_recompile_byte_for_byte(
+    entry: dict[str, Any], vocabs: dict[str, triec.Vocabulary]
+) -> None:
     if entry["engine"] == "xgrammar" and not HAS_XGRAMMAR:
         pytest.skip("xgrammar not installed")
     golden = artifact_bytes(GOLDEN / entry["artifact"])
-    table = triec.compile_schema(schema_of(entry), vocabs[entry["tokenizer"]], engine=entry["engine"],
-                                 threshold=entry["threshold"])
+    table = triec.compile_schema(
+        schema_of(entry), vocabs[entry["tokenizer"]], engine=entry["engine"], threshold=entry["threshold"]
+    )
     table.engine_version = decode(golden)[0]["schema"]["engine_version"] or None  # the installed one may differ
     assert encode_artifact(table) == golden, "schema artifact bytes changed: see fixtures/golden/README.md"
     assert struct_version(golden) == 3
@@ -107,7 +113,9 @@ def struct_version(data: bytes) -> int:
 
 
 @pytest.mark.parametrize("entry", MANIFEST["schema"], ids=lambda e: e["artifact"])
-def test_golden_schema_artifacts_load_serve_and_verify(entry: dict[str, Any], vocabs: dict[str, triec.Vocabulary]) -> None:
+def test_golden_schema_artifacts_load_serve_and_verify(
+    entry: dict[str, Any], vocabs: dict[str, triec.Vocabulary]
+) -> None:
     if entry["engine"] == "xgrammar" and not HAS_XGRAMMAR:
         pytest.skip("xgrammar not installed")
     table = triec.load(GOLDEN / entry["artifact"], verify=True, expect_fingerprint=vocabs["gpt2"].fingerprint)
@@ -115,7 +123,10 @@ def test_golden_schema_artifacts_load_serve_and_verify(entry: dict[str, Any], vo
     assert table.info["schema"] == json.dumps(schema_of(entry), ensure_ascii=False, separators=(",", ":"))
     exact(table)
     readme = (GOLDEN / "README.md").read_text(encoding="utf-8")
-    assert entry["artifact"] in readme and __import__("hashlib").sha256(artifact_bytes(GOLDEN / entry["artifact"])).hexdigest() in readme
+    assert (
+        entry["artifact"] in readme
+        and __import__("hashlib").sha256(artifact_bytes(GOLDEN / entry["artifact"])).hexdigest() in readme
+    )
 
 
 @pytest.mark.parametrize("entry", MANIFEST["tools"], ids=lambda e: e["artifact"])
@@ -125,8 +136,9 @@ def test_golden_registry_recompiles_and_verifies(entry: dict[str, Any], vocabs: 
 
     tools = json.loads((GOLDEN / entry["tools"]).read_text(encoding="utf-8"))
     golden = artifact_bytes(GOLDEN / entry["artifact"])
-    table = compile_tools(tools, vocabs[entry["tokenizer"]], format=entry["format"], engine=entry["engine"],
-                          parallel=entry["parallel"])  # fmt: skip
+    table = compile_tools(
+        tools, vocabs[entry["tokenizer"]], format=entry["format"], engine=entry["engine"], parallel=entry["parallel"]
+    )
     table.engine_version = decode(golden)[0]["schema"]["engine_version"] or None
     assert encode_artifact(table) == golden, "schema artifact bytes changed: see fixtures/golden/README.md"
     loaded = triec.load(GOLDEN / entry["artifact"], verify=True)
@@ -181,19 +193,28 @@ def test_a_converted_table_saved_again_is_version_3_and_still_converted(tmp_path
 
 
 def test_the_loader_imports_no_engine(tmp_path: Path) -> None:
-    code = (f"import sys, triec\nt = triec.load({str(GOLDEN / MANIFEST['schema'][0]['artifact'])!r}, verify=True)\n"
-            "print(sorted(m for m in ('llguidance', 'xgrammar', 'torch') if m in sys.modules))\n"
-            "t.matcher()\nprint('llguidance' in sys.modules)")  # fmt: skip
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True,
-                         env={**__import__("os").environ, "PYTHONPATH": str(ROOT)}).stdout.split()
+    code = (
+        f"import sys, triec\nt = triec.load({str(GOLDEN / MANIFEST['schema'][0]['artifact'])!r}, verify=True)\n"
+        "print(sorted(m for m in ('llguidance', 'xgrammar', 'torch') if m in sys.modules))\n"
+        "t.matcher()\nprint('llguidance' in sys.modules)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=True,
+        env={**__import__("os").environ, "PYTHONPATH": str(ROOT)},
+    ).stdout.split()
     assert out == ["[]", "True"]
 
 
 # ---------------------------------------------------------------- version 3
 
 
-def test_round_trip_is_byte_stable_and_answers_alike(extraction: tuple[triec.SchemaTable, bytes], tmp_path: Path,
-                                                     vocabs: dict[str, triec.Vocabulary]) -> None:  # fmt: skip
+def test_round_trip_is_byte_stable_and_answers_alike(
+    extraction: tuple[triec.SchemaTable, bytes], tmp_path: Path, vocabs: dict[str, triec.Vocabulary]
+) -> None:
     table, raw = extraction
     path = tmp_path / "t.triec"
     table.save(path)
@@ -227,15 +248,32 @@ def test_grammar_kinds_and_whitespace_round_trip(vocabs: dict[str, triec.Vocabul
 
     vocab = vocabs["gpt2"]
     entry = MANIFEST["schema"][0]
-    flexible = triec.compile_schema(schema_of(entry), vocab, engine="xgrammar", threshold=entry["threshold"],
-                                    whitespace="any")  # fmt: skip
+    flexible = triec.compile_schema(
+        schema_of(entry), vocab, engine="xgrammar", threshold=entry["threshold"], whitespace="any"
+    )
     tools = json.loads((GOLDEN / MANIFEST["tools"][0]["tools"]).read_text(encoding="utf-8"))
-    tag = {"type": "structural_tag", "format": {"type": "tags_with_separator", "separator": "\n", "at_least_one": True,
-                                                "stop_after_first": False, "tags": [
-        {"type": "tag", "begin": f'<tool_call>\n{{"name": {json.dumps(t["function"]["name"])}, "arguments": ',
-         "end": "}\n</tool_call>", "content": {"type": "json_schema",
-                                                "json_schema": t["function"].get("parameters", {"type": "object"})}}
-        for t in tools if "function" in t]}}  # fmt: skip
+    tag = {
+        "type": "structural_tag",
+        "format": {
+            "type": "tags_with_separator",
+            "separator": "\n",
+            "at_least_one": True,
+            "stop_after_first": False,
+            "tags": [
+                {
+                    "type": "tag",
+                    "begin": f'<tool_call>\n{{"name": {json.dumps(t["function"]["name"])}, "arguments": ',
+                    "end": "}\n</tool_call>",
+                    "content": {
+                        "type": "json_schema",
+                        "json_schema": t["function"].get("parameters", {"type": "object"}),
+                    },
+                }
+                for t in tools
+                if "function" in t
+            ],
+        },
+    }
     tagged = compile_structural_tag(tag, vocab)
     for table in (flexible, tagged):
         table.save(tmp_path / "t.triec")
@@ -243,7 +281,8 @@ def test_grammar_kinds_and_whitespace_round_trip(vocabs: dict[str, triec.Vocabul
         assert [g.spec for g in back.grammars] == [g.spec for g in table.grammars]
         assert [x.open for x in back.slots] == [x.open for x in table.slots]
         assert {g.spec.kind for g in back.grammars} | {g.spec.whitespace for g in back.grammars} >= (
-            {"any"} if table is flexible else {"structural_tag"})
+            {"any"} if table is flexible else {"structural_tag"}
+        )
         back.bind(vocab)
         walk_alike(table, back, random.Random(4), walks=4, steps=30)
 
@@ -253,13 +292,23 @@ def test_registry_sized_header_stays_small(vocabs: dict[str, triec.Vocabulary]) 
     from triec.schema.grammar import GrammarSpec
     from triec.schema.table import Grammar, SchemaTable
 
-    base = triec.compile_schema({"type": "object", "properties": {"n": {"enum": ["a", "b"]}, "x": {}},
-                                 "required": ["n", "x"]}, vocabs["gpt2"])  # fmt: skip
-    grammars = [Grammar(GrammarSpec(json.dumps({"type": "integer", "maximum": i}), ("}",)), b"{", ()) for i in range(3000)]
+    base = triec.compile_schema(
+        {"type": "object", "properties": {"n": {"enum": ["a", "b"]}, "x": {}}, "required": ["n", "x"]}, vocabs["gpt2"]
+    )
+    grammars = [
+        Grammar(GrammarSpec(json.dumps({"type": "integer", "maximum": i}), ("}",)), b"{", ()) for i in range(3000)
+    ]
     slot = base.slots[0]
     slot.value_grammar = np.array([0, 2999], dtype=np.int32)
-    big = SchemaTable(slots=[slot], grammars=grammars, start_slot=0, engine="llguidance", engine_version=None,
-                      convention=base.convention, info={"shape": "test"})  # fmt: skip
+    big = SchemaTable(
+        slots=[slot],
+        grammars=grammars,
+        start_slot=0,
+        engine="llguidance",
+        engine_version=None,
+        convention=base.convention,
+        info={"shape": "test"},
+    )
     raw = encode_artifact(big)
     header, _, _ = container.read_header(raw, "x")
     assert int.from_bytes(raw[12:16], "little") < 4096 and header["schema"]["num_grammars"] == 3000
@@ -294,7 +343,9 @@ def write(tmp_path: Path, data: bytes) -> Path:
         (lambda s: s.update(num_allowed=s["num_allowed"] + 1), "section allowed_tokens: count expected"),
     ],
 )
-def test_hostile_headers_refused(extraction: tuple[triec.SchemaTable, bytes], tmp_path: Path, change: Any, message: str) -> None:
+def test_hostile_headers_refused(
+    extraction: tuple[triec.SchemaTable, bytes], tmp_path: Path, change: Any, message: str
+) -> None:
     header, arrays, version = decode(extraction[1])
     change(header["schema"])
     with pytest.raises(triec.ArtifactError, match=message):
@@ -337,8 +388,12 @@ SLOT_ROW = len(FIELDS)
         (lambda a: _set(a, "slot_table", FIELDS["value_grammar"], 2), "slot_table"),
         (lambda a: _set(a, "slot_table", FIELDS["tail_bytes"], 1), "slot_table"),
         (lambda a: _set(a, "slot_table", FIELDS["open"], 256), "slot_table"),  # an opening byte that is not a byte
-        (lambda a: _set(a, "slot_table", SLOT_ROW + FIELDS["num_entries"], a["slot_table"][SLOT_ROW + FIELDS["num_entries"]] + 1),
-         "slot_table"),  # the slots' counts no longer add up to the header's totals
+        (
+            lambda a: _set(
+                a, "slot_table", SLOT_ROW + FIELDS["num_entries"], a["slot_table"][SLOT_ROW + FIELDS["num_entries"]] + 1
+            ),
+            "slot_table",
+        ),  # the slots' counts no longer add up to the header's totals
         (lambda a: _set(a, "grammar_table", 0, 1 << 40), "grammar_table"),
         (lambda a: _set(a, "grammar_table", 4, 2), "grammar_table"),  # a grammar kind that does not exist
         (lambda a: _set(a, "grammar_table", 5, 7), "grammar_table"),  # nor a whitespace
@@ -347,8 +402,9 @@ SLOT_ROW = len(FIELDS)
         (lambda a: _set(a, "slot_text", a["slot_text"].shape[0] - 1, 0xFF), "slot_text"),  # a marker that is not UTF-8
     ],
 )
-def test_plain_load_checks_every_index(extraction: tuple[triec.SchemaTable, bytes], tmp_path: Path, mutate: Any,
-                                       section: str) -> None:  # fmt: skip
+def test_plain_load_checks_every_index(
+    extraction: tuple[triec.SchemaTable, bytes], tmp_path: Path, mutate: Any, section: str
+) -> None:
     """One index out of range (every CRC recomputed): a plain load refuses it, naming the section."""
     header, arrays, version = decode(extraction[1])
     mutate(arrays)
@@ -364,7 +420,9 @@ def test_plain_load_checks_every_index(extraction: tuple[triec.SchemaTable, byte
         (lambda a: a["entry_state"].__setitem__(slice(-3, None), a["entry_state"][-3:][::-1].copy()), "entry_state"),
     ],
 )
-def test_verify_checks_contents(extraction: tuple[triec.SchemaTable, bytes], tmp_path: Path, mutate: Any, section: str) -> None:
+def test_verify_checks_contents(
+    extraction: tuple[triec.SchemaTable, bytes], tmp_path: Path, mutate: Any, section: str
+) -> None:
     header, arrays, version = decode(extraction[1])
     mutate(arrays)
     path = write(tmp_path, encode(header, arrays, version))
@@ -377,15 +435,18 @@ def test_corrupt_section_refused_by_its_crc(extraction: tuple[triec.SchemaTable,
     raw = bytearray(extraction[1])
     header, data_start, _ = container.read_header(bytes(raw), "x")
     sec = next(s for s in header["sections"] if s["name"] == "grammar_text")
-    raw[data_start + sec["offset"] + sec["length"] - 1] ^= 0x01  # the schema's closing brace: still UTF-8, no longer JSON
+    raw[data_start + sec["offset"] + sec["length"] - 1] ^= (
+        0x01  # the schema's closing brace: still UTF-8, no longer JSON
+    )
     path = write(tmp_path, bytes(raw))
     triec.load(path)  # the layout and every index are fine
     with pytest.raises(triec.ArtifactChecksumError, match="grammar_text"):
         triec.load(path, verify=True)
 
 
-def test_fuzzed_schema_artifacts_load_cleanly_or_fail_with_artifact_error(extraction: tuple[triec.SchemaTable, bytes],
-                                                                         tmp_path: Path) -> None:  # fmt: skip
+def test_fuzzed_schema_artifacts_load_cleanly_or_fail_with_artifact_error(
+    extraction: tuple[triec.SchemaTable, bytes], tmp_path: Path
+) -> None:
     """Bit flips, overwritten words and truncations: a load raises ArtifactError, or gives a table whose rows and
     queries answer (plain loads of a few of them also drive a matcher, which may only raise TriecError)."""
     raw = extraction[1]
@@ -516,8 +577,19 @@ def test_the_layout_knows_every_field_of_a_slot_and_a_grammar() -> None:
     from triec.schema.table import Grammar
 
     assert {f.name for f in dataclasses.fields(Slot) if f.init} == {
-        "trie", "tail", "enter_state", "marker", "exits", "entry_state", "entry_group", "entry_leaf", "tails", "enters",
-        "value_grammar", "open"}  # fmt: skip
+        "trie",
+        "tail",
+        "enter_state",
+        "marker",
+        "exits",
+        "entry_state",
+        "entry_group",
+        "entry_leaf",
+        "tails",
+        "enters",
+        "value_grammar",
+        "open",
+    }
     assert {f.name for f in dataclasses.fields(GrammarSpec)} == {"schema", "after", "kind", "whitespace"}
     assert set(inspect.signature(Grammar).parameters) == {"spec", "template", "slots", "make"}
     assert set(triec.schema.artifact.GRAMMAR_KINDS) >= {"json", "structural_tag"}

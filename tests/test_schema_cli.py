@@ -17,9 +17,16 @@ pytestmark = pytest.mark.engines
 SCHEMA = {
     "type": "object",
     "properties": {
-        "name": {"type": "string", "enum": ["slack.send_message", "slack.get_user", "github.create_issue", "a/b", 'say "hi"']},
-        "arguments": {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"],
-                      "additionalProperties": False},
+        "name": {
+            "type": "string",
+            "enum": ["slack.send_message", "slack.get_user", "github.create_issue", "a/b", 'say "hi"'],
+        },
+        "arguments": {
+            "type": "object",
+            "properties": {"query": {"type": "string"}},
+            "required": ["query"],
+            "additionalProperties": False,
+        },
     },
     "required": ["name", "arguments"],
     "additionalProperties": False,
@@ -51,7 +58,9 @@ def test_compiled_artifact_loads_as_a_schema_table(artifact: Path) -> None:
 
 def test_verify_against_both_engines(artifact: Path) -> None:
     pytest.importorskip("xgrammar")
-    result = invoke("verify", str(artifact), "-t", "gpt2", "--against", "reference,llguidance,xgrammar", "--walks", "5", "--json")
+    result = invoke(
+        "verify", str(artifact), "-t", "gpt2", "--against", "reference,llguidance,xgrammar", "--walks", "5", "--json"
+    )
     assert result.exit_code == 0, result.stdout + result.stderr
     report = json.loads(result.stdout)
     assert report["ok"] and report["schema"]["engine"] == "llguidance"
@@ -88,8 +97,17 @@ def test_bad_schema_exits_2_naming_the_problem(tmp_path: Path) -> None:
     assert "10000 or more members" in result.stderr and "lower the threshold" in result.stderr
     assert not (tmp_path / "x.triec").exists()
     # the same schema with a lower threshold: the enum is served by a slot the engine enters
-    result = invoke("compile", str(tmp_path / "bad.json"), "-t", "gpt2", "-o", str(tmp_path / "x.triec"),
-                    "--enum-threshold", "5", "--json")
+    result = invoke(
+        "compile",
+        str(tmp_path / "bad.json"),
+        "-t",
+        "gpt2",
+        "-o",
+        str(tmp_path / "x.triec"),
+        "--enum-threshold",
+        "5",
+        "--json",
+    )
     assert result.exit_code == 0, result.stderr
     summary = json.loads(result.stdout)
     assert summary["shape"] == "schema" and summary["enum_threshold"] == 5 and summary["slots"][0]["values"] == 5
@@ -97,11 +115,15 @@ def test_bad_schema_exits_2_naming_the_problem(tmp_path: Path) -> None:
 
 def test_no_servable_enum_exits_2_with_each_reason(tmp_path: Path) -> None:
     values = [f"v{i}" for i in range(70)]
-    doc = {"type": "object", "properties": {"a": {"anyOf": [{"enum": values}, {"type": "string"}]},
-                                            "b": {"enum": values, "pattern": "v.*"}}, "required": ["a", "b"]}
+    doc = {
+        "type": "object",
+        "properties": {"a": {"anyOf": [{"enum": values}, {"type": "string"}]}, "b": {"enum": values, "pattern": "v.*"}},
+        "required": ["a", "b"],
+    }
     (tmp_path / "s.json").write_text(json.dumps(doc))
-    result = invoke("compile", str(tmp_path / "s.json"), "-t", "gpt2", "-o", str(tmp_path / "x.triec"),
-                    "--enum-threshold", "64")
+    result = invoke(
+        "compile", str(tmp_path / "s.json"), "-t", "gpt2", "-o", str(tmp_path / "x.triec"), "--enum-threshold", "64"
+    )
     assert result.exit_code == 2 and result.stderr.count("\n") == 1, result.stderr
     assert "/properties/a/anyOf/0: another alternative at its position may take a string" in result.stderr
     assert "/properties/b: keyword 'pattern' next to the enum" in result.stderr
@@ -109,14 +131,19 @@ def test_no_servable_enum_exits_2_with_each_reason(tmp_path: Path) -> None:
 
 def test_engine_option_only_for_schemas(tmp_path: Path) -> None:
     (tmp_path / "v.txt").write_text("a\nb\n")
-    result = invoke("compile", str(tmp_path / "v.txt"), "-t", "gpt2", "-o", str(tmp_path / "v.triec"), "--engine", "xgrammar")
+    result = invoke(
+        "compile", str(tmp_path / "v.txt"), "-t", "gpt2", "-o", str(tmp_path / "v.triec"), "--engine", "xgrammar"
+    )
     assert result.exit_code == 2 and "JSON Schemas only" in result.stderr
 
 
 def test_enum_first_then_structure_is_a_tool_schema_and_flat_schemas_stay_flat(tmp_path: Path) -> None:
     """An enum followed by a structured property compiles as a tool schema; enum + consts stays a flat finite set."""
-    tool = {"type": "object", "properties": {"a": {"enum": ["x", "y"]}, "b": {"type": "object", "properties": {}}},
-            "required": ["a", "b"]}
+    tool = {
+        "type": "object",
+        "properties": {"a": {"enum": ["x", "y"]}, "b": {"type": "object", "properties": {}}},
+        "required": ["a", "b"],
+    }
     (tmp_path / "tool.json").write_text(json.dumps(tool))
     result = invoke("compile", str(tmp_path / "tool.json"), "-t", "gpt2", "-o", str(tmp_path / "tool.triec"), "--json")
     assert result.exit_code == 0, result.stderr
@@ -132,7 +159,9 @@ def test_enum_first_then_structure_is_a_tool_schema_and_flat_schemas_stay_flat(t
 
 def test_spelling_flags_refused_for_tool_schemas(tmp_path: Path) -> None:
     (tmp_path / "tools.json").write_text(json.dumps(SCHEMA))
-    result = invoke("compile", str(tmp_path / "tools.json"), "-t", "gpt2", "-o", str(tmp_path / "t.triec"), "--prefix", "x")
+    result = invoke(
+        "compile", str(tmp_path / "tools.json"), "-t", "gpt2", "-o", str(tmp_path / "t.triec"), "--prefix", "x"
+    )
     assert result.exit_code == 2 and "fixes its own spelling" in result.stderr and "--prefix" in result.stderr
 
 
@@ -165,11 +194,17 @@ def test_summary_says_which_enums_became_tries(extraction: tuple[Path, dict], tm
     _, s = extraction
     assert s["shape"] == "schema" and s["enum_threshold"] == 64 and s["grammars"] == 1
     assert [(x["pointer"], x["values"]) for x in s["slots"]] == [("/properties/codes/items", 72)]
-    assert s["engine_enums"] == [{"pointer": "/properties/alt/anyOf/0", "values": 72,
-                                  "reason": "another alternative at its position may take a string"}]
+    assert s["engine_enums"] == [
+        {
+            "pointer": "/properties/alt/anyOf/0",
+            "values": 72,
+            "reason": "another alternative at its position may take a string",
+        }
+    ]
     (tmp_path / "icd.json").write_text(json.dumps(EXTRACTION))
-    text = invoke("compile", str(tmp_path / "icd.json"), "-t", "gpt2", "-o", str(tmp_path / "x.triec"),
-                  "--enum-threshold", "64").stdout
+    text = invoke(
+        "compile", str(tmp_path / "icd.json"), "-t", "gpt2", "-o", str(tmp_path / "x.triec"), "--enum-threshold", "64"
+    ).stdout
     assert "enums served by a trie" in text and "/properties/codes/items" in text and "left in the engine" in text
 
 
@@ -185,7 +220,9 @@ def test_extraction_artifact_verifies_and_inspects(extraction: tuple[Path, dict]
     assert {c["against"]: c["mismatches"] for c in report["checks"]} == {"reference": 0, "llguidance": 0, "xgrammar": 0}
     s = json.loads(invoke("inspect", str(path), "--json", "--widest", "0").stdout)["schema"]
     assert s["start"] == "grammar 0" and s["slots"][0]["entered_from_grammars"] == [0]
-    assert s["slots"][0]["crossing"]["enters"]["trie"] > 0 and s["engine_enums"][0]["pointer"] == "/properties/alt/anyOf/0"
+    assert (
+        s["slots"][0]["crossing"]["enters"]["trie"] > 0 and s["engine_enums"][0]["pointer"] == "/properties/alt/anyOf/0"
+    )
     bad = invoke("inspect", str(path), "--slot", "3")
     assert bad.exit_code == 2 and "slots 0..0" in bad.stderr
 
@@ -193,17 +230,30 @@ def test_extraction_artifact_verifies_and_inspects(extraction: tuple[Path, dict]
 # ---------------------------------------------------------------- tool registries and structural tags
 
 REGISTRY = [
-    {"type": "function", "function": {"name": "get_weather", "description": "Weather.", "parameters": {
-        "type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer", "minimum": 1}},
-        "required": ["city"], "additionalProperties": False}}},
-    {"name": "send_alert", "inputSchema": {"type": "object", "properties": {"level": {"enum": ["low", "high"]}},
-                                          "required": ["level"]}},  # MCP's spelling in the same list
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "Weather.",
+            "parameters": {
+                "type": "object",
+                "properties": {"city": {"type": "string"}, "days": {"type": "integer", "minimum": 1}},
+                "required": ["city"],
+                "additionalProperties": False,
+            },
+        },
+    },
+    {
+        "name": "send_alert",
+        "inputSchema": {"type": "object", "properties": {"level": {"enum": ["low", "high"]}}, "required": ["level"]},
+    },  # MCP's spelling in the same list
     {"type": "function", "function": {"name": "ping"}},
 ]
 
 
-@pytest.mark.parametrize(("fmt", "flags"), [("vllm", []), ("vllm", ["--single-call"]), ("hermes", []), ("llama3", []),
-                                            ("object", [])])
+@pytest.mark.parametrize(
+    ("fmt", "flags"), [("vllm", []), ("vllm", ["--single-call"]), ("hermes", []), ("llama3", []), ("object", [])]
+)
 def test_compile_inspect_verify_a_tool_registry(tmp_path: Path, fmt: str, flags: list[str]) -> None:
     src = tmp_path / "tools.json"
     src.write_text(json.dumps(REGISTRY))
@@ -221,11 +271,14 @@ def test_compile_inspect_verify_a_tool_registry(tmp_path: Path, fmt: str, flags:
     assert checked.exit_code == 0, checked.stdout + checked.stderr
 
 
-@pytest.mark.parametrize(("doc", "message"), [
-    ([{"name": "a"}, {"name": "a"}], "tools[1].name: 'a' is already the name of tools[0]"),
-    ([{"name": "a", "parameters": 3}], "tools[0].parameters: expected a JSON Schema object"),
-    ({"tools": [{"function": {"name": ""}}]}, "tools[0].function.name: expected a non-empty string"),
-])
+@pytest.mark.parametrize(
+    ("doc", "message"),
+    [
+        ([{"name": "a"}, {"name": "a"}], "tools[1].name: 'a' is already the name of tools[0]"),
+        ([{"name": "a", "parameters": 3}], "tools[0].parameters: expected a JSON Schema object"),
+        ({"tools": [{"function": {"name": ""}}]}, "tools[0].function.name: expected a non-empty string"),
+    ],
+)
 def test_bad_registries_are_one_line_exit_2(tmp_path: Path, doc: object, message: str) -> None:
     src = tmp_path / "tools.json"
     src.write_text(json.dumps(doc))
@@ -236,11 +289,25 @@ def test_bad_registries_are_one_line_exit_2(tmp_path: Path, doc: object, message
 
 def test_a_structural_tag_compiles_with_xgrammar(tmp_path: Path) -> None:
     pytest.importorskip("xgrammar")
-    tags = [{"type": "tag", "begin": f'<tool_call>\n{{"name": "{n}", "arguments": ',
-             "content": {"type": "json_schema", "json_schema": {"type": "object"}}, "end": "}\n</tool_call>"}
-            for n in ("get_weather", "send_alert")]
-    tag = {"type": "structural_tag", "format": {"type": "tags_with_separator", "tags": tags, "separator": "",
-                                                "at_least_one": True, "stop_after_first": False}}
+    tags = [
+        {
+            "type": "tag",
+            "begin": f'<tool_call>\n{{"name": "{n}", "arguments": ',
+            "content": {"type": "json_schema", "json_schema": {"type": "object"}},
+            "end": "}\n</tool_call>",
+        }
+        for n in ("get_weather", "send_alert")
+    ]
+    tag = {
+        "type": "structural_tag",
+        "format": {
+            "type": "tags_with_separator",
+            "tags": tags,
+            "separator": "",
+            "at_least_one": True,
+            "stop_after_first": False,
+        },
+    }
     src = tmp_path / "tag.json"
     src.write_text(json.dumps(tag))
     result = invoke("compile", str(src), "-t", "gpt2", "-o", str(tmp_path / "tag.triec"), "--json")
@@ -264,8 +331,19 @@ def test_tool_choice_auto_compiles_vllms_hermes_tag(tmp_path: Path) -> None:
     tools = [{"type": "function", "function": {"name": n, "parameters": params}} for n in ("search", "send", "sum")]
     (tmp_path / "tools.json").write_text(json.dumps(tools))
     out = tmp_path / "auto.triec"
-    result = invoke("compile", str(tmp_path / "tools.json"), "-t", "gpt2", "-o", str(out), "--tool-format", "hermes",
-                    "--tool-choice", "auto", "--json")  # fmt: skip
+    result = invoke(
+        "compile",
+        str(tmp_path / "tools.json"),
+        "-t",
+        "gpt2",
+        "-o",
+        str(out),
+        "--tool-format",
+        "hermes",
+        "--tool-choice",
+        "auto",
+        "--json",
+    )
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
     assert summary["shape"] == "structural-tag" and summary["trigger"] == "<tool_call>" and summary["names"] == 6
@@ -276,10 +354,12 @@ def test_tool_choice_auto_compiles_vllms_hermes_tag(tmp_path: Path) -> None:
     a, b = (np.zeros(loaded.words_per_row, dtype=np.int32) for _ in range(2))
     ids = {tb: i for i, tb in enumerate(vocab.token_bytes) if tb}
     ms = [loaded.matcher(), direct.matcher()]
-    for piece in (b"Hi", b" <", b"tool", b"_", b"call", b">", b"{\"", b"name", b"\":", b" \"", b"se"):
+    for piece in (b"Hi", b" <", b"tool", b"_", b"call", b">", b'{"', b"name", b'":', b' "', b"se"):
         ms[0].fill_bitmask(a)
         ms[1].fill_bitmask(b)
         assert np.array_equal(a, b), piece
         assert all(m.accept_token(ids[piece]) for m in ms), piece
-    bad = invoke("compile", str(tmp_path / "tools.json"), "-t", "gpt2", "-o", str(tmp_path / "x.triec"), "--tool-choice", "auto")
+    bad = invoke(
+        "compile", str(tmp_path / "tools.json"), "-t", "gpt2", "-o", str(tmp_path / "x.triec"), "--tool-choice", "auto"
+    )
     assert bad.exit_code == 2 and "--tool-format hermes" in bad.output

@@ -23,8 +23,15 @@ from triec.verify.schemas import compare_schema
 
 pytestmark = pytest.mark.engines
 
-ENGINES = ["llguidance", pytest.param("xgrammar", marks=pytest.mark.skipif(
-    __import__("importlib").util.find_spec("xgrammar") is None, reason="xgrammar not installed"))]
+ENGINES = [
+    "llguidance",
+    pytest.param(
+        "xgrammar",
+        marks=pytest.mark.skipif(
+            __import__("importlib").util.find_spec("xgrammar") is None, reason="xgrammar not installed"
+        ),
+    ),
+]
 THRESHOLD = 8
 
 CODES = ["A00.1", "A00.9", "A01", "B20.3", "C34.10", "C34.9", "J45", "Z99.89"]
@@ -38,20 +45,32 @@ def obj(props: dict, required: list[str] | None = None, **extra: object) -> dict
 
 
 PLACEMENTS: dict[str, dict] = {
-    "nested": obj({"note": {"type": "string", "maxLength": 6},
-                   "info": obj({"meta": obj({"code": ENUM, "n": {"type": "integer"}})})}),
-    "array_items": obj({"codes": {"type": "array", "items": ENUM, "minItems": 1, "maxItems": 3},
-                        "done": {"type": "boolean"}}),
+    "nested": obj(
+        {
+            "note": {"type": "string", "maxLength": 6},
+            "info": obj({"meta": obj({"code": ENUM, "n": {"type": "integer"}})}),
+        }
+    ),
+    "array_items": obj(
+        {"codes": {"type": "array", "items": ENUM, "minItems": 1, "maxItems": 3}, "done": {"type": "boolean"}}
+    ),
     "top_level_array": {"type": "array", "items": ENUM, "minItems": 2, "maxItems": 4},
     "anyof_with_integer": obj({"v": {"anyOf": [ENUM, {"type": "integer"}]}, "w": {"type": "null"}}),
     "two_enums": obj({"c": {"type": "boolean"}, "a": ENUM, "b": OTHER}),
     # the first property an enum: a start slot (the tool-call shape), the second entered from the grammar
     "enum_first_and_nested": obj({"a": OTHER, "args": obj({"code": ENUM})}),
-    "ref_twice": {"$defs": {"code": ENUM},
-                  **obj({"primary": {"$ref": "#/$defs/code"}, "rest": {"type": "array", "items": {"$ref": "#/$defs/code"},
-                                                                         "maxItems": 2}})},
-    "optional_around": obj({"x": {"type": "integer"}, "code": ENUM, "y": {"type": "string", "maxLength": 3}},
-                           required=["code"]),
+    "ref_twice": {
+        "$defs": {"code": ENUM},
+        **obj(
+            {
+                "primary": {"$ref": "#/$defs/code"},
+                "rest": {"type": "array", "items": {"$ref": "#/$defs/code"}, "maxItems": 2},
+            }
+        ),
+    },
+    "optional_around": obj(
+        {"x": {"type": "integer"}, "code": ENUM, "y": {"type": "string", "maxLength": 3}}, required=["code"]
+    ),
 }
 
 
@@ -101,8 +120,13 @@ def test_anyof_next_to_a_string_stays_in_the_engine_and_is_exact(vocab: triec.Vo
     schema = obj({"s": {"anyOf": [ENUM, {"type": "string", "maxLength": 4}]}, "t": OTHER})
     table = triec.compile_schema(schema, vocab, engine=engine, threshold=THRESHOLD)
     assert [s["pointer"] for s in table.info["slots"]] == ["/properties/t"]
-    assert table.info["engine_enums"] == [{"pointer": "/properties/s/anyOf/0", "values": len(ENUM["enum"]),
-                                           "reason": "another alternative at its position may take a string"}]
+    assert table.info["engine_enums"] == [
+        {
+            "pointer": "/properties/s/anyOf/0",
+            "values": len(ENUM["enum"]),
+            "reason": "another alternative at its position may take a string",
+        }
+    ]
     check(table)
 
 
@@ -144,7 +168,9 @@ SYNTHETIC = ENTERING + LEAVING + BETWEEN
 
 SYNTHETIC_SCHEMAS = {
     "nested": PLACEMENTS["nested"],
-    "arrays": obj({"codes": {"type": "array", "items": ENUM, "minItems": 1, "maxItems": 3}, "done": {"type": "boolean"}}),
+    "arrays": obj(
+        {"codes": {"type": "array", "items": ENUM, "minItems": 1, "maxItems": 3}, "done": {"type": "boolean"}}
+    ),
     "two_enums": obj({"code": ENUM, "t": OTHER}),
 }
 
@@ -169,8 +195,32 @@ def test_straddling_tokens_are_really_used(vocabs: dict[str, triec.Vocabulary]) 
     drv = driver("llguidance", vocab)
     o = drv.start(drv.compile(schema))
     m = table.matcher()
-    path = [b'{"', b"c", b"o", b"d", b"e", b"s", b'":', b" ", b'["A', b"0", b"0", b".", b'1", "J4', b"5",
-            b'", "', b"a", b"/", b"b", b'"], "done": ', b"t", b"r", b"u", b"e", b"}"]
+    path = [
+        b'{"',
+        b"c",
+        b"o",
+        b"d",
+        b"e",
+        b"s",
+        b'":',
+        b" ",
+        b'["A',
+        b"0",
+        b"0",
+        b".",
+        b'1", "J4',
+        b"5",
+        b'", "',
+        b"a",
+        b"/",
+        b"b",
+        b'"], "done": ',
+        b"t",
+        b"r",
+        b"u",
+        b"e",
+        b"}",
+    ]
     for piece in path:
         t = ids[piece]
         assert t in m.allowed().tolist(), piece

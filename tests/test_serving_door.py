@@ -40,15 +40,20 @@ def test_a_served_model_without_a_tokenizer_fingerprints_only_what_it_was_given(
 
 def test_restrict_values_are_one_rule() -> None:
     assert serving.restrict_values(["b", "a", "b"]) == ("a", "b") and serving.restrict_values("a") == ("a",)
-    for bad, words in (([], "non-empty list"), ({"a": 1}, "non-empty list"), (["a", 2], "must be strings"),
-                       (["x"] * (serving.MAX_RESTRICT + 1), "at most")):  # fmt: skip
+    for bad, words in (
+        ([], "non-empty list"),
+        ({"a": 1}, "non-empty list"),
+        (["a", 2], "must be strings"),
+        (["x"] * (serving.MAX_RESTRICT + 1), "at most"),
+    ):
         with pytest.raises(RequestError, match=words) as info:
             serving.restrict_values(bad, "x-key")
         assert "'x-key'" in str(info.value)
 
 
-def _validate_structured_outputs(self: object, model_config: object, structured_outputs_config: object,
-                                 tokenizer: object) -> internals.Frontend | None:
+def _validate_structured_outputs(
+    self: object, model_config: object, structured_outputs_config: object, tokenizer: object
+) -> internals.Frontend | None:
     """Shaped as vLLM's ``SamplingParams._validate_structured_outputs``: the backend's hook runs below it."""
     return _hook()
 
@@ -71,8 +76,11 @@ class InputProcessor:
 
 
 def test_one_walker_reads_either_frontend_frame() -> None:
-    config = SimpleNamespace(tokenizer="qwen2", get_vocab_size=lambda: V,
-                             try_get_generation_config=lambda: {"eos_token_id": [151643, 151645]})  # fmt: skip
+    config = SimpleNamespace(
+        tokenizer="qwen2",
+        get_vocab_size=lambda: V,
+        try_get_generation_config=lambda: {"eos_token_id": [151643, 151645]},
+    )
     so = SimpleNamespace(disable_any_whitespace=False)
     found = _validate_structured_outputs(None, config, so, SimpleNamespace(eos_token_id=151643))
     assert found == internals.Frontend(config, so, 151643)

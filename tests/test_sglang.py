@@ -67,7 +67,19 @@ ROOT = Path(__file__).resolve().parent.parent
 # name -> (the model's logits width, the model's EOS set as SGLang passes it: config eos | generation_config eos)
 MODELS = {"qwen2": (151_936, {151643, 151645}), "gpt2": (50_257, {50256}), "phi3": (32_064, {32000, 32007})}
 
-VALUES = ["get_user", "get_users", "list", "list_items", "say \"hi\"", "a b-c", "café.ouvert", "日本語", "x😀y", "tab\there", ""]
+VALUES = [
+    "get_user",
+    "get_users",
+    "list",
+    "list_items",
+    'say "hi"',
+    "a b-c",
+    "café.ouvert",
+    "日本語",
+    "x😀y",
+    "tab\there",
+    "",
+]
 TOOLS = triec.synthetic.sets.tool_names(300)
 
 
@@ -98,7 +110,8 @@ def hf(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 def served(hf: dict[str, Any]) -> dict[str, triec.Vocabulary]:
     """The triec runtime's reference vocabularies: the same tokenizer files, widths and EOS sets."""
     return {
-        n: triec.Vocabulary.load(hf[n].name_or_path, vocab_size=w, eos_token_ids=sorted(e)) for n, (w, e) in MODELS.items()
+        n: triec.Vocabulary.load(hf[n].name_or_path, vocab_size=w, eos_token_ids=sorted(e))
+        for n, (w, e) in MODELS.items()
     }
 
 
@@ -181,8 +194,15 @@ class Walk:
         self.state = states[-k - 1]
 
 
-def compare(backend_pair: tuple[Any, Any], key: tuple[str, str], table: triec.MaskTable, tok: Any, width: int,
-            walks: int = 25, depth: int = 2) -> int:  # fmt: skip
+def compare(
+    backend_pair: tuple[Any, Any],
+    key: tuple[str, str],
+    table: triec.MaskTable,
+    tok: Any,
+    width: int,
+    walks: int = 25,
+    depth: int = 2,
+) -> int:
     """Random walks to EOS and a depth-first search of the first steps, every state compared; states seen."""
     mine_b, theirs_b = backend_pair
     mine, theirs = resolve(mine_b, key), resolve(theirs_b, key)
@@ -216,7 +236,9 @@ def compare(backend_pair: tuple[Any, Any], key: tuple[str, str], table: triec.Ma
 # ----------------------------------------------------------------------------- registration
 
 
-def test_registered_through_sglangs_plugins_and_chosen_on_the_command_line(server_args: Any, hf: dict[str, Any]) -> None:
+def test_registered_through_sglangs_plugins_and_chosen_on_the_command_line(
+    server_args: Any, hf: dict[str, Any]
+) -> None:
     eps = [ep for ep in importlib.metadata.entry_points(group="sglang.srt.plugins") if ep.name == "triec"]
     assert [ep.value for ep in eps] == ["triec.integrations.sglang:register"]
     assert GRAMMAR_BACKEND_REGISTRY["triec"] is backend_module.init_backend
@@ -226,7 +248,9 @@ def test_registered_through_sglangs_plugins_and_chosen_on_the_command_line(serve
     assert get_exec().kernel.grammar_backend == "triec"
     mine, theirs = backends(server_args, hf)
     assert type(mine) is backend_module.TriecGrammarBackend and type(theirs) is XGrammarGrammarBackend
-    assert type(mine.fallback) is XGrammarGrammarBackend and mine.fallback.any_whitespace is theirs.any_whitespace is True
+    assert (
+        type(mine.fallback) is XGrammarGrammarBackend and mine.fallback.any_whitespace is theirs.any_whitespace is True
+    )
     assert mine.constraints.vocab.eos_token_ids == (151643, 151645) and mine.constraints.vocab.vocab_size == 151_936
     assert mine.is_support_token_filter
 
@@ -260,17 +284,24 @@ SERVED_CASES = {
     "regex 300 tools": ("qwen2", {}, ("regex", "(" + "|".join(map(re.escape, TOOLS)) + ")"), TOOLS, "raw"),
     "regex escapes": ("qwen2", {}, ("regex", _spelled(VALUES)), VALUES, "raw"),
     "json enum": ("qwen2", {}, ("json", json.dumps({"enum": VALUES})), VALUES, "json"),
-    "json enum compact": ("qwen2", {"constrained_json_disable_any_whitespace": True},
-                          ("json", json.dumps({"type": "string", "enum": VALUES, "title": "v"})), VALUES, "json"),
+    "json enum compact": (
+        "qwen2",
+        {"constrained_json_disable_any_whitespace": True},
+        ("json", json.dumps({"type": "string", "enum": VALUES, "title": "v"})),
+        VALUES,
+        "json",
+    ),
     "gpt2 regex": ("gpt2", {}, ("regex", "|".join(map(re.escape, TOOLS[:100]))), TOOLS[:100], "raw"),
     "gpt2 json enum": ("gpt2", {}, ("json", json.dumps({"enum": VALUES})), VALUES, "json"),
     "phi3 regex": ("phi3", {}, ("regex", _spelled(VALUES)), VALUES, "raw"),
     "phi3 json enum": ("phi3", {}, ("json", json.dumps({"enum": TOOLS[:50]})), TOOLS[:50], "json"),
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize("case", sorted(SERVED_CASES))
-def test_served_masks_equal_xgrammar_and_the_runtime(server_args: Any, hf: dict[str, Any], served: dict, case: str) -> None:
+def test_served_masks_equal_xgrammar_and_the_runtime(
+    server_args: Any, hf: dict[str, Any], served: dict, case: str
+) -> None:
     name, serving, key, values, encoding = SERVED_CASES[case]
     table = triec.compile(values, served[name], encoding=encoding)
     seen = compare(backends(server_args, hf, name, **serving), key, table, hf[name], MODELS[name][0])
@@ -278,8 +309,11 @@ def test_served_masks_equal_xgrammar_and_the_runtime(server_args: Any, hf: dict[
 
 
 def test_flat_objects_are_served_with_compact_json_and_by_the_schema_layer_otherwise(server_args, hf, served) -> None:
-    schema = {"type": "object", "properties": {"label": {"enum": VALUES}, "version": {"const": 1}},
-              "required": ["label", "version"]}  # fmt: skip
+    schema = {
+        "type": "object",
+        "properties": {"label": {"enum": VALUES}, "version": {"const": 1}},
+        "required": ["label", "version"],
+    }
     key = ("json", json.dumps(schema))
     pair = backends(server_args, hf, constrained_json_disable_any_whitespace=True)
     assert compare(pair, key, triec.compile_json_schema(schema, served["qwen2"]), hf["qwen2"], 151_936) > 40
@@ -313,34 +347,79 @@ def test_enums_anywhere_and_tool_calls_are_served_by_the_schema_layer(server_arg
     """A large enum inside an object, and a hermes tool-call structural tag (begins carrying the names): triec's rows
     equal xgrammar's state by state, in SGLang's default whitespace."""
     codes = [f"C{i:05d}.{i % 7}" for i in range(10_000)]  # the default threshold: served by a trie from 10,000
-    schema = {"type": "object", "properties": {"who": {"type": "string", "maxLength": 8},
-                                               "codes": {"type": "array", "items": {"enum": codes}, "maxItems": 3}},
-              "required": ["who", "codes"]}  # fmt: skip
+    schema = {
+        "type": "object",
+        "properties": {
+            "who": {"type": "string", "maxLength": 8},
+            "codes": {"type": "array", "items": {"enum": codes}, "maxItems": 3},
+        },
+        "required": ["who", "codes"],
+    }
     assert walk_pair(backends(server_args, hf), ("json", json.dumps(schema)), 151_936) > 100
     tags = []
     for name in ("get_weather", "get_time", "send_alert"):
         content = {"type": "json_schema", "json_schema": {"type": "object", "properties": {"q": {"type": "string"}}}}
-        tags.append({"type": "tag", "begin": f'<tool_call>\n{{"name": "{name}", "arguments": ', "content": content,
-                     "end": "}\n</tool_call>"})
-    tag = {"type": "structural_tag", "format": {"type": "tags_with_separator", "tags": tags, "separator": "",
-                                                "at_least_one": True, "stop_after_first": False}}
+        tags.append(
+            {
+                "type": "tag",
+                "begin": f'<tool_call>\n{{"name": "{name}", "arguments": ',
+                "content": content,
+                "end": "}\n</tool_call>",
+            }
+        )
+    tag = {
+        "type": "structural_tag",
+        "format": {
+            "type": "tags_with_separator",
+            "tags": tags,
+            "separator": "",
+            "at_least_one": True,
+            "stop_after_first": False,
+        },
+    }
     assert walk_pair(backends(server_args, hf), ("structural_tag", json.dumps(tag)), 151_936) > 100
-    legacy = {"type": "structural_tag", "triggers": ["<tool_call>"], "at_least_one": True, "structures": [
-        {"begin": t["begin"], "schema": t["content"]["json_schema"], "end": t["end"]} for t in tags]}  # fmt: skip
+    legacy = {
+        "type": "structural_tag",
+        "triggers": ["<tool_call>"],
+        "at_least_one": True,
+        "structures": [{"begin": t["begin"], "schema": t["content"]["json_schema"], "end": t["end"]} for t in tags],
+    }
     assert walk_pair(backends(server_args, hf), ("structural_tag", json.dumps(legacy)), 151_936) > 100  # triggered
 
 
 # ----------------------------------------------------------------------------- delegated requests
 
 DELEGATED = [
-    ("regex", "[a-z]{1,4}"), ("regex", "(foo|bar)+"), ("regex", r"\d{3}"), ("json", json.dumps({"type": "object"})),
+    ("regex", "[a-z]{1,4}"),
+    ("regex", "(foo|bar)+"),
+    ("regex", r"\d{3}"),
+    ("json", json.dumps({"type": "object"})),
     ("json", json.dumps({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]})),
-    ("json", json.dumps({"enum": ["a", 1, None]})), ("json", "$$ANY$$"), ("ebnf", 'root ::= "yes" | "no"'),
-    ("structural_tag", json.dumps({"type": "structural_tag", "structures": [
-        {"begin": "<tool_call>{\"name\":\"get_weather\", \"arguments\":", "schema": {"type": "object"}, "end": "}</tool_call>"},
-        {"begin": "<call>{\"name\":\"get_time\", \"arguments\":", "schema": {"type": "object"}, "end": "}</call>"}],
-        "triggers": ["<tool_call>", "<call>"]})),  # two triggers: xgrammar's
-]  # fmt: skip
+    ("json", json.dumps({"enum": ["a", 1, None]})),
+    ("json", "$$ANY$$"),
+    ("ebnf", 'root ::= "yes" | "no"'),
+    (
+        "structural_tag",
+        json.dumps(
+            {
+                "type": "structural_tag",
+                "structures": [
+                    {
+                        "begin": '<tool_call>{"name":"get_weather", "arguments":',
+                        "schema": {"type": "object"},
+                        "end": "}</tool_call>",
+                    },
+                    {
+                        "begin": '<call>{"name":"get_time", "arguments":',
+                        "schema": {"type": "object"},
+                        "end": "}</call>",
+                    },
+                ],
+                "triggers": ["<tool_call>", "<call>"],
+            }
+        ),
+    ),  # two triggers: xgrammar's
+]
 
 
 @pytest.mark.parametrize("key", DELEGATED, ids=[f"{k}:{s[:24]}" for k, s in DELEGATED])
@@ -408,7 +487,9 @@ def test_termination_and_rollback_behave_as_xgrammars(server_args: Any, hf: dict
         mine.rollback(1)  # past the history (xgrammar raises RuntimeError there)
 
 
-def test_copy_is_a_fresh_grammar_at_the_start_like_xgrammars(server_args: Any, hf: dict[str, Any], served: dict) -> None:
+def test_copy_is_a_fresh_grammar_at_the_start_like_xgrammars(
+    server_args: Any, hf: dict[str, Any], served: dict
+) -> None:
     """SGLang copies on every cache hit and for each of n parallel samples: a new grammar at the start state."""
     tok = hf["qwen2"]
     key = ("regex", "(" + "|".join(map(re.escape, TOOLS[:40])) + ")")
@@ -472,13 +553,17 @@ def _batch_grammars(server_args: Any, hf: dict[str, Any]) -> list[Any]:
 
 
 @pytest.mark.parametrize("first", ["triec", "xgrammar"])
-def test_a_mixed_batch_through_sglangs_update_regex_vocab_mask(server_args: Any, hf: dict[str, Any], first: str) -> None:
+def test_a_mixed_batch_through_sglangs_update_regex_vocab_mask(
+    server_args: Any, hf: dict[str, Any], first: str
+) -> None:
     """SamplingBatchInfo.update_regex_vocab_mask uses the batch's first grammar for the buffer, the batched fill of
     every live row (any backend's), the move and the apply; rows it skips keep -1."""
     grammars = _batch_grammars(server_args, hf)
     if first == "xgrammar":
         grammars = [grammars[4], *grammars[:4], *grammars[5:]]
-    info = SimpleNamespace(grammars=grammars, vocab_size=151_936, temperatures=torch.ones(len(grammars), 1), device="cpu")
+    info = SimpleNamespace(
+        grammars=grammars, vocab_size=151_936, temperatures=torch.ones(len(grammars), 1), device="cpu"
+    )
     SamplingBatchInfo.update_regex_vocab_mask(info)
     mask = info.grammar_mask.vocab_mask
     assert mask.dtype == torch.int32 and mask.shape == (len(grammars), (151_936 + 31) // 32)
@@ -495,9 +580,17 @@ def test_a_mixed_batch_through_sglangs_update_regex_vocab_mask(server_args: Any,
     assert torch.equal(logits, reference)
     for r in range(len(grammars)):
         assert int(torch.isfinite(logits[r]).sum()) == len(ids_of(mask[r], 151_936))
-    fo = grammars.index(next(g for g in grammars if g is not None and g.accepted_tokens and not g.is_terminated()
-                             and type(g) is backend_module.TriecGrammarObject
-                             and g.key_string == "(foo|bar)"))  # fmt: skip
+    fo = grammars.index(
+        next(
+            g
+            for g in grammars
+            if g is not None
+            and g.accepted_tokens
+            and not g.is_terminated()
+            and type(g) is backend_module.TriecGrammarObject
+            and g.key_string == "(foo|bar)"
+        )
+    )
     assert len(ids_of(mask[fo], 151_936)) == 1  # after "fo": "o"
 
 
@@ -514,8 +607,9 @@ def test_speculative_drafts_through_sglangs_traverse_tree(server_args: Any, hf: 
     for b in backends(server_args, hf):
         g = resolve(b, ("regex", "(foo|bar)"))
         reqs = [SimpleNamespace(grammar=g), SimpleNamespace(grammar=g.copy())]
-        mask, _ = generate_token_bitmask(reqs, torch.stack([nxt, nxt]), torch.stack([sib, sib]),
-                                         torch.stack([draft, draft]), 151_936)  # fmt: skip
+        mask, _ = generate_token_bitmask(
+            reqs, torch.stack([nxt, nxt]), torch.stack([sib, sib]), torch.stack([draft, draft]), 151_936
+        )
         assert g.accepted_tokens == [] and not g.is_terminated()
         masks.append(mask)
         single = g.allocate_vocab_mask(vocab_size=151_936, batch_size=len(draft), device="cpu")
@@ -535,14 +629,21 @@ def test_a_reasoning_parser_wraps_the_backend_as_sglang_wraps_its_own(server_arg
         mine_b = create_grammar_backend(server_args, tok, 151_936, {151643, 151645}, think_end_ids=think_end)
         with get_exec().kernel.override(grammar_backend="xgrammar"):
             theirs_b = create_grammar_backend(server_args, tok, 151_936, {151643, 151645}, think_end_ids=think_end)
-    assert type(mine_b).__name__ == "TriecReasonerGrammarBackend" and type(mine_b.grammar_backend).__name__ == "TriecGrammarBackend"
+    assert (
+        type(mine_b).__name__ == "TriecReasonerGrammarBackend"
+        and type(mine_b.grammar_backend).__name__ == "TriecGrammarBackend"
+    )
     pair = []
     for b in (mine_b, theirs_b):
         value, hit = b.get_cached_or_future_value(("regex", "(foo|bar)"), True)  # the request reasons first
         pair.append(value.result())
     mine, theirs = pair
     assert isinstance(mine, ReasonerGrammarObject) and type(mine.grammar) is backend_module.TriecGrammarObject
-    for t in [*tok.encode("hmm, foo?", add_special_tokens=False), *think_end, *tok.encode("ba", add_special_tokens=False)]:
+    for t in [
+        *tok.encode("hmm, foo?", add_special_tokens=False),
+        *think_end,
+        *tok.encode("ba", add_special_tokens=False),
+    ]:
         rm, rt = row(mine, 151_936), row(theirs, 151_936)
         assert torch.equal(rm, rt)  # all -1 while thinking, the grammar's row after </think>
         mine.accept_token(t)
@@ -561,8 +662,10 @@ def test_an_answer_frame_is_compiled_by_xgrammar_for_the_same_key(server_args: A
     key = ("regex", "(foo|bar)")
 
     def frame(content: dict) -> dict:
-        return {"type": "structural_tag", "format": {"type": "sequence", "elements": [
-            {"type": "const_string", "value": "A: "}, content]}}  # fmt: skip
+        return {
+            "type": "structural_tag",
+            "format": {"type": "sequence", "elements": [{"type": "const_string", "value": "A: "}, content]},
+        }
 
     framed = mine_b.compile_framed_grammar(resolve(mine_b, key), frame)
     reference = theirs_b.compile_framed_grammar(resolve(theirs_b, key), frame)
@@ -591,12 +694,17 @@ def with_artifacts(server_args: Any, hf: dict[str, Any], served: dict, tmp_path:
     return create_grammar_backend(server_args, hf["qwen2"], 151_936, {151643, 151645}), root
 
 
-def test_an_artifact_by_name_serves_its_values(server_args: Any, hf: dict[str, Any], served: dict, with_artifacts) -> None:
+def test_an_artifact_by_name_serves_its_values(
+    server_args: Any, hf: dict[str, Any], served: dict, with_artifacts
+) -> None:
     """{"x-triec-artifact": "tools"} as the json schema: the artifact's values, as xgrammar serves the same set as a
     regex; {"x-triec-restrict": [...]} narrows it for one request."""
     mine_b, root = with_artifacts
     _, theirs_b = backends(server_args, hf)
-    for schema, values in [({ARTIFACT_KEYWORD: "tools"}, TOOLS), ({ARTIFACT_KEYWORD: "tools", RESTRICT_KEYWORD: TOOLS[5:9]}, TOOLS[5:9])]:
+    for schema, values in [
+        ({ARTIFACT_KEYWORD: "tools"}, TOOLS),
+        ({ARTIFACT_KEYWORD: "tools", RESTRICT_KEYWORD: TOOLS[5:9]}, TOOLS[5:9]),
+    ]:
         key = ("json", json.dumps(schema))
         mine = resolve(mine_b, key)
         assert type(mine) is backend_module.TriecGrammarObject and mine.compiled.artifact == "tools"
@@ -610,15 +718,19 @@ def test_an_artifact_by_name_serves_its_values(server_args: Any, hf: dict[str, A
                 w.step(rng.choice(ids))
 
 
-def test_a_canonical_artifact_is_served_as_its_table(server_args: Any, hf: dict[str, Any], served: dict, with_artifacts) -> None:
+def test_a_canonical_artifact_is_served_as_its_table(
+    server_args: Any, hf: dict[str, Any], served: dict, with_artifacts
+) -> None:
     """tokenization="canonical" (issue 29) by name, whole and restricted: every row the table's, each value's
     encoder tokens only, no jump-forward (forced bytes are not forced tokens)."""
     mine_b, root = with_artifacts
     vocab = served["qwen2"]
     triec.compile(TOOLS, vocab, tokenization="canonical").save(root / "canonical-tools.triec")
     encoder = vocab.encoder()
-    for schema, values in [({ARTIFACT_KEYWORD: "canonical-tools"}, TOOLS),
-                           ({ARTIFACT_KEYWORD: "canonical-tools", RESTRICT_KEYWORD: TOOLS[5:9]}, TOOLS[5:9])]:  # fmt: skip
+    for schema, values in [
+        ({ARTIFACT_KEYWORD: "canonical-tools"}, TOOLS),
+        ({ARTIFACT_KEYWORD: "canonical-tools", RESTRICT_KEYWORD: TOOLS[5:9]}, TOOLS[5:9]),
+    ]:
         mine = resolve(mine_b, ("json", json.dumps(schema)))
         assert type(mine) is backend_module.TriecGrammarObject
         table = triec.compile(values, vocab, tokenization="canonical")
@@ -670,11 +782,13 @@ def test_an_artifact_whose_eos_ids_do_not_stop_gets_the_processors_refusal(with_
     triec.compile(TOOLS, odd).save(root / "oddeos.triec")
     bad = resolve(backend, ("json", json.dumps({ARTIFACT_KEYWORD: "oddeos"})))
     assert isinstance(bad, InvalidGrammarObject)
-    params = SimpleNamespace(extra_args={"triec": "oddeos"}, stop_token_ids=None, ignore_eos=False, min_tokens=0,
-                             structured_outputs=None)  # fmt: skip
+    params = SimpleNamespace(
+        extra_args={"triec": "oddeos"}, stop_token_ids=None, ignore_eos=False, min_tokens=0, structured_outputs=None
+    )
     with pytest.raises(triec.RequestError) as processors:
-        serving.check_request(params, serving.ServedModel(spec, 151_936, 151643, (151643, 151645)),
-                              serving.ArtifactStore(root))  # fmt: skip
+        serving.check_request(
+            params, serving.ServedModel(spec, 151_936, 151643, (151643, 151645)), serving.ArtifactStore(root)
+        )
     refusal = str(processors.value).rsplit(" (", 1)[0]
     assert refusal == "artifact 'oddeos' ends values with EOS ids [151644], but [151644] would not stop generation"
     assert bad.error_message.endswith(f"{refusal} ({backend_module.STOPS_HINT})"), bad.error_message
@@ -693,10 +807,15 @@ def test_artifact_refusals_are_not_cached_and_changed_files_are_reloaded(with_ar
     assert resolve(backend, key).compiled.table.values == ["blue"]  # not SGLang's cached grammar of the old file
 
 
-def test_lists_past_the_limits_are_refused(server_args: Any, hf: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_lists_past_the_limits_are_refused(
+    server_args: Any, hf: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("TRIEC_MAX_CHOICES", "50")
     backend = create_grammar_backend(server_args, hf["qwen2"], 151_936, {151643, 151645})
-    for key in [("regex", "(" + "|".join(map(re.escape, TOOLS[:51])) + ")"), ("json", json.dumps({"enum": TOOLS[:51]}))]:
+    for key in [
+        ("regex", "(" + "|".join(map(re.escape, TOOLS[:51])) + ")"),
+        ("json", json.dumps({"enum": TOOLS[:51]})),
+    ]:
         bad = resolve(backend, key)
         assert isinstance(bad, InvalidGrammarObject) and "at most 50" in bad.error_message
     assert type(resolve(backend, ("regex", "|".join(map(re.escape, TOOLS[:50]))))) is backend_module.TriecGrammarObject

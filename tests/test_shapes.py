@@ -136,7 +136,9 @@ def test_tiny_chunks_give_the_same_tables(qwen2: triec.Vocabulary, shape: str) -
 
 
 @pytest.mark.parametrize("shape", ["issue_reproducer", "nested_prefixes"])
-def test_index_sort_fallback_gives_the_same_tables(qwen2: triec.Vocabulary, shape: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_index_sort_fallback_gives_the_same_tables(
+    qwen2: triec.Vocabulary, shape: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Pairs sort as one packed int64 while (state, token, next state) fit in 63 bits; past that (about 2**22
     states) they sort as (key, index) and are gathered: forced here, both give the same CSR."""
     import triec.compiler.walk

@@ -13,8 +13,10 @@ from triec.schema.compile import compile_structural_tag
 from triec.synthetic.registries import make_registry
 from triec.verify.schemas import compare_schema
 
-pytestmark = [pytest.mark.engines, pytest.mark.skipif(__import__("importlib").util.find_spec("xgrammar") is None,
-                                                      reason="xgrammar not installed")]
+pytestmark = [
+    pytest.mark.engines,
+    pytest.mark.skipif(__import__("importlib").util.find_spec("xgrammar") is None, reason="xgrammar not installed"),
+]
 
 
 def hermes_tag(tools: list[dict], *, parallel: bool = True, strict: bool = True) -> dict:
@@ -24,14 +26,40 @@ def hermes_tag(tools: list[dict], *, parallel: bool = True, strict: bool = True)
     for t in tools:
         fn = t["function"]
         name = json.dumps(fn["name"], ensure_ascii=False)
-        content = {"type": "json_schema", "json_schema": fn.get("parameters", {"type": "object", "properties": {}})
-                   if strict else True, "style": "json", "any_order": False, "max_whitespace_cnt": None, "excludes": []}
-        tags.append({"type": "tag", "begin": '<tool_call>\n{"name": ' + name + ', "arguments": ', "content": content,
-                     "end": "}\n</tool_call>"})
-        tags.append({"type": "tag", "begin": '<tool_call>{"name": ' + name + ', "arguments": ', "content": content,
-                     "end": "}</tool_call>"})
-    return {"type": "structural_tag", "format": {"type": "tags_with_separator", "tags": tags, "separator": "",
-                                                 "at_least_one": True, "stop_after_first": not parallel}}
+        content = {
+            "type": "json_schema",
+            "json_schema": fn.get("parameters", {"type": "object", "properties": {}}) if strict else True,
+            "style": "json",
+            "any_order": False,
+            "max_whitespace_cnt": None,
+            "excludes": [],
+        }
+        tags.append(
+            {
+                "type": "tag",
+                "begin": '<tool_call>\n{"name": ' + name + ', "arguments": ',
+                "content": content,
+                "end": "}\n</tool_call>",
+            }
+        )
+        tags.append(
+            {
+                "type": "tag",
+                "begin": '<tool_call>{"name": ' + name + ', "arguments": ',
+                "content": content,
+                "end": "}</tool_call>",
+            }
+        )
+    return {
+        "type": "structural_tag",
+        "format": {
+            "type": "tags_with_separator",
+            "tags": tags,
+            "separator": "",
+            "at_least_one": True,
+            "stop_after_first": not parallel,
+        },
+    }
 
 
 def tools(k: int = 10) -> list[dict]:
@@ -50,8 +78,16 @@ def test_hermes_required_equals_xgrammar_on_the_whole_tag(vocabs, name, parallel
 def test_a_call_then_the_next_one_then_eos(vocabs):
     """Two calls in one output, read with the matcher's own allowed tokens (longest first), then EOS."""
     vocab = vocabs["qwen2"]
-    simple = [{"type": "function", "function": {"name": n, "parameters": {"type": "object", "properties": {
-        "a": {"type": "integer"}}, "required": ["a"]}}} for n in ("add", "add_all", "sub")]
+    simple = [
+        {
+            "type": "function",
+            "function": {
+                "name": n,
+                "parameters": {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]},
+            },
+        }
+        for n in ("add", "add_all", "sub")
+    ]
     table = compile_structural_tag(hermes_tag(simple), vocab)
     text = '<tool_call>\n{"name": "add_all", "arguments": {"a": 1}}\n</tool_call><tool_call>{"name": "sub", "arguments": {"a": 2}}</tool_call>'
     m, tb, i, data = table.matcher(), vocab.token_bytes, 0, text.encode()
@@ -61,24 +97,56 @@ def test_a_call_then_the_next_one_then_eos(vocabs):
         t = max(fits, key=lambda t: len(tb[t]))
         assert m.accept_token(t)
         i += len(tb[t])
-    assert [v for _, v in m.values] == ['<tool_call>\n{"name": "add_all", "arguments": ',
-                                        '<tool_call>{"name": "sub", "arguments": ']
+    assert [v for _, v in m.values] == [
+        '<tool_call>\n{"name": "add_all", "arguments": ',
+        '<tool_call>{"name": "sub", "arguments": ',
+    ]
     eos = vocab.eos_token_ids[0]
     assert eos in m.allowed().tolist() and m.accept_token(eos) and m.is_terminated()
 
 
-@pytest.mark.parametrize(("tag", "message"), [
-    ({"type": "structural_tag", "format": {"type": "triggered_tags", "triggers": ["<tool_call>"], "tags": []}},
-     "triggered_tags"),
-    ({"type": "tags_with_separator", "tags": [{"type": "tag", "begin": "<a>", "content": {"type": "any_text"},
-                                               "end": "</a>"}], "separator": "", "at_least_one": False}, "at_least_one"),
-    ({"type": "tags_with_separator", "tags": [{"begin": "<a>", "content": {"type": "any_text"}, "end": "</a>"},
-                                              {"begin": "[b]", "content": {"type": "any_text"}, "end": "[/b]"}],
-      "separator": "", "at_least_one": True}, "first byte"),
-    ({"type": "tags_with_separator", "tags": [{"begin": "<a", "content": {"type": "any_text"}, "end": ">"},
-                                              {"begin": "<ab", "content": {"type": "any_text"}, "end": ">"}],
-      "separator": "", "at_least_one": True}, "prefix"),
-])
+@pytest.mark.parametrize(
+    ("tag", "message"),
+    [
+        (
+            {"type": "structural_tag", "format": {"type": "triggered_tags", "triggers": ["<tool_call>"], "tags": []}},
+            "triggered_tags",
+        ),
+        (
+            {
+                "type": "tags_with_separator",
+                "tags": [{"type": "tag", "begin": "<a>", "content": {"type": "any_text"}, "end": "</a>"}],
+                "separator": "",
+                "at_least_one": False,
+            },
+            "at_least_one",
+        ),
+        (
+            {
+                "type": "tags_with_separator",
+                "tags": [
+                    {"begin": "<a>", "content": {"type": "any_text"}, "end": "</a>"},
+                    {"begin": "[b]", "content": {"type": "any_text"}, "end": "[/b]"},
+                ],
+                "separator": "",
+                "at_least_one": True,
+            },
+            "first byte",
+        ),
+        (
+            {
+                "type": "tags_with_separator",
+                "tags": [
+                    {"begin": "<a", "content": {"type": "any_text"}, "end": ">"},
+                    {"begin": "<ab", "content": {"type": "any_text"}, "end": ">"},
+                ],
+                "separator": "",
+                "at_least_one": True,
+            },
+            "prefix",
+        ),
+    ],
+)
 def test_shapes_left_to_the_engine(vocabs, tag, message):
     with pytest.raises(SchemaShapeError, match=message):
         compile_structural_tag(tag, vocabs["gpt2"])

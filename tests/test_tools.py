@@ -23,13 +23,30 @@ from triec.verify.schemas import compare_schema
 
 pytestmark = pytest.mark.engines
 
-ENGINES = ["llguidance", pytest.param("xgrammar", marks=pytest.mark.skipif(
-    __import__("importlib").util.find_spec("xgrammar") is None, reason="xgrammar not installed"))]
+ENGINES = [
+    "llguidance",
+    pytest.param(
+        "xgrammar",
+        marks=pytest.mark.skipif(
+            __import__("importlib").util.find_spec("xgrammar") is None, reason="xgrammar not installed"
+        ),
+    ),
+]
 FORMATS = [("vllm", True), ("vllm", False), ("hermes", True), ("hermes", False), ("llama3", False), ("object", False)]
 
 # quotes, backslashes, '/', non-ASCII, emoji, U+2028, prefixes of each other
-HARD = ['get', 'get_user', 'get_user_by_id', 'say "hi"', 'back\\slash', 'a/b', 'café.ouvrir', '日本語.検索',
-        '👩\u200d💻.run', 'line\u2028sep']
+HARD = [
+    "get",
+    "get_user",
+    "get_user_by_id",
+    'say "hi"',
+    "back\\slash",
+    "a/b",
+    "café.ouvrir",
+    "日本語.検索",
+    "👩\u200d💻.run",
+    "line\u2028sep",
+]
 
 
 def registry(k: int, seed: int, engine: str) -> list[dict]:
@@ -39,9 +56,17 @@ def registry(k: int, seed: int, engine: str) -> list[dict]:
     if engine == "llguidance":
         tools = [t for t in tools if not any(ord(c) < 32 or ord(c) == 127 for c in t["function"]["name"])]
     taken = {t["function"]["name"] for t in tools}
-    kinds = [{"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}, {}, None,
-             {"type": "object", "properties": {"n": {"type": "integer", "minimum": 0}, "ok": {"type": "boolean"}},
-              "required": ["n"], "additionalProperties": False}]
+    kinds = [
+        {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]},
+        {},
+        None,
+        {
+            "type": "object",
+            "properties": {"n": {"type": "integer", "minimum": 0}, "ok": {"type": "boolean"}},
+            "required": ["n"],
+            "additionalProperties": False,
+        },
+    ]
     for i, name in enumerate(n for n in HARD if n not in taken):
         fn = {"name": name}
         if kinds[i % len(kinds)] is not None:
@@ -68,22 +93,47 @@ def test_every_format_equals_the_engine_on_the_whole_format(vocabs, engine, fmt,
 @pytest.mark.parametrize("name", ["gpt2", "phi3"])
 def test_other_tokenizers(vocabs, engine, name):
     for fmt, parallel in (("vllm", True), ("hermes", True)):
-        check(compile_tools(registry(10, 7, engine), vocabs[name], format=fmt, engine=engine, parallel=parallel),
-              walks=4)
+        check(
+            compile_tools(registry(10, 7, engine), vocabs[name], format=fmt, engine=engine, parallel=parallel), walks=4
+        )
 
 
 def test_several_calls_in_one_output(vocabs):
     """Two and three calls, each its own tool's arguments; the tool chosen is read back after each."""
     vocab = vocabs["qwen2"]
-    tools = [{"name": "add", "parameters": {"type": "object", "properties": {"a": {"type": "integer"}},
-                                             "required": ["a"], "additionalProperties": False}},
-             {"name": "echo", "parameters": {"type": "object", "properties": {"s": {"type": "string"}},
-                                              "required": ["s"], "additionalProperties": False}}]
+    tools = [
+        {
+            "name": "add",
+            "parameters": {
+                "type": "object",
+                "properties": {"a": {"type": "integer"}},
+                "required": ["a"],
+                "additionalProperties": False,
+            },
+        },
+        {
+            "name": "echo",
+            "parameters": {
+                "type": "object",
+                "properties": {"s": {"type": "string"}},
+                "required": ["s"],
+                "additionalProperties": False,
+            },
+        },
+    ]
     eos = vocab.eos_token_ids[0]
-    for fmt, text in (("vllm", '[{"name": "add", "parameters": {"a": 1}}, {"name": "echo", "parameters": {"s": "x"}}, '
-                               '{"name": "add", "parameters": {"a": 22}}]'),
-                      ("hermes", '<tool_call>\n{"name": "echo", "arguments": {"s": "hi"}}\n</tool_call>\n'
-                                 '<tool_call>\n{"name": "add", "arguments": {"a": 3}}\n</tool_call>')):
+    for fmt, text in (
+        (
+            "vllm",
+            '[{"name": "add", "parameters": {"a": 1}}, {"name": "echo", "parameters": {"s": "x"}}, '
+            '{"name": "add", "parameters": {"a": 22}}]',
+        ),
+        (
+            "hermes",
+            '<tool_call>\n{"name": "echo", "arguments": {"s": "hi"}}\n</tool_call>\n'
+            '<tool_call>\n{"name": "add", "arguments": {"a": 3}}\n</tool_call>',
+        ),
+    ):
         table = compile_tools(tools, vocab, format=fmt)
         m = table.matcher()
         for t in _spell(vocab, m, text.encode()):
@@ -132,8 +182,26 @@ def _accepts_all(vocab: triec.Vocabulary, m, data: bytes) -> bool:
 
 
 def synthetic_vocab(extra: list[bytes]) -> triec.Vocabulary:
-    pieces = [bytes([b]) for b in range(256)] + [b'[{"', b'name', b'":', b' "', b'get', b'_user', b'",', b'", "',
-                                                  b'parameters', b'arguments', b'": ', b'{}', b'}}', b'"}'] + extra
+    pieces = (
+        [bytes([b]) for b in range(256)]
+        + [
+            b'[{"',
+            b"name",
+            b'":',
+            b' "',
+            b"get",
+            b"_user",
+            b'",',
+            b'", "',
+            b"parameters",
+            b"arguments",
+            b'": ',
+            b"{}",
+            b"}}",
+            b'"}',
+        ]
+        + extra
+    )
     tokens = list(dict.fromkeys(pieces))
     return triec.Vocabulary(tokens + [b""], eos_token_ids=[len(tokens)], name="synthetic")
 
@@ -143,7 +211,7 @@ SYNTHETIC = [
     b'_user", "parameters": {"q": "',  # from inside a name into a string of the arguments
     b'}}, {"name": "get',  # closes a call, opens the next and reads into a name
     b'"}}, {"name": "',  # closes a string, the arguments, the call, opens the next up to the name
-    b'}}]',  # closes the arguments, the call and the array
+    b"}}]",  # closes the arguments, the call and the array
     b'[{"name": "get", "parameters": {}}]',  # a whole output
     b'rameters": {}',  # from inside the tail through the arguments
     b'", "arguments": {"q": ',  # hermes/object tail into the arguments
@@ -156,8 +224,10 @@ SYNTHETIC = [
 @pytest.mark.parametrize(("fmt", "parallel"), [("vllm", True), ("hermes", True), ("object", False)])
 def test_synthetic_tokens_spanning_name_literal_and_arguments(engine, fmt, parallel):
     vocab = synthetic_vocab(SYNTHETIC)
-    tools = [{"name": n, "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}}
-             for n in ("get", "get_user", "get_users", 'q"s')] + [{"name": "x\\", "parameters": {}}]
+    tools = [
+        {"name": n, "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}}
+        for n in ("get", "get_user", "get_users", 'q"s')
+    ] + [{"name": "x\\", "parameters": {}}]
     table = compile_tools(tools, vocab, format=fmt, engine=engine, parallel=parallel)
     # xgrammar's mask omits a few long straddling tokens that its own accept_token accepts (docs/verify.md)
     check(table, walks=12, narrower_ok=engine == "xgrammar", steps=60)
@@ -175,7 +245,9 @@ def test_spellings_and_missing_parameters(vocabs):
     openai = make_registry(12, seed=4)
     for spelling in ("mcp", "anthropic"):
         other = respell(openai, spelling)
-        assert [(t.name, t.parameters) for t in parse_tools(other)] == [(t.name, t.parameters) for t in parse_tools(openai)]
+        assert [(t.name, t.parameters) for t in parse_tools(other)] == [
+            (t.name, t.parameters) for t in parse_tools(openai)
+        ]
     assert parse_tools({"tools": respell(openai, "mcp")})[0].name == parse_tools(openai)[0].name
     table = compile_tools([{"name": "ping"}, {"name": "pong", "parameters": None}], vocabs["gpt2"], format="object")
     m = table.matcher()
@@ -184,23 +256,34 @@ def test_spellings_and_missing_parameters(vocabs):
     assert {t.name for t in tools_of(table)} == {"ping", "pong"}
 
 
-@pytest.mark.parametrize(("doc", "message"), [
-    ([], "non-empty JSON array"),
-    ([{"name": "a"}, {"name": "a"}], "tools[1].name: 'a' is already the name of tools[0]"),
-    ([{"function": {"name": ""}}], "tools[0].function.name: expected a non-empty string"),
-    ([{"type": "function", "function": {"name": "a", "parameters": [1]}}], "tools[0].function.parameters: expected"),
-    ([{"type": "tool", "function": {"name": "a"}}], "tools[0].type"),
-    ([{"name": "a\nb"}], "control character"),
-    ([3], "tools[0]: expected an object"),
-])
+@pytest.mark.parametrize(
+    ("doc", "message"),
+    [
+        ([], "non-empty JSON array"),
+        ([{"name": "a"}, {"name": "a"}], "tools[1].name: 'a' is already the name of tools[0]"),
+        ([{"function": {"name": ""}}], "tools[0].function.name: expected a non-empty string"),
+        (
+            [{"type": "function", "function": {"name": "a", "parameters": [1]}}],
+            "tools[0].function.parameters: expected",
+        ),
+        ([{"type": "tool", "function": {"name": "a"}}], "tools[0].type"),
+        ([{"name": "a\nb"}], "control character"),
+        ([3], "tools[0]: expected an object"),
+    ],
+)
 def test_bad_entries_are_refused_naming_the_entry(vocabs, doc, message):
     with pytest.raises(ToolsError, match=__import__("re").escape(message)):
         compile_tools(doc, vocabs["gpt2"])
 
 
 def test_a_schema_the_engine_rejects_is_refused_at_first_use(vocabs):
-    tools = [{"name": "ok", "parameters": {"type": "object"}},
-             {"name": "bad", "parameters": {"type": "object", "properties": {"u": {"type": "string", "format": "uri-reference"}}}}]
+    tools = [
+        {"name": "ok", "parameters": {"type": "object"}},
+        {
+            "name": "bad",
+            "parameters": {"type": "object", "properties": {"u": {"type": "string", "format": "uri-reference"}}},
+        },
+    ]
     table = compile_tools(tools, vocabs["gpt2"], format="object", engine="llguidance")
     assert _accepts_all(vocabs["gpt2"], table.matcher(), b'{"name": "ok", "arguments": {}}')
     m = table.matcher()
@@ -210,7 +293,9 @@ def test_a_schema_the_engine_rejects_is_refused_at_first_use(vocabs):
 
 def test_the_build_compiles_no_argument_grammar(vocabs):
     """K tools, no grammar compiled before a sequence picks one; equal schemas share one compiled grammar."""
-    tools = [{"name": f"t{i}", "parameters": {"type": "object", "properties": {"x": {"type": "integer"}}}} for i in range(50)]
+    tools = [
+        {"name": f"t{i}", "parameters": {"type": "object", "properties": {"x": {"type": "integer"}}}} for i in range(50)
+    ]
     table = compile_tools(tools, vocabs["qwen2"], format="object")
     drv = table.driver()
     before = drv.compiles
@@ -230,10 +315,23 @@ def test_rows_after_a_handover_are_shared_and_stay_exact(vocabs, engine, fmt, pa
     is computed once and shared: every later sequence there gets the same row, and one that the engine has moved
     (a token accepted, then rolled back; a fork moved on) computes its own, equal to the engine's own answer."""
     vocab = vocabs["qwen2"]
-    tools = [{"name": n, "parameters": {"type": "object", "properties": {"q": {"type": "string"}, "n": {"type": "integer"}},
-                                        "required": ["q"]}} for n in ("get_user", "get_users", "find")]
+    tools = [
+        {
+            "name": n,
+            "parameters": {
+                "type": "object",
+                "properties": {"q": {"type": "string"}, "n": {"type": "integer"}},
+                "required": ["q"],
+            },
+        }
+        for n in ("get_user", "get_users", "find")
+    ]
     table = compile_tools(tools, vocab, format=fmt, engine=engine, parallel=parallel)
-    head = b'<tool_call>\n{"name": "get_user", "arguments": {' if fmt == "hermes" else b'[{"name": "get_user", "parameters": {'
+    head = (
+        b'<tool_call>\n{"name": "get_user", "arguments": {'
+        if fmt == "hermes"
+        else b'[{"name": "get_user", "parameters": {'
+    )
     m = table.matcher()
     ids = _spell(vocab, m, head)
     assert m.accept_tokens(ids) == len(ids) and m.phase == "engine"
@@ -264,8 +362,9 @@ def test_rows_after_a_handover_are_shared_and_stay_exact(vocabs, engine, fmt, pa
 def test_any_whitespace_equals_xgrammar(vocabs, fmt, parallel):
     """vLLM asks xgrammar for any whitespace by default: the start is a grammar of its own, the names are entered."""
     pytest.importorskip("xgrammar")
-    table = compile_tools(registry(10, 5, "xgrammar"), vocabs["qwen2"], format=fmt, engine="xgrammar",
-                          parallel=parallel, whitespace="any")
+    table = compile_tools(
+        registry(10, 5, "xgrammar"), vocabs["qwen2"], format=fmt, engine="xgrammar", parallel=parallel, whitespace="any"
+    )
     check(table, walks=5, steps=80)
 
 

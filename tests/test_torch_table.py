@@ -139,9 +139,9 @@ def test_mask_rows_keeps_exactly_the_allowed_logits(qwen2: triec.Vocabulary, max
             assert torch.equal(logits[r, want], before[r, want])
         others = np.setdiff1d(np.arange(n + 4), rows)
         assert torch.equal(logits[others], before[others])
-        every = before[: n].clone()  # rows=None: row i takes states[i]
+        every = before[:n].clone()  # rows=None: row i takes states[i]
         dev.mask_rows(every, None, torch.from_numpy(states), max_gather=max_gather)
-        explicit = before[: n].clone()
+        explicit = before[:n].clone()
         dev.mask_rows(explicit, torch.arange(n), torch.from_numpy(states), max_gather=max_gather)
         assert torch.equal(every, explicit)
 
@@ -171,10 +171,25 @@ def test_cuda_matches_numpy(qwen2: triec.Vocabulary) -> None:
 
 def test_gpu_check_script_runs_on_cpu() -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "triec.bench.gpu_check", "--device", "cpu", "--ks", "300", "--batches", "1,8",
-         "--iters", "3", "--sample", "64"],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "triec.bench.gpu_check",
+            "--device",
+            "cpu",
+            "--ks",
+            "300",
+            "--batches",
+            "1,8",
+            "--iters",
+            "3",
+            "--sample",
+            "64",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "equal to the numpy runtime" in proc.stdout and "B=8" in proc.stdout
 
@@ -217,10 +232,14 @@ def test_masking_path_functions_equal_a_numpy_reference() -> None:
         assert dense_rows == []  # at most SPARSE_WORDS words a row here
         assert words <= SPARSE_WORDS
         w = min(width, words * 32)
-        assert np.array_equal(sparse.numpy()[:, :w], ref[:, :w]) and np.array_equal(sparse.numpy()[:, w:], logits[:, w:])
+        assert np.array_equal(sparse.numpy()[:, :w], ref[:, :w]) and np.array_equal(
+            sparse.numpy()[:, w:], logits[:, w:]
+        )
         kept = torch.from_numpy(logits.copy())
         keep_tokens(kept, torch.tensor([5, 1]), torch.tensor([0, 7]))
-        assert np.isfinite(kept.numpy()[[5, 1]]).sum() == 4 and kept[5, 7] == logits[5, 7] and kept[1, 0] == logits[1, 0]
+        assert (
+            np.isfinite(kept.numpy()[[5, 1]]).sum() == 4 and kept[5, 7] == logits[5, 7] and kept[1, 0] == logits[1, 0]
+        )
         assert np.array_equal(kept.numpy()[[0, 2, 3, 4]], logits[[0, 2, 3, 4]])
 
 

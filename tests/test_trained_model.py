@@ -72,8 +72,19 @@ def test_fixture_tokenizer_encodes_like_llama_cpp(trained_model: Path) -> None:
     meta = read_metadata(bundled_gguf())
     assert meta["tokenizer.ggml.pre"] == "smollm"
     tok = AutoTokenizer.from_pretrained(trained_model)
-    texts = ["Hello world", "[\n  1", "12345 apples", "x=3.14159;", "  leading spaces", "get_weather(city='Paris')",
-             "médico über 東京", "tabs\tand\nnewlines\n\n", "it's 2026-12-02", "a1b22c333", "{\"name\": \"x\"}"]  # fmt: skip
+    texts = [
+        "Hello world",
+        "[\n  1",
+        "12345 apples",
+        "x=3.14159;",
+        "  leading spaces",
+        "get_weather(city='Paris')",
+        "médico über 東京",
+        "tabs\tand\nnewlines\n\n",
+        "it's 2026-12-02",
+        "a1b22c333",
+        '{"name": "x"}',
+    ]
     for text in texts:
         ref = _llama_cpp_encode(text, meta["tokenizer.ggml.tokens"], meta["tokenizer.ggml.merges"])
         assert tok.encode(text, add_special_tokens=False) == ref, text
@@ -94,7 +105,9 @@ def test_fixture_is_built_once(trained_model: Path) -> None:
     assert prepare(root=trained_model.parent) == trained_model
     assert (trained_model / MARKER).stat().st_mtime_ns == before
     info = json.loads((trained_model / MARKER).read_text())
-    assert len(info["gguf_sha256"]) == 64 and "chat_template" in json.loads((trained_model / "tokenizer_config.json").read_text())
+    assert len(info["gguf_sha256"]) == 64 and "chat_template" in json.loads(
+        (trained_model / "tokenizer_config.json").read_text()
+    )
     assert not list(trained_model.parent.glob("*.tmp"))
 
 
@@ -154,7 +167,9 @@ def test_canonical_mode_decodes_each_answer_as_the_encoder_writes_it(trained_mod
         assert o.tokens == len(ids)  # the value's canonical tokens (EOS not counted)
         assert o.identical_to_trie is not None
     trie = {o.id: o for o in outcomes if o.mode == "trie"}
-    assert all(o.output == trie[o.id].output and o.tokens == trie[o.id].tokens for o in canonical if o.identical_to_trie)
+    assert all(
+        o.output == trie[o.id].output and o.tokens == trie[o.id].tokens for o in canonical if o.identical_to_trie
+    )
     assert not any(o.identical_to_trie for o in canonical if o.tokens != trie[o.id].tokens)
 
 
@@ -168,8 +183,14 @@ def test_generate_with_the_processor_picks_what_eval_picks(evaluator, items) -> 
     (trie,) = [o for o in evaluator.run(item) if o.mode == "trie"]
     prompt = torch.tensor([evaluator.prompt_ids(item, "trie")])
     table = triec.compile(item.candidates, evaluator.vocab)
-    out = evaluator.model.generate(prompt, attention_mask=torch.ones_like(prompt), logits_processor=[TriecLogitsProcessor(table)],
-                                   max_new_tokens=24, do_sample=False, pad_token_id=2)  # fmt: skip
+    out = evaluator.model.generate(
+        prompt,
+        attention_mask=torch.ones_like(prompt),
+        logits_processor=[TriecLogitsProcessor(table)],
+        max_new_tokens=24,
+        do_sample=False,
+        pad_token_id=2,
+    )
     text = evaluator.tokenizer.decode(out[0, prompt.shape[1] :], skip_special_tokens=True)
     assert text == trie.output and text in item.candidates
 
@@ -184,8 +205,14 @@ def test_think_then_answer_in_generate(evaluator, items) -> None:
     prompt = torch.tensor([evaluator.prompt_ids(item, "think")])
     table = triec.compile(item.candidates, evaluator.vocab, prefix=" ")
     proc = TriecLogitsProcessor(table, trigger="Answer:", vocab=evaluator.vocab)
-    out = evaluator.model.generate(prompt, attention_mask=torch.ones_like(prompt), logits_processor=[proc],
-                                   max_new_tokens=160, do_sample=False, pad_token_id=2)  # fmt: skip
+    out = evaluator.model.generate(
+        prompt,
+        attention_mask=torch.ones_like(prompt),
+        logits_processor=[proc],
+        max_new_tokens=160,
+        do_sample=False,
+        pad_token_id=2,
+    )
     new = out[0, prompt.shape[1] :].tolist()
     text = evaluator.tokenizer.decode(new, skip_special_tokens=True)
     if new[-1] == 2:  # the model reached the trigger within the budget: a candidate then EOS
@@ -202,15 +229,30 @@ def test_cli_eval_prints_the_table_and_writes_json(trained_model: Path, tmp_path
     data = tmp_path / "d.jsonl"
     bfcl.write(bfcl.convert("multiple", BFCL)[:2], data)
     out = tmp_path / "r.json"
-    res = CliRunner().invoke(app, ["eval", str(data), "--model", str(trained_model), "--modes", "free,trie",
-                                   "--compare", "xgrammar", "--json", str(out)])  # fmt: skip
+    res = CliRunner().invoke(
+        app,
+        [
+            "eval",
+            str(data),
+            "--model",
+            str(trained_model),
+            "--modes",
+            "free,trie",
+            "--compare",
+            "xgrammar",
+            "--json",
+            str(out),
+        ],
+    )
     assert res.exit_code == 0, res.output
     assert "trie" in res.stdout and "= xgrammar" in res.stdout
     doc = json.loads(out.read_text())
     assert set(doc["modes"]) == {"free", "trie"} and len(doc["items"]) == 4
     trie = doc["modes"]["trie"]
     assert trie["items"] == 2 and trie["valid"] == 2 and trie["identical_to_xgrammar"] == 2
-    assert {"correct", "tokens_mean", "seconds_mean"} <= set(trie) and "identical_to_xgrammar" not in doc["modes"]["free"]
+    assert {"correct", "tokens_mean", "seconds_mean"} <= set(trie) and "identical_to_xgrammar" not in doc["modes"][
+        "free"
+    ]
 
 
 # -- data and converters (no model) -----------------------------------------------------------------------------------
@@ -228,13 +270,16 @@ def test_bfcl_converter() -> None:
     assert shot[0]["messages"][2]["content"] == docs[0]["gold"]
 
 
-@pytest.mark.parametrize(("line", "match"), [
-    ('{"gold": "a"}', "exactly one of 'messages'"),
-    ('{"prompt": "p"}', "'gold'"),
-    ('{"prompt": "p", "gold": "a", "candidates": ["b"]}', "not one of the item's candidates"),
-    ('{"messages": [{"role": "user"}], "gold": "a"}', "'messages'"),
-    ("{not json", "not valid JSON"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("line", "match"),
+    [
+        ('{"gold": "a"}', "exactly one of 'messages'"),
+        ('{"prompt": "p"}', "'gold'"),
+        ('{"prompt": "p", "gold": "a", "candidates": ["b"]}', "not one of the item's candidates"),
+        ('{"messages": [{"role": "user"}], "gold": "a"}', "'messages'"),
+        ("{not json", "not valid JSON"),
+    ],
+)
 def test_bad_data_lines_are_named(tmp_path: Path, line: str, match: str) -> None:
     from typer.testing import CliRunner
 
@@ -286,10 +331,12 @@ def test_an_interrupted_evaluation_keeps_what_was_measured() -> None:
 def test_summary_and_plot(tmp_path: Path) -> None:
     from triec.eval.run import EvalConfig, Outcome, report_json
 
-    outcomes = [Outcome("a", "free", "no", "no", False, False, 3, 1.0),
-                Outcome("a", "trie", "x", "x", True, True, 2, 0.5, identical_to_xgrammar=True),
-                Outcome("b", "free", "x", "x", True, False, 1, 1.0),
-                Outcome("b", "trie", "y", "y", True, False, 4, 1.5, identical_to_xgrammar=False, xgrammar_output="z")]  # fmt: skip
+    outcomes = [
+        Outcome("a", "free", "no", "no", False, False, 3, 1.0),
+        Outcome("a", "trie", "x", "x", True, True, 2, 0.5, identical_to_xgrammar=True),
+        Outcome("b", "free", "x", "x", True, False, 1, 1.0),
+        Outcome("b", "trie", "y", "y", True, False, 4, 1.5, identical_to_xgrammar=False, xgrammar_output="z"),
+    ]
     doc = report_json(outcomes, EvalConfig(modes=("free", "trie")), {"model": "m", "data": "d.jsonl"})
     assert doc["modes"]["free"] == {"items": 2, "valid": 1, "correct": 0, "tokens_mean": 2.0, "seconds_mean": 1.0}
     assert doc["modes"]["trie"]["identical_to_xgrammar"] == 1 and doc["modes"]["trie"]["tokens_mean"] == 3.0

@@ -54,10 +54,18 @@ def models(vocabs: dict[str, triec.Vocabulary]) -> dict[str, transformers.PreTra
     for name in ("gpt2", "qwen2"):
         vocab = vocabs[name]
         config = transformers.LlamaConfig(
-            vocab_size=vocab.vocab_size, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-            num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=128, tie_word_embeddings=True,
-            bos_token_id=None, eos_token_id=list(vocab.eos_token_ids), pad_token_id=vocab.eos_token_ids[0],
-        )  # fmt: skip
+            vocab_size=vocab.vocab_size,
+            hidden_size=16,
+            intermediate_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            num_key_value_heads=1,
+            max_position_embeddings=128,
+            tie_word_embeddings=True,
+            bos_token_id=None,
+            eos_token_id=list(vocab.eos_token_ids),
+            pad_token_id=vocab.eos_token_ids[0],
+        )
         torch.manual_seed(0)
         out[name] = transformers.LlamaForCausalLM(config).eval()
     return out
@@ -68,10 +76,15 @@ def generate(model, tok, vocab: triec.Vocabulary, processor, *, sample: bool, ma
     torch.manual_seed(1)
     out = model.generate(
         **enc,
-        logits_processor=transformers.LogitsProcessorList(processor if isinstance(processor, list) else [processor] if processor else []),
-        max_new_tokens=max_new_tokens, do_sample=sample, top_k=0 if sample else None,
-        eos_token_id=list(vocab.eos_token_ids), pad_token_id=vocab.eos_token_ids[0],
-    )  # fmt: skip
+        logits_processor=transformers.LogitsProcessorList(
+            processor if isinstance(processor, list) else [processor] if processor else []
+        ),
+        max_new_tokens=max_new_tokens,
+        do_sample=sample,
+        top_k=0 if sample else None,
+        eos_token_id=list(vocab.eos_token_ids),
+        pad_token_id=vocab.eos_token_ids[0],
+    )
     return out[:, enc["input_ids"].shape[1] :].tolist()
 
 
@@ -163,9 +176,18 @@ def test_generate_tool_calls_with_a_schema_table(vocabs, hf, models) -> None:
     """A compiled tool schema in generate: every row is one complete tool call, then EOS."""
     vocab, tok, model = vocabs["qwen2"], hf["qwen2"], models["qwen2"]
     names = triec.synthetic.sets.tool_names(1000)
-    args = {"type": "object", "properties": {"flag": {"type": "boolean"}}, "required": ["flag"], "additionalProperties": False}
-    schema = {"type": "object", "properties": {"name": {"type": "string", "enum": names}, "arguments": args},
-              "required": ["name", "arguments"], "additionalProperties": False}
+    args = {
+        "type": "object",
+        "properties": {"flag": {"type": "boolean"}},
+        "required": ["flag"],
+        "additionalProperties": False,
+    }
+    schema = {
+        "type": "object",
+        "properties": {"name": {"type": "string", "enum": names}, "arguments": args},
+        "required": ["name", "arguments"],
+        "additionalProperties": False,
+    }
     table = triec.compile_schema(schema, vocab)
     budget = max(len(n.encode()) for n in names) + len('{"name": "", "arguments": {"flag": false}}') + 1
     for sample in (False, True):
@@ -186,9 +208,18 @@ def test_generate_with_a_tool_registry(vocabs, hf, models) -> None:
     """A tool registry in generate (vLLM's required format, each tool its own arguments): every row a JSON array of
     calls, each call's arguments valid for its own tool."""
     vocab, tok, model = vocabs["qwen2"], hf["qwen2"], models["qwen2"]
-    tools = [{"name": f"tool_{i}", "parameters": {"type": "object", "properties": {f"arg{i}": {"type": "integer"}},
-                                                  "required": [f"arg{i}"], "additionalProperties": False}}
-             for i in range(50)]
+    tools = [
+        {
+            "name": f"tool_{i}",
+            "parameters": {
+                "type": "object",
+                "properties": {f"arg{i}": {"type": "integer"}},
+                "required": [f"arg{i}"],
+                "additionalProperties": False,
+            },
+        }
+        for i in range(50)
+    ]
     table = triec.compile_tools(tools, vocab, format="vllm", parallel=False)
     proc = TriecLogitsProcessor(table)
     rows = generate(model, tok, vocab, proc, sample=True, max_new_tokens=60)
@@ -229,8 +260,17 @@ def test_think_then_answer_processor_follows_each_row(vocabs) -> None:
     proc = TriecLogitsProcessor(table, trigger="Answer:", vocab=vocab)
     ref = [Triggered(table, vocab, "Answer:").matcher() for _ in range(2)]
     ids = {b: i for i, b in enumerate(vocab.token_bytes) if b}
-    script = [[ids[b"I"], ids[b" think"], ids[b" Answer"], ids[b":"], ids[b"R"], ids[b"ome"]],
-              [ids[b"Answer"], ids[b":"], ids[b"Paris"], vocab.eos_token_ids[0], vocab.eos_token_ids[0], vocab.eos_token_ids[0]]]  # fmt: skip
+    script = [
+        [ids[b"I"], ids[b" think"], ids[b" Answer"], ids[b":"], ids[b"R"], ids[b"ome"]],
+        [
+            ids[b"Answer"],
+            ids[b":"],
+            ids[b"Paris"],
+            vocab.eos_token_ids[0],
+            vocab.eos_token_ids[0],
+            vocab.eos_token_ids[0],
+        ],
+    ]
     input_ids = torch.tensor([[5, 6], [5, 6]])
     for step in range(6):
         out = proc(input_ids, torch.zeros(2, vocab.vocab_size))

@@ -71,8 +71,11 @@ def test_rows_equal_the_reference_along_walks(vocabs, name: str) -> None:
     triggers = [t.encode() for t in TRIGGERS[name]]
     trig = Triggered(table, vocab, TRIGGERS[name])
     values = [v.encode() for v in VALUES]
-    interesting = [i for i, tb in enumerate(vocab.token_bytes)
-                   if tb and any(p in tb for t in triggers for p in (t[:3], t[-3:], b":", b"Answer"))]  # fmt: skip
+    interesting = [
+        i
+        for i, tb in enumerate(vocab.token_bytes)
+        if tb and any(p in tb for t in triggers for p in (t[:3], t[-3:], b":", b"Answer"))
+    ]
     rng = np.random.default_rng(len(name))
     rows = completed = 0
     for walk in range(6):
@@ -121,7 +124,9 @@ def test_a_forced_trigger_lands_in_the_table(qwen2) -> None:
     assert m.phase == "free" and trig.automaton.prefixes[m.q] == b"Answer:"
     assert not m.accept_token(ids[b" x"]), "a space completes the trigger, then x: no value starts so"
     assert m.accept_token(ids[b" "]) and m.phase == "answer"
-    bad = [i for i, b in enumerate(tb) if b.startswith(b" ") and b[1:2] not in (b"y", b"n", b"m", b"P", b"N", b"4", b"")]
+    bad = [
+        i for i, b in enumerate(tb) if b.startswith(b" ") and b[1:2] not in (b"y", b"n", b"m", b"P", b"N", b"4", b"")
+    ]
     assert not any(m.fork().accept_token(t) for t in bad[:200])
     fresh = trig.matcher()
     assert fresh.validate_tokens([ids[b"Answer"], ids[b":"], ids[b" yes"]]) == 3 and fresh.num_accepted == 0
@@ -135,19 +140,39 @@ def test_free_rows_equal_xgrammars_triggered_tags_but_eos(vocabs) -> None:
     table = triec.compile(VALUES, vocab)
     trig = Triggered(table, vocab, "Answer:")
     content = {"type": "or", "elements": [{"type": "const_string", "value": v} for v in VALUES]}
-    tag = {"type": "structural_tag", "format": {"type": "triggered_tags", "triggers": ["Answer:"], "tags": [
-        {"type": "tag", "begin": "Answer:", "content": content, "end": ""}], "at_least_one": False, "stop_after_first": True}}  # fmt: skip
-    info = xgr.TokenizerInfo(list(vocab.token_bytes), vocab_type=xgr.VocabType.RAW, vocab_size=vocab.vocab_size,
-                             stop_token_ids=list(vocab.eos_token_ids))  # fmt: skip
+    tag = {
+        "type": "structural_tag",
+        "format": {
+            "type": "triggered_tags",
+            "triggers": ["Answer:"],
+            "tags": [{"type": "tag", "begin": "Answer:", "content": content, "end": ""}],
+            "at_least_one": False,
+            "stop_after_first": True,
+        },
+    }
+    info = xgr.TokenizerInfo(
+        list(vocab.token_bytes),
+        vocab_type=xgr.VocabType.RAW,
+        vocab_size=vocab.vocab_size,
+        stop_token_ids=list(vocab.eos_token_ids),
+    )
     compiled = xgr.GrammarCompiler(info).compile_structural_tag(json.dumps(tag))
     ids = {b: i for i, b in enumerate(vocab.token_bytes) if b}
-    for pieces in ([], [b"Hello", b" Answer"], [b"An", b"sw", b"er", b":"], [b"x", b"Answer", b":", b"4"], [b"Answer", b":", b"Par"]):
+    for pieces in (
+        [],
+        [b"Hello", b" Answer"],
+        [b"An", b"sw", b"er", b":"],
+        [b"x", b"Answer", b":", b"4"],
+        [b"Answer", b":", b"Par"],
+    ):
         m, ref = trig.matcher(), xgr.GrammarMatcher(compiled)
         for p in pieces:
             assert m.accept_token(ids[p]) and ref.accept_token(ids[p]), p
         buf = xgr.allocate_token_bitmask(1, vocab.vocab_size)
         ref.fill_next_token_bitmask(buf, 0)
-        theirs = set(np.flatnonzero(np.unpackbits(buf[0].numpy().view(np.uint8), bitorder="little")[: vocab.vocab_size]).tolist())
+        theirs = set(
+            np.flatnonzero(np.unpackbits(buf[0].numpy().view(np.uint8), bitorder="little")[: vocab.vocab_size]).tolist()
+        )
         ours = set(m.allowed().tolist())
         eos = set(vocab.eos_token_ids)
         assert ours - eos == theirs - eos, (pieces, sorted(ours ^ theirs)[:8])

@@ -22,11 +22,17 @@ from triec.errors import SchemaShapeError
 from triec.schema.compile import compile_structural_tag
 from triec.verify.schemas import compare_texts
 
-pytestmark = [pytest.mark.engines, pytest.mark.skipif(__import__("importlib").util.find_spec("xgrammar") is None,
-                                                      reason="xgrammar not installed")]  # fmt: skip
+pytestmark = [
+    pytest.mark.engines,
+    pytest.mark.skipif(__import__("importlib").util.find_spec("xgrammar") is None, reason="xgrammar not installed"),
+]
 
-PARAMS = {"type": "object", "properties": {"city": {"type": "string"}, "n": {"type": "integer"}},
-          "required": ["city", "n"], "additionalProperties": False}  # fmt: skip
+PARAMS = {
+    "type": "object",
+    "properties": {"city": {"type": "string"}, "n": {"type": "integer"}},
+    "required": ["city", "n"],
+    "additionalProperties": False,
+}
 NAMES = ["get_weather", "get_weather_now", "send_email", "search", "add"]
 CALL1 = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "n": 3}}\n</tool_call>'
 CALL2 = '<tool_call>{"name": "search", "arguments": {"city": "a<b", "n": 10}}</tool_call>'
@@ -43,12 +49,32 @@ def auto_tag(names: list[str], *, stop_after_first: bool = False, at_least_one: 
     tags = []
     for n in names:
         content = {"type": "json_schema", "json_schema": PARAMS}
-        tags.append({"type": "tag", "begin": '<tool_call>\n{"name": "' + n + '", "arguments": ', "content": content,
-                     "end": "}\n</tool_call>"})  # fmt: skip
-        tags.append({"type": "tag", "begin": '<tool_call>{"name": "' + n + '", "arguments": ', "content": content,
-                     "end": "}</tool_call>"})  # fmt: skip
-    return {"type": "structural_tag", "format": {"type": "triggered_tags", "triggers": ["<tool_call>"], "tags": tags,
-                                                 "at_least_one": at_least_one, "stop_after_first": stop_after_first}}  # fmt: skip
+        tags.append(
+            {
+                "type": "tag",
+                "begin": '<tool_call>\n{"name": "' + n + '", "arguments": ',
+                "content": content,
+                "end": "}\n</tool_call>",
+            }
+        )
+        tags.append(
+            {
+                "type": "tag",
+                "begin": '<tool_call>{"name": "' + n + '", "arguments": ',
+                "content": content,
+                "end": "}</tool_call>",
+            }
+        )
+    return {
+        "type": "structural_tag",
+        "format": {
+            "type": "triggered_tags",
+            "triggers": ["<tool_call>"],
+            "tags": tags,
+            "at_least_one": at_least_one,
+            "stop_after_first": stop_after_first,
+        },
+    }
 
 
 def qwen25_like(qwen2: triec.Vocabulary) -> triec.Vocabulary:
@@ -98,23 +124,46 @@ def test_saved_and_loaded_serves_the_same(vocabs, tmp_path: Path) -> None:
 def test_the_legacy_structures_shape_is_the_same_language(vocabs) -> None:
     """SGLang's ``{"structures": [...], "triggers": [...]}`` is xgrammar's triggered tags: the same rows."""
     vocab = vocabs["gpt2"]
-    legacy = {"structures": [{"begin": f"<function={n}>", "schema": PARAMS, "end": "</function>"} for n in NAMES],
-              "triggers": ["<function="]}  # fmt: skip
+    legacy = {
+        "structures": [{"begin": f"<function={n}>", "schema": PARAMS, "end": "</function>"} for n in NAMES],
+        "triggers": ["<function="],
+    }
     table = compile_structural_tag(legacy, vocab)
     text = 'Calling. <function=search>{"city": "x", "n": 1}</function> ok <function=add>{"city": "", "n": 2}</function>'
     r = compare_texts(table, [text, "just text"], splits=2, past=2)
     assert r.mismatches == 0 and r.walks_ended == 4, r.examples
 
 
-@pytest.mark.parametrize(("fmt", "message"), [
-    ({"type": "triggered_tags", "triggers": ["<a", "<b"], "tags": [{"begin": "<a1", "content": {"type": "any_text"},
-                                                                    "end": ">"}]}, "several triggers"),
-    ({"type": "triggered_tags", "triggers": ["<a"], "tags": [{"begin": "<b1", "content": {"type": "any_text"},
-                                                              "end": ">"}]}, "does not start with the trigger"),
-    ({"type": "triggered_tags", "triggers": ["<a"], "tags": [{"begin": "<a", "content": {"type": "any_text"},
-                                                              "end": ">"}]}, "the trigger"),
-    ({"type": "token_triggered_tags", "trigger_tokens": [5], "tags": []}, "token_triggered_tags"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("fmt", "message"),
+    [
+        (
+            {
+                "type": "triggered_tags",
+                "triggers": ["<a", "<b"],
+                "tags": [{"begin": "<a1", "content": {"type": "any_text"}, "end": ">"}],
+            },
+            "several triggers",
+        ),
+        (
+            {
+                "type": "triggered_tags",
+                "triggers": ["<a"],
+                "tags": [{"begin": "<b1", "content": {"type": "any_text"}, "end": ">"}],
+            },
+            "does not start with the trigger",
+        ),
+        (
+            {
+                "type": "triggered_tags",
+                "triggers": ["<a"],
+                "tags": [{"begin": "<a", "content": {"type": "any_text"}, "end": ">"}],
+            },
+            "the trigger",
+        ),
+        ({"type": "token_triggered_tags", "trigger_tokens": [5], "tags": []}, "token_triggered_tags"),
+    ],
+)
 def test_shapes_left_to_the_engine(vocabs, fmt: dict, message: str) -> None:
     with pytest.raises(SchemaShapeError, match=message):
         compile_structural_tag({"type": "structural_tag", "format": fmt}, vocabs["gpt2"])

@@ -38,7 +38,20 @@ CASES: dict[str, list[str]] = {
     # multi-byte characters split across tokens: states inside a character
     "unicode": ["café", "naïve", "日本", "日本語", "👩\u200d💻", "e\u0301", "Ωmega", "привет", "中文字符"],
     # whitespace, newlines and regex/grammar metacharacters must be byte-exact literals
-    "whitespace": [" leading", "trailing ", "\ttab", "a\nb", "a  b", "\u00a0nbsp", "...", " ", "\n", 'q"\\x', "$^.*+?()[]{}|/", "a\x00b"],
+    "whitespace": [
+        " leading",
+        "trailing ",
+        "\ttab",
+        "a\nb",
+        "a  b",
+        "\u00a0nbsp",
+        "...",
+        " ",
+        "\n",
+        'q"\\x',
+        "$^.*+?()[]{}|/",
+        "a\x00b",
+    ],
     # the empty value: EOS allowed at the start
     "empty": ["", "a", "ab", "日"],
     "tools": triec.synthetic.sets.tool_names(60),
@@ -83,14 +96,18 @@ def test_engine_masks_equal_triec(vocab: triec.Vocabulary, engine_name: str, cas
 
 
 ALPHABET = string.ascii_letters[:6] + "_. é日👩\u200d\n"
-random_sets = st.lists(st.one_of(st.text(alphabet=ALPHABET, min_size=1, max_size=8), st.just("")), min_size=1, max_size=12)
+random_sets = st.lists(
+    st.one_of(st.text(alphabet=ALPHABET, min_size=1, max_size=8), st.just("")), min_size=1, max_size=12
+)
 
 
 @pytest.mark.parametrize("engine_name", ["llguidance", "xgrammar"])
 @pytest.mark.parametrize("name", NAMES)
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(values=random_sets)
-def test_random_sets_equal_engine(vocabs: dict[str, triec.Vocabulary], name: str, engine_name: str, values: list[str]) -> None:
+def test_random_sets_equal_engine(
+    vocabs: dict[str, triec.Vocabulary], name: str, engine_name: str, values: list[str]
+) -> None:
     vocab = vocabs[name]
     engine = engine_or_skip(engine_name, vocab)
     assert_engine_agrees(triec.compile(values, vocab), vocab, engine, walks=5)
@@ -243,10 +260,17 @@ def test_consistent_but_wrong_masks_are_found(tmp_path: Path, vocabs: dict[str, 
     intruder = next(t for t in range(victim + 1, vocab.num_tokens) if vocab.token_bytes[t])
     tokens[hi - 1] = intruder
     bad = triec.MaskTable(
-        allowed_offsets=good.allowed_offsets, allowed_tokens=tokens, allowed_next=good.allowed_next,
-        value_state=good.value_state, value_lcp=good.value_lcp, state_byte=good.state_byte, vocab_size=good.vocab_size,
-        eos_token_ids=good.eos_token_ids, tokenizer_fingerprint=good.tokenizer_fingerprint, tokenizer_name="gpt2",
-    )  # fmt: skip
+        allowed_offsets=good.allowed_offsets,
+        allowed_tokens=tokens,
+        allowed_next=good.allowed_next,
+        value_state=good.value_state,
+        value_lcp=good.value_lcp,
+        state_byte=good.state_byte,
+        vocab_size=good.vocab_size,
+        eos_token_ids=good.eos_token_ids,
+        tokenizer_fingerprint=good.tokenizer_fingerprint,
+        tokenizer_name="gpt2",
+    )
     path = tmp_path / "wrong.triec"
     bad.save(path)
     report = verify(str(path), against=["reference", "llguidance"], walks=0)
@@ -271,7 +295,9 @@ def test_usage_errors_exit_2(tools_artifact: Path, tmp_path: Path, monkeypatch: 
     monkeypatch.setattr(triec.engines, "is_installed", lambda name: name != "xgrammar")
     result = invoke("verify", str(tools_artifact), "--against", "xgrammar")
     assert result.exit_code == 2 and "pip install xgrammar" in result.stderr
-    report = json.loads(invoke("verify", str(tools_artifact), "--against", "all", "--walks", "0", "--states", "300", "--json").stdout)
+    report = json.loads(
+        invoke("verify", str(tools_artifact), "--against", "all", "--walks", "0", "--states", "300", "--json").stdout
+    )
     skipped = {c["against"]: c for c in report["checks"] if c["status"] == "skipped"}
     assert "pip install xgrammar" in skipped["xgrammar"]["reason"]
 
@@ -324,10 +350,12 @@ def test_verify_reports_a_schema_mismatch(tmp_path: Path) -> None:
     at = data_start + sec["offset"] + 4 * (sec["count"] - 1)  # the last trie token of the last slot
     old = struct.unpack_from("<i", raw, at)[0]
     struct.pack_into("<i", raw, at, old + 1 if old + 1 < 50256 else old - 1)
-    sections = [dict(s, crc32=zlib.crc32(bytes(raw[data_start + s["offset"] : data_start + s["offset"] + s["length"]])))
-                for s in header["sections"]]  # fmt: skip
+    sections = [
+        dict(s, crc32=zlib.crc32(bytes(raw[data_start + s["offset"] : data_start + s["offset"] + s["length"]])))
+        for s in header["sections"]
+    ]
     head = msgpack.packb(dict(header, sections=sections), use_bin_type=True)
-    out = bytes(raw[:24 + 0])[:8] + struct.pack("<IIII", 3, len(head), zlib.crc32(head), 0) + head
+    out = bytes(raw[: 24 + 0])[:8] + struct.pack("<IIII", 3, len(head), zlib.crc32(head), 0) + head
     out += bytes(((24 + len(head) + 63) // 64) * 64 - len(out)) + bytes(raw[data_start:])
     path = tmp_path / "bad.triec"
     path.write_bytes(out)

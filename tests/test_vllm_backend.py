@@ -33,12 +33,19 @@ DRIVER = Path(__file__).with_name("vllm_backend_driver.py")
 
 
 def run(root: Path, mode: str) -> tuple[dict, str]:
-    env = dict(os.environ, TRIEC_VLLM_BACKEND="1", TRIEC_VLLM_LOG="debug", TRIEC_MAX_CHOICES="20000",
-               TRIEC_VLLM_COMPACT_JSON="1", VLLM_CPU_KVCACHE_SPACE="1")  # fmt: skip
+    env = dict(
+        os.environ,
+        TRIEC_VLLM_BACKEND="1",
+        TRIEC_VLLM_LOG="debug",
+        TRIEC_MAX_CHOICES="20000",
+        TRIEC_VLLM_COMPACT_JSON="1",
+        VLLM_CPU_KVCACHE_SPACE="1",
+    )
     env.pop("VLLM_PLUGINS", None)
     out = root / f"{mode}.json"
-    proc = subprocess.run([sys.executable, str(DRIVER), str(root), str(out), mode], env=env, capture_output=True,
-                          text=True, timeout=900)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, str(DRIVER), str(root), str(out), mode], env=env, capture_output=True, text=True, timeout=900
+    )
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log[-4000:]
     return json.loads(out.read_text()), log
@@ -86,7 +93,11 @@ def test_hermes_tool_calls_equal_xgrammar(runs, mode: str) -> None:
     for key, sides in pairs(report).items():
         if key[0] == "tags":
             ours, ref = sides["triec"], sides["xgrammar"]
-            assert ours["ids"] == ref["ids"] and ours["text"].startswith("<tool_call>"), (key, ours["text"], ref["text"])
+            assert ours["ids"] == ref["ids"] and ours["text"].startswith("<tool_call>"), (
+                key,
+                ours["text"],
+                ref["text"],
+            )
             n += 1
     assert n == 4
 

@@ -40,16 +40,38 @@ from triec.integrations.vllm import backend, internals, plugin  # noqa: E402
 
 V = 151_936
 COLORS = ["red", "green", "blue"]
-OBJECT = {"type": "object", "properties": {"label": {"enum": COLORS}, "v": {"const": 1}}, "required": ["label", "v"],
-          "additionalProperties": False}  # fmt: skip
+OBJECT = {
+    "type": "object",
+    "properties": {"label": {"enum": COLORS}, "v": {"const": 1}},
+    "required": ["label", "v"],
+    "additionalProperties": False,
+}
 DOCS = [
-    {"enum": COLORS}, {"type": "string", "enum": COLORS, "title": "c"}, {"anyOf": [{"enum": COLORS}]},
-    OBJECT, {"type": "object", "properties": {"n": {"type": "integer"}}}, {"type": "array", "items": {"enum": COLORS}},
-    {"type": "array", "minItems": 1, "maxItems": 1, "items": {"type": "object", "anyOf": [
-        {"properties": {"name": {"type": "string", "enum": ["f"]}, "parameters": {"type": "object"}},
-         "required": ["name", "parameters"]}]}},
-    {"enum": ["red", 3]}, {"enum": []}, True, [],
-]  # fmt: skip
+    {"enum": COLORS},
+    {"type": "string", "enum": COLORS, "title": "c"},
+    {"anyOf": [{"enum": COLORS}]},
+    OBJECT,
+    {"type": "object", "properties": {"n": {"type": "integer"}}},
+    {"type": "array", "items": {"enum": COLORS}},
+    {
+        "type": "array",
+        "minItems": 1,
+        "maxItems": 1,
+        "items": {
+            "type": "object",
+            "anyOf": [
+                {
+                    "properties": {"name": {"type": "string", "enum": ["f"]}, "parameters": {"type": "object"}},
+                    "required": ["name", "parameters"],
+                }
+            ],
+        },
+    },
+    {"enum": ["red", 3]},
+    {"enum": []},
+    True,
+    [],
+]
 
 
 @pytest.fixture(scope="module")
@@ -82,8 +104,12 @@ def test_engine_decisions(state) -> None:
     assert isinstance(g, backend.TriecStructuredOutputGrammar)
     Grammar = backend.TriecStructuredOutputGrammar
     assert isinstance(backend.triec_grammar(state, Opt.REGEX, "^(red|blue)$", None, True), Grammar)
-    for kind, spec in ((Opt.REGEX, "[a-z]+"), (Opt.GRAMMAR, 'root ::= "a"'), (Opt.JSON_OBJECT, ""),
-                       (Opt.STRUCTURAL_TAG, '{"type": "structural_tag", "format": {"type": "const_string", "value": "x"}}')):  # fmt: skip
+    for kind, spec in (
+        (Opt.REGEX, "[a-z]+"),
+        (Opt.GRAMMAR, 'root ::= "a"'),
+        (Opt.JSON_OBJECT, ""),
+        (Opt.STRUCTURAL_TAG, '{"type": "structural_tag", "format": {"type": "const_string", "value": "x"}}'),
+    ):
         assert isinstance(backend.triec_grammar(state, kind, spec, None, True), Delegate), kind
     assert isinstance(backend.triec_grammar(state, Opt.CHOICE, json.dumps(["\ud800"]), None, True), Delegate)
     with pytest.raises(RequestError):  # an artifact gone between admission and the engine: the request fails
@@ -138,7 +164,8 @@ def test_frontend_hook_under_auto(monkeypatch) -> None:
         refused._validate_structured_outputs(model_config(), config, object())
     with pytest.raises(backend.RequestRefused, match="serves no triec artifacts|no artifact named"):
         SamplingParams(structured_outputs=SO(json={"x-triec-artifact": "nope"}))._validate_structured_outputs(
-            model_config(), config, object())  # fmt: skip
+            model_config(), config, object()
+        )
 
 
 def test_an_artifact_whose_eos_ids_do_not_stop_gets_the_processors_refusal(state, tmp_path, monkeypatch) -> None:
@@ -160,7 +187,8 @@ def test_an_artifact_whose_eos_ids_do_not_stop_gets_the_processors_refusal(state
     assert "artifact 'oddeos' ends values with EOS ids [151644], but [151644] would not stop" in str(processors.value)
     with pytest.raises(backend.RequestRefused) as frontend:
         SamplingParams(structured_outputs=SO(json={"x-triec-artifact": "oddeos"}))._validate_structured_outputs(
-            model_config(), config, tokenizer)  # fmt: skip
+            model_config(), config, tokenizer
+        )
     assert str(frontend.value) == str(processors.value)
     with pytest.raises(RequestError) as engine:
         backend.triec_grammar(state, Opt.JSON, json.dumps({"x-triec-artifact": "oddeos"}), {151643}, True)
@@ -176,8 +204,11 @@ def _plugin_lines(monkeypatch) -> list[str]:
     """What ``plugin.register()`` logs with the switch on; whatever it installs is undone with the test."""
     from vllm.v1.structured_output import StructuredOutputManager
 
-    for owner, name in ((backend_xgrammar.XgrammarBackend, "compile_grammar"), (StructuredOutputManager, "__init__"),
-                        (backend_xgrammar, "validate_xgrammar_grammar")):  # fmt: skip
+    for owner, name in (
+        (backend_xgrammar.XgrammarBackend, "compile_grammar"),
+        (StructuredOutputManager, "__init__"),
+        (backend_xgrammar, "validate_xgrammar_grammar"),
+    ):
         if hasattr(owner, name):  # put back at the end of the test, whatever register() installed
             monkeypatch.setattr(owner, name, getattr(owner, name))
     site = internals.sparse_site() if internals.HOOKS[3].mismatch() is None else None
@@ -216,14 +247,16 @@ def test_plugin_is_off_without_the_switch_or_on_another_vllm(monkeypatch) -> Non
     monkeypatch.setenv(plugin.ALLOW_UNTESTED_ENV, "1")
     assert plugin.mismatch() is None  # the operator's override skips the version test, and only it
     monkeypatch.setattr(backend_xgrammar.XgrammarBackend, "compile_grammar", lambda self, request_type: None)
-    assert plugin.mismatch() == ("XgrammarBackend.compile_grammar(self, request_type, grammar_spec, stop_token_ids) "
-                                 "differs")  # fmt: skip
+    assert plugin.mismatch() == (
+        "XgrammarBackend.compile_grammar(self, request_type, grammar_spec, stop_token_ids) differs"
+    )
     monkeypatch.setattr(backend_xgrammar.XgrammarBackend, "compile_grammar", before[1])
     monkeypatch.delenv(plugin.ALLOW_UNTESTED_ENV)
     assert _plugin_lines(monkeypatch) == [
         "triec vLLM backend stays off: vLLM 0.99.0 is outside the versions it was tested on (0.32.x, 0.33.x, 0.34.x): "
         "install one of those, or set TRIEC_VLLM_ALLOW_UNTESTED=1 to run it on this one where every other check "
-        "passes; structured outputs are vLLM's own"]  # fmt: skip
+        "passes; structured outputs are vLLM's own"
+    ]
     assert not plugin.is_on()
     assert (backend_xgrammar.validate_xgrammar_grammar, backend_xgrammar.XgrammarBackend.compile_grammar) == before
 
@@ -233,7 +266,11 @@ def test_mismatch_never_raises_and_names_what_moved(monkeypatch) -> None:
     line ``mismatch()`` returns, never an exception, and the backend stays off with it."""
     monkeypatch.delattr(backend_xgrammar, "validate_xgrammar_grammar")
     why = plugin.mismatch()
-    assert why is not None and why.startswith("validate_xgrammar_grammar(sampling_params): AttributeError") and "\n" not in why
+    assert (
+        why is not None
+        and why.startswith("validate_xgrammar_grammar(sampling_params): AttributeError")
+        and "\n" not in why
+    )
     lines = _plugin_lines(monkeypatch)
     assert len(lines) == 1 and lines[0].startswith("triec vLLM backend stays off: validate_xgrammar_grammar")
     assert not plugin.is_on()
@@ -255,8 +292,10 @@ def test_an_optimization_that_moved_is_left_out_in_one_line(monkeypatch) -> None
     assert set(found.without) == {"vocabulary", "sparse_apply"}
     lines = _plugin_lines(monkeypatch)
     assert plugin.is_on()
-    assert lines[0] == ("triec vLLM backend on without vocabulary (StructuredOutputManager.__init__ (the vocabulary "
-                        "built at start-up)): StructuredOutputManager.__init__(self, vllm_config) differs")  # fmt: skip
+    assert lines[0] == (
+        "triec vLLM backend on without vocabulary (StructuredOutputManager.__init__ (the vocabulary "
+        "built at start-up)): StructuredOutputManager.__init__(self, vllm_config) differs"
+    )
     assert lines[1].startswith("triec vLLM backend on without sparse_apply (the worker's host bitmask application")
     assert lines[2].startswith("triec vLLM backend on (vLLM ")
     assert getattr(backend_xgrammar.validate_xgrammar_grammar, "__triec__", False)
@@ -274,11 +313,18 @@ def test_a_tokenizer_triec_cannot_read_delegates(caplog) -> None:
 
 # ----------------------------------------------------------------------------- tool calls through the schema layer
 
-WEATHER = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 12},
-                                            "unit": {"enum": ["c", "f"]}}, "required": ["city", "unit"],
-           "additionalProperties": False}  # fmt: skip
-ALERT = {"type": "object", "properties": {"level": {"type": "integer", "minimum": 0, "maximum": 5}},
-         "required": ["level"], "additionalProperties": False}  # fmt: skip
+WEATHER = {
+    "type": "object",
+    "properties": {"city": {"type": "string", "maxLength": 12}, "unit": {"enum": ["c", "f"]}},
+    "required": ["city", "unit"],
+    "additionalProperties": False,
+}
+ALERT = {
+    "type": "object",
+    "properties": {"level": {"type": "integer", "minimum": 0, "maximum": 5}},
+    "required": ["level"],
+    "additionalProperties": False,
+}
 
 
 def _registry() -> list[tuple[str, dict]]:
@@ -295,7 +341,8 @@ def _compiler_like_vllms() -> object:
     from triec.tokenizer.source import locate
 
     hf = transformers.PreTrainedTokenizerFast(
-        tokenizer_object=tokenizers.Tokenizer.from_str(json.dumps(locate("qwen2").tokenizer_json)))  # fmt: skip
+        tokenizer_object=tokenizers.Tokenizer.from_str(json.dumps(locate("qwen2").tokenizer_json))
+    )
     return xgr.GrammarCompiler(xgr.TokenizerInfo.from_huggingface(hf, vocab_size=V), cache_enabled=False)
 
 
@@ -348,8 +395,12 @@ def test_tool_calls_are_served_and_equal_vllms_xgrammar(state, monkeypatch, shap
 def test_a_legacy_tag_with_at_least_one_stays_xgrammars(state) -> None:
     """vLLM compiles the legacy ``structures``/``triggers`` tag without its ``at_least_one`` (SGLang with it): triec
     serves the legacy tag where the two agree and leaves the other to xgrammar, in the frontend and the engine."""
-    doc = {"structures": [{"begin": '<tool_call>{"name": "f", "arguments": ', "schema": {"type": "object"},
-                           "end": "}</tool_call>"}], "triggers": ["<tool_call>"]}  # fmt: skip
+    doc = {
+        "structures": [
+            {"begin": '<tool_call>{"name": "f", "arguments": ', "schema": {"type": "object"}, "end": "}</tool_call>"}
+        ],
+        "triggers": ["<tool_call>"],
+    }
     assert backend.claims(SO(structural_tag=json.dumps(doc)))
     served = backend.triec_grammar(state, Opt.STRUCTURAL_TAG, json.dumps(doc), None, True)
     assert isinstance(served, backend.TriecStructuredOutputGrammar)
@@ -375,14 +426,18 @@ def test_cpu_worker_sparse_hook_equals_vllms_own(monkeypatch) -> None:
     for trial in range(6):
         req_ids = [f"r{i}" for i in range(6)]
         counts = rng.integers(1, stride + 1, size=len(req_ids))  # logits rows per request: 1 + its drafts
-        batch = SimpleNamespace(req_ids=req_ids, cu_num_logits=torch.from_numpy(np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)))
+        batch = SimpleNamespace(
+            req_ids=req_ids, cu_num_logits=torch.from_numpy(np.concatenate([[0], np.cumsum(counts)]).astype(np.int32))
+        )
         grammar_ids = [req_ids[i] for i in rng.permutation(len(req_ids))[:4]]
         bm = np.zeros((len(grammar_ids) * stride, words), dtype=np.int32)
         for row in bm:
             kind = rng.integers(0, 4)
             if kind == 0:  # a trie state: a few dozen tokens
                 ids = rng.choice(V, size=40, replace=False)
-                np.bitwise_or.at(row.view(np.uint32), ids >> 5, np.left_shift(np.uint32(1), (ids & 31).astype(np.uint32)))
+                np.bitwise_or.at(
+                    row.view(np.uint32), ids >> 5, np.left_shift(np.uint32(1), (ids & 31).astype(np.uint32))
+                )
             elif kind == 1:  # dense: more words than the sparse limit
                 row[: SPARSE_WORDS + 100] = rng.integers(-(2**31), 2**31 - 1, size=SPARSE_WORDS + 100, dtype=np.int64)
             elif kind == 2:

@@ -52,6 +52,8 @@ K = 3  # draft tokens per step
 def xgr(vllm_backend):  # noqa: F811
     """vLLM's own XgrammarBackend, as tests/test_vllm_backend_rows.py builds it."""
     return vllm_backend
+
+
 END = 820  # "####": this test's explicit reasoning end
 CALL = 151657  # <tool_call>: an implicit reasoning end (it is the first content token too)
 ReasoningEnd = namedtuple("ReasoningEnd", "offset implicit")
@@ -85,8 +87,9 @@ def _manager(reasoner: type | None) -> object:
         parallel_config=SimpleNamespace(distributed_executor_backend="mp"),
         scheduler_config=SimpleNamespace(max_num_seqs=4),
         model_config=SimpleNamespace(skip_tokenizer_init=True, is_diffusion=False, get_vocab_size=lambda: V),
-        structured_outputs_config=SimpleNamespace(enable_in_reasoning=False, reasoning_parser=None,
-                                                  reasoning_parser_plugin=None),  # fmt: skip
+        structured_outputs_config=SimpleNamespace(
+            enable_in_reasoning=False, reasoning_parser=None, reasoning_parser_plugin=None
+        ),
         speculative_config=SimpleNamespace(num_speculative_tokens=K),
         num_speculative_tokens=K,
     )
@@ -98,10 +101,21 @@ def _manager(reasoner: type | None) -> object:
 
 def _request(rid: str, grammar: object) -> SimpleNamespace:
     tokens = [1, 2, 3]  # the prompt: reasoning has not ended in it
-    so = SimpleNamespace(grammar=grammar, reasoning_ended=None, reasoning_parser_kwargs=None, reasoner=None,
-                         masked_reasoning_end_ids=None)  # fmt: skip
-    return SimpleNamespace(request_id=rid, use_structured_output=True, structured_output_request=so,
-                           prompt_token_ids=list(tokens), all_token_ids=tokens, _all_token_ids=tokens)  # fmt: skip
+    so = SimpleNamespace(
+        grammar=grammar,
+        reasoning_ended=None,
+        reasoning_parser_kwargs=None,
+        reasoner=None,
+        masked_reasoning_end_ids=None,
+    )
+    return SimpleNamespace(
+        request_id=rid,
+        use_structured_output=True,
+        structured_output_request=so,
+        prompt_token_ids=list(tokens),
+        all_token_ids=tokens,
+        _all_token_ids=tokens,
+    )
 
 
 def _allowed(row: np.ndarray) -> np.ndarray:
@@ -146,8 +160,9 @@ def _drafts(ref: object, reasoning: bool, rng: np.random.Generator) -> list[int]
     return out + [int(rng.integers(0, 151_643)) for _ in range(K - len(out))]
 
 
-def _walk(xgr: object, kind: object, spec: str, reasoner: type | None, seed: int, walks: int = 10,
-          steps: int = 40) -> dict[str, int]:  # fmt: skip
+def _walk(
+    xgr: object, kind: object, spec: str, reasoner: type | None, seed: int, walks: int = 10, steps: int = 40
+) -> dict[str, int]:
     hooked = backend.compile_hook(_original(), internals.tag_compiler())
     manager = _manager(reasoner)
     manager.backend = xgr
@@ -204,7 +219,9 @@ DRAFT_CASES = ["choice", "choice-2000", "enum-json", "hermes-one", "hermes-many"
 @pytest.mark.parametrize("case", DRAFT_CASES)
 def test_drafts_through_the_manager_equal_vllms_own_xgrammar(xgr, monkeypatch, case: str) -> None:
     monkeypatch.delenv(backend.COMPACT_ENV, raising=False)
-    kind, spec = (Opt.STRUCTURAL_TAG, _vllm_auto_tag(_tools(60))) if case == "auto" else (CASES[case][0], CASES[case][1]())
+    kind, spec = (
+        (Opt.STRUCTURAL_TAG, _vllm_auto_tag(_tools(60))) if case == "auto" else (CASES[case][0], CASES[case][1]())
+    )
     # the auto tag's free text allows nearly every token and never ends by itself: shorter walks
     seen = _walk(xgr, kind, spec, None, sum(map(ord, case)), *((3, 20) if case == "auto" else ()))
     assert seen["steps"] >= 6 and seen["trimmed"] >= 1, seen

@@ -34,10 +34,18 @@ from triec.integrations.vllm import backend, internals  # noqa: E402
 
 V = 151_936
 STOP = {151643, 151645}  # Qwen2's <|endoftext|> and <|im_end|>, as vLLM passes them
-WEATHER = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 12}, "unit": {"enum": ["c", "f"]}},
-           "required": ["city", "unit"], "additionalProperties": False}  # fmt: skip
-ALERT = {"type": "object", "properties": {"level": {"type": "integer", "minimum": 0, "maximum": 5}},
-         "required": ["level"], "additionalProperties": False}  # fmt: skip
+WEATHER = {
+    "type": "object",
+    "properties": {"city": {"type": "string", "maxLength": 12}, "unit": {"enum": ["c", "f"]}},
+    "required": ["city", "unit"],
+    "additionalProperties": False,
+}
+ALERT = {
+    "type": "object",
+    "properties": {"level": {"type": "integer", "minimum": 0, "maximum": 5}},
+    "required": ["level"],
+    "additionalProperties": False,
+}
 
 
 def _hf_tokenizer():
@@ -55,10 +63,15 @@ def vllm_backend(tmp_path_factory):
     """vLLM's XgrammarBackend as its engine builds it, with the triec state of a fresh engine."""
     config = SimpleNamespace(
         structured_outputs_config=SimpleNamespace(disable_any_whitespace=False),
-        model_config=SimpleNamespace(hf_config=SimpleNamespace(model_type="qwen2"), tokenizer="qwen2",
-                                     get_vocab_size=lambda: V, skip_tokenizer_init=False, is_diffusion=False),
+        model_config=SimpleNamespace(
+            hf_config=SimpleNamespace(model_type="qwen2"),
+            tokenizer="qwen2",
+            get_vocab_size=lambda: V,
+            skip_tokenizer_init=False,
+            is_diffusion=False,
+        ),
         speculative_config=None,
-    )  # fmt: skip
+    )
     made = backend_xgrammar.XgrammarBackend(vllm_config=config, tokenizer=_hf_tokenizer(), vocab_size=V)
     saved = dict(backend._STATES)
     backend._STATES.clear()  # a fresh engine's state: its tokenizer infos are taken from this backend
@@ -115,7 +128,14 @@ def test_rows_equal_vllms_own_xgrammar(vllm_backend, monkeypatch, case: str) -> 
             ours.fill_bitmask(ours_b, 0)
             ref.fill_bitmask(ref_b, 0)
             a, b = _row(ours_b), _row(ref_b)
-            assert np.array_equal(a, b), (case, walk, step, len(a), len(b), sorted(set(a.tolist()) ^ set(b.tolist()))[:8])
+            assert np.array_equal(a, b), (
+                case,
+                walk,
+                step,
+                len(a),
+                len(b),
+                sorted(set(a.tolist()) ^ set(b.tolist()))[:8],
+            )
             if step < 3:
                 for t in probes:
                     assert ours.validate_tokens([t]) == ref.validate_tokens([t]), (case, step, t)
@@ -159,8 +179,10 @@ def _vllm_auto_tag(tools: list[tuple[str, dict]]) -> str:
     from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionToolsParam
     from vllm.tool_parsers.structural_tag_registry import get_model_structural_tag
 
-    params = [ChatCompletionToolsParam(type="function", function={"name": n, "parameters": p, "strict": True})
-              for n, p in tools]  # fmt: skip
+    params = [
+        ChatCompletionToolsParam(type="function", function={"name": n, "parameters": p, "strict": True})
+        for n, p in tools
+    ]
     tag = get_model_structural_tag("hermes", params, "auto", reasoning=False)
     assert tag is not None
     return json.dumps(tag.model_dump())
@@ -174,9 +196,13 @@ def test_auto_tool_calls_equal_vllms_own_xgrammar(vllm_backend, monkeypatch) -> 
     spec = _vllm_auto_tag(tools)
     assert json.loads(spec)["format"]["type"] == "triggered_tags"
     name_a, name_b = tools[1][0], tools[2][0]
-    text = ("Let me look. <tool_call>\n" + json.dumps({"name": name_a, "arguments": {"city": "Oslo", "unit": "c"}})
-            + "\n</tool_call>\nAnd now: <tool_call>\n" + json.dumps({"name": name_b, "arguments": {"level": 4}})
-            + "\n</tool_call> done").encode()  # fmt: skip
+    text = (
+        "Let me look. <tool_call>\n"
+        + json.dumps({"name": name_a, "arguments": {"city": "Oslo", "unit": "c"}})
+        + "\n</tool_call>\nAnd now: <tool_call>\n"
+        + json.dumps({"name": name_b, "arguments": {"level": 4}})
+        + "\n</tool_call> done"
+    ).encode()
     hooked = backend.compile_hook(_original(), internals.tag_compiler(backend_xgrammar.XgrammarBackend))
     from triec.tokenizer.vocabulary import Vocabulary
 

@@ -45,24 +45,49 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, objec
     art = root / "artifacts"
     art.mkdir()
     triec.compile(COLORS, triec.Vocabulary.load(model)).save(art / "colors.triec")
-    env = dict(os.environ, **SERVER_ENV, TRIEC_VLLM_BACKEND="1", TRIEC_VLLM_LOG="debug", TRIEC_MAX_CHOICES="5000",
-               TRIEC_ARTIFACT_DIR=str(art), VLLM_ENFORCE_STRICT_TOOL_CALLING="0", VLLM_CPU_KVCACHE_SPACE="1")  # fmt: skip
+    env = dict(
+        os.environ,
+        **SERVER_ENV,
+        TRIEC_VLLM_BACKEND="1",
+        TRIEC_VLLM_LOG="debug",
+        TRIEC_MAX_CHOICES="5000",
+        TRIEC_ARTIFACT_DIR=str(art),
+        VLLM_ENFORCE_STRICT_TOOL_CALLING="0",
+        VLLM_CPU_KVCACHE_SPACE="1",
+    )
     env.pop("VLLM_PLUGINS", None)
     log_path = root / "server.log"
     args = [
-        "--model", str(model), "--served-model-name", "tiny",
-        "--max-num-seqs", "8", "--max-model-len", "512", "--enforce-eager",
-        "--chat-template", str(TEMPLATE), "--enable-auto-tool-choice", "--tool-call-parser", "hermes",
-        "--structured-outputs-config", json.dumps({"backend": "xgrammar", "disable_any_whitespace": True}),
-    ]  # fmt: skip
+        "--model",
+        str(model),
+        "--served-model-name",
+        "tiny",
+        "--max-num-seqs",
+        "8",
+        "--max-model-len",
+        "512",
+        "--enforce-eager",
+        "--chat-template",
+        str(TEMPLATE),
+        "--enable-auto-tool-choice",
+        "--tool-call-parser",
+        "hermes",
+        "--structured-outputs-config",
+        json.dumps({"backend": "xgrammar", "disable_any_whitespace": True}),
+    ]
     with openai_server(args, env, log_path, timeout_s=120) as (client, _):
         yield {"client": client, "log": log_path}
 
 
 def complete(client, so: dict, prompt: str = "Pick one:", **kw):
     kw.setdefault("max_tokens", 24)
-    return client.completions.create(model="tiny", prompt=prompt, temperature=0.0,
-                                     extra_body={"structured_outputs": so, "return_token_ids": True}, **kw).choices[0]  # fmt: skip
+    return client.completions.create(
+        model="tiny",
+        prompt=prompt,
+        temperature=0.0,
+        extra_body={"structured_outputs": so, "return_token_ids": True},
+        **kw,
+    ).choices[0]
 
 
 def chat(client, **kw):
@@ -78,8 +103,11 @@ def test_choice_equals_xgrammar_token_for_token(server) -> None:
         ref = complete(client, {"grammar": choice_as_grammar(COLORS)}, prompt)  # what stock vLLM makes of a choice
         assert ours.text in COLORS and ours.finish_reason == "stop", ours
         assert ours.token_ids == ref.token_ids, (ours.text, ref.text)
-    msg = chat(client, messages=[{"role": "user", "content": "Pick a color"}],
-               extra_body={"structured_outputs": {"choice": COLORS}})  # fmt: skip
+    msg = chat(
+        client,
+        messages=[{"role": "user", "content": "Pick a color"}],
+        extra_body={"structured_outputs": {"choice": COLORS}},
+    )
     assert msg.message.content in COLORS and msg.finish_reason == "stop"
 
 
@@ -87,13 +115,20 @@ def test_response_format_enum_and_artifact(server) -> None:
     client = server["client"]
     messages = [{"role": "user", "content": "Pick a color"}]
     enum = {"type": "string", "enum": COLORS}
-    ours = chat(client, messages=messages, response_format={"type": "json_schema",
-                                                            "json_schema": {"name": "c", "schema": enum}})  # fmt: skip
-    ref = chat(client, messages=messages, response_format={"type": "json_schema",
-                                                           "json_schema": {"name": "c", "schema": {"anyOf": [enum]}}})  # fmt: skip
+    ours = chat(
+        client, messages=messages, response_format={"type": "json_schema", "json_schema": {"name": "c", "schema": enum}}
+    )
+    ref = chat(
+        client,
+        messages=messages,
+        response_format={"type": "json_schema", "json_schema": {"name": "c", "schema": {"anyOf": [enum]}}},
+    )
     assert json.loads(ours.message.content) in COLORS and ours.message.content == ref.message.content
-    named = chat(client, messages=messages, response_format={
-        "type": "json_schema", "json_schema": {"name": "c", "schema": {"x-triec-artifact": "colors"}}})  # fmt: skip
+    named = chat(
+        client,
+        messages=messages,
+        response_format={"type": "json_schema", "json_schema": {"name": "c", "schema": {"x-triec-artifact": "colors"}}},
+    )
     assert named.message.content in COLORS and named.finish_reason == "stop"
     log = server["log"].read_text()
     assert log.count("JSON served by triec") >= 2 and "JSON delegated to xgrammar" in log
@@ -111,8 +146,14 @@ def check_calls(choice) -> list[tuple[str, dict]]:
 def test_tools_required(server) -> None:
     client = server["client"]
     for i, content in enumerate(("Weather in Paris?", "Raise an alert", "Anything")):
-        choice = chat(client, messages=[{"role": "user", "content": content}], tools=TOOLS, tool_choice="required",
-                      parallel_tool_calls=False, max_tokens=80)  # fmt: skip
+        choice = chat(
+            client,
+            messages=[{"role": "user", "content": content}],
+            tools=TOOLS,
+            tool_choice="required",
+            parallel_tool_calls=False,
+            max_tokens=80,
+        )
         assert len(check_calls(choice)) == 1, i
 
 
@@ -124,10 +165,27 @@ def test_mixed_concurrent_batch(server) -> None:
         jobs.append(("choice", lambda i=i: complete(client, {"choice": COLORS}, f"Color #{i}:")))
         jobs.append(("regex", lambda i=i: complete(client, {"regex": r"[a-z]{2,6}-[0-9]{2}"}, f"Code #{i}:")))
         jobs.append(("enum", lambda i=i: complete(client, {"json": {"enum": COLORS}}, f"JSON color #{i}:")))
-        jobs.append(("tools", lambda i=i: chat(client, messages=[{"role": "user", "content": f"Call #{i}"}], tools=TOOLS,
-                                               tool_choice="required", parallel_tool_calls=False, max_tokens=80)))  # fmt: skip
-        jobs.append(("free", lambda i=i: client.completions.create(model="tiny", prompt=f"Free #{i}:", max_tokens=8,
-                                                                    temperature=0.0).choices[0]))  # fmt: skip
+        jobs.append(
+            (
+                "tools",
+                lambda i=i: chat(
+                    client,
+                    messages=[{"role": "user", "content": f"Call #{i}"}],
+                    tools=TOOLS,
+                    tool_choice="required",
+                    parallel_tool_calls=False,
+                    max_tokens=80,
+                ),
+            )
+        )
+        jobs.append(
+            (
+                "free",
+                lambda i=i: client.completions.create(
+                    model="tiny", prompt=f"Free #{i}:", max_tokens=8, temperature=0.0
+                ).choices[0],
+            )
+        )
     with ThreadPoolExecutor(len(jobs)) as pool:
         results = list(pool.map(lambda job: (job[0], job[1]()), jobs))
     import re
@@ -164,13 +222,34 @@ def test_refusals_are_400_and_the_server_keeps_serving(server) -> None:
         if name.endswith("the limit"):
             assert "holds 6000 values; this server compiles at most 5000" in str(info.value), str(info.value)
     bad_tools = [  # schemas the engine rejects: a dangling $ref, a broken pattern
-        [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {"x": {"$ref": "#/$defs/missing"}}}}}],
-        [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {"x": {"type": "string", "pattern": "(("}}}}}],
-    ]  # fmt: skip
+        [
+            {
+                "type": "function",
+                "function": {
+                    "name": "f",
+                    "parameters": {"type": "object", "properties": {"x": {"$ref": "#/$defs/missing"}}},
+                },
+            }
+        ],
+        [
+            {
+                "type": "function",
+                "function": {
+                    "name": "f",
+                    "parameters": {"type": "object", "properties": {"x": {"type": "string", "pattern": "(("}}},
+                },
+            }
+        ],
+    ]
     for tools in bad_tools:
         with pytest.raises(openai.BadRequestError) as info:
-            chat(client, messages=[{"role": "user", "content": "x"}], tools=tools, tool_choice="required",
-                 parallel_tool_calls=False)  # fmt: skip
+            chat(
+                client,
+                messages=[{"role": "user", "content": "x"}],
+                tools=tools,
+                tool_choice="required",
+                parallel_tool_calls=False,
+            )
         assert info.value.status_code == 400
     assert complete(client, {"choice": COLORS}).text in COLORS  # still serving, and correctly
 
@@ -181,14 +260,18 @@ def test_auto_tool_calls_over_500_tools_equal_xgrammar_token_for_token(server) -
     the same language (the same tag inside a one-element ``sequence``, which triec leaves to xgrammar)."""
     from test_vllm_backend_rows import _vllm_auto_tag  # tests/ is on sys.path
 
-    params = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"],
-              "additionalProperties": False}  # fmt: skip
+    params = {
+        "type": "object",
+        "properties": {"city": {"type": "string"}},
+        "required": ["city"],
+        "additionalProperties": False,
+    }
     tag = _vllm_auto_tag([(name, params) for name in triec.synthetic.sets.tool_names(500)])
     doc = json.loads(tag)
     wrapped = json.dumps({"type": "structural_tag", "format": {"type": "sequence", "elements": [doc["format"]]}})
     client = server["client"]
     before = server["log"].read_text().count("STRUCTURAL_TAG served by triec")
-    for prompt in ("Which tool? Think first, then call it: <tool_call>\n{\"name\": \"", "Hello"):
+    for prompt in ('Which tool? Think first, then call it: <tool_call>\n{"name": "', "Hello"):
         ours = complete(client, {"structural_tag": tag}, prompt, max_tokens=40)
         ref = complete(client, {"structural_tag": wrapped}, prompt, max_tokens=40)
         assert ours.token_ids == ref.token_ids, (ours.text, ref.text)

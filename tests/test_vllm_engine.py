@@ -42,20 +42,32 @@ TOOL_CALL = {
         "name": {"type": "string", "enum": TOOLS},
         "arguments": {
             "type": "object",
-            "properties": {"unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
-                           "days": {"type": "integer", "minimum": 1, "maximum": 7}, "urgent": {"type": "boolean"}},
-            "required": ["unit", "days", "urgent"], "additionalProperties": False,
+            "properties": {
+                "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+                "days": {"type": "integer", "minimum": 1, "maximum": 7},
+                "urgent": {"type": "boolean"},
+            },
+            "required": ["unit", "days", "urgent"],
+            "additionalProperties": False,
         },
     },
-    "required": ["name", "arguments"], "additionalProperties": False,
-}  # fmt: skip  (a finite language: even a random model's outputs end within max_tokens)
+    "required": ["name", "arguments"],
+    "additionalProperties": False,
+}  # a finite language: even a random model's outputs end within max_tokens
 EXTRACT = {
     "type": "object",
-    "properties": {"codes": {"type": "array", "items": {"enum": [f"{c}{i:02d}.{d}" for c in "AJZ" for i in range(4) for d in range(3)]},
-                             "minItems": 1, "maxItems": 2},
-                   "urgent": {"type": "boolean"}},
-    "required": ["codes", "urgent"], "additionalProperties": False,
-}  # fmt: skip  (an enum inside the structure, issue 20: a slot entered from the engine; a finite language too)
+    "properties": {
+        "codes": {
+            "type": "array",
+            "items": {"enum": [f"{c}{i:02d}.{d}" for c in "AJZ" for i in range(4) for d in range(3)]},
+            "minItems": 1,
+            "maxItems": 2,
+        },
+        "urgent": {"type": "boolean"},
+    },
+    "required": ["codes", "urgent"],
+    "additionalProperties": False,
+}  # an enum inside the structure, issue 20: a slot entered from the engine; a finite language too
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +78,10 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     assert vocab.vocab_size == VOCAB_SIZE and list(vocab.eos_token_ids) == EOS_IDS
     art = root / "artifacts"
     art.mkdir()
-    tables = {"tools": triec.compile(triec.synthetic.sets.tool_names(1000), vocab), "colors": triec.compile(COLORS, vocab)}
+    tables = {
+        "tools": triec.compile(triec.synthetic.sets.tool_names(1000), vocab),
+        "colors": triec.compile(COLORS, vocab),
+    }
     for name, table in tables.items():
         table.save(art / f"{name}.triec")
     triec.compile_schema(TOOL_CALL, vocab).save(art / "toolcall.triec")
@@ -87,9 +102,13 @@ def llm(served: dict[str, object]) -> Iterator[LLM]:
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     serving.reset_store(served["art"])  # this process is vLLM's frontend: admission reads the same directory
     engine = LLM(
-        model=str(served["model"]), logits_processors=["triec.integrations.vllm:TriecLogitsProcessor"],
-        max_num_seqs=8, max_model_len=256, enforce_eager=True, seed=0,
-    )  # fmt: skip
+        model=str(served["model"]),
+        logits_processors=["triec.integrations.vllm:TriecLogitsProcessor"],
+        max_num_seqs=8,
+        max_model_len=256,
+        enforce_eager=True,
+        seed=0,
+    )
     yield engine
     try:
         engine.llm_engine.engine_core.shutdown()
@@ -122,9 +141,7 @@ def test_mixed_batch_every_constrained_output_is_one_value(llm: LLM, served) -> 
         extra, values = kinds[i % 4]
         greedy = (i // 4) % 2 == 0
         prompts.append(f"Select a tool #{i}:")
-        params.append(
-            SamplingParams(max_tokens=40, temperature=0.0 if greedy else 1.0, seed=i, extra_args=extra)
-        )
+        params.append(SamplingParams(max_tokens=40, temperature=0.0 if greedy else 1.0, seed=i, extra_args=extra))
         wanted.append(values)
     outputs = llm.generate(prompts, params, use_tqdm=False)
     picked: dict[str, list[str]] = {"tools": [], "colors": []}
@@ -164,9 +181,14 @@ def test_tool_call_requests_in_a_mixed_batch(llm: LLM, served) -> None:
     """Schema rows (one matcher each) beside plain rows: every tool-call output parses and is valid per the schema."""
     jsonschema = pytest.importorskip("jsonschema")
     tables, vocab = served["tables"], served["vocab"]
-    kinds = [({"triec": "toolcall"}, None), ({"triec": "colors"}, set(COLORS)), (None, None),
-             ({"triec": "toolcall"}, None), ({"triec": "tools"}, set(tables["tools"].values)),
-             ({"triec": "extract"}, None)]  # fmt: skip
+    kinds = [
+        ({"triec": "toolcall"}, None),
+        ({"triec": "colors"}, set(COLORS)),
+        (None, None),
+        ({"triec": "toolcall"}, None),
+        ({"triec": "tools"}, set(tables["tools"].values)),
+        ({"triec": "extract"}, None),
+    ]
     prompts, params = [], []
     for i in range(30):
         extra, _ = kinds[i % len(kinds)]

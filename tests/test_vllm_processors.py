@@ -50,30 +50,49 @@ V = 151_936
 COLORS = ["red", "green", "blue", "yellow", "re", "gre"]
 RESTRICT = tuple(triec.synthetic.sets.tool_names(300)[10:14])
 TOOL_NAMES = ["get_user", "get_users", "send", "get", "search_files"]
-TOOL_ARGS = {"type": "object", "properties": {"query": {"type": "string"}, "limit": {"type": "integer"}},
-             "required": ["query"], "additionalProperties": False}  # fmt: skip
+TOOL_ARGS = {
+    "type": "object",
+    "properties": {"query": {"type": "string"}, "limit": {"type": "integer"}},
+    "required": ["query"],
+    "additionalProperties": False,
+}
 
 
-CODES_SCHEMA = {"type": "object", "properties": {
-    "note": {"type": "string", "maxLength": 8},
-    "codes": {"type": "array", "items": {"enum": [f"{c}{i:02d}.{d}" for c in "AJ" for i in range(3) for d in range(2)]},
-              "minItems": 1, "maxItems": 3}}, "required": ["note", "codes"]}  # fmt: skip
+CODES_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "note": {"type": "string", "maxLength": 8},
+        "codes": {
+            "type": "array",
+            "items": {"enum": [f"{c}{i:02d}.{d}" for c in "AJ" for i in range(3) for d in range(2)]},
+            "minItems": 1,
+            "maxItems": 3,
+        },
+    },
+    "required": ["note", "codes"],
+}
 """An enum inside the structure (issue 20): rows in the engine, in the slot entered from it, and across both."""
 
 
 def tool_schema(names: list[str], args: dict) -> dict:
-    return {"type": "object", "properties": {"name": {"type": "string", "enum": names}, "arguments": args},
-            "required": ["name", "arguments"]}  # fmt: skip
+    return {
+        "type": "object",
+        "properties": {"name": {"type": "string", "enum": names}, "arguments": args},
+        "required": ["name", "arguments"],
+    }
 
 
 @pytest.fixture(scope="module")
 def artifacts(tmp_path_factory: pytest.TempPathFactory, qwen2: triec.Vocabulary) -> dict[str, triec.MaskTable]:
     vocab = triec.Vocabulary.load("qwen2", vocab_size=V)
     root = tmp_path_factory.mktemp("artifacts")
-    tables = {"tools": triec.compile(triec.synthetic.sets.tool_names(300), vocab), "colors": triec.compile(COLORS, vocab),
-              "toolcall": triec.compile_schema(tool_schema(TOOL_NAMES, TOOL_ARGS), vocab),
-              "codes": triec.compile_schema(CODES_SCHEMA, vocab, threshold=8),
-              "canonical": triec.compile(triec.synthetic.sets.tool_names(300), vocab, tokenization="canonical")}  # fmt: skip
+    tables = {
+        "tools": triec.compile(triec.synthetic.sets.tool_names(300), vocab),
+        "colors": triec.compile(COLORS, vocab),
+        "toolcall": triec.compile_schema(tool_schema(TOOL_NAMES, TOOL_ARGS), vocab),
+        "codes": triec.compile_schema(CODES_SCHEMA, vocab, threshold=8),
+        "canonical": triec.compile(triec.synthetic.sets.tool_names(300), vocab, tokenization="canonical"),
+    }
     for name, table in tables.items():
         table.save(root / f"{name}.triec")
     serving.reset_store(root)
@@ -82,9 +101,11 @@ def artifacts(tmp_path_factory: pytest.TempPathFactory, qwen2: triec.Vocabulary)
 
 def fake_config(max_num_seqs: int = 8) -> SimpleNamespace:
     model = SimpleNamespace(
-        tokenizer="qwen2", get_vocab_size=lambda: V, hf_config=SimpleNamespace(eos_token_id=[151643, 151645]),
+        tokenizer="qwen2",
+        get_vocab_size=lambda: V,
+        hf_config=SimpleNamespace(eos_token_id=[151643, 151645]),
         try_get_generation_config=lambda: {"eos_token_id": [151643, 151645]},
-    )  # fmt: skip
+    )
     return SimpleNamespace(model_config=model, scheduler_config=SimpleNamespace(max_num_seqs=max_num_seqs))
 
 
@@ -93,9 +114,16 @@ class Req:
 
     def __init__(self, rng: np.random.Generator, tables: dict[str, triec.MaskTable]) -> None:
         kind = int(rng.integers(0, 8))
-        self.args = [None, {"triec": "tools"}, {"triec": "colors"}, {"triec": "tools", "restrict": list(RESTRICT)},
-                     {"triec": "toolcall"}, {"triec": "codes"}, {"triec": "canonical"},
-                     {"triec": "canonical", "restrict": list(RESTRICT)}][kind]  # fmt: skip
+        self.args = [
+            None,
+            {"triec": "tools"},
+            {"triec": "colors"},
+            {"triec": "tools", "restrict": list(RESTRICT)},
+            {"triec": "toolcall"},
+            {"triec": "codes"},
+            {"triec": "canonical"},
+            {"triec": "canonical", "restrict": list(RESTRICT)},
+        ][kind]
         self.ref = None
         self.matcher = None  # a schema request's reference: a fresh matcher of the in-memory compiled table
         if kind in (4, 5):
@@ -383,9 +411,13 @@ def test_v2_speculative_rows_are_masked_after_their_drafts(artifacts, seed: int)
                 row_slot.append(s)
                 local.append(j)
                 inputs.append(t)
-        ctx = SimpleNamespace(idx_mapping_np=order, idx_mapping=torch.from_numpy(order),
-                              expanded_idx_mapping=torch.tensor(row_slot), expanded_local_pos=torch.tensor(local),
-                              input_ids=torch.tensor(inputs))  # fmt: skip
+        ctx = SimpleNamespace(
+            idx_mapping_np=order,
+            idx_mapping=torch.from_numpy(order),
+            expanded_idx_mapping=torch.tensor(row_slot),
+            expanded_local_pos=torch.tensor(local),
+            input_ids=torch.tensor(inputs),
+        )
         logits = torch.zeros(len(row_slot), V)
         proc.apply(logits, ctx)
         row = 0
@@ -446,10 +478,19 @@ def test_parse_extra_args() -> None:
     assert parse({"triec": "tools"}) == serving.TriecRequest("tools")
     assert parse({"triec": "tools", "restrict": ["b", "a", "b"]}) == serving.TriecRequest("tools", ("a", "b"))
     for bad in (
-        {"triec": "../tools"}, {"triec": "/etc/passwd"}, {"triec": "a/b"}, {"triec": ".hidden"}, {"triec": ""},
-        {"triec": 3}, {"triec": ["tools"]}, {"restrict": ["a"]}, {"triec": "tools", "restrict": []},
-        {"triec": "tools", "restrict": [1, 2]}, {"triec": "tools", "restrict": {"a": 1}}, {"triec": "a..b"},
-    ):  # fmt: skip
+        {"triec": "../tools"},
+        {"triec": "/etc/passwd"},
+        {"triec": "a/b"},
+        {"triec": ".hidden"},
+        {"triec": ""},
+        {"triec": 3},
+        {"triec": ["tools"]},
+        {"restrict": ["a"]},
+        {"triec": "tools", "restrict": []},
+        {"triec": "tools", "restrict": [1, 2]},
+        {"triec": "tools", "restrict": {"a": 1}},
+        {"triec": "a..b"},
+    ):
         with pytest.raises(RequestError):
             parse(bad)
 

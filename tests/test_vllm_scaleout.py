@@ -55,8 +55,13 @@ def run_llm(root: Path, tp: int) -> dict:
         return json.loads(out.read_text())
     extra = {"VLLM_CPU_OMP_THREADS_BIND": "0|1"} if tp == 2 else {}
     t = time.perf_counter()
-    proc = subprocess.run([sys.executable, str(DRIVER), str(root), str(out), str(tp)], capture_output=True, text=True,
-                          timeout=900, env=engine_env(root / "artifacts", **extra))  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, str(DRIVER), str(root), str(out), str(tp)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=engine_env(root / "artifacts", **extra),
+    )
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
     assert "triec vLLM backend on" in proc.stdout + proc.stderr  # the backend serves the choice and JSON requests
     report = json.loads(out.read_text())
@@ -83,15 +88,38 @@ def test_data_parallel_2_server_equals_one_engine(root: Path) -> None:
     art, port = root / "artifacts", free_port()
     log_path = root / "dp_server.log"
     cmd = [
-        sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(root / "model"),
-        "--served-model-name", "tiny", "--host", "127.0.0.1", "--port", str(port), "--data-parallel-size", "2",
-        "--logits-processors", "triec.integrations.vllm:TriecLogitsProcessor",
-        "--max-num-seqs", "8", "--max-model-len", "256", "--enforce-eager", "--seed", "0",
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        str(root / "model"),
+        "--served-model-name",
+        "tiny",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--data-parallel-size",
+        "2",
+        "--logits-processors",
+        "triec.integrations.vllm:TriecLogitsProcessor",
+        "--max-num-seqs",
+        "8",
+        "--max-model-len",
+        "256",
+        "--enforce-eager",
+        "--seed",
+        "0",
+    ]
     t = time.perf_counter()
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen(cmd, env=engine_env(art, VLLM_CPU_OMP_THREADS_BIND="0|1"), stdout=log,
-                                stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+        proc = subprocess.Popen(
+            cmd,
+            env=engine_env(art, VLLM_CPU_OMP_THREADS_BIND="0|1"),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         try:
             client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="none", timeout=120, max_retries=0)
             wait_ready(client, proc, log_path)
@@ -103,8 +131,9 @@ def test_data_parallel_2_server_equals_one_engine(root: Path) -> None:
                     extra["vllm_xargs"] = req["xargs"]
                 else:
                     extra["structured_outputs"] = req["structured_outputs"]
-                return client.completions.create(model="tiny", prompt=req["prompt"], max_tokens=req["max_tokens"],
-                                                 temperature=0.0, extra_body=extra).choices[0]  # fmt: skip
+                return client.completions.create(
+                    model="tiny", prompt=req["prompt"], max_tokens=req["max_tokens"], temperature=0.0, extra_body=extra
+                ).choices[0]
 
             reqs = requests() * 2  # concurrent, so that both replicas serve
             with ThreadPoolExecutor(len(reqs)) as pool:

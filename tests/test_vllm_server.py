@@ -40,10 +40,18 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, objec
     triec.compile(COLORS, vocab).save(art / "colors.triec")
     env = dict(os.environ, **SERVER_ENV, TRIEC_ARTIFACT_DIR=str(art), VLLM_CPU_KVCACHE_SPACE="1")
     args = [
-        "--model", str(model), "--served-model-name", "tiny",
-        "--logits-processors", "triec.integrations.vllm:TriecLogitsProcessor",
-        "--max-num-seqs", "8", "--max-model-len", "256", "--enforce-eager",
-    ]  # fmt: skip
+        "--model",
+        str(model),
+        "--served-model-name",
+        "tiny",
+        "--logits-processors",
+        "triec.integrations.vllm:TriecLogitsProcessor",
+        "--max-num-seqs",
+        "8",
+        "--max-model-len",
+        "256",
+        "--enforce-eager",
+    ]
     with openai_server(args, env, root / "server.log", timeout_s=60) as (client, proc):
         yield {"client": client, "tools": set(tools.values), "proc": proc}
     with pytest.raises(ProcessLookupError):
@@ -59,7 +67,9 @@ def test_constrained_completions_over_http(server) -> None:
     client = server["client"]
     for i in range(6):
         for name, values in (("tools", server["tools"]), ("colors", set(COLORS))):
-            choice = complete(client, f"Select one #{i}:", {"triec": name}, temperature=0.0 if i % 2 else 1.0).choices[0]
+            choice = complete(client, f"Select one #{i}:", {"triec": name}, temperature=0.0 if i % 2 else 1.0).choices[
+                0
+            ]
             assert choice.text in values and choice.finish_reason == "stop", (name, choice)
     restricted = complete(client, "Pick:", {"triec": "colors", "restrict": ["blue", "red"]}, temperature=1.0)
     assert restricted.choices[0].text in {"blue", "red"}

@@ -23,8 +23,21 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_quick_soak(tmp_path: Path) -> None:
     out = tmp_path / "soak.json"
     env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE=os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"))
-    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "soak.py"), "--quick", "--json", str(out),
-                           "--workdir", str(tmp_path / "work")], capture_output=True, text=True, timeout=900, env=env)  # fmt: skip
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "tools" / "soak.py"),
+            "--quick",
+            "--json",
+            str(out),
+            "--workdir",
+            str(tmp_path / "work"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=env,
+    )
     print(proc.stdout)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     figures = json.loads(out.read_text())

@@ -82,8 +82,11 @@ def test_request_grammar_is_xgrammars_contract(qwen2: triec.Vocabulary, stops: s
 
     vocab = triec.Vocabulary.load("qwen2", vocab_size=151_936)
     table = triec.compile(VALUES, vocab)
-    stop_ids = {"eos": list(vocab.eos_token_ids), "one_eos": [vocab.eos_token_ids[0]],
-                "extra": list(vocab.eos_token_ids) + [151644]}[stops]  # fmt: skip
+    stop_ids = {
+        "eos": list(vocab.eos_token_ids),
+        "one_eos": [vocab.eos_token_ids[0]],
+        "extra": list(vocab.eos_token_ids) + [151644],
+    }[stops]
     engine = XGrammarEngine(vocab)
     ctx = engine.compile(VALUES)
     width = vocab.vocab_size
@@ -149,7 +152,9 @@ def torch_view(a: np.ndarray):
     return torch.from_numpy(a)
 
 
-def draft_path(ref: XgrammarGrammar, allowed: np.ndarray, rng: np.random.Generator, width: int, words: int) -> list[int]:
+def draft_path(
+    ref: XgrammarGrammar, allowed: np.ndarray, rng: np.random.Generator, width: int, words: int
+) -> list[int]:
     """Up to three drafts along allowed tokens (walked on the reference's matcher, then rolled back), sometimes off."""
     out: list[int] = []
     accepted = 0
@@ -209,8 +214,10 @@ def table_path(table: triec.MaskTable, vocab: triec.Vocabulary, value: str) -> l
     state, out, rest = table.start, [], value.encode()
     tb = vocab.token_bytes
     while rest:
-        best = max((t for t in table.allowed(state).tolist() if t not in table.eos_token_ids and rest.startswith(tb[t])),
-                   key=lambda t: len(tb[t]))  # fmt: skip
+        best = max(
+            (t for t in table.allowed(state).tolist() if t not in table.eos_token_ids and rest.startswith(tb[t])),
+            key=lambda t: len(tb[t]),
+        )
         out.append(best)
         rest = rest[len(tb[best]) :]
         state = table.advance(state, best)
@@ -241,10 +248,17 @@ def test_sparse_apply_equals_xgrammars_kernel(width: int) -> None:
         t = torch.from_numpy(bm)
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", "The bitmask covers only", UserWarning)  # the narrow bitmask is the point
-            apply_bitmask_sparse(ours, t, indices, min(width, words * 32),
-                                 lambda rows, o=ours, b=t: xgr.apply_token_bitmask_inplace(o, b, indices=rows))  # fmt: skip
+            apply_bitmask_sparse(
+                ours,
+                t,
+                indices,
+                min(width, words * 32),
+                lambda rows, o=ours, b=t: xgr.apply_token_bitmask_inplace(o, b, indices=rows),
+            )
             xgr.apply_token_bitmask_inplace(ref, t, indices=indices)
-        assert torch.equal(torch.isinf(ours), torch.isinf(ref)) and torch.equal(ours[torch.isfinite(ours)], ref[torch.isfinite(ref)])
+        assert torch.equal(torch.isinf(ours), torch.isinf(ref)) and torch.equal(
+            ours[torch.isfinite(ours)], ref[torch.isfinite(ref)]
+        )
 
 
 # ----------------------------------------------------------------------------- tool-call shapes
@@ -260,8 +274,12 @@ def vllm_required_schema(tools: list[tuple[str, dict]], parallel: bool | None) -
     for name, params in tools:
         params = copy.deepcopy(params)
         defs.update(params.pop("$defs", {}))
-        branches.append({"properties": {"name": {"type": "string", "enum": [name]}, "parameters": params},
-                         "required": ["name", "parameters"]})  # fmt: skip
+        branches.append(
+            {
+                "properties": {"name": {"type": "string", "enum": [name]}, "parameters": params},
+                "required": ["name", "parameters"],
+            }
+        )
     schema: dict = {"type": "array", "minItems": 1, "items": {"type": "object", "anyOf": branches}}
     if parallel is False:
         schema["maxItems"] = 1
@@ -276,22 +294,40 @@ def test_required_tools_reads_vllms_schema_back() -> None:
 
     with_defs = {"type": "object", "$defs": {"u": {"enum": ["c", "f"]}}, "properties": {"unit": {"$ref": "#/$defs/u"}}}
     for parallel in (None, True, False):
-        found = tools_from_required_schema(vllm_required_schema([("get_weather", WEATHER), ("send_alert", ALERT),
-                                                                 ("t", with_defs)], parallel))  # fmt: skip
+        found = tools_from_required_schema(
+            vllm_required_schema([("get_weather", WEATHER), ("send_alert", ALERT), ("t", with_defs)], parallel)
+        )
         assert found is not None and found[1] is (parallel is not False)
         assert [t.name for t in found[0]] == ["get_weather", "send_alert", "t"]
         params = {t.name: t.parameters for t in found[0]}
-        assert params["t"]["$defs"] == {"u": {"enum": ["c", "f"]}} and params["t"]["properties"] == with_defs["properties"]
+        assert (
+            params["t"]["$defs"] == {"u": {"enum": ["c", "f"]}} and params["t"]["properties"] == with_defs["properties"]
+        )
     good = vllm_required_schema([("a", WEATHER)], False)
     assert tools_from_required_schema(json.loads(json.dumps(good))) is not None
     for broken in (
-        {**good, "maxItems": 2}, {**good, "minItems": 2}, {**good, "title": "x"}, {**good, "type": "object"},
+        {**good, "maxItems": 2},
+        {**good, "minItems": 2},
+        {**good, "title": "x"},
+        {**good, "type": "object"},
         {**good, "items": {"type": "object", "anyOf": []}},
-        {**good, "items": {"type": "object", "anyOf": [{"properties": {"name": {"type": "string", "enum": ["a", "b"]},
-                                                                        "parameters": WEATHER}, "required": ["name", "parameters"]}]}},
+        {
+            **good,
+            "items": {
+                "type": "object",
+                "anyOf": [
+                    {
+                        "properties": {"name": {"type": "string", "enum": ["a", "b"]}, "parameters": WEATHER},
+                        "required": ["name", "parameters"],
+                    }
+                ],
+            },
+        },
         vllm_required_schema([("a", WEATHER), ("a", ALERT)], None),  # a name twice
-        {"type": "string", "enum": ["a"]}, [], "x",
-    ):  # fmt: skip
+        {"type": "string", "enum": ["a"]},
+        [],
+        "x",
+    ):
         assert tools_from_required_schema(broken) is None, broken
 
 
@@ -299,14 +335,40 @@ def hermes_tag(tools: list[tuple[str, object]], stop_after_first: bool) -> dict:
     """The structural tag vLLM 0.32 builds for the hermes parser with strict tools (out/tools_print.txt)."""
     tags = []
     for name, schema in tools:
-        content = {"type": "json_schema", "json_schema": schema, "style": "json", "any_order": False,
-                   "max_whitespace_cnt": None, "excludes": []}  # fmt: skip
-        tags.append({"type": "tag", "begin": f'<tool_call>\n{{"name": "{name}", "arguments": ', "content": content,
-                     "end": "}\n</tool_call>"})  # fmt: skip
-        tags.append({"type": "tag", "begin": f'<tool_call>{{"name": "{name}", "arguments": ', "content": content,
-                     "end": "}</tool_call>"})  # fmt: skip
-    return {"type": "structural_tag", "format": {"type": "tags_with_separator", "tags": tags, "separator": "",
-                                                 "at_least_one": True, "stop_after_first": stop_after_first}}  # fmt: skip
+        content = {
+            "type": "json_schema",
+            "json_schema": schema,
+            "style": "json",
+            "any_order": False,
+            "max_whitespace_cnt": None,
+            "excludes": [],
+        }
+        tags.append(
+            {
+                "type": "tag",
+                "begin": f'<tool_call>\n{{"name": "{name}", "arguments": ',
+                "content": content,
+                "end": "}\n</tool_call>",
+            }
+        )
+        tags.append(
+            {
+                "type": "tag",
+                "begin": f'<tool_call>{{"name": "{name}", "arguments": ',
+                "content": content,
+                "end": "}</tool_call>",
+            }
+        )
+    return {
+        "type": "structural_tag",
+        "format": {
+            "type": "tags_with_separator",
+            "tags": tags,
+            "separator": "",
+            "at_least_one": True,
+            "stop_after_first": stop_after_first,
+        },
+    }
 
 
 def test_tagged_tools_reads_the_hermes_tag() -> None:
@@ -314,7 +376,9 @@ def test_tagged_tools_reads_the_hermes_tag() -> None:
         calls = tagged_tools(hermes_tag([("get_weather", WEATHER), ("send_alert", ALERT)], stop))
         assert calls is not None and calls.format == "hermes" and calls.parallel is (not stop)
         assert [(t["function"]["name"], t["function"]["parameters"]) for t in calls.tools] == [
-            ("get_weather", WEATHER), ("send_alert", ALERT)]  # fmt: skip
+            ("get_weather", WEATHER),
+            ("send_alert", ALERT),
+        ]
     assert tagged_tools(hermes_tag([("f", True)], True)) is None  # a non-strict tool: any JSON arguments
     auto = hermes_tag([("f", WEATHER)], False)
     auto["format"] = {"type": "triggered_tags", "triggers": ["<tool_call>"], "tags": auto["format"]["tags"]}
@@ -322,9 +386,23 @@ def test_tagged_tools_reads_the_hermes_tag() -> None:
     assert calls is not None and calls.auto and calls.parallel and [t["function"]["name"] for t in calls.tools] == ["f"]
     auto["format"]["triggers"] = ["<tool_call>", "<call>"]
     assert tagged_tools(auto) is None
-    llama = {"type": "structural_tag", "format": {"type": "triggered_tags", "triggers": ['{"name": '], "tags": [
-        {"type": "tag", "begin": '{"name": "f", "parameters": ', "content": {"type": "json_schema", "json_schema": WEATHER},
-         "end": "}"}], "at_least_one": True, "stop_after_first": False}}  # fmt: skip
+    llama = {
+        "type": "structural_tag",
+        "format": {
+            "type": "triggered_tags",
+            "triggers": ['{"name": '],
+            "tags": [
+                {
+                    "type": "tag",
+                    "begin": '{"name": "f", "parameters": ',
+                    "content": {"type": "json_schema", "json_schema": WEATHER},
+                    "end": "}",
+                }
+            ],
+            "at_least_one": True,
+            "stop_after_first": False,
+        },
+    }
     assert tagged_tools(llama) is None
     one = hermes_tag([("f", WEATHER)], True)
     one["format"]["tags"] = one["format"]["tags"][:1]  # only one of the two spellings: not what vLLM writes

@@ -64,11 +64,26 @@ def server(trained_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Ite
     env.pop("VLLM_PLUGINS", None)
     log_path = root / "server.log"
     args = [
-        "--model", str(trained_model), "--served-model-name", "smollm2", "--dtype", "float32",
-        "--max-num-seqs", "4", "--max-model-len", "4096", "--enforce-eager", "--no-enable-prefix-caching",
-        "--chat-template", str(TEMPLATE), "--enable-auto-tool-choice", "--tool-call-parser", "hermes",
-        "--structured-outputs-config", json.dumps({"backend": "xgrammar"}),
-    ]  # fmt: skip
+        "--model",
+        str(trained_model),
+        "--served-model-name",
+        "smollm2",
+        "--dtype",
+        "float32",
+        "--max-num-seqs",
+        "4",
+        "--max-model-len",
+        "4096",
+        "--enforce-eager",
+        "--no-enable-prefix-caching",
+        "--chat-template",
+        str(TEMPLATE),
+        "--enable-auto-tool-choice",
+        "--tool-call-parser",
+        "hermes",
+        "--structured-outputs-config",
+        json.dumps({"backend": "xgrammar"}),
+    ]
     with openai_server(args, env, log_path, timeout_s=600) as (client, _):
         yield {"client": client, "log": log_path}
 
@@ -89,16 +104,24 @@ def _chat_then_reference(server, item: dict, tool_choice: str, max_tokens: int):
     tools = _tools_for(item, _registry())
     served = log.read_text().count("STRUCTURAL_TAG served by triec")
     ours = client.chat.completions.create(
-        model="smollm2", messages=item["messages"][1:], tools=tools, tool_choice=tool_choice, temperature=0.0,
-        max_tokens=max_tokens, extra_body={"return_token_ids": True},
-    )  # fmt: skip
+        model="smollm2",
+        messages=item["messages"][1:],
+        tools=tools,
+        tool_choice=tool_choice,
+        temperature=0.0,
+        max_tokens=max_tokens,
+        extra_body={"return_token_ids": True},
+    )
     assert log.read_text().count("STRUCTURAL_TAG served by triec") == served + 1
     tag = _vllm_tag(tools, tool_choice)
     wrapped = {"type": "structural_tag", "format": {"type": "sequence", "elements": [tag["format"]]}}
     ref = client.completions.create(
-        model="smollm2", prompt=ours.prompt_token_ids, temperature=0.0, max_tokens=max_tokens,
+        model="smollm2",
+        prompt=ours.prompt_token_ids,
+        temperature=0.0,
+        max_tokens=max_tokens,
         extra_body={"structured_outputs": {"structural_tag": json.dumps(wrapped)}, "return_token_ids": True},
-    )  # fmt: skip
+    )
     assert "STRUCTURAL_TAG delegated to xgrammar" in log.read_text()
     return tools, ours.choices[0], ref.choices[0]
 
@@ -135,9 +158,12 @@ def test_choice_over_1998_names_equals_xgrammar(server) -> None:
     client = server["client"]
     for item in _questions()[:2]:
         kw = {"model": "smollm2", "messages": item["messages"], "temperature": 0.0, "max_tokens": 32}
-        ours = client.chat.completions.create(**kw, extra_body={"structured_outputs": {"choice": names}, "return_token_ids": True})
-        ref = client.chat.completions.create(**kw, extra_body={"structured_outputs": {"grammar": choice_as_grammar(names)},
-                                                              "return_token_ids": True})  # fmt: skip
+        ours = client.chat.completions.create(
+            **kw, extra_body={"structured_outputs": {"choice": names}, "return_token_ids": True}
+        )
+        ref = client.chat.completions.create(
+            **kw, extra_body={"structured_outputs": {"grammar": choice_as_grammar(names)}, "return_token_ids": True}
+        )
         assert ours.choices[0].message.content in names
         assert ours.choices[0].token_ids == ref.choices[0].token_ids
     assert "served by triec" in server["log"].read_text()
@@ -151,11 +177,19 @@ def test_response_format_enum_over_1998_names_equals_xgrammar(server) -> None:
     served = log.read_text().count("JSON served by triec")
     enum = {"type": "string", "enum": names}
     for item in _questions()[:2]:
-        kw = {"model": "smollm2", "messages": item["messages"], "temperature": 0.0, "max_tokens": 40,
-              "extra_body": {"return_token_ids": True}}  # fmt: skip
-        ours = client.chat.completions.create(**kw, response_format={"type": "json_schema", "json_schema": {"name": "f", "schema": enum}})
-        ref = client.chat.completions.create(**kw, response_format={"type": "json_schema",
-                                                                    "json_schema": {"name": "f", "schema": {"anyOf": [enum]}}})  # fmt: skip
+        kw = {
+            "model": "smollm2",
+            "messages": item["messages"],
+            "temperature": 0.0,
+            "max_tokens": 40,
+            "extra_body": {"return_token_ids": True},
+        }
+        ours = client.chat.completions.create(
+            **kw, response_format={"type": "json_schema", "json_schema": {"name": "f", "schema": enum}}
+        )
+        ref = client.chat.completions.create(
+            **kw, response_format={"type": "json_schema", "json_schema": {"name": "f", "schema": {"anyOf": [enum]}}}
+        )
         assert json.loads(ours.choices[0].message.content) in names
         assert ours.choices[0].token_ids == ref.choices[0].token_ids
     assert log.read_text().count("JSON served by triec") >= served + 2

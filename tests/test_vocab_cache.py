@@ -155,4 +155,6 @@ def test_packed_vocabulary_equals_the_list_one(eos: list[int] | None) -> None:
         fp = packed.fingerprint  # computed before any bytes object exists
         listed = triec.Vocabulary(packed.token_bytes, eos_token_ids=packed.eos_token_ids, vocab_size=packed.vocab_size)
         assert fp == listed.fingerprint == fingerprint_token_bytes(listed.token_bytes)
-        assert packed.num_tokens == len(listed.token_bytes) and all(packed.token_bytes[e] == b"" for e in packed.eos_token_ids if e < packed.num_tokens)
+        assert packed.num_tokens == len(listed.token_bytes) and all(
+            packed.token_bytes[e] == b"" for e in packed.eos_token_ids if e < packed.num_tokens
+        )

@@ -128,11 +128,15 @@ def test_phi3_facts(vocabs: dict[str, triec.Vocabulary]) -> None:
         ("the", b"the"),
     ],
 )
-def test_phi3_pieces(vocabs: dict[str, triec.Vocabulary], phi3_vocab_map: dict[str, int], piece: str, expected: bytes) -> None:
+def test_phi3_pieces(
+    vocabs: dict[str, triec.Vocabulary], phi3_vocab_map: dict[str, int], piece: str, expected: bytes
+) -> None:
     assert vocabs["phi3"].token_bytes[phi3_vocab_map[piece]] == expected
 
 
-def test_phi3_space_pieces_start_with_a_space(vocabs: dict[str, triec.Vocabulary], phi3_vocab_map: dict[str, int]) -> None:
+def test_phi3_space_pieces_start_with_a_space(
+    vocabs: dict[str, triec.Vocabulary], phi3_vocab_map: dict[str, int]
+) -> None:
     tb = vocabs["phi3"].token_bytes
     spaced = [(p, i) for p, i in phi3_vocab_map.items() if p.startswith("\u2581")]
     assert len(spaced) > 10000
@@ -142,7 +146,9 @@ def test_phi3_space_pieces_start_with_a_space(vocabs: dict[str, triec.Vocabulary
 
 
 @pytest.mark.parametrize("piece", ["<unk>", "<s>", "</s>"])
-def test_phi3_control_pieces_are_empty(vocabs: dict[str, triec.Vocabulary], phi3_vocab_map: dict[str, int], piece: str) -> None:
+def test_phi3_control_pieces_are_empty(
+    vocabs: dict[str, triec.Vocabulary], phi3_vocab_map: dict[str, int], piece: str
+) -> None:
     assert vocabs["phi3"].token_bytes[phi3_vocab_map[piece]] == b""
 
 

@@ -189,7 +189,7 @@ def test_sentencepiece_mid_text_tokenization_reaches_value(vocabs: dict[str, tri
 
 
 def test_empty_value_tokenizes_to_nothing(vocabs: dict[str, triec.Vocabulary]) -> None:
-    """"" encodes to no ids in every family (phi3 prepends nothing to empty input); start must accept."""
+    """ "" encodes to no ids in every family (phi3 prepends nothing to empty input); start must accept."""
     for name in NAMES:
         vocab = vocabs[name]
         table = triec.compile(["", "a"], vocab)

@@ -30,20 +30,36 @@ def main() -> None:
     from vllm.sampling_params import StructuredOutputsParams as SO
 
     t = time.perf_counter()
-    llm = LLM(model=str(model), logits_processors=["triec.integrations.vllm:TriecLogitsProcessor"],
-              tensor_parallel_size=tp, max_num_seqs=8, max_model_len=256, enforce_eager=True, seed=0)  # fmt: skip
+    llm = LLM(
+        model=str(model),
+        logits_processors=["triec.integrations.vllm:TriecLogitsProcessor"],
+        tensor_parallel_size=tp,
+        max_num_seqs=8,
+        max_model_len=256,
+        enforce_eager=True,
+        seed=0,
+    )
     start_s = time.perf_counter() - t
     prompts, params = [], []
     for r in requests():
         so = SO(**r["structured_outputs"]) if "structured_outputs" in r else None
         prompts.append(r["prompt"])
-        params.append(SamplingParams(max_tokens=r["max_tokens"], temperature=0.0, extra_args=r.get("xargs"),
-                                     structured_outputs=so))  # fmt: skip
+        params.append(
+            SamplingParams(
+                max_tokens=r["max_tokens"], temperature=0.0, extra_args=r.get("xargs"), structured_outputs=so
+            )
+        )
     t = time.perf_counter()
     outs = llm.generate(prompts, params, use_tqdm=False)
-    report = {"tp": tp, "start_s": round(start_s, 1), "generate_s": round(time.perf_counter() - t, 2),
-              "outputs": [{"text": o.outputs[0].text, "ids": list(o.outputs[0].token_ids),
-                           "finish": o.outputs[0].finish_reason} for o in outs]}  # fmt: skip
+    report = {
+        "tp": tp,
+        "start_s": round(start_s, 1),
+        "generate_s": round(time.perf_counter() - t, 2),
+        "outputs": [
+            {"text": o.outputs[0].text, "ids": list(o.outputs[0].token_ids), "finish": o.outputs[0].finish_reason}
+            for o in outs
+        ],
+    }
     out_path.write_text(json.dumps(report))
     assert COLORS and TOOL_CALL
     try:

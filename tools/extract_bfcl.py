@@ -60,11 +60,32 @@ from typing import Any
 DATA = "berkeley-function-call-leaderboard/bfcl_eval/data/"
 
 GORILLA_TO_OPENAPI = {
-    "integer": "integer", "number": "number", "float": "number", "string": "string", "boolean": "boolean",
-    "bool": "boolean", "array": "array", "list": "array", "dict": "object", "object": "object", "tuple": "array",
-    "any": "string", "byte": "integer", "short": "integer", "long": "integer", "double": "number", "char": "string",
-    "ArrayList": "array", "Array": "array", "HashMap": "object", "Hashtable": "object", "Queue": "array",
-    "Stack": "array", "Any": "string", "String": "string", "Bigint": "integer",
+    "integer": "integer",
+    "number": "number",
+    "float": "number",
+    "string": "string",
+    "boolean": "boolean",
+    "bool": "boolean",
+    "array": "array",
+    "list": "array",
+    "dict": "object",
+    "object": "object",
+    "tuple": "array",
+    "any": "string",
+    "byte": "integer",
+    "short": "integer",
+    "long": "integer",
+    "double": "number",
+    "char": "string",
+    "ArrayList": "array",
+    "Array": "array",
+    "HashMap": "object",
+    "Hashtable": "object",
+    "Queue": "array",
+    "Stack": "array",
+    "Any": "string",
+    "String": "string",
+    "Bigint": "integer",
 }  # copied from bfcl_eval/constants/type_mappings.py at the pinned commit
 EXTRA = {"Boolean": "boolean"}
 OPENAI_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
@@ -72,20 +93,25 @@ JSON_TYPES = {"string", "number", "integer", "boolean", "array", "object", "null
 
 
 def git_ls(git: str, commit: str) -> list[str]:
-    out = subprocess.run(["git", "--git-dir", git, "ls-tree", "-r", "--name-only", commit, DATA],
-                         check=True, capture_output=True, text=True).stdout
+    out = subprocess.run(
+        ["git", "--git-dir", git, "ls-tree", "-r", "--name-only", commit, DATA],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     return sorted(out.split())
 
 
 def git_show(git: str, commit: str, path: str) -> str:
-    return subprocess.run(["git", "--git-dir", git, "show", f"{commit}:{path}"], check=True, capture_output=True,
-                          text=True).stdout
+    return subprocess.run(
+        ["git", "--git-dir", git, "show", f"{commit}:{path}"], check=True, capture_output=True, text=True
+    ).stdout
 
 
 def inputs(paths: list[str]) -> list[str]:
     sel = []
     for p in paths:
-        rel = p[len(DATA):]
+        rel = p[len(DATA) :]
         if re.fullmatch(r"BFCL_v4_[^/]*\.json", rel) or re.fullmatch(r"multi_turn_func_doc/[^/]*\.json", rel):
             sel.append(p)
     return sel
@@ -149,7 +175,7 @@ def problems(schema: dict[str, Any]) -> list[str]:
             return
         t = s.get("type")
         if t is not None:
-            for x in (t if isinstance(t, list) else [t]):
+            for x in t if isinstance(t, list) else [t]:
                 if x not in JSON_TYPES:
                     out.append(f"{path}: type {x!r} is not a JSON Schema type")
         req = s.get("required")
@@ -204,9 +230,9 @@ def main() -> int:
             if isinstance(fns, dict):
                 fns = [fns]
             for fn in fns or []:
-                raw.append((path[len(DATA):], fn))
+                raw.append((path[len(DATA) :], fn))
                 n += 1
-        per_file[path[len(DATA):]] = n
+        per_file[path[len(DATA) :]] = n
 
     first: dict[str, dict[str, Any]] = {}
     variants: dict[str, set[str]] = {}
@@ -221,8 +247,12 @@ def main() -> int:
         params = convert(fn.get("parameters") or {}, unknown)
         if isinstance(params, dict):
             params["type"] = "object"
-        tools.append({"type": "function", "function": {"name": name, "description": fn.get("description", ""),
-                                                        "parameters": params}})
+        tools.append(
+            {
+                "type": "function",
+                "function": {"name": name, "description": fn.get("description", ""), "parameters": params},
+            }
+        )
 
     meta_errors: dict[str, str] = {}
     try:
@@ -262,10 +292,14 @@ def main() -> int:
     with open(a.report, "w") as f:
         json.dump(report, f, ensure_ascii=False, indent=1)
         f.write("\n")
-    print(f"{len(raw)} raw function entries, {report['distinct_definitions']} distinct definitions, "
-          f"{len(first)} distinct names -> {a.out}")
-    print(f"metaschema-invalid: {len(meta_errors)}; tools with semantic problems: {len(semantic)}; "
-          f"names outside ^[a-zA-Z0-9_-]{{1,64}}$: {len(report['names_not_openai_pattern'])}")
+    print(
+        f"{len(raw)} raw function entries, {report['distinct_definitions']} distinct definitions, "
+        f"{len(first)} distinct names -> {a.out}"
+    )
+    print(
+        f"metaschema-invalid: {len(meta_errors)}; tools with semantic problems: {len(semantic)}; "
+        f"names outside ^[a-zA-Z0-9_-]{{1,64}}$: {len(report['names_not_openai_pattern'])}"
+    )
     return 0
 
 

@@ -113,20 +113,33 @@ def make_schema_goldens() -> tuple[str, str]:
         path = GOLDEN_DIR / entry["artifact"]
         table.save(path)  # zstd-wrapped when the name ends in .zst
         slots = ", ".join(f"{s['pointer']} (K = {s['values']})" for s in table.info["slots"])
-        rows.append(_row(path, f"`{entry['schema']}`, {entry['tokenizer']}, {entry['engine']} "
-                               f"(threshold {entry['threshold']}): slots {slots}"))
+        rows.append(
+            _row(
+                path,
+                f"`{entry['schema']}`, {entry['tokenizer']}, {entry['engine']} "
+                f"(threshold {entry['threshold']}): slots {slots}",
+            )
+        )
     for entry in manifest.get("tools", []):
         tools = json.loads((GOLDEN_DIR / entry["tools"]).read_text(encoding="utf-8"))
         from triec.schema.compile import compile_tools
 
-        table = compile_tools(tools, entry["tokenizer"], format=entry["format"], engine=entry["engine"],
-                                    parallel=entry["parallel"])
+        table = compile_tools(
+            tools, entry["tokenizer"], format=entry["format"], engine=entry["engine"], parallel=entry["parallel"]
+        )
         path = GOLDEN_DIR / entry["artifact"]
         table.save(path)
-        rows.append(_row(path, f"the registry `{entry['tools']}` ({len(tools)} tools), {entry['tokenizer']}, "
-                               f"{entry['engine']}, format {entry['format']}"))
-    legacy = [_row(GOLDEN_DIR / e["artifact"], f"`{e['schema']}`, {e['tokenizer']}, {e['engine']}")
-              for e in manifest["legacy"]]
+        rows.append(
+            _row(
+                path,
+                f"the registry `{entry['tools']}` ({len(tools)} tools), {entry['tokenizer']}, "
+                f"{entry['engine']}, format {entry['format']}",
+            )
+        )
+    legacy = [
+        _row(GOLDEN_DIR / e["artifact"], f"`{e['schema']}`, {e['tokenizer']}, {e['engine']}")
+        for e in manifest["legacy"]
+    ]
     return "\n".join(rows), "\n".join(legacy)
 
 

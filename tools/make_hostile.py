@@ -206,8 +206,9 @@ def _decode(data: bytes) -> tuple[dict[str, Any], dict[str, np.ndarray], int]:
     pre, header, body = split(data)
     arrays = {}
     for sec in header.pop("sections"):
-        arrays[sec["name"]] = np.frombuffer(body, dtype=np.dtype(sec["dtype"]), count=sec["count"],
-                                            offset=sec["offset"]).copy()
+        arrays[sec["name"]] = np.frombuffer(
+            body, dtype=np.dtype(sec["dtype"]), count=sec["count"], offset=sec["offset"]
+        ).copy()
     return header, arrays, pre[1]
 
 
@@ -236,13 +237,19 @@ def schema_cases(schema: bytes, d19: bytes) -> dict[str, bytes]:
     case("schema_version_3_masks", schema, lambda h, a: h.update(format="triec-masks"))
     case("schema_entry_leaf_out_of_range", schema, lambda h, a: a["entry_leaf"].__setitem__(0, 1000))
     case("schema_group_token_eos", schema, lambda h, a: a["group_tokens"].__setitem__(0, 50256))
-    case("schema_trie_target_out_of_range", schema,
-         lambda h, a: a["group_target"].__setitem__(np.flatnonzero(a["group_kind"] == 0)[0], 10_000))
+    case(
+        "schema_trie_target_out_of_range",
+        schema,
+        lambda h, a: a["group_target"].__setitem__(np.flatnonzero(a["group_kind"] == 0)[0], 10_000),
+    )
     case("schema_held_slot_out_of_range", schema, lambda h, a: a["grammar_slots"].__setitem__(0, 9))
     case("schema_info_not_msgpack", schema, lambda h, a: a["info"].__setitem__(0, 0xC1))
     case("schema_counts_disagree", schema, lambda h, a: a["slot_table"].__setitem__(3, a["slot_table"][3] + 1))
-    case("schema_group_tokens_not_ascending", schema,
-         lambda h, a: a["group_tokens"].__setitem__(slice(0, 2), a["group_tokens"][:2][::-1].copy()))
+    case(
+        "schema_group_tokens_not_ascending",
+        schema,
+        lambda h, a: a["group_tokens"].__setitem__(slice(0, 2), a["group_tokens"][:2][::-1].copy()),
+    )
     header, arrays, version = _decode(schema)
     flipped = bytearray(_encode(header, arrays, version))
     _, h, body = split(bytes(flipped))
@@ -251,7 +258,11 @@ def schema_cases(schema: bytes, d19: bytes) -> dict[str, bytes]:
     flipped[data_start + sec["offset"] + 1] ^= 0x01  # CRC left as it was; still UTF-8
     out["schema_section_crc_mismatch"] = bytes(flipped)
     case("d19_entry_row_out_of_range", d19, lambda h, a: a["entry_row"].__setitem__(0, 0))
-    case("d19_continuation_sha256_mismatch", d19, lambda h, a: h["schema"].update(continuation_sha256="sha256:" + "0" * 64))
+    case(
+        "d19_continuation_sha256_mismatch",
+        d19,
+        lambda h, a: h["schema"].update(continuation_sha256="sha256:" + "0" * 64),
+    )
     return out
 
 

@@ -80,7 +80,10 @@ def refused(status: int, body: Any) -> bool:
     if status == 400:
         return True
     items = body if isinstance(body, list) else [body]
-    return all(isinstance(b, dict) and (b.get("meta_info", {}).get("finish_reason") or {}).get("type") == "abort" for b in items)
+    return all(
+        isinstance(b, dict) and (b.get("meta_info", {}).get("finish_reason") or {}).get("type") == "abort"
+        for b in items
+    )
 
 
 def texts(body: Any) -> list[str]:
@@ -144,7 +147,9 @@ def main() -> int:
             return status == 200 and json.loads(texts(body)[0]) in COLORS
 
         def artifact() -> bool:
-            status, body = generate(base, "Which tool opens a GitHub issue? ", json_schema=json.dumps({"x-triec-artifact": "tools"}))
+            status, body = generate(
+                base, "Which tool opens a GitHub issue? ", json_schema=json.dumps({"x-triec-artifact": "tools"})
+            )
             print("   ", status, texts(body))
             return status == 200 and texts(body)[0] in set(tools)
 
@@ -176,14 +181,25 @@ def main() -> int:
             return refused(status, body)
 
         def openai_chat() -> bool:
-            body = {"model": args.model, "max_tokens": 48, "messages": [{"role": "user", "content": "Pick a color."}],
-                    "regex": color_regex}  # fmt: skip
+            body = {
+                "model": args.model,
+                "max_tokens": 48,
+                "messages": [{"role": "user", "content": "Pick a color."}],
+                "regex": color_regex,
+            }
             status, reply = post(base + "/v1/chat/completions", body)
             return status == 200 and reply["choices"][0]["message"]["content"] in COLORS
 
         def openai_response_format() -> bool:
-            body = {"model": args.model, "max_tokens": 48, "messages": [{"role": "user", "content": "Which tool lists repos?"}],
-                    "response_format": {"type": "json_schema", "json_schema": {"name": "tool", "schema": {"x-triec-artifact": "tools"}}}}  # fmt: skip
+            body = {
+                "model": args.model,
+                "max_tokens": 48,
+                "messages": [{"role": "user", "content": "Which tool lists repos?"}],
+                "response_format": {
+                    "type": "json_schema",
+                    "json_schema": {"name": "tool", "schema": {"x-triec-artifact": "tools"}},
+                },
+            }
             status, reply = post(base + "/v1/chat/completions", body)
             return status == 200 and reply["choices"][0]["message"]["content"] in set(tools)
 
@@ -191,13 +207,19 @@ def main() -> int:
             return regex_choice()
 
         for name, fn in [
-            ("regex alternation served by triec", regex_choice), ("json string enum", json_enum),
-            ("artifact by name", artifact), ("artifact restricted to 3 values", restricted),
-            ("n = 2 parallel samples (copy)", parallel), ("regex delegated to xgrammar", delegated_regex),
-            ("object schema delegated to xgrammar", delegated_schema), ("artifact name with a path: refused", bad_artifact),
-            ("missing artifact: refused", missing_artifact), ("OpenAI chat with a regex", openai_chat),
-            ("OpenAI response_format naming an artifact", openai_response_format), ("still serving after refusals", still_serving),
-        ]:  # fmt: skip
+            ("regex alternation served by triec", regex_choice),
+            ("json string enum", json_enum),
+            ("artifact by name", artifact),
+            ("artifact restricted to 3 values", restricted),
+            ("n = 2 parallel samples (copy)", parallel),
+            ("regex delegated to xgrammar", delegated_regex),
+            ("object schema delegated to xgrammar", delegated_schema),
+            ("artifact name with a path: refused", bad_artifact),
+            ("missing artifact: refused", missing_artifact),
+            ("OpenAI chat with a regex", openai_chat),
+            ("OpenAI response_format naming an artifact", openai_response_format),
+            ("still serving after refusals", still_serving),
+        ]:
             check(name, fn)
     finally:
         if proc is not None:

@@ -29,16 +29,34 @@ from pathlib import Path
 SOURCE_ROOT = Path(__file__).resolve().parent.parent
 
 SDIST_MUST_HOLD = [
-    "pyproject.toml", "README.md", "LICENSE", "CHANGELOG.md", "MANIFEST.in", "noxfile.py",
-    "triec/__init__.py", "triec/_version.py", "triec/py.typed",
-    "triec/data/tokenizers/gpt2.json.zst", "triec/data/tokenizers/qwen2.json.zst",
-    "tests/conftest.py", "tests/cases.py", "fixtures/golden/tiny-gpt2.triec",
-    "fixtures/tokenizers/phi3/tokenizer.json.zst", "examples/tools.txt", "docs/format.md", "docs/cli.md",
+    "pyproject.toml",
+    "README.md",
+    "LICENSE",
+    "CHANGELOG.md",
+    "MANIFEST.in",
+    "noxfile.py",
+    "triec/__init__.py",
+    "triec/_version.py",
+    "triec/py.typed",
+    "triec/data/tokenizers/gpt2.json.zst",
+    "triec/data/tokenizers/qwen2.json.zst",
+    "tests/conftest.py",
+    "tests/cases.py",
+    "fixtures/golden/tiny-gpt2.triec",
+    "fixtures/tokenizers/phi3/tokenizer.json.zst",
+    "examples/tools.txt",
+    "docs/format.md",
+    "docs/cli.md",
     "docs/serving/vllm.md",
     "tools/smoke_wheel.py",
 ]
-WHEEL_MUST_HOLD = ["triec/__init__.py", "triec/py.typed", "triec/cli/__main__.py",
-                   "triec/data/tokenizers/gpt2.json.zst", "triec/data/tokenizers/qwen2.json.zst"]
+WHEEL_MUST_HOLD = [
+    "triec/__init__.py",
+    "triec/py.typed",
+    "triec/cli/__main__.py",
+    "triec/data/tokenizers/gpt2.json.zst",
+    "triec/data/tokenizers/qwen2.json.zst",
+]
 
 
 def check(cond: bool, what: str) -> None:
@@ -62,11 +80,13 @@ def check_dists(dist: Path) -> tuple[Path, Path]:
     sdists, wheels = sorted(dist.glob("triec-*.tar.gz")), sorted(dist.glob("triec-*.whl"))
     check(len(sdists) == 1 and len(wheels) == 1, f"one sdist and one wheel in {dist}")
     sdist, wheel = sdists[0], wheels[0]
-    check(f"triec-{triec.__version__}" in sdist.name and f"triec-{triec.__version__}-" in wheel.name,
-          f"both carry the version {triec.__version__}")
+    check(
+        f"triec-{triec.__version__}" in sdist.name and f"triec-{triec.__version__}-" in wheel.name,
+        f"both carry the version {triec.__version__}",
+    )
     with tarfile.open(sdist) as tf:
         top = f"triec-{triec.__version__}/"
-        names = {n[len(top):] for n in tf.getnames() if n.startswith(top)}
+        names = {n[len(top) :] for n in tf.getnames() if n.startswith(top)}
     missing = [n for n in SDIST_MUST_HOLD if n not in names]
     check(not missing, f"sdist holds the package, tests, fixtures, docs and examples (missing: {missing})")
     check(not [n for n in names if "__pycache__" in n or n.endswith(".pyc")], "sdist holds no bytecode caches")
@@ -95,7 +115,10 @@ def check_installed() -> None:
     direct = json.loads(importlib.metadata.distribution("triec").read_text("direct_url.json") or "{}")
     check(not direct.get("dir_info", {}).get("editable", False), "the install is not editable")
     exe = shutil.which("triec")
-    check(exe is not None and Path(exe).parent == Path(sys.executable).parent, f"console script `triec` beside this python ({exe})")
+    check(
+        exe is not None and Path(exe).parent == Path(sys.executable).parent,
+        f"console script `triec` beside this python ({exe})",
+    )
 
 
 def follow(table, token_bytes: list[bytes], value: str) -> int:  # noqa: ANN001 - a MaskTable
@@ -107,7 +130,7 @@ def follow(table, token_bytes: list[bytes], value: str) -> int:  # noqa: ANN001 
         if not fits:
             check(False, f"some allowed token continues {value!r}")
         t = max(fits, key=lambda i: len(token_bytes[i]))
-        state, rest = table.advance(state, t), rest[len(token_bytes[t]):]
+        state, rest = table.advance(state, t), rest[len(token_bytes[t]) :]
     return state
 
 
@@ -117,25 +140,40 @@ def check_tokenizer(name: str, tools: Path, work: Path) -> None:
     out = work / f"tools-{name}.triec"
     summary = json.loads(run("triec", "compile", str(tools), "-t", name, "-o", str(out), "--json").stdout)
     values = [v for v in tools.read_text(encoding="utf-8").splitlines() if v]
-    check(out.is_file() and summary["values"] == len(set(values)) and summary["tokenizer"] == name,
-          f"triec compile {tools.name} -t {name}: {summary['values']:,} values, {summary['states']:,} states")
+    check(
+        out.is_file() and summary["values"] == len(set(values)) and summary["tokenizer"] == name,
+        f"triec compile {tools.name} -t {name}: {summary['values']:,} values, {summary['states']:,} states",
+    )
 
     table = triec.load(out, verify=True)
     vocab = triec.Vocabulary.load(name)
     table.check_tokenizer(vocab)
-    check(table.num_values == len(set(values)) and table.header["triec_version"] == triec.__version__,
-          f"triec.load: {table.num_values:,} values, written by triec {table.header['triec_version']}")
+    check(
+        table.num_values == len(set(values)) and table.header["triec_version"] == triec.__version__,
+        f"triec.load: {table.num_values:,} values, written by triec {table.header['triec_version']}",
+    )
     for v in values[:: max(1, len(values) // 25)]:
         s = follow(table, vocab.token_bytes, v)
-        if not (table.is_accepting(s) and table.value(s) == v and set(table.eos_token_ids) <= set(table.allowed(s).tolist())):
+        if not (
+            table.is_accepting(s) and table.value(s) == v and set(table.eos_token_ids) <= set(table.allowed(s).tolist())
+        ):
             check(False, f"{v!r} ends on an accepting state that allows EOS")
-    check(True, f"{len(values[:: max(1, len(values) // 25)])} values reached token by token, each accepting with EOS allowed")
-    check(table.state_for_prefix("slack.get_") is not None and table.state_for_prefix("no such tool") is None,
-          "prefixes inside the set have a state, others none")
+    check(
+        True,
+        f"{len(values[:: max(1, len(values) // 25)])} values reached token by token, each accepting with EOS allowed",
+    )
+    check(
+        table.state_for_prefix("slack.get_") is not None and table.state_for_prefix("no such tool") is None,
+        "prefixes inside the set have a state, others none",
+    )
 
     report = json.loads(run("triec", "inspect", str(out), "--json", "--widest", "3").stdout)
-    check(report["values"] == table.num_values and report["tokenizer"]["name"] == name and len(report["widest_states"]) == 3,
-          "triec inspect --json: values, tokenizer, widest states")
+    check(
+        report["values"] == table.num_values
+        and report["tokenizer"]["name"] == name
+        and len(report["widest_states"]) == 3,
+        "triec inspect --json: values, tokenizer, widest states",
+    )
     text = run("triec", "inspect", str(out), "--prefix", "slack.get_").stdout
     check("first values below" in text and "slack.get_" in text, "triec inspect --prefix shows the state")
     verdict = json.loads(run("triec", "verify", str(out), "--states", "2000", "--walks", "20", "--json").stdout)
@@ -167,16 +205,27 @@ def main() -> None:
         for name in ("qwen2", "gpt2"):
             check_tokenizer(name, tools, work)
 
-        piped = run("triec", "compile", "-", "-t", "gpt2", "-o", str(work / "answer.triec"), "--json",
-                    stdin='{"enum": ["yes", "no", "", "naïve 日本"]}')
-        check(json.loads(piped.stdout)["values"] == 4, "triec compile - (a JSON Schema enum on stdin, with \"\")")
+        piped = run(
+            "triec",
+            "compile",
+            "-",
+            "-t",
+            "gpt2",
+            "-o",
+            str(work / "answer.triec"),
+            "--json",
+            stdin='{"enum": ["yes", "no", "", "naïve 日本"]}',
+        )
+        check(json.loads(piped.stdout)["values"] == 4, 'triec compile - (a JSON Schema enum on stdin, with "")')
         import triec
 
         t = triec.load(work / "answer.triec")
         check(t.is_accepting(t.start) and t.value(t.start) == "", "the empty value accepts at the start")
-        probe = ("import sys, triec.runtime as r; r.MaskTable; import triec.artifact as a; a.load(sys.argv[1]); "
-                 "bad = sorted({'torch', 'typer', 'rich', 'tokenizers', 'transformers'} & set(sys.modules)); print(bad); "
-                 "sys.exit(1 if bad else 0)")
+        probe = (
+            "import sys, triec.runtime as r; r.MaskTable; import triec.artifact as a; a.load(sys.argv[1]); "
+            "bad = sorted({'torch', 'typer', 'rich', 'tokenizers', 'transformers'} & set(sys.modules)); print(bad); "
+            "sys.exit(1 if bad else 0)"
+        )
         run(sys.executable, "-c", probe, str(work / "answer.triec"))
         check(True, "loading an artifact imports no torch, typer, rich or tokenizers")
 

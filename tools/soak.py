@@ -61,9 +61,18 @@ FLIP = {"a": ["alpha", "bravo", "charlie"], "b": ["delta", "echo", "foxtrot"]}
 REGEX = r"[a-z]{2,6}-[0-9]{2}"
 FAULT_MESSAGES = re.compile(r"not a valid triec artifact|no artifact named|being written|cannot be read|is empty")
 WEIGHTS = {
-    "xargs": 3, "restrict": 2, "choice_new": 2, "choice_repeat": 2, "backend_artifact": 2, "tools": 1,
-    "delegated": 1, "free": 1, "fault_xargs": 2, "fault_backend": 1, "hostile": 3,
-}  # fmt: skip
+    "xargs": 3,
+    "restrict": 2,
+    "choice_new": 2,
+    "choice_repeat": 2,
+    "backend_artifact": 2,
+    "tools": 1,
+    "delegated": 1,
+    "free": 1,
+    "fault_xargs": 2,
+    "fault_backend": 1,
+    "hostile": 3,
+}
 
 
 def hostile_bodies(tools: list[str]) -> list[tuple[str, str, dict]]:
@@ -81,12 +90,18 @@ def hostile_bodies(tools: list[str]) -> list[tuple[str, str, dict]]:
         ("restrict empty", "c", {"extra_body": {"vllm_xargs": {"triec": "colors", "restrict": []}}}),
         ("restrict unknown value", "c", {"extra_body": {"vllm_xargs": {"triec": "colors", "restrict": ["teal"]}}}),
         ("restrict non-strings", "c", {"extra_body": {"vllm_xargs": {"triec": "colors", "restrict": [1, 2]}}}),
-        ("restrict past the limit", "c", {"extra_body": {"vllm_xargs": {"triec": "tools",
-                                                                         "restrict": [f"v{i}" for i in range(100_001)]}}}),
+        (
+            "restrict past the limit",
+            "c",
+            {"extra_body": {"vllm_xargs": {"triec": "tools", "restrict": [f"v{i}" for i in range(100_001)]}}},
+        ),
         ("restrict without name", "c", {"extra_body": {"vllm_xargs": {"restrict": ["red"]}}}),
         ("min_tokens with triec", "c", {"extra_body": {"vllm_xargs": {"triec": "colors"}, "min_tokens": 2}}),
-        ("triec and structured_outputs", "c", {"extra_body": {"vllm_xargs": {"triec": "colors"},
-                                                              so: {"choice": ["a", "b"]}}}),
+        (
+            "triec and structured_outputs",
+            "c",
+            {"extra_body": {"vllm_xargs": {"triec": "colors"}, so: {"choice": ["a", "b"]}}},
+        ),
         ("empty choice", "c", {"extra_body": {so: {"choice": []}}}),
         ("non-string member", "c", {"extra_body": {so: {"choice": ["red", 3]}}}),
         ("choice not a list", "c", {"extra_body": {so: {"choice": "red"}}}),
@@ -96,13 +111,35 @@ def hostile_bodies(tools: list[str]) -> list[tuple[str, str, dict]]:
         ("artifact path escape", "c", {"extra_body": {so: {"json": {"x-triec-artifact": "../colors"}}}}),
         ("artifact unknown", "c", {"extra_body": {so: {"json": {"x-triec-artifact": "nope"}}}}),
         ("artifact not a string", "c", {"extra_body": {so: {"json": {"x-triec-artifact": 5}}}}),
-        ("artifact restrict malformed", "c", {"extra_body": {so: {"json": {"x-triec-artifact": "colors", "x-triec-restrict": "red"}}}}),
-        ("artifact extra keyword", "c", {"extra_body": {so: {"json": {"x-triec-artifact": "colors", "type": "string"}}}}),
+        (
+            "artifact restrict malformed",
+            "c",
+            {"extra_body": {so: {"json": {"x-triec-artifact": "colors", "x-triec-restrict": "red"}}}},
+        ),
+        (
+            "artifact extra keyword",
+            "c",
+            {"extra_body": {so: {"json": {"x-triec-artifact": "colors", "type": "string"}}}},
+        ),
         ("oversized prompt", "c", {"prompt": "word " * 3000}),
-        ("bad tool schema", "chat", {"tools": [{"type": "function", "function": {"name": "f", "parameters": {
-            "type": "object", "properties": {"x": {"$ref": "#/$defs/missing"}}}}}], "tool_choice": "required",
-            "parallel_tool_calls": False}),
-    ]  # fmt: skip
+        (
+            "bad tool schema",
+            "chat",
+            {
+                "tools": [
+                    {
+                        "type": "function",
+                        "function": {
+                            "name": "f",
+                            "parameters": {"type": "object", "properties": {"x": {"$ref": "#/$defs/missing"}}},
+                        },
+                    }
+                ],
+                "tool_choice": "required",
+                "parallel_tool_calls": False,
+            },
+        ),
+    ]
 
 
 def tree_rss(pid: int, by_name: dict[str, int] | None = None) -> tuple[int, set[int]]:
@@ -184,13 +221,19 @@ class Faults(threading.Thread):
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--duration", type=float, default=300.0, help="seconds of requests (default 300)")
     ap.add_argument("--clients", type=int, default=8, help="concurrent clients (default 8)")
     ap.add_argument("--max-requests", type=int, default=0, help="stop after this many requests (0: no count bound)")
     ap.add_argument("--quick", action="store_true", help="40 s of requests, 6 clients (the vllm session's variant)")
-    ap.add_argument("--warmup", type=float, default=None, help="seconds before the RSS baseline (default: a quarter, at most 60)")
-    ap.add_argument("--fault-every", type=float, default=None, help="seconds between faults (default 3, 2 with --quick)")
+    ap.add_argument(
+        "--warmup", type=float, default=None, help="seconds before the RSS baseline (default: a quarter, at most 60)"
+    )
+    ap.add_argument(
+        "--fault-every", type=float, default=None, help="seconds between faults (default 3, 2 with --quick)"
+    )
     ap.add_argument("--rss-bound-mb", type=float, default=None, help="allowed RSS growth after warm-up, MiB")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", help="write the figures to this file")
@@ -226,20 +269,46 @@ def main(argv: list[str] | None = None) -> int:
     sets = {"tools": set(tool_names), "colors": set(COLORS), "flip": set(FLIP["a"]) | set(FLIP["b"])}
 
     port = free_port()
-    env = dict(os.environ, **SERVER_ENV, TRIEC_VLLM_BACKEND="1", TRIEC_MAX_CHOICES="5000", TRIEC_MAX_CHOICE_BYTES=str(1 << 20),
-               TRIEC_CACHE_BYTES=str(CACHE_BYTES), TRIEC_ARTIFACT_DIR=str(art), VLLM_ENFORCE_STRICT_TOOL_CALLING="0",
-               VLLM_CPU_KVCACHE_SPACE=os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"),
-               PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))  # fmt: skip
+    env = dict(
+        os.environ,
+        **SERVER_ENV,
+        TRIEC_VLLM_BACKEND="1",
+        TRIEC_MAX_CHOICES="5000",
+        TRIEC_MAX_CHOICE_BYTES=str(1 << 20),
+        TRIEC_CACHE_BYTES=str(CACHE_BYTES),
+        TRIEC_ARTIFACT_DIR=str(art),
+        VLLM_ENFORCE_STRICT_TOOL_CALLING="0",
+        VLLM_CPU_KVCACHE_SPACE=os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"),
+        PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    )
     env.pop("VLLM_PLUGINS", None)
     cmd = [
-        sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model),
-        "--served-model-name", "tiny", "--host", "127.0.0.1", "--port", str(port),
-        "--max-num-seqs", "8", "--max-model-len", "512", "--enforce-eager",
-        "--logits-processors", "triec.integrations.vllm:TriecLogitsProcessor",
-        "--chat-template", str(ROOT / "tests" / "qwen25_tools.jinja"), "--enable-auto-tool-choice",
-        "--tool-call-parser", "hermes",
-        "--structured-outputs-config", json.dumps({"backend": "xgrammar", "disable_any_whitespace": True}),
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        str(model),
+        "--served-model-name",
+        "tiny",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--max-num-seqs",
+        "8",
+        "--max-model-len",
+        "512",
+        "--enforce-eager",
+        "--logits-processors",
+        "triec.integrations.vllm:TriecLogitsProcessor",
+        "--chat-template",
+        str(ROOT / "tests" / "qwen25_tools.jinja"),
+        "--enable-auto-tool-choice",
+        "--tool-call-parser",
+        "hermes",
+        "--structured-outputs-config",
+        json.dumps({"backend": "xgrammar", "disable_any_whitespace": True}),
+    ]
     log_path = root / "server.log"
     log = open(log_path, "wb")  # noqa: SIM115 - closed below
     t_start = time.monotonic()
@@ -254,8 +323,11 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         startup_s = time.monotonic() - t_start
         rss_start, pids_start = tree_rss(proc.pid)
-        print(f"server up in {startup_s:.0f} s, {len(pids_start)} processes, RSS {rss_start / 2**20:.0f} MiB; "
-              f"{args.clients} clients for {args.duration:.0f} s (warm-up {warmup:.0f} s)", flush=True)  # fmt: skip
+        print(
+            f"server up in {startup_s:.0f} s, {len(pids_start)} processes, RSS {rss_start / 2**20:.0f} MiB; "
+            f"{args.clients} clients for {args.duration:.0f} s (warm-up {warmup:.0f} s)",
+            flush=True,
+        )
 
         hostile = hostile_bodies(tool_names)
         by_tool = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
@@ -272,8 +344,9 @@ def main(argv: list[str] | None = None) -> int:
             return client.completions.create(model="tiny", prompt=prompt, max_tokens=max_tokens, **kw).choices[0]
 
         def chat(content: str, max_tokens: int = 40, **kw):
-            return client.chat.completions.create(model="tiny", messages=[{"role": "user", "content": content}],
-                                                  max_tokens=max_tokens, **kw).choices[0]  # fmt: skip
+            return client.chat.completions.create(
+                model="tiny", messages=[{"role": "user", "content": content}], max_tokens=max_tokens, **kw
+            ).choices[0]
 
         def one(kind: str, rng: random.Random) -> str:
             """Send one request of ``kind``; returns its outcome (``invalid...`` / ``failed...`` are failures)."""
@@ -285,12 +358,16 @@ def main(argv: list[str] | None = None) -> int:
                 return "valid" if c.text in sets[name] and c.finish_reason == "stop" else f"invalid {name}: {c.text!r}"
             if kind == "restrict":
                 subset = rng.sample(tool_names, rng.randint(2, 40))
-                c = comp(f"Tool #{n}:", extra_body={"vllm_xargs": {"triec": "tools", "restrict": subset}}, temperature=temp)
+                c = comp(
+                    f"Tool #{n}:", extra_body={"vllm_xargs": {"triec": "tools", "restrict": subset}}, temperature=temp
+                )
                 return "valid" if c.text in subset and c.finish_reason == "stop" else f"invalid restrict: {c.text!r}"
             if kind in ("choice_new", "choice_repeat"):
                 if kind == "choice_new":
                     size = int(round(2 ** rng.uniform(1, 11)))
-                    values = sorted({"".join(rng.choices(string.ascii_lowercase, k=rng.randint(2, 9))) for _ in range(size)})
+                    values = sorted(
+                        {"".join(rng.choices(string.ascii_lowercase, k=rng.randint(2, 9))) for _ in range(size)}
+                    )
                 else:
                     values = repeat_list
                 c = comp(f"Choose #{n}:", extra_body={"structured_outputs": {"choice": values}}, temperature=temp)
@@ -301,8 +378,14 @@ def main(argv: list[str] | None = None) -> int:
                 ok = c.message.content in sets["colors"] and c.finish_reason == "stop"
                 return "valid" if ok else f"invalid backend artifact: {c.message.content!r}"
             if kind == "tools":
-                c = chat(f"Call a tool #{n}", max_tokens=80, tools=TOOLS, tool_choice="required",
-                         parallel_tool_calls=False, temperature=temp)  # fmt: skip
+                c = chat(
+                    f"Call a tool #{n}",
+                    max_tokens=80,
+                    tools=TOOLS,
+                    tool_choice="required",
+                    parallel_tool_calls=False,
+                    temperature=temp,
+                )
                 calls = c.message.tool_calls or []
                 if c.finish_reason != "tool_calls" or len(calls) != 1:
                     return f"invalid tools: {c.finish_reason} {len(calls)} calls {c.message.content!r:.80}"
@@ -324,7 +407,10 @@ def main(argv: list[str] | None = None) -> int:
                         c = comp(f"Word #{n}:", extra_body={"vllm_xargs": {"triec": "flip"}}, temperature=temp)
                         text = c.text
                     else:
-                        fmt = {"type": "json_schema", "json_schema": {"name": "f", "schema": {"x-triec-artifact": "flip"}}}
+                        fmt = {
+                            "type": "json_schema",
+                            "json_schema": {"name": "f", "schema": {"x-triec-artifact": "flip"}},
+                        }
                         c = chat(f"Word #{n}", response_format=fmt, temperature=temp)
                         text = c.message.content or ""
                 except openai.BadRequestError as exc:
@@ -395,8 +481,10 @@ def main(argv: list[str] | None = None) -> int:
                     series.append((round(time.monotonic() - t0), per))
                 if rss_warm is None and time.monotonic() - t0 >= warmup:
                     rss_warm, _ = tree_rss(proc.pid)
-                    print(f"after warm-up ({sum(map(len, lat.values()))} requests): RSS {rss_warm / 2**20:.0f} MiB",
-                          flush=True)  # fmt: skip
+                    print(
+                        f"after warm-up ({sum(map(len, lat.values()))} requests): RSS {rss_warm / 2**20:.0f} MiB",
+                        flush=True,
+                    )
                 if proc.poll() is not None:
                     stop.set()
             for f in futures:
@@ -444,27 +532,55 @@ def main(argv: list[str] | None = None) -> int:
         for kind in kinds:
             xs = lat.get(kind, [])
             oc = ", ".join(f"{k} {v}" for k, v in outcomes[kind].most_common())
-            print(f"{kind:<18}{len(xs):>6}{pct(xs, .5) * 1e3:>9.0f}{pct(xs, .99) * 1e3:>9.0f}  {oc}")
+            print(f"{kind:<18}{len(xs):>6}{pct(xs, 0.5) * 1e3:>9.0f}{pct(xs, 0.99) * 1e3:>9.0f}  {oc}")
         invalid = sum(v for o in outcomes.values() for k, v in o.items() if k.startswith("invalid"))
         print(f"faults injected: {dict(faults.done)}")
-        print(f"hostile answered 400: {outcomes['hostile']['400']} of {len(lat.get('hostile', []))} "
-              f"(not 400: {len(hostile_bad)})")  # fmt: skip
+        print(
+            f"hostile answered 400: {outcomes['hostile']['400']} of {len(lat.get('hostile', []))} "
+            f"(not 400: {len(hostile_bad)})"
+        )
         print(f"invalid constrained outputs: {invalid}")
         print(f"engine processes died: {len(died)}; server alive: {proc.poll() is None}; /health: {healthy}")
-        print("RSS MiB per process over time: " + "; ".join(
-            f"{t}s " + " ".join(f"{k}={v}" for k, v in sorted(per.items())) for t, per in series[:: max(1, len(series) // 8)]
-        ))  # fmt: skip
-        print(f"RSS (server tree): start {rss_start / 2**20:.0f} MiB, after warm-up {rss_warm / 2**20:.0f} MiB, "
-              f"end {rss_end / 2**20:.0f} MiB; growth after warm-up {growth_mb:+.0f} MiB (bound {bound_mb:.0f})")  # fmt: skip
+        print(
+            "RSS MiB per process over time: "
+            + "; ".join(
+                f"{t}s " + " ".join(f"{k}={v}" for k, v in sorted(per.items()))
+                for t, per in series[:: max(1, len(series) // 8)]
+            )
+        )
+        print(
+            f"RSS (server tree): start {rss_start / 2**20:.0f} MiB, after warm-up {rss_warm / 2**20:.0f} MiB, "
+            f"end {rss_end / 2**20:.0f} MiB; growth after warm-up {growth_mb:+.0f} MiB (bound {bound_mb:.0f})"
+        )
         if args.json:
-            Path(args.json).write_text(json.dumps({
-                "requests": total, "seconds": elapsed, "clients": args.clients, "startup_s": startup_s,
-                "kinds": {k: {"n": len(lat.get(k, [])), "p50_ms": pct(lat.get(k, []), .5) * 1e3,
-                              "p99_ms": pct(lat.get(k, []), .99) * 1e3, "outcomes": dict(outcomes[k])} for k in kinds},
-                "faults": dict(faults.done), "hostile_not_400": hostile_bad, "invalid": invalid, "died": died,
-                "rss_mb": {"start": rss_start / 2**20, "warm": rss_warm / 2**20, "end": rss_end / 2**20},
-                "rss_bound_mb": bound_mb, "rss_series": series, "failures": failures,
-            }, indent=1))  # fmt: skip
+            Path(args.json).write_text(
+                json.dumps(
+                    {
+                        "requests": total,
+                        "seconds": elapsed,
+                        "clients": args.clients,
+                        "startup_s": startup_s,
+                        "kinds": {
+                            k: {
+                                "n": len(lat.get(k, [])),
+                                "p50_ms": pct(lat.get(k, []), 0.5) * 1e3,
+                                "p99_ms": pct(lat.get(k, []), 0.99) * 1e3,
+                                "outcomes": dict(outcomes[k]),
+                            }
+                            for k in kinds
+                        },
+                        "faults": dict(faults.done),
+                        "hostile_not_400": hostile_bad,
+                        "invalid": invalid,
+                        "died": died,
+                        "rss_mb": {"start": rss_start / 2**20, "warm": rss_warm / 2**20, "end": rss_end / 2**20},
+                        "rss_bound_mb": bound_mb,
+                        "rss_series": series,
+                        "failures": failures,
+                    },
+                    indent=1,
+                )
+            )
     finally:
         stop_group(proc)
         log.close()

@@ -77,8 +77,9 @@ def requirements(text: str) -> list[str]:
 
 def newest() -> str:
     """The newest vLLM release on the package index (``pip index versions``)."""
-    found = subprocess.run([sys.executable, "-m", "pip", "index", "versions", "vllm"], capture_output=True, text=True,
-                           check=True)  # fmt: skip
+    found = subprocess.run(
+        [sys.executable, "-m", "pip", "index", "versions", "vllm"], capture_output=True, text=True, check=True
+    )
     match = re.search(r"^vllm \(([^)]+)\)", found.stdout, re.MULTILINE)
     if match is None:
         raise SystemExit(f"cannot read pip's answer: {found.stdout[:200]!r}")
@@ -141,8 +142,10 @@ def main(argv: list[str] | None = None) -> int:
         version = newest()
         inside = in_window(version, window)
         lines = ", ".join(w + ".x" for w in window)
-        print(f"newest vLLM on the index: {version}; triec's window: {lines}; "
-              + ("inside" if inside else f"outside: run `python tools/vllm_release.py check {version}`"))  # fmt: skip
+        print(
+            f"newest vLLM on the index: {version}; triec's window: {lines}; "
+            + ("inside" if inside else f"outside: run `python tools/vllm_release.py check {version}`")
+        )
         return 0 if inside else 1
     return check(args.release, args.venv or Path(f"/tmp/triec-vllm-{args.release}"))
 

@@ -52,11 +52,27 @@ if TYPE_CHECKING:  # for type checkers; tests/test_public_api.py checks it names
     from triec.tokenizer.vocabulary import Vocabulary
 
 _ERRORS = (
-    "ArtifactChecksumError", "ArtifactContentError", "ArtifactError", "ArtifactVersionError", "BenchResultError",
-    "EngineUnavailable", "EngineUnsupported", "EosTextWarning", "EvalError", "ModelBuildError", "OutputError",
-    "RequestError", "SchemaShapeError", "TokenizerError", "TokenizerMismatch", "TokenNotAllowed", "ToolsError",
-    "TriecError", "ValueNotInTable", "ValuesError",
-)  # fmt: skip
+    "ArtifactChecksumError",
+    "ArtifactContentError",
+    "ArtifactError",
+    "ArtifactVersionError",
+    "BenchResultError",
+    "EngineUnavailable",
+    "EngineUnsupported",
+    "EosTextWarning",
+    "EvalError",
+    "ModelBuildError",
+    "OutputError",
+    "RequestError",
+    "SchemaShapeError",
+    "TokenizerError",
+    "TokenizerMismatch",
+    "TokenNotAllowed",
+    "ToolsError",
+    "TriecError",
+    "ValueNotInTable",
+    "ValuesError",
+)
 
 _WHERE: dict[str, str] = {
     "load": "triec.artifact.formats",

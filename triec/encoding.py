@@ -105,6 +105,8 @@ def as_encoding(encoding: str | Encoding = RAW, prefix: str = "", suffix: str = 
     """An :class:`Encoding` from the ``compile`` keywords (an ``Encoding`` passes through)."""
     if isinstance(encoding, Encoding):
         if prefix or suffix:
-            raise ValuesError("pass prefix and suffix inside the Encoding, or a name with prefix= and suffix=, not both")
+            raise ValuesError(
+                "pass prefix and suffix inside the Encoding, or a name with prefix= and suffix=, not both"
+            )
         return encoding
     return Encoding(encoding, prefix, suffix)

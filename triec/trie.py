@@ -23,7 +23,9 @@ class Trie:
     """A preorder-numbered byte trie; node 0 is the root (the empty prefix)."""
 
     data: np.ndarray  # uint8: the keys' bytes (in sorted order unless built from a SortedKeys)
-    key_offsets: np.ndarray  # int64 [K + 1]: cumulative key lengths; key i has key_offsets[i + 1] - key_offsets[i] bytes
+    key_offsets: (
+        np.ndarray
+    )  # int64 [K + 1]: cumulative key lengths; key i has key_offsets[i + 1] - key_offsets[i] bytes
     lcp: np.ndarray  # int64 [K]: bytes key i shares with key i - 1 (0 for key 0)
     terminal: np.ndarray  # int64 [K]: node where key i ends, strictly increasing
     parent: np.ndarray  # int32 [N]: parent node (-1 for the root)
@@ -134,7 +136,9 @@ def build_trie_from_buffer(
         del d, p, at
     del lengths, fn, lc, st, ln
 
-    parent = np.arange(-1, num_nodes - 1, dtype=np.int32)  # root -1; within a key's run of new nodes, the parent is the previous node
+    parent = np.arange(
+        -1, num_nodes - 1, dtype=np.int32
+    )  # root -1; within a key's run of new nodes, the parent is the previous node
     _link_branch_points(parent, first_new, created, lcp)
     return Trie(
         data=data,
@@ -163,7 +167,9 @@ def _link_branch_points(parent: np.ndarray, first_new: np.ndarray, created: np.n
     todo = np.nonzero((created > 0) & (lcp > 0))[0]
     if todo.size == 0:
         return
-    prev = np.arange(-1, lcp.shape[0] - 1, dtype=np.int32 if lcp.shape[0] < 2**31 else np.int64)  # prev[i] < i; every key between has lcp >= lcp[i]
+    prev = np.arange(
+        -1, lcp.shape[0] - 1, dtype=np.int32 if lcp.shape[0] < 2**31 else np.int64
+    )  # prev[i] < i; every key between has lcp >= lcp[i]
     branching = todo
     while todo.size:
         todo = todo[lcp[prev[todo]] >= lcp[todo]]

@@ -83,7 +83,14 @@ def encode(header: dict[str, Any], sections: Sequence[tuple[str, str, np.ndarray
     offset = 0
     for name, dtype, raw, count in arrays:
         table.append(
-            {"name": name, "dtype": dtype, "count": count, "offset": offset, "length": len(raw), "crc32": zlib.crc32(raw)}
+            {
+                "name": name,
+                "dtype": dtype,
+                "count": count,
+                "offset": offset,
+                "length": len(raw),
+                "crc32": zlib.crc32(raw),
+            }
         )
         offset = align(offset + len(raw))
     header["sections"] = table
@@ -206,8 +213,10 @@ def inflate(stream: Any, source: str) -> bytes:
     declared = zstandard.frame_content_size(stream.read(18)) if hasattr(zstandard, "frame_content_size") else -1
     stream.seek(start)
     if declared > limit:
-        raise fail(source, f"zstd frame declares {declared:,} bytes inflated; the limit is {limit:,} "
-                           "(TRIEC_MAX_ARTIFACT_BYTES)")  # fmt: skip
+        raise fail(
+            source,
+            f"zstd frame declares {declared:,} bytes inflated; the limit is {limit:,} (TRIEC_MAX_ARTIFACT_BYTES)",
+        )
 
     def exactly(reader: Any, n: int, what: str) -> bytes:
         out = bytearray()
@@ -231,10 +240,14 @@ def inflate(stream: Any, source: str) -> bytes:
             total = data_start
             for sec in field(header, "sections", list, source):
                 if isinstance(sec, dict):
-                    end = count(sec, "offset", source, 2**40, "section field") + count(sec, "length", source, 2**40, "section field")
+                    end = count(sec, "offset", source, 2**40, "section field") + count(
+                        sec, "length", source, 2**40, "section field"
+                    )
                     total = max(total, data_start + end)
             if total > limit:
-                raise fail(source, f"header declares {total:,} bytes; the limit is {limit:,} (TRIEC_MAX_ARTIFACT_BYTES)")
+                raise fail(
+                    source, f"header declares {total:,} bytes; the limit is {limit:,} (TRIEC_MAX_ARTIFACT_BYTES)"
+                )
             data = head + exactly(reader, total - len(head), "sections")
             if reader.read(1):
                 raise fail(source, f"the zstd stream holds more than the {total:,} bytes its header declares")
@@ -300,7 +313,14 @@ def count(header: dict[str, Any], name: str, source: str, upper: int = 2**32, wh
 
 
 def read_sections(
-    buf: Any, source: str, header: dict[str, Any], data_start: int, layout: Layout, expected: dict[str, int], *, verify: bool,
+    buf: Any,
+    source: str,
+    header: dict[str, Any],
+    data_start: int,
+    layout: Layout,
+    expected: dict[str, int],
+    *,
+    verify: bool,
     checksums: bool = False,
 ) -> dict[str, np.ndarray]:
     """numpy views of the sections ``layout`` names, each checked against the header's section table.

@@ -47,7 +47,6 @@ class ArtifactFormat:
     encode: Callable[[Any], bytes]
 
 
-
 _REGISTRY: dict[str, ArtifactFormat] = {}
 
 
@@ -100,8 +99,11 @@ def _format_of(header: dict[str, Any], version: int, source: str) -> ArtifactFor
         raise container.fail(source, f"header field 'format': expected {expected}, found {name!r}")
     if version not in fmt.versions:
         holders = [n for n in BUILTIN if version in (get(n) or fmt).versions]
-        raise container.fail(source, f"header field 'format': format version {version} holds "
-                                     f"{' or '.join(map(repr, holders))} only, found {name!r}")  # fmt: skip
+        raise container.fail(
+            source,
+            f"header field 'format': format version {version} holds "
+            f"{' or '.join(map(repr, holders))} only, found {name!r}",
+        )
     return fmt
 
 

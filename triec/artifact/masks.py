@@ -100,8 +100,10 @@ def check_common_header(header: dict[str, Any], source: str) -> int:
         raise _fail(source, "header field 'vocab_size': a mask is at least 1 token wide, found 0")
     eos = field(header, "eos_token_ids", list, source)
     if not eos:
-        raise _fail(source, "header field 'eos_token_ids': empty; a table ends each value with an EOS id, so it "
-                            "needs at least one")  # fmt: skip
+        raise _fail(
+            source,
+            "header field 'eos_token_ids': empty; a table ends each value with an EOS id, so it needs at least one",
+        )
     if not all(isinstance(e, int) and not isinstance(e, bool) and 0 <= e < vocab_size for e in eos):
         raise _fail(source, f"header field 'eos_token_ids': expected ids in 0..{vocab_size - 1}, found {eos!r}")
     field(header, "triec_version", str, source)
@@ -141,14 +143,19 @@ def parse_sections(
     if num_states < 1 or num_values < 1:
         raise _fail(source, "header: an artifact holds at least one value and one state")
     if version == PLAIN_FORMAT_VERSION and "encoding" in header:
-        raise _fail(source, f"header field 'encoding': needs format version {ENCODED_FORMAT_VERSION}, the file says {version}")
+        raise _fail(
+            source, f"header field 'encoding': needs format version {ENCODED_FORMAT_VERSION}, the file says {version}"
+        )
     if version == ENCODED_FORMAT_VERSION:
         try:
             encoding = Encoding.from_header(header.get("encoding"))
         except ValueError as exc:
             raise _fail(source, f"header field 'encoding': {exc}") from None
         if encoding.plain:
-            raise _fail(source, f"header field 'encoding': a raw encoding without prefix or suffix is written as version {PLAIN_FORMAT_VERSION}")
+            raise _fail(
+                source,
+                f"header field 'encoding': a raw encoding without prefix or suffix is written as version {PLAIN_FORMAT_VERSION}",
+            )
     field(header, "sections", list, source)
     expected = _expected_counts(num_states, num_allowed, num_values)
     layout = list(SECTIONS) + list(extra_layout)
@@ -156,11 +163,14 @@ def parse_sections(
         expected.update(extra_counts(header))
     elif "schema" in header:
         raise _fail(source, f"header field 'schema': only a {TableKind.TOOL_SCHEMA.format_name!r} artifact has one")
-    return container.read_sections(buf, source, header, data_start, layout, expected, verify=verify,
-                                   checksums=checksums)  # fmt: skip
+    return container.read_sections(
+        buf, source, header, data_start, layout, expected, verify=verify, checksums=checksums
+    )
 
 
-def build_table(header: dict[str, Any], arrays: dict[str, Any], version: int, source: str, *, verify: bool = False) -> MaskTable:
+def build_table(
+    header: dict[str, Any], arrays: dict[str, Any], version: int, source: str, *, verify: bool = False
+) -> MaskTable:
     """The mask table over checked sections (its indices checked; with ``verify`` everything that makes masks right)."""
     return MaskTable.from_artifact(
         **{name: arrays[name] for name, _ in SECTIONS},

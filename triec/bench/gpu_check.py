@@ -183,8 +183,15 @@ def graph_step(dev: TorchMaskTable, states: torch.Tensor, logits: torch.Tensor) 
     return "equal" if torch.equal(out, want) else "DIFFERS"
 
 
-def two_tables(vocab: triec.Vocabulary, k: int, device: torch.device, batches: list[int], iters: int,
-               rng: np.random.Generator, timed: bool = True) -> bool:  # fmt: skip
+def two_tables(
+    vocab: triec.Vocabulary,
+    k: int,
+    device: torch.device,
+    batches: list[int],
+    iters: int,
+    rng: np.random.Generator,
+    timed: bool = True,
+) -> bool:
     """Rows of two artifacts in one batch: one launch per operation (TorchTableSet) against a launch sequence
     per table (two TorchMaskTables, each over its rows). Checks they agree; prints medians."""
     from triec.runtime.torch import TorchTableSet
@@ -198,13 +205,20 @@ def two_tables(vocab: triec.Vocabulary, k: int, device: torch.device, batches: l
     failed = False
     for n in batches:
         ids = torch.from_numpy(rng.integers(0, 2, n)).to(device)
-        states = torch.where(ids == 0, torch.from_numpy(rng.integers(0, a.num_states, n)).to(device),
-                             torch.from_numpy(rng.integers(0, b.num_states, n)).to(device))  # fmt: skip
+        states = torch.where(
+            ids == 0,
+            torch.from_numpy(rng.integers(0, a.num_states, n)).to(device),
+            torch.from_numpy(rng.integers(0, b.num_states, n)).to(device),
+        )
         logits = torch.randn(n, a.vocab_size, device=device)
         rows_a, rows_b = (ids == 0).nonzero().reshape(-1), (ids == 1).nonzero().reshape(-1)
 
-        def per_table(logits: torch.Tensor = logits, rows_a: torch.Tensor = rows_a, rows_b: torch.Tensor = rows_b,
-                      states: torch.Tensor = states) -> torch.Tensor:  # fmt: skip
+        def per_table(
+            logits: torch.Tensor = logits,
+            rows_a: torch.Tensor = rows_a,
+            rows_b: torch.Tensor = rows_b,
+            states: torch.Tensor = states,
+        ) -> torch.Tensor:
             lg = logits.clone()
             da.mask_rows(lg, rows_a, states[rows_a], max_gather=0)
             db.mask_rows(lg, rows_b, states[rows_b], max_gather=0)
@@ -214,7 +228,9 @@ def two_tables(vocab: triec.Vocabulary, k: int, device: torch.device, batches: l
             nxt[rows_b] = db.advance(states[rows_b], tok[rows_b])
             return nxt
 
-        def one_launch(ids: torch.Tensor = ids, states: torch.Tensor = states, logits: torch.Tensor = logits) -> torch.Tensor:
+        def one_launch(
+            ids: torch.Tensor = ids, states: torch.Tensor = states, logits: torch.Tensor = logits
+        ) -> torch.Tensor:
             return fused.advance(ids, states, fused.mask_logits(logits.clone(), ids, states).argmax(1))
 
         same = torch.equal(per_table(), one_launch())
@@ -223,8 +239,10 @@ def two_tables(vocab: triec.Vocabulary, k: int, device: torch.device, batches: l
             print(f"  two tables, B={n:<4}: one launch {'equal to' if same else 'DIFFERS from'} a step per table")
             continue
         t_per, t_one = time_us(per_table, device, iters), time_us(one_launch, device, iters)
-        print(f"  two tables, B={n:<4}: per table {t_per:8.1f} us, one launch {t_one:8.1f} us ({t_per / t_one:.1f}x)"
-              f"{'' if same else '   DIFFER'}")  # fmt: skip
+        print(
+            f"  two tables, B={n:<4}: per table {t_per:8.1f} us, one launch {t_one:8.1f} us ({t_per / t_one:.1f}x)"
+            f"{'' if same else '   DIFFER'}"
+        )
     return failed
 
 
@@ -236,15 +254,29 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--iters", type=int, default=200, help="steps per timing round")
     ap.add_argument("--sample", type=int, default=8192, help="states whose rows are checked (all if fewer)")
     ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
-    ap.add_argument("--tokenizer", default="qwen2", help="tokenizer (default: the bundled Qwen2; a path needs no zstandard)")
-    ap.add_argument("--vocab-size", type=int, default=None, help="mask width (default: 151,936 for qwen2, else the tokenizer's)")
-    ap.add_argument("--tokenizers", default="", help="comma-separated tokenizers, each checked in turn (overrides --tokenizer); "
-                                                     "phi3 names the fixture")  # fmt: skip
-    ap.add_argument("--triton-interpret", action="store_true",
-                    help="run the Triton kernels under Triton's interpreter (CPU tensors; checks, not speed)")
+    ap.add_argument(
+        "--tokenizer", default="qwen2", help="tokenizer (default: the bundled Qwen2; a path needs no zstandard)"
+    )
+    ap.add_argument(
+        "--vocab-size", type=int, default=None, help="mask width (default: 151,936 for qwen2, else the tokenizer's)"
+    )
+    ap.add_argument(
+        "--tokenizers",
+        default="",
+        help="comma-separated tokenizers, each checked in turn (overrides --tokenizer); phi3 names the fixture",
+    )
+    ap.add_argument(
+        "--triton-interpret",
+        action="store_true",
+        help="run the Triton kernels under Triton's interpreter (CPU tensors; checks, not speed)",
+    )
     ap.add_argument("--kernels", choices=("auto", "off"), default="auto", help="check and time the fused kernels too")
-    ap.add_argument("--vllm", choices=("auto", "on", "off", "only"), default="auto",
-                    help="vLLM end-to-end checks and bench (auto: on CUDA when vLLM is importable)")  # fmt: skip
+    ap.add_argument(
+        "--vllm",
+        choices=("auto", "on", "off", "only"),
+        default="auto",
+        help="vLLM end-to-end checks and bench (auto: on CUDA when vLLM is importable)",
+    )
     ap.add_argument("--vllm-ks", default="1000,10000")
     ap.add_argument("--vllm-batches", default="256")
     ap.add_argument("--vllm-methods", default="triec,xgrammar,unconstrained")
@@ -284,7 +316,9 @@ def main(argv: list[str] | None = None) -> int:
             dev = table.to_torch(device, kernels=False)
             _sync(device)
             upload_ms = (time.perf_counter() - t0) * 1e3
-            print(f"\n{tok_name} K={k}: {table.num_states} states, {table.num_allowed} pairs; {dev!r}; upload {upload_ms:.1f} ms")
+            print(
+                f"\n{tok_name} K={k}: {table.num_states} states, {table.num_allowed} pairs; {dev!r}; upload {upload_ms:.1f} ms"
+            )
             paths = [("torch", dev)] + ([("kernels", table.to_torch(device, kernels=True))] if kernels else [])
             for label, d in paths:
                 errors = check(table, d, args.sample, rng)
@@ -293,7 +327,9 @@ def main(argv: list[str] | None = None) -> int:
             if args.triton_interpret:  # the interpreter checks, it does not time
                 failed |= two_tables(vocab, k, device, [int(x) for x in args.batches.split(",")], 1, rng, timed=False)
                 continue
-            print("      B | path    |  fill us | apply us | advance us | step us (fill+apply+argmax+advance) | mask_rows us bitmask / gather")
+            print(
+                "      B | path    |  fill us | apply us | advance us | step us (fill+apply+argmax+advance) | mask_rows us bitmask / gather"
+            )
             for b in (int(x) for x in args.batches.split(",")):
                 states = torch.from_numpy(rng.integers(0, table.num_states, b)).to(device)
                 logits = torch.randn(b, table.vocab_size, device=device)
@@ -339,15 +375,30 @@ def vllm_checks(args: argparse.Namespace) -> int:
     failed = 0
     work = Path(os.environ.get("TMPDIR", "/tmp")) / "triec-gpu-check-vllm"
     timeout = str(args.vllm_timeout)
-    runs = [("Model Runner V2 (default)", "v2", {}), ("V1 runner, async scheduling", "v1", {"VLLM_USE_V2_MODEL_RUNNER": "0"})]
+    runs = [
+        ("Model Runner V2 (default)", "v2", {}),
+        ("V1 runner, async scheduling", "v1", {"VLLM_USE_V2_MODEL_RUNNER": "0"}),
+    ]
     for label, runner, extra in runs:
         cmd = [sys.executable, *BENCH_VLLM, "--check", "--runner", runner, "--workdir", str(work), "--timeout", timeout]
         print(f"- {label}:", flush=True)
         failed |= subprocess.run(cmd, env={**env, **extra}).returncode != 0
     cmd = [
-        sys.executable, *BENCH_VLLM, "--runner", "v2", "--workdir", str(work), "--ks", args.vllm_ks,
-        "--batches", args.vllm_batches, "--methods", args.vllm_methods, "--timeout", timeout,
-    ]  # fmt: skip
+        sys.executable,
+        *BENCH_VLLM,
+        "--runner",
+        "v2",
+        "--workdir",
+        str(work),
+        "--ks",
+        args.vllm_ks,
+        "--batches",
+        args.vllm_batches,
+        "--methods",
+        args.vllm_methods,
+        "--timeout",
+        timeout,
+    ]
     print("- throughput (Model Runner V2, one engine per cell):", flush=True)
     failed |= subprocess.run(cmd, env=env).returncode != 0
     return int(failed)

@@ -54,7 +54,9 @@ def main() -> int:
     eos = list(tables["tools"].eos_token_ids)
     rng = np.random.default_rng(0)
     errors = 0
-    print(f"device {device} ({torch.cuda.get_device_name(device) if device.type == 'cuda' else 'cpu'}), torch {torch.__version__}")
+    print(
+        f"device {device} ({torch.cuda.get_device_name(device) if device.type == 'cuda' else 'cpu'}), torch {torch.__version__}"
+    )
     for b in (64, 256):
         batch = vllm_batch.BatchState(store, device, b, eos)
         kinds = rng.choice(np.array(["tools", "codes", None], dtype=object), size=b, p=[0.45, 0.45, 0.1])
@@ -111,8 +113,10 @@ def main() -> int:
             got = batch.states.cpu().numpy()
             for slot, (kind, s) in list(host_state.items()):
                 t = tables[kind]
-                nxt = triec.FINISHED if s < 0 else (
-                    triec.FINISHED if int(tok[slot]) in t.eos_token_ids else t.advance(s, int(tok[slot]))
+                nxt = (
+                    triec.FINISHED
+                    if s < 0
+                    else (triec.FINISHED if int(tok[slot]) in t.eos_token_ids else t.advance(s, int(tok[slot])))
                 )
                 if int(got[slot]) != nxt:
                     errors += 1
@@ -129,15 +133,25 @@ def main() -> int:
             if device.type == "cuda":
                 torch.cuda.synchronize()
             times.append(time.perf_counter() - t0)
-        print(f"  B={b}: {args.steps} steps checked, no host sync in mask/advance; "
-              f"step (mask + argmax + advance) median {statistics.median(times) * 1e6:.1f} us")
+        print(
+            f"  B={b}: {args.steps} steps checked, no host sync in mask/advance; "
+            f"step (mask + argmax + advance) median {statistics.median(times) * 1e6:.1f} us"
+        )
     errors += check_spec(store, tables, device, eos, rng, args.steps)
     print("all rows equal the numpy runtime" if not errors else f"{errors} MISMATCHES")
     return 1 if errors else 0
 
 
-def check_spec(store, tables: dict, device: torch.device, eos: list[int], rng: np.random.Generator, steps: int,
-               b: int = 64, k: int = 3) -> int:  # fmt: skip
+def check_spec(
+    store,
+    tables: dict,
+    device: torch.device,
+    eos: list[int],
+    rng: np.random.Generator,
+    steps: int,
+    b: int = 64,
+    k: int = 3,
+) -> int:
     """Draft rows on the device: each masked at the state after its drafts; returns the number of mismatches."""
     batch = vllm_batch.BatchState(store, device, b, eos)
     kinds = rng.choice(np.array(["tools", "codes", None], dtype=object), size=b, p=[0.45, 0.45, 0.1])
@@ -218,8 +232,10 @@ def check_spec(store, tables: dict, device: torch.device, eos: list[int], rng: n
             if sel:
                 sel_a = np.asarray(sel)
                 batch.advance(cs[sel_a], torch.from_numpy(ct[sel_a]).to(device))
-    print(f"  spec B={b} k={k}: {checked} rows checked over {steps} steps; "
-          f"step (draft states + mask) median {statistics.median(times) * 1e6:.1f} us")
+    print(
+        f"  spec B={b} k={k}: {checked} rows checked over {steps} steps; "
+        f"step (draft states + mask) median {statistics.median(times) * 1e6:.1f} us"
+    )
     return errors
 
 

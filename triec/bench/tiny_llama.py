@@ -33,10 +33,19 @@ def make_tiny_llama(directory: str | Path, seed: int = 0) -> Path:
         tokenizer_object=backend, eos_token="<|endoftext|>", pad_token="<|endoftext|>"
     )
     config = transformers.LlamaConfig(
-        vocab_size=VOCAB_SIZE, hidden_size=128, intermediate_size=256, num_hidden_layers=1,
-        num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=512, tie_word_embeddings=True,
-        bos_token_id=None, eos_token_id=EOS_IDS, pad_token_id=EOS_IDS[0], torch_dtype="float32",
-    )  # fmt: skip
+        vocab_size=VOCAB_SIZE,
+        hidden_size=128,
+        intermediate_size=256,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        tie_word_embeddings=True,
+        bos_token_id=None,
+        eos_token_id=EOS_IDS,
+        pad_token_id=EOS_IDS[0],
+        torch_dtype="float32",
+    )
     torch.manual_seed(seed)
     model = transformers.LlamaForCausalLM(config)
     model.generation_config = transformers.GenerationConfig(eos_token_id=EOS_IDS, pad_token_id=EOS_IDS[0])

@@ -80,8 +80,9 @@ def child(args: argparse.Namespace) -> dict:
     for item in items:
         if tool_cell:
             tools = tools_for(item, tools_all, 500)
-            text = tok.apply_chat_template(item["messages"][1:], tools=tools, chat_template=template,
-                                           add_generation_prompt=True, tokenize=False)  # fmt: skip
+            text = tok.apply_chat_template(
+                item["messages"][1:], tools=tools, chat_template=template, add_generation_prompt=True, tokenize=False
+            )
             tparams = [ChatCompletionToolsParam(type="function", function=t["function"]) for t in tools]
             tag = get_model_structural_tag("hermes", tparams, args.cell, reasoning=False)
             so = StructuredOutputsParams(structural_tag=json.dumps(tag.model_dump()))
@@ -95,8 +96,17 @@ def child(args: argparse.Namespace) -> dict:
         params.append(SamplingParams(max_tokens=max_tokens, temperature=0.0, structured_outputs=so))
     kw = {"speculative_config": SPEC} if args.cell == "spec" else {}
     t0 = time.perf_counter()
-    llm = LLM(model=args.model, dtype="float32", max_model_len=4096, max_num_seqs=16, enforce_eager=True, seed=0,
-              enable_prefix_caching=False, disable_log_stats=False, **kw)  # fmt: skip
+    llm = LLM(
+        model=args.model,
+        dtype="float32",
+        max_model_len=4096,
+        max_num_seqs=16,
+        enforce_eager=True,
+        seed=0,
+        enable_prefix_caching=False,
+        disable_log_stats=False,
+        **kw,
+    )
     start_s = time.perf_counter() - t0
     llm.generate([prompts[0]], [SamplingParams(max_tokens=2, temperature=0.0)], use_tqdm=False)  # warm
     t = time.perf_counter()
@@ -111,16 +121,26 @@ def child(args: argparse.Namespace) -> dict:
     outs = [r.outputs[0] for r in results]
     if tool_cell:
         # at least one call, every <tool_call> block a known tool with arguments that fit, and the output finished
-        valid = [o.finish_reason == "stop" and "<tool_call>" in o.text and hermes_calls_ok(o.text, schemas)
-                 for o, schemas in zip(outs, per_tools, strict=True)]  # fmt: skip
+        valid = [
+            o.finish_reason == "stop" and "<tool_call>" in o.text and hermes_calls_ok(o.text, schemas)
+            for o, schemas in zip(outs, per_tools, strict=True)
+        ]
     else:
         valid = [o.text in names and o.finish_reason == "stop" for o in outs]
-    row = {"cell": args.cell, "method": args.method, "start_s": round(start_s, 1), "requests": len(outs),
-           "req_s": round(len(outs) / elapsed, 3), "first_ms": round(first * 1e3), "second_ms": round(second * 1e3),
-           "first_overhead_ms": round((first - second) * 1e3), "valid": sum(valid),
-           "correct": sum(o.text == i["gold"] for o, i in zip(outs, items, strict=True)) if not tool_cell else None,
-           "tokens_per_req": round(statistics.mean(len(o.token_ids) for o in outs), 2),
-           "ids": [list(o.token_ids) for o in outs]}  # fmt: skip
+    row = {
+        "cell": args.cell,
+        "method": args.method,
+        "start_s": round(start_s, 1),
+        "requests": len(outs),
+        "req_s": round(len(outs) / elapsed, 3),
+        "first_ms": round(first * 1e3),
+        "second_ms": round(second * 1e3),
+        "first_overhead_ms": round((first - second) * 1e3),
+        "valid": sum(valid),
+        "correct": sum(o.text == i["gold"] for o, i in zip(outs, items, strict=True)) if not tool_cell else None,
+        "tokens_per_req": round(statistics.mean(len(o.token_ids) for o in outs), 2),
+        "ids": [list(o.token_ids) for o in outs],
+    }
     if args.cell == "spec":
         counters = {m.name: getattr(m, "value", None) for m in llm.get_metrics()}
         drafted = counters.get("vllm:spec_decode_num_draft_tokens") or 0
@@ -150,7 +170,17 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict[str, Any]] = []
     for cell in args.cells.split(","):
         for method in args.methods.split(","):
-            cmd = [sys.executable, "-m", "triec.bench.trained_driver", "--cell", cell, "--method", method, "--model", args.model]
+            cmd = [
+                sys.executable,
+                "-m",
+                "triec.bench.trained_driver",
+                "--cell",
+                cell,
+                "--method",
+                method,
+                "--model",
+                args.model,
+            ]
             row, crash = run_child(cmd, args.timeout)
             row = row or {"cell": cell, "method": method, "error": crash}
             rows.append(row)
@@ -160,19 +190,25 @@ def main(argv: list[str] | None = None) -> int:
         ref = by.get((r["cell"], "xgrammar"))
         if "ids" in r and ref and "ids" in ref:
             r["equal_to_xgrammar"] = sum(a == b for a, b in zip(r["ids"], ref["ids"], strict=True))
-    lines = ["| cell | method | requests | valid | correct | equal to xgrammar | req/s | first-request overhead ms | tokens/req | acceptance |",
-             "|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    lines = [
+        "| cell | method | requests | valid | correct | equal to xgrammar | req/s | first-request overhead ms | tokens/req | acceptance |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         if "error" in r:
             lines.append(f"| {r['cell']} | {r['method']} | error: {r['error']} |")
             continue
-        lines.append(f"| {r['cell']} | {r['method']} | {r['requests']} | {r['valid']} | {r['correct'] if r['correct'] is not None else '-'} | "
-                     f"{r.get('equal_to_xgrammar', '-')} | {r['req_s']} | {r['first_overhead_ms']} | {r['tokens_per_req']} | "
-                     f"{r.get('acceptance', '-')} |")  # fmt: skip
+        lines.append(
+            f"| {r['cell']} | {r['method']} | {r['requests']} | {r['valid']} | {r['correct'] if r['correct'] is not None else '-'} | "
+            f"{r.get('equal_to_xgrammar', '-')} | {r['req_s']} | {r['first_overhead_ms']} | {r['tokens_per_req']} | "
+            f"{r.get('acceptance', '-')} |"
+        )
     md = "\n".join(lines)
     print(md)
     if args.json:
-        Path(args.json).write_text(json.dumps([{k: v for k, v in r.items() if k != "ids"} for r in rows], indent=1) + "\n")
+        Path(args.json).write_text(
+            json.dumps([{k: v for k, v in r.items() if k != "ids"} for r in rows], indent=1) + "\n"
+        )
     if args.md:
         Path(args.md).write_text(md + "\n")
     return 0

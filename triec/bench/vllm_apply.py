@@ -62,8 +62,10 @@ def pair(site: str):
     import xgrammar
 
     sparse = backend.SparseXgrammar(xgrammar)
-    return (lambda lg, bm: xgrammar.apply_token_bitmask_inplace(lg, torch.from_numpy(bm)),
-            lambda lg, bm: sparse.apply_token_bitmask_inplace(lg, torch.from_numpy(bm)))  # fmt: skip
+    return (
+        lambda lg, bm: xgrammar.apply_token_bitmask_inplace(lg, torch.from_numpy(bm)),
+        lambda lg, bm: sparse.apply_token_bitmask_inplace(lg, torch.from_numpy(bm)),
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -98,14 +100,28 @@ def main(argv: list[str] | None = None) -> int:
                     fn(lg, bm)
                     times[name].append((time.perf_counter() - t) * 1e3)
             m_own, m_ours = statistics.median(times["own"]), statistics.median(times["triec"])
-            results.append({"rows": kind, "B": b, "own_ms": round(m_own, 3), "triec_ms": round(m_ours, 3),
-                            "ratio": round(m_own / m_ours, 2)})  # fmt: skip
+            results.append(
+                {
+                    "rows": kind,
+                    "B": b,
+                    "own_ms": round(m_own, 3),
+                    "triec_ms": round(m_ours, 3),
+                    "ratio": round(m_own / m_ours, 2),
+                }
+            )
             print(f"{kind:>6} {b:>4} {m_own:>9.3f} {m_ours:>9.3f} {m_own / m_ours:>9.2f}")
     if args.json is not None:
         from triec.artifact.container import atomic_write
 
-        atomic_write(args.json, (json.dumps({"vllm": vllm.__version__, "site": site, "rounds": args.rounds,
-                                             "results": results}, indent=2) + "\n").encode())  # fmt: skip
+        atomic_write(
+            args.json,
+            (
+                json.dumps(
+                    {"vllm": vllm.__version__, "site": site, "rounds": args.rounds, "results": results}, indent=2
+                )
+                + "\n"
+            ).encode(),
+        )
     return 0
 
 

@@ -56,13 +56,29 @@ def tool_registry(n: int) -> list[dict]:
     """n tools with distinct argument schemas (names, enums, types and required sets vary)."""
     from triec.synthetic.sets import tool_names
 
-    kinds = [{"type": "string", "maxLength": 8}, {"type": "integer", "minimum": 0, "maximum": 999}, {"type": "boolean"},
-             {"type": "string", "enum": ["low", "medium", "high"]}]  # fmt: skip  (bounded: a random model's call ends)
+    kinds = [
+        {"type": "string", "maxLength": 8},
+        {"type": "integer", "minimum": 0, "maximum": 999},
+        {"type": "boolean"},
+        {"type": "string", "enum": ["low", "medium", "high"]},
+    ]  # bounded: a random model's call ends
     tools = []
     for i, name in enumerate(tool_names(n)):
         props = {f"p{i}_{j}": kinds[(i + j) % len(kinds)] for j in range(1 + i % 3)}
-        tools.append({"type": "function", "function": {"name": name, "parameters": {
-            "type": "object", "properties": props, "required": sorted(props)[: 1 + i % 2], "additionalProperties": False}}})  # fmt: skip
+        tools.append(
+            {
+                "type": "function",
+                "function": {
+                    "name": name,
+                    "parameters": {
+                        "type": "object",
+                        "properties": props,
+                        "required": sorted(props)[: 1 + i % 2],
+                        "additionalProperties": False,
+                    },
+                },
+            }
+        )
     return tools
 
 
@@ -80,7 +96,9 @@ def auto_tag(tools: list[dict]) -> str:
     from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionToolsParam
     from vllm.tool_parsers.structural_tag_registry import get_model_structural_tag
 
-    params = [ChatCompletionToolsParam.model_validate({**t, "function": {**t["function"], "strict": True}}) for t in tools]
+    params = [
+        ChatCompletionToolsParam.model_validate({**t, "function": {**t["function"], "strict": True}}) for t in tools
+    ]
     tag = get_model_structural_tag("hermes", params, "auto", reasoning=False)
     return json.dumps(tag.model_dump())  # type: ignore[union-attr, unused-ignore]  # hermes has a tag; vllm absent: Any
 
@@ -121,11 +139,17 @@ def run_cell(args: argparse.Namespace) -> dict[str, object]:
         kw = {}
     t0 = time.perf_counter()
     llm = LLM(model=args.model, max_num_seqs=64, max_model_len=512, seed=0, enforce_eager=True, **kw)
-    out: dict[str, object] = {"cell": args.cell, "method": args.method, "k": k, "start_s": round(time.perf_counter() - t0, 1)}
+    out: dict[str, object] = {
+        "cell": args.cell,
+        "method": args.method,
+        "k": k,
+        "start_s": round(time.perf_counter() - t0, 1),
+    }
     base = tool_names(max(k, 1000) * 3)
 
-    def params(values: list[str] | None = None, schema: dict | None = None, max_tokens: int = 32,
-               tag: str | None = None) -> SamplingParams:  # fmt: skip
+    def params(
+        values: list[str] | None = None, schema: dict | None = None, max_tokens: int = 32, tag: str | None = None
+    ) -> SamplingParams:
         if args.method == "unconstrained":
             return SamplingParams(max_tokens=9, temperature=0.0, ignore_eos=True)
         p = SamplingParams(max_tokens=max_tokens, temperature=0.0)
@@ -152,9 +176,12 @@ def run_cell(args: argparse.Namespace) -> dict[str, object]:
             new = base[i : i + k][::-1] + [f"zz-new-value-{i}"]
             firsts.append(timed([f"Pick one #{i}:"], [params(new)])[0])  # the same prompt twice: the same output,
             seconds.append(timed([f"Pick one #{i}:"], [params(new)])[0])  # so the difference is the new list's cost
-        out.update(first_ms=round(statistics.median(firsts) * 1e3, 1), second_ms=round(statistics.median(seconds) * 1e3, 1),
-                   overhead_ms=round(statistics.median(f - s for f, s in zip(firsts, seconds, strict=True)) * 1e3, 1),
-                   repeats=args.repeat)  # fmt: skip
+        out.update(
+            first_ms=round(statistics.median(firsts) * 1e3, 1),
+            second_ms=round(statistics.median(seconds) * 1e3, 1),
+            overhead_ms=round(statistics.median(f - s for f, s in zip(firsts, seconds, strict=True)) * 1e3, 1),
+            repeats=args.repeat,
+        )
         return out
     if args.cell == "tools":
         tools = tool_registry(k)
@@ -163,7 +190,9 @@ def run_cell(args: argparse.Namespace) -> dict[str, object]:
         first, _ = timed(["Call a tool:"], [params(schema=schema, max_tokens=96)])
         second, _ = timed(["Call a tool again:"], [params(schema=schema, max_tokens=96)])
         n = 64
-        elapsed, res = timed([f"Call tool #{i}:" for i in range(n)], [params(schema=schema, max_tokens=96) for _ in range(n)])
+        elapsed, res = timed(
+            [f"Call tool #{i}:" for i in range(n)], [params(schema=schema, max_tokens=96) for _ in range(n)]
+        )
         import jsonschema
 
         def ok(text: str) -> bool:
@@ -175,9 +204,14 @@ def run_cell(args: argparse.Namespace) -> dict[str, object]:
                 return False
 
         valid = [ok(r.outputs[0].text) and r.outputs[0].finish_reason == "stop" for r in res]
-        out.update(first_ms=round(first * 1e3, 1), overhead_ms=round((first - second) * 1e3, 1), requests=n,
-                   req_s=round(n / elapsed, 2), valid=round(sum(valid) / n, 4),
-                   tokens_per_req=round(statistics.mean(len(r.outputs[0].token_ids) for r in res), 2))  # fmt: skip
+        out.update(
+            first_ms=round(first * 1e3, 1),
+            overhead_ms=round((first - second) * 1e3, 1),
+            requests=n,
+            req_s=round(n / elapsed, 2),
+            valid=round(sum(valid) / n, 4),
+            tokens_per_req=round(statistics.mean(len(r.outputs[0].token_ids) for r in res), 2),
+        )
         return out
     if args.cell == "auto":
         tools = tool_registry(k)
@@ -186,12 +220,19 @@ def run_cell(args: argparse.Namespace) -> dict[str, object]:
         first, _ = timed(["Answer, or call a tool: <tool_call>\n"], [params(tag=tag, max_tokens=64)])
         second, _ = timed(["Answer, or call a tool again: <tool_call>\n"], [params(tag=tag, max_tokens=64)])
         n = 64
-        elapsed, res = timed([f"Question #{i}: which tool?" for i in range(n)], [params(tag=tag, max_tokens=64) for _ in range(n)])
+        elapsed, res = timed(
+            [f"Question #{i}: which tool?" for i in range(n)], [params(tag=tag, max_tokens=64) for _ in range(n)]
+        )
         valid = [hermes_calls_ok(r.outputs[0].text, names) for r in res]
-        out.update(first_ms=round(first * 1e3, 1), overhead_ms=round((first - second) * 1e3, 1), requests=n,
-                   req_s=round(n / elapsed, 2), valid=round(sum(valid) / n, 4),
-                   tokens_per_req=round(statistics.mean(len(r.outputs[0].token_ids) for r in res), 2),
-                   notes=f"{sum('<tool_call>' in r.outputs[0].text for r in res)} of {n} outputs call a tool")  # fmt: skip
+        out.update(
+            first_ms=round(first * 1e3, 1),
+            overhead_ms=round((first - second) * 1e3, 1),
+            requests=n,
+            req_s=round(n / elapsed, 2),
+            valid=round(sum(valid) / n, 4),
+            tokens_per_req=round(statistics.mean(len(r.outputs[0].token_ids) for r in res), 2),
+            notes=f"{sum('<tool_call>' in r.outputs[0].text for r in res)} of {n} outputs call a tool",
+        )
         return out
     if args.cell == "distinct":
         n = 64
@@ -208,10 +249,15 @@ def run_cell(args: argparse.Namespace) -> dict[str, object]:
         else:
             prompts = [f"Select a tool #{i}:" for i in range(n)]
     elapsed, res = timed(prompts, ps)
-    valid = [r.outputs[0].text in set(v) and r.outputs[0].finish_reason == "stop" for r, v in zip(res, lists, strict=True)]
-    out.update(requests=n, req_s=round(n / elapsed, 2),
-               valid=None if args.method == "unconstrained" else round(sum(valid) / n, 4),
-               tokens_per_req=round(statistics.mean(len(r.outputs[0].token_ids) for r in res), 2))  # fmt: skip
+    valid = [
+        r.outputs[0].text in set(v) and r.outputs[0].finish_reason == "stop" for r, v in zip(res, lists, strict=True)
+    ]
+    out.update(
+        requests=n,
+        req_s=round(n / elapsed, 2),
+        valid=None if args.method == "unconstrained" else round(sum(valid) / n, 4),
+        tokens_per_req=round(statistics.mean(len(r.outputs[0].token_ids) for r in res), 2),
+    )
     if args.cell == "spec":
         for m in llm.get_metrics():
             if m.name in ("vllm:spec_decode_num_draft_tokens", "vllm:spec_decode_num_accepted_tokens"):
@@ -222,8 +268,14 @@ def run_cell(args: argparse.Namespace) -> dict[str, object]:
 def plan(cells: list[str], methods: list[str]) -> list[tuple[str, str, int]]:
     rows = []
     for cell in cells:
-        ks = {"first": (1000, 10000), "distinct": (1000,), "same": (1000, 10000), "tools": (100, 500), "spec": (1000,),
-              "auto": (100, 500)}[cell]  # fmt: skip
+        ks = {
+            "first": (1000, 10000),
+            "distinct": (1000,),
+            "same": (1000, 10000),
+            "tools": (100, 500),
+            "spec": (1000,),
+            "auto": (100, 500),
+        }[cell]
         for k in ks:
             for m in methods:
                 if m == "processor" and cell != "same" or m == "unconstrained" and cell not in ("distinct", "same"):
@@ -234,8 +286,10 @@ def plan(cells: list[str], methods: list[str]) -> list[tuple[str, str, int]]:
 
 def table(rows: list[dict]) -> str:
     by = {(r["cell"], r["method"], r["k"]): r for r in rows}
-    lines = ["| cell | K | method | req/s | valid | first request ms | overhead ms | triec ratio | notes |",
-             "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    lines = [
+        "| cell | K | method | req/s | valid | first request ms | overhead ms | triec ratio | notes |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         if "error" in r:
             lines.append(f"| {r['cell']} | {r['k']:,} | {r['method']} | failed: {r['error']} | | | | | |")
@@ -251,8 +305,10 @@ def table(rows: list[dict]) -> str:
         if r["cell"] == "spec" and "num_accepted_tokens" in r:
             notes = f"drafts accepted {r['num_accepted_tokens']:.0f} of {r['num_draft_tokens']:.0f}"
         valid = "n/a" if r.get("valid") is None else f"{r['valid']:.0%}"
-        lines.append(f"| {r['cell']} | {r['k']:,} | {r['method']} | {r.get('req_s', '')} | {valid} | "
-                     f"{r.get('first_ms', '')} | {r.get('overhead_ms', '')} | {ratio} | {notes} |")  # fmt: skip
+        lines.append(
+            f"| {r['cell']} | {r['k']:,} | {r['method']} | {r.get('req_s', '')} | {valid} | "
+            f"{r.get('first_ms', '')} | {r.get('overhead_ms', '')} | {ratio} | {notes} |"
+        )
     return "\n".join(lines)
 
 
@@ -288,8 +344,23 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict] = []
     failed = False
     for cell, method, k in plan(args.cells.split(","), args.methods.split(",")):
-        cmd = [sys.executable, "-m", "triec.bench.vllm_backend", "--cell", cell, "--method", method, "--k", str(k), "--art", art, "--model", model,
-               "--repeat", str(args.repeat)]  # fmt: skip
+        cmd = [
+            sys.executable,
+            "-m",
+            "triec.bench.vllm_backend",
+            "--cell",
+            cell,
+            "--method",
+            method,
+            "--k",
+            str(k),
+            "--art",
+            art,
+            "--model",
+            model,
+            "--repeat",
+            str(args.repeat),
+        ]
         row, crashed = run_child(cmd, args.timeout)
         row = row or {"cell": cell, "method": method, "k": k, "error": crashed}
         failed |= crashed is not None

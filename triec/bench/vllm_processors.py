@@ -55,9 +55,7 @@ def run_cell(args: argparse.Namespace) -> dict[str, object]:
     elif args.method in ("xgrammar", "guidance"):
         kwargs["structured_outputs_config"] = {"backend": args.method}
     t0 = time.perf_counter()
-    llm = LLM(
-        model=args.model, max_num_seqs=args.b, max_model_len=256, seed=0, enforce_eager=args.eager, **kwargs
-    )
+    llm = LLM(model=args.model, max_num_seqs=args.b, max_model_len=256, seed=0, enforce_eager=args.eager, **kwargs)
     start_s = time.perf_counter() - t0
 
     max_tokens = args.max_tokens
@@ -111,13 +109,23 @@ def run_check(args: argparse.Namespace) -> dict[str, object]:
     from vllm import LLM, SamplingParams
 
     cls = "TriecLogitsProcessorV2" if args.runner == "v2" else "TriecLogitsProcessor"
-    llm = LLM(model=args.model, max_num_seqs=16, max_model_len=256, seed=0, enforce_eager=args.eager,
-              logits_processors=[f"triec.integrations.vllm:{cls}"])  # fmt: skip
+    llm = LLM(
+        model=args.model,
+        max_num_seqs=16,
+        max_model_len=256,
+        seed=0,
+        enforce_eager=args.eager,
+        logits_processors=[f"triec.integrations.vllm:{cls}"],
+    )
     config = llm.llm_engine.vllm_config
     sets = {k: json.loads(Path(args.art, f"values{k}.json").read_text()) for k in (1000, 10000)}
     subset = sets[1000][200:205]
-    kinds = [({"triec": "tools1000"}, set(sets[1000])), ({"triec": "tools10000"}, set(sets[10000])),
-             ({"triec": "tools1000", "restrict": subset}, set(subset)), (None, None)]  # fmt: skip
+    kinds = [
+        ({"triec": "tools1000"}, set(sets[1000])),
+        ({"triec": "tools10000"}, set(sets[10000])),
+        ({"triec": "tools1000", "restrict": subset}, set(subset)),
+        (None, None),
+    ]
     params, wanted = [], []
     for i in range(64):
         extra, values = kinds[i % 4]
@@ -137,9 +145,13 @@ def run_check(args: argparse.Namespace) -> dict[str, object]:
     return {
         "runner": "v2" if config.use_v2_model_runner else "v1",
         "async_scheduling": bool(config.scheduler_config.async_scheduling),
-        "class": cls, "constrained": 48, "invalid": bad[:5], "n_invalid": len(bad), "bad_name_rejected": rejected,
+        "class": cls,
+        "constrained": 48,
+        "invalid": bad[:5],
+        "n_invalid": len(bad),
+        "bad_name_rejected": rejected,
         "ok": not bad and rejected,
-    }  # fmt: skip
+    }
 
 
 def run_child(cmd: list[str], timeout: int) -> tuple[dict[str, object] | None, str | None]:
@@ -196,7 +208,11 @@ def table(rows: list[dict[str, Any]]) -> str:
             continue
         t = by.get(("triec", r["k"], r["b"]))
         broken = r["valid"] is not None and r["valid"] < 1
-        ratio = "" if r["method"] == "triec" or t is None or "req_s" not in t or broken else f"{t['req_s'] / r['req_s']:.2f}x"
+        ratio = (
+            ""
+            if r["method"] == "triec" or t is None or "req_s" not in t or broken
+            else f"{t['req_s'] / r['req_s']:.2f}x"
+        )
         valid = "n/a" if r["valid"] is None else f"{r['valid']:.0%}"
         lines.append(
             f"| {r['k']:,} | {r['b']} | {r['method']} | {r['req_s']} | {r['tok_s']} | {r['tokens_per_req']} | {valid} "
@@ -219,7 +235,14 @@ def plot(rows: list[dict[str, object]], path: str) -> None:
     width = 0.8 / len(METHODS)
     for i, m in enumerate(METHODS):
         ys = [
-            next((r.get("req_s", 0) if r.get("valid") in (None, 1.0) else 0 for r in rows if (r["method"], r["k"], r["b"]) == (m, k, b)), 0)
+            next(
+                (
+                    r.get("req_s", 0) if r.get("valid") in (None, 1.0) else 0
+                    for r in rows
+                    if (r["method"], r["k"], r["b"]) == (m, k, b)
+                ),
+                0,
+            )
             for k, b in cells
         ]
         ax.bar([c + i * width for c in range(len(cells))], ys, width, label=m)
@@ -278,7 +301,18 @@ def main(argv: list[str] | None = None) -> int:
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="triec-bench-vllm-"))
     model, art = prepare(workdir, args.model, sorted(set(ks) | ({1000, 10000} if args.check else set())))
     if args.check:
-        cmd = [sys.executable, "-m", "triec.bench.vllm_processors", "--check-child", "--art", art, "--model", model, "--runner", args.runner]
+        cmd = [
+            sys.executable,
+            "-m",
+            "triec.bench.vllm_processors",
+            "--check-child",
+            "--art",
+            art,
+            "--model",
+            model,
+            "--runner",
+            args.runner,
+        ]
         row, crashed = run_child(cmd + ([] if args.eager else ["--no-eager"]), args.timeout)
         row = row or {"ok": False, "error": crashed}
         print("vLLM end to end: " + json.dumps(row), flush=True)
@@ -290,9 +324,25 @@ def main(argv: list[str] | None = None) -> int:
         for b in (int(x) for x in args.batches.split(",")):
             for method in args.methods.split(","):
                 cmd = [
-                    sys.executable, "-m", "triec.bench.vllm_processors", "--cell", "--method", method, "--k", str(k), "--b", str(b),
-                    "--art", art, "--model", model, "--runner", args.runner, "--max-tokens", str(args.max_tokens),
-                ]  # fmt: skip
+                    sys.executable,
+                    "-m",
+                    "triec.bench.vllm_processors",
+                    "--cell",
+                    "--method",
+                    method,
+                    "--k",
+                    str(k),
+                    "--b",
+                    str(b),
+                    "--art",
+                    art,
+                    "--model",
+                    model,
+                    "--runner",
+                    args.runner,
+                    "--max-tokens",
+                    str(args.max_tokens),
+                ]
                 if not args.eager:
                     cmd.append("--no-eager")
                 row, crashed = run_child(cmd, args.timeout)

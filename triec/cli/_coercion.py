@@ -129,6 +129,8 @@ def install(params: list[Any]) -> int:
             continue
         kind = kind_of(p)
         if kind is not None:
-            p._runtime_param = cls(parameter_info=p.type_descriptor.parameter_info, annotation=p.type_descriptor.annotation, kind=kind)
+            p._runtime_param = cls(
+                parameter_info=p.type_descriptor.parameter_info, annotation=p.type_descriptor.annotation, kind=kind
+            )
             done += 1
     return done

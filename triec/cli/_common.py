@@ -101,8 +101,12 @@ def report_errors(fn: Callable[..., None]) -> Callable[..., None]:
             # written to a temporary name and renamed only when complete, so nothing half-written stays behind.
             if _state["debug"]:
                 err.print_exception()
-            err.print("[bold red]error:[/] out of memory (the input is too large for this machine's memory or "
-                      "limit); nothing was written", highlight=False, soft_wrap=True)  # fmt: skip
+            err.print(
+                "[bold red]error:[/] out of memory (the input is too large for this machine's memory or "
+                "limit); nothing was written",
+                highlight=False,
+                soft_wrap=True,
+            )
             raise typer.Exit(EXIT_USAGE) from None
 
     return wrapper

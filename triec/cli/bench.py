@@ -16,23 +16,74 @@ from triec.errors import TriecError
 @app.command("bench")
 @report_errors
 def bench_cmd(
-    suite: Annotated[Optional[str], typer.Argument(help="A suite (peers, compile_load, cli, steps, schemas, tools, enums, trigger, canonical, vllm, sglang, llamacpp, eval, gpu), 'all', or 'docs' (rewrite docs/benchmarks.md from the result files). Without it: your own set against the peers (the options below).", show_default=False)] = None,
-    tokenizer: Annotated[Optional[str], typer.Option("-t", "--tokenizer", help="Bundled name, tokenizer.json path or directory, GGUF file, or Hugging Face repo id. Default: qwen2.")] = None,
-    vocab_size: Annotated[Optional[int], typer.Option("--vocab-size", min=1, help="Mask width (the model's logits size), e.g. 151936 for Qwen2.5.")] = None,
+    suite: Annotated[
+        Optional[str],
+        typer.Argument(
+            help="A suite (peers, compile_load, cli, steps, schemas, tools, enums, trigger, canonical, vllm, sglang, llamacpp, eval, gpu), 'all', or 'docs' (rewrite docs/benchmarks.md from the result files). Without it: your own set against the peers (the options below).",
+            show_default=False,
+        ),
+    ] = None,
+    tokenizer: Annotated[
+        Optional[str],
+        typer.Option(
+            "-t",
+            "--tokenizer",
+            help="Bundled name, tokenizer.json path or directory, GGUF file, or Hugging Face repo id. Default: qwen2.",
+        ),
+    ] = None,
+    vocab_size: Annotated[
+        Optional[int],
+        typer.Option("--vocab-size", min=1, help="Mask width (the model's logits size), e.g. 151936 for Qwen2.5."),
+    ] = None,
     k: Annotated[str, typer.Option("--k", help="Set sizes K, comma-separated.")] = "10,100,1000,10000,100000",
-    value_set: Annotated[str, typer.Option("--set", help="tools (synthetic tool names), products (product paths) or a values file.")] = "tools",
-    engines: Annotated[str, typer.Option("--engines", help="Comma-separated: triec, llguidance, xgrammar, outlines-core.")] = "triec,llguidance,xgrammar,outlines-core",
+    value_set: Annotated[
+        str, typer.Option("--set", help="tools (synthetic tool names), products (product paths) or a values file.")
+    ] = "tools",
+    engines: Annotated[
+        str, typer.Option("--engines", help="Comma-separated: triec, llguidance, xgrammar, outlines-core.")
+    ] = "triec,llguidance,xgrammar,outlines-core",
     batch: Annotated[str, typer.Option("--batch", help="Batch sizes B, comma-separated.")] = "1,8,32,128,256",
-    repeat: Annotated[int, typer.Option("--repeat", min=1, help="Timed repetitions (after a warm-up); medians are reported.")] = 5,
-    timeout: Annotated[float, typer.Option("--timeout", min=1, help="Seconds per engine and K before the cell is cut off.")] = 300.0,
-    paths: Annotated[int, typer.Option("--paths", min=1, help="Values whose own tokenization is replayed for per-step times.")] = 50,
+    repeat: Annotated[
+        int, typer.Option("--repeat", min=1, help="Timed repetitions (after a warm-up); medians are reported.")
+    ] = 5,
+    timeout: Annotated[
+        float, typer.Option("--timeout", min=1, help="Seconds per engine and K before the cell is cut off.")
+    ] = 300.0,
+    paths: Annotated[
+        int, typer.Option("--paths", min=1, help="Values whose own tokenization is replayed for per-step times.")
+    ] = 50,
     seed: Annotated[int, typer.Option("--seed", min=0, help="Seed of the value sets, paths and batches.")] = 0,
-    json_out: Annotated[Optional[Path], typer.Option("--json", help="Write every summary (min/median/max), versions and machine info here.")] = None,
-    plot_out: Annotated[Optional[Path], typer.Option("--plot", help="Write a PNG: compile and per-step time vs K, log-log (needs matplotlib).")] = None,
-    quiet: Annotated[bool, typer.Option("-q", "--quiet", help="No progress on stderr (the table is still printed).")] = False,
-    quick: Annotated[bool, typer.Option("--quick", help="With SUITE: every suite at its smallest size (proves it runs; not timings). Results are written only with --out.")] = False,
-    out: Annotated[Optional[Path], typer.Option("--out", help="With SUITE: the directory of the result files (<suite>.json). Default: docs/results, none with --quick.")] = None,
-    write_docs: Annotated[bool, typer.Option("--write-docs", help="With SUITE: then rewrite docs/benchmarks.md's tables and plots from the result files.")] = False,
+    json_out: Annotated[
+        Optional[Path],
+        typer.Option("--json", help="Write every summary (min/median/max), versions and machine info here."),
+    ] = None,
+    plot_out: Annotated[
+        Optional[Path],
+        typer.Option("--plot", help="Write a PNG: compile and per-step time vs K, log-log (needs matplotlib)."),
+    ] = None,
+    quiet: Annotated[
+        bool, typer.Option("-q", "--quiet", help="No progress on stderr (the table is still printed).")
+    ] = False,
+    quick: Annotated[
+        bool,
+        typer.Option(
+            "--quick",
+            help="With SUITE: every suite at its smallest size (proves it runs; not timings). Results are written only with --out.",
+        ),
+    ] = False,
+    out: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--out",
+            help="With SUITE: the directory of the result files (<suite>.json). Default: docs/results, none with --quick.",
+        ),
+    ] = None,
+    write_docs: Annotated[
+        bool,
+        typer.Option(
+            "--write-docs", help="With SUITE: then rewrite docs/benchmarks.md's tables and plots from the result files."
+        ),
+    ] = False,
 ) -> None:
     """Benchmark triec against the installed peer engines on identical vocabulary, EOS ids and values.
 
@@ -63,15 +114,26 @@ def bench_cmd(
         try:
             import matplotlib  # noqa: F401
         except ImportError:
-            raise TriecError("--plot needs matplotlib: pip install matplotlib (or pip install 'triec[bench]')") from None
+            raise TriecError(
+                "--plot needs matplotlib: pip install matplotlib (or pip install 'triec[bench]')"
+            ) from None
 
     interrupted = False
     with BenchBar(show=not quiet) as bar:
         try:
             result = run_bench(
-                tokenizer=tokenizer, vocab_size=vocab_size, ks=ks, value_source=value_set, engines=names, batches=batches,
-                repeat=repeat, timeout=timeout, paths=paths, seed=seed, progress=None if quiet else bar,
-            )  # fmt: skip
+                tokenizer=tokenizer,
+                vocab_size=vocab_size,
+                ks=ks,
+                value_source=value_set,
+                engines=names,
+                batches=batches,
+                repeat=repeat,
+                timeout=timeout,
+                paths=paths,
+                seed=seed,
+                progress=None if quiet else bar,
+            )
         except BenchInterrupted as exc:
             result, interrupted = exc.result, True
     if json_out is not None:

@@ -44,32 +44,68 @@ def _default_output(values: str) -> Path:
 @report_errors
 def compile_cmd(
     values: Annotated[
-        str, typer.Argument(help="Values file: one per line, a JSON array, a JSON Schema enum, or a flat object schema; - for stdin.")
+        str,
+        typer.Argument(
+            help="Values file: one per line, a JSON array, a JSON Schema enum, or a flat object schema; - for stdin."
+        ),
     ],
     tokenizer: Annotated[
         Optional[str],
-        typer.Option("-t", "--tokenizer", help="Bundled name (gpt2, qwen2), tokenizer.json path or directory, GGUF file, or Hugging Face repo id. Default: qwen2."),
+        typer.Option(
+            "-t",
+            "--tokenizer",
+            help="Bundled name (gpt2, qwen2), tokenizer.json path or directory, GGUF file, or Hugging Face repo id. Default: qwen2.",
+        ),
     ] = None,
-    output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Artifact path. Default: VALUES' stem + .triec.")] = None,
+    output: Annotated[
+        Optional[Path], typer.Option("-o", "--output", help="Artifact path. Default: VALUES' stem + .triec.")
+    ] = None,
     vocab_size: Annotated[
-        Optional[int], typer.Option("--vocab-size", min=1, help="Mask width: the model's logits size (padding ids are never allowed).")
+        Optional[int],
+        typer.Option(
+            "--vocab-size", min=1, help="Mask width: the model's logits size (padding ids are never allowed)."
+        ),
     ] = None,
-    eos: Annotated[Optional[list[str]], typer.Option("--eos", help="EOS token id(s); repeat or comma-separate. Default: from the tokenizer.")] = None,
+    eos: Annotated[
+        Optional[list[str]],
+        typer.Option("--eos", help="EOS token id(s); repeat or comma-separate. Default: from the tokenizer."),
+    ] = None,
     fmt: Annotated[str, typer.Option("--format", help="Values format: auto, lines or json.")] = "auto",
     encoding: Annotated[
-        Optional[str], typer.Option("--encoding", help="How each value is written: raw (as is) or json (its JSON string literal, quotes included). Default: raw.")
+        Optional[str],
+        typer.Option(
+            "--encoding",
+            help="How each value is written: raw (as is) or json (its JSON string literal, quotes included). Default: raw.",
+        ),
     ] = None,
-    prefix: Annotated[Optional[str], typer.Option("--prefix", help="Literal text written before every value, e.g. '{\"tool\": '.")] = None,
-    suffix: Annotated[Optional[str], typer.Option("--suffix", help="Literal text written after every value, e.g. '}'.")] = None,
-    zstd: Annotated[bool, typer.Option("--zstd", help="Wrap the artifact in zstd for shipping (loads into memory, not mmap).")] = False,
-    implementation: Annotated[str, typer.Option("--implementation", help="numpy (fast) or reference (pyahocorasick).", hidden=True)] = "numpy",
+    prefix: Annotated[
+        Optional[str], typer.Option("--prefix", help="Literal text written before every value, e.g. '{\"tool\": '.")
+    ] = None,
+    suffix: Annotated[
+        Optional[str], typer.Option("--suffix", help="Literal text written after every value, e.g. '}'.")
+    ] = None,
+    zstd: Annotated[
+        bool, typer.Option("--zstd", help="Wrap the artifact in zstd for shipping (loads into memory, not mmap).")
+    ] = False,
+    implementation: Annotated[
+        str, typer.Option("--implementation", help="numpy (fast) or reference (pyahocorasick).", hidden=True)
+    ] = "numpy",
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as one JSON object.")] = False,
     quiet: Annotated[bool, typer.Option("-q", "--quiet", help="Print nothing on success (with --json too).")] = False,
     engine: Annotated[
-        Optional[str], typer.Option("--engine", help="Schemas, tool registries: the engine that runs everything but the tries (llguidance or xgrammar; structural tags: xgrammar). Default: llguidance.")
+        Optional[str],
+        typer.Option(
+            "--engine",
+            help="Schemas, tool registries: the engine that runs everything but the tries (llguidance or xgrammar; structural tags: xgrammar). Default: llguidance.",
+        ),
     ] = None,
     enum_threshold: Annotated[
-        int, typer.Option("--enum-threshold", min=1, help=f"JSON Schemas only: enums of at least this many strings are served by a trie (default {DEFAULT_THRESHOLD}).")
+        int,
+        typer.Option(
+            "--enum-threshold",
+            min=1,
+            help=f"JSON Schemas only: enums of at least this many strings are served by a trie (default {DEFAULT_THRESHOLD}).",
+        ),
     ] = DEFAULT_THRESHOLD,
     tool_format: Annotated[
         str, typer.Option("--tool-format", help="Tool registries: the calls' format, vllm, hermes, llama3 or object.")
@@ -78,13 +114,25 @@ def compile_cmd(
         bool, typer.Option("--single-call", help="Tool registries (vllm, hermes): exactly one call, not one or more.")
     ] = False,
     tool_choice: Annotated[
-        str, typer.Option("--tool-choice", help="Tool registries: required (calls only) or auto (hermes: free text, then calls after the <tool_call> trigger, as vLLM constrains tool_choice=auto with strict tools; engine xgrammar).")
+        str,
+        typer.Option(
+            "--tool-choice",
+            help="Tool registries: required (calls only) or auto (hermes: free text, then calls after the <tool_call> trigger, as vLLM constrains tool_choice=auto with strict tools; engine xgrammar).",
+        ),
     ] = "required",
     tokenization: Annotated[
-        str, typer.Option("--tokenization", help="Plain value sets: any (every token sequence that spells a value, as grammar engines allow) or canonical (only each value's own encoder tokenization, prefix and suffix included; needs a tokenizer.json).")
+        str,
+        typer.Option(
+            "--tokenization",
+            help="Plain value sets: any (every token sequence that spells a value, as grammar engines allow) or canonical (only each value's own encoder tokenization, prefix and suffix included; needs a tokenizer.json).",
+        ),
     ] = "any",
     whitespace: Annotated[
-        str, typer.Option("--whitespace", help="Schemas, JSON tool formats: compact (', ' and ': ' only) or any (the engines' flexible JSON; xgrammar).")
+        str,
+        typer.Option(
+            "--whitespace",
+            help="Schemas, JSON tool formats: compact (', ' and ': ' only) or any (the engines' flexible JSON; xgrammar).",
+        ),
     ] = "compact",
 ) -> None:
     """Compile VALUES into an artifact of exact per-state token masks.
@@ -150,17 +198,37 @@ def compile_cmd(
             raise TriecError(f"--tool-choice: expected required or auto, found {tool_choice!r}")
         if tool_choice == "auto":
             if kind != "tools" or tool_format != "hermes":
-                raise TriecError("--tool-choice auto: for a tool registry with --tool-format hermes (free text, then "
-                                 "calls after the <tool_call> trigger)")
+                raise TriecError(
+                    "--tool-choice auto: for a tool registry with --tool-format hermes (free text, then "
+                    "calls after the <tool_call> trigger)"
+                )
             if engine not in (None, "xgrammar"):
                 raise TriecError("--tool-choice auto: the calls are an xgrammar structural tag; use --engine xgrammar")
             doc, kind, engine = _auto_tag(doc, values, not single_call), "tag", "xgrammar"
         if kind == "tag":
             engine = engine or "xgrammar"
-        shape = {"kind": kind, "threshold": enum_threshold, "tool_format": tool_format, "parallel": not single_call,
-                 "whitespace": whitespace}
-        _compile_schema(doc, values, target, tokenizer, vocab_size, _parse_eos(eos), engine or "llguidance", shape, zstd,
-                        as_json, quiet, phases, total0)  # fmt: skip
+        shape = {
+            "kind": kind,
+            "threshold": enum_threshold,
+            "tool_format": tool_format,
+            "parallel": not single_call,
+            "whitespace": whitespace,
+        }
+        _compile_schema(
+            doc,
+            values,
+            target,
+            tokenizer,
+            vocab_size,
+            _parse_eos(eos),
+            engine or "llguidance",
+            shape,
+            zstd,
+            as_json,
+            quiet,
+            phases,
+            total0,
+        )
         return
     if engine not in (None, "llguidance"):
         raise TriecError("--engine applies to JSON Schemas only (with a large enum, or an enum first: a tool call)")
@@ -169,12 +237,16 @@ def compile_cmd(
             raw_values, schema_encoding = read_input(values, fmt)
         except ValuesError as exc:
             if "'const' properties" in str(exc):  # an object schema that is neither flat nor has a large enum
-                raise ValuesError(f"{exc}; nor does it hold a string enum of {enum_threshold} or more members "
-                                  "to serve with a trie (--enum-threshold)") from None
+                raise ValuesError(
+                    f"{exc}; nor does it hold a string enum of {enum_threshold} or more members "
+                    "to serve with a trie (--enum-threshold)"
+                ) from None
             raise
     flags = [f for f, v in (("--encoding", encoding), ("--prefix", prefix), ("--suffix", suffix)) if v is not None]
     if schema_encoding is not None and flags:
-        raise TriecError(f"{values}: a JSON Schema object sets its own encoding, prefix and suffix; drop {', '.join(flags)}")
+        raise TriecError(
+            f"{values}: a JSON Schema object sets its own encoding, prefix and suffix; drop {', '.join(flags)}"
+        )
     spelling = schema_encoding or Encoding(encoding or "raw", prefix or "", suffix or "")
     with phases.phase("tokenizer", "loading tokenizer"):
         vocab = Vocabulary.load(tokenizer, vocab_size=vocab_size, eos_token_ids=_parse_eos(eos))
@@ -185,8 +257,15 @@ def compile_cmd(
     with phases.phase("compile", f"compiling {len(raw_values):,} values ({tokenization} tokenization)") as step:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", EosTextWarning)
-            table = compile_values(raw_values, vocab, encoding=spelling, implementation=implementation, stats=stats,
-                                   tokenization=tokenization, progress=step if phases.show else None)  # fmt: skip
+            table = compile_values(
+                raw_values,
+                vocab,
+                encoding=spelling,
+                implementation=implementation,
+                stats=stats,
+                tokenization=tokenization,
+                progress=step if phases.show else None,
+            )
         for w in caught:  # shown even with --quiet: the artifact may not serve every value
             err.print(f"[yellow]warning:[/] {escape(str(w.message))}", highlight=False, soft_wrap=True)
     with phases.phase("write", f"writing {target}"):
@@ -216,7 +295,9 @@ def compile_cmd(
             "read_values": round(phases.seconds["read"], 6),
             "tokenizer": round(phases.seconds["tokenizer"], 6),
             "automaton": round(phases.seconds["automaton"], 6),
-            "values": round(stats.phases.get("values", 0.0) + phases.seconds["compile"] - sum(stats.phases.values()), 6),
+            "values": round(
+                stats.phases.get("values", 0.0) + phases.seconds["compile"] - sum(stats.phases.values()), 6
+            ),
             "trie": round(stats.phases.get("trie", 0.0), 6),
             "masks": round(stats.phases.get("masks", 0.0), 6),
             "write": round(phases.seconds["write"], 6),
@@ -268,7 +349,8 @@ def _schema_document(values: str, fmt: str, threshold: int) -> tuple[str, Any] |
     if not isinstance(doc, dict):
         return None
     if doc.get("type") in ("structural_tag", "tags_with_separator", "tag", "triggered_tags") or (
-            "structures" in doc and "triggers" in doc):  # fmt: skip
+        "structures" in doc and "triggers" in doc
+    ):
         return "tag", doc
     tool = looks_like_tool_schema(doc) and len(doc["properties"]) >= 2
     try:
@@ -296,8 +378,19 @@ def _auto_tag(doc: Any, source: str, parallel: bool) -> dict[str, Any]:
 
 
 def _compile_schema(
-    doc: Any, values: str, target: Path, tokenizer: str | None, vocab_size: int | None, eos: list[int] | None,
-    engine: str, shape: dict[str, Any], zstd: bool, as_json: bool, quiet: bool, phases: Phases, total0: float,
+    doc: Any,
+    values: str,
+    target: Path,
+    tokenizer: str | None,
+    vocab_size: int | None,
+    eos: list[int] | None,
+    engine: str,
+    shape: dict[str, Any],
+    zstd: bool,
+    as_json: bool,
+    quiet: bool,
+    phases: Phases,
+    total0: float,
 ) -> None:
     from triec.compiler.entry import CompileStats
     from triec.schema.compile import compile_schema, compile_structural_tag, compile_tools
@@ -313,13 +406,28 @@ def _compile_schema(
     stats = CompileStats()
     with phases.phase("compile", f"compiling the {'tool registry' if shape['kind'] == 'tools' else shape['kind']}"):
         if shape["kind"] == "tools":
-            table = compile_tools(doc, vocab, format=shape["tool_format"], engine=engine, parallel=shape["parallel"],
-                                  whitespace=shape["whitespace"], stats=stats, source=values)
+            table = compile_tools(
+                doc,
+                vocab,
+                format=shape["tool_format"],
+                engine=engine,
+                parallel=shape["parallel"],
+                whitespace=shape["whitespace"],
+                stats=stats,
+                source=values,
+            )
         elif shape["kind"] == "tag":
             table = compile_structural_tag(doc, vocab, engine=engine, stats=stats, source=values)
         else:
-            table = compile_schema(doc, vocab, engine=engine, threshold=threshold, whitespace=shape["whitespace"],
-                                   stats=stats, source=values)
+            table = compile_schema(
+                doc,
+                vocab,
+                engine=engine,
+                threshold=threshold,
+                whitespace=shape["whitespace"],
+                stats=stats,
+                source=values,
+            )
     with phases.phase("write", f"writing {target}"):
         size = table.save(target, compress=zstd or str(target).endswith(".zst"))
     slots = [slot_summary(table, i) for i in range(len(table.slots))]
@@ -336,25 +444,32 @@ def _compile_schema(
         "engine": table.engine,
         "engine_version": table.engine_version,
         "enum_threshold": threshold,
-        "slots": [{k: s[k] for k in ("pointer", "values", "states", "allowed_pairs", "tail", "entries", "crossing")}
-                  for s in slots],
+        "slots": [
+            {k: s[k] for k in ("pointer", "values", "states", "allowed_pairs", "tail", "entries", "crossing")}
+            for s in slots
+        ],
         "engine_enums": list(table.info.get("engine_enums") or []),
         "tool_format": table.info.get("format"),
         "parallel": table.info.get("parallel"),
         "whitespace": table.info.get("whitespace", "compact"),
         "grammars": len(table.grammars),
         "name_property": table.info.get("name_property"),
-        "names": table.slots[0].num_values if table.info.get("shape") in ("tools", "structural-tag") else (
-            start.num_values if start is not None else None),  # fmt: skip
+        "names": table.slots[0].num_values
+        if table.info.get("shape") in ("tools", "structural-tag")
+        else (start.num_values if start is not None else None),
         "trigger": table.info.get("trigger"),
         "values": stats.num_values,
         "duplicates_removed": stats.duplicates,
         "states": stats.num_states,
         "allowed_pairs": stats.num_allowed,
         "straddles_per_tail_offset": tail_rows(start) if start is not None else [],
-        "seconds": {**{k: round(v, 6) for k, v in stats.phases.items()}, "tokenizer": round(phases.seconds["tokenizer"], 6),
-                    "automaton": round(phases.seconds["automaton"], 6), "write": round(phases.seconds["write"], 6),
-                    "total": round(time.perf_counter() - total0, 6)},
+        "seconds": {
+            **{k: round(v, 6) for k, v in stats.phases.items()},
+            "tokenizer": round(phases.seconds["tokenizer"], 6),
+            "automaton": round(phases.seconds["automaton"], 6),
+            "write": round(phases.seconds["write"], 6),
+            "total": round(time.perf_counter() - total0, 6),
+        },
     }
     if quiet:  # nothing on success, --json or not
         return
@@ -367,24 +482,38 @@ def _compile_schema(
 def _print_schema_summary(table: Any, summary: dict[str, Any]) -> None:
     from rich.table import Table
 
-    t = Table(title=escape(f"triec compile (schema, {summary['shape']}) → {summary['output']}"), show_header=False,
-              title_justify="left")  # fmt: skip
+    t = Table(
+        title=escape(f"triec compile (schema, {summary['shape']}) → {summary['output']}"),
+        show_header=False,
+        title_justify="left",
+    )
     t.add_column(style="bold")
     t.add_column()
     if table.start_slot >= 0:
         nxt = table.info.get("next_property") or "..."
-        t.add_row("output", escape(f"{table.prefix.decode()}<{table.info.get('name_property', 'name')}>"
-                                   f"{table.tail.decode()}<{nxt}...>"))  # fmt: skip
+        t.add_row(
+            "output",
+            escape(
+                f"{table.prefix.decode()}<{table.info.get('name_property', 'name')}>{table.tail.decode()}<{nxt}...>"
+            ),
+        )
     if summary["shape"] == "tools":
-        calls = "one or more calls" if summary["parallel"] and summary["tool_format"] in ("vllm", "hermes") else "one call"
-        t.add_row("tools", f"{summary['names']:,} in {summary['tool_format']} format ({calls}, {summary['whitespace']} JSON)")
+        calls = (
+            "one or more calls" if summary["parallel"] and summary["tool_format"] in ("vllm", "hermes") else "one call"
+        )
+        t.add_row(
+            "tools", f"{summary['names']:,} in {summary['tool_format']} format ({calls}, {summary['whitespace']} JSON)"
+        )
         t.add_row("argument grammars", f"{summary['grammars']:,}, each compiled when a sequence first picks its tool")
     elif summary["shape"] == "structural-tag":
         t.add_row("tag begins", f"{summary['names']:,}, each tag's content compiled when first opened")
         if summary["trigger"]:
             t.add_row("free text", escape(f"around the tags; a tag starts at the trigger {summary['trigger']!r}"))
     else:
-        t.add_row("enums served by a trie", f"{len(summary['slots'])} (at least {summary['enum_threshold']:,} members, or a tool call's names)")
+        t.add_row(
+            "enums served by a trie",
+            f"{len(summary['slots'])} (at least {summary['enum_threshold']:,} members, or a tool call's names)",
+        )
     for s in summary["slots"]:
         t.add_row(escape(f"  {s['pointer'] or '/'}"), f"K = {s['values']:,}, {s['states']:,} states")
     if summary["engine_enums"]:
@@ -396,7 +525,9 @@ def _print_schema_summary(table: Any, summary: dict[str, Any]) -> None:
     t.add_row("trie states / allowed pairs", f"{summary['states']:,} / {summary['allowed_pairs']:,}")
     t.add_row("grammars", f"{summary['grammars']:,}")
     t.add_row("engine", f"{table.engine} {table.engine_version or ''}")
-    t.add_row("tokenizer", escape(f"{summary['tokenizer']}  ({summary['vocab_size']:,} wide, EOS {summary['eos_token_ids']})"))
+    t.add_row(
+        "tokenizer", escape(f"{summary['tokenizer']}  ({summary['vocab_size']:,} wide, EOS {summary['eos_token_ids']})")
+    )
     t.add_row("artifact", f"{summary['artifact_bytes']:,} bytes")
     t.add_row("time (ms)", "  ".join(f"{k} {1000 * v:.1f}" for k, v in summary["seconds"].items()))
     out.print(t)
@@ -408,7 +539,10 @@ def _print_summary(s: dict[str, Any]) -> None:
     t = Table(title=escape(f"triec compile → {s['output']}"), show_header=False, title_justify="left")
     t.add_column(style="bold")
     t.add_column(justify="right")
-    t.add_row("values (K)", f"{s['values']:,}" + (f"  ({s['duplicates_removed']:,} duplicates removed)" if s["duplicates_removed"] else ""))
+    t.add_row(
+        "values (K)",
+        f"{s['values']:,}" + (f"  ({s['duplicates_removed']:,} duplicates removed)" if s["duplicates_removed"] else ""),
+    )
     t.add_row("value bytes", f"{s['value_bytes']:,}")
     enc = s["encoding"]
     if enc != {"name": "raw", "prefix": "", "suffix": ""}:
@@ -417,12 +551,19 @@ def _print_summary(s: dict[str, Any]) -> None:
         t.add_row("tokenization", "canonical (each value's encoder tokens only; states are token-trie nodes)")
     t.add_row("states", f"{s['states']:,}")
     t.add_row("prefix sharing r = states/bytes", f"{s['sharing_ratio']:.3f}")
-    t.add_row("allowed (state, token) pairs", f"{s['allowed_pairs']:,}  (root {s['root_allowed']:,}, max {s['max_allowed']:,})")
+    t.add_row(
+        "allowed (state, token) pairs",
+        f"{s['allowed_pairs']:,}  (root {s['root_allowed']:,}, max {s['max_allowed']:,})",
+    )
     t.add_row("tokenizer", escape(f"{s['tokenizer']}  ({s['vocab_size']:,} wide, EOS {s['eos_token_ids']})"))
     t.add_row("artifact", f"{s['artifact_bytes']:,} bytes" + (" (zstd)" if s["compressed"] else ""))
     sec = s["seconds"]
     t.add_row(
         "time (ms)",
-        "  ".join(f"{k} {1000 * sec[k]:.1f}" for k in ("tokenizer", "automaton", "encode", "trie", "masks", "write", "total") if k in sec),
+        "  ".join(
+            f"{k} {1000 * sec[k]:.1f}"
+            for k in ("tokenizer", "automaton", "encode", "trie", "masks", "write", "total")
+            if k in sec
+        ),
     )
     out.print(t)

@@ -31,7 +31,9 @@ def _values(spec: Path | None) -> list[str] | None:
 
         table = load(spec)
         if not isinstance(table, MaskTable):
-            raise ValuesError(f"{spec}: a {table.kind} artifact holds no value list; name a values file or a set's artifact")
+            raise ValuesError(
+                f"{spec}: a {table.kind} artifact holds no value list; name a values file or a set's artifact"
+            )
         return list(table.values)
     return read_values(spec)
 
@@ -42,19 +44,35 @@ def _summary_table(doc: dict[str, Any]) -> Table:
     compare = peer is not None
     versus_trie = any("identical_to_trie" in m for m in modes.values())
     table = Table(title=f"triec eval: {Path(doc['data']).name}, {Path(doc['model']).name}", title_justify="left")
-    for col in ("mode", "items", "valid", "correct", *([f"= {peer}"] if compare else []), *(["= trie"] if versus_trie else []), "tokens/answer", "s/answer"):
+    for col in (
+        "mode",
+        "items",
+        "valid",
+        "correct",
+        *([f"= {peer}"] if compare else []),
+        *(["= trie"] if versus_trie else []),
+        "tokens/answer",
+        "s/answer",
+    ):
         table.add_column(col, justify="left" if col == "mode" else "right")
     for mode, m in modes.items():
         n = m["items"] or 1
-        row = [mode, str(m["items"]), f"{m['valid']} ({100 * m['valid'] / n:.0f}%)", f"{m['correct']} ({100 * m['correct'] / n:.0f}%)"]
+        row = [
+            mode,
+            str(m["items"]),
+            f"{m['valid']} ({100 * m['valid'] / n:.0f}%)",
+            f"{m['correct']} ({100 * m['correct'] / n:.0f}%)",
+        ]
         if compare:
             same = m.get(f"identical_to_{peer}")
             row.append("-" if same is None else f"{same}/{m['items']}")
         if versus_trie:
             same = m.get("identical_to_trie")
             row.append("-" if same is None else f"{same}/{m['items']}")
-        row += [f"{m['tokens_mean']:.1f}" if m["tokens_mean"] is not None else "-",
-                f"{m['seconds_mean']:.2f}" if m["seconds_mean"] is not None else "-"]  # fmt: skip
+        row += [
+            f"{m['tokens_mean']:.1f}" if m["tokens_mean"] is not None else "-",
+            f"{m['seconds_mean']:.2f}" if m["seconds_mean"] is not None else "-",
+        ]
         table.add_row(*row)
     return table
 
@@ -92,21 +110,62 @@ def _plot(doc: dict[str, Any], path: Path) -> None:
 @app.command("eval")
 @report_errors
 def eval_cmd(
-    data: Annotated[Path, typer.Argument(help="JSONL: messages or prompt, gold, optional candidates.", metavar="DATA.jsonl")],
-    model: Annotated[str, typer.Option("--model", "-m", help="A model directory, or a .gguf file (for transformers: turned into one once, cached).")],
-    engine: Annotated[str, typer.Option("--engine", help="What decodes: transformers (float32 on the CPU) or llama.cpp (the .gguf as shipped; pip install 'triec[llamacpp]').")] = "transformers",
-    values: Annotated[Optional[Path], typer.Option("--values", help="The set for items without candidates: a values file or an artifact.")] = None,
-    ignore_candidates: Annotated[bool, typer.Option("--ignore-candidates", help="Constrain every item to --values, not to its own candidates.")] = False,
+    data: Annotated[
+        Path, typer.Argument(help="JSONL: messages or prompt, gold, optional candidates.", metavar="DATA.jsonl")
+    ],
+    model: Annotated[
+        str,
+        typer.Option(
+            "--model", "-m", help="A model directory, or a .gguf file (for transformers: turned into one once, cached)."
+        ),
+    ],
+    engine: Annotated[
+        str,
+        typer.Option(
+            "--engine",
+            help="What decodes: transformers (float32 on the CPU) or llama.cpp (the .gguf as shipped; pip install 'triec[llamacpp]').",
+        ),
+    ] = "transformers",
+    values: Annotated[
+        Optional[Path],
+        typer.Option("--values", help="The set for items without candidates: a values file or an artifact."),
+    ] = None,
+    ignore_candidates: Annotated[
+        bool, typer.Option("--ignore-candidates", help="Constrain every item to --values, not to its own candidates.")
+    ] = False,
     modes: Annotated[str, typer.Option("--modes", help="Comma-separated: free, trie, think, canonical.")] = "free,trie",
-    compare: Annotated[Optional[str], typer.Option("--compare", help="Decode the constrained modes again with this engine and count equal outputs: xgrammar (--engine transformers) or gbnf (llama.cpp's own grammar; --engine llama.cpp).")] = None,
+    compare: Annotated[
+        Optional[str],
+        typer.Option(
+            "--compare",
+            help="Decode the constrained modes again with this engine and count equal outputs: xgrammar (--engine transformers) or gbnf (llama.cpp's own grammar; --engine llama.cpp).",
+        ),
+    ] = None,
     limit: Annotated[Optional[int], typer.Option("--limit", min=1, help="The first N items.")] = None,
     max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", min=1, help="Tokens for an answer.")] = 48,
-    think_budget: Annotated[int, typer.Option("--think-budget", min=0, help="Free tokens in think mode before the trigger is written for the model.")] = 64,
-    trigger: Annotated[str, typer.Option("--trigger", help="Think mode: the text after which the answer comes.")] = "Answer:",
+    think_budget: Annotated[
+        int,
+        typer.Option(
+            "--think-budget", min=0, help="Free tokens in think mode before the trigger is written for the model."
+        ),
+    ] = 64,
+    trigger: Annotated[
+        str, typer.Option("--trigger", help="Think mode: the text after which the answer comes.")
+    ] = "Answer:",
     threads: Annotated[int, typer.Option("--threads", min=1, help="torch's or llama.cpp's threads.")] = 1,
-    free_full: Annotated[bool, typer.Option("--free-full", help="Free mode: decode to EOS or --max-new-tokens even once the reply can no longer be valid.")] = False,
-    json_out: Annotated[Optional[Path], typer.Option("--json", help="Write the summary and every item's outputs here.")] = None,
-    plot: Annotated[Optional[Path], typer.Option("--plot", help="Write a bar chart of validity and accuracy (needs matplotlib).")] = None,
+    free_full: Annotated[
+        bool,
+        typer.Option(
+            "--free-full",
+            help="Free mode: decode to EOS or --max-new-tokens even once the reply can no longer be valid.",
+        ),
+    ] = False,
+    json_out: Annotated[
+        Optional[Path], typer.Option("--json", help="Write the summary and every item's outputs here.")
+    ] = None,
+    plot: Annotated[
+        Optional[Path], typer.Option("--plot", help="Write a bar chart of validity and accuracy (needs matplotlib).")
+    ] = None,
 ) -> None:
     """Validity, accuracy, tokens and seconds per answer, mode by mode, with a trained model (greedy, float32, CPU).
 
@@ -123,10 +182,16 @@ def eval_cmd(
     if compare not in (None, "xgrammar", "gbnf"):
         raise TriecError(f"--compare {compare!r}: the engines compared with are xgrammar and gbnf")
     config = EvalConfig(
-        modes=tuple(m.strip() for m in modes.split(",") if m.strip()), compare_xgrammar=compare == "xgrammar",
-        compare_gbnf=compare == "gbnf", engine=engine, max_new_tokens=max_new_tokens, think_budget=think_budget,
-        trigger=trigger, threads=threads, free_early_stop=not free_full,
-    )  # fmt: skip
+        modes=tuple(m.strip() for m in modes.split(",") if m.strip()),
+        compare_xgrammar=compare == "xgrammar",
+        compare_gbnf=compare == "gbnf",
+        engine=engine,
+        max_new_tokens=max_new_tokens,
+        think_budget=think_budget,
+        trigger=trigger,
+        threads=threads,
+        free_early_stop=not free_full,
+    )
     items = load_items(data, limit)
     if ignore_candidates:
         if values is None:
@@ -135,8 +200,10 @@ def eval_cmd(
     if values is None and set(config.modes) - {"free"}:  # before the model is converted (24 s cold), not after
         bare = next((item for item in items if not item.candidates), None)
         if bare is not None:
-            raise EvalError(f"{data}: item {bare.id}: no 'candidates' and no --values: nothing to constrain the "
-                            f"{'/'.join(m for m in config.modes if m != 'free')} mode(s) to")  # fmt: skip
+            raise EvalError(
+                f"{data}: item {bare.id}: no 'candidates' and no --values: nothing to constrain the "
+                f"{'/'.join(m for m in config.modes if m != 'free')} mode(s) to"
+            )
     started = time.perf_counter()
     if engine == "llama.cpp":
         from triec.eval.llama_cpp import LlamaCppEvaluator
@@ -174,9 +241,25 @@ def eval_cmd(
 def bfcl_cmd(
     category: Annotated[str, typer.Argument(help="multiple or simple_python.", metavar="CATEGORY")],
     output: Annotated[Path, typer.Option("-o", "--output", help="The JSONL file to write.")],
-    source: Annotated[Optional[Path], typer.Option("--source", help="BFCL's data directory. Default: the installed bfcl-eval package's.")] = None,
-    candidates: Annotated[Optional[str], typer.Option("--candidates", help="item (the question's functions) or category (every name). Default: item for multiple, category for simple_python.")] = None,
-    shots: Annotated[int, typer.Option("--shots", min=0, help="Worked examples before each question (the category's first questions, then left out).")] = 0,
+    source: Annotated[
+        Optional[Path],
+        typer.Option("--source", help="BFCL's data directory. Default: the installed bfcl-eval package's."),
+    ] = None,
+    candidates: Annotated[
+        Optional[str],
+        typer.Option(
+            "--candidates",
+            help="item (the question's functions) or category (every name). Default: item for multiple, category for simple_python.",
+        ),
+    ] = None,
+    shots: Annotated[
+        int,
+        typer.Option(
+            "--shots",
+            min=0,
+            help="Worked examples before each question (the category's first questions, then left out).",
+        ),
+    ] = 0,
 ) -> None:
     """Write a BFCL category as `triec eval` data: which function answers each question (pip install --no-deps bfcl-eval)."""
     from triec.eval import bfcl
@@ -184,4 +267,7 @@ def bfcl_cmd(
     items = bfcl.convert(category, source, candidates, shots)
     bfcl.write(items, output)
     sizes = sorted(len(i["candidates"]) for i in items)
-    out.print(f"wrote {len(items)} items to {escape(str(output))} (candidates per item: {sizes[0]}-{sizes[-1]})", highlight=False)
+    out.print(
+        f"wrote {len(items)} items to {escape(str(output))} (candidates per item: {sizes[0]}-{sizes[-1]})",
+        highlight=False,
+    )

@@ -24,7 +24,10 @@ def inspect_cmd(
     state: Annotated[Optional[int], typer.Option("--state", help="Show this state.")] = None,
     widest: Annotated[int, typer.Option("--widest", min=0, help="How many of the widest states to list.")] = 10,
     slot: Annotated[
-        Optional[int], typer.Option("--slot", min=0, help="Schema artifacts: the slot (enum trie) whose states to show. Default: the first.")
+        Optional[int],
+        typer.Option(
+            "--slot", min=0, help="Schema artifacts: the slot (enum trie) whose states to show. Default: the first."
+        ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print everything as one JSON object.")] = False,
 ) -> None:
@@ -106,7 +109,10 @@ def _print(r: dict[str, Any]) -> None:
     meta.add_column(style="bold")
     meta.add_column()
     meta.add_row("format / written by", f"v{r['format_version']} / triec {r['triec_version']}")
-    meta.add_row("file", f"{r['file_bytes']:,} bytes, modified {r['file_modified']} (not recorded inside: builds are deterministic)")
+    meta.add_row(
+        "file",
+        f"{r['file_bytes']:,} bytes, modified {r['file_modified']} (not recorded inside: builds are deterministic)",
+    )
     meta.add_row("tokenizer", escape(f"{r['tokenizer']['name']}  {r['tokenizer']['fingerprint']}"))
     meta.add_row("mask width / EOS", escape(f"{r['vocab_size']:,} / {r['eos_token_ids']}"))
     enc = r["encoding"]
@@ -115,10 +121,21 @@ def _print(r: dict[str, Any]) -> None:
         escape(f"{enc['name']} / {enc['prefix']!r} / {enc['suffix']!r}")
         + ("" if enc["name"] == "json" or enc["prefix"] or enc["suffix"] else "  (values as they are)"),
     )
-    meta.add_row("tokenization", r.get("tokenization", "any") + ("  (each value's encoder tokens only)" if r.get("tokenization") == "canonical" else "  (every token sequence spelling a value)"))
+    meta.add_row(
+        "tokenization",
+        r.get("tokenization", "any")
+        + (
+            "  (each value's encoder tokens only)"
+            if r.get("tokenization") == "canonical"
+            else "  (every token sequence spelling a value)"
+        ),
+    )
     meta.add_row("values (K) / value bytes", f"{r['values']:,} / {r['value_bytes']:,}")
     meta.add_row("states / sharing r", f"{r['states']:,} / {r['sharing_ratio']}")
-    meta.add_row("allowed pairs", f"{r['allowed_pairs']:,}  (root {r['root_allowed']}, max {r['max_allowed']}, mean {r['mean_allowed']})")
+    meta.add_row(
+        "allowed pairs",
+        f"{r['allowed_pairs']:,}  (root {r['root_allowed']}, max {r['max_allowed']}, mean {r['mean_allowed']})",
+    )
     out.print(meta)
     sch = r.get("schema")
     if sch:
@@ -151,7 +168,11 @@ def _print(r: dict[str, Any]) -> None:
     if s:
         head = (
             f"state {s['state']}  prefix {_short(repr(s['prefix']))}  depth {s['depth']}  "
-            + (f"accepting (value {_short(repr(s['value']))}, EOS {s['eos_allowed']})" if s["accepting"] else "not accepting")
+            + (
+                f"accepting (value {_short(repr(s['value']))}, EOS {s['eos_allowed']})"
+                if s["accepting"]
+                else "not accepting"
+            )
             + f"  values below: {s['values_below']:,}"
         )
         tok = Table(title=escape(head), title_justify="left")
@@ -180,15 +201,26 @@ def _print_schema(sch: dict[str, Any]) -> None:
         st.add_row("read from", "the first schema layout (D19), converted on load")
     st.add_row("grammars", f"{sch['num_grammars']:,}")
     out.print(st)
-    slots = Table(title="slots (enums served by a trie); crossing tokens by kind: trie / tail / handover / dynamic",
-                  title_justify="left")  # fmt: skip
+    slots = Table(
+        title="slots (enums served by a trie); crossing tokens by kind: trie / tail / handover / dynamic",
+        title_justify="left",
+    )
     for col in ("slot", "pointer", "values", "states", "tail", "entered from", "exits", "tails", "enters"):
         slots.add_column(col, justify="right" if col in ("slot", "values", "states") else "left")
     for s in sch["slots"]:
         kinds = {k: " / ".join(str(v) for v in s["crossing"][k].values()) for k in ("exits", "tails", "enters")}
         entered = "start" if s["start"] else ", ".join(f"grammar {g}" for g in s["entered_from_grammars"])
-        slots.add_row(str(s["slot"]), escape(s["pointer"] or "-"), f"{s['values']:,}", f"{s['states']:,}",
-                      escape(repr(s["tail"])), entered, kinds["exits"], kinds["tails"], kinds["enters"])  # fmt: skip
+        slots.add_row(
+            str(s["slot"]),
+            escape(s["pointer"] or "-"),
+            f"{s['values']:,}",
+            f"{s['states']:,}",
+            escape(repr(s["tail"])),
+            entered,
+            kinds["exits"],
+            kinds["tails"],
+            kinds["enters"],
+        )
     out.print(slots)
     if sch["engine_enums"]:
         ee = Table(title="enums left in the engine", title_justify="left")
@@ -198,20 +230,39 @@ def _print_schema(sch: dict[str, Any]) -> None:
             ee.add_row(escape(e.get("pointer") or "/"), f"{e.get('values', 0):,}", escape(str(e.get("reason", ""))))
         out.print(ee)
     if sch["grammars"]:
-        gt = Table(title="grammars" + (f" (first {len(sch['grammars'])} of {sch['num_grammars']:,})"
-                                       if len(sch["grammars"]) < sch["num_grammars"] else ""), title_justify="left")  # fmt: skip
+        gt = Table(
+            title="grammars"
+            + (
+                f" (first {len(sch['grammars'])} of {sch['num_grammars']:,})"
+                if len(sch["grammars"]) < sch["num_grammars"]
+                else ""
+            ),
+            title_justify="left",
+        )
         for col in ("grammar", "schema bytes", "sha256", "after", "template", "slots"):
             gt.add_column(col, justify="right" if col in ("grammar", "schema bytes") else "left")
         for g in sch["grammars"]:
-            gt.add_row(str(g["grammar"]), f"{g['schema_bytes']:,}", g["sha256"][:19], escape(repr(g["after"])),
-                       escape(repr(g["template"])), escape(str(g["slots"])))  # fmt: skip
+            gt.add_row(
+                str(g["grammar"]),
+                f"{g['schema_bytes']:,}",
+                g["sha256"][:19],
+                escape(repr(g["after"])),
+                escape(repr(g["template"])),
+                escape(str(g["slots"])),
+            )
         out.print(gt)
     if sch["tail_offsets"]:
         tt = Table(title="crossing tokens per tail offset (start slot)", title_justify="left")
         for col in ("offset", "read", "tokens", "inside tail", "handover", "into grammar"):
             tt.add_column(col, justify="left" if col == "read" else "right")
         for row in sch["tail_offsets"]:
-            tt.add_row(str(row["offset"]), escape(repr(row["read"])), str(row["tokens"]), str(row["inside_tail"]),
-                       str(row["handover"]), str(row["into_grammar"]))
+            tt.add_row(
+                str(row["offset"]),
+                escape(repr(row["read"])),
+                str(row["tokens"]),
+                str(row["inside_tail"]),
+                str(row["handover"]),
+                str(row["into_grammar"]),
+            )
         out.print(tt)
     out.print(f"states below: slot {sch['shown_slot']}'s trie (--slot N for another)")

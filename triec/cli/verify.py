@@ -16,17 +16,37 @@ from triec.cli._common import EXIT_CHECK_FAILED, app, err, out, report_errors
 def verify_cmd(
     artifact: Annotated[str, typer.Argument(help="The .triec artifact to check.")],
     tokenizer: Annotated[
-        Optional[str], typer.Option("-t", "--tokenizer", help="Tokenizer to check against. Default: the one recorded in the artifact.")
+        Optional[str],
+        typer.Option(
+            "-t", "--tokenizer", help="Tokenizer to check against. Default: the one recorded in the artifact."
+        ),
     ] = None,
     against: Annotated[
         Optional[list[str]],
-        typer.Option("--against", help="reference, llguidance, xgrammar, outlines-core or all (repeat or comma-separate). Default: reference."),
+        typer.Option(
+            "--against",
+            help="reference, llguidance, xgrammar, outlines-core or all (repeat or comma-separate). Default: reference.",
+        ),
     ] = None,
-    states: Annotated[int, typer.Option("--states", min=1, help="Check every state up to N, else a seeded sample of N (always the start and depth <= 2).")] = 50_000,
+    states: Annotated[
+        int,
+        typer.Option(
+            "--states",
+            min=1,
+            help="Check every state up to N, else a seeded sample of N (always the start and depth <= 2).",
+        ),
+    ] = 50_000,
     seed: Annotated[int, typer.Option("--seed", min=0, help="Seed of the state sample and of the decode walks.")] = 0,
-    walks: Annotated[int, typer.Option("--walks", min=0, help="Random decode walks replayed against each engine.")] = 100,
+    walks: Annotated[
+        int, typer.Option("--walks", min=0, help="Random decode walks replayed against each engine.")
+    ] = 100,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as one JSON object.")] = False,
-    quiet: Annotated[bool, typer.Option("-q", "--quiet", help="Print nothing when everything matches, with --json too (the exit code says it).")] = False,
+    quiet: Annotated[
+        bool,
+        typer.Option(
+            "-q", "--quiet", help="Print nothing when everything matches, with --json too (the exit code says it)."
+        ),
+    ] = False,
 ) -> None:
     """Check ARTIFACT's integrity and every state's mask against independent derivations.
 
@@ -40,9 +60,15 @@ def verify_cmd(
     explicit = [n for n in names if "all" not in ",".join(against or []).split(",")]
     with VerifyBars(show=not (as_json or quiet)) as bars:
         report = verify(
-            artifact, tokenizer=tokenizer, against=names, states=states, seed=seed, walks=walks, explicit=explicit,
+            artifact,
+            tokenizer=tokenizer,
+            against=names,
+            states=states,
+            seed=seed,
+            walks=walks,
+            explicit=explicit,
             progress=bars if bars.show else None,
-        )  # fmt: skip
+        )
     if quiet and report.ok:  # nothing when everything matches, --json or not (issue 37)
         pass
     elif as_json:
@@ -61,7 +87,11 @@ def _print_report(report) -> None:  # noqa: ANN001 - VerifyReport, imported lazi
             err.print(f"[bold red]integrity:[/] {escape(p)}", highlight=False, soft_wrap=True)
         err.print("[bold red]FAILED[/]: the artifact cannot be trusted; nothing else was checked", highlight=False)
         return
-    sample = f"sample of {report.states_selected:,} (seed {report.seed})" if report.sampled else f"all {report.states_selected:,}"
+    sample = (
+        f"sample of {report.states_selected:,} (seed {report.seed})"
+        if report.sampled
+        else f"all {report.states_selected:,}"
+    )
     out.print(
         escape(
             f"{report.artifact}: {report.num_values:,} values, {report.num_states:,} states, tokenizer {report.tokenizer} "
@@ -89,8 +119,14 @@ def _print_report(report) -> None:  # noqa: ANN001 - VerifyReport, imported lazi
     if report.schema:
         sch = report.schema
         slots = ", ".join(f"{s['pointer'] or '/'} (K = {s['values']:,})" for s in sch["slots"])
-        out.print(escape(f"schema ({sch['shape']}): enums served by tries: {slots}; the rest in {sch['engine']}; "
-                         "each engine compared with itself compiled on the whole schema"), highlight=False, soft_wrap=True)
+        out.print(
+            escape(
+                f"schema ({sch['shape']}): enums served by tries: {slots}; the rest in {sch['engine']}; "
+                "each engine compared with itself compiled on the whole schema"
+            ),
+            highlight=False,
+            soft_wrap=True,
+        )
     for c in report.checks:
         if report.schema and c.status in ("ok", "mismatch") and c.reason:
             out.print(escape(f"  {c.against}: {c.reason}"), highlight=False, soft_wrap=True)
@@ -101,7 +137,9 @@ def _print_report(report) -> None:  # noqa: ANN001 - VerifyReport, imported lazi
             if m.only_triec:
                 line += "; only triec allows " + escape(", ".join(f"{x['id']} {x['bytes']!r}" for x in m.only_triec))
             if m.only_other:
-                line += f"; only {escape(c.against)} allows " + escape(", ".join(f"{x['id']} {x['bytes']!r}" for x in m.only_other))
+                line += f"; only {escape(c.against)} allows " + escape(
+                    ", ".join(f"{x['id']} {x['bytes']!r}" for x in m.only_other)
+                )
             out.print(line, highlight=False, soft_wrap=True)
     verdict = "[bold green]OK[/]: every checked state matches" if report.ok else "[bold red]FAILED[/]"
     if not report.ok and not [c for c in report.checks if c.status != "skipped"]:

@@ -15,19 +15,19 @@ Named ``compiler``, not ``build``: linters, formatters and .gitignore templates 
 from triec import _compat
 
 _OLD_NAMES = {
-    'CompileStats': 'triec.compiler.entry',
-    'IMPLEMENTATIONS': 'triec.compiler.entry',
-    'MAX_VALUE_BYTES': 'triec.compiler.entry',
-    'SMALL_SET': 'triec.compiler.entry',
-    'TINY_SET': 'triec.compiler.entry',
-    'compile': 'triec.compiler.entry',
-    'compile_json_schema': 'triec.compiler.entry',
-    'compile_keys': 'triec.compiler.entry',
-    'compile_sorted': 'triec.compiler.entry',
-    'mask_table': 'triec.compiler.entry',
-    'prepare_buffer': 'triec.compiler.entry',
-    'prepare_values': 'triec.keys',
-    'spell_all': 'triec.keys',
+    "CompileStats": "triec.compiler.entry",
+    "IMPLEMENTATIONS": "triec.compiler.entry",
+    "MAX_VALUE_BYTES": "triec.compiler.entry",
+    "SMALL_SET": "triec.compiler.entry",
+    "TINY_SET": "triec.compiler.entry",
+    "compile": "triec.compiler.entry",
+    "compile_json_schema": "triec.compiler.entry",
+    "compile_keys": "triec.compiler.entry",
+    "compile_sorted": "triec.compiler.entry",
+    "mask_table": "triec.compiler.entry",
+    "prepare_buffer": "triec.compiler.entry",
+    "prepare_values": "triec.keys",
+    "spell_all": "triec.keys",
 }
 
 __getattr__, __dir__ = _compat.reexport(__name__, _OLD_NAMES)

@@ -120,7 +120,10 @@ def token_trie_table(
         eos_token_ids=vocab.eos_token_ids,
         tokenizer_fingerprint=vocab.fingerprint,
         tokenizer_name=vocab.name,
-        build_options={"tokenizer_family": vocab.family, "tokenizer_tokens": vocab.num_tokens, "tokenization": "canonical"},
+        build_options={
+            "tokenizer_family": vocab.family,
+            "tokenizer_tokens": vocab.num_tokens,
+            "tokenization": "canonical",
+        },
         encoding=encoding,
     )
-

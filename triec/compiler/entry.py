@@ -133,9 +133,11 @@ def warn_eos_texts(data: bytes | np.ndarray, offsets: np.ndarray, vocab: Vocabul
 
 def eos_text_message(tid: int, text: bytes, example: bytes) -> str:
     """What :func:`warn_eos_texts` (and ``triec verify``) say about an EOS id that values hold as text."""
-    return (f"EOS id {tid} is the text token {text!r}: it ends the output and is never part of a value, and values "
-            f"hold its text (e.g. {example[:60]!r}); a value spelled only through it can never be written. "
-            "Is it the model's end-of-sequence token? (--eos / eos_token_ids)")  # fmt: skip
+    return (
+        f"EOS id {tid} is the text token {text!r}: it ends the output and is never part of a value, and values "
+        f"hold its text (e.g. {example[:60]!r}); a value spelled only through it can never be written. "
+        "Is it the model's end-of-sequence token? (--eos / eos_token_ids)"
+    )
 
 
 def compile_sorted(
@@ -172,7 +174,13 @@ def compile_sorted(
         # the value bytes and the per-value int64 arrays go before the walk
         empty = np.zeros(0, dtype=np.int64)
         trie = replace(
-            trie, data=empty.view(np.uint8), key_offsets=empty, lcp=value_lcp, terminal=value_state, depth=empty, key_starts=empty
+            trie,
+            data=empty.view(np.uint8),
+            key_offsets=empty,
+            lcp=value_lcp,
+            terminal=value_state,
+            depth=empty,
+            key_starts=empty,
         )
         tr = walk(trie, automaton, vocab.vocab_size, progress)
         offsets, tokens, next_state = tr.offsets, tr.tokens, tr.next_state
@@ -266,8 +274,14 @@ def compile(  # noqa: A001 - the public name mirrors re.compile
     if tokenization == Tokenization.CANONICAL:
         return _compile_canonical(values, vocab, enc, stats, encoder)
     # no local holds the prepared values: compile_sorted frees their buffer once the trie is built
-    return compile_sorted(_prepare_timed(values, enc, stats), vocab, implementation=implementation, stats=stats,
-                          encoding=enc, progress=progress)  # fmt: skip
+    return compile_sorted(
+        _prepare_timed(values, enc, stats),
+        vocab,
+        implementation=implementation,
+        stats=stats,
+        encoding=enc,
+        progress=progress,
+    )
 
 
 def _compile_canonical(
@@ -281,7 +295,9 @@ def _compile_canonical(
     ids = canonical_ids(keys, encoder if encoder is not None else vocab.encoder(), vocab)
     t2 = time.perf_counter()
     table = token_trie_table(keys, ids, vocab, enc)
-    stats.phases.update({"values": t1 - t0, "encode": t2 - t1, "trie": time.perf_counter() - t2})  # token trie and rows at once
+    stats.phases.update(
+        {"values": t1 - t0, "encode": t2 - t1, "trie": time.perf_counter() - t2}
+    )  # token trie and rows at once
     stats.num_values, stats.value_bytes = len(keys), sum(map(len, keys))
     stats.num_states, stats.num_allowed = table.num_states, table.num_allowed
     return table

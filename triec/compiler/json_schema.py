@@ -23,7 +23,9 @@ from triec.encoding import JSON, Encoding, json_string_literal
 from triec.errors import ValuesError
 
 # Keywords that never change the set of instances.
-_ANNOTATIONS = frozenset({"$schema", "$id", "$comment", "title", "description", "examples", "default", "deprecated", "readOnly", "writeOnly"})
+_ANNOTATIONS = frozenset(
+    {"$schema", "$id", "$comment", "title", "description", "examples", "default", "deprecated", "readOnly", "writeOnly"}
+)
 _TOP = frozenset({"type", "properties", "required", "additionalProperties"}) | _ANNOTATIONS
 _PROPERTY = frozenset({"type", "enum", "const"}) | _ANNOTATIONS
 _SHAPE = "triec compiles a flat object with one string 'enum' property and 'const' properties, all required"
@@ -69,7 +71,9 @@ def parse_schema(schema: dict[str, Any] | str, source: str = "schema") -> tuple[
     if schema.get("type", "object") != "object":
         raise ValuesError(f"{source}: unsupported 'type' {json.dumps(schema['type'])} at the top level ({_SHAPE})")
     if schema.get("additionalProperties", False) is not False:
-        raise ValuesError(f"{source}: unsupported 'additionalProperties' other than false: the instances would not be a finite set")
+        raise ValuesError(
+            f"{source}: unsupported 'additionalProperties' other than false: the instances would not be a finite set"
+        )
     props = schema.get("properties")
     if not isinstance(props, dict) or not props:
         raise ValuesError(f"{source}: 'properties' must be a non-empty object ({_SHAPE})")
@@ -78,7 +82,9 @@ def parse_schema(schema: dict[str, Any] | str, source: str = "schema") -> tuple[
         raise ValuesError(f"{source}: 'required' must list every property ({_SHAPE})")
     for name in props:
         if name not in required:
-            raise ValuesError(f"{source}: property {name!r} is not in 'required': optional properties are not supported ({_SHAPE})")
+            raise ValuesError(
+                f"{source}: property {name!r} is not in 'required': optional properties are not supported ({_SHAPE})"
+            )
     for name in required:
         if name not in props:
             raise ValuesError(f"{source}: 'required' names {name!r}, which is not in 'properties'")
@@ -100,13 +106,17 @@ def parse_schema(schema: dict[str, Any] | str, source: str = "schema") -> tuple[
             if enum_at is not None:
                 raise ValuesError(f"{source}: {where}: a second 'enum' property; one is supported ({_SHAPE})")
             if sub.get("type", "string") != "string":
-                raise ValuesError(f"{source}: {where}: unsupported 'type' {json.dumps(sub['type'])} for an 'enum' (string members only)")
+                raise ValuesError(
+                    f"{source}: {where}: unsupported 'type' {json.dumps(sub['type'])} for an 'enum' (string members only)"
+                )
             members = sub["enum"]
             if not isinstance(members, list) or not members:
                 raise ValuesError(f"{source}: {where}.enum: expected a non-empty array of strings")
             for j, m in enumerate(members):
                 if not isinstance(m, str):
-                    raise ValuesError(f"{source}: {where}.enum index {j}: expected a string, found {json.dumps(m)[:40]}")
+                    raise ValuesError(
+                        f"{source}: {where}.enum index {j}: expected a string, found {json.dumps(m)[:40]}"
+                    )
             parts.append(head)
             enum_at = len(parts)
             parts.append("")
@@ -118,7 +128,9 @@ def parse_schema(schema: dict[str, Any] | str, source: str = "schema") -> tuple[
             parts.append(head + literal)
         else:
             what = f"'type' {json.dumps(sub['type'])}" if "type" in sub else "a schema"
-            raise ValuesError(f"{source}: {where}: {what} without 'enum' or 'const' is not a finite set of values ({_SHAPE})")
+            raise ValuesError(
+                f"{source}: {where}: {what} without 'enum' or 'const' is not a finite set of values ({_SHAPE})"
+            )
     if enum_at is None:
         raise ValuesError(f"{source}: no property has an 'enum' ({_SHAPE})")
     prefix = "".join(parts[:enum_at])

@@ -34,7 +34,12 @@ class SortedKeys:
 
     @classmethod
     def contiguous(
-        cls, data: np.ndarray, offsets: np.ndarray, lcp: np.ndarray, duplicates: int = 0, keys: list[bytes] | None = None
+        cls,
+        data: np.ndarray,
+        offsets: np.ndarray,
+        lcp: np.ndarray,
+        duplicates: int = 0,
+        keys: list[bytes] | None = None,
     ) -> SortedKeys:
         return cls(data, offsets[:-1].astype(np.int64), offsets.astype(np.int64), lcp, duplicates, keys)
 
@@ -50,12 +55,22 @@ def _u64_at_every_byte(data: np.ndarray, end: int) -> np.ndarray:
     Reads past ``end`` are masked by the callers; ``data`` is copied with 8 zero
     bytes appended only if it does not already extend 8 bytes past ``end``.
     """
-    padded = data if data.shape[0] >= end + 8 and data.flags.c_contiguous else np.concatenate([data[:end], np.zeros(8, dtype=np.uint8)])
+    padded = (
+        data
+        if data.shape[0] >= end + 8 and data.flags.c_contiguous
+        else np.concatenate([data[:end], np.zeros(8, dtype=np.uint8)])
+    )
     return np.ndarray(shape=(end + 1,), dtype=">u8", buffer=padded, strides=(1,))
 
 
 def _sort_keys(
-    words: np.ndarray, starts: np.ndarray, lengths: np.ndarray, done: int, nbytes: int, run: np.ndarray | None, run_bits: int
+    words: np.ndarray,
+    starts: np.ndarray,
+    lengths: np.ndarray,
+    done: int,
+    nbytes: int,
+    run: np.ndarray | None,
+    run_bits: int,
 ) -> np.ndarray:
     """One uint64 per value: its run, then its bytes ``done .. done + nbytes - 1``, then the bytes left.
 

@@ -23,9 +23,7 @@ _BOM = b"\xef\xbb\xbf"
 MAX_VALUES_BYTES = 1 << 30
 """Largest values file read (1 GiB): far past any real set, and it keeps every state id in int32."""
 
-_NESTING = (
-    "JSON nested too deeply: a values file is an array of strings, or an object with an \"enum\" array of strings"
-)
+_NESTING = 'JSON nested too deeply: a values file is an array of strings, or an object with an "enum" array of strings'
 
 
 FORMATS = ("auto", "lines", "json")
@@ -103,8 +101,8 @@ def _parse_json(raw: bytes, source: str) -> tuple[list[str], Encoding | None]:
     if isinstance(doc, dict):
         if "enum" not in doc:
             raise ValuesError(
-                f"{source}: JSON object has no \"enum\" array (expected a JSON Schema enum fragment, "
-                "or an object schema with \"properties\")"
+                f'{source}: JSON object has no "enum" array (expected a JSON Schema enum fragment, '
+                'or an object schema with "properties")'
             )
         doc, where = doc["enum"], '"enum"'
     if not isinstance(doc, list):
@@ -147,7 +145,9 @@ def read_input(path: str | Path, fmt: str = "auto") -> tuple[list[str], Encoding
             with open(path, "rb") as fh:
                 size = os.fstat(fh.fileno()).st_size
                 if size > MAX_VALUES_BYTES:
-                    raise ValuesError(f"{source}: {size:,} bytes, over the {MAX_VALUES_BYTES:,}-byte limit for a values file")
+                    raise ValuesError(
+                        f"{source}: {size:,} bytes, over the {MAX_VALUES_BYTES:,}-byte limit for a values file"
+                    )
                 raw = _read_bounded(fh, source)  # a pipe or a device reports no size
         except IsADirectoryError as exc:
             raise ValuesError(f"{source}: is a directory, expected a values file") from exc

@@ -73,7 +73,9 @@ class _Found:
         if self.leaves is not None:
             alive = np.nonzero(self.leaves[dest] & self.has_child[v])[0]
             if alive.size:
-                self.at_leaf.append((start[alive].astype(np.int64), v[alive].astype(np.int64), dest[alive].astype(np.int64)))
+                self.at_leaf.append(
+                    (start[alive].astype(np.int64), v[alive].astype(np.int64), dest[alive].astype(np.int64))
+                )
         self.pending.append((start, v, dest))
         self.pending_size += start.shape[0]
         if self.pending_size >= self.limit:
@@ -284,7 +286,9 @@ def _to_csr(
     del start
     packed <<= token_bits
     packed |= token  # int32 into int64 in place: numpy casts in small buffers, no int64 copy
-    if 2 * state_bits + token_bits <= _PACKED_BITS:  # the destination rides in the low bits: sorting the keys is the whole job
+    if (
+        2 * state_bits + token_bits <= _PACKED_BITS
+    ):  # the destination rides in the low bits: sorting the keys is the whole job
         del token
         packed <<= state_bits
         packed |= dest

@@ -166,6 +166,7 @@ A tool's compiled argument grammar holds 160-240 KiB of process memory with llgu
 xgrammar (docs/benchmarks.md, "Tool registries"): 512 bounds a driver at about 120 / 450 MiB, while a tool
 pushed out costs 2-28 ms to compile again at its next call."""
 
+
 @dataclass(frozen=True)
 class GrammarSpec:
     """A JSON Schema (its canonical JSON text) and the literal texts one of which must follow it (none: nothing);

@@ -146,9 +146,13 @@ def _llg_options(whitespace: str) -> dict[str, Any]:
 
 
 PARSER_LIMITS = {
-    "max_grammar_size": 1 << 62, "max_lexer_states": 1 << 62, "step_lexer_fuel": 1 << 62, "initial_lexer_fuel": 1 << 62,
-    "max_items_in_row": 1 << 30, "step_max_items": 1 << 30,
-}  # fmt: skip
+    "max_grammar_size": 1 << 62,
+    "max_lexer_states": 1 << 62,
+    "step_lexer_fuel": 1 << 62,
+    "initial_lexer_fuel": 1 << 62,
+    "max_items_in_row": 1 << 30,
+    "step_max_items": 1 << 30,
+}
 """llguidance's parser limits for every matcher triec builds (engines, grammar drivers, benchmarks): raised past
 any schema or value set triec compiles, so a limit never stands in for a refusal."""
 
@@ -195,8 +199,9 @@ class LLGuidanceDriver(EngineDriver):
             return self.compile(json.loads(spec.schema), spec.whitespace)
         doc = {**json.loads(spec.schema), "x-guidance": _llg_options(spec.whitespace)}
         alts = " | ".join(json.dumps(a, ensure_ascii=False) for a in spec.after)
-        lark = ('%llguidance {"no_forcing": true}\nstart: j (' + alts + ")\nj: %json "
-                + json.dumps(doc, ensure_ascii=False))
+        lark = (
+            '%llguidance {"no_forcing": true}\nstart: j (' + alts + ")\nj: %json " + json.dumps(doc, ensure_ascii=False)
+        )
         return self._matcher(self.llg.LLMatcher.grammar_from_lark(lark), "grammar")
 
     def probe(self, m: Any, data: bytes) -> bool:
@@ -259,7 +264,9 @@ class LLGuidanceDriver(EngineDriver):
             return super().fill_many(handles, buf, rows)
         if self._executor is None:
             self._executor = self.llg.LLExecutor()
-        self._executor.unsafe_compute_mask_ptr(list(zip(handles, rows, strict=True)), buf.ctypes.data, buf.shape[1] * 4, buf.shape[0])
+        self._executor.unsafe_compute_mask_ptr(
+            list(zip(handles, rows, strict=True)), buf.ctypes.data, buf.shape[1] * 4, buf.shape[0]
+        )
         for m, r in zip(handles, rows, strict=True):
             if m.is_error():
                 raise TriecError(f"llguidance: {m.get_error()}")

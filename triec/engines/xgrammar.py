@@ -122,8 +122,9 @@ class XGrammarDriver(EngineDriver):
         text = json.dumps(schema, ensure_ascii=False)
         if whitespace == "any":
             return self.engine.compiler.compile_json_schema(text, any_whitespace=True)
-        return self.engine.compiler.compile_json_schema(text, any_whitespace=False,
-                                                        separators=(ITEM_SEPARATOR, KEY_SEPARATOR))
+        return self.engine.compiler.compile_json_schema(
+            text, any_whitespace=False, separators=(ITEM_SEPARATOR, KEY_SEPARATOR)
+        )
 
     def use_tokenizer_info(self, info: Any, tag_info: Any = None) -> None:
         """Compile with a serving engine's own ``xgrammar.TokenizerInfo`` (SGLang's or vLLM's xgrammar backend's).
@@ -137,8 +138,11 @@ class XGrammarDriver(EngineDriver):
         """
         self.engine.info = info
         self.engine.compiler = self.xgr.GrammarCompiler(info, cache_enabled=False)
-        self.tag_compiler = (self.engine.compiler if tag_info is None or tag_info is info
-                             else self.xgr.GrammarCompiler(tag_info, cache_enabled=False))  # fmt: skip
+        self.tag_compiler = (
+            self.engine.compiler
+            if tag_info is None or tag_info is info
+            else self.xgr.GrammarCompiler(tag_info, cache_enabled=False)
+        )
         self._grammars.clear()
 
     def _compile_spec(self, spec: GrammarSpec) -> Any:
@@ -151,8 +155,9 @@ class XGrammarDriver(EngineDriver):
             if spec.whitespace == "any":
                 g = xgr.Grammar.from_json_schema(spec.schema, any_whitespace=True)
             else:
-                g = xgr.Grammar.from_json_schema(spec.schema, any_whitespace=False,
-                                                 separators=(ITEM_SEPARATOR, KEY_SEPARATOR))
+                g = xgr.Grammar.from_json_schema(
+                    spec.schema, any_whitespace=False, separators=(ITEM_SEPARATOR, KEY_SEPARATOR)
+                )
             tail = xgr.Grammar.from_ebnf("root ::= " + " | ".join(ebnf_literal(a) for a in spec.after))
             return self.engine.compiler.compile_grammar(xgr.Grammar.concat(g, tail))
         except (RuntimeError, ValueError) as exc:

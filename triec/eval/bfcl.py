@@ -85,7 +85,10 @@ def convert(
             continue  # not a one-call question: nothing single to name
         (gold,) = truth[0]
         if len(examples) < 2 * shots:
-            examples += [{"role": "user", "content": q["question"][0][-1]["content"]}, {"role": "assistant", "content": gold}]
+            examples += [
+                {"role": "user", "content": q["question"][0][-1]["content"]},
+                {"role": "assistant", "content": gold},
+            ]
             continue
         functions = q["function"]
         listing = "\n".join(f"- {f['name']}: {f.get('description', '').strip()}" for f in functions)
@@ -97,9 +100,11 @@ def convert(
         items.append({"id": q["id"], "messages": messages, "gold": gold, "candidates": names, "functions": functions})
     if not items:
         held = len(examples) // 2
-        raise ValuesError(f"BFCL {category}: no question is left to ask: {held} one-call question(s) in "
-                          f"{root / f'BFCL_v4_{category}.json'}, and --shots {shots} takes up to {shots} of them as "
-                          "worked examples")  # fmt: skip
+        raise ValuesError(
+            f"BFCL {category}: no question is left to ask: {held} one-call question(s) in "
+            f"{root / f'BFCL_v4_{category}.json'}, and --shots {shots} takes up to {shots} of them as "
+            "worked examples"
+        )
     return items
 
 

@@ -44,8 +44,13 @@ def parse_item(doc: Any, where: str, index: int) -> Item:
     if (messages is None) == (prompt is None):
         raise ValuesError(f"{where}: give exactly one of 'messages' (chat) and 'prompt' (plain text)")
     if messages is not None:
-        ok = isinstance(messages, list) and messages and all(
-            isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in messages
+        ok = (
+            isinstance(messages, list)
+            and messages
+            and all(
+                isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
+                for m in messages
+            )
         )
         if not ok:
             raise ValuesError(f"{where}: field 'messages' must be a non-empty list of {{'role', 'content'}} strings")

@@ -146,8 +146,15 @@ class XGrammarConstraint:
     trigger, EOS is removed here, which is what triec's think mode does.
     """
 
-    def __init__(self, matcher: Any, vocab_size: int, width: int, eos: frozenset[int],
-                 token_bytes: Any = None, eos_until: bytes | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        matcher: Any,
+        vocab_size: int,
+        width: int,
+        eos: frozenset[int],
+        token_bytes: Any = None,
+        eos_until: bytes | None = None,
+    ) -> None:
         import xgrammar as xgr
 
         self.matcher, self.width = matcher, width

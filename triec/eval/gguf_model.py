@@ -131,7 +131,9 @@ def build(gguf: Path, out: Path) -> None:
         import torch
         from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
     except ImportError as exc:
-        raise ModelBuildError(f"building a model from a GGUF needs torch and transformers: pip install 'triec[eval]' ({exc})") from exc
+        raise ModelBuildError(
+            f"building a model from a GGUF needs torch and transformers: pip install 'triec[eval]' ({exc})"
+        ) from exc
     from triec.tokenizer import gguf as gguf_meta
 
     where, name = str(gguf.parent), gguf.name
@@ -139,7 +141,9 @@ def build(gguf: Path, out: Path) -> None:
         tok = AutoTokenizer.from_pretrained(where, gguf_file=name)
         loaded = AutoModelForCausalLM.from_pretrained(where, gguf_file=name, dtype=torch.float32)
     except ImportError as exc:
-        raise ModelBuildError(f"{gguf}: transformers needs more packages to read a GGUF: pip install 'triec[eval]' ({exc})") from exc
+        raise ModelBuildError(
+            f"{gguf}: transformers needs more packages to read a GGUF: pip install 'triec[eval]' ({exc})"
+        ) from exc
     except (OSError, ValueError, KeyError) as exc:
         raise ModelBuildError(f"{gguf}: transformers cannot load this GGUF ({type(exc).__name__}: {exc})") from exc
     config = AutoConfig.for_model(**{k: v for k, v in loaded.config.to_dict().items() if k != "quantization_config"})
@@ -147,7 +151,9 @@ def build(gguf: Path, out: Path) -> None:
     missing, unexpected = plain.load_state_dict(loaded.state_dict(), strict=False)
     missing = [m for m in missing if not (config.tie_word_embeddings and m == "lm_head.weight")]
     if missing or unexpected:
-        raise ModelBuildError(f"{gguf}: weights do not fit the config (missing {missing[:3]}, unexpected {unexpected[:3]})")
+        raise ModelBuildError(
+            f"{gguf}: weights do not fit the config (missing {missing[:3]}, unexpected {unexpected[:3]})"
+        )
     if config.tie_word_embeddings:
         plain.tie_weights()
     plain.generation_config.eos_token_id = tok.eos_token_id

@@ -27,11 +27,15 @@ class LlamaCppEvaluator(ModeRunner):
 
     peer = "gbnf"
 
-    def __init__(self, gguf: Path, config: EvalConfig, values: Sequence[str] | None = None, *, n_ctx: int = 4096) -> None:
+    def __init__(
+        self, gguf: Path, config: EvalConfig, values: Sequence[str] | None = None, *, n_ctx: int = 4096
+    ) -> None:
         try:
             import llama_cpp
         except ImportError as exc:
-            raise EvalError(f"--engine llama.cpp needs llama-cpp-python: pip install 'triec[llamacpp]' ({exc})") from exc
+            raise EvalError(
+                f"--engine llama.cpp needs llama-cpp-python: pip install 'triec[llamacpp]' ({exc})"
+            ) from exc
         from triec.integrations.llama_cpp import eog_ids, model_vocabulary
 
         super().__init__(config, values)
@@ -42,7 +46,9 @@ class LlamaCppEvaluator(ModeRunner):
         self.eog = frozenset(eog_ids(self.llm))
         self.vocab = model_vocabulary(self.llm, eos_token_ids=sorted(self.eog))
         self.width = int(self.llm.n_vocab())
-        self.forced_trigger = [int(t) for t in self.llm.tokenize(("\n" + config.trigger).encode(), add_bos=False, special=False)]
+        self.forced_trigger = [
+            int(t) for t in self.llm.tokenize(("\n" + config.trigger).encode(), add_bos=False, special=False)
+        ]
         template = self.llm.metadata.get("tokenizer.chat_template")
         self._chat = None
         if template:
@@ -51,8 +57,11 @@ class LlamaCppEvaluator(ModeRunner):
             from triec.integrations.llama_cpp import llama_model
 
             piece = llama_model(self.llm).token_get_text
-            self._chat = Jinja2ChatFormatter(template, eos_token=piece(self.llm.token_eos()),
-                                             bos_token=piece(self.llm.token_bos()) if self.llm.token_bos() >= 0 else "")  # fmt: skip
+            self._chat = Jinja2ChatFormatter(
+                template,
+                eos_token=piece(self.llm.token_eos()),
+                bos_token=piece(self.llm.token_bos()) if self.llm.token_bos() >= 0 else "",
+            )
         self._constraints: dict[tuple[str, tuple[str, ...]], Any] = {}
         self._grammars: dict[tuple[str, tuple[str, ...]], Any] = {}
 
@@ -77,7 +86,9 @@ class LlamaCppEvaluator(ModeRunner):
 
         key = (mode, values)
         if key not in self._tables:
-            self._tables[key] = compile_values(values, self.vocab, tokenization="canonical", encoder=LlamaCppEncoder(self.llm))
+            self._tables[key] = compile_values(
+                values, self.vocab, tokenization="canonical", encoder=LlamaCppEncoder(self.llm)
+            )
         return self._tables[key]
 
     def constraint(self, mode: str, values: tuple[str, ...]) -> Any:
@@ -107,7 +118,9 @@ class LlamaCppEvaluator(ModeRunner):
             self._grammars[key] = self.lc.LlamaGrammar.from_string(text, verbose=False)
         return self._grammars[key]
 
-    def decode(self, prompt: tuple[int, ...], mode: str, values: tuple[str, ...], by: str | None, limit: int) -> Decoded:
+    def decode(
+        self, prompt: tuple[int, ...], mode: str, values: tuple[str, ...], by: str | None, limit: int
+    ) -> Decoded:
         t0 = time.perf_counter()
         kwargs: dict[str, Any] = {}
         if by == "triec":

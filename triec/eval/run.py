@@ -69,8 +69,10 @@ class EvalConfig:
             raise EvalError(f"--engine {self.engine!r}: choose from {', '.join(ENGINES)}")
         for name, on in (("xgrammar", self.compare_xgrammar), ("gbnf", self.compare_gbnf)):
             if on and COMPARE[self.engine] != name:
-                raise EvalError(f"--compare {name} needs --engine "
-                                f"{next(e for e, c in COMPARE.items() if c == name)} (this run decodes with {self.engine})")  # fmt: skip
+                raise EvalError(
+                    f"--compare {name} needs --engine "
+                    f"{next(e for e, c in COMPARE.items() if c == name)} (this run decodes with {self.engine})"
+                )
 
 
 @dataclass
@@ -93,7 +95,13 @@ class Outcome:
 
     def to_json(self) -> dict[str, Any]:
         doc = dict(self.__dict__)
-        for key in ("identical_to_xgrammar", "xgrammar_output", "identical_to_trie", "identical_to_gbnf", "gbnf_output"):
+        for key in (
+            "identical_to_xgrammar",
+            "xgrammar_output",
+            "identical_to_trie",
+            "identical_to_gbnf",
+            "gbnf_output",
+        ):
             if doc[key] is None:
                 doc.pop(key)
         doc["seconds"] = round(self.seconds, 4)
@@ -219,7 +227,9 @@ class ModeRunner:
         key = (mode, values)
         if key not in self._tables:
             if mode in ("trie", "canonical"):
-                self._tables[key] = compile_values(values, self.vocab, tokenization="any" if mode == "trie" else "canonical")
+                self._tables[key] = compile_values(
+                    values, self.vocab, tokenization="any" if mode == "trie" else "canonical"
+                )
             else:
                 table = compile_values(values, self.vocab, prefix=" ")
                 self._tables[key] = Triggered(table, self.vocab, self.config.trigger)
@@ -256,7 +266,9 @@ class ModeRunner:
         return settled
 
     def limit(self, mode: str) -> int:
-        return self.config.max_new_tokens + (self.config.think_budget + len(self.forced_trigger) if mode == "think" else 0)
+        return self.config.max_new_tokens + (
+            self.config.think_budget + len(self.forced_trigger) if mode == "think" else 0
+        )
 
     # -- one item -----------------------------------------------------------------------------------------------
     def run(self, item: Item) -> list[Outcome]:
@@ -270,7 +282,9 @@ class ModeRunner:
             text = self.text(got.ids)
             answer = self.parse(mode, text)
             valid = answer is not None and answer in values and (got.finished or mode == "free")
-            outcome = Outcome(item.id, mode, text, answer, valid, valid and answer == item.gold, len(got.ids), got.seconds)
+            outcome = Outcome(
+                item.id, mode, text, answer, valid, valid and answer == item.gold, len(got.ids), got.seconds
+            )
             decoded[mode] = got.ids
             if compare is not None and mode in ("trie", "think"):  # the peers' language is `any`'s
                 ref = self.decode(ids, mode, values, compare, self.limit(mode))
@@ -359,9 +373,13 @@ class Evaluator(ModeRunner):
             if mode == "trie":
                 fmt: dict[str, Any] = choice
             else:
-                fmt = {"type": "triggered_tags", "triggers": [self.config.trigger], "at_least_one": False,
-                       "stop_after_first": True,
-                       "tags": [{"type": "tag", "begin": self.config.trigger, "content": choice, "end": ""}]}  # fmt: skip
+                fmt = {
+                    "type": "triggered_tags",
+                    "triggers": [self.config.trigger],
+                    "at_least_one": False,
+                    "stop_after_first": True,
+                    "tags": [{"type": "tag", "begin": self.config.trigger, "content": choice, "end": ""}],
+                }
             tag = json.dumps({"type": "structural_tag", "format": fmt})
             self._grammars[key] = xgr.GrammarCompiler(self._xgr_info, max_threads=1).compile_structural_tag(tag)
         return self._grammars[key]
@@ -373,8 +391,14 @@ class Evaluator(ModeRunner):
 
         matcher = xgr.GrammarMatcher(self._grammar(mode, values))
         until = self.config.trigger.encode() if mode == "think" else None
-        return XGrammarConstraint(matcher, self._xgr_info.vocab_size, self.width, frozenset(self.vocab.eos_token_ids),
-                                  self.vocab.token_bytes, until)  # fmt: skip
+        return XGrammarConstraint(
+            matcher,
+            self._xgr_info.vocab_size,
+            self.width,
+            frozenset(self.vocab.eos_token_ids),
+            self.vocab.token_bytes,
+            until,
+        )
 
 
 def evaluate(
@@ -400,6 +424,7 @@ def meta_for(model: str, model_dir: Path, data: str, config: EvalConfig, started
         "model": model,
         "model_dir": str(model_dir),
         "data": data,
-        "config": {k: v for k, v in config.__dict__.items() if k != "think_instruction"} | {"modes": list(config.modes)},
+        "config": {k: v for k, v in config.__dict__.items() if k != "think_instruction"}
+        | {"modes": list(config.modes)},
         "seconds": round(time.perf_counter() - started, 2),
     }

@@ -61,7 +61,9 @@ ARTIFACT_KEYWORD = "x-triec-artifact"
 RESTRICT_KEYWORD = "x-triec-restrict"
 """Optional next to :data:`ARTIFACT_KEYWORD`: the values of the artifact this request may produce."""
 
-ANNOTATIONS = frozenset({"$schema", "$id", "$comment", "title", "description", "examples", "default", "deprecated", "readOnly", "writeOnly"})
+ANNOTATIONS = frozenset(
+    {"$schema", "$id", "$comment", "title", "description", "examples", "default", "deprecated", "readOnly", "writeOnly"}
+)
 """Schema keywords that never change the set of instances (a string enum may carry them)."""
 
 
@@ -464,8 +466,9 @@ class Constraints:
         values = None if restrict is None else restrict_values(restrict, RESTRICT_KEYWORD)
         return self.artifact(name, values, stops=stops)
 
-    def artifact(self, name: str, restrict: Sequence[str] | None = None, *,
-                 stops: Iterable[int] | None = None) -> TableGrammar:  # fmt: skip
+    def artifact(
+        self, name: str, restrict: Sequence[str] | None = None, *, stops: Iterable[int] | None = None
+    ) -> TableGrammar:
         """The named artifact of the directory (optionally narrowed to ``restrict``), admitted for the served model.
 
         Through the serving core's one door (:func:`~triec.integrations.serving.admit_artifact`): the name must be
@@ -478,11 +481,14 @@ class Constraints:
         assert self.served is not None
         request = TriecRequest(name, None if restrict is None else restrict_values(restrict, RESTRICT_KEYWORD))
         stop_ids = self.served.stop_ids(None) if stops is None else {int(t) for t in stops}
-        key, table, parent = admit_artifact(request, self._artifact_store(), self.served, stop_ids,
-                                            fix_stops=self.fix_stops)  # fmt: skip
+        key, table, parent = admit_artifact(
+            request, self._artifact_store(), self.served, stop_ids, fix_stops=self.fix_stops
+        )
         if table is parent:
             return TableGrammar(parent, f"artifact:{name}", 0, name, parent)  # the store keeps the table
-        ckey = "artifact:" + hashlib.sha256(json.dumps([str(k) for k in key]).encode("utf-8", "surrogatepass")).hexdigest()
+        ckey = (
+            "artifact:" + hashlib.sha256(json.dumps([str(k) for k in key]).encode("utf-8", "surrogatepass")).hexdigest()
+        )
         found = self.cache.get(ckey)
         if found is not None and found.table is table:
             return found
@@ -520,12 +526,25 @@ class Constraints:
 
 
 __all__ = [
-    "ANNOTATIONS", "ARTIFACT_KEYWORD", "RESTRICT_KEYWORD", "Constraints", "Delegate", "SchemaHook", "Served",
-    "StructuralTagHook", "TableGrammar", "content_key", "literal_alternation", "string_enum",
-]  # fmt: skip
+    "ANNOTATIONS",
+    "ARTIFACT_KEYWORD",
+    "RESTRICT_KEYWORD",
+    "Constraints",
+    "Delegate",
+    "SchemaHook",
+    "Served",
+    "StructuralTagHook",
+    "TableGrammar",
+    "content_key",
+    "literal_alternation",
+    "string_enum",
+]
 
-__getattr__ = renamed(__name__, {
-    "Matcher": "triec.integrations.matchers:RequestMatcher",
-    "fill_rows": "triec.integrations.matchers:fill_rows",
-    "BATCH_ROWS": "triec.integrations.matchers:BATCH_ROWS",
-})  # fmt: skip
+__getattr__ = renamed(
+    __name__,
+    {
+        "Matcher": "triec.integrations.matchers:RequestMatcher",
+        "fill_rows": "triec.integrations.matchers:fill_rows",
+        "BATCH_ROWS": "triec.integrations.matchers:BATCH_ROWS",
+    },
+)

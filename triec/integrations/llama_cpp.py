@@ -44,7 +44,9 @@ def _llama_cpp() -> Any:
     try:
         import llama_cpp
     except ImportError as exc:  # pragma: no cover - the module is only useful with it
-        raise ImportError(f"triec.integrations.llama_cpp needs llama-cpp-python: pip install 'triec[llamacpp]' ({exc})") from exc
+        raise ImportError(
+            f"triec.integrations.llama_cpp needs llama-cpp-python: pip install 'triec[llamacpp]' ({exc})"
+        ) from exc
     return llama_cpp
 
 
@@ -83,7 +85,9 @@ def check_vocabulary(llm: Any, vocab: Vocabulary) -> None:
     pieces = token_pieces(llm)
     where = getattr(llm, "model_path", "the model")
     if len(pieces) != vocab.num_tokens:
-        raise TokenizerMismatch(f"{where}: llama.cpp has {len(pieces):,} tokens, triec's vocabulary {vocab.num_tokens:,}")
+        raise TokenizerMismatch(
+            f"{where}: llama.cpp has {len(pieces):,} tokens, triec's vocabulary {vocab.num_tokens:,}"
+        )
     ours = vocab.token_bytes
     bad = [i for i, piece in enumerate(pieces) if piece != ours[i]]
     if bad:
@@ -131,8 +135,10 @@ class LlamaCppEncoder:
     def encode_batch(self, texts: list[str], add_special_tokens: bool = False) -> list[Any]:
         from types import SimpleNamespace
 
-        return [SimpleNamespace(ids=list(self.llm.tokenize(t.encode("utf-8"), add_bos=add_special_tokens, special=False)))
-                for t in texts]  # fmt: skip
+        return [
+            SimpleNamespace(ids=list(self.llm.tokenize(t.encode("utf-8"), add_bos=add_special_tokens, special=False)))
+            for t in texts
+        ]
 
 
 class _Decoding:
@@ -149,7 +155,11 @@ class _Decoding:
 
     def sync(self, input_ids: np.ndarray) -> None:
         n = len(input_ids)
-        if self.start is None or n < self.start + self.read or (self.read and int(input_ids[self.start + self.read - 1]) != self.last):
+        if (
+            self.start is None
+            or n < self.start + self.read
+            or (self.read and int(input_ids[self.start + self.read - 1]) != self.last)
+        ):
             self.matcher = self.c.new_matcher()
             self.start, self.read, self.refused, self._ids = n, 0, False, None
         for t in input_ids[self.start + self.read :].tolist():
@@ -219,8 +229,12 @@ class LlamaCppConstraint:
         self.vocab = vocab
         width = int(llm.n_vocab())
         stops = eog_ids(llm)
-        served = ServedModel(tokenizer=str(llm.model_path), vocab_size=width, eos_token_id=int(llm.token_eos()),
-                             generation_eos_ids=tuple(sorted(stops)))  # fmt: skip
+        served = ServedModel(
+            tokenizer=str(llm.model_path),
+            vocab_size=width,
+            eos_token_id=int(llm.token_eos()),
+            generation_eos_ids=tuple(sorted(stops)),
+        )
         if self.vocab.num_tokens == width:
             served.know(self.vocab)
         parent = table = as_served_table(table)

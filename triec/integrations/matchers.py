@@ -124,8 +124,14 @@ class MatcherRows:
     def __init__(self) -> None:
         self._writers: OrderedDict[int, tuple[Any, Any]] = OrderedDict()  # id(schema table) -> (table, its writer)
 
-    def fill(self, matchers: Sequence[RequestMatcher], out: np.ndarray | None = None, rows: Sequence[int] | None = None,
-             *, ended: Iterable[int] | None = None) -> np.ndarray:  # fmt: skip
+    def fill(
+        self,
+        matchers: Sequence[RequestMatcher],
+        out: np.ndarray | None = None,
+        rows: Sequence[int] | None = None,
+        *,
+        ended: Iterable[int] | None = None,
+    ) -> np.ndarray:
         """``out[rows[i]]`` = the row of ``matchers[i]`` (``rows`` default: 0, 1, ...); returns ``out``.
 
         ``out`` may be None only where every matcher is of one schema table: the rows are then that table's writer's

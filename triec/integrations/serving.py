@@ -179,8 +179,13 @@ class ArtifactStore:
     share one table; the subsets of a replaced version are dropped with it.
     """
 
-    def __init__(self, directory: str | os.PathLike[str] | None = None, *, max_subsets: int = 256,
-                 max_subset_bytes: int | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        directory: str | os.PathLike[str] | None = None,
+        *,
+        max_subsets: int = 256,
+        max_subset_bytes: int | None = None,
+    ) -> None:
         raw = os.environ.get(ENV_DIR) if directory is None else os.fspath(directory)
         self.directory = Path(raw).resolve() if raw else None
         self._tables: dict[str, _Loaded] = {}
@@ -325,8 +330,9 @@ def eos_key(eos_token_ids: Iterable[int]) -> tuple[int, ...]:
     return tuple(sorted({int(e) for e in eos_token_ids}))
 
 
-def served_vocabulary(tokenizer: str | os.PathLike[str], vocab_size: int | None = None,
-                      eos_token_ids: Iterable[int] | None = None) -> Vocabulary:  # fmt: skip
+def served_vocabulary(
+    tokenizer: str | os.PathLike[str], vocab_size: int | None = None, eos_token_ids: Iterable[int] | None = None
+) -> Vocabulary:
     """The served tokenizer's decoded vocabulary: ``Vocabulary.load(tokenizer, vocab_size=..., eos_token_ids=...)``,
     once per process and arguments (the last :data:`MAX_VOCABULARIES` kept).
 
@@ -335,8 +341,11 @@ def served_vocabulary(tokenizer: str | os.PathLike[str], vocab_size: int | None 
     first load of a 150k-token tokenizer decodes it (about 0.4 s); triec's vocabulary cache keeps the result on
     disk, so later processes read it in milliseconds. Loads are serialized: a second caller waits for the first.
     """
-    key = (os.fspath(tokenizer), None if vocab_size is None else int(vocab_size),
-           None if eos_token_ids is None else eos_key(eos_token_ids))  # fmt: skip
+    key = (
+        os.fspath(tokenizer),
+        None if vocab_size is None else int(vocab_size),
+        None if eos_token_ids is None else eos_key(eos_token_ids),
+    )
     with _VOCABULARIES_LOCK:
         found = _VOCABULARIES.get(key)
         if found is None:
@@ -479,13 +488,15 @@ def known_server(served: ServedModel | None) -> ServedModel:
     """``served``, or RequestError where the server could not tell which model it runs (no artifact can be admitted
     without its width and tokenizer)."""
     if served is None:
-        raise RequestError("triec cannot tell which model this server runs (an unsupported server version?): "
-                           "artifacts are refused")  # fmt: skip
+        raise RequestError(
+            "triec cannot tell which model this server runs (an unsupported server version?): artifacts are refused"
+        )
     return served
 
 
-def admit_artifact(request: TriecRequest, store: ArtifactStore, served: ServedModel, stops: Iterable[int], *,
-                   fix_stops: str) -> Resolved:  # fmt: skip
+def admit_artifact(
+    request: TriecRequest, store: ArtifactStore, served: ServedModel, stops: Iterable[int], *, fix_stops: str
+) -> Resolved:
     """The one door for an artifact a request names, whatever the server: resolved by ``store`` (the file, then its
     restricted subset) and admitted (:func:`admit`). RequestError names the first failure."""
     found = store.open(request)
@@ -493,8 +504,9 @@ def admit_artifact(request: TriecRequest, store: ArtifactStore, served: ServedMo
     return found
 
 
-def admit(what: str, table: ServedTable, parent: ServedTable, served: ServedModel, stops: set[int], *,
-          fix_stops: str) -> None:  # fmt: skip
+def admit(
+    what: str, table: ServedTable, parent: ServedTable, served: ServedModel, stops: set[int], *, fix_stops: str
+) -> None:
     """The checks every server makes before serving ``table`` (a view of ``parent``) to ``served``; RequestError.
 
     The masks are as wide as the model's logits, the vocabulary is the model's (fingerprint, EOS ids included),
@@ -546,10 +558,10 @@ def warm_schema(table: SchemaTable) -> None:
     table.matcher()
 
 
-
 # ----------------------------------------------------------------------------- the process's store
 
 _STORE: ArtifactStore | None = None
+
 
 def store() -> ArtifactStore:
     """The process's artifact store (``TRIEC_ARTIFACT_DIR`` read on first use)."""
@@ -567,10 +579,34 @@ def reset_store(directory: str | os.PathLike[str] | None = None) -> ArtifactStor
 
 
 __all__ = [
-    "ARG_NAME", "ARG_RESTRICT", "ENV_DIR", "MAX_RESTRICT", "MAX_VOCABULARIES", "SETTLE_S", "STOPS_HINT", "SUFFIX",
-    "ArtifactStore", "Resolved", "ServedModel", "ServedTable", "TriecRequest", "admit", "admit_artifact",
-    "as_served_table", "check_request", "eos_key", "is_schema", "known_server", "parse_extra_args", "reset_store",
-    "restrict_values", "served_fingerprint", "served_model_from_config", "served_vocabulary", "store", "warm_schema",
-]  # fmt: skip
+    "ARG_NAME",
+    "ARG_RESTRICT",
+    "ENV_DIR",
+    "MAX_RESTRICT",
+    "MAX_VOCABULARIES",
+    "SETTLE_S",
+    "STOPS_HINT",
+    "SUFFIX",
+    "ArtifactStore",
+    "Resolved",
+    "ServedModel",
+    "ServedTable",
+    "TriecRequest",
+    "admit",
+    "admit_artifact",
+    "as_served_table",
+    "check_request",
+    "eos_key",
+    "is_schema",
+    "known_server",
+    "parse_extra_args",
+    "reset_store",
+    "restrict_values",
+    "served_fingerprint",
+    "served_model_from_config",
+    "served_vocabulary",
+    "store",
+    "warm_schema",
+]
 
 __getattr__ = renamed(__name__, {"Table": "triec.integrations.serving:ServedTable"})

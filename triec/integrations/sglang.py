@@ -213,8 +213,10 @@ class TriecGrammarObject(BaseGrammarObject):
             self.accepted_tokens.append(int(new_output_ids[i]))
 
     def __repr__(self) -> str:
-        return (f"TriecGrammarObject(key_type={self.key_type!r}, key_string={self.key_string[:60]!r}, "
-                f"accepted={len(self.accepted_tokens)})")  # fmt: skip
+        return (
+            f"TriecGrammarObject(key_type={self.key_type!r}, key_string={self.key_string[:60]!r}, "
+            f"accepted={len(self.accepted_tokens)})"
+        )
 
 
 _ROWS = MatcherRows()
@@ -313,9 +315,13 @@ class TriecGrammarBackend(_BoundedTriecCache, BaseGrammarBackend):
         return bool(self.fallback is not None and self.fallback.is_support_token_filter)
 
     def set_token_filter(
-        self, vocab_mask: torch.Tensor, token_ids: list[int], batch_idx: int, is_allowed: bool = True,
+        self,
+        vocab_mask: torch.Tensor,
+        token_ids: list[int],
+        batch_idx: int,
+        is_allowed: bool = True,
         reset_vocab_mask: bool = True,
-    ) -> None:  # fmt: skip
+    ) -> None:
         """Strict thinking's token filter: xgrammar's (the mask layout is the same)."""
         if self.fallback is not None:
             self.fallback.set_token_filter(vocab_mask, token_ids, batch_idx, is_allowed, reset_vocab_mask)
@@ -345,7 +351,9 @@ class TriecGrammarBackend(_BoundedTriecCache, BaseGrammarBackend):
 
     def _delegate(self, key_type: str, key_string: str) -> BaseGrammarObject:
         if self.fallback is None:
-            return InvalidGrammarObject(f"triec serves no such {key_type} and xgrammar is not available for this tokenizer")
+            return InvalidGrammarObject(
+                f"triec serves no such {key_type} and xgrammar is not available for this tokenizer"
+            )
         return getattr(self.fallback, f"dispatch_{key_type}")(key_string)
 
     def _serve(self, key_type: str, key_string: str, decide: Callable[[str], Served]) -> BaseGrammarObject:
@@ -407,7 +415,9 @@ def sglang_vocabulary(tokenizer: Any, vocab_size: int, eos_ids: Sequence[int] | 
 
     spec = getattr(tokenizer, "name_or_path", None) or get_serving().tokenizer_path
     if not spec:
-        raise TriecError("triec: cannot tell where SGLang's tokenizer was loaded from (no name_or_path, no tokenizer_path)")
+        raise TriecError(
+            "triec: cannot tell where SGLang's tokenizer was loaded from (no name_or_path, no tokenizer_path)"
+        )
     try:
         return served_vocabulary(spec, vocab_size, eos_ids), str(spec)
     except TriecError as exc:
@@ -418,7 +428,9 @@ STOPS_HINT = "SGLang's grammar backend stops on the model's EOS ids: compile the
 """What a refusal for an artifact whose EOS ids SGLang would not stop on suggests."""
 
 
-def init_backend(server_args: Any, tokenizer: Any, vocab_size: int, eos_token_ids: set[int] | None = None) -> BaseGrammarBackend:
+def init_backend(
+    server_args: Any, tokenizer: Any, vocab_size: int, eos_token_ids: set[int] | None = None
+) -> BaseGrammarBackend:
     """What SGLang's ``create_grammar_backend`` calls for ``triec``: the backend, wrapped for a reasoning parser.
 
     The stop tokens are the model's EOS set SGLang passes (xgrammar's own
@@ -437,8 +449,9 @@ def init_backend(server_args: Any, tokenizer: Any, vocab_size: int, eos_token_id
         eos = None if getattr(tokenizer, "eos_token_id", None) is None else [int(tokenizer.eos_token_id)]
     vocab, spec = sglang_vocabulary(tokenizer, vocab_size, eos)
     serving = get_serving()
-    constraints = Constraints(vocab, any_whitespace=not serving.constrained_json_disable_any_whitespace, tokenizer=spec,
-                              fix_stops=STOPS_HINT)  # fmt: skip
+    constraints = Constraints(
+        vocab, any_whitespace=not serving.constrained_json_disable_any_whitespace, tokenizer=spec, fix_stops=STOPS_HINT
+    )
     if serving.constrained_json_max_whitespace_cnt is not None:  # the schema layer's whitespace is unbounded
         constraints.schema_hook = None
     if fallback is not None:  # the schema layer's engine rows equal the fallback's, special tokens included
@@ -447,7 +460,12 @@ def init_backend(server_args: Any, tokenizer: Any, vocab_size: int, eos_token_id
         driver("xgrammar", vocab).use_tokenizer_info(fallback._tokenizer_info)
     vocab.automaton  # noqa: B018  # built (or read from the disk cache) now, not under the first request
     backend: BaseGrammarBackend = TriecGrammarBackend(constraints, fallback)
-    log.info("triec grammar backend: %s, EOS %s, xgrammar fallback %s", vocab, list(vocab.eos_token_ids), fallback is not None)
+    log.info(
+        "triec grammar backend: %s, EOS %s, xgrammar fallback %s",
+        vocab,
+        list(vocab.eos_token_ids),
+        fallback is not None,
+    )
     if serving.reasoning_parser:
         from sglang.srt.parser.reasoning_parser import ReasoningParser
 
@@ -488,8 +506,15 @@ def register() -> None:
 
 
 __all__ = [
-    "NAME", "STOPS_HINT", "RefusedGrammar", "TriecGrammarBackend", "TriecGrammarObject", "init_backend", "register",
-    "sglang_vocabulary", "xgrammar_backend",
-]  # fmt: skip
+    "NAME",
+    "STOPS_HINT",
+    "RefusedGrammar",
+    "TriecGrammarBackend",
+    "TriecGrammarObject",
+    "init_backend",
+    "register",
+    "sglang_vocabulary",
+    "xgrammar_backend",
+]
 
 __getattr__ = renamed(__name__, {"TriecGrammar": "triec.integrations.sglang:TriecGrammarObject"})

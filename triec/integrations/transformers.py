@@ -54,8 +54,13 @@ class TriecLogitsProcessor(LogitsProcessor):
     # (rows joining and leaving the batch) would scramble.
     supports_continuous_batching = False
 
-    def __init__(self, table: MaskTable | RestrictedTable | TorchMaskTable | SchemaTable, *,
-                 trigger: str | list[str] | None = None, vocab: TokenBytes | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        table: MaskTable | RestrictedTable | TorchMaskTable | SchemaTable,
+        *,
+        trigger: str | list[str] | None = None,
+        vocab: TokenBytes | None = None,
+    ) -> None:
         self._source = table
         # a schema table: the one kind here whose host_matched is true (a view and an upload have no such attribute)
         self._schema = cast("SchemaTable", table) if getattr(table, "host_matched", False) else None

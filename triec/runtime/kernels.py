@@ -68,10 +68,29 @@ def _kernels() -> dict[str, Any]:
     import triton.language as tl
 
     @triton.jit
-    def fill_rows(states, tables, out, out_stride, row_base, num_states, word_offsets, word_index, word_bits,
-                  dense_of, dense_rows, W, logits, logit_rows, logit_stride, V,
-                  APPLY: tl.constexpr, HAS_ROWS: tl.constexpr, BW: tl.constexpr, BP: tl.constexpr,
-                  BV: tl.constexpr):  # fmt: skip
+    def fill_rows(
+        states,
+        tables,
+        out,
+        out_stride,
+        row_base,
+        num_states,
+        word_offsets,
+        word_index,
+        word_bits,
+        dense_of,
+        dense_rows,
+        W,
+        logits,
+        logit_rows,
+        logit_stride,
+        V,
+        APPLY: tl.constexpr,
+        HAS_ROWS: tl.constexpr,
+        BW: tl.constexpr,
+        BP: tl.constexpr,
+        BV: tl.constexpr,
+    ):
         b = tl.program_id(0)
         t = tl.load(tables + b)
         s = tl.load(states + b).to(tl.int64)
@@ -110,8 +129,9 @@ def _kernels() -> dict[str, Any]:
                 tl.store(lrow + c, tl.where(keep, x, float("-inf")), mask=m)
 
     @triton.jit
-    def apply_rows(bitmask, mask_stride, W, logits, logit_rows, logit_stride, V, HAS_ROWS: tl.constexpr,
-                   BV: tl.constexpr):  # fmt: skip
+    def apply_rows(
+        bitmask, mask_stride, W, logits, logit_rows, logit_stride, V, HAS_ROWS: tl.constexpr, BV: tl.constexpr
+    ):
         b = tl.program_id(0)
         c = tl.program_id(1) * BV + tl.arange(0, BV)
         m = c < V
@@ -127,9 +147,26 @@ def _kernels() -> dict[str, Any]:
         tl.store(ptr, tl.where(keep, x, float("-inf")), mask=m)
 
     @triton.jit
-    def advance_rows(states, tables, tokens, out, B, row_base, num_states, pair_keys, num_keys, pair_next,
-                     accepting, eos, eos_lo, eos_count, V, STEPS: tl.constexpr, MAX_EOS: tl.constexpr,
-                     BB: tl.constexpr):  # fmt: skip
+    def advance_rows(
+        states,
+        tables,
+        tokens,
+        out,
+        B,
+        row_base,
+        num_states,
+        pair_keys,
+        num_keys,
+        pair_next,
+        accepting,
+        eos,
+        eos_lo,
+        eos_count,
+        V,
+        STEPS: tl.constexpr,
+        MAX_EOS: tl.constexpr,
+        BB: tl.constexpr,
+    ):
         i = tl.program_id(0) * BB + tl.arange(0, BB)
         m = i < B
         t = tl.load(tables + i, mask=m, other=0)
@@ -166,8 +203,6 @@ def _kernels() -> dict[str, Any]:
     return {"fill_rows": fill_rows, "apply_rows": apply_rows, "advance_rows": advance_rows}
 
 
-
-
 @dataclass
 class Packed:
     """Device arrays of one or more tables of the same width, concatenated; rows name their table."""
@@ -195,8 +230,13 @@ class Packed:
         return sum(v.numel() * v.element_size() for v in self.__dict__.values() if isinstance(v, torch.Tensor))
 
 
-def pack(arrays: Sequence[dict[str, np.ndarray]], num_states: Sequence[int], vocab_size: int, words_per_row: int,
-         device: torch.device) -> Packed:  # fmt: skip
+def pack(
+    arrays: Sequence[dict[str, np.ndarray]],
+    num_states: Sequence[int],
+    vocab_size: int,
+    words_per_row: int,
+    device: torch.device,
+) -> Packed:
     """Concatenate the device arrays of tables (``runtime.torch._device_arrays``) into one :class:`Packed`."""
     row_base, word_off, w_index, w_bits, dense_of, dense, keys, nxt, acc, eos, eos_lo, eos_n = ([] for _ in range(12))
     rows = words = dense_n = eos_at = 0
@@ -230,17 +270,26 @@ def pack(arrays: Sequence[dict[str, np.ndarray]], num_states: Sequence[int], voc
         return torch.from_numpy(np.ascontiguousarray(x, dtype=dtype)).to(device)
 
     return Packed(
-        vocab_size=vocab_size, words_per_row=words_per_row,
-        row_base=put(np.array(row_base), np.int64), num_states=put(np.array(num_states), np.int64),
+        vocab_size=vocab_size,
+        words_per_row=words_per_row,
+        row_base=put(np.array(row_base), np.int64),
+        num_states=put(np.array(num_states), np.int64),
         word_offsets=put(np.concatenate(word_off), np.int64),
-        word_index=put(np.concatenate([*w_index, [0]]), np.int32), word_bits=put(np.concatenate([*w_bits, [0]]), np.int32),
+        word_index=put(np.concatenate([*w_index, [0]]), np.int32),
+        word_bits=put(np.concatenate([*w_bits, [0]]), np.int32),
         dense_of=put(np.concatenate(dense_of), np.int32),
-        dense_rows=put(np.concatenate([np.zeros((1, words_per_row), np.int32), *dense]).reshape(-1, words_per_row), np.int32),
-        pair_keys=put(all_keys, np.int64), pair_next=put(np.concatenate([*nxt, [0]]), np.int32),
-        accepting=put(np.concatenate(acc), np.int8), eos=put(np.concatenate([*eos, [0]]), np.int64),
-        eos_lo=put(np.array(eos_lo), np.int64), eos_count=put(np.array(eos_n), np.int64),
-        max_eos=max(1, *eos_n), steps=max(1, int(all_keys.size).bit_length()),
-    )  # fmt: skip
+        dense_rows=put(
+            np.concatenate([np.zeros((1, words_per_row), np.int32), *dense]).reshape(-1, words_per_row), np.int32
+        ),
+        pair_keys=put(all_keys, np.int64),
+        pair_next=put(np.concatenate([*nxt, [0]]), np.int32),
+        accepting=put(np.concatenate(acc), np.int8),
+        eos=put(np.concatenate([*eos, [0]]), np.int64),
+        eos_lo=put(np.array(eos_lo), np.int64),
+        eos_count=put(np.array(eos_n), np.int64),
+        max_eos=max(1, *eos_n),
+        steps=max(1, int(all_keys.size).bit_length()),
+    )
 
 
 def _tables_of(p: Packed, tables: torch.Tensor | None, b: int, device: torch.device) -> torch.Tensor:
@@ -249,7 +298,9 @@ def _tables_of(p: Packed, tables: torch.Tensor | None, b: int, device: torch.dev
     return tables.reshape(-1).to(device=device, dtype=torch.int64)
 
 
-def fill(p: Packed, states: torch.Tensor, tables: torch.Tensor | None = None, out: torch.Tensor | None = None) -> torch.Tensor:
+def fill(
+    p: Packed, states: torch.Tensor, tables: torch.Tensor | None = None, out: torch.Tensor | None = None
+) -> torch.Tensor:
     """The ``(B, W)`` int32 bitmask rows of ``states`` (of ``tables[i]``); one launch."""
     s = states.reshape(-1).to(dtype=torch.int64)
     b = s.numel()
@@ -257,14 +308,40 @@ def fill(p: Packed, states: torch.Tensor, tables: torch.Tensor | None = None, ou
         out = torch.empty((b, p.words_per_row), dtype=torch.int32, device=s.device)
     if b:
         k = _kernels()["fill_rows"]
-        k[(b,)](s, _tables_of(p, tables, b, s.device), out, out.stride(0), p.row_base, p.num_states, p.word_offsets,
-                p.word_index, p.word_bits, p.dense_of, p.dense_rows, p.words_per_row, out, s, 0, 0,
-                APPLY=False, HAS_ROWS=False, BW=BLOCK_W, BP=BLOCK_P, BV=BLOCK_V)  # fmt: skip
+        k[(b,)](
+            s,
+            _tables_of(p, tables, b, s.device),
+            out,
+            out.stride(0),
+            p.row_base,
+            p.num_states,
+            p.word_offsets,
+            p.word_index,
+            p.word_bits,
+            p.dense_of,
+            p.dense_rows,
+            p.words_per_row,
+            out,
+            s,
+            0,
+            0,
+            APPLY=False,
+            HAS_ROWS=False,
+            BW=BLOCK_W,
+            BP=BLOCK_P,
+            BV=BLOCK_V,
+        )
     return out
 
 
-def fill_apply(p: Packed, logits: torch.Tensor, states: torch.Tensor, tables: torch.Tensor | None = None,
-               rows: torch.Tensor | None = None, scratch: torch.Tensor | None = None) -> torch.Tensor:  # fmt: skip
+def fill_apply(
+    p: Packed,
+    logits: torch.Tensor,
+    states: torch.Tensor,
+    tables: torch.Tensor | None = None,
+    rows: torch.Tensor | None = None,
+    scratch: torch.Tensor | None = None,
+) -> torch.Tensor:
     """Mask ``logits`` rows (``rows[i]``, else row i) to the allowed tokens of ``states[i]``, in place; one launch.
 
     The bitmask rows are written to ``scratch`` (``(B, W)`` int32, allocated when not given) on the way."""
@@ -275,10 +352,29 @@ def fill_apply(p: Packed, logits: torch.Tensor, states: torch.Tensor, tables: to
     if b:
         r = rows.reshape(-1).to(dtype=torch.int64) if rows is not None else s
         k = _kernels()["fill_rows"]
-        k[(b,)](s, _tables_of(p, tables, b, s.device), scratch, scratch.stride(0), p.row_base, p.num_states,
-                p.word_offsets, p.word_index, p.word_bits, p.dense_of, p.dense_rows, p.words_per_row, logits, r,
-                logits.stride(0), logits.shape[1], APPLY=True, HAS_ROWS=rows is not None, BW=BLOCK_W, BP=BLOCK_P,
-                BV=BLOCK_V)  # fmt: skip
+        k[(b,)](
+            s,
+            _tables_of(p, tables, b, s.device),
+            scratch,
+            scratch.stride(0),
+            p.row_base,
+            p.num_states,
+            p.word_offsets,
+            p.word_index,
+            p.word_bits,
+            p.dense_of,
+            p.dense_rows,
+            p.words_per_row,
+            logits,
+            r,
+            logits.stride(0),
+            logits.shape[1],
+            APPLY=True,
+            HAS_ROWS=rows is not None,
+            BW=BLOCK_W,
+            BP=BLOCK_P,
+            BV=BLOCK_V,
+        )
     return logits
 
 
@@ -288,8 +384,17 @@ def apply(logits: torch.Tensor, bitmask: torch.Tensor, rows: torch.Tensor | None
     if b:
         r = rows.reshape(-1).to(dtype=torch.int64) if rows is not None else bitmask
         grid = (b, (logits.shape[1] + BLOCK_V - 1) // BLOCK_V)
-        _kernels()["apply_rows"][grid](bitmask, bitmask.stride(0), bitmask.shape[1], logits, r, logits.stride(0),
-                                       logits.shape[1], HAS_ROWS=rows is not None, BV=BLOCK_V)  # fmt: skip
+        _kernels()["apply_rows"][grid](
+            bitmask,
+            bitmask.stride(0),
+            bitmask.shape[1],
+            logits,
+            r,
+            logits.stride(0),
+            logits.shape[1],
+            HAS_ROWS=rows is not None,
+            BV=BLOCK_V,
+        )
     return logits
 
 
@@ -301,7 +406,24 @@ def advance(p: Packed, states: torch.Tensor, tokens: torch.Tensor, tables: torch
     out = torch.empty(b, dtype=torch.int64, device=s.device)
     if b:
         grid = ((b + BLOCK_B - 1) // BLOCK_B,)
-        _kernels()["advance_rows"][grid](s, _tables_of(p, tables, b, s.device), t, out, b, p.row_base, p.num_states,
-                                         p.pair_keys, p.pair_keys.numel(), p.pair_next, p.accepting, p.eos, p.eos_lo,
-                                         p.eos_count, p.vocab_size, STEPS=p.steps, MAX_EOS=p.max_eos, BB=BLOCK_B)  # fmt: skip
+        _kernels()["advance_rows"][grid](
+            s,
+            _tables_of(p, tables, b, s.device),
+            t,
+            out,
+            b,
+            p.row_base,
+            p.num_states,
+            p.pair_keys,
+            p.pair_keys.numel(),
+            p.pair_next,
+            p.accepting,
+            p.eos,
+            p.eos_lo,
+            p.eos_count,
+            p.vocab_size,
+            STEPS=p.steps,
+            MAX_EOS=p.max_eos,
+            BB=BLOCK_B,
+        )
     return out

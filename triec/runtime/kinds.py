@@ -61,7 +61,9 @@ class Tokenization(StrEnum):
         try:
             return cls(found)
         except ValueError:
-            raise ValueError(f"'tokenization': expected {' or '.join(map(repr, TOKENIZATIONS))}, found {found!r:.40}") from None
+            raise ValueError(
+                f"'tokenization': expected {' or '.join(map(repr, TOKENIZATIONS))}, found {found!r:.40}"
+            ) from None
 
 
 TOKENIZATIONS: tuple[str, ...] = tuple(t.value for t in Tokenization)

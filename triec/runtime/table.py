@@ -42,7 +42,6 @@ if TYPE_CHECKING:
     from triec.runtime.torch import TorchMaskTable
 
 
-
 class MaskTable(StateQueries):
     """Allowed tokens and transitions for every prefix of a finite set of values.
 
@@ -336,14 +335,22 @@ class MaskTable(StateQueries):
     @property
     def served_nbytes(self) -> int:
         """What the serving caches count it as: its arrays, row words and value bytes."""
-        arrays = (self.allowed_offsets, self.allowed_tokens, self.allowed_next, self.value_state, self.value_lcp,
-                  self.state_byte)  # fmt: skip
+        arrays = (
+            self.allowed_offsets,
+            self.allowed_tokens,
+            self.allowed_next,
+            self.value_state,
+            self.value_lcp,
+            self.state_byte,
+        )
         words = state_words(self)
         values = self.value_bytes
         return (
-            sum(int(a.nbytes) for a in arrays) + int(words.offsets.nbytes + words.words.nbytes + words.bits.nbytes)
-            + sum(len(v) for v in values) + 40 * len(values)
-        )  # fmt: skip
+            sum(int(a.nbytes) for a in arrays)
+            + int(words.offsets.nbytes + words.words.nbytes + words.bits.nbytes)
+            + sum(len(v) for v in values)
+            + 40 * len(values)
+        )
 
     def check_tokenizer(self, fingerprint_or_vocab: Any) -> None:
         """Raise :class:`TokenizerMismatch` unless the vocabulary is the one compiled for.
@@ -359,7 +366,9 @@ class MaskTable(StateQueries):
             )
         eos = getattr(fingerprint_or_vocab, "eos_token_ids", None)
         if eos is not None and tuple(eos) != self.eos_token_ids:
-            raise TokenizerMismatch(f"artifact allows EOS ids {list(self.eos_token_ids)}, the vocabulary uses {list(eos)}")
+            raise TokenizerMismatch(
+                f"artifact allows EOS ids {list(self.eos_token_ids)}, the vocabulary uses {list(eos)}"
+            )
         width = getattr(fingerprint_or_vocab, "vocab_size", None)
         if width is not None and int(width) != self.vocab_size:
             raise TokenizerMismatch(f"artifact masks are {self.vocab_size} wide, the vocabulary is {width} wide")

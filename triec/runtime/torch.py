@@ -165,9 +165,12 @@ SPARSE_WORDS = 512
 
 
 def apply_bitmask_sparse(
-    logits: torch.Tensor, bitmask: torch.Tensor, indices: Sequence[int] | None, width: int,
+    logits: torch.Tensor,
+    bitmask: torch.Tensor,
+    indices: Sequence[int] | None,
+    width: int,
     dense: Callable[[Sequence[int]], None],
-) -> None:  # fmt: skip
+) -> None:
     """Mask host ``logits[i, :width]`` to -inf where bit ``t`` of ``bitmask[i]`` is 0, for ``i`` in ``indices``.
 
     xgrammar's ``apply_token_bitmask_inplace`` semantics on host tensors (``indices=None``: every row): rows of
@@ -207,7 +210,11 @@ class TorchMaskTable:
     """
 
     def __init__(
-        self, table: SetTable, device: str | torch.device | None = None, *, narrow_words: int = DEFAULT_NARROW_WORDS,
+        self,
+        table: SetTable,
+        device: str | torch.device | None = None,
+        *,
+        narrow_words: int = DEFAULT_NARROW_WORDS,
         kernels: bool | None = None,
     ) -> None:
         if narrow_words < 1:
@@ -226,7 +233,9 @@ class TorchMaskTable:
         self.word_bits: torch.Tensor = put["word_bits"]  # int32 [N + 1]
         self.wide_states: torch.Tensor = put["wide_states"]  # int64 [D], ascending
         self.dense_rows: torch.Tensor = put["dense_rows"]  # int32 [D + 1, W]; row 0 is all zero
-        self.pair_keys: torch.Tensor = put["pair_keys"]  # int64 [P + 1]: state * (V + 2) + token + 1, ascending, then a sentinel
+        self.pair_keys: torch.Tensor = put[
+            "pair_keys"
+        ]  # int64 [P + 1]: state * (V + 2) + token + 1, ascending, then a sentinel
         self.pair_next: torch.Tensor = put["pair_next"]  # int32 [P + 1]
         self.accepting: torch.Tensor = put["accepting"]  # bool [S + 1]
         self.eos: torch.Tensor = put["eos"]  # int64 [E]
@@ -236,8 +245,10 @@ class TorchMaskTable:
         self._source = table  # integrations/vllm/batch.py reads it until it reads .table (serving branch)
         self._token_rows: tuple[torch.Tensor, torch.Tensor] | None = None  # built on first mask_rows gather
         if kernels and not use_kernels(self.device):
-            raise RuntimeError(f"kernels=True: triton cannot run for {self.device} here (CUDA with triton installed, "
-                               "or TRITON_INTERPRET=1 set before triton is imported)")  # fmt: skip
+            raise RuntimeError(
+                f"kernels=True: triton cannot run for {self.device} here (CUDA with triton installed, "
+                "or TRITON_INTERPRET=1 set before triton is imported)"
+            )
         self.packed: Any = None
         """The fused kernels' arrays (:mod:`triec.runtime.kernels`), when they serve this device; else None."""
         if kernels or (kernels is None and use_kernels(self.device)):
@@ -249,9 +260,16 @@ class TorchMaskTable:
     def nbytes(self) -> int:
         """Device bytes held by the table's tensors (the fused kernels' packed copy included)."""
         tensors = (
-            self.word_offsets, self.word_index, self.word_bits, self.wide_states, self.dense_rows,
-            self.pair_keys, self.pair_next, self.accepting, self.eos,
-        )  # fmt: skip
+            self.word_offsets,
+            self.word_index,
+            self.word_bits,
+            self.wide_states,
+            self.dense_rows,
+            self.pair_keys,
+            self.pair_next,
+            self.accepting,
+            self.eos,
+        )
         packed = self.packed.nbytes if self.packed is not None else 0
         return int(sum(t.numel() * t.element_size() for t in tensors)) + packed
 
@@ -305,7 +323,11 @@ class TorchMaskTable:
         b = states.numel()
         if out is None:
             out = torch.empty((b, self.words_per_row), dtype=torch.int32, device=self.device)
-        elif out.shape != (b, self.words_per_row) or out.dtype != torch.int32 or not _same_device(out.device, self.device):
+        elif (
+            out.shape != (b, self.words_per_row)
+            or out.dtype != torch.int32
+            or not _same_device(out.device, self.device)
+        ):
             raise ValueError(
                 f"out must be an int32 tensor of shape ({b}, {self.words_per_row}) on {self.device}, "
                 f"got {out.dtype} {tuple(out.shape)} on {out.device}"
@@ -528,8 +550,14 @@ class TorchTableSet:
     after another, and ``tables`` is read on the host.
     """
 
-    def __init__(self, tables: Sequence[SetTable], device: str | torch.device | None = None, *,
-                 narrow_words: int = DEFAULT_NARROW_WORDS, kernels: bool | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        tables: Sequence[SetTable],
+        device: str | torch.device | None = None,
+        *,
+        narrow_words: int = DEFAULT_NARROW_WORDS,
+        kernels: bool | None = None,
+    ) -> None:
         if not tables:
             raise ValueError("a table set needs at least one table")
         widths = {t.vocab_size for t in tables}
@@ -548,7 +576,9 @@ class TorchTableSet:
             for t in tables:
                 t.check_indices()
             arrays = [_device_arrays(t, narrow_words)[1] for t in tables]
-            self.packed = k.pack(arrays, [t.num_states for t in tables], self.vocab_size, self.words_per_row, self.device)
+            self.packed = k.pack(
+                arrays, [t.num_states for t in tables], self.vocab_size, self.words_per_row, self.device
+            )
         else:
             self.tables = [TorchMaskTable(t, self.device, narrow_words=narrow_words, kernels=False) for t in tables]
         self.starts = tuple(t.start for t in tables)
@@ -560,7 +590,9 @@ class TorchTableSet:
         ids = torch.as_tensor(tables).reshape(-1).cpu()
         return [(int(g), torch.nonzero(ids == g).reshape(-1).to(self.device)) for g in torch.unique(ids).tolist()]
 
-    def fill(self, tables: torch.Tensor | Sequence[int], states: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+    def fill(
+        self, tables: torch.Tensor | Sequence[int], states: torch.Tensor, out: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """The ``(B, W)`` int32 bitmask rows of ``states[i]`` in table ``tables[i]``."""
         s = states.reshape(-1).to(device=self.device, dtype=torch.int64)
         if self.packed is not None:
@@ -573,8 +605,13 @@ class TorchTableSet:
             out[at] = self.tables[g].fill(s[at])
         return out
 
-    def mask_logits(self, logits: torch.Tensor, tables: torch.Tensor | Sequence[int], states: torch.Tensor,
-                    rows: torch.Tensor | None = None) -> torch.Tensor:  # fmt: skip
+    def mask_logits(
+        self,
+        logits: torch.Tensor,
+        tables: torch.Tensor | Sequence[int],
+        states: torch.Tensor,
+        rows: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         """Mask ``logits`` row ``rows[i]`` (else row i) to the allowed tokens of ``states[i]`` in ``tables[i]``."""
         s = states.reshape(-1).to(device=self.device, dtype=torch.int64)
         r = None if rows is None else rows.reshape(-1).to(device=logits.device, dtype=torch.int64)

@@ -109,7 +109,9 @@ class Triggered:
         # tokens that may complete a trigger from some state: those holding one, or starting with a trigger's tail
         tails = tuple({t[-j:] for t in self.automaton.triggers for j in range(1, len(t) + 1)})
         whole = self.automaton.triggers
-        candidates = [i for i, tb in enumerate(token_bytes) if tb and (tb.startswith(tails) or any(t in tb for t in whole))]
+        candidates = [
+            i for i, tb in enumerate(token_bytes) if tb and (tb.startswith(tails) or any(t in tb for t in whole))
+        ]
         canonical = table.canonical
         self.landing: list[dict[int, int]] = []  # per free state: token -> trie state after the trigger
         rows = np.empty((self.automaton.num_states, width), dtype=np.int32)

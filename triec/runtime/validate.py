@@ -88,11 +88,17 @@ def check_indices(table: TableArrays, source: str) -> None:
     decreasing = off[1:] < off[:-1]
     if decreasing.any():
         i = int(np.argmax(decreasing))
-        _fail(source, "allowed_offsets", f"expected non-decreasing offsets, found {off[i]} then {off[i + 1]} at state {i}")
+        _fail(
+            source, "allowed_offsets", f"expected non-decreasing offsets, found {off[i]} then {off[i + 1]} at state {i}"
+        )
     if _outside(tokens, v):
         i, t = _first_outside(tokens, v)
         state = int(np.searchsorted(off, i, side="right")) - 1
-        _fail(source, "allowed_tokens", f"expected ids in 0..{v - 1} (the mask width), found {t} at pair {i} (state {state})")
+        _fail(
+            source,
+            "allowed_tokens",
+            f"expected ids in 0..{v - 1} (the mask width), found {t} at pair {i} (state {state})",
+        )
     if _outside(nxt, s):
         i, n = _first_outside(nxt, s)
         _fail(source, "allowed_next", f"expected states in 0..{s - 1}, found {n} at pair {i}")
@@ -102,9 +108,15 @@ def check_indices(table: TableArrays, source: str) -> None:
     not_increasing = vs[1:] <= vs[:-1]
     if not_increasing.any():
         i = int(np.argmax(not_increasing)) + 1
-        _fail(source, "value_state", f"expected strictly increasing states, found {vs[i - 1]} then {vs[i]} at value {i}")
+        _fail(
+            source, "value_state", f"expected strictly increasing states, found {vs[i - 1]} then {vs[i]} at value {i}"
+        )
     if lcp.dtype.kind not in "iu" or int(lcp[0]) != 0 or int(lcp.min()) < 0:
-        _fail(source, "value_lcp", f"expected 0 for the first value and no negative length, found {lcp[0]} first, {lcp.min()} least")
+        _fail(
+            source,
+            "value_lcp",
+            f"expected 0 for the first value and no negative length, found {lcp[0]} first, {lcp.min()} least",
+        )
     if k > 1:
         # Value i creates the states value_state[i-1] + 1 .. value_state[i] after sharing lcp[i] bytes.
         ends = vs.astype(np.int64)

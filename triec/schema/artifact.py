@@ -52,11 +52,17 @@ _NO_GROUPS = Groups.pack([], [], {})
 """The three groups of crossing tokens of every slot, in file order."""
 
 SLOT_FIELDS: tuple[str, ...] = (
-    "num_states", "num_allowed", "num_values", "num_entries", "tail_bytes", "marker_bytes", "enter_state",
+    "num_states",
+    "num_allowed",
+    "num_values",
+    "num_entries",
+    "tail_bytes",
+    "marker_bytes",
+    "enter_state",
     "value_grammar",
     *(f"{g}_{c}" for g in GROUP_SETS for c in ("groups", "tokens", "rest_bytes", "label_bytes")),
     "open",
-)  # fmt: skip
+)
 """Columns of ``slot_table``, one row per slot (``enter_state`` is -1 for a slot never entered from a grammar;
 ``value_grammar`` is 1 when the slot's values each pick the grammar that follows; ``open`` is the byte every key
 starts with after the entry state: ``"`` for an enum's JSON strings)."""
@@ -104,10 +110,24 @@ LAYOUT: tuple[tuple[str, str], ...] = (
 """The version-3 sections, in file order."""
 
 HEADER_COUNTS: tuple[str, ...] = (
-    "num_slots", "num_grammars", "num_states", "num_allowed", "num_values", "num_entries", "num_value_grammar",
-    "num_slot_text", "num_groups", "num_group_tokens", "num_rest_bytes", "num_label_bytes", "num_grammar_text",
-    "num_after", "num_after_bytes", "num_grammar_slots", "num_info_bytes",
-)  # fmt: skip
+    "num_slots",
+    "num_grammars",
+    "num_states",
+    "num_allowed",
+    "num_values",
+    "num_entries",
+    "num_value_grammar",
+    "num_slot_text",
+    "num_groups",
+    "num_group_tokens",
+    "num_rest_bytes",
+    "num_label_bytes",
+    "num_grammar_text",
+    "num_after",
+    "num_after_bytes",
+    "num_grammar_slots",
+    "num_info_bytes",
+)
 """The totals of the header's ``schema`` map, in the order written."""
 
 
@@ -177,8 +197,16 @@ def encode_schema_artifact(table: SchemaTable) -> bytes:
         parts["entry_leaf"].append(s.entry_leaf)
         if s.value_grammar is not None:
             parts["value_grammar"].append(s.value_grammar)
-        row = [trie.num_states, trie.num_allowed, trie.num_values, int(s.entry_state.shape[0]), len(s.tail), len(marker),
-               int(s.enter_state), int(s.value_grammar is not None)]  # fmt: skip
+        row = [
+            trie.num_states,
+            trie.num_allowed,
+            trie.num_values,
+            int(s.entry_state.shape[0]),
+            len(s.tail),
+            len(marker),
+            int(s.enter_state),
+            int(s.value_grammar is not None),
+        ]
         for g in (s.exits, _NO_GROUPS, s.enters):  # tail groups are derived from the vocabulary at bind (Slot.bind)
             parts["group_offsets"].append(g.offsets)
             parts["group_tokens"].append(g.tokens)
@@ -201,8 +229,16 @@ def encode_schema_artifact(table: SchemaTable) -> bytes:
         parts["after_lengths"].append(np.array([len(a) for a in after], dtype=np.int64))
         parts["after_bytes"].append(np.frombuffer(b"".join(after), dtype=np.uint8))
         parts["grammar_slots"].append(np.array(gr.slots, dtype=np.int64))
-        grows.append([len(text), len(gr.template), len(after), len(gr.slots), GRAMMAR_KINDS.index(gr.spec.kind),
-                      WHITESPACE.index(gr.spec.whitespace)])
+        grows.append(
+            [
+                len(text),
+                len(gr.template),
+                len(after),
+                len(gr.slots),
+                GRAMMAR_KINDS.index(gr.spec.kind),
+                WHITESPACE.index(gr.spec.whitespace),
+            ]
+        )
     info = msgpack.packb(table.info, use_bin_type=True)
     parts["slot_table"] = [np.array(rows, dtype=np.int64).reshape(-1)]
     parts["grammar_table"] = [np.array(grows, dtype=np.int64).reshape(-1)]
@@ -307,33 +343,63 @@ def load_schema_artifact(
     if (col["tails_groups"] != 0).any():
         raise fail("slot_table", "a slot's tail groups are derived from the vocabulary; the file holds none")
     totals = {
-        "num_states": col["num_states"], "num_allowed": col["num_allowed"], "num_values": col["num_values"],
-        "num_entries": col["num_entries"], "num_slot_text": col["tail_bytes"] + col["marker_bytes"],
+        "num_states": col["num_states"],
+        "num_allowed": col["num_allowed"],
+        "num_values": col["num_values"],
+        "num_entries": col["num_entries"],
+        "num_slot_text": col["tail_bytes"] + col["marker_bytes"],
         "num_value_grammar": col["num_values"] * col["value_grammar"],
         "num_groups": sum(col[f"{g}_groups"] for g in GROUP_SETS),
         "num_group_tokens": sum(col[f"{g}_tokens"] for g in GROUP_SETS),
         "num_rest_bytes": sum(col[f"{g}_rest_bytes"] for g in GROUP_SETS),
         "num_label_bytes": sum(col[f"{g}_label_bytes"] for g in GROUP_SETS),
-    }  # fmt: skip
+    }
     for key, per_slot in totals.items():
         if int(np.sum(per_slot)) != int(sch[key]):
-            raise fail("slot_table", f"the slots' counts add up to {int(np.sum(per_slot))}, header field {key!r} says {sch[key]}")
+            raise fail(
+                "slot_table",
+                f"the slots' counts add up to {int(np.sum(per_slot))}, header field {key!r} says {sch[key]}",
+            )
     gtable = np.asarray(arrays["grammar_table"], dtype=np.int64).reshape(num_grammars, len(GRAMMAR_FIELDS))
     gcol = {name: gtable[:, i] for i, name in enumerate(GRAMMAR_FIELDS)}
     if gtable.size and (gtable < 0).any():
         raise fail("grammar_table", "counts must not be negative")
     if (gcol["kind"] >= len(GRAMMAR_KINDS)).any() or (gcol["whitespace"] >= len(WHITESPACE)).any():
-        raise fail("grammar_table", f"kind must lie in 0..{len(GRAMMAR_KINDS) - 1}, whitespace in 0..{len(WHITESPACE) - 1}")
-    for key, per in (("num_grammar_text", gcol["schema_bytes"] + gcol["template_bytes"]),
-                     ("num_after", gcol["num_after"]), ("num_grammar_slots", gcol["num_slots"])):
+        raise fail(
+            "grammar_table", f"kind must lie in 0..{len(GRAMMAR_KINDS) - 1}, whitespace in 0..{len(WHITESPACE) - 1}"
+        )
+    for key, per in (
+        ("num_grammar_text", gcol["schema_bytes"] + gcol["template_bytes"]),
+        ("num_after", gcol["num_after"]),
+        ("num_grammar_slots", gcol["num_slots"]),
+    ):
         if int(np.sum(per)) != int(sch[key]):
-            raise fail("grammar_table", f"the grammars' counts add up to {int(np.sum(per))}, header field {key!r} says {sch[key]}")
+            raise fail(
+                "grammar_table",
+                f"the grammars' counts add up to {int(np.sum(per))}, header field {key!r} says {sch[key]}",
+            )
     after_len = np.asarray(arrays["after_lengths"], dtype=np.int64)
     if int(after_len.sum()) != int(sch["num_after_bytes"]):
         raise fail("after_lengths", f"the lengths add up to {int(after_len.sum())}, not {sch['num_after_bytes']} bytes")
     build_options = header["build_options"]
-    cursors = dict.fromkeys(("states", "offsets", "allowed", "values", "text", "entries", "vg", "goff", "tok", "rest",
-                             "roff", "lab", "loff"), 0)  # fmt: skip
+    cursors = dict.fromkeys(
+        (
+            "states",
+            "offsets",
+            "allowed",
+            "values",
+            "text",
+            "entries",
+            "vg",
+            "goff",
+            "tok",
+            "rest",
+            "roff",
+            "lab",
+            "loff",
+        ),
+        0,
+    )
     slots: list[Slot] = []
     for i in range(num_slots):
         c = {name: int(col[name][i]) for name in SLOT_FIELDS}
@@ -387,24 +453,46 @@ def load_schema_artifact(
             cursors["tok"] += nt
             rest = take("group_rest", "rest", nr)
             lab = take("label_bytes", "lab", nl).tobytes()
-            for name, o, total in (("group_offsets", goff, nt), ("group_rest_offsets", roff, nr), ("label_offsets", loff, nl)):
+            for name, o, total in (
+                ("group_offsets", goff, nt),
+                ("group_rest_offsets", roff, nr),
+                ("label_offsets", loff, nl),
+            ):
                 if o[0] != 0 or o[-1] != total or (np.diff(o) < 0).any():
                     raise fail(name, f"slot {i} {g}: offsets must run from 0 to {total} without decreasing")
             labels = [lab[int(a) : int(b)] for a, b in zip(loff[:-1].tolist(), loff[1:].tolist(), strict=True)]
-            groups.append(Groups(
-                offsets=goff,
-                tokens=arrays["group_tokens"][t0 : t0 + nt],
-                kind=arrays["group_kind"][t0 : t0 + nt],
-                target=arrays["group_target"][t0 : t0 + nt],
-                leaf=arrays["group_leaf"][t0 : t0 + nt],
-                rest_offsets=roff,
-                rest=rest,
-                rest_token=arrays["group_rest_token"][t0 : t0 + nt],
-                labels=labels,
-            ))  # fmt: skip
+            groups.append(
+                Groups(
+                    offsets=goff,
+                    tokens=arrays["group_tokens"][t0 : t0 + nt],
+                    kind=arrays["group_kind"][t0 : t0 + nt],
+                    target=arrays["group_target"][t0 : t0 + nt],
+                    leaf=arrays["group_leaf"][t0 : t0 + nt],
+                    rest_offsets=roff,
+                    rest=rest,
+                    rest_token=arrays["group_rest_token"][t0 : t0 + nt],
+                    labels=labels,
+                )
+            )
         exits, tails, enters = groups
-        _check_slot(i, trie, tail, exits, tails, enters, es, eg, el, vg, c["enter_state"], num_grammars, vocab_size,
-                    eos, fail, verify)  # fmt: skip
+        _check_slot(
+            i,
+            trie,
+            tail,
+            exits,
+            tails,
+            enters,
+            es,
+            eg,
+            el,
+            vg,
+            c["enter_state"],
+            num_grammars,
+            vocab_size,
+            eos,
+            fail,
+            verify,
+        )
         # the tail's groups are not in the file: Slot.bind derives them from the vocabulary
         slots.append(Slot(trie, tail, c["enter_state"], marker, exits, es, eg, el, None, enters, vg, c["open"]))
     grammars: list[Grammar] = []
@@ -451,10 +539,17 @@ def load_schema_artifact(
         raise fail("info", "expected a msgpack map")
     cls = ConvertedSchemaTable if "legacy_format" in info else SchemaTable
     return cls(
-        slots=slots, grammars=grammars, start_slot=start_slot, start_grammar=start_grammar, engine=sch["engine"],
-        engine_version=sch["engine_version"] or None, convention=sch["convention"], info=info, source=source,
+        slots=slots,
+        grammars=grammars,
+        start_slot=start_slot,
+        start_grammar=start_grammar,
+        engine=sch["engine"],
+        engine_version=sch["engine_version"] or None,
+        convention=sch["convention"],
+        info=info,
+        source=source,
         header=header,
-    )  # fmt: skip
+    )
 
 
 def _outside(a: np.ndarray, lo: int, hi: int) -> bool:
@@ -463,10 +558,23 @@ def _outside(a: np.ndarray, lo: int, hi: int) -> bool:
 
 
 def _check_slot(
-    i: int, trie: MaskTable, tail: bytes, exits: Groups, tails: Groups, enters: Groups, es: np.ndarray, eg: np.ndarray,
-    el: np.ndarray, vg: np.ndarray | None, enter_state: int, num_grammars: int, vocab_size: int, eos: np.ndarray,
-    fail: Any, verify: bool,
-) -> None:  # fmt: skip
+    i: int,
+    trie: MaskTable,
+    tail: bytes,
+    exits: Groups,
+    tails: Groups,
+    enters: Groups,
+    es: np.ndarray,
+    eg: np.ndarray,
+    el: np.ndarray,
+    vg: np.ndarray | None,
+    enter_state: int,
+    num_grammars: int,
+    vocab_size: int,
+    eos: np.ndarray,
+    fail: Any,
+    verify: bool,
+) -> None:
     """Every index a matcher follows in one slot (each load), and with ``verify`` the order and kinds."""
     s_n, k_n, t_n = trie.num_states, trie.num_values, len(tail)
     if _outside(es, 0, s_n):
@@ -499,9 +607,17 @@ def _check_slot(
 
 
 def _verify_slot(
-    i: int, trie: MaskTable, tail: bytes, exits: Groups, tails: Groups, enters: Groups, es: np.ndarray, eg: np.ndarray,
-    enter_state: int, fail: Any,
-) -> None:  # fmt: skip
+    i: int,
+    trie: MaskTable,
+    tail: bytes,
+    exits: Groups,
+    tails: Groups,
+    enters: Groups,
+    es: np.ndarray,
+    eg: np.ndarray,
+    enter_state: int,
+    fail: Any,
+) -> None:
     leaves = np.asarray(trie.value_state, dtype=np.int64)
     e64, g64 = es.astype(np.int64), eg.astype(np.int64)
     if e64.size:
@@ -567,8 +683,16 @@ def expected_counts(schema: Any, source: str) -> dict[str, int]:
 
     if not isinstance(schema, dict):
         raise fail(f"expected a map, found {schema!r:.40}")
-    for key in ("name_property", "next_property", "prefix", "tail", "continuation", "continuation_sha256", "engine",
-                "engine_version"):
+    for key in (
+        "name_property",
+        "next_property",
+        "prefix",
+        "tail",
+        "continuation",
+        "continuation_sha256",
+        "engine",
+        "engine_version",
+    ):
         if not isinstance(schema.get(key), str):
             raise fail(f"{key!r}: expected a string, found {schema.get(key)!r:.40}")
     if not isinstance(schema.get("convention"), dict):
@@ -588,7 +712,9 @@ def expected_counts(schema: Any, source: str) -> dict[str, int]:
             raise fail(f"{key!r}: expected an integer in 0..2^32-1, found {v!r:.40}")
         n[key] = v
     if n["num_straddle_rows"] != len(tail) + n["num_heads"]:
-        raise fail(f"'num_straddle_rows' {n['num_straddle_rows']} is not len(tail) {len(tail)} + num_heads {n['num_heads']}")
+        raise fail(
+            f"'num_straddle_rows' {n['num_straddle_rows']} is not len(tail) {len(tail)} + num_heads {n['num_heads']}"
+        )
     return {
         "entry_state": n["num_entries"],
         "entry_row": n["num_entries"],
@@ -626,8 +752,11 @@ def check_schema_indices(trie: MaskTable, tail_len: int, arrays: dict[str, np.nd
         pos = np.minimum(np.searchsorted(leaves, el), leaves.shape[0] - 1)
         if np.any(leaves[pos] != el):
             raise fail("entry_leaf", "every entry must end at a key's end (a value_state)")
-    for name, data in (("straddle_offsets", "straddle_tokens"), ("straddle_rest_offsets", "straddle_rest"),
-                       ("head_offsets", "head_bytes")):
+    for name, data in (
+        ("straddle_offsets", "straddle_tokens"),
+        ("straddle_rest_offsets", "straddle_rest"),
+        ("head_offsets", "head_bytes"),
+    ):
         o = np.asarray(arrays[name], dtype=np.int64)
         total = int(arrays[data].shape[0])
         if o[0] != 0 or o[-1] != total or np.any(np.diff(o) < 0):
@@ -716,15 +845,27 @@ def build_schema_table(
     enters = _legacy_groups(arrays, range(0, 0), n, [])
     leaves = np.asarray(trie.value_state, dtype=np.int64)
     entry_leaf = np.searchsorted(leaves, np.asarray(arrays["entry_leaf"], dtype=np.int64)).astype(np.int32)
-    slot = Slot(trie, tail, -1, "", exits, np.asarray(arrays["entry_state"], dtype=np.int32),
-                (np.asarray(arrays["entry_row"], dtype=np.int64) - n).astype(np.int32), entry_leaf, tails, enters,
-                np.zeros(trie.num_values, dtype=np.int32))  # fmt: skip
+    slot = Slot(
+        trie,
+        tail,
+        -1,
+        "",
+        exits,
+        np.asarray(arrays["entry_state"], dtype=np.int32),
+        (np.asarray(arrays["entry_row"], dtype=np.int64) - n).astype(np.int32),
+        entry_leaf,
+        tails,
+        enters,
+        np.zeros(trie.num_values, dtype=np.int32),
+    )
     try:
         continuation = json.loads(s["continuation"])
         grammar_schema = canonical_json(with_enum(continuation, s["name_property"], [LEGACY_PLACEHOLDER]))
     except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
-        raise ArtifactContentError(f"{source}: header field 'schema': 'continuation' is not the tool schema it "
-                                   f"should be (an object with property {s['name_property']!r})") from None
+        raise ArtifactContentError(
+            f"{source}: header field 'schema': 'continuation' is not the tool schema it "
+            f"should be (an object with property {s['name_property']!r})"
+        ) from None
     template = prefix + json.dumps(LEGACY_PLACEHOLDER).encode("utf-8") + tail
     info = {
         "shape": "tool-call",
@@ -734,15 +875,26 @@ def build_schema_table(
         "next_property": s["next_property"],
         "continuation": s["continuation"],
         "continuation_sha256": s["continuation_sha256"],
-        "slots": [{"pointer": "/properties/" + s["name_property"].replace("~", "~0").replace("/", "~1"),
-                   "values": trie.num_values}],
+        "slots": [
+            {
+                "pointer": "/properties/" + s["name_property"].replace("~", "~0").replace("/", "~1"),
+                "values": trie.num_values,
+            }
+        ],
         "engine_enums": [],
-    }  # fmt: skip
+    }
     return ConvertedSchemaTable(
-        slots=[slot], grammars=[Grammar(GrammarSpec(grammar_schema), template, ())], start_slot=0, start_grammar=-1,
-        engine=s["engine"], engine_version=s["engine_version"] or None, convention=s["convention"], info=info,
-        source=source, header=header,
-    )  # fmt: skip
+        slots=[slot],
+        grammars=[Grammar(GrammarSpec(grammar_schema), template, ())],
+        start_slot=0,
+        start_grammar=-1,
+        engine=s["engine"],
+        engine_version=s["engine_version"] or None,
+        convention=s["convention"],
+        info=info,
+        source=source,
+        header=header,
+    )
 
 
 class ConvertedSchemaTable(SchemaTable):
@@ -759,10 +911,19 @@ class ConvertedSchemaTable(SchemaTable):
             from triec.engines import engine_version
 
             vocab = self.vocabulary()
-            found = SchemaTable(slots=[rejudged(s, vocab) for s in self.slots], grammars=self.grammars,
-                                start_slot=self.start_slot, start_grammar=self.start_grammar, engine=engine,
-                                engine_version=engine_version(engine), convention=self.convention, info=self.info,
-                                vocab=vocab, source=self.source, header=self.header)  # fmt: skip
+            found = SchemaTable(
+                slots=[rejudged(s, vocab) for s in self.slots],
+                grammars=self.grammars,
+                start_slot=self.start_slot,
+                start_grammar=self.start_grammar,
+                engine=engine,
+                engine_version=engine_version(engine),
+                convention=self.convention,
+                info=self.info,
+                vocab=vocab,
+                source=self.source,
+                header=self.header,
+            )
             self._twins[engine] = found
         return found
 
@@ -776,8 +937,20 @@ def rejudged(slot: Slot, vocab: Any) -> Slot:
 
     ti = token_index(vocab)
     exits = Groups.concat([below_group(ti, h, slot.tail, h) for h in slot.exits.labels])
-    return Slot(slot.trie, slot.tail, slot.enter_state, slot.marker, exits, slot.entry_state, slot.entry_group,
-                slot.entry_leaf, tail_groups(vocab, slot.tail), slot.enters, slot.value_grammar, slot.open)  # fmt: skip
+    return Slot(
+        slot.trie,
+        slot.tail,
+        slot.enter_state,
+        slot.marker,
+        exits,
+        slot.entry_state,
+        slot.entry_group,
+        slot.entry_leaf,
+        tail_groups(vocab, slot.tail),
+        slot.enters,
+        slot.value_grammar,
+        slot.open,
+    )
 
 
 def load_schema_table(
@@ -795,18 +968,33 @@ def load_schema_table(
 
 
 def parse_schema_sections(
-    buf: Any, header: dict[str, Any], data_start: int, version: int, source: str, *, verify: bool = False,
+    buf: Any,
+    header: dict[str, Any],
+    data_start: int,
+    version: int,
+    source: str,
+    *,
+    verify: bool = False,
     checksums: bool = False,
 ) -> dict[str, np.ndarray]:
     """Version 3's sections, or the first layout's (a mask table's six, then ten of its own); checked, as views."""
     if version != SCHEMA_FORMAT_VERSION:
-        return masks.parse_sections(buf, header, data_start, version, source, verify=verify, checksums=checksums,
-                                    extra_layout=SCHEMA_SECTIONS,
-                                    extra_counts=lambda h: expected_counts(h.get("schema"), source))  # fmt: skip
+        return masks.parse_sections(
+            buf,
+            header,
+            data_start,
+            version,
+            source,
+            verify=verify,
+            checksums=checksums,
+            extra_layout=SCHEMA_SECTIONS,
+            extra_counts=lambda h: expected_counts(h.get("schema"), source),
+        )
     masks.check_common_header(header, source)
     layout, expected = layout_counts(header, source)
-    return container.read_sections(buf, source, header, data_start, layout, expected, verify=verify,
-                                   checksums=checksums)  # fmt: skip
+    return container.read_sections(
+        buf, source, header, data_start, layout, expected, verify=verify, checksums=checksums
+    )
 
 
 def build_schema(

@@ -56,8 +56,10 @@ def pick_markers(vocab: Vocabulary, n: int, avoid: str = "") -> list[str]:
     after = token_index(vocab).after_quote
     out = [m for m in MARKERS if m.encode("utf-8")[0] not in after and m not in avoid and m != OTHER][:n]
     if len(out) < n or OTHER.encode("utf-8")[0] in after:
-        raise SchemaShapeError(f"this vocabulary has tokens with '\"' followed by every marker's first byte; "
-                               f"no enum can be served by a trie exactly with {vocab.name or 'it'}")
+        raise SchemaShapeError(
+            f"this vocabulary has tokens with '\"' followed by every marker's first byte; "
+            f"no enum can be served by a trie exactly with {vocab.name or 'it'}"
+        )
     return out
 
 
@@ -73,21 +75,38 @@ def _check_opener(vocab: Vocabulary, opener: int, marker: str, source: str) -> N
         _HOLDERS[key] = next((i for i, tb in enumerate(vocab.token_bytes) if needle in tb), None)
     holder = _HOLDERS[key]
     if holder is not None:
-        raise SchemaShapeError(f"{source}: token {holder} holds {needle!r} (the trigger's last byte, then the marker's "
-                               "first byte); served by the engine")
+        raise SchemaShapeError(
+            f"{source}: token {holder} holds {needle!r} (the trigger's last byte, then the marker's "
+            "first byte); served by the engine"
+        )
 
 
 def build_values_slot(
-    keys: list[bytes], vocab: Vocabulary, *, tail: bytes = b"", enter_state: int = -1, marker: str = "",
-    value_grammar: np.ndarray | None = None, open: int = 0x22,
+    keys: list[bytes],
+    vocab: Vocabulary,
+    *,
+    tail: bytes = b"",
+    enter_state: int = -1,
+    marker: str = "",
+    value_grammar: np.ndarray | None = None,
+    open: int = 0x22,
 ) -> Slot:
     """A slot over sorted, unique keys: trie, walk (with the partial tokens alive at key ends), crossing tokens."""
     trie = build_trie(keys)
     tr = walk(trie, vocab.automaton, vocab.vocab_size, leaf_entries=True)
     table = mask_table(trie, tr.offsets, tr.tokens, tr.next_state, vocab, keys=keys)
     assert tr.leaf_entries is not None
-    return build_slot(table, trie.depth, tr.leaf_entries, vocab, tail=tail, enter_state=enter_state, marker=marker,
-                      value_grammar=value_grammar, open=open)
+    return build_slot(
+        table,
+        trie.depth,
+        tr.leaf_entries,
+        vocab,
+        tail=tail,
+        enter_state=enter_state,
+        marker=marker,
+        value_grammar=value_grammar,
+        open=open,
+    )
 
 
 def compile_schema(
@@ -126,25 +145,31 @@ def compile_schema(
     found = locate(schema, threshold, engine, always=_tool_enum(schema, engine))
     served = found.slots
     if not served:
-        why = "; ".join(f"{s.pointer or '/'}: {s.reason}" for s in found.sites) or f"no string enum has {threshold} or more members"
-        raise SchemaShapeError(f"{source}: nothing for a trie to serve ({why}); serve this schema with the engine "
-                               f"alone, or lower the threshold (now {threshold})")
+        why = (
+            "; ".join(f"{s.pointer or '/'}: {s.reason}" for s in found.sites)
+            or f"no string enum has {threshold} or more members"
+        )
+        raise SchemaShapeError(
+            f"{source}: nothing for a trie to serve ({why}); serve this schema with the engine "
+            f"alone, or lower the threshold (now {threshold})"
+        )
     text = canonical_json(schema)
     markers = pick_markers(vocab, len(served) + 1, avoid=text)
     by_ptr = {s.pointer: markers[i] for i, s in enumerate(served)}
     if whitespace not in ("compact", "any"):
         raise SchemaShapeError(f"{source}: whitespace must be 'compact' or 'any', not {whitespace!r}")
     if whitespace == "any" and engine != "xgrammar":  # docs/decisions.md D23
-        raise SchemaShapeError(f"{source}: any whitespace is served with engine xgrammar only (llguidance's flexible "
-                               "mode disagreed with its own masks after rollbacks here); use compact output")
+        raise SchemaShapeError(
+            f"{source}: any whitespace is served with engine xgrammar only (llguidance's flexible "
+            "mode disagreed with its own masks after rollbacks here); use compact output"
+        )
     start = _start_shape(schema, served[0], engine) if whitespace == "compact" else None  # a literal prefix needs it
     grammar_schema = with_markers(schema, by_ptr)
     spec = GrammarSpec(canonical_json(grammar_schema), whitespace=whitespace)
     t1 = time.perf_counter()
     _ = vocab.automaton
     t2 = time.perf_counter()
-    entered = [i for i, site in enumerate(served)
-               if start is None or i > 0 or _used_elsewhere(schema, site.pointer)]
+    entered = [i for i, site in enumerate(served) if start is None or i > 0 or _used_elsewhere(schema, site.pointer)]
     slots: list[Slot] = []
     if start is not None:  # slot 0 starts the output: the literal prefix in its keys, then its literal tail
         prefix, tail, _prop = start
@@ -165,22 +190,35 @@ def compile_schema(
         "schema": text,
         "threshold": threshold,
         "whitespace": whitespace,
-        "slots": [{"pointer": served[i].pointer, "values": len(served[i].values)}
-                  for i in ([0] if start is not None else []) + entered],
-        "engine_enums": [{"pointer": s.pointer, "values": len(s.values), "reason": s.reason}
-                         for s in found.sites if not s.served],
+        "slots": [
+            {"pointer": served[i].pointer, "values": len(served[i].values)}
+            for i in ([0] if start is not None else []) + entered
+        ],
+        "engine_enums": [
+            {"pointer": s.pointer, "values": len(s.values), "reason": s.reason} for s in found.sites if not s.served
+        ],
     }
     if start is not None:
         info.update(prefix=start[0].decode("utf-8"), name_property=start[2])
-    table = SchemaTable(slots=slots, grammars=grammars, start_slot=start_slot, start_grammar=start_grammar,
-                        engine=engine, engine_version=engine_version(engine), convention=CONVENTION, info=info,
-                        vocab=vocab)
+    table = SchemaTable(
+        slots=slots,
+        grammars=grammars,
+        start_slot=start_slot,
+        start_grammar=start_grammar,
+        engine=engine,
+        engine_version=engine_version(engine),
+        convention=CONVENTION,
+        info=info,
+        vocab=vocab,
+    )
     stats.num_values = sum(s.num_values for s in table.slots)
     stats.duplicates = sum(s.duplicates for s in served)
     stats.value_bytes = sum(sum(map(len, s.keys)) for s in table.slots)
     stats.num_states = table.num_states
     stats.num_allowed = sum(s.trie.num_allowed for s in table.slots)
-    stats.phases.update({"schema": t1 - t0, "automaton": t2 - t1, "masks": t3 - t2, "assemble": time.perf_counter() - t3})
+    stats.phases.update(
+        {"schema": t1 - t0, "automaton": t2 - t1, "masks": t3 - t2, "assemble": time.perf_counter() - t3}
+    )
     return table
 
 
@@ -246,8 +284,16 @@ def compile_tools(
     Raises :class:`~triec.schema.tools.ToolsError` naming a bad entry.
     """
     with gc_paused():  # tens of thousands of small objects, all kept: collections would only walk them
-        return _compile_tools(tools, vocab, format=format, engine=engine, parallel=parallel, whitespace=whitespace,
-                              stats=stats, source=source)
+        return _compile_tools(
+            tools,
+            vocab,
+            format=format,
+            engine=engine,
+            parallel=parallel,
+            whitespace=whitespace,
+            stats=stats,
+            source=source,
+        )
 
 
 def _compile_tools(
@@ -283,8 +329,10 @@ def _compile_tools(
         raise ToolsError(f"{source}: whitespace must be 'compact' or 'any', not {whitespace!r}")
     flexible = whitespace == "any"
     if flexible and (engine != "xgrammar" or fmt.name == "hermes"):
-        raise ToolsError(f"{source}: any whitespace is served for the JSON formats with engine xgrammar only "
-                         "(hermes calls with free whitespace arrive as structural tags: compile_structural_tag)")
+        raise ToolsError(
+            f"{source}: any whitespace is served for the JSON formats with engine xgrammar only "
+            "(hermes calls with free whitespace arrive as structural tags: compile_structural_tag)"
+        )
     markers = pick_markers(vocab, 2)
     prefix = b"" if flexible else fmt.prefix.encode("utf-8")  # any whitespace: the start is a grammar of its own
     keys = name_keys(prefix, [t.name for t in parsed])
@@ -297,25 +345,53 @@ def _compile_tools(
     held = (0,) if multi else ()
     first = 1 if flexible else 0  # grammar 0 starts the output when the prefix is not literal
     grammars = [Grammar(start_grammar(fmt, parallel, markers[1]), b"", (0,))] if flexible else []
-    grammars += [Grammar(template=template, slots=held,
-                         make=lazy_call_grammar(fmt, parsed[i].name, parsed[i].parameters, parallel,
-                                                (markers[0], markers[1]), whitespace))
-                 for i in order]
+    grammars += [
+        Grammar(
+            template=template,
+            slots=held,
+            make=lazy_call_grammar(
+                fmt, parsed[i].name, parsed[i].parameters, parallel, (markers[0], markers[1]), whitespace
+            ),
+        )
+        for i in order
+    ]
     entered = multi or flexible
-    slot = build_values_slot(keys, vocab, tail=b"" if flexible else fmt.tail.encode("utf-8"),
-                             enter_state=len(prefix) if entered else -1, marker=markers[1] if entered else "",
-                             value_grammar=np.arange(first, first + len(keys), dtype=np.int32))
+    slot = build_values_slot(
+        keys,
+        vocab,
+        tail=b"" if flexible else fmt.tail.encode("utf-8"),
+        enter_state=len(prefix) if entered else -1,
+        marker=markers[1] if entered else "",
+        value_grammar=np.arange(first, first + len(keys), dtype=np.int32),
+    )
     t3 = time.perf_counter()
-    info = {"shape": "tools", "format": fmt.name, "parallel": bool(parallel), "prefix": prefix.decode("utf-8"),
-            "name_property": "name", "tools": len(parsed), "whitespace": whitespace}
-    table = SchemaTable(slots=[slot], grammars=grammars, start_slot=-1 if flexible else 0,
-                        start_grammar=0 if flexible else -1, engine=engine, engine_version=engine_version(engine),
-                        convention=CONVENTION, info=info, vocab=vocab)
+    info = {
+        "shape": "tools",
+        "format": fmt.name,
+        "parallel": bool(parallel),
+        "prefix": prefix.decode("utf-8"),
+        "name_property": "name",
+        "tools": len(parsed),
+        "whitespace": whitespace,
+    }
+    table = SchemaTable(
+        slots=[slot],
+        grammars=grammars,
+        start_slot=-1 if flexible else 0,
+        start_grammar=0 if flexible else -1,
+        engine=engine,
+        engine_version=engine_version(engine),
+        convention=CONVENTION,
+        info=info,
+        vocab=vocab,
+    )
     stats.num_values = len(keys)
     stats.value_bytes = sum(map(len, keys))
     stats.num_states = slot.num_states
     stats.num_allowed = slot.trie.num_allowed
-    stats.phases.update({"tools": t1 - t0, "automaton": t2 - t1, "masks": t3 - t2, "assemble": time.perf_counter() - t3})
+    stats.phases.update(
+        {"tools": t1 - t0, "automaton": t2 - t1, "masks": t3 - t2, "assemble": time.perf_counter() - t3}
+    )
     return table
 
 
@@ -362,22 +438,41 @@ def compile_structural_tag(
     trigger = plan.trigger or None
     first = 1 if trigger else 0  # grammar 0: the free text before the first tag
     grammars = [Grammar(GrammarSpec(start_grammar(plan, marker), kind="structural_tag"), b"", (0,))] if trigger else []
+
     def made(i: int) -> Callable[[], GrammarSpec]:  # each tag's grammar text is written when a sequence opens it
-        return lambda: GrammarSpec(tag_grammar(plan.contents[i], plan.ends[i], plan.separator, opener, plan.multi,
-                                               marker, trigger, plan.excludes), kind="structural_tag")  # fmt: skip
+        return lambda: GrammarSpec(
+            tag_grammar(
+                plan.contents[i], plan.ends[i], plan.separator, opener, plan.multi, marker, trigger, plan.excludes
+            ),
+            kind="structural_tag",
+        )
 
     grammars += [Grammar(template=b"", slots=held, make=made(i)) for i in order]
     t1 = time.perf_counter()
     entered = plan.multi or trigger is not None
-    slot = build_values_slot(keys, vocab, enter_state=0 if entered else -1, marker=marker if entered else "",
-                             value_grammar=np.arange(first, first + len(keys), dtype=np.int32), open=keys[0][0])
+    slot = build_values_slot(
+        keys,
+        vocab,
+        enter_state=0 if entered else -1,
+        marker=marker if entered else "",
+        value_grammar=np.arange(first, first + len(keys), dtype=np.int32),
+        open=keys[0][0],
+    )
     t2 = time.perf_counter()
     info = {"shape": "structural-tag", "tag": text, "tags": len(keys), "multi": plan.multi}
     if trigger:
         info.update({"trigger": trigger, "at_least_one": plan.at_least_one})
-    table = SchemaTable(slots=[slot], grammars=grammars, start_slot=-1 if trigger else 0,
-                        start_grammar=0 if trigger else -1, engine=engine,
-                        engine_version=engine_version(engine), convention=CONVENTION, info=info, vocab=vocab)  # fmt: skip
+    table = SchemaTable(
+        slots=[slot],
+        grammars=grammars,
+        start_slot=-1 if trigger else 0,
+        start_grammar=0 if trigger else -1,
+        engine=engine,
+        engine_version=engine_version(engine),
+        convention=CONVENTION,
+        info=info,
+        vocab=vocab,
+    )
     stats.num_values = len(keys)
     stats.value_bytes = sum(map(len, keys))
     stats.num_states = slot.num_states

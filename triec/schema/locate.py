@@ -31,12 +31,29 @@ are cheap there), while from 16,384 xgrammar's compile is 12-22x and its mean ro
 compile about 2x (it refuses 100,000). A tool call's names are served whatever their number."""
 
 # keywords next to "enum" that do not change which strings it admits
-_ENUM_OK = {"enum", "type", "title", "description", "$comment", "examples", "default", "$id", "deprecated",
-            "readOnly", "writeOnly"}
+_ENUM_OK = {
+    "enum",
+    "type",
+    "title",
+    "description",
+    "$comment",
+    "examples",
+    "default",
+    "$id",
+    "deprecated",
+    "readOnly",
+    "writeOnly",
+}
 # subschema positions where a value stands on its own (a property's value, an array item...)
 _MAP_POSITIONS = ("properties", "patternProperties", "$defs", "definitions")
-_ONE_POSITIONS = ("items", "additionalProperties", "additionalItems", "unevaluatedProperties", "unevaluatedItems",
-                  "propertyNames")
+_ONE_POSITIONS = (
+    "items",
+    "additionalProperties",
+    "additionalItems",
+    "unevaluatedProperties",
+    "unevaluatedItems",
+    "propertyNames",
+)
 _LIST_POSITIONS = ("prefixItems",)
 _ALTERNATIVES = ("anyOf", "oneOf")
 _PLAIN_COMBINATOR = {"title", "description", "$comment", "type"}  # what may stand next to anyOf/oneOf
@@ -64,8 +81,9 @@ class Located:
         return [s for s in self.sites if s.served]
 
 
-def locate(schema: Any, threshold: int = DEFAULT_THRESHOLD, engine: str = "llguidance",
-           always: tuple[str, ...] = ()) -> Located:
+def locate(
+    schema: Any, threshold: int = DEFAULT_THRESHOLD, engine: str = "llguidance", always: tuple[str, ...] = ()
+) -> Located:
     """Every string enum of at least ``threshold`` members (or at a pointer of ``always``, whatever its size),
     and whether a trie may serve it."""
     out = Located()
@@ -76,8 +94,15 @@ def locate(schema: Any, threshold: int = DEFAULT_THRESHOLD, engine: str = "llgui
     return out
 
 
-def _collect(node: Any, ptr: str, threshold: int, engine: str, out: Located, by: dict[str, EnumSite],
-             always: frozenset[str] = frozenset()) -> None:
+def _collect(
+    node: Any,
+    ptr: str,
+    threshold: int,
+    engine: str,
+    out: Located,
+    by: dict[str, EnumSite],
+    always: frozenset[str] = frozenset(),
+) -> None:
     if isinstance(node, dict):
         e = node.get("enum")
         if isinstance(e, list) and e and (len(e) >= threshold or ptr in always):
@@ -90,7 +115,10 @@ def _collect(node: Any, ptr: str, threshold: int, engine: str, out: Located, by:
             elif node.get("type", "string") not in ("string", ["string"]):
                 site.served, site.reason = False, f'"type" is {node.get("type")!r}, not "string"'
             elif engine == "llguidance" and _CONTROL.search("".join(values)):
-                site.served, site.reason = False, "a member holds a control character, which llguidance spells several ways"
+                site.served, site.reason = (
+                    False,
+                    "a member holds a control character, which llguidance spells several ways",
+                )
             out.sites.append(site)
             by[ptr] = site
         for k, v in node.items():
@@ -186,7 +214,10 @@ def _check_positions(root: Any, node: Any, ptr: str, sites: dict[str, EnumSite],
             if any(_may_take_string(n) for n in others) or len({p for p, _ in hit}) > 1:
                 for p, _ in hit:
                     if sites[p].served:
-                        sites[p].served, sites[p].reason = False, "another alternative at its position may take a string"
+                        sites[p].served, sites[p].reason = (
+                            False,
+                            "another alternative at its position may take a string",
+                        )
     for k, v in node.items():
         child = f"{ptr}/{_escape(k)}"
         if k in _OPAQUE:
@@ -240,8 +271,10 @@ def with_markers(schema: Any, markers: dict[str, str]) -> Any:
     def visit(node: Any, ptr: str) -> Any:
         if isinstance(node, dict):
             if ptr in markers:
-                return {**{k: v for k, v in node.items() if k not in ("enum", "default", "examples")},
-                        "enum": [markers[ptr]]}
+                return {
+                    **{k: v for k, v in node.items() if k not in ("enum", "default", "examples")},
+                    "enum": [markers[ptr]],
+                }
             return {k: visit(v, f"{ptr}/{_escape(k)}") for k, v in node.items()}
         if isinstance(node, list):
             return [visit(v, f"{ptr}/{i}") for i, v in enumerate(node)]

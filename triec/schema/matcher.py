@@ -60,8 +60,19 @@ class State:
     last: bytes = b""  # triggered tags: the last bytes the engines read (a trigger's prefix must end them to enter)
 
     def copy(self) -> State:
-        return State(self.phase, self.g, self.m, self.s, self.pos, self.val, self.chosen, self.visit, self.cache,
-                     self.fresh, self.last)  # fmt: skip
+        return State(
+            self.phase,
+            self.g,
+            self.m,
+            self.s,
+            self.pos,
+            self.val,
+            self.chosen,
+            self.visit,
+            self.cache,
+            self.fresh,
+            self.last,
+        )
 
 
 class SchemaMatcher(TokenSteps, Generic[Table]):
@@ -228,8 +239,10 @@ class SchemaMatcher(TokenSteps, Generic[Table]):
         if st.phase == TAILP:
             assert slot.tails is not None  # bound: a matcher's table.vocabulary() binds every slot
             return self._judged(st, slot, slot.tails, st.pos, st.val)
-        out = [self._judged(st, slot, slot.exits, int(slot.entry_group[k]), int(slot.entry_leaf[k]))
-               for k in slot.entries_at(st.pos)]
+        out = [
+            self._judged(st, slot, slot.exits, int(slot.entry_group[k]), int(slot.entry_leaf[k]))
+            for k in slot.entries_at(st.pos)
+        ]
         return np.concatenate(out) if out else _EMPTY
 
     def _judged(self, st: State, slot: Slot, groups: Groups, gi: int, val: int) -> np.ndarray:
@@ -676,4 +689,3 @@ def _head_gates(table: SchemaParts) -> list[np.ndarray]:
 
 def _byte_tokens(table: SchemaParts) -> np.ndarray:
     return token_index(table.vocabulary()).byte_token
-

@@ -29,8 +29,13 @@ class Grammar:
 
     __slots__ = ("_spec", "_make", "template", "slots")
 
-    def __init__(self, spec: GrammarSpec | None = None, template: bytes = b"", slots: tuple[int, ...] = (),
-                 make: Callable[[], GrammarSpec] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        spec: GrammarSpec | None = None,
+        template: bytes = b"",
+        slots: tuple[int, ...] = (),
+        make: Callable[[], GrammarSpec] | None = None,
+    ) -> None:
         if (spec is None) == (make is None):
             raise TriecError("a grammar has a spec or a way to make one")
         self._spec, self._make = spec, make

@@ -40,8 +40,20 @@ CONVENTION = {
 ENGINES = ("llguidance", "xgrammar")
 
 # Keywords that never change the language (annotations) or that we interpret ourselves.
-_TOP_LEVEL = {"type", "properties", "required", "additionalProperties", "$defs", "definitions", "title",
-              "description", "$schema", "$id", "$comment", "examples"}
+_TOP_LEVEL = {
+    "type",
+    "properties",
+    "required",
+    "additionalProperties",
+    "$defs",
+    "definitions",
+    "title",
+    "description",
+    "$schema",
+    "$id",
+    "$comment",
+    "examples",
+}
 _NAME_KEYWORDS = {"enum", "type", "title", "description", "$comment", "examples"}
 
 
@@ -109,8 +121,10 @@ def parse_tool_schema(schema: Any, engine: str = "llguidance", source: str = "sc
         raise fail(f"expected a JSON object (a JSON Schema), found {type(schema).__name__}")
     extra = sorted(set(schema) - _TOP_LEVEL)
     if extra:
-        raise fail(f"keyword {extra[0]!r} is not supported at the top level (allowed: {', '.join(sorted(_TOP_LEVEL))}); "
-                   "it could make the text after the name depend on the name or not be literal")
+        raise fail(
+            f"keyword {extra[0]!r} is not supported at the top level (allowed: {', '.join(sorted(_TOP_LEVEL))}); "
+            "it could make the text after the name depend on the name or not be literal"
+        )
     if schema.get("type") != "object":
         raise fail(f'"type" must be "object", found {schema.get("type")!r}')
     props = schema.get("properties")
@@ -120,11 +134,15 @@ def parse_tool_schema(schema: Any, engine: str = "llguidance", source: str = "sc
     name_prop, next_prop = keys[0], keys[1]
     required = schema.get("required")
     if not isinstance(required, list) or set(required) != set(keys) or len(required) != len(set(required)):
-        raise fail(f'"required" must list every property ({", ".join(keys)}): an optional property makes the text '
-                   "after the name not literal")
+        raise fail(
+            f'"required" must list every property ({", ".join(keys)}): an optional property makes the text '
+            "after the name not literal"
+        )
     if schema.get("additionalProperties", False) is not False:
-        raise fail('"additionalProperties" must be false or absent: extra properties could come between the name and '
-                   f"{next_prop!r}")
+        raise fail(
+            '"additionalProperties" must be false or absent: extra properties could come between the name and '
+            f"{next_prop!r}"
+        )
     for prop in keys:
         bad = _control(prop)
         if bad:
@@ -136,8 +154,10 @@ def parse_tool_schema(schema: Any, engine: str = "llguidance", source: str = "sc
         raise fail(f'the first property {name_prop!r} must be a string "enum" (the names); found {spec!r:.60}')
     bad_kw = sorted(set(spec) - _NAME_KEYWORDS)
     if bad_kw:
-        raise fail(f"property {name_prop!r}: keyword {bad_kw[0]!r} is not supported next to \"enum\" (allowed: "
-                   f"{', '.join(sorted(_NAME_KEYWORDS))})")
+        raise fail(
+            f'property {name_prop!r}: keyword {bad_kw[0]!r} is not supported next to "enum" (allowed: '
+            f"{', '.join(sorted(_NAME_KEYWORDS))})"
+        )
     if spec.get("type", "string") != "string":
         raise fail(f'property {name_prop!r}: "type" must be "string", found {spec.get("type")!r}')
     members = spec["enum"]

@@ -98,7 +98,6 @@ class Groups:
             labels=list(labels),
         )
 
-
     @staticmethod
     def concat(parts: list[Groups]) -> Groups:
         """Groups after groups (each part's groups keep their order)."""
@@ -113,10 +112,14 @@ class Groups:
             n += int(g.offsets[-1])
             r += int(g.rest_offsets[-1])
         return Groups(
-            offsets=np.concatenate(offsets), tokens=np.concatenate([g.tokens for g in parts]),
-            kind=np.concatenate([g.kind for g in parts]), target=np.concatenate([g.target for g in parts]),
-            leaf=np.concatenate([g.leaf for g in parts]), rest_offsets=np.concatenate(rest_offsets),
-            rest=np.concatenate([g.rest for g in parts]), rest_token=np.concatenate([g.rest_token for g in parts]),
+            offsets=np.concatenate(offsets),
+            tokens=np.concatenate([g.tokens for g in parts]),
+            kind=np.concatenate([g.kind for g in parts]),
+            target=np.concatenate([g.target for g in parts]),
+            leaf=np.concatenate([g.leaf for g in parts]),
+            rest_offsets=np.concatenate(rest_offsets),
+            rest=np.concatenate([g.rest for g in parts]),
+            rest_token=np.concatenate([g.rest_token for g in parts]),
             labels=[lab for g in parts for lab in g.labels],
         )
 
@@ -143,8 +146,10 @@ def below_group(ti: TokenIndex, prefix: bytes, tail: bytes, label: bytes) -> Gro
     raw = rest.tobytes()
     first_id = ti.first_id
     ro = rest_offsets.tolist()
-    rest_token = np.array([first_id.get(raw[ro[k] : ro[k + 1]], -1) if kind[k] == DYNAMIC else -1
-                           for k in range(ids.shape[0])], dtype=np.int32)
+    rest_token = np.array(
+        [first_id.get(raw[ro[k] : ro[k + 1]], -1) if kind[k] == DYNAMIC else -1 for k in range(ids.shape[0])],
+        dtype=np.int32,
+    )
     order = np.argsort(ids, kind="stable")
     if not np.array_equal(order, np.arange(order.shape[0])):  # ids are ascending within equal bytes only
         ids, kind, target = ids[order], kind[order], target[order]
@@ -154,9 +159,17 @@ def below_group(ti: TokenIndex, prefix: bytes, tail: bytes, label: bytes) -> Gro
         rest_offsets = np.zeros(ids.shape[0] + 1, dtype=np.int64)
         np.cumsum(rl, out=rest_offsets[1:])
         rest_token = rest_token[order]
-    return Groups(offsets=np.array([0, ids.shape[0]], dtype=np.int64), tokens=ids.astype(np.int32), kind=kind,
-                  target=target, leaf=np.full(ids.shape[0], -1, dtype=np.int32), rest_offsets=rest_offsets, rest=rest,
-                  rest_token=rest_token, labels=[label])
+    return Groups(
+        offsets=np.array([0, ids.shape[0]], dtype=np.int64),
+        tokens=ids.astype(np.int32),
+        kind=kind,
+        target=target,
+        leaf=np.full(ids.shape[0], -1, dtype=np.int32),
+        rest_offsets=rest_offsets,
+        rest=rest,
+        rest_token=rest_token,
+        labels=[label],
+    )
 
 
 _HEADS: OrderedDict[tuple[str, int, bytes, bytes], Groups] = OrderedDict()
@@ -216,10 +229,17 @@ def _merge(a: Groups, b: Groups) -> Groups:
     rl = np.diff(both.rest_offsets)[order]
     rest_offsets = np.zeros(order.shape[0] + 1, dtype=np.int64)
     np.cumsum(rl, out=rest_offsets[1:])
-    return Groups(offsets=np.array([0, order.shape[0]], dtype=np.int64), tokens=both.tokens[order],
-                  kind=both.kind[order], target=both.target[order], leaf=both.leaf[order], rest_offsets=rest_offsets,
-                  rest=both.rest[concat_ranges(both.rest_offsets[:-1][order], rl)], rest_token=both.rest_token[order],
-                  labels=[b""])
+    return Groups(
+        offsets=np.array([0, order.shape[0]], dtype=np.int64),
+        tokens=both.tokens[order],
+        kind=both.kind[order],
+        target=both.target[order],
+        leaf=both.leaf[order],
+        rest_offsets=rest_offsets,
+        rest=both.rest[concat_ranges(both.rest_offsets[:-1][order], rl)],
+        rest_token=both.rest_token[order],
+        labels=[b""],
+    )
 
 
 def classify(rest: bytes, tail: bytes) -> tuple[int, int, bytes] | None:
@@ -357,12 +377,27 @@ def build_slot(
     remap = np.cumsum(live) - 1
     e_state, e_group, e_leaf = start[keep], remap[inverse[keep]], leaf[keep]
     order = np.lexsort((e_group, e_state))
-    exits = Groups.concat([g for g, ok in zip(head_groups, live.tolist(), strict=True) if ok]) if live.any() \
+    exits = (
+        Groups.concat([g for g, ok in zip(head_groups, live.tolist(), strict=True) if ok])
+        if live.any()
         else Groups.pack([], [], ti.first_id)
+    )
     tails = tail_groups(vocab, tail)
     enters = Groups.pack([], [], ti.first_id)
-    slot = Slot(trie_table, tail, enter_state, marker, exits, e_state[order].astype(np.int32),
-                e_group[order].astype(np.int32), e_leaf[order].astype(np.int32), tails, enters, value_grammar, open)
+    slot = Slot(
+        trie_table,
+        tail,
+        enter_state,
+        marker,
+        exits,
+        e_state[order].astype(np.int32),
+        e_group[order].astype(np.int32),
+        e_leaf[order].astype(np.int32),
+        tails,
+        enters,
+        value_grammar,
+        open,
+    )
     if enter_state >= 0:
         slot.enters = _enter_groups(slot, vocab)
         slot.words, slot.dynamic = static_rows(slot)

@@ -198,8 +198,10 @@ class SchemaTable:
         return self.values_of(0)
 
     def __repr__(self) -> str:
-        return (f"SchemaTable(shape={self.info.get('shape', '?')}, slots={len(self.slots)}, "
-                f"values={self.num_values}, states={self.num_states}, grammars={len(self.grammars)}, engine={self.engine})")
+        return (
+            f"SchemaTable(shape={self.info.get('shape', '?')}, slots={len(self.slots)}, "
+            f"values={self.num_values}, states={self.num_states}, grammars={len(self.grammars)}, engine={self.engine})"
+        )
 
     # ------------------------------------------------------------- engine
 
@@ -296,10 +298,19 @@ class SchemaTable:
         if found is None:
             from triec.engines import engine_version
 
-            found = SchemaTable(slots=self.slots, grammars=self.grammars, start_slot=self.start_slot,
-                                start_grammar=self.start_grammar, engine=engine, engine_version=engine_version(engine),
-                                convention=self.convention, info=self.info, vocab=self.vocab, source=self.source,
-                                header=self.header)
+            found = SchemaTable(
+                slots=self.slots,
+                grammars=self.grammars,
+                start_slot=self.start_slot,
+                start_grammar=self.start_grammar,
+                engine=engine,
+                engine_version=engine_version(engine),
+                convention=self.convention,
+                info=self.info,
+                vocab=self.vocab,
+                source=self.source,
+                header=self.header,
+            )
             self._twins[engine] = found
         return found
 
@@ -310,8 +321,10 @@ class SchemaTable:
         if engine == "llguidance":  # compile_schema keeps such enums from llguidance; a twin must too
             for i, slot in enumerate(self.slots):
                 if slot.open == 0x22 and _CONTROL_ESCAPE.search(b"\x00".join(slot.keys)):
-                    raise TriecError(f"slot {i}: a value holds a control character, which llguidance accepts in several "
-                                     "spellings (\\n, \\u000a, \\u000A); serve this table with xgrammar")
+                    raise TriecError(
+                        f"slot {i}: a value holds a control character, which llguidance accepts in several "
+                        "spellings (\\n, \\u000a, \\u000A); serve this table with xgrammar"
+                    )
 
     def matcher(self, engine: str | None = None) -> SchemaMatcher[SchemaTable]:
         """A fresh per-sequence matcher (xgrammar / llguidance style); ``engine`` overrides the compile's."""

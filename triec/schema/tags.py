@@ -59,12 +59,28 @@ def from_legacy(doc: dict[str, Any]) -> dict[str, Any]:
     """The legacy ``{"structures": [{"begin", "schema", "end"}], "triggers": [...]}`` as the ``triggered_tags``
     format it stands for (xgrammar's ``compile_structural_tag(tags, triggers)``)."""
     structures = doc.get("structures")
-    tags = [{"type": "tag", "begin": s.get("begin"), "end": s.get("end"),
-             "content": {"type": "json_schema", "json_schema": {} if s.get("schema") is None else s.get("schema")}}
-            if isinstance(s, dict) else s for s in structures] if isinstance(structures, list) else structures  # fmt: skip
+    tags = (
+        [
+            {
+                "type": "tag",
+                "begin": s.get("begin"),
+                "end": s.get("end"),
+                "content": {"type": "json_schema", "json_schema": {} if s.get("schema") is None else s.get("schema")},
+            }
+            if isinstance(s, dict)
+            else s
+            for s in structures
+        ]
+        if isinstance(structures, list)
+        else structures
+    )
     # SGLang reads a top-level "at_least_one" too (xgrammar's legacy call has none: false)
-    return {"type": "triggered_tags", "triggers": doc.get("triggers"), "tags": tags,
-            "at_least_one": doc.get("at_least_one", False) is True}  # fmt: skip
+    return {
+        "type": "triggered_tags",
+        "triggers": doc.get("triggers"),
+        "tags": tags,
+        "at_least_one": doc.get("at_least_one", False) is True,
+    }
 
 
 def parse_structural_tag(doc: Any, source: str = "structural tag") -> TagPlan:
@@ -95,8 +111,11 @@ def parse_structural_tag(doc: Any, source: str = "structural tag") -> TagPlan:
         triggers, excludes = doc.get("triggers"), doc.get("excludes", [])
         if not isinstance(tags, list) or not tags or not isinstance(triggers, list) or not triggers:
             raise fail('"triggered_tags" needs non-empty "tags" and "triggers" lists')
-        if not all(isinstance(t, str) and t for t in triggers) or not isinstance(excludes, list) or \
-                not all(isinstance(e, str) for e in excludes):  # fmt: skip
+        if (
+            not all(isinstance(t, str) and t for t in triggers)
+            or not isinstance(excludes, list)
+            or not all(isinstance(e, str) for e in excludes)
+        ):
             raise fail('"triggers" and "excludes" must be lists of strings')
         if len(set(triggers)) != 1:
             raise fail("several triggers are served by the engine (triec serves one trigger)")
@@ -112,8 +131,10 @@ def parse_structural_tag(doc: Any, source: str = "structural tag") -> TagPlan:
             raise fail('"at_least_one": false lets the output hold no tag; served by the engine')
         multi = not doc.get("stop_after_first", False)
     else:
-        raise fail(f"format type {kind!r} is served by the engine (triec serves \"tag\", \"tags_with_separator\" and "
-                   "\"triggered_tags\" with one trigger)")
+        raise fail(
+            f'format type {kind!r} is served by the engine (triec serves "tag", "tags_with_separator" and '
+            '"triggered_tags" with one trigger)'
+        )
     begins, contents, ends = [], [], []
     seen: dict[str, int] = {}
     for i, t in enumerate(tags):
@@ -156,8 +177,9 @@ def hermes_tag(tools: list[tuple[str, Any]], tool_choice: str = "auto", parallel
             tags.append({"type": "tag", "begin": begin + name + '", "arguments": ', "content": content, "end": end})
     fmt: dict[str, Any] = (
         {"type": "triggered_tags", "triggers": ["<tool_call>"], "tags": tags, "at_least_one": False}
-        if tool_choice == "auto" else {"type": "tags_with_separator", "tags": tags, "separator": "", "at_least_one": True}
-    )  # fmt: skip
+        if tool_choice == "auto"
+        else {"type": "tags_with_separator", "tags": tags, "separator": "", "at_least_one": True}
+    )
     fmt["stop_after_first"] = not parallel
     return {"type": "structural_tag", "format": fmt}
 
@@ -165,9 +187,13 @@ def hermes_tag(tools: list[tuple[str, Any]], tool_choice: str = "auto", parallel
 def free_text(trigger: str, marker: str, excludes: tuple[str, ...]) -> dict[str, Any]:
     """Free text as a triggered tag's grammar writes it: any text until the trigger, which only the marker follows
     (where the begins' slot takes over); EOS where no trigger is pending."""
-    fmt: dict[str, Any] = {"type": "triggered_tags", "triggers": [trigger], "tags": [
-        {"type": "tag", "begin": trigger, "content": {"type": "const_string", "value": marker}, "end": ""}],
-        "at_least_one": False, "stop_after_first": True}  # fmt: skip
+    fmt: dict[str, Any] = {
+        "type": "triggered_tags",
+        "triggers": [trigger],
+        "tags": [{"type": "tag", "begin": trigger, "content": {"type": "const_string", "value": marker}, "end": ""}],
+        "at_least_one": False,
+        "stop_after_first": True,
+    }
     if excludes:
         fmt["excludes"] = list(excludes)
     return fmt
@@ -175,13 +201,24 @@ def free_text(trigger: str, marker: str, excludes: tuple[str, ...]) -> dict[str,
 
 def start_grammar(plan: TagPlan, marker: str) -> str:
     """A triggered tag's grammar before its first tag: the free text (or, with ``at_least_one``, the trigger)."""
-    fmt = free_text(plan.trigger, marker, plan.excludes) if not plan.at_least_one else \
-        {"type": "const_string", "value": plan.trigger + marker}  # fmt: skip
+    fmt = (
+        free_text(plan.trigger, marker, plan.excludes)
+        if not plan.at_least_one
+        else {"type": "const_string", "value": plan.trigger + marker}
+    )
     return json.dumps({"type": "structural_tag", "format": fmt}, ensure_ascii=False, separators=(",", ":"))
 
 
-def tag_grammar(content: Any, end: str, separator: str, opener: str, multi: bool, marker: str,
-                plan_trigger: str | None = None, excludes: tuple[str, ...] = ()) -> str:  # fmt: skip
+def tag_grammar(
+    content: Any,
+    end: str,
+    separator: str,
+    opener: str,
+    multi: bool,
+    marker: str,
+    plan_trigger: str | None = None,
+    excludes: tuple[str, ...] = (),
+) -> str:
     """One tag's grammar after its begin: its content, its end, and (more tags allowed) optionally the separator
     and the next begin's first byte with the marker, where the begins' slot takes over again; for triggered
     tags (``plan_trigger``), the free text after the tag, until the trigger and the marker."""
@@ -190,5 +227,8 @@ def tag_grammar(content: Any, end: str, separator: str, opener: str, multi: bool
         elements.append(free_text(plan_trigger, marker, excludes))
     elif multi:
         elements.append({"type": "optional", "content": {"type": "const_string", "value": separator + opener + marker}})
-    return json.dumps({"type": "structural_tag", "format": {"type": "sequence", "elements": elements}},
-                      ensure_ascii=False, separators=(",", ":"))
+    return json.dumps(
+        {"type": "structural_tag", "format": {"type": "sequence", "elements": elements}},
+        ensure_ascii=False,
+        separators=(",", ":"),
+    )

@@ -82,8 +82,11 @@ def looks_like_tools(doc: Any) -> bool:
     """A JSON array of tool entries, or an object ``{"tools": [...]}`` (MCP's ``tools/list`` result)."""
     if isinstance(doc, dict) and isinstance(doc.get("tools"), list):
         doc = doc["tools"]
-    return isinstance(doc, list) and bool(doc) and all(isinstance(t, dict) and ("name" in t or "function" in t)
-                                                       for t in doc)
+    return (
+        isinstance(doc, list)
+        and bool(doc)
+        and all(isinstance(t, dict) and ("name" in t or "function" in t) for t in doc)
+    )
 
 
 def parse_tools(doc: Any, source: str = "tools", engine: str = "llguidance") -> list[Tool]:
@@ -92,7 +95,7 @@ def parse_tools(doc: Any, source: str = "tools", engine: str = "llguidance") -> 
     if isinstance(doc, dict) and isinstance(doc.get("tools"), list):
         doc = doc["tools"]
     if not isinstance(doc, list) or not doc:
-        raise ToolsError(f"{source}: expected a non-empty JSON array of tools (or {{\"tools\": [...]}})")
+        raise ToolsError(f'{source}: expected a non-empty JSON array of tools (or {{"tools": [...]}})')
     out: list[Tool] = []
     seen: dict[str, int] = {}
     for i, entry in enumerate(doc):
@@ -105,14 +108,16 @@ def parse_tools(doc: Any, source: str = "tools", engine: str = "llguidance") -> 
             if not isinstance(fn, dict):
                 raise ToolsError(f"{where}.function: expected an object, found {type(fn).__name__}")
             if entry.get("type", "function") != "function":
-                raise ToolsError(f"{where}.type: expected \"function\", found {entry.get('type')!r}")
+                raise ToolsError(f'{where}.type: expected "function", found {entry.get("type")!r}')
             where += ".function"
         name = fn.get("name")
         if not isinstance(name, str) or not name:
             raise ToolsError(f"{where}.name: expected a non-empty string, found {name!r}")
         if engine == "llguidance" and _CONTROL.search(name):
-            raise ToolsError(f"{where}.name: {name!r} holds a control character, which llguidance accepts in several "
-                             "spellings; compile with engine xgrammar or rename the tool")
+            raise ToolsError(
+                f"{where}.name: {name!r} holds a control character, which llguidance accepts in several "
+                "spellings; compile with engine xgrammar or rename the tool"
+            )
         if name in seen:
             raise ToolsError(f"{where}.name: {name!r} is already the name of tools[{seen[name]}]; names must be unique")
         seen[name] = i
@@ -137,8 +142,10 @@ def _check_refs(schema: dict[str, Any], where: str) -> None:
         if isinstance(node, dict):
             ref = node.get("$ref")
             if isinstance(ref, str) and not any(ref.startswith(f"#/{d}/") for d in _DEFS):
-                raise ToolsError(f"{where}{path}.$ref: {ref!r} points outside the tool's $defs; only '#/$defs/...' "
-                                 "references can move into a call's schema")
+                raise ToolsError(
+                    f"{where}{path}.$ref: {ref!r} points outside the tool's $defs; only '#/$defs/...' "
+                    "references can move into a call's schema"
+                )
             for k, v in node.items():
                 visit(v, f"{path}.{k}")
         elif isinstance(node, list):
@@ -160,15 +167,18 @@ def _split_defs(params: Any) -> tuple[Any, dict[str, Any]]:
 
 
 def _branch(fmt: Format, name_value: Any, params: Any, strict: bool) -> dict[str, Any]:
-    branch: dict[str, Any] = {"properties": {"name": {"type": "string", "enum": [name_value]}, fmt.key: params},
-                              "required": ["name", fmt.key]}
+    branch: dict[str, Any] = {
+        "properties": {"name": {"type": "string", "enum": [name_value]}, fmt.key: params},
+        "required": ["name", fmt.key],
+    }
     if strict:
         branch = {"type": "object", **branch, "additionalProperties": False}
     return branch
 
 
-def call_grammar(fmt: Format, params: Any, *, parallel: bool, name_marker: str, next_marker: str,
-                 whitespace: str = "compact") -> GrammarSpec:
+def call_grammar(
+    fmt: Format, params: Any, *, parallel: bool, name_marker: str, next_marker: str, whitespace: str = "compact"
+) -> GrammarSpec:
     """One tool's grammar: its call with the name ``name_marker``, then (multi-call formats) the next call up to
     its name, ``next_marker``, where the names slot takes over again."""
     from triec.schema.shape import canonical_json
@@ -220,12 +230,15 @@ def lazy_call_grammar(
     def make() -> GrammarSpec:
         if isinstance(params, dict):
             _check_refs(params, f"tool {name!r}: parameters")
-        spec = call_grammar(fmt, params, parallel=parallel, name_marker=markers[0], next_marker=markers[1],
-                            whitespace=whitespace)
+        spec = call_grammar(
+            fmt, params, parallel=parallel, name_marker=markers[0], next_marker=markers[1], whitespace=whitespace
+        )
         text = spec.schema + "".join(spec.after)
         if text.count(markers[0]) != 1 or text.count(markers[1]) != (1 if parallel and fmt.multi else 0):
-            raise ToolsError(f"a tool's parameters hold U+{ord(markers[0]):X} or U+{ord(markers[1]):X}, private-use "
-                             "characters triec marks names with; remove them from the schema")
+            raise ToolsError(
+                f"a tool's parameters hold U+{ord(markers[0]):X} or U+{ord(markers[1]):X}, private-use "
+                "characters triec marks names with; remove them from the schema"
+            )
         return spec
 
     return make
@@ -257,8 +270,12 @@ def hermes_lark(schema: dict[str, Any], parallel: bool) -> str:
     """llguidance's grammar of the hermes format: tagged calls, each the JSON of one call, ``\\n`` between."""
     options = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
     start = 'start: call ("\\n" call)*' if parallel else "start: call"
-    return ('%llguidance {"no_forcing": true}\n' + start + '\ncall: "<tool_call>\\n" j "\\n</tool_call>"\nj: %json '
-            + json.dumps({**schema, "x-guidance": options}, ensure_ascii=False))
+    return (
+        '%llguidance {"no_forcing": true}\n'
+        + start
+        + '\ncall: "<tool_call>\\n" j "\\n</tool_call>"\nj: %json '
+        + json.dumps({**schema, "x-guidance": options}, ensure_ascii=False)
+    )
 
 
 def hermes_ebnf(json_ebnf: str, parallel: bool) -> str:
@@ -292,8 +309,9 @@ def whole_format_grammar(tools: list[Tool], fmt: Format, parallel: bool, drv: An
     if drv.name == "llguidance":
         return drv.compile_lark(hermes_lark(schema, parallel), "tool-call grammar")
     xgr = drv.xgr
-    g = xgr.Grammar.from_json_schema(json.dumps(schema, ensure_ascii=False), any_whitespace=False,
-                                     separators=(", ", ": "))
+    g = xgr.Grammar.from_json_schema(
+        json.dumps(schema, ensure_ascii=False), any_whitespace=False, separators=(", ", ": ")
+    )
     return drv.engine.compiler.compile_grammar(xgr.Grammar.from_ebnf(hermes_ebnf(str(g), parallel)))
 
 
@@ -319,8 +337,14 @@ def tools_from_required_schema(doc: Any) -> tuple[list[Tool], bool] | None:
         if not isinstance(props, dict) or list(props) != ["name", "parameters"]:
             return None
         name = props["name"]
-        if not (isinstance(name, dict) and set(name) == {"type", "enum"} and name["type"] == "string"
-                and isinstance(name["enum"], list) and len(name["enum"]) == 1 and isinstance(name["enum"][0], str)):
+        if not (
+            isinstance(name, dict)
+            and set(name) == {"type", "enum"}
+            and name["type"] == "string"
+            and isinstance(name["enum"], list)
+            and len(name["enum"]) == 1
+            and isinstance(name["enum"][0], str)
+        ):
             return None
         params = props["parameters"]
         if defs and isinstance(params, dict):

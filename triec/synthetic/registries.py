@@ -101,8 +101,35 @@ retries timeout_seconds threshold percentage enabled visibility role permissions
 WORDS = """fast slow red green blue small medium large low normal high urgent open closed pending active
 inactive draft published archived asc desc daily weekly monthly yearly json csv xml pdf png
 celsius fahrenheit metric imperial economy business first public private internal""".split()
-HARD_PIECES = ['"', "\\", "/", "\t", "\n", "\x01", "\x1f", "\x7f", "\u2028", " ", "é", "ß", "Ω", "日本語",
-               "데이터", "😀", "🚀", "\u00a0", "'", "`", "{", "}", "<tool_call>", "%", "$", "\\u0041", "\\n"]
+HARD_PIECES = [
+    '"',
+    "\\",
+    "/",
+    "\t",
+    "\n",
+    "\x01",
+    "\x1f",
+    "\x7f",
+    "\u2028",
+    " ",
+    "é",
+    "ß",
+    "Ω",
+    "日本語",
+    "데이터",
+    "😀",
+    "🚀",
+    "\u00a0",
+    "'",
+    "`",
+    "{",
+    "}",
+    "<tool_call>",
+    "%",
+    "$",
+    "\\u0041",
+    "\\n",
+]
 
 
 def _canon(s: Any) -> str:
@@ -207,8 +234,12 @@ class _Gen:
         elif k < 0.49:
             d.update(type="string", minLength=r.randint(1, 3), maxLength=r.randint(8, 64))
         elif k < 0.52:
-            d.update(type="string", pattern=r.choice(["^[A-Z]{3}$", "^[a-z0-9_-]{3,16}$", "^\\+?[0-9]{7,15}$",
-                                                       "^[A-Z]{2}[0-9]{2}[A-Z0-9]{4,30}$"]))
+            d.update(
+                type="string",
+                pattern=r.choice(
+                    ["^[A-Z]{3}$", "^[a-z0-9_-]{3,16}$", "^\\+?[0-9]{7,15}$", "^[A-Z]{2}[0-9]{2}[A-Z0-9]{4,30}$"]
+                ),
+            )
         elif k < 0.64:
             lo = r.choice([0, 1, -100, 0])
             d.update(type="integer")
@@ -250,8 +281,12 @@ class _Gen:
             if depth < 3 and k < 0.10:
                 props[p] = self.obj(depth + 1, defs, 1, 4)
             elif depth < 3 and k < 0.16:
-                props[p] = {"type": "array", "items": self.obj(depth + 1, defs, 1, 3), "minItems": r.randint(0, 1),
-                            **({"maxItems": r.randint(2, 20)} if r.random() < 0.5 else {})}
+                props[p] = {
+                    "type": "array",
+                    "items": self.obj(depth + 1, defs, 1, 3),
+                    "minItems": r.randint(0, 1),
+                    **({"maxItems": r.randint(2, 20)} if r.random() < 0.5 else {}),
+                }
             elif k < 0.22:
                 props[p] = self.ref(defs)
             elif depth < 3 and k < 0.24:
@@ -268,20 +303,41 @@ class _Gen:
         return o
 
     SHARED_DEFS = {
-        "Money": {"type": "object", "properties": {"amount": {"type": "number", "minimum": 0},
-                                                   "currency": {"type": "string", "pattern": "^[A-Z]{3}$"}},
-                  "required": ["amount", "currency"], "additionalProperties": False},
-        "GeoPoint": {"type": "object", "properties": {"lat": {"type": "number", "minimum": -90, "maximum": 90},
-                                                      "lon": {"type": "number", "minimum": -180, "maximum": 180}},
-                     "required": ["lat", "lon"], "additionalProperties": False},
-        "DateRange": {"type": "object", "properties": {"start": {"type": "string", "format": "date"},
-                                                       "end": {"type": "string", "format": "date"}},
-                      "required": ["start"], "additionalProperties": False},
-        "FilterNode": {"type": "object", "properties": {
-            "field": {"type": "string"}, "op": {"type": "string", "enum": ["eq", "ne", "lt", "gt", "in"]},
-            "value": {"type": ["string", "number", "boolean", "null"]},
-            "and": {"type": "array", "items": {"$ref": "#/$defs/FilterNode"}, "maxItems": 4}},
-            "required": ["field", "op"], "additionalProperties": False},
+        "Money": {
+            "type": "object",
+            "properties": {
+                "amount": {"type": "number", "minimum": 0},
+                "currency": {"type": "string", "pattern": "^[A-Z]{3}$"},
+            },
+            "required": ["amount", "currency"],
+            "additionalProperties": False,
+        },
+        "GeoPoint": {
+            "type": "object",
+            "properties": {
+                "lat": {"type": "number", "minimum": -90, "maximum": 90},
+                "lon": {"type": "number", "minimum": -180, "maximum": 180},
+            },
+            "required": ["lat", "lon"],
+            "additionalProperties": False,
+        },
+        "DateRange": {
+            "type": "object",
+            "properties": {"start": {"type": "string", "format": "date"}, "end": {"type": "string", "format": "date"}},
+            "required": ["start"],
+            "additionalProperties": False,
+        },
+        "FilterNode": {
+            "type": "object",
+            "properties": {
+                "field": {"type": "string"},
+                "op": {"type": "string", "enum": ["eq", "ne", "lt", "gt", "in"]},
+                "value": {"type": ["string", "number", "boolean", "null"]},
+                "and": {"type": "array", "items": {"$ref": "#/$defs/FilterNode"}, "maxItems": 4},
+            },
+            "required": ["field", "op"],
+            "additionalProperties": False,
+        },
     }
 
     def ref(self, defs: dict[str, Any]) -> dict[str, Any]:
@@ -318,24 +374,65 @@ class _Gen:
         r = self.r
         i = self.tool_index
         options: list[tuple[str, dict[str, Any]]] = [
-            ("llguidance", {"type": "object", "properties": {"tags": {"type": "array", "items": {"type": "string"},
-                                                                      "uniqueItems": True}, "n": {"type": "integer", "minimum": i}}}),
-            ("llguidance", {"type": "object", "properties": {"link": {"type": "string", "format": "uri-reference"},
-                                                             "n": {"type": "integer", "maximum": i}}}),
-            ("llguidance", {"type": "object", "properties": {"code": {"type": "string", "pattern": f"^(?!x)[a-z]{{{1 + i % 5}}}$"}}}),
+            (
+                "llguidance",
+                {
+                    "type": "object",
+                    "properties": {
+                        "tags": {"type": "array", "items": {"type": "string"}, "uniqueItems": True},
+                        "n": {"type": "integer", "minimum": i},
+                    },
+                },
+            ),
+            (
+                "llguidance",
+                {
+                    "type": "object",
+                    "properties": {
+                        "link": {"type": "string", "format": "uri-reference"},
+                        "n": {"type": "integer", "maximum": i},
+                    },
+                },
+            ),
+            (
+                "llguidance",
+                {
+                    "type": "object",
+                    "properties": {"code": {"type": "string", "pattern": f"^(?!x)[a-z]{{{1 + i % 5}}}$"}},
+                },
+            ),
             ("llguidance", {"type": "object", "properties": {"v": {"not": {"type": "string"}}, "n": {"const": i}}}),
-            ("both", {"type": "object", "properties": {"a": {"type": "string"}, "n": {"const": i}},
-                      "minProperties": 3}),
+            (
+                "both",
+                {"type": "object", "properties": {"a": {"type": "string"}, "n": {"const": i}}, "minProperties": 3},
+            ),
             ("xgrammar", {"type": "object", "properties": {"a": {"type": "integer", "maximum": i}, "legacy": False}}),
-            ("xgrammar", {"type": "object", "properties": {"n": {"type": "integer", "minimum": 0.5, "maximum": i + 1.5}}}),
-            ("xgrammar", {"type": "object", "properties": {"pair": {"type": "array", "items": [{"type": "string"}, {"const": i}]}}}),
+            (
+                "xgrammar",
+                {"type": "object", "properties": {"n": {"type": "integer", "minimum": 0.5, "maximum": i + 1.5}}},
+            ),
+            (
+                "xgrammar",
+                {
+                    "type": "object",
+                    "properties": {"pair": {"type": "array", "items": [{"type": "string"}, {"const": i}]}},
+                },
+            ),
         ]
         who, schema = r.choice(options)
         return schema, who
 
 
-def make_registry(k: int, seed: int = 0, *, hard_names: float | bool = 0.0, spelling: str = "openai",
-                  share: float = 0.0, refused: float = 0.0, profile: str = "rich") -> list[dict[str, Any]]:
+def make_registry(
+    k: int,
+    seed: int = 0,
+    *,
+    hard_names: float | bool = 0.0,
+    spelling: str = "openai",
+    share: float = 0.0,
+    refused: float = 0.0,
+    profile: str = "rich",
+) -> list[dict[str, Any]]:
     if hard_names is True:
         hard_names = 0.1
     if profile not in ("rich", "flat"):
@@ -426,8 +523,24 @@ def schema_kinds(tools: list[dict[str, Any]]) -> dict[str, int]:
             return
         if not isinstance(s, dict):
             return
-        for kw in ("enum", "const", "format", "pattern", "minimum", "maximum", "exclusiveMinimum", "minItems",
-                   "maxItems", "minLength", "maxLength", "$ref", "$defs", "anyOf", "additionalProperties", "items"):
+        for kw in (
+            "enum",
+            "const",
+            "format",
+            "pattern",
+            "minimum",
+            "maximum",
+            "exclusiveMinimum",
+            "minItems",
+            "maxItems",
+            "minLength",
+            "maxLength",
+            "$ref",
+            "$defs",
+            "anyOf",
+            "additionalProperties",
+            "items",
+        ):
             if kw in s:
                 c[kw if kw != "format" else f"format:{s['format']}"] += 1
         t = s.get("type")
@@ -467,8 +580,9 @@ def main() -> int:
     ap.add_argument("--profile", choices=["rich", "flat"], default="rich")
     ap.add_argument("-o", "--out")
     a = ap.parse_args()
-    tools = make_registry(a.k, a.seed, hard_names=a.hard_names, spelling=a.spelling, share=a.share, refused=a.refused,
-                          profile=a.profile)
+    tools = make_registry(
+        a.k, a.seed, hard_names=a.hard_names, spelling=a.spelling, share=a.share, refused=a.refused, profile=a.profile
+    )
     text = json.dumps(tools, ensure_ascii=False, indent=1) + "\n"
     if a.out:
         with open(a.out, "w") as f:

@@ -11,8 +11,17 @@ import random
 NAMESPACES = ("slack", "github", "stripe", "aws", "google", "microsoft", "salesforce", "jira", "notion", "discord")
 ACTIONS = ("get", "create", "update", "delete", "list", "search", "send", "fetch", "upload", "download")
 RESOURCES = (
-    "user", "message", "file", "project", "issue", "payment", "invoice", "document", "channel", "repository",
-)  # fmt: skip
+    "user",
+    "message",
+    "file",
+    "project",
+    "issue",
+    "payment",
+    "invoice",
+    "document",
+    "channel",
+    "repository",
+)
 
 
 TOOL_NAMES_MAX = 10_000_000
@@ -88,9 +97,13 @@ def wide_codes(k: int, seed: int = 0) -> list[str]:
 
     rng = np.random.default_rng(seed)
     alphabets = [
-        "ABCDEFGHIJKLMNOPQRSTUVWXYZ", "0123456789", "0123456789" * 3 + "ABCDEFGHJKLMNPQRSTVWXYZ", ".",
-        *["0123456789" * 4 + "ABCDEFGHJKX"] * 4, "ADS",
-    ]  # fmt: skip
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZ",
+        "0123456789",
+        "0123456789" * 3 + "ABCDEFGHJKLMNPQRSTVWXYZ",
+        ".",
+        *["0123456789" * 4 + "ABCDEFGHJKX"] * 4,
+        "ADS",
+    ]
     tables = [np.frombuffer(a.encode(), dtype=np.uint8).astype(np.uint32) for a in alphabets]
     out: dict[str, None] = {}
     while len(out) < k:
@@ -110,10 +123,33 @@ def wide_codes(k: int, seed: int = 0) -> list[str]:
     return list(out)
 
 
-
 TITLES_MAX = 20_000_000
-ONSETS = ("", "b", "c", "d", "f", "g", "h", "k", "l", "m", "n", "p", "r", "s", "t", "v", "w", "z", "br", "ch", "st",
-          "th", "tr", "gr")  # fmt: skip
+ONSETS = (
+    "",
+    "b",
+    "c",
+    "d",
+    "f",
+    "g",
+    "h",
+    "k",
+    "l",
+    "m",
+    "n",
+    "p",
+    "r",
+    "s",
+    "t",
+    "v",
+    "w",
+    "z",
+    "br",
+    "ch",
+    "st",
+    "th",
+    "tr",
+    "gr",
+)
 NUCLEI = ("a", "e", "i", "o", "u", "ai", "ou", "ea")
 CODAS = ("", "", "", "n", "r", "l", "s", "m", "nd", "rt")
 QUALIFIERS = ("film", "album", "river", "band", "novel", "song", "village", "footballer", "TV series", "disambiguation")

@@ -73,7 +73,6 @@ def decode(doc: dict[str, Any], label: str) -> DecodedTokenizer:
     return DecodedTokenizer(b"".join(token_bytes), offsets, family, added, guess_eos_token_ids(doc))
 
 
-
 @lru_cache(maxsize=1)
 def _decoder_digest() -> str:
     """The decoding rules are part of the key: editing them invalidates every entry."""
@@ -111,7 +110,9 @@ def load_cached(key: str) -> DecodedTokenizer | None:
         return None
     try:
         info = json.loads(arrays["info"].tobytes())
-        return DecodedTokenizer(blob, offsets.astype(np.int64), str(info["family"]), dict(info["added"]), list(info["guessed_eos"]))
+        return DecodedTokenizer(
+            blob, offsets.astype(np.int64), str(info["family"]), dict(info["added"]), list(info["guessed_eos"])
+        )
     except (ValueError, KeyError, TypeError):
         return None
 

@@ -58,7 +58,9 @@ class _Cursor:
         try:
             return raw.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise TokenizerError(f"{self.label}: a GGUF string at byte {self.pos - n:,} is not UTF-8 ({exc.reason})") from None
+            raise TokenizerError(
+                f"{self.label}: a GGUF string at byte {self.pos - n:,} is not UTF-8 ({exc.reason})"
+            ) from None
 
     def value(self, kind: int, key: str) -> Any:
         if kind == _STRING:
@@ -142,13 +144,23 @@ def tokenizer_json(meta: dict[str, Any], label: str) -> dict[str, Any]:
         raise TokenizerError(f"{label}: GGUF has {len(tokens):,} tokens but {len(types):,} token types")
     bad = next((i for i, t in enumerate(tokens) if not isinstance(t, str)), None)
     if bad is not None:
-        raise TokenizerError(f"{label}: GGUF field 'tokenizer.ggml.tokens': token {bad} is {tokens[bad]!r:.40} "
-                             f"({type(tokens[bad]).__name__}), expected a string")  # fmt: skip
-    bad = next((i for i, (t, k) in enumerate(zip(tokens, types, strict=True))
-                if k == BYTE and _BYTE_TOKEN.fullmatch(t) is None), None)  # fmt: skip
+        raise TokenizerError(
+            f"{label}: GGUF field 'tokenizer.ggml.tokens': token {bad} is {tokens[bad]!r:.40} "
+            f"({type(tokens[bad]).__name__}), expected a string"
+        )
+    bad = next(
+        (
+            i
+            for i, (t, k) in enumerate(zip(tokens, types, strict=True))
+            if k == BYTE and _BYTE_TOKEN.fullmatch(t) is None
+        ),
+        None,
+    )
     if bad is not None:
-        raise TokenizerError(f"{label}: GGUF token {bad} is of type byte but reads {tokens[bad]!r:.40}; a byte token "
-                             "is written <0xNN> with two hexadecimal digits")  # fmt: skip
+        raise TokenizerError(
+            f"{label}: GGUF token {bad} is of type byte but reads {tokens[bad]!r:.40}; a byte token "
+            "is written <0xNN> with two hexadecimal digits"
+        )
     if model == "gpt2":
         decoder: dict[str, Any] = {"type": "ByteLevel"}
     elif model == "llama":

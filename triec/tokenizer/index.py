@@ -125,5 +125,15 @@ def token_index(vocab: Vocabulary) -> TokenIndex:
     flat_offsets = np.zeros(len(keys) + 1, dtype=np.int64)
     np.cumsum(np.fromiter(map(len, keys), dtype=np.int64, count=len(keys)), out=flat_offsets[1:])
     flat = np.frombuffer(b"".join(keys), dtype=np.uint8)
-    return TokenIndex(keys, key_offsets, ids, dict(zip(keys, firsts, strict=True)), byte_token, quoted,
-                      frozenset(after), flat, flat_offsets, tuple(tb))
+    return TokenIndex(
+        keys,
+        key_offsets,
+        ids,
+        dict(zip(keys, firsts, strict=True)),
+        byte_token,
+        quoted,
+        frozenset(after),
+        flat,
+        flat_offsets,
+        tuple(tb),
+    )

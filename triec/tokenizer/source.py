@@ -126,8 +126,10 @@ def _ids(value: Any) -> list[int]:
 
 def _hints_from_configs(src: TokenizerSource, configs: dict[str, dict[str, Any]]) -> None:
     """EOS ids and logits width from generation_config / config / tokenizer_config."""
-    gen, cfg, tok = configs.get("generation_config.json", {}), configs.get("config.json", {}), configs.get(
-        "tokenizer_config.json", {}
+    gen, cfg, tok = (
+        configs.get("generation_config.json", {}),
+        configs.get("config.json", {}),
+        configs.get("tokenizer_config.json", {}),
     )
     src.eos_ids = _ids(gen.get("eos_token_id")) or _ids(cfg.get("eos_token_id"))
     eos_token = tok.get("eos_token")

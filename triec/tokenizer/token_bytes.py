@@ -143,7 +143,9 @@ def decode_token_bytes(
         raise TokenizerError(f"{source}: the tokenizer has an empty vocabulary")
     size = max(pieces) + 1
     if size > MAX_TOKEN_IDS:
-        raise TokenizerError(f"{source}: token id {size - 1:,} is past the {MAX_TOKEN_IDS:,}-id limit (real tokenizers hold < 1M)")
+        raise TokenizerError(
+            f"{source}: token id {size - 1:,} is past the {MAX_TOKEN_IDS:,}-id limit (real tokenizers hold < 1M)"
+        )
     if min(pieces) < 0:
         raise TokenizerError(f"{source}: negative token id {min(pieces)}")
     out = [b""] * size

@@ -79,7 +79,9 @@ class Vocabulary:
         self._packed: tuple[bytes, np.ndarray] | None = None
         self.fingerprint = fingerprint_token_bytes(self._token_bytes)
 
-    def _setup(self, num_tokens: int, eos_token_ids: Iterable[int], vocab_size: int | None, name: str, family: str) -> None:
+    def _setup(
+        self, num_tokens: int, eos_token_ids: Iterable[int], vocab_size: int | None, name: str, family: str
+    ) -> None:
         eos = tuple(sorted(set(int(i) for i in eos_token_ids)))
         width = num_tokens if vocab_size is None else int(vocab_size)
         if width < num_tokens:
@@ -183,7 +185,9 @@ class Vocabulary:
         width = vocab_size
         if width is None and src.model_vocab_size and src.model_vocab_size >= num_tokens:
             width = src.model_vocab_size
-        vocab = cls._from_packed(decoded.blob, decoded.offsets, eos_token_ids=eos, vocab_size=width, name=src.name, family=decoded.family)
+        vocab = cls._from_packed(
+            decoded.blob, decoded.offsets, eos_token_ids=eos, vocab_size=width, name=src.name, family=decoded.family
+        )
         return vocab.with_source(src)
 
     def with_source(self, source: Any) -> Vocabulary:

@@ -39,8 +39,15 @@ def depth_distribution(table: MaskTable, max_rows: int | None = None) -> list[di
     np.maximum.at(widest, depth, counts)
     present = np.flatnonzero(states)
     if max_rows is None or present.size <= max_rows:
-        return [{"depth": int(d), "states": int(states[d]), "mean_allowed": float(total[d] / states[d]),
-                 "max_allowed": int(widest[d])} for d in present.tolist()]  # fmt: skip
+        return [
+            {
+                "depth": int(d),
+                "states": int(states[d]),
+                "mean_allowed": float(total[d] / states[d]),
+                "max_allowed": int(widest[d]),
+            }
+            for d in present.tolist()
+        ]
     head = max(1, max_rows // 2)
     rest = present[head:]
     edges = np.unique(np.linspace(rest[0], rest[-1] + 1, max_rows - head + 1).astype(np.int64))
@@ -53,7 +60,12 @@ def depth_distribution(table: MaskTable, max_rows: int | None = None) -> list[di
     w = np.concatenate((widest[present[:head]], np.maximum.reduceat(widest[rest], starts)))
     out = []
     for lo, hi, k, tk, wk in zip(firsts.tolist(), lasts.tolist(), n.tolist(), t.tolist(), w.tolist(), strict=True):
-        row: dict[str, Any] = {"depth": int(lo), "states": int(k), "mean_allowed": float(tk / k), "max_allowed": int(wk)}
+        row: dict[str, Any] = {
+            "depth": int(lo),
+            "states": int(k),
+            "mean_allowed": float(tk / k),
+            "max_allowed": int(wk),
+        }
         if hi != lo:
             row["depth_to"] = int(hi)
         out.append(row)
@@ -86,7 +98,9 @@ def escape_bytes(raw: bytes) -> str:
     return "".join(out)
 
 
-def summary(table: MaskTable, header: dict[str, Any] | None = None, section_sizes: dict[str, Any] | None = None) -> dict[str, Any]:
+def summary(
+    table: MaskTable, header: dict[str, Any] | None = None, section_sizes: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """Metadata and size figures of a table (and its artifact, when given)."""
     value_bytes = sum(len(v) for v in table.value_bytes)
     counts = allowed_counts(table)
@@ -154,7 +168,10 @@ def states_for_prefix(table: MaskTable, prefix: bytes) -> list[int]:
     if not table.canonical:
         s = table.state_for_prefix(prefix)
         return [] if s is None else [s]
-    owner = np.repeat(np.arange(table.num_states, dtype=np.int64), np.diff(np.asarray(table.allowed_offsets, dtype=np.int64)).astype(np.intp))
+    owner = np.repeat(
+        np.arange(table.num_states, dtype=np.int64),
+        np.diff(np.asarray(table.allowed_offsets, dtype=np.int64)).astype(np.intp),
+    )
     parent = np.zeros(table.num_states, dtype=np.int64)
     parent[table.allowed_next.astype(np.int64)] = owner  # each token edge's end: the state it leaves
     depth = state_depths(table)
@@ -214,7 +231,9 @@ def _kind_counts(groups: Any, rows: np.ndarray | None = None) -> dict[str, int]:
 
     kind = np.asarray(groups.kind, dtype=np.int64)
     if rows is not None:
-        grp = np.repeat(np.arange(groups.num_groups), np.diff(np.asarray(groups.offsets, dtype=np.int64)).astype(np.intp))
+        grp = np.repeat(
+            np.arange(groups.num_groups), np.diff(np.asarray(groups.offsets, dtype=np.int64)).astype(np.intp)
+        )
         kind = kind[np.isin(grp, rows)]
     counts = np.bincount(kind, minlength=len(KINDS)) if kind.size else np.zeros(len(KINDS), dtype=np.int64)
     return {name: int(counts[i]) for i, name in enumerate(KINDS)}
@@ -244,14 +263,16 @@ def tail_rows(slot: Any) -> list[dict[str, Any]]:
     for i in range(len(slot.tail)):
         lo, hi = slot.tails.span(i)
         kind = np.asarray(slot.tails.kind[lo:hi], dtype=np.int64)
-        out.append({
-            "offset": i,
-            "read": escape_bytes(slot.tail[:i]),
-            "tokens": hi - lo,
-            "inside_tail": int((kind == TAIL).sum()),
-            "handover": int(((kind == HANDOVER) & ~rest[lo:hi]).sum()),
-            "into_grammar": int(((kind == DYNAMIC) | ((kind == HANDOVER) & rest[lo:hi])).sum()),
-        })  # fmt: skip
+        out.append(
+            {
+                "offset": i,
+                "read": escape_bytes(slot.tail[:i]),
+                "tokens": hi - lo,
+                "inside_tail": int((kind == TAIL).sum()),
+                "handover": int(((kind == HANDOVER) & ~rest[lo:hi]).sum()),
+                "into_grammar": int(((kind == DYNAMIC) | ((kind == HANDOVER) & rest[lo:hi])).sum()),
+            }
+        )
     return out
 
 
@@ -261,14 +282,23 @@ def straddle_counts(table: Any, slot: int | None = None) -> dict[str, Any]:
     _bind(table)
     s = table.slots[slot if slot is not None else max(table.start_slot, 0)]
     counts = np.diff(np.asarray(s.exits.offsets, dtype=np.int64))
-    heads = [{"head": escape_bytes(h), "tokens": int(counts[j]), "entries": int((s.entry_group == j).sum())}
-             for j, h in enumerate(s.exits.labels)]  # fmt: skip
-    enters = [{"head": escape_bytes(h), "tokens": s.enters.span(j)[1] - s.enters.span(j)[0]}
-              for j, h in enumerate(s.enters.labels)]  # fmt: skip
+    heads = [
+        {"head": escape_bytes(h), "tokens": int(counts[j]), "entries": int((s.entry_group == j).sum())}
+        for j, h in enumerate(s.exits.labels)
+    ]
+    enters = [
+        {"head": escape_bytes(h), "tokens": s.enters.span(j)[1] - s.enters.span(j)[0]}
+        for j, h in enumerate(s.enters.labels)
+    ]
     tails = 0 if s.tails is None else int(s.tails.tokens.shape[0])
     total = int(s.exits.tokens.shape[0]) + tails + int(s.enters.tokens.shape[0])
-    return {"tail": tail_rows(s), "heads": heads, "enters": enters, "entries": int(s.entry_state.shape[0]),
-            "total": total}  # fmt: skip
+    return {
+        "tail": tail_rows(s),
+        "heads": heads,
+        "enters": enters,
+        "entries": int(s.entry_state.shape[0]),
+        "total": total,
+    }
 
 
 def slot_summary(table: Any, i: int) -> dict[str, Any]:
@@ -291,8 +321,11 @@ def slot_summary(table: Any, i: int) -> dict[str, Any]:
         "entries": int(s.entry_state.shape[0]),
         "exit_heads": s.exits.num_groups,
         "entering_heads": s.enters.num_groups,
-        "crossing": {"exits": _kind_counts(s.exits), "tails": None if s.tails is None else _kind_counts(s.tails),
-                     "enters": _kind_counts(s.enters)},
+        "crossing": {
+            "exits": _kind_counts(s.exits),
+            "tails": None if s.tails is None else _kind_counts(s.tails),
+            "enters": _kind_counts(s.enters),
+        },
     }
 
 

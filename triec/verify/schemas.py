@@ -81,7 +81,9 @@ def schema_oracle(table: SchemaTable, schema: dict[str, Any] | None = None) -> O
     from triec.schema.grammar import driver
 
     drv = driver(table.engine, table.vocabulary())
-    compiled = drv.compile(schema if schema is not None else whole_schema(table), table.info.get("whitespace", "compact"))
+    compiled = drv.compile(
+        schema if schema is not None else whole_schema(table), table.info.get("whitespace", "compact")
+    )
     return Oracle(drv, lambda: drv.start(compiled), f"{table.engine} on the whole schema")
 
 
@@ -124,8 +126,9 @@ class SchemaCheck:
             def show(ids: set[int]) -> list[str]:
                 return [f"{t}:{_show(vocab, t)}" for t in sorted(ids)[:6]]
 
-            self.examples.append({"where": where, "prefix": escape_bytes(prefix), "only_triec": show(a - b),
-                                  "only_engine": show(b - a)})  # fmt: skip
+            self.examples.append(
+                {"where": where, "prefix": escape_bytes(prefix), "only_triec": show(a - b), "only_engine": show(b - a)}
+            )
 
 
 def _show(vocab: Any, t: int) -> str:
@@ -168,8 +171,13 @@ class _Run:
             res = self.res
             res.engine_narrower += 1
             if len(res.narrower_examples) < 10:
-                res.narrower_examples.append({"where": where, "prefix": escape_bytes(prefix),
-                                              "tokens": [f"{t}:{_show(self.vocab, t)}" for t in sorted(a - b)[:6]]})
+                res.narrower_examples.append(
+                    {
+                        "where": where,
+                        "prefix": escape_bytes(prefix),
+                        "tokens": [f"{t}:{_show(self.vocab, t)}" for t in sorted(a - b)[:6]],
+                    }
+                )
             return True
         self.res.add(where, prefix, self.ours, self.theirs, self.vocab)
         return False
@@ -186,7 +194,9 @@ class _Run:
             self.res.add(f"{where}: triec refuses token {t} ({_show(self.vocab, t)})", prefix, None, None, self.vocab)
             return False
         if not self.drv.accept(o, t):
-            self.res.add(f"{where}: the engine refuses token {t} ({_show(self.vocab, t)})", prefix, None, None, self.vocab)
+            self.res.add(
+                f"{where}: the engine refuses token {t} ({_show(self.vocab, t)})", prefix, None, None, self.vocab
+            )
             m.rollback(1)
             return False
         return True
@@ -256,9 +266,14 @@ def compare_schema(
 
 
 def compare_texts(
-    table: SchemaTable, texts: list[str], oracle: Oracle | None = None, *, splits: int = 3, seed: int = 0,
+    table: SchemaTable,
+    texts: list[str],
+    oracle: Oracle | None = None,
+    *,
+    splits: int = 3,
+    seed: int = 0,
     past: int = 2,
-) -> SchemaCheck:  # fmt: skip
+) -> SchemaCheck:
     """Compare ``table`` with its oracle along outputs that spell given texts, each cut into tokens ``splits``
     times at random (any allowed token that spells a prefix of the rest), every row compared, then EOS; at each
     step ``past`` other allowed tokens are followed one step. For shapes whose slots random walks seldom reach:
@@ -355,8 +370,9 @@ def _reach(run: _Run, s: int, rng: random.Random, attempts: int, max_steps: int)
 # ---------------------------------------------------------------- one slot, state by state
 
 
-def _check_slot(run: _Run, s: int, m0: SchemaMatcher, o: Any, prefix0: bytes, full_tail_leaves: int, max_states: int,
-                seed: int) -> None:  # fmt: skip
+def _check_slot(
+    run: _Run, s: int, m0: SchemaMatcher, o: Any, prefix0: bytes, full_tail_leaves: int, max_states: int, seed: int
+) -> None:
     table, res, drv = run.table, run.res, run.drv
     slot = table.slots[s]
     trie = slot.trie
@@ -518,8 +534,13 @@ def tools_oracle(table: SchemaTable) -> Oracle:
     from triec.schema.tools import tool_format, tools_of, whole_format_grammar
 
     drv = driver(table.engine, table.vocabulary())
-    compiled = whole_format_grammar(tools_of(table), tool_format(table.info["format"]), bool(table.info["parallel"]), drv,
-                                    table.info.get("whitespace", "compact"))
+    compiled = whole_format_grammar(
+        tools_of(table),
+        tool_format(table.info["format"]),
+        bool(table.info["parallel"]),
+        drv,
+        table.info.get("whitespace", "compact"),
+    )
     return Oracle(drv, lambda: drv.start(compiled), f"{table.engine} on the whole {table.info['format']} format")
 
 

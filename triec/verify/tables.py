@@ -197,7 +197,13 @@ def _token_list(ids: Sequence[int], vocab: Vocabulary, limit: int = 8) -> list[d
 
 
 def _set_mismatch(
-    table: MaskTable, vocab: Vocabulary, state: int, ours: np.ndarray, theirs: np.ndarray, problem: str, prefix: bytes | None = None
+    table: MaskTable,
+    vocab: Vocabulary,
+    state: int,
+    ours: np.ndarray,
+    theirs: np.ndarray,
+    problem: str,
+    prefix: bytes | None = None,
 ) -> Mismatch:
     a, b = set(ours.tolist()), set(theirs.tolist())
     p = table.prefix(state) if prefix is None else prefix
@@ -241,7 +247,9 @@ def compare_reference(
     keys = table.value_bytes
     found = count_prefixes(keys)  # the reference's own numbering, in memory linear in the values (issue 37)
     if found != table.num_states:
-        result.add(Mismatch(0, "", f"the values have {found} distinct prefixes, the artifact {table.num_states} states"))
+        result.add(
+            Mismatch(0, "", f"the values have {found} distinct prefixes, the artifact {table.num_states} states")
+        )
         return result
     r_off, r_tok, r_next = reference_transitions(keys, vocab.token_bytes)
     result.seconds["reference"] = time.perf_counter() - t0
@@ -276,8 +284,12 @@ def compare_reference(
             )
         elif accepting[s] != ours_acc[s]:
             result.add(
-                Mismatch(s, escape_bytes(by_state(s)), f"EOS {'allowed' if ours_acc[s] else 'refused'} here, the reference "
-                         f"{'allows' if accepting[s] else 'refuses'} it"),
+                Mismatch(
+                    s,
+                    escape_bytes(by_state(s)),
+                    f"EOS {'allowed' if ours_acc[s] else 'refused'} here, the reference "
+                    f"{'allows' if accepting[s] else 'refuses'} it",
+                ),
                 max_examples,
             )
     if table.num_states * vocab.num_tokens <= BRUTE_FORCE_BUDGET:
@@ -287,7 +299,10 @@ def compare_reference(
             s = prefixes[p]
             ours = table.allowed_tokens[off[s] : off[s + 1]]
             if ours.tolist() != ids:
-                result.add(_set_mismatch(table, vocab, s, ours, np.array(ids), "allowed tokens differ from brute force", p), max_examples)
+                result.add(
+                    _set_mismatch(table, vocab, s, ours, np.array(ids), "allowed tokens differ from brute force", p),
+                    max_examples,
+                )
         result.seconds["brute_force"] = time.perf_counter() - t1
     result.seconds["compare"] = time.perf_counter() - t1
     if progress:
@@ -335,11 +350,28 @@ def compare_canonical(
             return escape_bytes(b"".join(token_bytes[t] for t in path))
 
         if ours != theirs:
-            result.add(_set_mismatch(table, vocab, s, np.array(ours), np.array(theirs), "allowed tokens differ from the "
-                                     "encoder's", b"".join(token_bytes[t] for t in path)), max_examples)  # fmt: skip
+            result.add(
+                _set_mismatch(
+                    table,
+                    vocab,
+                    s,
+                    np.array(ours),
+                    np.array(theirs),
+                    "allowed tokens differ from the encoder's",
+                    b"".join(token_bytes[t] for t in path),
+                ),
+                max_examples,
+            )
         elif bool(accepting[s]) != (path in ends):
-            result.add(Mismatch(s, where(), f"EOS {'allowed' if accepting[s] else 'refused'} here, the encoder's "
-                                f"tokenizations {'end' if path in ends else 'do not end'} here"), max_examples)  # fmt: skip
+            result.add(
+                Mismatch(
+                    s,
+                    where(),
+                    f"EOS {'allowed' if accepting[s] else 'refused'} here, the encoder's "
+                    f"tokenizations {'end' if path in ends else 'do not end'} here",
+                ),
+                max_examples,
+            )
         else:
             for t, n in zip(ours, nexts, strict=True):
                 if n - len(token_bytes[t]) < s:  # its chain would start at or before the state it leaves
@@ -442,16 +474,27 @@ def compare_engine(
             t = int(via[s])
             if not m.consume(t):
                 result.add(
-                    Mismatch(s, escape_bytes(prefix), f"{engine.name} refuses token {t} ({escape_bytes(vocab.token_bytes[t])!s}), "
-                             "which the artifact allows here"),
+                    Mismatch(
+                        s,
+                        escape_bytes(prefix),
+                        f"{engine.name} refuses token {t} ({escape_bytes(vocab.token_bytes[t])!s}), "
+                        "which the artifact allows here",
+                    ),
                     max_examples,
                 )
                 continue
             stack.append((0, s, b""))
         if selected[s]:
             if table.prefix(s) != prefix:
-                result.add(Mismatch(s, escape_bytes(prefix), f"the artifact's path to state {s} spells {escape_bytes(prefix)!r}, "
-                                    f"its prefix is {escape_bytes(table.prefix(s))!r}"), max_examples)
+                result.add(
+                    Mismatch(
+                        s,
+                        escape_bytes(prefix),
+                        f"the artifact's path to state {s} spells {escape_bytes(prefix)!r}, "
+                        f"its prefix is {escape_bytes(table.prefix(s))!r}",
+                    ),
+                    max_examples,
+                )
             check(s, prefix)
         for c in reversed(children.get(s, [])):
             stack.append((1, c, prefix + vocab.token_bytes[int(via[c])]))
@@ -487,7 +530,9 @@ class _RowComparer:
         return False
 
 
-def _walk(table: MaskTable, vocab: Vocabulary, m: Matcher, rng: random.Random, result: CheckResult, max_examples: int) -> None:
+def _walk(
+    table: MaskTable, vocab: Vocabulary, m: Matcher, rng: random.Random, result: CheckResult, max_examples: int
+) -> None:
     """One random constrained decode; every step's row compared; it must end on a value."""
     compare = _RowComparer(table, vocab, result, max_examples)
     eos = set(vocab.eos_token_ids)
@@ -501,14 +546,18 @@ def _walk(table: MaskTable, vocab: Vocabulary, m: Matcher, rng: random.Random, r
         content = [t for t in allowed if t not in eos]
         if len(content) < len(allowed) and (not content or rng.random() < 0.3):
             if table.value(state) is None:
-                result.add(Mismatch(state, escape_bytes(prefix), "EOS allowed but the prefix is not a value"), max_examples)
+                result.add(
+                    Mismatch(state, escape_bytes(prefix), "EOS allowed but the prefix is not a value"), max_examples
+                )
             return
         if not content:
             result.add(Mismatch(state, escape_bytes(prefix), "empty mask: the walk is stuck"), max_examples)
             return
         t = rng.choice(content)
         if not m.consume(t):
-            result.add(Mismatch(state, escape_bytes(prefix), f"engine refuses token {t} on a decode walk"), max_examples)
+            result.add(
+                Mismatch(state, escape_bytes(prefix), f"engine refuses token {t} on a decode walk"), max_examples
+            )
             return
         state, prefix = table.advance(state, t), prefix + vocab.token_bytes[t]
     result.add(Mismatch(state, escape_bytes(prefix), "walk did not reach EOS"), max_examples)
@@ -595,7 +644,15 @@ def verify(
         try:
             report.checks.append(
                 compare_engine(
-                    table, vocab, engine, selected, paths, walks=walks, seed=seed, max_examples=max_examples, progress=progress
+                    table,
+                    vocab,
+                    engine,
+                    selected,
+                    paths,
+                    walks=walks,
+                    seed=seed,
+                    max_examples=max_examples,
+                    progress=progress,
                 )
             )
         except EngineUnsupported as exc:
@@ -608,22 +665,44 @@ def verify(
     return report
 
 
-def _verify_canonical(table: MaskTable, vocab: Vocabulary, report: VerifyReport, against: Sequence[str], max_examples: int,
-                      progress: ProgressFn | None) -> None:
+def _verify_canonical(
+    table: MaskTable,
+    vocab: Vocabulary,
+    report: VerifyReport,
+    against: Sequence[str],
+    max_examples: int,
+    progress: ProgressFn | None,
+) -> None:
     """A canonical table: every state against the encoder's token trie; engines are skipped (a larger language)."""
     report.states_selected = table.num_states
     for name in against:
         if name == "reference":
             report.checks.append(compare_canonical(table, vocab, max_examples, progress))
         else:
-            report.checks.append(CheckResult(against=name, status="skipped", reason=(
-                "a canonical table allows each value's encoder tokenization only; the engines allow every token "
-                "sequence that spells a value (a larger language), so they are no oracle for it: checked against "
-                "the encoder's token trie (reference)")))
+            report.checks.append(
+                CheckResult(
+                    against=name,
+                    status="skipped",
+                    reason=(
+                        "a canonical table allows each value's encoder tokenization only; the engines allow every token "
+                        "sequence that spells a value (a larger language), so they are no oracle for it: checked against "
+                        "the encoder's token trie (reference)"
+                    ),
+                )
+            )
 
 
-def _verify_schema(table: Any, vocab: Vocabulary, report: VerifyReport, against: Sequence[str], explicit: Sequence[str],
-                   walks: int, seed: int, max_examples: int, states: int = DEFAULT_STATES) -> None:
+def _verify_schema(
+    table: Any,
+    vocab: Vocabulary,
+    report: VerifyReport,
+    against: Sequence[str],
+    explicit: Sequence[str],
+    walks: int,
+    seed: int,
+    max_examples: int,
+    states: int = DEFAULT_STATES,
+) -> None:
     """A schema artifact: each slot's trie against the reference; the whole output against each engine.
 
     Each engine is compared with itself compiled on the whole original schema (every enum whole), in the
@@ -633,12 +712,21 @@ def _verify_schema(table: Any, vocab: Vocabulary, report: VerifyReport, against:
     table.bind(vocab)
     info = table.info
     report.schema = {
-        "engine": table.engine, "shape": info.get("shape", ""), "prefix": table.prefix.decode("utf-8"),
-        "tail": table.tail.decode("utf-8"), "grammars": len(table.grammars),
-        "slots": [{"pointer": (info.get("slots") or [{}] * len(table.slots))[i].get("pointer", ""),
-                   "values": s.num_values, "states": s.num_states} for i, s in enumerate(table.slots)],
+        "engine": table.engine,
+        "shape": info.get("shape", ""),
+        "prefix": table.prefix.decode("utf-8"),
+        "tail": table.tail.decode("utf-8"),
+        "grammars": len(table.grammars),
+        "slots": [
+            {
+                "pointer": (info.get("slots") or [{}] * len(table.slots))[i].get("pointer", ""),
+                "values": s.num_values,
+                "states": s.num_states,
+            }
+            for i, s in enumerate(table.slots)
+        ],
         "engine_enums": list(info.get("engine_enums") or []),
-    }  # fmt: skip
+    }
     if "continuation_sha256" in info:
         report.schema["continuation_sha256"] = info["continuation_sha256"]
     report.states_selected = table.num_states
@@ -661,7 +749,11 @@ def _verify_schema(table: Any, vocab: Vocabulary, report: VerifyReport, against:
             report.checks.append(result)
             continue
         if name not in ("llguidance", "xgrammar"):
-            report.checks.append(CheckResult(against=name, status="skipped", reason="schema tables are compared with llguidance and xgrammar"))
+            report.checks.append(
+                CheckResult(
+                    against=name, status="skipped", reason="schema tables are compared with llguidance and xgrammar"
+                )
+            )
             continue
         try:
             make_engine(name, vocab)  # raises EngineUnavailable with the pip command
@@ -684,22 +776,38 @@ def _verify_schema(table: Any, vocab: Vocabulary, report: VerifyReport, against:
         if sr.sampled:  # the headline says what the engines saw: a sample of each slot's states
             report.sampled = True
             report.states_selected = sr.states_checked
-        result = CheckResult(against=name, version=twin.engine_version,
-                             states_checked=sr.states_checked + sr.steps_past + sr.tail_checked + sr.enters_checked,
-                             walks=sr.walks, walk_steps=sr.walk_steps)  # fmt: skip
-        result.reason = (f"{sr.states_checked} trie states of {sr.slots_checked} slot(s)"
-                         + (" (sampled)" if sr.sampled else "")
-                         + f", {sr.steps_past} steps past crossing tokens, {sr.tail_checked} tail offsets, "
-                         f"{sr.enters_checked} entering heads, {sr.walks_ended} of {sr.walks} walks ended with EOS")  # fmt: skip
+        result = CheckResult(
+            against=name,
+            version=twin.engine_version,
+            states_checked=sr.states_checked + sr.steps_past + sr.tail_checked + sr.enters_checked,
+            walks=sr.walks,
+            walk_steps=sr.walk_steps,
+        )
+        result.reason = (
+            f"{sr.states_checked} trie states of {sr.slots_checked} slot(s)"
+            + (" (sampled)" if sr.sampled else "")
+            + f", {sr.steps_past} steps past crossing tokens, {sr.tail_checked} tail offsets, "
+            f"{sr.enters_checked} entering heads, {sr.walks_ended} of {sr.walks} walks ended with EOS"
+        )
         if sr.slots_unreached:
             result.reason += f"; slots no walk reached: {sr.slots_unreached}"
         if sr.engine_narrower:
-            result.reason += f"; {sr.engine_narrower} rows where the engine's mask omits tokens its own accept_token accepts"
+            result.reason += (
+                f"; {sr.engine_narrower} rows where the engine's mask omits tokens its own accept_token accepts"
+            )
         for example in sr.examples:  # dicts: the schema verifier's examples (schemas.SchemaCheck)
-            result.add(Mismatch(state=-1, prefix=example["prefix"], problem=example["where"],
-                                only_triec=[{"id": x.split(":", 1)[0], "bytes": x.split(":", 1)[1]} for x in example["only_triec"]],
-                                only_other=[{"id": x.split(":", 1)[0], "bytes": x.split(":", 1)[1]} for x in example["only_engine"]]),
-                       max_examples)
+            result.add(
+                Mismatch(
+                    state=-1,
+                    prefix=example["prefix"],
+                    problem=example["where"],
+                    only_triec=[{"id": x.split(":", 1)[0], "bytes": x.split(":", 1)[1]} for x in example["only_triec"]],
+                    only_other=[
+                        {"id": x.split(":", 1)[0], "bytes": x.split(":", 1)[1]} for x in example["only_engine"]
+                    ],
+                ),
+                max_examples,
+            )
         result.mismatches = sr.mismatches
         result.status = "ok" if sr.mismatches == 0 else "mismatch"
         result.seconds["compare"] = time.perf_counter() - t0

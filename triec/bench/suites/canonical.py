@@ -80,16 +80,21 @@ def cell(job: dict[str, Any], out: Out) -> None:
     steps = {m: statistics.median(v) for m, v in per_step.items()}
 
     fields = {
-        "tokenizer": vocab.name, "vocab_size": vocab.vocab_size, "k": job["k"], "repeats": job["repeats"],
+        "tokenizer": vocab.name,
+        "vocab_size": vocab.vocab_size,
+        "k": job["k"],
+        "repeats": job["repeats"],
         "compile_s": {m: round(statistics.median(v), 3) for m, v in times.items()},
-        "compile_ratio_canonical_over_any": round(statistics.median(times["canonical"]) / statistics.median(times["any"]), 3),
+        "compile_ratio_canonical_over_any": round(
+            statistics.median(times["canonical"]) / statistics.median(times["any"]), 3
+        ),
         "phases_s": phases,
         "artifact_bytes": sizes,
         "states": {m: t.num_states for m, t in tables.items()},
         "allowed_pairs": {m: t.num_allowed for m, t in tables.items()},
         "row_us": {m: round(v, 2) for m, v in rows.items()},
         "advance_us": {m: round(v, 2) for m, v in steps.items()},
-    }  # fmt: skip
+    }
     out.put(status="ok", phase="done", **fields)
 
 

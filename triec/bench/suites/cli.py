@@ -76,8 +76,16 @@ def run(quick: bool) -> dict[str, Any]:
                     samples[label].append(sample)
     for label, _, cold in cases:
         walls, cpus = [w for w, _ in samples[label]], [c for _, c in samples[label]]
-        result["cells"].append({"command": label, "cold": cold, "status": "ok", "wall_s": stats(walls),
-                                "cpu_s": stats(cpus), "cpu_median_s": statistics.median(cpus)})  # fmt: skip
+        result["cells"].append(
+            {
+                "command": label,
+                "cold": cold,
+                "status": "ok",
+                "wall_s": stats(walls),
+                "cpu_s": stats(cpus),
+                "cpu_median_s": statistics.median(cpus),
+            }
+        )
     return result
 
 

@@ -79,8 +79,10 @@ def warm_cell(job: dict[str, Any], out: Out) -> None:
     before = rss_bytes()
     table = triec.compile(values, vocab)
     peak = max(peak_rss_bytes(), before) - before
-    automaton_bytes = sum(getattr(automaton, n).nbytes for n in ("root_child", "edge_keys", "edge_child", "has_child",
-                                                                  "node_key", "key_offsets", "key_ids"))  # fmt: skip
+    automaton_bytes = sum(
+        getattr(automaton, n).nbytes
+        for n in ("root_child", "edge_keys", "edge_child", "has_child", "node_key", "key_offsets", "key_ids")
+    )
     out.put(phase="compile", peak_growth_bytes=peak, automaton_bytes=automaton_bytes)
     phases: list[dict[str, float]] = []
 
@@ -91,8 +93,11 @@ def warm_cell(job: dict[str, Any], out: Out) -> None:
         out.data.update(states=st.num_states, pairs=st.num_allowed, sharing_ratio=st.sharing_ratio)
 
     samples = timed(compile_once, job["repeat"])
-    out.put(phase="artifact", compile_s=stats(samples),
-            phases_s={p: statistics.median(x[p] for x in phases[1:]) for p in ("values", "trie", "masks")})  # fmt: skip
+    out.put(
+        phase="artifact",
+        compile_s=stats(samples),
+        phases_s={p: statistics.median(x[p] for x in phases[1:]) for p in ("values", "trie", "masks")},
+    )
     with tempfile.TemporaryDirectory() as tmp:
         plain, packed = os.path.join(tmp, "a.triec"), os.path.join(tmp, "a.triec.zst")
         size, zsize = table.save(plain), table.save(packed)
@@ -154,23 +159,51 @@ def tables(result: dict[str, Any]) -> dict[str, str]:
         note = docs.status_note(c)
         budget = (4 * c["artifact_bytes"] + c["automaton_bytes"]) if "artifact_bytes" in c else None
         phases = c.get("phases_s") or {}
-        rows.append([
-            c["tokenizer"], c["set"], f"{c['k']:,}", docs.count(c.get("states")), docs.count(c.get("pairs")),
-            note or docs.spread(c.get("compile_s")), " / ".join(_ms(phases.get(p)) for p in ("values", "trie", "masks")),
-            docs.count(c.get("artifact_bytes")), docs.count(c.get("artifact_zstd_bytes")),
-            docs.seconds(median(c.get("load_s"))), docs.seconds(median(c.get("load_verify_s"))),
-            f"{docs.mib(c.get('peak_growth_bytes'))} ({docs.mib(budget)})",
-        ])  # fmt: skip
+        rows.append(
+            [
+                c["tokenizer"],
+                c["set"],
+                f"{c['k']:,}",
+                docs.count(c.get("states")),
+                docs.count(c.get("pairs")),
+                note or docs.spread(c.get("compile_s")),
+                " / ".join(_ms(phases.get(p)) for p in ("values", "trie", "masks")),
+                docs.count(c.get("artifact_bytes")),
+                docs.count(c.get("artifact_zstd_bytes")),
+                docs.seconds(median(c.get("load_s"))),
+                docs.seconds(median(c.get("load_verify_s"))),
+                f"{docs.mib(c.get('peak_growth_bytes'))} ({docs.mib(budget)})",
+            ]
+        )
     compile_table = docs.markdown(
-        ["tokenizer", "set", "K", "states", "pairs", "compile (min-max)", "values / trie / masks ms", "artifact B",
-         "zstd B", "load", "load verify", "peak (budget)"],
+        [
+            "tokenizer",
+            "set",
+            "K",
+            "states",
+            "pairs",
+            "compile (min-max)",
+            "values / trie / masks ms",
+            "artifact B",
+            "zstd B",
+            "load",
+            "load verify",
+            "peak (budget)",
+        ],
         rows,
-    )  # fmt: skip
+    )
     cold = [
-        [c["tokenizer"], f"{c['k']:,}", docs.status_note(c) or docs.seconds(c.get("first_compile_s")),
-         docs.seconds(c.get("tokenizer_s")), docs.seconds(c.get("automaton_s")), docs.seconds(c.get("compile_s"))]
-        for c in result["cells"] if c["kind"] == "cold"
-    ]  # fmt: skip
+        [
+            c["tokenizer"],
+            f"{c['k']:,}",
+            docs.status_note(c) or docs.seconds(c.get("first_compile_s")),
+            docs.seconds(c.get("tokenizer_s")),
+            docs.seconds(c.get("automaton_s")),
+            docs.seconds(c.get("compile_s")),
+        ]
+        for c in result["cells"]
+        if c["kind"] == "cold"
+    ]
     cold_table = docs.markdown(["tokenizer", "K", "first compile", "tokenizer", "automaton", "compile"], cold)
     return {"compile": compile_table, "cold": cold_table}
 

@@ -573,13 +573,31 @@ def tables_text(res: dict[str, Any]) -> str:
 # ---------------------------------------------------------------- the suite
 
 FULL: dict[str, Any] = {
-    "shapes": ["icd", "nested"], "k": [1_000, 10_000], "cells": list(CELLS), "tokenizer": "qwen2",
-    "vocab_size": 151_936, "docs": 30, "repeat": 5, "compile_budget_s": 30.0, "threshold_k": [16, 256],
-    "threshold_docs": 20, "threshold_engines": ["llguidance", "xgrammar"], "seed": 0, "timeout": 300.0,
+    "shapes": ["icd", "nested"],
+    "k": [1_000, 10_000],
+    "cells": list(CELLS),
+    "tokenizer": "qwen2",
+    "vocab_size": 151_936,
+    "docs": 30,
+    "repeat": 5,
+    "compile_budget_s": 30.0,
+    "threshold_k": [16, 256],
+    "threshold_docs": 20,
+    "threshold_engines": ["llguidance", "xgrammar"],
+    "seed": 0,
+    "timeout": 300.0,
     "max_rss_gb": 8.0,
-}  # fmt: skip
-QUICK: dict[str, Any] = {**FULL, "shapes": ["icd"], "k": [200], "docs": 3, "repeat": 2, "threshold_docs": 2,
-                         "threshold_k": [64], "timeout": 300.0}  # fmt: skip
+}
+QUICK: dict[str, Any] = {
+    **FULL,
+    "shapes": ["icd"],
+    "k": [200],
+    "docs": 3,
+    "repeat": 2,
+    "threshold_docs": 2,
+    "threshold_k": [64],
+    "timeout": 300.0,
+}
 TABLES = {"Build": "build", "Mask rows": "rows", "Enum threshold": "threshold"}
 """Each table by the start of its caption (a run without threshold cells, or with only them, has fewer)."""
 
@@ -599,8 +617,13 @@ def run(quick: bool) -> dict[str, Any]:
     vocab = triec.Vocabulary.load(a["tokenizer"], vocab_size=a["vocab_size"])
     _ = vocab.automaton  # disk caches warm before any cell
     result = results.new("enums", {**a, "quick": quick})
-    base = {"tokenizer": a["tokenizer"], "vocab_size": a["vocab_size"], "repeat": a["repeat"], "seed": a["seed"],
-            "compile_budget_s": a["compile_budget_s"]}  # fmt: skip
+    base = {
+        "tokenizer": a["tokenizer"],
+        "vocab_size": a["vocab_size"],
+        "repeat": a["repeat"],
+        "seed": a["seed"],
+        "compile_budget_s": a["compile_budget_s"],
+    }
     limits = {"timeout": a["timeout"], "max_rss": int(a["max_rss_gb"] * 2**30)}
     for s in a["shapes"]:
         for k in a["k"]:
@@ -620,10 +643,16 @@ def as_keyed(result: dict[str, Any]) -> dict[str, Any]:
     """The suite's cells keyed as :func:`tables_text` reads them (``shape|K|cell``, threshold ``engine|K``)."""
     cells = [c for c in result["cells"] if c["cell"] != "threshold"]
     threshold = [c for c in result["cells"] if c["cell"] == "threshold"]
-    settings = {**result["settings"], "shapes": list(dict.fromkeys(c["shape"] for c in cells)),
-                "k": list(dict.fromkeys(c["k"] for c in cells))}  # fmt: skip
-    return {"settings": settings, "cells": {f"{c['shape']}|{c['k']}|{c['cell']}": c for c in cells},
-            "threshold": {f"{c['engine']}|{c['k']}": c for c in threshold}}  # fmt: skip
+    settings = {
+        **result["settings"],
+        "shapes": list(dict.fromkeys(c["shape"] for c in cells)),
+        "k": list(dict.fromkeys(c["k"] for c in cells)),
+    }
+    return {
+        "settings": settings,
+        "cells": {f"{c['shape']}|{c['k']}|{c['cell']}": c for c in cells},
+        "threshold": {f"{c['engine']}|{c['k']}": c for c in threshold},
+    }
 
 
 def tables(result: dict[str, Any]) -> dict[str, str]:

@@ -75,8 +75,11 @@ def run(quick: bool) -> dict[str, Any]:
     args = [sys.executable, "-m", "triec.bench.gpu_check", "--device", "cuda", *(QUICK if quick else FULL)]
     proc = subprocess.run(args, capture_output=True, text=True, timeout=3600)
     facts, cells = parse_log(proc.stdout)
-    result = results.new("gpu", {"quick": quick, "args": args[3:], **facts, "exit_code": proc.returncode},
-                         extra_versions=("torch", "triton"))  # fmt: skip
+    result = results.new(
+        "gpu",
+        {"quick": quick, "args": args[3:], **facts, "exit_code": proc.returncode},
+        extra_versions=("torch", "triton"),
+    )
     result["log"] = proc.stdout
     if proc.returncode != 0:
         cells.append({"status": "error", "error": f"gpu_check exited {proc.returncode}: {proc.stderr.strip()[-300:]}"})
@@ -98,8 +101,26 @@ def tables(result: dict[str, Any]) -> dict[str, str]:
         ratio = docs.ratio(c.get("torch_step_us"), c.get("kernels_step_us"))
         xgr = c.get("xgrammar_apply_us")
         two = docs.ratio(c.get("two_tables_per_table_us"), c.get("two_tables_one_launch_us"))
-        rows.append([f"{c['k']:,}", str(c["b"]), _pair(c, "fill"), _pair(c, "advance"), _pair(c, "step"), ratio,
-                     f"{c.get('kernels_apply_us', 0):.0f} / {xgr:.0f}" if xgr is not None else "-", two])  # fmt: skip
-    header = ["K", "B", "fill torch / kernel", "advance torch / kernel", "step torch / kernel", "step ratio",
-              "apply (kernel) / xgrammar's apply", "two tables: one launch"]  # fmt: skip
+        rows.append(
+            [
+                f"{c['k']:,}",
+                str(c["b"]),
+                _pair(c, "fill"),
+                _pair(c, "advance"),
+                _pair(c, "step"),
+                ratio,
+                f"{c.get('kernels_apply_us', 0):.0f} / {xgr:.0f}" if xgr is not None else "-",
+                two,
+            ]
+        )
+    header = [
+        "K",
+        "B",
+        "fill torch / kernel",
+        "advance torch / kernel",
+        "step torch / kernel",
+        "step ratio",
+        "apply (kernel) / xgrammar's apply",
+        "two tables: one launch",
+    ]
     return {"kernels": docs.markdown(header, rows)}

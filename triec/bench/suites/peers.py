@@ -14,8 +14,13 @@ from typing import Any
 from triec.bench import docs, results
 from triec.bench.peers import ALL_ENGINES, markdown_table, plot, run_bench
 
-FULL: dict[str, Any] = {"ks": [10, 100, 1_000, 10_000], "batches": [1, 8, 32, 256], "repeat": 5, "timeout": 300.0,
-                        "paths": 50}  # fmt: skip
+FULL: dict[str, Any] = {
+    "ks": [10, 100, 1_000, 10_000],
+    "batches": [1, 8, 32, 256],
+    "repeat": 5,
+    "timeout": 300.0,
+    "paths": 50,
+}
 QUICK: dict[str, Any] = {"ks": [10], "batches": [1, 4], "repeat": 1, "timeout": 120.0, "paths": 3}
 
 

@@ -23,8 +23,12 @@ from triec.bench.runner import Out, run_cell
 if TYPE_CHECKING:
     from triec.schema.slot import Groups
 
-ARGS = {"type": "object", "properties": {"query": {"type": "string"}, "limit": {"type": "integer"}},
-        "required": ["query"], "additionalProperties": False}  # fmt: skip
+ARGS = {
+    "type": "object",
+    "properties": {"query": {"type": "string"}, "limit": {"type": "integer"}},
+    "required": ["query"],
+    "additionalProperties": False,
+}
 
 FULL = {"k": 10_000, "paths": 200, "repeat": 5}
 QUICK = {"k": 100, "paths": 5, "repeat": 1}
@@ -196,13 +200,22 @@ def tables(result: dict[str, Any]) -> dict[str, str]:
     r = c["ratios"]
     rows = [
         ["K (tool names) / trie states", f"{c['k']:,} / {c['states']:,}", ""],
-        ["triec build, warm (first in the process)", f"{docs.seconds(c['triec_build_memory_s'])} "
-         f"({docs.seconds(c['triec_build_cold_s'])})", ""],
+        [
+            "triec build, warm (first in the process)",
+            f"{docs.seconds(c['triec_build_memory_s'])} ({docs.seconds(c['triec_build_cold_s'])})",
+            "",
+        ],
         ["triec first matcher (engine template + word rows, once)", docs.seconds(c["triec_first_matcher_s"]), ""],
-        ["llguidance compile of the whole schema", docs.seconds(c["llguidance_compile_s"]),
-         f"{r['build_llguidance_over_triec']:.2f}x triec's build"],
-        ["xgrammar compile of the whole schema", docs.seconds(c["xgrammar_compile_s"]),
-         f"{r['build_xgrammar_over_triec']:.1f}x triec's build"],
+        [
+            "llguidance compile of the whole schema",
+            docs.seconds(c["llguidance_compile_s"]),
+            f"{r['build_llguidance_over_triec']:.2f}x triec's build",
+        ],
+        [
+            "xgrammar compile of the whole schema",
+            docs.seconds(c["xgrammar_compile_s"]),
+            f"{r['build_xgrammar_over_triec']:.1f}x triec's build",
+        ],
         ["one row in the name field, triec alone (median / p99)", _us(c, "triec_writer_alone"), ""],
         ["the same, interleaved with the engines' rows", _us(c, "triec_writer"), ""],
         ["llguidance row", _us(c, "llguidance"), f"median {r['row_median_llguidance_over_triec']:.1f}x triec's"],
@@ -210,5 +223,5 @@ def tables(result: dict[str, Any]) -> dict[str, str]:
         ["`m.fill_bitmask(row)` (zeroes the row, then the words)", _us(c, "triec_fill_bitmask"), ""],
         ["handover into the arguments, alone", _us(c, "triec_handover_alone"), ""],
         ["handover, interleaved", _us(c, "triec_handover"), ""],
-    ]  # fmt: skip
+    ]
     return {"schema": docs.markdown(["what", "measured", "ratio"], rows)}

@@ -58,9 +58,14 @@ def cell(job: dict[str, Any], out: Out) -> None:
     def batch_bitmask() -> None:
         table.fill_bitmask(batches[next(it) % len(batches)], rows)
 
-    out.put(phase="device", fill_s=stats(per_call(fill, 1000, rounds)), fill_one_s=stats(per_call(fill_one, 1000, rounds)),
-            fill_bitmask_s=stats(per_call(fill_bitmask, 100, rounds)), batch128_s=stats(per_call(batch, 100, rounds)),
-            batch128_bitmask_s=stats(per_call(batch_bitmask, 10, rounds)))  # fmt: skip
+    out.put(
+        phase="device",
+        fill_s=stats(per_call(fill, 1000, rounds)),
+        fill_one_s=stats(per_call(fill_one, 1000, rounds)),
+        fill_bitmask_s=stats(per_call(fill_bitmask, 100, rounds)),
+        batch128_s=stats(per_call(batch, 100, rounds)),
+        batch128_bitmask_s=stats(per_call(batch_bitmask, 10, rounds)),
+    )
     out.put(phase="restrict", device=_device(table, job), restrict=_restrict(table, values, rounds))
     out.put(status="ok", phase="done")
 
@@ -75,9 +80,23 @@ def _device(table: Any, job: dict[str, Any]) -> dict[str, Any]:
     torch.set_num_threads(1)
     dev = table.to_torch(torch.device("cpu"))
     rng = np.random.default_rng(1)
-    found: dict[str, Any] = {"bytes": int(sum(t.nbytes for t in (dev.pair_keys, dev.pair_next, dev.word_index,
-                                                                 dev.word_bits, dev.word_offsets, dev.accepting,
-                                                                 dev.dense_rows, dev.wide_states)))}  # fmt: skip
+    found: dict[str, Any] = {
+        "bytes": int(
+            sum(
+                t.nbytes
+                for t in (
+                    dev.pair_keys,
+                    dev.pair_next,
+                    dev.word_index,
+                    dev.word_bits,
+                    dev.word_offsets,
+                    dev.accepting,
+                    dev.dense_rows,
+                    dev.wide_states,
+                )
+            )
+        )
+    }
     for b in job["batches"]:
         states = torch.from_numpy(rng.integers(0, table.num_states, b))
         logits = torch.randn(b, table.vocab_size)
@@ -125,15 +144,30 @@ def tables(result: dict[str, Any]) -> dict[str, str]:
         if c.get("status") != "ok":
             writer.append([k, docs.status_note(c), "", "", "", "", ""])
             continue
-        writer.append([k, docs.seconds(c["writer_create_s"]), *(docs.spread(c[f]) for f in
-                       ("fill_s", "fill_one_s", "fill_bitmask_s", "batch128_s", "batch128_bitmask_s"))])  # fmt: skip
+        writer.append(
+            [
+                k,
+                docs.seconds(c["writer_create_s"]),
+                *(
+                    docs.spread(c[f])
+                    for f in ("fill_s", "fill_one_s", "fill_bitmask_s", "batch128_s", "batch128_bitmask_s")
+                ),
+            ]
+        )
         for b, d in c["device"].items():
             if isinstance(d, dict) and "step_us" in d:
                 device.append([k, b, *(f"{d[f]:,.1f}" for f in ("fill_us", "apply_us", "advance_us", "step_us"))])
         for n, r in c["restrict"].items():
             if isinstance(r, dict):
-                restrict.append([k, n, docs.spread(r["restrict_s"]), docs.spread(r["compact_s"]),
-                                 docs.seconds(c["restrict"]["first_s"])])  # fmt: skip
+                restrict.append(
+                    [
+                        k,
+                        n,
+                        docs.spread(r["restrict_s"]),
+                        docs.spread(r["compact_s"]),
+                        docs.seconds(c["restrict"]["first_s"]),
+                    ]
+                )
     return {
         "writer": docs.markdown(
             [
@@ -146,7 +180,7 @@ def tables(result: dict[str, Any]) -> dict[str, str]:
                 "128 states, fill_bitmask",
             ],
             writer,
-        ),  # fmt: skip
+        ),
         "device": docs.markdown(["K", "B", "fill µs", "apply µs", "advance µs", "step µs (CPU tensors)"], device),
         "restrict": docs.markdown(
             ["K", "values kept", "restrict", "compact()", "first restrict (path index)"], restrict

@@ -650,13 +650,34 @@ def tables_text(res: dict[str, Any]) -> str:
 # ---------------------------------------------------------------- the suite
 
 FULL: dict[str, Any] = {
-    "registries": ["rich-1000", "bfcl"], "cells": list(CELLS), "format": "vllm",
-    "tokenizer": "qwen2", "vocab_size": 151_936, "paths": 200, "first": 100, "arg_steps": 12, "repeat": 7,
-    "cold_reps": 20, "warm_reps": 50, "seed": 0, "timeout": 240.0, "max_rss_gb": 8.0, "drop_refused": "bfcl",
-}  # fmt: skip
-QUICK: dict[str, Any] = {**FULL, "registries": ["rich-40"],
-                         "cells": ["triec-llguidance", "triec-xgrammar", "llguidance"], "paths": 6, "first": 3,
-                         "arg_steps": 3, "repeat": 2, "cold_reps": 2, "warm_reps": 3, "timeout": 300.0}  # fmt: skip
+    "registries": ["rich-1000", "bfcl"],
+    "cells": list(CELLS),
+    "format": "vllm",
+    "tokenizer": "qwen2",
+    "vocab_size": 151_936,
+    "paths": 200,
+    "first": 100,
+    "arg_steps": 12,
+    "repeat": 7,
+    "cold_reps": 20,
+    "warm_reps": 50,
+    "seed": 0,
+    "timeout": 240.0,
+    "max_rss_gb": 8.0,
+    "drop_refused": "bfcl",
+}
+QUICK: dict[str, Any] = {
+    **FULL,
+    "registries": ["rich-40"],
+    "cells": ["triec-llguidance", "triec-xgrammar", "llguidance"],
+    "paths": 6,
+    "first": 3,
+    "arg_steps": 3,
+    "repeat": 2,
+    "cold_reps": 2,
+    "warm_reps": 3,
+    "timeout": 300.0,
+}
 TABLES = ("build", "names", "arguments", "memory")
 
 
@@ -681,10 +702,22 @@ def run(quick: bool) -> dict[str, Any]:
     result = results.new("tools", {**a, "quick": quick, "dropped": drops})
     for r in a["registries"]:
         for c in a["cells"]:
-            job = {"drop": sorted(drops.get(r, {})), "cell": c, "registry": r, "format": a["format"],
-                   "tokenizer": a["tokenizer"], "vocab_size": a["vocab_size"], "paths": a["paths"], "first": a["first"],
-                   "arg_steps": a["arg_steps"], "repeat": a["repeat"], "cold_reps": a["cold_reps"],
-                   "warm_reps": a["warm_reps"], "cold_budget_s": min(90.0, a["timeout"] / 4), "seed": a["seed"]}  # fmt: skip
+            job = {
+                "drop": sorted(drops.get(r, {})),
+                "cell": c,
+                "registry": r,
+                "format": a["format"],
+                "tokenizer": a["tokenizer"],
+                "vocab_size": a["vocab_size"],
+                "paths": a["paths"],
+                "first": a["first"],
+                "arg_steps": a["arg_steps"],
+                "repeat": a["repeat"],
+                "cold_reps": a["cold_reps"],
+                "warm_reps": a["warm_reps"],
+                "cold_budget_s": min(90.0, a["timeout"] / 4),
+                "seed": a["seed"],
+            }
             cell = run_cell(
                 "triec.bench.suites.tools:worker", job, timeout=a["timeout"], max_rss=int(a["max_rss_gb"] * 2**30)
             )

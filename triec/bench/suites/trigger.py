@@ -73,8 +73,16 @@ def think_cell(job: dict[str, Any], out: Out) -> None:
     for piece in (b"Answer", b":"):
         m.accept_token(ids[piece])
     answer_row = median_us(lambda: m.fill_bitmask(row), repeat)
-    out.put(status="ok", phase="done", build_s=build, free_states=int(trig.automaton.num_states), free_row_us=free_row,
-            free_accept_us=free_accept, answer_row_us=answer_row, vocab_size=vocab.vocab_size)  # fmt: skip
+    out.put(
+        status="ok",
+        phase="done",
+        build_s=build,
+        free_states=int(trig.automaton.num_states),
+        free_row_us=free_row,
+        free_accept_us=free_accept,
+        answer_row_us=answer_row,
+        vocab_size=vocab.vocab_size,
+    )
 
 
 def drive(m: Any, vocab: Any, text: bytes) -> None:
@@ -108,8 +116,14 @@ def auto_cell(job: dict[str, Any], out: Out) -> None:
         t = time.perf_counter()
         table = compile_structural_tag(tag, vocab)
         builds.append(time.perf_counter() - t)
-    res: dict[str, Any] = {"tools": len(tools), "tokenizer": tokenizer, "V": vocab.vocab_size, "tag_bytes": len(text),
-                 "triec_build_first_s": builds[0], "triec_build_s": statistics.median(builds)}  # fmt: skip
+    res: dict[str, Any] = {
+        "tools": len(tools),
+        "tokenizer": tokenizer,
+        "V": vocab.vocab_size,
+        "tag_bytes": len(text),
+        "triec_build_first_s": builds[0],
+        "triec_build_s": statistics.median(builds),
+    }
     row = np.zeros(table.words_per_row, dtype=np.int32)
     name = tools[len(tools) // 2][0]
     prefix_free = b"Let me think about which function fits."
@@ -175,21 +189,33 @@ def tables(result: dict[str, Any]) -> dict[str, str]:
     for c in result["cells"]:
         note = docs.status_note(c)
         if c["kind"] == "think":
-            think.append([c["tokenizer"], f"{c['k']:,}", note or docs.seconds(c.get("build_s")), _us(c.get("free_row_us")),
-                          _us(c.get("free_accept_us")), _us(c.get("answer_row_us"))])  # fmt: skip
+            think.append(
+                [
+                    c["tokenizer"],
+                    f"{c['k']:,}",
+                    note or docs.seconds(c.get("build_s")),
+                    _us(c.get("free_row_us")),
+                    _us(c.get("free_accept_us")),
+                    _us(c.get("answer_row_us")),
+                ]
+            )
             continue
         if note:
             auto.append([c["tokenizer"], f"{c['n']:,}", note, *[""] * 6])
             continue
-        auto.append([
-            f"{c['tokenizer']} ({c['V']:,})", f"{c['tools']:,}",
-            f"{docs.seconds(c['triec_build_s'])} ({docs.seconds(c['triec_build_first_s'])})",
-            docs.seconds(c.get("xgrammar_compile_s")), docs.ratio(c.get("xgrammar_compile_s"), c["triec_build_s"]),
-            f"{_us(c['triec_free_start_us'])} / {_us(c['triec_free_us'])}",
-            f"{_us(c.get('xgrammar_free_start_us'))} / {_us(c.get('xgrammar_free_us'))}",
-            f"{_us(c['triec_name_us'])} / {_us(c.get('xgrammar_name_us'))}",
-            f"{c['triec_handover_first_ms']:.1f} / {c['triec_handover_repeat_ms']:.1f} ms",
-        ])  # fmt: skip
+        auto.append(
+            [
+                f"{c['tokenizer']} ({c['V']:,})",
+                f"{c['tools']:,}",
+                f"{docs.seconds(c['triec_build_s'])} ({docs.seconds(c['triec_build_first_s'])})",
+                docs.seconds(c.get("xgrammar_compile_s")),
+                docs.ratio(c.get("xgrammar_compile_s"), c["triec_build_s"]),
+                f"{_us(c['triec_free_start_us'])} / {_us(c['triec_free_us'])}",
+                f"{_us(c.get('xgrammar_free_start_us'))} / {_us(c.get('xgrammar_free_us'))}",
+                f"{_us(c['triec_name_us'])} / {_us(c.get('xgrammar_name_us'))}",
+                f"{c['triec_handover_first_ms']:.1f} / {c['triec_handover_repeat_ms']:.1f} ms",
+            ]
+        )
     return {
         "think": docs.markdown(["tokenizer", "K", "build", "free row", "free accept + rollback", "answer row"], think),
         "auto": docs.markdown(
@@ -205,5 +231,5 @@ def tables(result: dict[str, Any]) -> dict[str, str]:
                 "handover first / repeat",
             ],
             auto,
-        ),  # fmt: skip
+        ),
     }

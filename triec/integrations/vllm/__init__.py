@@ -52,6 +52,11 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "ARG_NAME", "ARG_RESTRICT", "ENV_DIR", "RequestError", "TriecLogitsProcessor", "TriecLogitsProcessorV1",
+    "ARG_NAME",
+    "ARG_RESTRICT",
+    "ENV_DIR",
+    "RequestError",
+    "TriecLogitsProcessor",
+    "TriecLogitsProcessorV1",
     "TriecLogitsProcessorV2",
-]  # fmt: skip
+]

@@ -201,13 +201,22 @@ def _frontend_constraints(served: ServedModel) -> Constraints:
     with _FRONTEND_LOCK:
         found = _FRONTEND.get(key)
         if found is None:
-            found = _FRONTEND[key] = Constraints(served.vocabulary(), tokenizer=served.tokenizer, served=served,
-                                                 fix_stops=STOPS_HINT, artifact_store=store)  # fmt: skip
+            found = _FRONTEND[key] = Constraints(
+                served.vocabulary(),
+                tokenizer=served.tokenizer,
+                served=served,
+                fix_stops=STOPS_HINT,
+                artifact_store=store,
+            )
         return found
 
 
-def claims(structured_outputs: Any, served: ServedModel | None = None, any_whitespace: bool = True,
-           stops: Iterable[int] | None = None) -> bool:  # fmt: skip
+def claims(
+    structured_outputs: Any,
+    served: ServedModel | None = None,
+    any_whitespace: bool = True,
+    stops: Iterable[int] | None = None,
+) -> bool:
     """The frontend decision for one request: True when triec serves it (admitted here), False to delegate.
 
     Raises :class:`RequestRefused` for a constraint triec would serve but
@@ -378,8 +387,13 @@ class BackendState:
         with self._lock:
             found = self._constraints.get(key)
             if found is None:
-                found = Constraints(vocab, any_whitespace=not compact, tokenizer=self.tokenizer, fix_stops=STOPS_HINT,
-                                    artifact_store=store)  # fmt: skip
+                found = Constraints(
+                    vocab,
+                    any_whitespace=not compact,
+                    tokenizer=self.tokenizer,
+                    fix_stops=STOPS_HINT,
+                    artifact_store=store,
+                )
                 if not any_whitespace:
                     found.schema_hook = None  # no triec spelling is ("," ":"): xgrammar serves them
                 self._constraints[key] = found
@@ -401,8 +415,12 @@ def backend_state(model_config: Any, vocab_size: int | None = None) -> BackendSt
 
 
 def triec_grammar(
-    state: BackendState, request_type: StructuredOutputOptions, spec: str, stop_token_ids: Any, any_whitespace: bool,
-) -> TriecStructuredOutputGrammar | Delegate:  # fmt: skip
+    state: BackendState,
+    request_type: StructuredOutputOptions,
+    spec: str,
+    stop_token_ids: Any,
+    any_whitespace: bool,
+) -> TriecStructuredOutputGrammar | Delegate:
     """The engine decision for one compiled constraint: a triec grammar, or Delegate (xgrammar compiles it).
 
     A refusal here (RequestError) was not expected after admission; it is
@@ -419,7 +437,11 @@ def triec_grammar(
             raise RequestError(f"triec cannot read the served tokenizer: {exc}") from None
         log.warning("triec: no vocabulary for the served tokenizer (%s); delegated to xgrammar", exc)
         return Delegate(f"no triec vocabulary: {exc}")
-    memo = (request_type.name, any_whitespace, hashlib.blake2b(spec.encode("utf-8", "surrogatepass"), digest_size=16).digest())
+    memo = (
+        request_type.name,
+        any_whitespace,
+        hashlib.blake2b(spec.encode("utf-8", "surrogatepass"), digest_size=16).digest(),
+    )
     remembered = state.remembered(memo, c)
     if remembered is not None:
         return _grammar(remembered, stop_token_ids)
@@ -489,8 +511,10 @@ def frontend_hook(original: Callable[[Any], None]) -> Callable[[Any], None]:
     return validate_xgrammar_grammar
 
 
-def compile_hook(original: Callable[..., StructuredOutputGrammar], tag_attr: str = "compiler",
-                 ) -> Callable[..., StructuredOutputGrammar]:  # fmt: skip
+def compile_hook(
+    original: Callable[..., StructuredOutputGrammar],
+    tag_attr: str = "compiler",
+) -> Callable[..., StructuredOutputGrammar]:
     """``XgrammarBackend.compile_grammar`` that builds a triec grammar where it is exact, xgrammar's elsewhere.
 
     ``tag_attr``: the backend's compiler of structural tags (:func:`.internals.tag_compiler`: 0.33's
@@ -498,8 +522,9 @@ def compile_hook(original: Callable[..., StructuredOutputGrammar], tag_attr: str
     """
     choice_as_grammar = internals.choice_as_grammar
 
-    def compile_grammar(self: Any, request_type: StructuredOutputOptions, grammar_spec: str,
-                        stop_token_ids: set[int] | None = None) -> StructuredOutputGrammar:  # fmt: skip
+    def compile_grammar(
+        self: Any, request_type: StructuredOutputOptions, grammar_spec: str, stop_token_ids: set[int] | None = None
+    ) -> StructuredOutputGrammar:
         t = time.perf_counter()
         state = backend_state(self.vllm_config.model_config, self.vocab_size)
         if request_type in (StructuredOutputOptions.JSON, StructuredOutputOptions.STRUCTURAL_TAG):
@@ -509,13 +534,18 @@ def compile_hook(original: Callable[..., StructuredOutputGrammar], tag_attr: str
                 log.debug("triec: vLLM's tokenizer info not taken: %s", exc)
         served = triec_grammar(state, request_type, grammar_spec, stop_token_ids, not self.disable_any_whitespace)
         if not isinstance(served, Delegate):
-            log.debug("triec: %s served by triec (%s) in %.1f ms", request_type.name, served.key[:16],
-                      (time.perf_counter() - t) * 1e3)  # fmt: skip
+            log.debug(
+                "triec: %s served by triec (%s) in %.1f ms",
+                request_type.name,
+                served.key[:16],
+                (time.perf_counter() - t) * 1e3,
+            )
             return served
         log.debug("triec: %s delegated to xgrammar (%s)", request_type.name, served.reason)
         if request_type == StructuredOutputOptions.CHOICE:  # what vLLM's frontend would have rewritten it to
-            return original(self, StructuredOutputOptions.GRAMMAR, choice_as_grammar(json.loads(grammar_spec)),
-                            stop_token_ids)  # fmt: skip
+            return original(
+                self, StructuredOutputOptions.GRAMMAR, choice_as_grammar(json.loads(grammar_spec)), stop_token_ids
+            )
         return original(self, request_type, grammar_spec, stop_token_ids)
 
     _mark(compile_grammar, original)
@@ -548,8 +578,15 @@ class SparseXgrammar(types.ModuleType):
     def __getattr__(self, name: str) -> Any:
         return getattr(self._real, name)
 
-    def apply_token_bitmask_inplace(self, logits: torch.Tensor, bitmask: torch.Tensor, *, vocab_size: int | None = None,
-                                    indices: Any = None, **kw: Any) -> None:  # fmt: skip
+    def apply_token_bitmask_inplace(
+        self,
+        logits: torch.Tensor,
+        bitmask: torch.Tensor,
+        *,
+        vocab_size: int | None = None,
+        indices: Any = None,
+        **kw: Any,
+    ) -> None:
         original = self._real.apply_token_bitmask_inplace
         if kw or not (logits.is_cpu and bitmask.is_cpu and logits.dim() == 2 and bitmask.dim() == 2):
             return original(logits, bitmask, vocab_size=vocab_size, indices=indices, **kw)
@@ -570,8 +607,9 @@ def cpu_worker_hook(original: Callable[..., None]) -> Callable[..., None]:
     masked here; any request with a dense row goes to the original, with its own rows, unchanged.
     """
 
-    def apply_grammar_bitmask(self: Any, logits: torch.Tensor, input_batch: Any, grammar_req_ids: list[str],
-                              grammar_bitmask: np.ndarray) -> None:  # fmt: skip
+    def apply_grammar_bitmask(
+        self: Any, logits: torch.Tensor, input_batch: Any, grammar_req_ids: list[str], grammar_bitmask: np.ndarray
+    ) -> None:
         if not grammar_req_ids or not logits.is_cpu or logits.dim() != 2:
             return original(self, logits, input_batch, grammar_req_ids, grammar_bitmask)
         stride = int(self.mask_stride)
@@ -588,8 +626,13 @@ def cpu_worker_hook(original: Callable[..., None]) -> Callable[..., None]:
             return original(self, logits, input_batch, grammar_req_ids, grammar_bitmask)
         if dense_req.any():
             blocks = np.repeat(dense_req, stride)
-            original(self, logits, input_batch, [r for r, d in zip(grammar_req_ids, dense_req.tolist(), strict=True) if d],
-                     np.ascontiguousarray(bm[blocks]))  # fmt: skip
+            original(
+                self,
+                logits,
+                input_batch,
+                [r for r, d in zip(grammar_req_ids, dense_req.tolist(), strict=True) if d],
+                np.ascontiguousarray(bm[blocks]),
+            )
         mine = active & ~np.repeat(dense_req, stride)
         rows = cu[req[mine]] + pos[mine]
         placed = np.full((logits.shape[0], bm.shape[1]), -1, dtype=np.int32)
@@ -639,14 +682,30 @@ def install(hooks: tuple[str, ...] = HOOK_NAMES) -> None:
 
 
 __all__ = [
-    "COMPACT_ENV", "HOOK_NAMES", "BackendState", "RequestRefused", "SparseXgrammar", "TriecStructuredOutputGrammar",
-    "backend_state", "claims", "compact_ok", "compile_hook", "cpu_worker_hook", "frontend_hook", "install",
-    "manager_init_hook", "plan_json", "triec_grammar",
-]  # fmt: skip
+    "COMPACT_ENV",
+    "HOOK_NAMES",
+    "BackendState",
+    "RequestRefused",
+    "SparseXgrammar",
+    "TriecStructuredOutputGrammar",
+    "backend_state",
+    "claims",
+    "compact_ok",
+    "compile_hook",
+    "cpu_worker_hook",
+    "frontend_hook",
+    "install",
+    "manager_init_hook",
+    "plan_json",
+    "triec_grammar",
+]
 
-__getattr__ = renamed(__name__, {
-    "TriecGrammar": "triec.integrations.vllm.backend:TriecStructuredOutputGrammar",
-    "admit": "triec.integrations.vllm.backend:claims",
-    "EngineState": "triec.integrations.vllm.backend:BackendState",
-    "engine_state": "triec.integrations.vllm.backend:backend_state",
-})  # fmt: skip
+__getattr__ = renamed(
+    __name__,
+    {
+        "TriecGrammar": "triec.integrations.vllm.backend:TriecStructuredOutputGrammar",
+        "admit": "triec.integrations.vllm.backend:claims",
+        "EngineState": "triec.integrations.vllm.backend:BackendState",
+        "engine_state": "triec.integrations.vllm.backend:backend_state",
+    },
+)

@@ -89,9 +89,13 @@ class BatchState:
     """
 
     def __init__(
-        self, store: ArtifactStore, device: torch.device, capacity: int, eos_ids: Iterable[int],
+        self,
+        store: ArtifactStore,
+        device: torch.device,
+        capacity: int,
+        eos_ids: Iterable[int],
         served: ServedModel | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.store = store
         self.served = served
         self.matchers: dict[int, SchemaMatcher] = {}
@@ -175,6 +179,7 @@ class BatchState:
             table.bind(self.served.vocabulary(table.eos_token_ids))
         warm_schema(table)  # the engine's tokenizer setup and first grammar: once per artifact version
         return table
+
     def assign(self, slot: int, request: TriecRequest | Exception | None) -> None:
         """Start ``slot`` for a new request; never raises (a failure ends the row with EOS)."""
         self._grow(slot)
@@ -320,9 +325,13 @@ class BatchState:
         keep_tokens(logits, to_device(rows, logits.device), self.eos.to(logits.device))
 
     def mask(
-        self, logits: torch.Tensor, rows: np.ndarray, slots: np.ndarray, states: torch.Tensor | None = None,
+        self,
+        logits: torch.Tensor,
+        rows: np.ndarray,
+        slots: np.ndarray,
+        states: torch.Tensor | None = None,
         matchers: Sequence[SchemaMatcher | None] | None = None,
-    ) -> torch.Tensor:  # fmt: skip
+    ) -> torch.Tensor:
         """Mask ``logits[rows[i]]`` for the request in ``slots[i]``, in place, grouped by table.
 
         By default each row is masked at its slot's state (or matcher);
@@ -335,14 +344,24 @@ class BatchState:
         if fused is not None:  # every table's rows in one launch
             tset, index = fused
             at = np.flatnonzero(groups >= 0)
-            st = self.states[to_device(slots[at], self.device)] if states is None else states[to_device(at, states.device)]
-            tset.mask_logits(logits, to_device(index[groups[at]], self.device), st, rows=to_device(rows[at], logits.device))
+            st = (
+                self.states[to_device(slots[at], self.device)]
+                if states is None
+                else states[to_device(at, states.device)]
+            )
+            tset.mask_logits(
+                logits, to_device(index[groups[at]], self.device), st, rows=to_device(rows[at], logits.device)
+            )
         for gid in np.unique(groups[groups != UNCONSTRAINED]).tolist():
             at = np.flatnonzero(groups == gid)
             if fused is not None and gid >= 0:
                 continue
             if gid == SCHEMA:
-                ms = [matchers[i] for i in at.tolist()] if matchers is not None else [self.matchers[s] for s in slots[at].tolist()]
+                ms = (
+                    [matchers[i] for i in at.tolist()]
+                    if matchers is not None
+                    else [self.matchers[s] for s in slots[at].tolist()]
+                )
                 self._mask_schema(logits, rows[at], ms)
                 continue
             if gid == EOS_ONLY:
@@ -361,8 +380,11 @@ class BatchState:
         return logits
 
     def draft_positions(
-        self, slots: np.ndarray, local_pos: np.ndarray, tokens: np.ndarray,
-    ) -> tuple[torch.Tensor, list[SchemaMatcher | None]]:  # fmt: skip
+        self,
+        slots: np.ndarray,
+        local_pos: np.ndarray,
+        tokens: np.ndarray,
+    ) -> tuple[torch.Tensor, list[SchemaMatcher | None]]:
         """Each row's position after the drafts before it: (device states, schema matchers), aligned with ``slots``.
 
         Under speculative decoding a request owns consecutive rows; the row at

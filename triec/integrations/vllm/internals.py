@@ -223,8 +223,11 @@ def frontend(max_depth: int = 16) -> Frontend | None:
                 eos = owner.renderer.get_eos_token_id()
             except Exception:  # noqa: BLE001  a renderer without a tokenizer
                 eos = None
-            return Frontend(owner.model_config, getattr(owner, "structured_outputs_config", None),
-                            eos if isinstance(eos, int) else None)  # fmt: skip
+            return Frontend(
+                owner.model_config,
+                getattr(owner, "structured_outputs_config", None),
+                eos if isinstance(eos, int) else None,
+            )
         frame = frame.f_back
     return None
 
@@ -240,19 +243,33 @@ def _check_frontend() -> str | None:
     def validate() -> str:
         return _source(SamplingParams._validate_structured_outputs)
 
-    return _first([
-        (lambda: _params(backend_xgrammar.validate_xgrammar_grammar) == ["sampling_params"],
-         "validate_xgrammar_grammar(sampling_params)"),
-        (lambda: _params(SamplingParams._validate_structured_outputs)
-         == ["self", "model_config", "structured_outputs_config", "tokenizer"],
-         "SamplingParams._validate_structured_outputs(self, model_config, structured_outputs_config, tokenizer)"),
-        (lambda: "import validate_xgrammar_grammar" in validate() and "except VLLMValidationError" in validate(),
-         "the frontend's call of validate_xgrammar_grammar"),
-        (lambda: issubclass(exceptions.VLLMValidationError, exceptions.VLLMClientError),
-         "VLLMClientError / VLLMValidationError"),
-        (lambda: "StructuredOutputOptions.CHOICE, json_str" in _source(request.get_structured_output_key),
-         "CHOICE keys as a JSON list"),
-    ])  # fmt: skip
+    return _first(
+        [
+            (
+                lambda: _params(backend_xgrammar.validate_xgrammar_grammar) == ["sampling_params"],
+                "validate_xgrammar_grammar(sampling_params)",
+            ),
+            (
+                lambda: (
+                    _params(SamplingParams._validate_structured_outputs)
+                    == ["self", "model_config", "structured_outputs_config", "tokenizer"]
+                ),
+                "SamplingParams._validate_structured_outputs(self, model_config, structured_outputs_config, tokenizer)",
+            ),
+            (
+                lambda: "import validate_xgrammar_grammar" in validate() and "except VLLMValidationError" in validate(),
+                "the frontend's call of validate_xgrammar_grammar",
+            ),
+            (
+                lambda: issubclass(exceptions.VLLMValidationError, exceptions.VLLMClientError),
+                "VLLMClientError / VLLMValidationError",
+            ),
+            (
+                lambda: "StructuredOutputOptions.CHOICE, json_str" in _source(request.get_structured_output_key),
+                "CHOICE keys as a JSON list",
+            ),
+        ]
+    )
 
 
 def _check_engine() -> str | None:
@@ -269,29 +286,50 @@ def _check_engine() -> str | None:
         trim = getattr(manager, "trim_spec_tokens", None) or getattr(manager, "validate_tokens", None)
         return trim is not None and "grammar.validate_tokens(" in _source(trim)
 
-    return _first([
-        (lambda: _params(xb.compile_grammar) == ["self", "request_type", "grammar_spec", "stop_token_ids"],
-         "XgrammarBackend.compile_grammar(self, request_type, grammar_spec, stop_token_ids)"),
-        (lambda: tag_compiler(xb) is not None, "XgrammarBackend.compile_grammar's structural-tag compiler"),
-        (lambda: "self.disable_any_whitespace" in _source(xb.__post_init__), "XgrammarBackend.disable_any_whitespace"),
-        (lambda: set(backend_types.StructuredOutputGrammar.__abstractmethods__)
-         == {"accept_tokens", "validate_tokens", "rollback", "fill_bitmask", "is_terminated", "reset"},
-         "StructuredOutputGrammar's abstract methods"),
-        (lambda: all(hasattr(backend_types.StructuredOutputOptions, n)
-                     for n in ("CHOICE", "REGEX", "JSON", "STRUCTURAL_TAG", "GRAMMAR")),
-         "StructuredOutputOptions members"),
-        (lambda: callable(importlib.import_module("vllm.v1.structured_output.utils").choice_as_grammar),
-         "utils.choice_as_grammar"),
-        (reasoning_ends, "StructuredOutputManager._masked_reasoning_ends's call of validate_tokens"),
-        (drafts, "StructuredOutputManager's draft trimming (validate_tokens / trim_spec_tokens)"),
-    ])  # fmt: skip
+    return _first(
+        [
+            (
+                lambda: _params(xb.compile_grammar) == ["self", "request_type", "grammar_spec", "stop_token_ids"],
+                "XgrammarBackend.compile_grammar(self, request_type, grammar_spec, stop_token_ids)",
+            ),
+            (lambda: tag_compiler(xb) is not None, "XgrammarBackend.compile_grammar's structural-tag compiler"),
+            (
+                lambda: "self.disable_any_whitespace" in _source(xb.__post_init__),
+                "XgrammarBackend.disable_any_whitespace",
+            ),
+            (
+                lambda: (
+                    set(backend_types.StructuredOutputGrammar.__abstractmethods__)
+                    == {"accept_tokens", "validate_tokens", "rollback", "fill_bitmask", "is_terminated", "reset"}
+                ),
+                "StructuredOutputGrammar's abstract methods",
+            ),
+            (
+                lambda: all(
+                    hasattr(backend_types.StructuredOutputOptions, n)
+                    for n in ("CHOICE", "REGEX", "JSON", "STRUCTURAL_TAG", "GRAMMAR")
+                ),
+                "StructuredOutputOptions members",
+            ),
+            (
+                lambda: callable(importlib.import_module("vllm.v1.structured_output.utils").choice_as_grammar),
+                "utils.choice_as_grammar",
+            ),
+            (reasoning_ends, "StructuredOutputManager._masked_reasoning_ends's call of validate_tokens"),
+            (drafts, "StructuredOutputManager's draft trimming (validate_tokens / trim_spec_tokens)"),
+        ]
+    )
 
 
 def _check_vocabulary() -> str | None:
-    return _first([
-        (lambda: _params(manager_class().__init__) == ["self", "vllm_config"],
-         "StructuredOutputManager.__init__(self, vllm_config)"),
-    ])  # fmt: skip
+    return _first(
+        [
+            (
+                lambda: _params(manager_class().__init__) == ["self", "vllm_config"],
+                "StructuredOutputManager.__init__(self, vllm_config)",
+            ),
+        ]
+    )
 
 
 CPU_WORKER = "vllm.v1.worker.cpu.structured_outputs"
@@ -311,14 +349,23 @@ def sparse_site() -> str:
     try:
         worker = cpu_worker_class()
     except (ImportError, AttributeError):
-        raise LookupError("no host bitmask path: neither structured_output.utils.apply_grammar_bitmask (0.32, "
-                          "0.33) nor CPUStructuredOutputsWorker.apply_grammar_bitmask (0.34)") from None  # fmt: skip
+        raise LookupError(
+            "no host bitmask path: neither structured_output.utils.apply_grammar_bitmask (0.32, "
+            "0.33) nor CPUStructuredOutputsWorker.apply_grammar_bitmask (0.34)"
+        ) from None
     source = _source(worker.apply_grammar_bitmask)
-    ok = (_params(worker.apply_grammar_bitmask) == ["self", "logits", "input_batch", "grammar_req_ids", "grammar_bitmask"]
-          and all(s in source for s in ("self.mask_stride", "input_batch.cu_num_logits", "input_batch.req_ids")))  # fmt: skip
+    ok = _params(worker.apply_grammar_bitmask) == [
+        "self",
+        "logits",
+        "input_batch",
+        "grammar_req_ids",
+        "grammar_bitmask",
+    ] and all(s in source for s in ("self.mask_stride", "input_batch.cu_num_logits", "input_batch.req_ids"))
     if not ok:
-        raise LookupError("CPUStructuredOutputsWorker.apply_grammar_bitmask(self, logits, input_batch, "
-                          "grammar_req_ids, grammar_bitmask) and its rows (mask_stride, cu_num_logits) differ")  # fmt: skip
+        raise LookupError(
+            "CPUStructuredOutputsWorker.apply_grammar_bitmask(self, logits, input_batch, "
+            "grammar_req_ids, grammar_bitmask) and its rows (mask_stride, cu_num_logits) differ"
+        )
     return "cpu_worker"
 
 
@@ -387,9 +434,12 @@ def plan(allow_untested: bool = False) -> Plan:
         return Plan("?", f"vLLM cannot be imported: {_one_line(exc)}")
     if not in_window(release) and not allow_untested:
         window = ", ".join(line + ".x" for line in WINDOW)
-        return Plan(release, f"vLLM {release} is outside the versions it was tested on ({window}): install one of "
-                             "those, or set TRIEC_VLLM_ALLOW_UNTESTED=1 to run it on this one where every other "
-                             "check passes")  # fmt: skip
+        return Plan(
+            release,
+            f"vLLM {release} is outside the versions it was tested on ({window}): install one of "
+            "those, or set TRIEC_VLLM_ALLOW_UNTESTED=1 to run it on this one where every other "
+            "check passes",
+        )
     on, without = [], {}
     for hook in HOOKS:
         why = hook.mismatch()
@@ -408,8 +458,28 @@ def mismatch(allow_untested: bool = False) -> str | None:
 
 
 __all__ = [
-    "CPU_WORKER", "HOOKS", "WINDOW", "Frontend", "Hook", "Plan", "choice_as_grammar", "client_error",
-    "cpu_worker_class", "draft_trimmer", "frontend", "grammar_base", "in_window", "manager_class", "mismatch",
-    "options", "plan", "sparse_site", "structured_output_utils", "tag_compiler", "v1_processor_interface",
-    "v2_processor_base", "version", "xgrammar_backend",
-]  # fmt: skip
+    "CPU_WORKER",
+    "HOOKS",
+    "WINDOW",
+    "Frontend",
+    "Hook",
+    "Plan",
+    "choice_as_grammar",
+    "client_error",
+    "cpu_worker_class",
+    "draft_trimmer",
+    "frontend",
+    "grammar_base",
+    "in_window",
+    "manager_class",
+    "mismatch",
+    "options",
+    "plan",
+    "sparse_site",
+    "structured_output_utils",
+    "tag_compiler",
+    "v1_processor_interface",
+    "v2_processor_base",
+    "version",
+    "xgrammar_backend",
+]

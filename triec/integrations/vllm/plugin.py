@@ -35,7 +35,9 @@ log = logging.getLogger("triec.vllm.plugin")
 # handler, so the line saying whether the backend is on is never lost.
 if not log.handlers:
     _handler = logging.StreamHandler()
-    _handler.setFormatter(logging.Formatter("%(levelname)s %(asctime)s [triec pid %(process)d] %(message)s", "%m-%d %H:%M:%S"))
+    _handler.setFormatter(
+        logging.Formatter("%(levelname)s %(asctime)s [triec pid %(process)d] %(message)s", "%m-%d %H:%M:%S")
+    )
     log.addHandler(_handler)
     log.propagate = False
 log.setLevel(logging.INFO)
@@ -79,12 +81,18 @@ def register() -> None:
         return
     _state["on"] = True
     if not internals.in_window(found.version):
-        log.warning("triec vLLM backend on an untested vLLM %s (%s=1): every other check passed", found.version,
-                    ALLOW_UNTESTED_ENV)  # fmt: skip
+        log.warning(
+            "triec vLLM backend on an untested vLLM %s (%s=1): every other check passed",
+            found.version,
+            ALLOW_UNTESTED_ENV,
+        )
     for line in found.lines():
         log.warning("triec vLLM backend on %s", line)
-    log.info("triec vLLM backend on (vLLM %s): choice, literal regex, enum and artifact JSON, tool calls by triec; "
-             "the rest by xgrammar", found.version)  # fmt: skip
+    log.info(
+        "triec vLLM backend on (vLLM %s): choice, literal regex, enum and artifact JSON, tool calls by triec; "
+        "the rest by xgrammar",
+        found.version,
+    )
 
 
 def is_on() -> bool:
@@ -94,8 +102,11 @@ def is_on() -> bool:
 
 __all__ = ["ALLOW_UNTESTED_ENV", "ENV", "is_on", "mismatch", "plan", "register"]
 
-__getattr__ = renamed(__name__, {
-    "TESTED": "triec.integrations.vllm.internals:WINDOW",
-    "tested": "triec.integrations.vllm.internals:in_window",
-    "tag_compiler": "triec.integrations.vllm.internals:tag_compiler",
-})  # fmt: skip
+__getattr__ = renamed(
+    __name__,
+    {
+        "TESTED": "triec.integrations.vllm.internals:WINDOW",
+        "tested": "triec.integrations.vllm.internals:in_window",
+        "tag_compiler": "triec.integrations.vllm.internals:tag_compiler",
+    },
+)

@@ -50,8 +50,9 @@ class RequestGrammar:
     treats stop tokens as stop tokens only).
     """
 
-    def __init__(self, matcher: RequestMatcher, eos_token_ids: Sequence[int],
-                 stop_token_ids: Iterable[int] | None) -> None:  # fmt: skip
+    def __init__(
+        self, matcher: RequestMatcher, eos_token_ids: Sequence[int], stop_token_ids: Iterable[int] | None
+    ) -> None:
         if not eos_token_ids:
             raise ValueError("a triec table without EOS ids cannot end a request")
         self.matcher = matcher
@@ -203,13 +204,20 @@ def tagged_tools(doc: Any) -> ToolCalls | None:
         if len(schemas) != 2 or schemas[0] != schemas[1] or not isinstance(schemas[0], dict):
             return None  # not the pair vLLM writes, or "json_schema": true (a non-strict tool: any JSON)
         tools.append(_tool(name, schemas[0]))
-    return ToolCalls(tools, parallel=fmt.get("stop_after_first") is not True, format="hermes",
-                     auto=fmt.get("type") == "triggered_tags")  # fmt: skip
+    return ToolCalls(
+        tools,
+        parallel=fmt.get("stop_after_first") is not True,
+        format="hermes",
+        auto=fmt.get("type") == "triggered_tags",
+    )
 
 
 __all__ = ["HERMES_BEGINS", "HERMES_ENDS", "RequestGrammar", "ToolCalls", "tagged_tools"]
 
-__getattr__ = renamed(__name__, {
-    "SPARSE_WORDS": "triec.runtime.torch:SPARSE_WORDS",
-    "apply_bitmask_sparse": "triec.runtime.torch:apply_bitmask_sparse",
-})  # fmt: skip
+__getattr__ = renamed(
+    __name__,
+    {
+        "SPARSE_WORDS": "triec.runtime.torch:SPARSE_WORDS",
+        "apply_bitmask_sparse": "triec.runtime.torch:apply_bitmask_sparse",
+    },
+)

@@ -46,7 +46,11 @@ class TriecLogitsProcessorV1(_V1LogitsProcessor):
     def __init__(self, vllm_config: Any, device: torch.device, is_pin_memory: bool) -> None:
         capacity = int(getattr(vllm_config.scheduler_config, "max_num_seqs", 256) or 256)
         self.core = batch.BatchState(
-            serving.store(), device, capacity, batch.model_eos_ids(vllm_config), batch.config_served_model(vllm_config),
+            serving.store(),
+            device,
+            capacity,
+            batch.model_eos_ids(vllm_config),
+            batch.config_served_model(vllm_config),
         )
         batch.warm_up(vllm_config, self.core)
         self.outputs: dict[int, list[int]] = {}  # slot -> the request's live output list (constrained slots)

@@ -44,7 +44,10 @@ class TriecLogitsProcessorV2(_V2LogitsProcessor):
         self.device = torch.device(req_states.device)
         capacity = int(req_states.max_num_reqs)
         self.core = batch.BatchState(
-            serving.store(), self.device, capacity, batch.model_eos_ids(vllm_config),
+            serving.store(),
+            self.device,
+            capacity,
+            batch.model_eos_ids(vllm_config),
             batch.config_served_model(vllm_config),
         )
         batch.warm_up(vllm_config, self.core)
