@@ -67,7 +67,7 @@ def main() -> int:
                 host_state[slot] = (str(kind), tables[str(kind)].start)
         # a swap and a one-way move, as vLLM's batch reordering does
         batch.move(0, 1, swap=True)
-        host_state[0], host_state[1] = host_state.get(1), host_state.get(0)  # type: ignore[assignment]
+        host_state[0], host_state[1] = host_state.get(1), host_state.get(0)  # type: ignore[assignment]  # None marks an emptied slot, dropped below
         host_state = {k: v for k, v in host_state.items() if v is not None}
         slots = np.arange(b)
         rows = rng.permutation(b)  # rows of the logits are not in slot order
