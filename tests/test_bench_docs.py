@@ -49,6 +49,19 @@ def test_a_changed_result_shows_as_a_mismatch(tmp_path: Path) -> None:
     assert f"{suite}:compile" in docs.mismatches(text, tmp_path)
 
 
+def test_bench_docs_rewrites_a_stale_table(tmp_path: Path) -> None:
+    """`triec bench docs` alone is the rewrite: a table emptied by hand comes back from its result file."""
+    from triec.bench import command
+
+    document = tmp_path / "benchmarks.md"
+    text = DOCUMENT.read_text(encoding="utf-8")
+    suite, table, body = docs.blocks(text)[0]
+    document.write_text(text.replace(body, "", 1), encoding="utf-8")
+    assert f"{suite}:{table}" in docs.mismatches(document.read_text(encoding="utf-8"), RESULTS)
+    assert command.run("docs", quick=False, out=RESULTS, write_docs=False, document=document, say=lambda _: None) == 0
+    assert document.read_text(encoding="utf-8") == text
+
+
 @pytest.mark.engines
 def test_every_suite_runs_quick(tmp_path: Path) -> None:
     """``triec bench all --quick``: each suite runs or says why it is skipped; each result file is well-formed."""

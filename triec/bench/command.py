@@ -61,7 +61,7 @@ def run(
             f"{o.suite}: {o.status}{': ' + o.detail if o.detail else ''}"
             + (f" ({o.seconds:.0f} s)" if o.seconds else "")
         )
-    if write_docs:
+    if write_docs or suite == DOCS:  # `triec bench docs` is exactly the rewrite
         where = out or DEFAULT_RESULTS
         for path in _write_docs(document, where, [o.suite for o in outcomes if o.status == "ok"] or None):
             say(f"wrote {path}")
