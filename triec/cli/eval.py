@@ -94,16 +94,16 @@ def _plot(doc: dict[str, Any], path: Path) -> None:
 def eval_cmd(
     data: Annotated[Path, typer.Argument(help="JSONL: messages or prompt, gold, optional candidates.", metavar="DATA.jsonl")],
     model: Annotated[str, typer.Option("--model", "-m", help="A model directory, or a .gguf file (for transformers: turned into one once, cached).")],
-    engine: Annotated[str, typer.Option("--engine", help="What decodes: transformers (float32 on the CPU) or llama.cpp (the .gguf as shipped; pip install 'triec[llamacpp]').")] = "transformers",
+    engine: Annotated[str, typer.Option("--engine", help="What decodes: transformers (float32 on the CPU), llama.cpp (the .gguf as shipped; pip install 'triec[llamacpp]') or mlx (mlx-lm; pip install 'triec[mlx]').")] = "transformers",
     values: Annotated[Optional[Path], typer.Option("--values", help="The set for items without candidates: a values file or an artifact.")] = None,
     ignore_candidates: Annotated[bool, typer.Option("--ignore-candidates", help="Constrain every item to --values, not to its own candidates.")] = False,
     modes: Annotated[str, typer.Option("--modes", help="Comma-separated: free, trie, think, canonical.")] = "free,trie",
-    compare: Annotated[Optional[str], typer.Option("--compare", help="Decode the constrained modes again with this engine and count equal outputs: xgrammar (--engine transformers) or gbnf (llama.cpp's own grammar; --engine llama.cpp).")] = None,
+    compare: Annotated[Optional[str], typer.Option("--compare", help="Decode the constrained modes again with this engine and count equal outputs: xgrammar (--engine transformers or mlx) or gbnf (llama.cpp's own grammar; --engine llama.cpp).")] = None,
     limit: Annotated[Optional[int], typer.Option("--limit", min=1, help="The first N items.")] = None,
     max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", min=1, help="Tokens for an answer.")] = 48,
     think_budget: Annotated[int, typer.Option("--think-budget", min=0, help="Free tokens in think mode before the trigger is written for the model.")] = 64,
     trigger: Annotated[str, typer.Option("--trigger", help="Think mode: the text after which the answer comes.")] = "Answer:",
-    threads: Annotated[int, typer.Option("--threads", min=1, help="torch's or llama.cpp's threads.")] = 1,
+    threads: Annotated[int, typer.Option("--threads", min=1, help="torch's or llama.cpp's threads (mlx chooses its own).")] = 1,
     free_full: Annotated[bool, typer.Option("--free-full", help="Free mode: decode to EOS or --max-new-tokens even once the reply can no longer be valid.")] = False,
     json_out: Annotated[Optional[Path], typer.Option("--json", help="Write the summary and every item's outputs here.")] = None,
     plot: Annotated[Optional[Path], typer.Option("--plot", help="Write a bar chart of validity and accuracy (needs matplotlib).")] = None,
@@ -114,7 +114,8 @@ def eval_cmd(
     then the set), canonical (trie's prompt and set, each value only as its encoder's tokens; its outputs are
     compared with trie's when both run). With --compare xgrammar, each constrained decode is repeated with xgrammar's masks in the same
     loop and the outputs compared token by token. --engine llama.cpp decodes with llama.cpp (the GGUF as shipped), and
-    --compare gbnf repeats each constrained decode with llama.cpp's own grammar. Ctrl-C stops and keeps what was measured.
+    --compare gbnf repeats each constrained decode with llama.cpp's own grammar. --engine mlx decodes with mlx-lm (the
+    model directory; --compare xgrammar as on transformers). Ctrl-C stops and keeps what was measured.
     """
     from triec.errors import EvalError
     from triec.eval.data import load_items
@@ -144,6 +145,12 @@ def eval_cmd(
         model_dir = Path(model)
         with err.status("loading the model") if err.is_terminal else nullcontext():
             evaluator: Any = LlamaCppEvaluator(model_dir, config, _values(values))
+    elif engine == "mlx":
+        from triec.eval.mlx import MLXEvaluator
+
+        model_dir = resolve_model(model, log=lambda m: err.print(f"[dim]{escape(m)}[/]"))
+        with err.status("loading the model") if err.is_terminal else nullcontext():
+            evaluator = MLXEvaluator(model_dir, config, _values(values))
     else:
         model_dir = resolve_model(model, log=lambda m: err.print(f"[dim]{escape(m)}[/]"))
         with err.status("loading the model") if err.is_terminal else nullcontext():
