@@ -45,7 +45,9 @@ from triec.runtime import bitmask
 try:
     import mlx.core as mx
 except ImportError as exc:  # pragma: no cover - the module is only useful with it
-    raise ImportError(f"triec.integrations.mlx needs mlx and mlx-lm: pip install 'triec[mlx]' ({exc})") from exc
+    raise ModuleNotFoundError(
+        f"triec.integrations.mlx needs mlx and mlx-lm: pip install 'triec[mlx]' ({exc})", name=exc.name
+    ) from exc
 
 if TYPE_CHECKING:
     from triec.runtime.kinds import Table

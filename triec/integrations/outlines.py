@@ -36,7 +36,9 @@ from triec.errors import RequestError
 try:
     from outlines.processors import OutlinesLogitsProcessor
 except ImportError as exc:  # pragma: no cover - the module is only useful with it
-    raise ImportError(f"triec.integrations.outlines needs Outlines: pip install 'triec[outlines]' ({exc})") from exc
+    raise ModuleNotFoundError(
+        f"triec.integrations.outlines needs Outlines: pip install 'triec[outlines]' ({exc})", name=exc.name
+    ) from exc
 
 if TYPE_CHECKING:
     from triec.runtime.kinds import Table
