@@ -151,7 +151,8 @@ class MLXEvaluator(ModeRunner):
             processors = [self._xgrammar(mode, values)]
         forced = self.forced(mode)
         settled = self.settled(values) if mode == "free" and self.config.free_early_stop else None
-        seq, ids, step = list(prompt), [], [prompt[-1]]
+        seq, step = list(prompt), [prompt[-1]]
+        ids: list[int] = []
         finished = False
         while len(ids) < limit:
             push = forced(ids) if forced is not None else None

@@ -22,7 +22,7 @@ import os
 import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -30,7 +30,9 @@ from triec.errors import RequestError, TokenizerMismatch
 from triec.integrations.serving import ServedModel, admit
 
 if TYPE_CHECKING:
+    from triec.integrations.serving import Table as Served  # the kinds admission takes
     from triec.runtime.kinds import Table
+    from triec.runtime.table import MaskTable
     from triec.runtime.trigger import Triggered
     from triec.tokenizer.vocabulary import Vocabulary
 
@@ -159,7 +161,7 @@ class Admitted:
 
 
 def admit_local(
-    table: Table | str | os.PathLike[str],
+    source: Table | str | os.PathLike[str],
     served: ServedModel,
     stops: set[int],
     vocab: Vocabulary,
@@ -168,25 +170,25 @@ def admit_local(
     trigger: str | list[str] | None = None,
     fix_stops: str,
 ) -> Admitted:
-    """``table`` (or an artifact path) served to one in-process model: loaded, narrowed, admitted, triggered.
+    """A table (or an artifact path) served to one in-process model: loaded, narrowed, admitted, triggered.
 
     ``served`` is the model as admission sees it; ``vocab`` its checked vocabulary (recorded as the served
     fingerprint when it is as wide as the logits); ``stops`` the ids the engine ends generation on. Raises
     :class:`~triec.errors.RequestError` naming the first check that fails.
     """
-    if isinstance(table, (str, os.PathLike)):
+    if isinstance(source, (str, os.PathLike)):
         from triec.artifact.formats import load
 
-        what, table = f"artifact {os.fspath(table)!r}", load(table)
+        what, parent = f"artifact {os.fspath(source)!r}", cast("Served", load(source))
     else:
-        what = f"table ({table.tokenizer_name or 'unnamed'})"
+        what, parent = f"table ({source.tokenizer_name or 'unnamed'})", cast("Served", source)
     if vocab.vocab_size == served.vocab_size:
         served.know(vocab.eos_token_ids, vocab.fingerprint)
-    parent = table
+    table = parent
     if values is not None:
-        if not table.restrictable:
-            raise RequestError(f"{what}: values= narrows a table of values, not a {table.kind} table")
-        table = table.restrict(values).compact()
+        if not parent.restrictable:
+            raise RequestError(f"{what}: values= narrows a table of values, not a {parent.kind} table")
+        table = cast("MaskTable", parent).restrict(values).compact()
     admit(what, table, parent, served, stops, fix_stops=fix_stops)
     triggered = None
     if trigger is not None:
@@ -194,6 +196,6 @@ def admit_local(
             raise RequestError(f"{what}: trigger= needs a table of values, not a {table.kind} table")
         from triec.runtime.trigger import Triggered
 
-        triggered = Triggered(table, table_vocabulary(table, vocab, served), trigger)  # type: ignore[arg-type]  # a table of values (checked above)
+        triggered = Triggered(cast("MaskTable", table), table_vocabulary(table, vocab, served), trigger)
     eos = np.asarray(sorted(set(table.eos_token_ids)), dtype=np.int64)
     return Admitted(table, vocab, served.vocab_size, eos, triggered)

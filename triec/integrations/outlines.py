@@ -76,13 +76,13 @@ def _table(source: Source, vocab: Vocabulary) -> Table | str | os.PathLike[str]:
     """A table or artifact path as given; values compiled against the model's checked vocabulary."""
     values = values_of(source)
     if values is None:
-        return source  # type: ignore[no-any-return]
+        return source
     from triec.compiler.entry import compile as compile_values
 
     return compile_values(values, vocab)
 
 
-class TriecOutlinesProcessor(OutlinesLogitsProcessor):  # type: ignore[misc]
+class TriecOutlinesProcessor(OutlinesLogitsProcessor):
     """An Outlines logits processor over one of triec's engine processors (``inner``); :func:`processor` makes it.
 
     ``process_logits`` gets Outlines' 2-D ``input_ids`` (rows, tokens so far, prompt included) and ``logits``
