@@ -209,8 +209,9 @@ def test_the_checker_sees_lazy_and_type_checking_imports() -> None:
 
 
 INTEGRATION_MODULES = ("triec.integrations.vllm", "triec.integrations.sglang", "triec.integrations.transformers",
-                       "triec.integrations.llama_cpp")
-"""Each framework's integration: none imports another's (the shared parts live in the serving core)."""
+                       "triec.integrations.llama_cpp", "triec.integrations.mlx")
+"""Each framework's integration: none imports another's (the shared parts live in the serving core and, for the
+in-process engines, integrations/local.py). integrations/outlines.py is not one: Outlines wraps three of them."""
 
 FRAMEWORK_FREE = ("triec.integrations.serving", "triec.integrations.constraints", "triec.integrations.limits")
 """The serving core and what it stands on: no serving framework, no torch."""
