@@ -44,6 +44,37 @@ def rate(steps: int, seconds: float) -> float:
     return steps / seconds if seconds > 0 else float("nan")
 
 
+def now() -> tuple[float, float]:
+    """(wall clock, this process's CPU time over all its threads): on a shared machine the second is what the
+    process itself spent, the first what it waited for too."""
+    return time.perf_counter(), time.process_time()
+
+
+class Speeds:
+    """Per method: first tokens (wall), and tokens a second by wall clock and by the process's CPU time."""
+
+    def __init__(self, *names: str) -> None:
+        self.first: dict[str, list[float]] = {n: [] for n in names}
+        self.wall: dict[str, list[float]] = {n: [] for n in names}
+        self.cpu: dict[str, list[float]] = {n: [] for n in names}
+
+    def add(self, name: str, at: list[tuple[float, float]], steps: int | None = None) -> None:
+        """``at``: (wall, cpu) since the call at each token (or at the first and the last of ``steps``)."""
+        self.first[name].append(at[0][0])
+        n = (len(at) if steps is None else steps) - 1
+        wall, cpu = at[-1][0] - at[0][0], at[-1][1] - at[0][1]
+        if n > 0 and wall > 0 and cpu > 0:
+            self.wall[name].append(n / wall)
+            self.cpu[name].append(n / cpu)
+
+    def summary(self, name: str, free: str) -> dict[str, Any]:
+        w, fw = statistics.median(self.wall[name]), statistics.median(self.wall[free])
+        c, fc = statistics.median(self.cpu[name]), statistics.median(self.cpu[free])
+        return {"ttft_ms": median_ms(self.first[name]), "ttft_free_ms": median_ms(self.first[free]),
+                "tok_s": round(w, 2), "free_tok_s": round(fw, 2), "ratio": round(w / fw, 3),
+                "cpu_tok_s": round(c, 2), "free_cpu_tok_s": round(fc, 2), "cpu_ratio": round(c / fc, 3)}  # fmt: skip
+
+
 # ----------------------------------------------------------------------------- mlx-lm
 
 
@@ -70,18 +101,18 @@ def bench_mlx(k: int, rounds: int) -> dict[str, Any]:
     build = time.perf_counter() - t0
     eos = set(tok.eos_token_ids)
 
-    def run(prompt: list[int], processors: list[Any], steps: int) -> tuple[list[int], list[float]]:
+    def run(prompt: list[int], processors: list[Any], steps: int) -> tuple[list[int], list[tuple[float, float]]]:
         ids, at = [], []
-        t = time.perf_counter()
+        w0, c0 = now()
         for token, _ in generate_step(mx.array(prompt), model, max_tokens=steps, logits_processors=processors):
-            at.append(time.perf_counter() - t)
+            w, c = now()
+            at.append((w - w0, c - c0))
             ids.append(int(token))
             if processors and token in eos:
                 break
         return ids, at
 
-    first: dict[str, list[float]] = {"free": [], "triec": []}
-    speed: dict[str, list[float]] = {"free": [], "triec": []}
+    speeds = Speeds("free", "triec")
     valid = total = 0
     for _ in range(rounds):
         for q in QUESTIONS:
@@ -89,15 +120,10 @@ def bench_mlx(k: int, rounds: int) -> dict[str, Any]:
             ids, at = run(prompt, [constraint.processor()], LIMIT)
             total += 1
             valid += ids[-1] in eos and tok.decode(ids[:-1]) in values
-            _, free_at = run(prompt, [], len(ids))
-            for name, ts in (("triec", at), ("free", free_at)):
-                first[name].append(ts[0])
-                if len(ts) > 1:
-                    speed[name].append(rate(len(ts) - 1, ts[-1] - ts[0]))
-    free_tps, triec_tps = statistics.median(speed["free"]), statistics.median(speed["triec"])
-    return {"table": "mlx", "k": k, "build_ms": round(1000 * build, 1), "ttft_free_ms": median_ms(first["free"]),
-            "ttft_triec_ms": median_ms(first["triec"]), "free_tok_s": round(free_tps, 2),
-            "triec_tok_s": round(triec_tps, 2), "ratio": round(triec_tps / free_tps, 3), "valid": f"{valid}/{total}"}  # fmt: skip
+            speeds.add("triec", at)
+            speeds.add("free", run(prompt, [], len(ids))[1])
+    cell = {"table": "mlx", "k": k, "status": "ok", "build_ms": round(1000 * build, 1)}
+    return {**cell, **speeds.summary("triec", "free"), "valid": f"{valid}/{total}"}
 
 
 # ----------------------------------------------------------------------------- Outlines
@@ -150,23 +176,25 @@ class _Steps:
         return torch.zeros(input_ids.shape[0], dtype=torch.bool)
 
 
-def _timed_transformers(gen: Any, prompt: str, steps: int, forced: bool) -> tuple[str, float, int]:
+def _timed_transformers(gen: Any, prompt: str, steps: int, forced: bool) -> tuple[str, tuple[float, float], int]:
     from transformers import StoppingCriteriaList
 
     counter = _Steps()
     kw: dict[str, Any] = {"max_new_tokens": steps, "stopping_criteria": StoppingCriteriaList([counter])}
     if forced:
         kw["min_new_tokens"] = steps
-    t = time.perf_counter()
+    w0, c0 = now()
     out = gen(prompt, **kw)
-    return out, time.perf_counter() - t, counter.n
+    w, c = now()
+    return out, (w - w0, c - c0), counter.n
 
 
-def _timed_mlx(gen: Any, prompt: str, steps: int) -> tuple[str, list[float]]:
+def _timed_mlx(gen: Any, prompt: str, steps: int) -> tuple[str, list[tuple[float, float]]]:
     at, text = [], []
-    t = time.perf_counter()
+    w0, c0 = now()
     for chunk in gen.stream(prompt, max_tokens=steps):
-        at.append(time.perf_counter() - t)
+        w, c = now()
+        at.append((w - w0, c - c0))
         text.append(chunk)
     return "".join(text), at
 
@@ -194,38 +222,29 @@ def bench_outlines(engine: str, method: str, k: int, rounds: int) -> dict[str, A
     except Exception as exc:  # outlines-core's mlx kernel on a machine without Metal
         cell.update(status="unavailable", error=f"{type(exc).__name__}: {str(exc)[:200]}")
         return cell
-    first: dict[str, list[float]] = {"free": [], "c": []}
-    speed: dict[str, list[float]] = {"free": [], "c": []}
+    speeds = Speeds("free", "c")
     valid = total = 0
     for _ in range(rounds):
         for q in QUESTIONS:
             prompt = chat(q)
-            if engine == "transformers":
-                out, t1, _ = _timed_transformers(gen, prompt, 1, False)
+            if engine == "transformers":  # the rest after a one-token generation: (n - 1) steps
+                _, t1, _ = _timed_transformers(gen, prompt, 1, False)
                 out, tn, n = _timed_transformers(gen, prompt, LIMIT, False)
                 _, f1, _ = _timed_transformers(free, prompt, 1, True)
                 _, fn, m = _timed_transformers(free, prompt, n, True)
-                first["c"].append(t1)
-                first["free"].append(f1)
-                if n > 1 and tn > t1 and fn > f1:
-                    speed["c"].append(rate(n - 1, tn - t1))
-                    speed["free"].append(rate(m - 1, fn - f1))
+                speeds.add("c", [t1, tn], n)
+                speeds.add("free", [f1, fn], m)
             else:
                 try:
                     out, at = _timed_mlx(gen, prompt, LIMIT)
                 except Exception as exc:
                     cell.update(status="unavailable", error=f"{type(exc).__name__}: {str(exc)[:200]}")
                     return cell
-                _, free_at = _timed_mlx(free, prompt, max(len(at), 8))
-                for name, ts in (("c", at), ("free", free_at)):
-                    first[name].append(ts[0])
-                    if len(ts) > 1:
-                        speed[name].append(rate(len(ts) - 1, ts[-1] - ts[0]))
+                speeds.add("c", at)
+                speeds.add("free", _timed_mlx(free, prompt, max(len(at), 8))[1])
             total += 1
             valid += out in values
-    tps, free_tps = statistics.median(speed["c"]), statistics.median(speed["free"])
-    cell.update(status="ok", ttft_ms=median_ms(first["c"]), ttft_free_ms=median_ms(first["free"]), tok_s=round(tps, 2),
-                free_tok_s=round(free_tps, 2), ratio=round(tps / free_tps, 3), valid=f"{valid}/{total}")  # fmt: skip
+    cell.update(status="ok", **speeds.summary("c", "free"), valid=f"{valid}/{total}")
     cell["first_token_after_free_ms"] = round(
         cell["build_ms"] + cell["first_request_ttft_ms"] - cell["ttft_free_ms"], 1
     )

@@ -77,27 +77,31 @@ def run(quick: bool) -> dict[str, Any]:
 
 
 def tables(result: dict[str, Any]) -> dict[str, str]:
-    """Markdown tables by name: ``mlx`` (constrained against free) and ``outlines`` (outlines-core against triec)."""
+    """Markdown tables by name: ``mlx`` (constrained against free) and ``outlines`` (outlines-core against triec).
+
+    Tokens a second by the wall clock and, next to them, the ratio by the process's own CPU time (what a shared
+    machine's other load does not move as much)."""
     out: dict[str, str] = {}
-    rows = [c for c in result["cells"] if c.get("table") == "mlx"]
-    lines = ["| K | build | first token: free / triec | tokens/s: free / triec | triec / free | valid |",
+    lines = ["| K | build | first token: free / triec | tokens/s: free / triec | triec / free (CPU time) | valid |",
              "|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
-    for c in rows:
+    for c in (c for c in result["cells"] if c.get("table") == "mlx"):
         if c.get("status") != "ok":
             lines.append(f"| {c['k']:,} | {c.get('status')}: {c.get('error', '')} | | | | |")
             continue
-        lines.append(f"| {c['k']:,} | {c['build_ms']:.0f} ms | {c['ttft_free_ms']:.0f} / {c['ttft_triec_ms']:.0f} ms | "
-                     f"{c['free_tok_s']:.1f} / {c['triec_tok_s']:.1f} | {100 * c['ratio']:.0f}% | {c['valid']} |")  # fmt: skip
+        lines.append(f"| {c['k']:,} | {c['build_ms']:.0f} ms | {c['ttft_free_ms']:.0f} / {c['ttft_ms']:.0f} ms | "
+                     f"{c['free_tok_s']:.1f} / {c['tok_s']:.1f} | {100 * c['ratio']:.0f}% ({100 * c['cpu_ratio']:.0f}%) | "
+                     f"{c['valid']} |")  # fmt: skip
     out["mlx"] = "\n".join(lines)
-    lines = ["| engine | K | method | build | first token (free) | tokens/s (free) | / free | valid |",
+    lines = ["| engine | K | method | build | first request's first token (free) | tokens/s (free) | / free (CPU time) | valid |",
              "|---|---:|---|---:|---:|---:|---:|---:|"]  # fmt: skip
     for c in (c for c in result["cells"] if c.get("table") == "outlines"):
         head = f"| {c['engine']} | {c['k']:,} | {c['method']} |"
         if c.get("status") != "ok":
             lines.append(f"{head} {c.get('status')}: {c.get('error', '')[:80]} | | | | |")
             continue
-        lines.append(f"{head} {c['build_ms']:,.0f} ms | {c['ttft_ms']:.0f} ({c['ttft_free_ms']:.0f}) ms | "
-                     f"{c['tok_s']:.1f} ({c['free_tok_s']:.1f}) | {100 * c['ratio']:.0f}% | {c['valid']} |")  # fmt: skip
+        lines.append(f"{head} {c['build_ms']:,.0f} ms | {c['first_request_ttft_ms']:.0f} ({c['ttft_free_ms']:.0f}) ms | "
+                     f"{c['tok_s']:.1f} ({c['free_tok_s']:.1f}) | {100 * c['ratio']:.0f}% ({100 * c['cpu_ratio']:.0f}%) | "
+                     f"{c['valid']} |")  # fmt: skip
     out["outlines"] = "\n".join(lines)
     return out
 
