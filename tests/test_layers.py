@@ -318,8 +318,10 @@ INTEGRATION_MODULES = (
     "triec.integrations.sglang",
     "triec.integrations.transformers",
     "triec.integrations.llama_cpp",
+    "triec.integrations.mlx",
 )
-"""Each framework's integration: none imports another's (the shared parts live in the serving core)."""
+"""Each framework's integration: none imports another's (the shared parts live in the serving core and, for the
+in-process engines, integrations/local.py). integrations/outlines.py is not one: Outlines wraps three of them."""
 
 FRAMEWORK_FREE = (
     "triec.integrations.serving",

@@ -123,7 +123,7 @@ def eval_cmd(
         str,
         typer.Option(
             "--engine",
-            help="What decodes: transformers (float32 on the CPU) or llama.cpp (the .gguf as shipped; pip install 'triec[llamacpp]').",
+            help="What decodes: transformers (float32 on the CPU), llama.cpp (the .gguf as shipped; pip install 'triec[llamacpp]') or mlx (mlx-lm; pip install 'triec[mlx]').",
         ),
     ] = "transformers",
     values: Annotated[
@@ -138,7 +138,7 @@ def eval_cmd(
         Optional[str],
         typer.Option(
             "--compare",
-            help="Decode the constrained modes again with this engine and count equal outputs: xgrammar (--engine transformers) or gbnf (llama.cpp's own grammar; --engine llama.cpp).",
+            help="Decode the constrained modes again with this engine and count equal outputs: xgrammar (--engine transformers or mlx) or gbnf (llama.cpp's own grammar; --engine llama.cpp).",
         ),
     ] = None,
     limit: Annotated[Optional[int], typer.Option("--limit", min=1, help="The first N items.")] = None,
@@ -152,7 +152,9 @@ def eval_cmd(
     trigger: Annotated[
         str, typer.Option("--trigger", help="Think mode: the text after which the answer comes.")
     ] = "Answer:",
-    threads: Annotated[int, typer.Option("--threads", min=1, help="torch's or llama.cpp's threads.")] = 1,
+    threads: Annotated[
+        int, typer.Option("--threads", min=1, help="torch's or llama.cpp's threads (mlx chooses its own).")
+    ] = 1,
     free_full: Annotated[
         bool,
         typer.Option(
@@ -173,7 +175,8 @@ def eval_cmd(
     then the set), canonical (trie's prompt and set, each value only as its encoder's tokens; its outputs are
     compared with trie's when both run). With --compare xgrammar, each constrained decode is repeated with xgrammar's masks in the same
     loop and the outputs compared token by token. --engine llama.cpp decodes with llama.cpp (the GGUF as shipped), and
-    --compare gbnf repeats each constrained decode with llama.cpp's own grammar. Ctrl-C stops and keeps what was measured.
+    --compare gbnf repeats each constrained decode with llama.cpp's own grammar. --engine mlx decodes with mlx-lm (the
+    model directory; --compare xgrammar as on transformers). Ctrl-C stops and keeps what was measured.
     """
     from triec.errors import EvalError
     from triec.eval.data import load_items
@@ -211,6 +214,12 @@ def eval_cmd(
         model_dir = Path(model)
         with err.status("loading the model") if err.is_terminal else nullcontext():
             evaluator: Any = LlamaCppEvaluator(model_dir, config, _values(values))
+    elif engine == "mlx":
+        from triec.eval.mlx import MLXEvaluator
+
+        model_dir = resolve_model(model, log=lambda m: err.print(f"[dim]{escape(m)}[/]"))
+        with err.status("loading the model") if err.is_terminal else nullcontext():
+            evaluator = MLXEvaluator(model_dir, config, _values(values))
     else:
         model_dir = resolve_model(model, log=lambda m: err.print(f"[dim]{escape(m)}[/]"))
         with err.status("loading the model") if err.is_terminal else nullcontext():

@@ -42,9 +42,10 @@ DEFAULT_THINK_INSTRUCTION = (
 )
 
 
-ENGINES = ("transformers", "llama.cpp")
-"""What decodes: a transformers model (float32, the GGUF converted once) or llama.cpp (the GGUF as shipped)."""
-COMPARE = {"transformers": "xgrammar", "llama.cpp": "gbnf"}
+ENGINES = ("transformers", "llama.cpp", "mlx")
+"""What decodes: a transformers model (float32, the GGUF converted once), llama.cpp (the GGUF as shipped) or
+mlx-lm (the converted directory, float32; Metal on Apple silicon, mlx's CPU build elsewhere)."""
+COMPARE = {"transformers": "xgrammar", "llama.cpp": "gbnf", "mlx": "xgrammar"}
 """The engine each one's outputs are compared with (``--compare``): xgrammar's masks, llama.cpp's own grammar."""
 
 
@@ -71,7 +72,7 @@ class EvalConfig:
             if on and COMPARE[self.engine] != name:
                 raise EvalError(
                     f"--compare {name} needs --engine "
-                    f"{next(e for e, c in COMPARE.items() if c == name)} (this run decodes with {self.engine})"
+                    f"{' or '.join(e for e, c in COMPARE.items() if c == name)} (this run decodes with {self.engine})"
                 )
 
 
@@ -368,19 +369,7 @@ class Evaluator(ModeRunner):
 
         key = (mode, values)
         if key not in self._grammars:
-            space = " " if mode == "think" else ""
-            choice = {"type": "or", "elements": [{"type": "const_string", "value": space + v} for v in values]}
-            if mode == "trie":
-                fmt: dict[str, Any] = choice
-            else:
-                fmt = {
-                    "type": "triggered_tags",
-                    "triggers": [self.config.trigger],
-                    "at_least_one": False,
-                    "stop_after_first": True,
-                    "tags": [{"type": "tag", "begin": self.config.trigger, "content": choice, "end": ""}],
-                }
-            tag = json.dumps({"type": "structural_tag", "format": fmt})
+            tag = xgrammar_structural_tag(mode, values, self.config.trigger)
             self._grammars[key] = xgr.GrammarCompiler(self._xgr_info, max_threads=1).compile_structural_tag(tag)
         return self._grammars[key]
 
@@ -399,6 +388,19 @@ class Evaluator(ModeRunner):
             self.vocab.token_bytes,
             until,
         )
+
+
+def xgrammar_structural_tag(mode: str, values: tuple[str, ...], trigger: str) -> str:
+    """xgrammar's structural tag for a constrained mode (``--compare xgrammar``): the values' alternation (trie), or
+    free text until the trigger, then a space and one value (think)."""
+    space = " " if mode == "think" else ""
+    choice = {"type": "or", "elements": [{"type": "const_string", "value": space + v} for v in values]}
+    if mode == "trie":
+        fmt: dict[str, Any] = choice
+    else:
+        fmt = {"type": "triggered_tags", "triggers": [trigger], "at_least_one": False, "stop_after_first": True,
+               "tags": [{"type": "tag", "begin": trigger, "content": choice, "end": ""}]}  # fmt: skip
+    return json.dumps({"type": "structural_tag", "format": fmt})
 
 
 def evaluate(

@@ -146,7 +146,11 @@ class _Decoding:
 
     def __init__(self, constraint: LlamaCppConstraint) -> None:
         self.c = constraint
-        self.matcher: RequestMatcher = constraint.new_matcher()
+        self.reset()
+
+    def reset(self) -> None:
+        """Start over: the next call's sequence is a new prompt (Outlines calls this before each generation)."""
+        self.matcher: RequestMatcher = self.c.new_matcher()
         self.start: int | None = None  # the prompt's length, set by the first call
         self.read = 0
         self.last = -1
@@ -262,11 +266,16 @@ class LlamaCppConstraint:
             return self._triggered.matcher()
         return self.table.matcher()
 
+    def decoding(self) -> _Decoding:
+        """One decoding's state: ``process(input_ids, scores)`` (the logits processor), ``stop`` (the stopping
+        criterion) and ``reset()``; :meth:`generation_kwargs` wraps one, Outlines' processor holds one."""
+        return _Decoding(self)
+
     def generation_kwargs(self, *, chat: bool = False) -> dict[str, Any]:
         """``logits_processor`` and ``stopping_criteria`` for one call of ``Llama.__call__``, ``create_completion``
         or ``generate``, sharing one fresh decoding state; ``chat=True``: the processor alone, for
         ``create_chat_completion`` (which takes no stopping criteria; EOS ends the value there)."""
-        d = _Decoding(self)
+        d = self.decoding()
         kwargs: dict[str, Any] = {"logits_processor": self._lc.LogitsProcessorList([d.process])}
         if not chat:
             kwargs["stopping_criteria"] = self._lc.StoppingCriteriaList([d.stop])
