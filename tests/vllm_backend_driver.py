@@ -36,7 +36,6 @@ SPEC = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 3, 
 
 def think_model(root: Path) -> Path:
     """The tiny Llama with ``<think>`` and ``</think>`` added to its tokenizer (ids 151646, 151647)."""
-    sys.path.insert(0, str(Path(__file__).parent))
     from transformers import AutoTokenizer
 
     from triec.bench.tiny_llama import make_tiny_llama

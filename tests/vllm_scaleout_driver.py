@@ -17,9 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from scaleout_cases import COLORS, TOOL_CALL, make_artifacts, requests  # noqa: E402
+from scaleout_cases import COLORS, TOOL_CALL, make_artifacts, requests  # the script's folder is sys.path[0]
 
 
 def main() -> None:

@@ -214,9 +214,6 @@ def _decode(data: bytes) -> tuple[dict[str, Any], dict[str, np.ndarray], int]:
 
 def _encode(header: dict[str, Any], arrays: dict[str, np.ndarray], version: int) -> bytes:
     """The container's own writer: every offset and CRC recomputed."""
-    import sys
-
-    sys.path.insert(0, str(ROOT))
     from triec.artifact import container
 
     return container.encode(dict(header), [(n, a.dtype.str, a) for n, a in arrays.items()], version)

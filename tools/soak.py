@@ -49,11 +49,9 @@ from collections import Counter, defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
-sys.path.insert(0, str(ROOT))
+from triec.bench.vllm_server import SERVER_ENV, TOOLS, ServerDidNotStart, free_port, stop_group, wait_ready
 
-from serving import SERVER_ENV, TOOLS, ServerDidNotStart, free_port, stop_group, wait_ready  # noqa: E402 - tests/ is on the path
+ROOT = Path(__file__).resolve().parent.parent
 
 CACHE_BYTES = 32 << 20
 COLORS = ["red", "green", "blue", "re", "redder", "yellow"]
@@ -247,10 +245,10 @@ def main(argv: list[str] | None = None) -> int:
 
     import jsonschema
     import openai
-    from tiny_llama import make_tiny_llama
 
     import triec
     import triec.synthetic.sets
+    from triec.bench.tiny_llama import make_tiny_llama
 
     root = Path(args.workdir or tempfile.mkdtemp(prefix="triec-soak-"))
     root.mkdir(parents=True, exist_ok=True)

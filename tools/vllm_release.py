@@ -40,10 +40,14 @@ TORCH_CPU = "torch==2.13.0"  # resolves to a CPU build on the CI machines (local
 
 
 def _window() -> tuple[str, ...]:
-    sys.path.insert(0, str(ROOT))
-    from triec.integrations.vllm.internals import WINDOW
+    """internals.WINDOW, read from the source: this runs before nox installs triec into the session."""
+    import ast
 
-    return WINDOW
+    tree = ast.parse((ROOT / "triec" / "integrations" / "vllm" / "internals.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "WINDOW" for t in node.targets):
+            return tuple(ast.literal_eval(node.value))
+    raise SystemExit("triec/integrations/vllm/internals.py defines no WINDOW")
 
 
 def metadata(source: str | None) -> str:
