@@ -35,6 +35,7 @@ from triec.errors import RequestError
 
 try:
     from outlines.processors import OutlinesLogitsProcessor
+    from outlines.types import Choice
 except ImportError as exc:  # pragma: no cover - the module is only useful with it
     raise ModuleNotFoundError(
         f"triec.integrations.outlines needs Outlines: pip install 'triec[outlines]' ({exc})", name=exc.name
@@ -61,7 +62,7 @@ def values_of(output_type: Any) -> list[str] | None:
         items = list(typing.get_args(output_type))
     elif isinstance(output_type, enum.EnumMeta):
         items = [m.value for m in output_type]  # type: ignore[var-annotated]
-    elif type(output_type).__name__ == "Choice" and hasattr(output_type, "items"):
+    elif isinstance(output_type, Choice):
         items = list(output_type.items)
     else:
         return None
