@@ -23,8 +23,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-PRODUCT_QUESTIONS = ("Which product is a red Acme toy?", "Name a compact Globex kitchen product.",
-                     "Which product is a silver Stark electronics item?")  # fmt: skip
+PRODUCT_QUESTIONS = (
+    "Which product is a red Acme toy?",
+    "Name a compact Globex kitchen product.",
+    "Which product is a silver Stark electronics item?",
+)
 QUESTIONS = (
     "Which tool sends a slack message?",
     "Which tool lists the github issues?",
@@ -72,9 +75,16 @@ class Speeds:
     def summary(self, name: str, free: str) -> dict[str, Any]:
         w, fw = statistics.median(self.wall[name]), statistics.median(self.wall[free])
         c, fc = statistics.median(self.cpu[name]), statistics.median(self.cpu[free])
-        return {"ttft_ms": median_ms(self.first[name]), "ttft_free_ms": median_ms(self.first[free]),
-                "tok_s": round(w, 2), "free_tok_s": round(fw, 2), "ratio": round(w / fw, 3),
-                "cpu_tok_s": round(c, 2), "free_cpu_tok_s": round(fc, 2), "cpu_ratio": round(c / fc, 3)}  # fmt: skip
+        return {
+            "ttft_ms": median_ms(self.first[name]),
+            "ttft_free_ms": median_ms(self.first[free]),
+            "tok_s": round(w, 2),
+            "free_tok_s": round(fw, 2),
+            "ratio": round(w / fw, 3),
+            "cpu_tok_s": round(c, 2),
+            "free_cpu_tok_s": round(fc, 2),
+            "cpu_ratio": round(c / fc, 3),
+        }
 
 
 # ----------------------------------------------------------------------------- mlx-lm
@@ -162,8 +172,15 @@ def bench_steps(k: int, values: int = 50) -> dict[str, Any]:
         t = time.perf_counter()
         mx.eval(logits * 1.0)
         trivial.append(time.perf_counter() - t)
-    return {"table": "steps", "k": k, "status": "ok", "calls": len(per), "step_us": round(1e6 * statistics.median(per)),
-            "step_p90_us": round(1e6 * float(np.percentile(per, 90))), "trivial_op_us": round(1e6 * statistics.median(trivial))}  # fmt: skip
+    return {
+        "table": "steps",
+        "k": k,
+        "status": "ok",
+        "calls": len(per),
+        "step_us": round(1e6 * statistics.median(per)),
+        "step_p90_us": round(1e6 * float(np.percentile(per, 90))),
+        "trivial_op_us": round(1e6 * statistics.median(trivial)),
+    }
 
 
 # ----------------------------------------------------------------------------- Outlines

@@ -55,8 +55,16 @@ def cells(quick: bool) -> list[dict[str, Any]]:
     for k in ks:
         for values_set in ("tools", "products"):
             for method in ("outlines-core", "triec"):
-                specs.append({"bench": "outlines", "engine": "transformers", "method": method, "k": k, "rounds": rounds,
-                              "values_set": values_set})  # fmt: skip
+                specs.append(
+                    {
+                        "bench": "outlines",
+                        "engine": "transformers",
+                        "method": method,
+                        "k": k,
+                        "rounds": rounds,
+                        "values_set": values_set,
+                    }
+                )
         specs.append({"bench": "outlines", "engine": "mlx", "method": "triec", "k": k, "rounds": rounds})
     specs.append({"bench": "outlines", "engine": "mlx", "method": "outlines-core", "k": ks[0], "rounds": rounds})
     return specs
@@ -91,15 +99,19 @@ def tables(result: dict[str, Any]) -> dict[str, str]:
     Tokens a second by the wall clock and, next to them, the ratio by the process's own CPU time (what a shared
     machine's other load does not move as much)."""
     out: dict[str, str] = {}
-    lines = ["| K | build | first token: free / triec | tokens/s: free / triec | triec / free (CPU time) | valid |",
-             "|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+    lines = [
+        "| K | build | first token: free / triec | tokens/s: free / triec | triec / free (CPU time) | valid |",
+        "|---:|---:|---:|---:|---:|---:|",
+    ]
     for c in (c for c in result["cells"] if c.get("table") == "mlx"):
         if c.get("status") != "ok":
             lines.append(f"| {c['k']:,} | {c.get('status')}: {c.get('error', '')} | | | | |")
             continue
-        lines.append(f"| {c['k']:,} | {c['build_ms']:.0f} ms | {c['ttft_free_ms']:.0f} / {c['ttft_ms']:.0f} ms | "
-                     f"{c['free_tok_s']:.1f} / {c['tok_s']:.1f} | {100 * c['ratio']:.0f}% ({100 * c['cpu_ratio']:.0f}%) | "
-                     f"{c['valid']} |")  # fmt: skip
+        lines.append(
+            f"| {c['k']:,} | {c['build_ms']:.0f} ms | {c['ttft_free_ms']:.0f} / {c['ttft_ms']:.0f} ms | "
+            f"{c['free_tok_s']:.1f} / {c['tok_s']:.1f} | {100 * c['ratio']:.0f}% ({100 * c['cpu_ratio']:.0f}%) | "
+            f"{c['valid']} |"
+        )
     out["mlx"] = "\n".join(lines)
     lines = ["| K | one processor call (p90) | a trivial mlx op | calls |", "|---:|---:|---:|---:|"]
     for c in (c for c in result["cells"] if c.get("table") == "steps" and c.get("status") == "ok"):
@@ -107,16 +119,20 @@ def tables(result: dict[str, Any]) -> dict[str, str]:
             f"| {c['k']:,} | {c['step_us']} µs ({c['step_p90_us']} µs) | {c['trivial_op_us']} µs | {c['calls']} |"
         )
     out["steps"] = "\n".join(lines)
-    lines = ["| engine | set | K | method | build | first token: + build - free's | tokens/s (free) | / free (CPU time) | valid |",
-             "|---|---|---:|---|---:|---:|---:|---:|---:|"]  # fmt: skip
+    lines = [
+        "| engine | set | K | method | build | first token: + build - free's | tokens/s (free) | / free (CPU time) | valid |",
+        "|---|---|---:|---|---:|---:|---:|---:|---:|",
+    ]
     for c in (c for c in result["cells"] if c.get("table") == "outlines"):
         head = f"| {c['engine']} | {c.get('set', 'tools')} | {c['k']:,} | {c['method']} |"
         if c.get("status") != "ok":
             lines.append(f"{head} {c.get('status')}: {c.get('error', '')[:80]} | | | | |")
             continue
-        lines.append(f"{head} {c['build_ms']:,.0f} ms | {c['first_token_after_free_ms']:+,.0f} ms | "
-                     f"{c['tok_s']:.1f} ({c['free_tok_s']:.1f}) | {100 * c['ratio']:.0f}% ({100 * c['cpu_ratio']:.0f}%) | "
-                     f"{c['valid']} |")  # fmt: skip
+        lines.append(
+            f"{head} {c['build_ms']:,.0f} ms | {c['first_token_after_free_ms']:+,.0f} ms | "
+            f"{c['tok_s']:.1f} ({c['free_tok_s']:.1f}) | {100 * c['ratio']:.0f}% ({100 * c['cpu_ratio']:.0f}%) | "
+            f"{c['valid']} |"
+        )
     out["outlines"] = "\n".join(lines)
     return out
 
