@@ -290,7 +290,7 @@ def bench_outlines(engine: str, method: str, k: int, rounds: int, values_set: st
         gen(chat(questions[0]), **{name: 1 for name in kw})  # the first request's first token, lazy work included
         cell["first_request_ttft_ms"] = round(1000 * (time.perf_counter() - t0), 1)
     except Exception as exc:  # outlines-core's mlx kernel on a machine without Metal
-        cell.update(status="unavailable", error=f"{type(exc).__name__}: {str(exc)[:200]}")
+        cell.update(status="missing", error=f"{type(exc).__name__}: {str(exc)[:200]}")
         return cell
     speeds = Speeds("free", "c")
     valid = total = 0
@@ -308,7 +308,7 @@ def bench_outlines(engine: str, method: str, k: int, rounds: int, values_set: st
                 try:
                     out, at = _timed_mlx(gen, prompt, LIMIT)
                 except Exception as exc:
-                    cell.update(status="unavailable", error=f"{type(exc).__name__}: {str(exc)[:200]}")
+                    cell.update(status="missing", error=f"{type(exc).__name__}: {str(exc)[:200]}")
                     return cell
                 speeds.add("c", at)
                 speeds.add("free", _timed_mlx(free, prompt, max(len(at), 8))[1])

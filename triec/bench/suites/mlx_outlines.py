@@ -11,7 +11,9 @@ the questions answered greedily on the trained-model fixture, SmolLM2-135M float
   (outlines-core's mlx kernel needs Metal: its one MLX cell says so on Linux): build time, the first token
   against free decoding's (build included), tokens a second against free decoding.
 
-``python -m triec.bench.suites.mlx_outlines [--quick] [--out FILE]`` writes the result (``{"cells": [...]}``).
+``triec bench mlx_outlines`` runs it (``docs/results/mlx_outlines.json``, its tables in docs/benchmarks.md); so does
+``python -m triec.bench.suites.mlx_outlines [--quick] [--out FILE]``. A cell that cannot run here says so
+(``missing``: outlines-core's mlx kernel without Metal).
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ OUTLINES_K = (100, 1_000, 5_000, 10_000, 20_000)
 QUICK_MLX_K = (1_000,)
 QUICK_OUTLINES_K = (100, 1_000)
 TIMEOUT_S = 1800
+VERSIONS = ("mlx", "mlx-lm", "outlines", "outlines_core", "torch", "transformers")
+"""The frameworks a result records the versions of (next to triec's and the peer engines')."""
 
 
 def unavailable() -> str | None:
@@ -90,7 +94,11 @@ def measure(spec: dict[str, Any]) -> dict[str, Any]:
 
 def run(quick: bool) -> dict[str, Any]:
     """Every cell, measured now; ``quick``: the smallest sizes, one round (proves the suite runs)."""
-    return {"suite": SUITE, "settings": {"quick": quick}, "cells": [measure(spec) for spec in cells(quick)]}
+    from triec.bench import results
+
+    result = results.new(SUITE, {"quick": quick}, extra_versions=VERSIONS)
+    result["cells"] = [measure(spec) for spec in cells(quick)]
+    return result
 
 
 def tables(result: dict[str, Any]) -> dict[str, str]:
@@ -112,13 +120,13 @@ def tables(result: dict[str, Any]) -> dict[str, str]:
             f"{c['free_tok_s']:.1f} / {c['tok_s']:.1f} | {100 * c['ratio']:.0f}% ({100 * c['cpu_ratio']:.0f}%) | "
             f"{c['valid']} |"
         )
-    out["mlx"] = "\n".join(lines)
+    out["mlx"] = "\n".join(lines) + "\n"
     lines = ["| K | one processor call (p90) | a trivial mlx op | calls |", "|---:|---:|---:|---:|"]
     for c in (c for c in result["cells"] if c.get("table") == "steps" and c.get("status") == "ok"):
         lines.append(
             f"| {c['k']:,} | {c['step_us']} µs ({c['step_p90_us']} µs) | {c['trivial_op_us']} µs | {c['calls']} |"
         )
-    out["steps"] = "\n".join(lines)
+    out["steps"] = "\n".join(lines) + "\n"
     lines = [
         "| engine | set | K | method | build | first token: + build - free's | tokens/s (free) | / free (CPU time) | valid |",
         "|---|---|---:|---|---:|---:|---:|---:|---:|",
@@ -133,7 +141,7 @@ def tables(result: dict[str, Any]) -> dict[str, str]:
             f"{c['tok_s']:.1f} ({c['free_tok_s']:.1f}) | {100 * c['ratio']:.0f}% ({100 * c['cpu_ratio']:.0f}%) | "
             f"{c['valid']} |"
         )
-    out["outlines"] = "\n".join(lines)
+    out["outlines"] = "\n".join(lines) + "\n"
     return out
 
 
