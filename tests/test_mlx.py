@@ -79,8 +79,9 @@ def xgrammar_processor(trained_model: Path, tok, values, mode: str = "trie", tri
     from triec.eval.mlx import XGrammarProcessor
     from triec.eval.run import xgrammar_structural_tag
 
-    info = xgr.TokenizerInfo.from_huggingface(AutoTokenizer.from_pretrained(trained_model), vocab_size=len(tok),
-                                              stop_token_ids=sorted(tok.eos_token_ids))  # fmt: skip
+    info = xgr.TokenizerInfo.from_huggingface(
+        AutoTokenizer.from_pretrained(trained_model), vocab_size=len(tok), stop_token_ids=sorted(tok.eos_token_ids)
+    )
     grammar = xgr.GrammarCompiler(info, max_threads=1).compile_structural_tag(
         xgrammar_structural_tag(mode, tuple(values), trigger)
     )
@@ -96,8 +97,10 @@ def spell(table, vocab, key: bytes) -> list[int]:
     """A token path spelling ``key`` through the table: the longest allowed token at each step."""
     m, ids, rest = table.matcher(), [], key
     while rest:
-        t = max((t for t in m.allowed().tolist() if vocab.token_bytes[t] and rest.startswith(vocab.token_bytes[t])),
-                key=lambda t: len(vocab.token_bytes[t]))  # fmt: skip
+        t = max(
+            (t for t in m.allowed().tolist() if vocab.token_bytes[t] and rest.startswith(vocab.token_bytes[t])),
+            key=lambda t: len(vocab.token_bytes[t]),
+        )
         assert m.accept_token(t)
         ids.append(t)
         rest = rest[len(vocab.token_bytes[t]) :]
@@ -258,8 +261,9 @@ def test_speculative_decoding_follows_rejected_drafts(model, tok, vocab, bfcl_na
     rollback = p.matcher.rollback
     p.matcher.rollback = lambda n: (rollbacks.append(n), rollback(n))  # type: ignore[method-assign]
     spec = []
-    for r in mlx_lm.stream_generate(model, tok, prompt, max_tokens=32, draft_model=draft, num_draft_tokens=3,
-                                    logits_processors=[p]):  # fmt: skip
+    for r in mlx_lm.stream_generate(
+        model, tok, prompt, max_tokens=32, draft_model=draft, num_draft_tokens=3, logits_processors=[p]
+    ):
         if r.token in tok.eos_token_ids:
             break
         spec.append(r.token)
@@ -327,8 +331,13 @@ def test_a_tool_registry_schema_table(model, tok, vocab) -> None:
     raw = (ROOT / "fixtures" / "registries" / "bfcl-1998.json.zst").read_bytes()
     tools = json.loads(zstandard.ZstdDecompressor().decompress(raw, max_output_size=1 << 28))[:20]
     table = triec.compile_tools(tools, vocab, format="object")
-    ids, _ = greedy(model, tok, chat(tok, "Call the function that computes a body mass index for 70 kg and 1.75 m."),
-                    [MLXConstraint(model, tok, table).processor()], limit=40)  # fmt: skip
+    ids, _ = greedy(
+        model,
+        tok,
+        chat(tok, "Call the function that computes a body mass index for 70 kg and 1.75 m."),
+        [MLXConstraint(model, tok, table).processor()],
+        limit=40,
+    )
     m = table.matcher()
     assert all(m.accept_token(t) for t in ids)  # every token was allowed where it was written
     text = tok.decode(ids)
@@ -345,14 +354,39 @@ def test_eval_on_mlx_equals_xgrammar(trained_model, tmp_path) -> None:
     from triec.cli import app
 
     data = tmp_path / "q.jsonl"
-    items = [("bmi", "Which function computes a body mass index?", "calculate_bmi"),
-             ("sort", "Which function sorts a list?", "sort_list")]  # fmt: skip
+    items = [
+        ("bmi", "Which function computes a body mass index?", "calculate_bmi"),
+        ("sort", "Which function sorts a list?", "sort_list"),
+    ]
     candidates = ["calculate_bmi", "sort_list", "get_weather", "calculate_area", "sort_by_key"]
-    data.write_text("".join(json.dumps({"id": i, "prompt": f"Question: {q}\nFunction:", "gold": g, "candidates": candidates}) + "\n"
-                            for i, q, g in items))  # fmt: skip
+    data.write_text(
+        "".join(
+            json.dumps({"id": i, "prompt": f"Question: {q}\nFunction:", "gold": g, "candidates": candidates}) + "\n"
+            for i, q, g in items
+        )
+    )
     out = tmp_path / "eval.json"
-    got = CliRunner().invoke(app, ["eval", str(data), "-m", str(trained_model), "--engine", "mlx", "--modes", "trie,think,canonical",
-                                   "--compare", "xgrammar", "--think-budget", "8", "--max-new-tokens", "12", "--json", str(out)])  # fmt: skip
+    got = CliRunner().invoke(
+        app,
+        [
+            "eval",
+            str(data),
+            "-m",
+            str(trained_model),
+            "--engine",
+            "mlx",
+            "--modes",
+            "trie,think,canonical",
+            "--compare",
+            "xgrammar",
+            "--think-budget",
+            "8",
+            "--max-new-tokens",
+            "12",
+            "--json",
+            str(out),
+        ],
+    )
     assert got.exit_code == 0, got.output
     doc = json.loads(out.read_text())
     assert doc["config"]["engine"] == "mlx"

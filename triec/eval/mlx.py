@@ -122,8 +122,14 @@ class MLXEvaluator(ModeRunner):
             tag = xgrammar_structural_tag(mode, values, self.config.trigger)
             self._grammars[key] = xgr.GrammarCompiler(self._xgr_info, max_threads=1).compile_structural_tag(tag)
         until = self.config.trigger.encode() if mode == "think" else None
-        constraint = XGrammarConstraint(xgr.GrammarMatcher(self._grammars[key]), self._xgr_info.vocab_size, self.width,
-                                        self.eos, self.vocab.token_bytes, until)  # fmt: skip
+        constraint = XGrammarConstraint(
+            xgr.GrammarMatcher(self._grammars[key]),
+            self._xgr_info.vocab_size,
+            self.width,
+            self.eos,
+            self.vocab.token_bytes,
+            until,
+        )
         return XGrammarProcessor(constraint, self._xgr_info.vocab_size)
 
     def _prefill(self, prompt: tuple[int, ...]) -> list[Any]:

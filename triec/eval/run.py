@@ -398,8 +398,13 @@ def xgrammar_structural_tag(mode: str, values: tuple[str, ...], trigger: str) ->
     if mode == "trie":
         fmt: dict[str, Any] = choice
     else:
-        fmt = {"type": "triggered_tags", "triggers": [trigger], "at_least_one": False, "stop_after_first": True,
-               "tags": [{"type": "tag", "begin": trigger, "content": choice, "end": ""}]}  # fmt: skip
+        fmt = {
+            "type": "triggered_tags",
+            "triggers": [trigger],
+            "at_least_one": False,
+            "stop_after_first": True,
+            "tags": [{"type": "tag", "begin": trigger, "content": choice, "end": ""}],
+        }
     return json.dumps({"type": "structural_tag", "format": fmt})
 
 

@@ -190,10 +190,21 @@ class MLXConstraint:
         width = int(vocab_size) if vocab_size is not None else logits_width(model, tokenizer)
         stops = {int(t) for t in tokenizer.eos_token_ids}
         self.vocab = tokenizer_vocabulary(tokenizer, vocab_size=width, eos_token_ids=stops, vocab=vocab)
-        served = ServedModel(tokenizer=tokenizer_path(tokenizer), vocab_size=width, eos_token_id=tokenizer.eos_token_id,
-                             generation_eos_ids=tuple(sorted(stops)))  # fmt: skip
-        self.admitted = admit_local(table, served, stops, self.vocab, values=values, trigger=trigger,
-                                    fix_stops="mlx-lm ends generation on tokenizer.eos_token_ids: tokenizer.add_eos_token(id)")  # fmt: skip
+        served = ServedModel(
+            tokenizer=tokenizer_path(tokenizer),
+            vocab_size=width,
+            eos_token_id=tokenizer.eos_token_id,
+            generation_eos_ids=tuple(sorted(stops)),
+        )
+        self.admitted = admit_local(
+            table,
+            served,
+            stops,
+            self.vocab,
+            values=values,
+            trigger=trigger,
+            fix_stops="mlx-lm ends generation on tokenizer.eos_token_ids: tokenizer.add_eos_token(id)",
+        )
 
     @property
     def table(self) -> Table:

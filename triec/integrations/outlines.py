@@ -35,6 +35,7 @@ from triec.errors import RequestError
 
 try:
     from outlines.processors import OutlinesLogitsProcessor
+    from outlines.types import Choice
 except ImportError as exc:  # pragma: no cover - the module is only useful with it
     raise ModuleNotFoundError(
         f"triec.integrations.outlines needs Outlines: pip install 'triec[outlines]' ({exc})", name=exc.name
@@ -61,14 +62,18 @@ def values_of(output_type: Any) -> list[str] | None:
         items = list(typing.get_args(output_type))
     elif isinstance(output_type, enum.EnumMeta):
         items = [m.value for m in output_type]  # type: ignore[var-annotated]
-    elif type(output_type).__name__ == "Choice" and hasattr(output_type, "items"):
+    elif isinstance(output_type, Choice):
         items = list(output_type.items)
     else:
         return None
     bad = next((v for v in items if not isinstance(v, str)), None)
     if bad is not None or not items:
-        raise RequestError(f"triec constrains to strings; this output type holds {type(bad).__name__} {bad!r:.40} "
-                           "(leave it to Outlines' own output types)" if items else "no values to constrain to")  # fmt: skip
+        raise RequestError(
+            f"triec constrains to strings; this output type holds {type(bad).__name__} {bad!r:.40} "
+            "(leave it to Outlines' own output types)"
+            if items
+            else "no values to constrain to"
+        )
     return items
 
 
@@ -136,8 +141,14 @@ def _mlx(model: Any, source: Source, values: Any, trigger: Any, vocab: Any) -> T
     tok = model.mlx_tokenizer
     if vocab is None and values_of(source) is not None:
         vocab = tokenizer_vocabulary(tok, vocab_size=logits_width(model.model, tok), eos_token_ids=tok.eos_token_ids)
-    c = MLXConstraint(model.model, tok, _table(source, vocab) if vocab is not None else source, values=values,
-                      trigger=trigger, vocab=vocab)  # fmt: skip
+    c = MLXConstraint(
+        model.model,
+        tok,
+        _table(source, vocab) if vocab is not None else source,
+        values=values,
+        trigger=trigger,
+        vocab=vocab,
+    )
     p = c.processor()
 
     def process(input_ids: Any, logits: Any) -> Any:
@@ -174,12 +185,25 @@ def _transformers(model: Any, source: Source, values: Any, trigger: Any, vocab: 
     if not stops and tok.eos_token_id is not None:
         stops = {int(tok.eos_token_id)}
     vocab = tokenizer_vocabulary(tok, vocab_size=width, eos_token_ids=stops, vocab=vocab)
-    served = ServedModel(tokenizer=tokenizer_path(tok), vocab_size=width, eos_token_id=tok.eos_token_id,
-                         generation_eos_ids=tuple(sorted(stops)))  # fmt: skip
-    admitted = admit_local(_table(source, vocab), served, stops, vocab, values=values,
-                           fix_stops="transformers' generate stops on generation_config.eos_token_id")  # fmt: skip
+    served = ServedModel(
+        tokenizer=tokenizer_path(tok),
+        vocab_size=width,
+        eos_token_id=tok.eos_token_id,
+        generation_eos_ids=tuple(sorted(stops)),
+    )
+    admitted = admit_local(
+        _table(source, vocab),
+        served,
+        stops,
+        vocab,
+        values=values,
+        fix_stops="transformers' generate stops on generation_config.eos_token_id",
+    )
     if trigger is not None and admitted.table.host_matched:
         raise RequestError(f"trigger= needs a table of values, not a {admitted.table.kind} table")
-    inner = TriecLogitsProcessor(admitted.table, trigger=trigger,  # type: ignore[arg-type]
-                                 vocab=table_vocabulary(admitted.table, vocab, served) if trigger is not None else None)  # fmt: skip
+    inner = TriecLogitsProcessor(
+        admitted.table,
+        trigger=trigger,  # type: ignore[arg-type]
+        vocab=table_vocabulary(admitted.table, vocab, served) if trigger is not None else None,
+    )
     return TriecOutlinesProcessor("torch", inner, process=inner, reset=inner.reset)

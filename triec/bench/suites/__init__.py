@@ -31,6 +31,7 @@ NAMES: dict[str, str] = {
     "sglang": "triec's SGLang grammar backend against SGLang's xgrammar backend",
     "llamacpp": "triec's llama.cpp processor against llama.cpp's own GBNF grammar, speed against free decoding",
     "eval": "a trained model (SmolLM2-135M): BFCL function names, triec against free and xgrammar",
+    "mlx_outlines": "MLX decoding constrained against free; Outlines' Choice (outlines-core) against triec's processor",
     "gpu": "the torch table and the fused Triton kernels on a CUDA device, against the numpy runtime",
 }
 """Every suite, in the order ``triec bench all`` runs them, with what it measures."""
