@@ -23,6 +23,8 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_quick_soak(tmp_path: Path) -> None:
     out = tmp_path / "soak.json"
     env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE=os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"))
+    # the tool imports triec: this checkout's, whether or not it is installed in the running environment
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
     proc = subprocess.run(
         [
             sys.executable,
