@@ -295,3 +295,41 @@ def test_bench_enums_shapes_put_each_large_enum_in_a_slot(shape: str) -> None:
         "threshold": ["/properties/code"],
     }[shape]
     assert sorted(s.pointer for s in slots) == want and all(len(s.values) == 100 for s in slots)
+
+
+# ---------------------------------------------------------------- decoding speed against free, across suites
+
+
+def test_decode_speed_series_are_the_result_files_ratios() -> None:
+    from triec.bench import decode_speed, results
+
+    docs_results = Path(__file__).resolve().parent.parent / "docs" / "results"
+    found = {s: results.read(docs_results, s) for s in decode_speed.SUITES if results.path(docs_results, s).is_file()}
+    data = decode_speed.series(found)
+    if "mlx_outlines" in found:  # the suite's own ratio, per K
+        mlx = {c["k"]: c["ratio"] for c in found["mlx_outlines"]["cells"] if c["table"] == "mlx" and c.get("ratio")}
+        assert dict(data["mlx-lm: triec"]) == mlx
+    if "vllm" in found:  # tokens/s over free decoding's at the same K and batch, recomputed from the rows
+        rows = [c["row"] for c in found["vllm"]["cells"] if c["table"] == "processors" and c["status"] == "ok"]
+        for k, ratio in data["vLLM (batch 64): triec"]:
+            by = {r["method"]: float(r["tokens/s"]) for r in rows if r["K"] == f"{k:,}" and r["B"] == "64"}
+            assert ratio == pytest.approx(by["triec"] / by["unconstrained:9"])
+    assert all(points == sorted(points) and all(r > 0 for _, r in points) for points in data.values())
+
+
+def test_decode_speed_series_read_llama_cpp_cells() -> None:
+    from triec.bench import decode_speed
+
+    cell = {"table": "gbnf", "status": "ok", "row": {"K": "1,000", "triec tok/s (free)": "150 (200)"}}
+    timed_out = {"table": "gbnf", "status": "timeout", "row": {"K": "10,000", "GBNF tok/s (free)": "1 (2)"}}
+    assert decode_speed.series({"llamacpp": {"cells": [cell, timed_out]}}) == {"llama.cpp: triec": [(1000, 0.75)]}
+
+
+@pytest.mark.skipif(importlib.util.find_spec("matplotlib") is None, reason="matplotlib is not installed")
+def test_write_plots_draws_the_decode_speed_plot(tmp_path: Path) -> None:
+    from triec.bench import decode_speed, docs
+
+    docs_results = Path(__file__).resolve().parent.parent / "docs" / "results"
+    written = docs.write_plots(tmp_path, docs_results, ["mlx_outlines"])
+    target = tmp_path / decode_speed.TARGET
+    assert target in written and target.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

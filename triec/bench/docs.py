@@ -140,6 +140,7 @@ def write(document: Path, results: Path, suites: Sequence[str] | None = None) ->
 
 def write_plots(directory: Path, results: Path, suites: Sequence[str] | None = None) -> list[Path]:
     """Every plot of ``suites`` whose result file exists, as PNG files in ``directory``."""
+    from triec.bench import decode_speed
     from triec.bench import results as results_mod
     from triec.bench.suites import NAMES, load
 
@@ -150,6 +151,10 @@ def write_plots(directory: Path, results: Path, suites: Sequence[str] | None = N
         draw = getattr(load(suite), "plots", None)
         if draw is not None:
             written += draw(results_mod.read(results, suite), directory)
+    if set(suites or NAMES) & set(decode_speed.SUITES):  # one plot across the engines' suites
+        found = {s: results_mod.read(results, s) for s in decode_speed.SUITES if results_mod.path(results, s).is_file()}
+        if data := decode_speed.series(found):
+            written.append(save_png(decode_speed.figure(data, pyplot()), directory / decode_speed.TARGET))
     return written
 
 
