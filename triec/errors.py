@@ -86,6 +86,11 @@ class BenchResultError(TriecError, ValueError):
     """A benchmark result file that is not a suite's result (missing keys, another schema, cells not maps)."""
 
 
+class ServerDidNotStart(TriecError, RuntimeError):
+    """A serving framework's server (the benchmarks' and soak's vLLM) exited or did not answer in time; the
+    message ends with its log's tail."""
+
+
 class EosTextWarning(UserWarning):
     """An EOS id is an ordinary text token that values hold: the token ends the output and is never content, so
     a value spelled only through it cannot be written (``--eos 0`` on GPT-2 makes ``!`` end the output)."""

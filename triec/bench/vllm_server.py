@@ -25,6 +25,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from triec.errors import ServerDidNotStart
+
 STARTUP_S = 300
 SERVER_ENV = {"VLLM_HTTP_TIMEOUT_KEEP_ALIVE": "60"}
 TOOLS = [
@@ -53,10 +55,6 @@ TOOLS = [
         },
     },
 ]
-
-
-class ServerDidNotStart(RuntimeError):
-    """The server exited or did not answer in time; the message ends with its log's tail."""
 
 
 def free_port() -> int:
