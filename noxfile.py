@@ -141,25 +141,28 @@ VLLM_ENGINE_FREE = [
 
 
 @nox.session
-@nox.parametrize("release", VLLM_CLASS_RELEASES)
 @pruned
-def vllm_classes(session: nox.Session, release: str) -> None:
-    """The backend and processors on a vLLM release's own classes: its CUDA wheel, imported on the CPU (no engine).
+def vllm_classes(session: nox.Session) -> None:
+    """The backend and processors on each vLLM release's own classes: its CUDA wheel, imported on the CPU (no engine).
 
-    vLLM's CPU wheel stops at 0.32, so newer engines cannot run here: torch 2.13.0 (CPU, local disk) first, then
-    the newest ``vllm`` wheel of the release line without its dependencies, then that wheel's own requirements
-    (read from its METADATA by ``tools/vllm_release.py requirements``, the CUDA-only ones left out) together
-    with triec's test extra, so vLLM's pins (xgrammar, llguidance) win. Then :data:`VLLM_ENGINE_FREE`: the rows
-    of every kind triec serves equal to that release's own xgrammar backend, drafts and reasoning through its
-    own manager, admission and refusals, the processors. ``nox -s "vllm_classes(release='0.34')"`` runs one;
-    about 1.3 GB and 4 minutes on 2 cores each.
+    vLLM's CPU wheel stops at 0.32, so newer engines cannot run here: torch 2.13.0 (CPU, local disk) first, then,
+    release by release in this one environment, the newest ``vllm`` wheel of the line without its dependencies and
+    that wheel's own requirements (read from its METADATA by ``tools/vllm_release.py requirements``, the CUDA-only
+    ones left out) together with triec's test extra, so that release's pins (xgrammar, llguidance) win. Then
+    :data:`VLLM_ENGINE_FREE`: the rows of every kind triec serves equal to that release's own xgrammar backend,
+    drafts and reasoning through its own manager, admission and refusals, the processors. The releases share
+    torch, transformers and most requirements: one environment installs them once (each its own took 3.5 of
+    its 5 minutes). ``TRIEC_VLLM_RELEASES=0.34 nox -s vllm_classes`` tests one release.
     """
+    releases = [r for r in os.environ.get("TRIEC_VLLM_RELEASES", ",".join(VLLM_CLASS_RELEASES)).split(",") if r]
     session.install("-q", "torch==2.13.0", "packaging")
-    session.install("-q", "--no-deps", f"vllm~={release}.0")
-    listed = session.run("python", "tools/vllm_release.py", "requirements", silent=True)
-    session.install("-q", *str(listed).split(), "-e", ".[test]")
-    session.run("python", "-c", f"import vllm; assert vllm.__version__.startswith('{release}.'), vllm.__version__")
-    session.run("pytest", "-q", *(session.posargs or VLLM_ENGINE_FREE))
+    for release in releases:
+        session.log(f"vLLM {release}")
+        session.install("-q", "--no-deps", f"vllm~={release}.0")
+        listed = session.run("python", "tools/vllm_release.py", "requirements", silent=True)
+        session.install("-q", *str(listed).split(), "-e", ".[test]")
+        session.run("python", "-c", f"import vllm; assert vllm.__version__.startswith('{release}.'), vllm.__version__")
+        session.run("pytest", "-q", *(session.posargs or VLLM_ENGINE_FREE))
 
 
 @nox.session(default=False)  # nox >= 2025.02.09; `nox` alone runs the others, `nox -s soak` this one

@@ -5,7 +5,7 @@ in ``sglang.srt.constrained.base_grammar_backend``); ``create_grammar_backend``
 builds a registered one by name in every scheduler process. :func:`register`
 adds ``triec`` to it and to ``--grammar-backend``'s choices; SGLang calls it
 itself in each of its processes through triec's ``sglang.srt.plugins`` entry
-point (scripts/sglang_launch.py registers it where entry points are filtered).
+point (tools/sglang_launch.py registers it where entry points are filtered).
 
 What a request asks for goes to :class:`~triec.integrations.constraints.Constraints`:
 a ``regex`` that is an alternation of literals, a ``json`` schema that is a

@@ -33,8 +33,8 @@ if TYPE_CHECKING:
 WINDOW = ("0.32", "0.33", "0.34")
 """vLLM release lines the backend's replacements were written and row-tested against (docs/decisions.md D22).
 
-Adding one: append it, run ``nox -s "vllm_classes(release='X.Y')"`` (a parameter of that session) and mend
-here whatever :func:`plan` names; ``python scripts/vllm_release.py check X.Y.Z`` prints it for any release."""
+Adding one: append it, run ``TRIEC_VLLM_RELEASES=X.Y nox -s vllm_classes`` (that release alone) and mend
+here whatever :func:`plan` names; ``python tools/vllm_release.py check X.Y.Z`` prints it for any release."""
 
 
 def version() -> str:
