@@ -87,3 +87,29 @@ def test_every_suite_runs_quick(tmp_path: Path) -> None:
 def test_a_suite_named_alone_that_cannot_run_is_an_error() -> None:
     proc = subprocess.run([sys.executable, "-m", "triec.bench", "sglang", "--quick"], capture_output=True, text=True)
     assert proc.returncode == 2 and "sglang: skipped" in proc.stderr
+
+
+def test_a_suite_whose_cells_broke_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cell with status "error" is a measurement that broke, not a result: under --quick (what CI runs) one
+    fails the suite, in a full run only all of them do (timeouts and refusals stay results)."""
+    import types
+
+    from triec.bench import command
+
+    cells: list[dict] = []
+
+    def run(quick: bool) -> dict:
+        result = results.new("peers", {"quick": quick})
+        result["cells"] = list(cells)
+        return result
+
+    monkeypatch.setattr(command, "load", lambda name: types.SimpleNamespace(unavailable=lambda: None, run=run))
+    say = lambda _: None  # noqa: E731
+    cells[:] = [{"status": "ok"}, {"status": "error", "error": "no table in the driver's output"}]
+    quick = command.run_one("peers", quick=True, out=None, alone=False, say=say)
+    assert quick.status == "failed" and "1 cells broke: no table" in quick.detail
+    assert command.run_one("peers", quick=False, out=None, alone=False, say=say).status == "ok"
+    cells[:] = [{"status": "error", "error": "x"}]
+    assert command.run_one("peers", quick=False, out=None, alone=False, say=say).status == "failed"
+    cells[:] = [{"status": "timeout"}, {"status": "ok"}]
+    assert command.run_one("peers", quick=True, out=None, alone=False, say=say).status == "ok"

