@@ -1,0 +1,170 @@
+"""``triec.compile_pattern``: a regex or a named format + vocabulary -> :class:`~triec.runtime.pattern.PatternTable`.
+
+The regex becomes its minimal byte DFA (:mod:`triec.compiler.regex`); then every DFA state's row is found by walking
+the vocabulary's token trie (:mod:`triec.tokenizer.automaton`) in lockstep with the DFA, all states at once, one
+trie level per round: a (DFA state, trie node) pair goes on only through the children whose byte the DFA takes, so a
+digit state visits only the tokens made of digits (output-sensitive), and cycles are harmless (a token is short).
+A token reached at trie node n from state s is allowed there and leads to the DFA state the walk holds: since the
+DFA is trimmed, every such state still reaches acceptance, which is exactly when a grammar engine allows a token.
+
+Named formats (:data:`FORMATS`) are xgrammar 0.2.9's spelling of JSON Schema's ``format`` values, read from
+``str(xgrammar.Grammar.from_json_schema('{"type": "string", "format": ...}'))`` and written as regexes (without the
+quotes a JSON string adds); docs/patterns.md says where they differ from JSON Schema's text.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from triec._arrays import concat_ranges
+from triec.compiler.regex import MAX_DFA_STATES, Dfa, compile_regex
+from triec.errors import PatternError
+from triec.runtime.pattern import PatternTable
+from triec.tokenizer.automaton import VocabAutomaton
+from triec.tokenizer.vocabulary import Vocabulary
+
+_DATE = "[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[1-2][0-9]|3[01])"
+_TIME = "([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)(\\.[0-9]+)?(Z|[+\\-]([01][0-9]|2[0-3]):[0-5][0-9])"
+_OCTET = "(25[0-5]|2[0-4][0-9]|[0-1]?[0-9]?[0-9])"
+
+FORMATS: dict[str, str] = {
+    "date": _DATE,
+    "time": _TIME,
+    "date-time": f"{_DATE}T{_TIME}",
+    "uuid": "[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}",
+    "ipv4": f"({_OCTET}\\.){{3}}{_OCTET}",
+}
+"""JSON Schema ``format`` name -> the regex of xgrammar 0.2.9's grammar for it (the string's content)."""
+
+
+def format_regex(name: str) -> str:
+    """The regex of a named format; :class:`PatternError` naming the known ones for any other name."""
+    found = FORMATS.get(name)
+    if found is None:
+        raise PatternError(f"unknown format {name!r}; expected one of {', '.join(FORMATS)}", position=0)
+    return found
+
+
+def dfa_rows(dfa: Dfa, automaton: VocabAutomaton, eos_token_ids: tuple[int, ...] = ()) -> tuple[np.ndarray, ...]:
+    """Every DFA state's row over the token trie: (offsets [S + 1], tokens ascending per state, next state)."""
+    trans = dfa.trans
+    n_states = dfa.num_states
+    root = automaton.root_child
+    # round 0: each state with each first byte the DFA takes and some token starts with
+    s_idx, b_idx = np.nonzero((trans >= 0) & (root >= 0)[None, :])
+    src = s_idx.astype(np.int64)
+    q = trans[s_idx, b_idx].astype(np.int64)
+    node = root[b_idx].astype(np.int64)
+    edge_keys, edge_child = automaton.edge_keys, automaton.edge_child
+    found_src: list[np.ndarray] = []
+    found_key: list[np.ndarray] = []
+    found_q: list[np.ndarray] = []
+    while src.size:
+        key = automaton.node_key[node]
+        hit = key >= 0
+        if hit.any():
+            found_src.append(src[hit])
+            found_key.append(key[hit].astype(np.int64))
+            found_q.append(q[hit])
+        more = automaton.has_child[node]
+        src, q, node = src[more], q[more], node[more]
+        if not src.size:
+            break
+        lo = np.searchsorted(edge_keys, node * 256)
+        hi = np.searchsorted(edge_keys, node * 256 + 256)
+        counts = hi - lo
+        idx = concat_ranges(lo, counts)
+        src = np.repeat(src, counts)
+        q = np.repeat(q, counts)
+        child_byte = edge_keys[idx] & 255
+        nq = trans[q, child_byte].astype(np.int64)
+        ok = nq >= 0
+        src, q, node = src[ok], nq[ok], edge_child[idx][ok]
+    if found_src:
+        f_src = np.concatenate(found_src)
+        f_key = np.concatenate(found_key)
+        f_q = np.concatenate(found_q)
+    else:
+        f_src = f_key = f_q = np.zeros(0, dtype=np.int64)
+    # a distinct token text may be several ids
+    k_lo = automaton.key_offsets[f_key].astype(np.int64)
+    k_n = automaton.key_offsets[f_key + 1].astype(np.int64) - k_lo
+    tokens = automaton.key_ids[concat_ranges(k_lo, k_n)].astype(np.int64)
+    src = np.repeat(f_src, k_n)
+    nxt = np.repeat(f_q, k_n)
+    if eos_token_ids:
+        keep = ~np.isin(tokens, np.asarray(eos_token_ids, dtype=np.int64))
+        tokens, src, nxt = tokens[keep], src[keep], nxt[keep]
+    order = np.lexsort((tokens, src))
+    tokens, src, nxt = tokens[order], src[order], nxt[order]
+    offsets = np.searchsorted(src, np.arange(n_states + 1, dtype=np.int64)).astype(np.uint32)
+    return offsets, tokens.astype(np.int32), nxt.astype(np.int32)
+
+
+def dfa_csr(dfa: Dfa) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The DFA's live transitions as CSR: (offsets [S + 1], bytes ascending per state, next state)."""
+    s_idx, b_idx = np.nonzero(dfa.trans >= 0)
+    offsets = np.searchsorted(s_idx, np.arange(dfa.num_states + 1)).astype(np.uint32)
+    return offsets, b_idx.astype(np.uint8), dfa.trans[s_idx, b_idx].astype(np.int32)
+
+
+def compile_pattern(
+    pattern: str | None = None,
+    vocab: Vocabulary | str | None = None,
+    *,
+    format: str | None = None,  # noqa: A002 - JSON Schema's keyword
+    max_states: int = MAX_DFA_STATES,
+    stats: dict[str, Any] | None = None,
+) -> PatternTable:
+    """Compile a regular expression (or a named ``format``: ``date``, ``time``, ``date-time``, ``uuid``, ``ipv4``)
+    into a :class:`PatternTable` for ``vocab`` (a :class:`Vocabulary` or anything :meth:`Vocabulary.load` takes;
+    default the bundled ``qwen2``).
+
+    The whole output must match (``^`` and ``$`` are implied); EOS is allowed where it does. The regex subset and
+    its semantics are :mod:`triec.compiler.regex`'s (xgrammar's). Raises :class:`~triec.errors.PatternError` for a
+    pattern outside the subset (naming the position) and :class:`~triec.errors.PatternTooLarge` when its minimal
+    DFA exceeds ``max_states``. ``stats``, when given, receives the phases' times (seconds) and the sizes.
+    """
+    if (pattern is None) == (format is None):
+        raise PatternError("compile_pattern takes a pattern or a format, exactly one", position=0)
+    regex = format_regex(format) if format is not None else pattern
+    assert regex is not None
+    t0 = time.perf_counter()
+    dfa = compile_regex(regex, max_states=max_states)
+    t1 = time.perf_counter()
+    if not isinstance(vocab, Vocabulary):
+        vocab = Vocabulary.load(vocab)
+    automaton = vocab.automaton
+    t2 = time.perf_counter()
+    offsets, tokens, nxt = dfa_rows(dfa, automaton, vocab.eos_token_ids)
+    d_off, d_bytes, d_next = dfa_csr(dfa)
+    table = PatternTable.from_compile(
+        allowed_offsets=offsets,
+        allowed_tokens=tokens,
+        allowed_next=nxt,
+        value_state=np.flatnonzero(dfa.accepting).astype(np.int32),
+        dfa_offsets=d_off,
+        dfa_bytes=d_bytes,
+        dfa_next=d_next,
+        vocab_size=vocab.vocab_size,
+        eos_token_ids=vocab.eos_token_ids,
+        tokenizer_fingerprint=vocab.fingerprint,
+        tokenizer_name=vocab.name,
+        pattern=regex,
+        format_name=format,
+        build_options={"tokenizer_family": vocab.family, "tokenizer_tokens": vocab.num_tokens},
+    )
+    if stats is not None:
+        stats.update(
+            {
+                "dfa_seconds": t1 - t0,
+                "automaton_seconds": t2 - t1,
+                "rows_seconds": time.perf_counter() - t2,
+                "num_states": table.num_states,
+                "num_allowed": table.num_allowed,
+            }
+        )
+    return table
