@@ -17,7 +17,6 @@ import pytest
 import triec
 from triec.compiler.pattern import FORMATS, compile_pattern
 from triec.compiler.regex import parse, to_rust_regex
-from triec.engines.llguidance import parser_limits
 from triec.engines.llguidance import LLGuidanceEngine
 from triec.engines.xgrammar import XGrammarEngine
 from triec.runtime.bitmask import ids_of
@@ -27,7 +26,7 @@ REGEXES = [
     "^[a-z0-9_-]{3,16}$",
     "(foo|bar)+baz?",
     "\\d{3}-\\d{4}",
-    "[^\"\\\\]{0,12}",
+    '[^"\\\\]{0,12}',
     "[\\w.+-]+@[\\w-]+\\.[a-z]{2,4}",
     "(?:[01]\\d|2[0-3]):[0-5]\\d",
     "x*y+z?",
@@ -48,15 +47,10 @@ class Oracles:
         self.xg = XGrammarEngine(vocab)
 
     def llguidance(self, regex: str):
-        llg = self.ll._llg
-        rust = to_rust_regex(parse(regex))
-        lark = '%llguidance {"no_forcing": true}\nstart: /' + rust.replace("/", "\\/") + "/"
-        m = llg.LLMatcher(self.ll.tokenizer, llg.LLMatcher.grammar_from_lark(lark), log_level=0, limits=parser_limits(llg))
-        assert not m.is_error(), m.get_error()
-        return m
+        return self.ll.matcher(self.ll.compile_pattern(to_rust_regex(parse(regex))))
 
     def xgrammar(self, regex: str):
-        return self.xg._xgr.GrammarMatcher(self.xg.compiler.compile_regex(regex))
+        return self.xg.matcher(self.xg.compile_pattern(regex))
 
 
 @pytest.fixture(scope="module")
@@ -64,16 +58,10 @@ def oracles(vocabs: dict[str, triec.Vocabulary]) -> dict[str, Oracles]:
     return {name: Oracles(v) for name, v in vocabs.items()}
 
 
-def _ll_row(m, words: int) -> np.ndarray:
+def _row(m, words: int) -> np.ndarray:
     row = np.zeros(words, dtype=np.int32)
-    m.unsafe_compute_mask_ptr(row.ctypes.data, row.size * 4)
+    m.fill(row)
     return row
-
-
-def _xg_row(m, words: int) -> np.ndarray:
-    row = np.zeros((1, words), dtype=np.int32)
-    m.fill_next_token_bitmask(row)
-    return row[0]
 
 
 def walk_and_compare(table, oracle: Oracles, regex: str, seed: int, walks: int = 3, depth: int = 14) -> int:
@@ -88,8 +76,8 @@ def walk_and_compare(table, oracle: Oracles, regex: str, seed: int, walks: int =
         state = table.start
         for _step in range(depth):
             mine = table.allowed(state)
-            theirs_ll = ids_of(_ll_row(ll, words), width)
-            theirs_xg = ids_of(_xg_row(xg, words), width)
+            theirs_ll = ids_of(_row(ll, words), width)
+            theirs_xg = ids_of(_row(xg, words), width)
             assert np.array_equal(mine, theirs_ll), (regex, table.prefix(state), _diff(vocab, mine, theirs_ll))
             assert np.array_equal(mine, theirs_xg), (regex, table.prefix(state), _diff(vocab, mine, theirs_xg))
             compared += 1
@@ -101,7 +89,7 @@ def walk_and_compare(table, oracle: Oracles, regex: str, seed: int, walks: int =
                 tok = max(rng.sample(content, min(8, len(content))), key=lambda t: len(vocab.token_bytes[t]))
             else:
                 tok = rng.choice(content)
-            assert ll.consume_token(tok) and xg.accept_token(tok)
+            assert ll.consume(tok) and xg.consume(tok)
             state = table.advance(state, tok)
     return compared
 

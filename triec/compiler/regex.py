@@ -189,7 +189,11 @@ class _Parser:
         body = self.text[self.i + 1 : end]
         self.i = end + 1
         parts = body.split(",")
-        if len(parts) > 2 or not all(p.isdigit() for p in parts[:1]) or (len(parts) == 2 and parts[1] and not parts[1].isdigit()):
+        if (
+            len(parts) > 2
+            or not all(p.isdigit() for p in parts[:1])
+            or (len(parts) == 2 and parts[1] and not parts[1].isdigit())
+        ):
             raise self.fail(f"a malformed repetition {{{body}}}", start)
         lo = int(parts[0])
         hi: int | None = lo if len(parts) == 1 else (int(parts[1]) if parts[1] else None)
