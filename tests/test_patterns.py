@@ -113,3 +113,158 @@ def test_regexes_equal_llguidance_and_xgrammar(regex: str, vocab: triec.Vocabula
     table = compile_pattern(regex, vocab)
     oracle = oracles[next(k for k, v in oracles.items() if v.vocab is vocab)]
     assert walk_and_compare(table, oracle, regex, seed=len(regex)) >= 1
+
+
+# ----------------------------------------------------------------------------- the runtime's surfaces on a pattern table
+
+
+@pytest.fixture(scope="module")
+def date_table(vocabs: dict[str, triec.Vocabulary]):
+    return compile_pattern(format="date-time", vocab=vocabs["qwen2"])
+
+
+def test_rows_equal_the_stored_dfa_run_token_by_token(vocabs: dict[str, triec.Vocabulary]) -> None:
+    """Every state, every token: the lockstep walk equals running each token's bytes through the DFA."""
+    from triec.verify.patterns import reference_rows
+
+    for name in ("gpt2", "phi3"):
+        for regex in ('[^"\\\\]{0,12}', FORMATS["uuid"], "é+ü?日本(語|人)"):
+            table = compile_pattern(regex, vocabs[name])
+            states = np.arange(table.num_states)
+            for s, (toks, nxt) in zip(states.tolist(), reference_rows(table, vocabs[name], states), strict=True):
+                mine, mine_next = table.transitions(s)
+                assert np.array_equal(mine, toks) and np.array_equal(mine_next, nxt), (name, regex, s)
+
+
+def test_eos_exactly_at_accepting_states(date_table) -> None:
+    eos = date_table.eos_token_ids
+    for s in range(date_table.num_states):
+        allowed = set(date_table.allowed(s).tolist())
+        assert (set(eos) <= allowed) == date_table.is_accepting(s)
+        assert not set(date_table.transitions(s)[0].tolist()) & set(eos)
+    acc = int(date_table.value_state[0])
+    assert date_table.advance(acc, eos[0]) == triec.FINISHED
+    with pytest.raises(triec.TokenNotAllowed):
+        date_table.advance(0, eos[0])
+
+
+def test_writer_bitmask_and_allowed_agree(date_table) -> None:
+    states = list(range(date_table.num_states))
+    out = np.zeros((len(states), date_table.words_per_row), dtype=np.int32)
+    date_table.fill_bitmask(states, out)
+    writer = date_table.mask_writer(len(states))
+    assert np.array_equal(writer.fill(states), out)
+    for s in states:
+        assert np.array_equal(ids_of(out[s], date_table.vocab_size), date_table.allowed(s))
+        assert np.array_equal(writer.fill([s])[0], out[s])
+
+
+def test_torch_table_equals_numpy(date_table) -> None:
+    torch = pytest.importorskip("torch")
+    dev = date_table.to_torch("cpu")
+    states = torch.arange(date_table.num_states, dtype=torch.int64)
+    rows = dev.fill(states).cpu().numpy()
+    want = np.zeros((date_table.num_states, date_table.words_per_row), dtype=np.int32)
+    date_table.fill_bitmask(list(range(date_table.num_states)), want)
+    assert np.array_equal(rows, want)
+    rng = np.random.default_rng(0)
+    for s in range(date_table.num_states):
+        toks, nxt = date_table.transitions(s)
+        if toks.size:
+            pick = rng.choice(toks.size, size=min(5, toks.size), replace=False)
+            got = dev.advance(torch.full((pick.size,), s), torch.as_tensor(toks[pick].astype(np.int64)))
+            assert got.tolist() == nxt[pick].tolist()
+
+
+def test_matcher_accepts_rolls_back_forks_and_jumps(date_table, vocabs: dict[str, triec.Vocabulary]) -> None:
+    vocab = vocabs["qwen2"]
+    ids = {b: i for i, b in enumerate(vocab.token_bytes) if b}
+    m = date_table.matcher()
+    for piece in (b"2", b"0", b"2", b"4", b"-", b"0", b"2", b"-"):  # qwen2 spells digits one by one
+        assert m.accept_token(ids[piece]), piece
+    assert not m.accept_token(ids[b"4"])  # day 4x does not exist
+    assert m.accept_token(ids[b"2"]) and m.accept_token(ids[b"9"])
+    assert m.jump_forward() == b"T"
+    f = m.fork()
+    assert type(f) is type(m) and f.state == m.state
+    m.rollback(2)
+    assert m.jump_forward() == b""
+    assert date_table.matches("2024-02-29T23:59:60.5+05:30")
+    assert not date_table.matches("2024-02-29T24:00:00Z")
+    with pytest.raises(TypeError, match="no list of values"):
+        date_table.values  # noqa: B018
+
+
+def test_artifact_round_trip(date_table, tmp_path) -> None:
+    for name in ("dt.triec", "dt.triec.zst"):
+        path = tmp_path / name
+        date_table.save(path)
+        back = triec.load(path, verify=True)
+        assert back.kind is triec.TableKind.PATTERN and back.format_name == "date-time"
+        assert back.pattern == date_table.pattern
+        for s in range(date_table.num_states):
+            assert np.array_equal(back.allowed(s), date_table.allowed(s))
+            assert back.prefix(s) == date_table.prefix(s)
+    again = tmp_path / "again.triec"
+    triec.compile_pattern(format="date-time", vocab=triec.Vocabulary.load("qwen2")).save(again)
+    assert again.read_bytes() == (tmp_path / "dt.triec").read_bytes()  # deterministic builds
+
+
+def test_corrupt_rows_are_refused(date_table, tmp_path) -> None:
+    from triec.artifact.patterns import encode_pattern
+
+    raw = bytearray(encode_pattern(date_table))
+    target = date_table.allowed_next.tobytes()[:64]
+    at = bytes(raw).find(target)
+    assert at > 0
+    raw[at : at + 4] = (10**6).to_bytes(4, "little")  # a next state past the table
+    path = tmp_path / "bad.triec"
+    path.write_bytes(bytes(raw))
+    with pytest.raises(triec.ArtifactError, match="allowed_next|CRC"):
+        triec.load(path, verify=True)
+    with pytest.raises(triec.ArtifactContentError, match="allowed_next"):
+        triec.load(path)
+
+
+# ----------------------------------------------------------------------------- the command line
+
+
+def _cli(*args: str):
+    from typer.testing import CliRunner
+
+    from triec.cli import app
+
+    return CliRunner().invoke(app, list(args))
+
+
+def test_cli_compile_inspect_verify(tmp_path) -> None:
+    import json
+
+    out = tmp_path / "date.triec"
+    r = _cli("compile", "--format", "date", "-t", "gpt2", "-o", str(out), "--json")
+    assert r.exit_code == 0, r.output
+    summary = json.loads(r.stdout)
+    assert summary["kind"] == "pattern" and summary["format"] == "date" and summary["states"] == 14
+    r = _cli("inspect", str(out), "--prefix", "2024-0", "--json")
+    assert r.exit_code == 0, r.output
+    shown = json.loads(r.stdout)
+    assert shown["pattern"] == FORMATS["date"] and shown["state"]["allowed_content_tokens"] == 9  # 1..9
+    r = _cli("verify", str(out), "--against", "reference,llguidance,xgrammar", "--walks", "5", "--json")
+    assert r.exit_code == 0, r.output
+    checks = {c["against"]: c for c in json.loads(r.stdout)["checks"]}
+    assert {k: c["status"] for k, c in checks.items()} == {"reference": "ok", "llguidance": "ok", "xgrammar": "ok"}
+    assert checks["reference"]["states_checked"] == 14 and checks["xgrammar"]["walk_steps"] > 10
+    r = _cli("compile", "--pattern", "[A-Z]{2}[0-9]{6}", "-t", "gpt2", "-o", str(tmp_path / "p.triec"), "-q")
+    assert r.exit_code == 0 and r.stdout == ""
+    assert triec.load(tmp_path / "p.triec").matches("AB123456")
+
+
+def test_cli_refusals(tmp_path) -> None:
+    r = _cli("compile", "--pattern", "a(?=b)", "-t", "gpt2", "-o", str(tmp_path / "x.triec"))
+    assert r.exit_code == 2 and "position 1" in r.output
+    r = _cli("compile", "--pattern", "(a|b)*a(a|b){12}", "--max-states", "100", "-t", "gpt2", "-o", str(tmp_path / "y"))
+    assert r.exit_code == 2 and "bound of 100 " in r.output
+    r = _cli("compile", "--format", "email", "-t", "gpt2")
+    assert r.exit_code == 2 and "unknown format" in r.output
+    r = _cli("compile", "v.txt", "--pattern", "a")
+    assert r.exit_code == 2 and "without VALUES" in r.output

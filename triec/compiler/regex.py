@@ -537,8 +537,8 @@ def determinize(nfa: _Nfa, start: int, final: int, max_states: int) -> tuple[np.
             if j is None:
                 if len(order) >= max_states * 4 + 64:
                     raise PatternTooLarge(
-                        f"the pattern's DFA exceeds {max_states * 4 + 64} states during its construction; "
-                        "a general grammar engine is the tool for it"
+                        f"the pattern's DFA grows past {max_states * 4 + 64} states during its construction, "
+                        f"far over the bound of {max_states} (max_states); a general grammar engine is the tool for it"
                     )
                 j = len(order)
                 index[key] = j
