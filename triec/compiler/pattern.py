@@ -15,6 +15,7 @@ quotes a JSON string adds); docs/patterns.md says where they differ from JSON Sc
 from __future__ import annotations
 
 import time
+import weakref
 from typing import Any
 
 import numpy as np
@@ -48,17 +49,40 @@ def format_regex(name: str) -> str:
     return found
 
 
+_CHILD_STARTS: dict[int, tuple[weakref.ref[VocabAutomaton], np.ndarray]] = {}
+
+
+def child_starts(automaton: VocabAutomaton) -> np.ndarray:
+    """Where each trie node's children start in ``edge_keys`` (int64 [N + 1]); built once per automaton."""
+    found = _CHILD_STARTS.get(id(automaton))
+    if found is not None and found[0]() is automaton:
+        return found[1]
+    n = automaton.num_nodes
+    starts = np.searchsorted(automaton.edge_keys, np.arange(n + 1, dtype=np.int64) * 256).astype(np.int64)
+    _CHILD_STARTS[id(automaton)] = (weakref.ref(automaton, lambda _: _CHILD_STARTS.pop(id(automaton), None)), starts)
+    return starts
+
+
 def dfa_rows(dfa: Dfa, automaton: VocabAutomaton, eos_token_ids: tuple[int, ...] = ()) -> tuple[np.ndarray, ...]:
-    """Every DFA state's row over the token trie: (offsets [S + 1], tokens ascending per state, next state)."""
+    """Every DFA state's row over the token trie: (offsets [S + 1], tokens ascending per state, next state).
+
+    Each round extends every (source state, DFA state, trie node) triple by one byte, whichever is fewer: the
+    node's children looked up in the DFA, or the DFA state's live bytes looked up among the node's children.
+    """
     trans = dfa.trans
     n_states = dfa.num_states
     root = automaton.root_child
+    edge_keys, edge_child = automaton.edge_keys, automaton.edge_child
+    starts = child_starts(automaton)
+    live_s, live_b = np.nonzero(trans >= 0)  # the DFA's live bytes per state, as CSR
+    live_off = np.searchsorted(live_s, np.arange(n_states + 1)).astype(np.int64)
+    live_n = np.diff(live_off)
+    live_b = live_b.astype(np.int64)
     # round 0: each state with each first byte the DFA takes and some token starts with
     s_idx, b_idx = np.nonzero((trans >= 0) & (root >= 0)[None, :])
     src = s_idx.astype(np.int64)
     q = trans[s_idx, b_idx].astype(np.int64)
     node = root[b_idx].astype(np.int64)
-    edge_keys, edge_child = automaton.edge_keys, automaton.edge_child
     found_src: list[np.ndarray] = []
     found_key: list[np.ndarray] = []
     found_q: list[np.ndarray] = []
@@ -73,16 +97,31 @@ def dfa_rows(dfa: Dfa, automaton: VocabAutomaton, eos_token_ids: tuple[int, ...]
         src, q, node = src[more], q[more], node[more]
         if not src.size:
             break
-        lo = np.searchsorted(edge_keys, node * 256)
-        hi = np.searchsorted(edge_keys, node * 256 + 256)
-        counts = hi - lo
-        idx = concat_ranges(lo, counts)
-        src = np.repeat(src, counts)
-        q = np.repeat(q, counts)
-        child_byte = edge_keys[idx] & 255
-        nq = trans[q, child_byte].astype(np.int64)
-        ok = nq >= 0
-        src, q, node = src[ok], nq[ok], edge_child[idx][ok]
+        lo = starts[node]
+        n_children = starts[node + 1] - lo
+        by_dfa = live_n[q] < n_children
+        parts = []
+        if not by_dfa.all():  # the node's children, each looked up in the DFA
+            pick = ~by_dfa
+            counts = n_children[pick]
+            idx = concat_ranges(lo[pick], counts)
+            p_src, p_q = np.repeat(src[pick], counts), np.repeat(q[pick], counts)
+            nq = trans[p_q, edge_keys[idx] & 255].astype(np.int64)
+            ok = nq >= 0
+            parts.append((p_src[ok], nq[ok], edge_child[idx][ok]))
+        if by_dfa.any():  # the DFA state's live bytes, each looked up among the node's children
+            counts = live_n[q[by_dfa]]
+            at = concat_ranges(live_off[q[by_dfa]], counts)
+            p_src, p_q = np.repeat(src[by_dfa], counts), np.repeat(q[by_dfa], counts)
+            p_byte = live_b[at]
+            want = np.repeat(node[by_dfa], counts) * 256 + p_byte
+            idx = np.searchsorted(edge_keys, want)
+            ok = edge_keys[idx] == want  # the sentinel keeps idx in range
+            parts.append((p_src[ok], trans[p_q[ok], p_byte[ok]].astype(np.int64), edge_child[idx[ok]]))
+        if len(parts) == 1:
+            src, q, node = parts[0]
+        else:
+            src, q, node = (np.concatenate([a[i] for a in parts]) for i in range(3))
     if found_src:
         f_src = np.concatenate(found_src)
         f_key = np.concatenate(found_key)
@@ -92,13 +131,18 @@ def dfa_rows(dfa: Dfa, automaton: VocabAutomaton, eos_token_ids: tuple[int, ...]
     # a distinct token text may be several ids
     k_lo = automaton.key_offsets[f_key].astype(np.int64)
     k_n = automaton.key_offsets[f_key + 1].astype(np.int64) - k_lo
-    tokens = automaton.key_ids[concat_ranges(k_lo, k_n)].astype(np.int64)
-    src = np.repeat(f_src, k_n)
-    nxt = np.repeat(f_q, k_n)
+    if automaton.single_id:
+        tokens = automaton.key_ids[k_lo].astype(np.int64)
+        src, nxt = f_src, f_q
+    else:
+        tokens = automaton.key_ids[concat_ranges(k_lo, k_n)].astype(np.int64)
+        src = np.repeat(f_src, k_n)
+        nxt = np.repeat(f_q, k_n)
     if eos_token_ids:
         keep = ~np.isin(tokens, np.asarray(eos_token_ids, dtype=np.int64))
         tokens, src, nxt = tokens[keep], src[keep], nxt[keep]
-    order = np.lexsort((tokens, src))
+    width = int(automaton.key_ids.max(initial=0)) + 1
+    order = np.argsort(src * width + tokens)  # (state, token) pairs are distinct: no stability needed
     tokens, src, nxt = tokens[order], src[order], nxt[order]
     offsets = np.searchsorted(src, np.arange(n_states + 1, dtype=np.int64)).astype(np.uint32)
     return offsets, tokens.astype(np.int32), nxt.astype(np.int32)

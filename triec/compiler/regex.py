@@ -352,6 +352,9 @@ _LIMITS = (0x7F, 0x7FF, 0xFFFF, MAX_CODEPOINT)
 def utf8_sequences(lo: int, hi: int) -> Iterator[tuple[tuple[int, int], ...]]:
     """The byte-range sequences whose concatenations are exactly the UTF-8 encodings of ``lo..hi`` (surrogates
     left out), as in Rust's ``regex-syntax`` ``Utf8Sequences``."""
+    if hi <= 0x7F:
+        yield ((lo, hi),)
+        return
     stack = [(lo, hi)]
     while stack:
         lo, hi = stack.pop()
@@ -508,12 +511,15 @@ def _byte_classes(nfa: _Nfa) -> np.ndarray:
     return np.cumsum(cuts[:256]) - 1 if cuts[0] else np.cumsum(cuts[:256])
 
 
-def determinize(nfa: _Nfa, start: int, final: int, max_states: int) -> tuple[np.ndarray, np.ndarray]:
-    """Subset construction over byte classes: (trans [S, 256] with -1 for the empty set, accepting [S])."""
+def determinize(nfa: _Nfa, start: int, final: int, max_states: int) -> tuple[list[list[int]], list[bool], np.ndarray]:
+    """Subset construction over byte classes: (rows [S][C] with -1 for the empty set, accepting [S], the class of
+    each byte)."""
     classes = _byte_classes(nfa)
     num_classes = int(classes.max()) + 1
-    rep = np.zeros(num_classes, dtype=np.int64)  # one byte of each class
-    rep[classes[::-1]] = np.arange(255, -1, -1)
+    cls = classes.tolist()
+    # each NFA state's edges as (first class, last class, target), computed once
+    edges = [[(cls[lo], cls[hi], t) for lo, hi, t in e] for e in nfa.edges]
+    limit = max_states * 4 + 64
     first = _closure(nfa, {start})
     index = {first: 0}
     order = [first]
@@ -522,112 +528,121 @@ def determinize(nfa: _Nfa, start: int, final: int, max_states: int) -> tuple[np.
     while i < len(order):
         cur = order[i]
         i += 1
-        targets: list[set[int]] = [set() for _ in range(num_classes)]
+        targets: list[set[int] | None] = [None] * num_classes
         for s in cur:
-            for lo, hi, t in nfa.edges[s]:
-                for c in range(int(classes[lo]), int(classes[hi]) + 1):
-                    targets[c].add(t)
-        row = []
+            for c0, c1, t in edges[s]:
+                for c in range(c0, c1 + 1):
+                    found = targets[c]
+                    if found is None:
+                        targets[c] = {t}
+                    else:
+                        found.add(t)
+        row = [-1] * num_classes
+        memo: dict[frozenset[int], int] = {}
         for c in range(num_classes):
-            if not targets[c]:
-                row.append(-1)
+            tset = targets[c]
+            if tset is None:
                 continue
-            key = _closure(nfa, targets[c])
-            j = index.get(key)
+            raw = frozenset(tset)
+            j = memo.get(raw)
             if j is None:
-                if len(order) >= max_states * 4 + 64:
-                    raise PatternTooLarge(
-                        f"the pattern's DFA grows past {max_states * 4 + 64} states during its construction, "
-                        f"far over the bound of {max_states} (max_states); a general grammar engine is the tool for it"
-                    )
-                j = len(order)
-                index[key] = j
-                order.append(key)
-            row.append(j)
+                key = _closure(nfa, tset)
+                j = index.get(key)
+                if j is None:
+                    if len(order) >= limit:
+                        raise PatternTooLarge(
+                            f"the pattern's DFA grows past {limit} states during its construction, "
+                            f"far over the bound of {max_states} (max_states); a general grammar engine is the "
+                            "tool for it"
+                        )
+                    j = len(order)
+                    index[key] = j
+                    order.append(key)
+                memo[raw] = j
+            row[c] = j
         rows.append(row)
-    by_class = np.array(rows, dtype=np.int32).reshape(len(order), num_classes)
-    accepting = np.array([final in s for s in order], dtype=bool)
-    return by_class[:, classes], accepting
+    return rows, [final in s for s in order], classes
 
 
-def minimize(trans: np.ndarray, accepting: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Hopcroft's partition refinement on the completed DFA, then trimmed and renumbered breadth-first.
-
-    ``trans`` may hold -1 (the empty set); the result has no state that cannot reach acceptance.
-    """
-    n = trans.shape[0]
+def minimize(rows: list[list[int]], accepting: list[bool]) -> tuple[list[list[int]], list[bool]]:
+    """Hopcroft's partition refinement on the completed DFA (rows over byte classes, -1 for the empty set), then
+    trimmed (no state that cannot reach acceptance) and renumbered breadth-first from the start."""
+    n = len(rows)
+    num_classes = len(rows[0]) if rows else 0
     dead = n
-    full = np.vstack([np.where(trans < 0, dead, trans), np.full((1, 256), dead, dtype=trans.dtype)]).astype(np.int64)
-    acc = np.concatenate([accepting, [False]])
-    # only the distinct byte columns matter
-    cols = np.unique(full, axis=1)
-    m = cols.shape[1]
+    full = [[dead if t < 0 else t for t in row] for row in rows] + [[dead] * num_classes]
+    acc = [*accepting, False]
     total = n + 1
-    inverse: list[tuple[list[int], list[int]]] = []  # per column: states sorted by target, where each target starts
-    for c in range(m):
-        order = np.argsort(cols[:, c], kind="stable")
-        bounds = np.searchsorted(cols[order, c], np.arange(total + 1))
-        inverse.append((order.tolist(), bounds.tolist()))
-    block = np.where(acc, 0, 1).astype(np.int64)
-    blocks: list[set[int]] = [set(np.flatnonzero(acc).tolist()), set(np.flatnonzero(~acc).tolist())]
-    if not blocks[0]:
-        blocks = [blocks[1]]
-        block[:] = 0
-    elif not blocks[1]:
-        blocks = [blocks[0]]
-    work = {min(range(len(blocks)), key=lambda k: len(blocks[k]))} if len(blocks) == 2 else set()
+    inverse: list[list[list[int]]] = [[[] for _ in range(total)] for _ in range(num_classes)]
+    for s, row in enumerate(full):
+        for c, t in enumerate(row):
+            inverse[c][t].append(s)
+    finals = {s for s in range(total) if acc[s]}
+    others = set(range(total)) - finals
+    blocks: list[set[int]] = [b for b in (finals, others) if b]
+    block = [0] * total
+    for b, members in enumerate(blocks):
+        for s in members:
+            block[s] = b
+    work = {0 if len(blocks) == 1 or len(blocks[0]) <= len(blocks[1]) else 1} if len(blocks) == 2 else set()
     while work:
         a = work.pop()
         splitter = list(blocks[a])
-        for c in range(m):
-            order, bounds = inverse[c]
+        for c in range(num_classes):
+            inv = inverse[c]
             touched: dict[int, list[int]] = {}
             for t in splitter:
-                for x in order[bounds[t] : bounds[t + 1]]:
-                    touched.setdefault(int(block[x]), []).append(x)
+                for x in inv[t]:
+                    y = block[x]
+                    found = touched.get(y)
+                    if found is None:
+                        touched[y] = [x]
+                    else:
+                        found.append(x)
             for y, members in touched.items():
-                inter = set(members)
-                if len(inter) == len(blocks[y]):
+                if len(members) == len(blocks[y]):
                     continue
+                inter = set(members)
                 rest = blocks[y] - inter
                 blocks[y] = rest
                 new = len(blocks)
                 blocks.append(inter)
-                block[list(inter)] = new
+                for x in inter:
+                    block[x] = new
                 if y in work or len(inter) <= len(rest):
                     work.add(new)
                 else:
                     work.add(y)
-    # quotient automaton
+    # the quotient automaton, trimmed
     k = len(blocks)
-    qtrans = np.full((k, 256), -1, dtype=np.int64)
-    qacc = np.zeros(k, dtype=bool)
-    for b, members in enumerate(blocks):
-        s = next(iter(members))
-        qtrans[b] = block[full[s]]
-        qacc[b] = acc[s]
-    # trim: keep blocks that reach acceptance, reached from the start
-    live = qacc.copy()
-    changed = True
-    while changed:
-        nxt = live | (live[qtrans].any(axis=1))
-        changed = bool((nxt != live).any())
-        live = nxt
-    start = int(block[0])
+    qrows = [[block[t] for t in full[next(iter(members))]] for members in blocks]
+    qacc = [acc[next(iter(members))] for members in blocks]
+    reverse: list[set[int]] = [set() for _ in range(k)]
+    for b, row in enumerate(qrows):
+        for t in row:
+            reverse[t].add(b)
+    live = [False] * k
+    stack = [b for b in range(k) if qacc[b]]
+    for b in stack:
+        live[b] = True
+    while stack:
+        b = stack.pop()
+        for p in reverse[b]:
+            if not live[p]:
+                live[p] = True
+                stack.append(p)
+    start = block[0]
     if not live[start]:
         raise PatternError("the pattern matches no string", position=0)
     number = {start: 0}
     queue = [start]
     for q in queue:
-        for t in qtrans[q].tolist():
+        for t in qrows[q]:
             if live[t] and t not in number:
                 number[t] = len(queue)
                 queue.append(t)
-    renumber = np.full(k, -1, dtype=np.int32)
-    renumber[np.array(queue, dtype=np.int64)] = np.arange(len(queue), dtype=np.int32)
-    kept = np.array(queue, dtype=np.int64)
-    out = renumber[qtrans[kept]]  # dead and unreachable blocks map to -1
-    return np.ascontiguousarray(out, dtype=np.int32), qacc[kept]
+    out = [[number[t] if live[t] else -1 for t in qrows[q]] for q in queue]
+    return out, [qacc[q] for q in queue]
 
 
 def compile_regex(pattern: str, *, max_states: int = MAX_DFA_STATES) -> Dfa:
@@ -640,14 +655,15 @@ def compile_regex(pattern: str, *, max_states: int = MAX_DFA_STATES) -> Dfa:
     nfa = _Nfa(MAX_NFA_STATES)
     start = nfa.new()
     final = nfa.build(tree, start)
-    trans, accepting = determinize(nfa, start, final, max_states)
-    out, acc = minimize(trans, accepting)
-    if out.shape[0] > max_states:
+    rows, accepting, classes = determinize(nfa, start, final, max_states)
+    out, acc = minimize(rows, accepting)
+    if len(out) > max_states:
         raise PatternTooLarge(
-            f"pattern {pattern!r:.80}: its minimal DFA has {out.shape[0]} states, more than the bound of {max_states}; "
+            f"pattern {pattern!r:.80}: its minimal DFA has {len(out)} states, more than the bound of {max_states}; "
             "a general grammar engine is the tool for it"
         )
-    return Dfa(out, acc)
+    by_class = np.array(out, dtype=np.int32).reshape(len(out), -1)
+    return Dfa(np.ascontiguousarray(by_class[:, classes]), np.array(acc, dtype=bool))
 
 
 # ----------------------------------------------------------------------------- spelling for other engines
