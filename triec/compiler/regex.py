@@ -565,40 +565,46 @@ def determinize(nfa: _Nfa, start: int, final: int, max_states: int) -> tuple[lis
 
 
 def minimize(rows: list[list[int]], accepting: list[bool]) -> tuple[list[list[int]], list[bool]]:
-    """Hopcroft's partition refinement on the completed DFA (rows over byte classes, -1 for the empty set), then
-    trimmed (no state that cannot reach acceptance) and renumbered breadth-first from the start."""
-    n = len(rows)
-    num_classes = len(rows[0]) if rows else 0
-    dead = n
-    full = [[dead if t < 0 else t for t in row] for row in rows] + [[dead] * num_classes]
-    acc = [*accepting, False]
-    total = n + 1
-    inverse: list[list[list[int]]] = [[[] for _ in range(total)] for _ in range(num_classes)]
-    for s, row in enumerate(full):
+    """Hopcroft's partition refinement on the partial DFA (rows over byte classes, -1 for no transition), then
+    trimmed (no state that cannot reach acceptance) and renumbered breadth-first from the start.
+
+    Without a sink state, both initial blocks start as splitters (with one, its complement's split follows); a
+    missing transition then never joins a state to one that has it, as equivalence wants.
+    """
+    total = len(rows)
+    acc = list(accepting)
+    pred: list[list[tuple[int, int]]] = [[] for _ in range(total)]  # (class, source) of each state's in-edges
+    for x, row in enumerate(rows):
         for c, t in enumerate(row):
-            inverse[c][t].append(s)
-    finals = {s for s in range(total) if acc[s]}
+            if t >= 0:
+                pred[t].append((c, x))
+    finals = {x for x in range(total) if acc[x]}
     others = set(range(total)) - finals
     blocks: list[set[int]] = [b for b in (finals, others) if b]
     block = [0] * total
     for b, members in enumerate(blocks):
-        for s in members:
-            block[s] = b
-    work = {0 if len(blocks) == 1 or len(blocks[0]) <= len(blocks[1]) else 1} if len(blocks) == 2 else set()
+        for x in members:
+            block[x] = b
+    work = set(range(len(blocks)))
     while work:
         a = work.pop()
-        splitter = list(blocks[a])
-        for c in range(num_classes):
-            inv = inverse[c]
+        by_class: dict[int, list[int]] = {}
+        for t in blocks[a]:
+            for c, x in pred[t]:
+                found = by_class.get(c)
+                if found is None:
+                    by_class[c] = [x]
+                else:
+                    found.append(x)
+        for xs in by_class.values():  # split every block by "reaches the splitter on this class"
             touched: dict[int, list[int]] = {}
-            for t in splitter:
-                for x in inv[t]:
-                    y = block[x]
-                    found = touched.get(y)
-                    if found is None:
-                        touched[y] = [x]
-                    else:
-                        found.append(x)
+            for x in xs:
+                y = block[x]
+                hit = touched.get(y)
+                if hit is None:
+                    touched[y] = [x]
+                else:
+                    hit.append(x)
             for y, members in touched.items():
                 if len(members) == len(blocks[y]):
                     continue
@@ -615,12 +621,13 @@ def minimize(rows: list[list[int]], accepting: list[bool]) -> tuple[list[list[in
                     work.add(y)
     # the quotient automaton, trimmed
     k = len(blocks)
-    qrows = [[block[t] for t in full[next(iter(members))]] for members in blocks]
+    qrows = [[block[t] if t >= 0 else -1 for t in rows[next(iter(members))]] for members in blocks]
     qacc = [acc[next(iter(members))] for members in blocks]
     reverse: list[set[int]] = [set() for _ in range(k)]
     for b, row in enumerate(qrows):
         for t in row:
-            reverse[t].add(b)
+            if t >= 0:
+                reverse[t].add(b)
     live = [False] * k
     stack = [b for b in range(k) if qacc[b]]
     for b in stack:
@@ -638,10 +645,10 @@ def minimize(rows: list[list[int]], accepting: list[bool]) -> tuple[list[list[in
     queue = [start]
     for q in queue:
         for t in qrows[q]:
-            if live[t] and t not in number:
+            if t >= 0 and live[t] and t not in number:
                 number[t] = len(queue)
                 queue.append(t)
-    out = [[number[t] if live[t] else -1 for t in qrows[q]] for q in queue]
+    out = [[number[t] if t >= 0 and live[t] else -1 for t in qrows[q]] for q in queue]
     return out, [qacc[q] for q in queue]
 
 
