@@ -48,7 +48,7 @@ def inspect_cmd(
     if table.kind is TableKind.PATTERN:
         if slot is not None:
             raise TriecError("--slot applies to schema artifacts only")
-        _inspect_pattern(table, artifact, prefix, state, as_json)
+        _inspect_pattern(table, str(artifact), prefix, state, as_json)
         return
     schema_info = None
     sizes = None

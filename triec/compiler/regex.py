@@ -207,6 +207,7 @@ class _Parser:
 
     def atom(self) -> Node:
         c = self.peek()
+        assert c is not None  # concat() stops at the end
         start = self.i
         if c == "(":
             self.i += 1
@@ -237,7 +238,6 @@ class _Parser:
             raise self.fail(f"a quantifier {c!r} with nothing to repeat")
         if c == "{" and self._is_counted():
             raise self.fail("a repetition with nothing to repeat")
-        assert c is not None
         self.i += 1
         return Chars(((ord(c), ord(c)),))
 
@@ -605,10 +605,10 @@ def minimize(rows: list[list[int]], accepting: list[bool]) -> tuple[list[list[in
                     touched[y] = [x]
                 else:
                     hit.append(x)
-            for y, members in touched.items():
-                if len(members) == len(blocks[y]):
+            for y, hits in touched.items():
+                if len(hits) == len(blocks[y]):
                     continue
-                inter = set(members)
+                inter = set(hits)
                 rest = blocks[y] - inter
                 blocks[y] = rest
                 new = len(blocks)

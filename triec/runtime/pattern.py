@@ -235,7 +235,7 @@ class PatternTable(StateQueries):
             self.dfa_bytes,
             self.dfa_next,
         )
-        words = state_words(self)  # type: ignore[arg-type]
+        words = state_words(self)
         return sum(int(a.nbytes) for a in arrays) + int(words.offsets.nbytes + words.words.nbytes + words.bits.nbytes)
 
     def check_arrays(self, source: str, *, contents: bool = False) -> None:

@@ -45,7 +45,7 @@ class PatternCheck:
 def dense_dfa(table: PatternTable) -> np.ndarray:
     """The stored DFA as a dense int32 [S, 256] table, -1 where no string of the language continues."""
     dense = np.full((table.num_states, 256), -1, dtype=np.int32)
-    counts = np.diff(table.dfa_offsets.astype(np.int64))
+    counts = np.diff(table.dfa_offsets).astype(np.int64)
     rows = np.repeat(np.arange(table.num_states), counts)
     dense[rows, table.dfa_bytes.astype(np.int64)] = table.dfa_next
     return dense
