@@ -85,6 +85,7 @@ class PatternTable(StateQueries):
         self.format_version: int | None = None
         self._eos = np.array(self.eos_token_ids, dtype=np.int32)
         self._prefixes: list[bytes] | None = None
+        self._next_maps: list[dict[int, int] | None] = [None] * self.num_states  # token -> next, per state, on use
 
     @classmethod
     def from_compile(cls, **fields: Any) -> PatternTable:
@@ -148,6 +149,23 @@ class PatternTable(StateQueries):
 
     _content = content
     _contents = contents
+
+    def advance(self, state: int, token_id: int) -> int:
+        """The state after ``token_id``; :data:`~triec.runtime.states.FINISHED` for EOS at an accepting state.
+
+        A state's row becomes a dict on its first advance (a pattern table has few states), so a step is one
+        lookup; EOS, refusals and their messages are :meth:`StateQueries.advance`'s.
+        """
+        s = int(state)
+        if 0 <= s < len(self._next_maps):
+            found = self._next_maps[s]
+            if found is None:
+                toks, nxt = self._content(s)
+                found = self._next_maps[s] = dict(zip(toks.tolist(), nxt.tolist(), strict=True))
+            hit = found.get(int(token_id))
+            if hit is not None:
+                return hit
+        return super().advance(state, token_id)
 
     def byte_step(self, state: int, byte: int) -> int:
         """The DFA's state after one byte, -1 where no string of the language continues that way."""
