@@ -337,3 +337,21 @@ def test_random_regexes_equal_llguidance(name: str, vocabs: dict[str, triec.Voca
             xg_alive = xg_alive and xg.consume(tok)  # it may refuse (its narrower mask): then no more xgrammar rows
             state = table.advance(state, tok)
     assert compared > 100
+
+
+def test_transformers_processor_serves_a_pattern_table(vocabs: dict[str, triec.Vocabulary]) -> None:
+    """The transformers logits processor takes a pattern table as it takes a mask table (its rows on a device)."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from triec.integrations.transformers import TriecLogitsProcessor
+
+    vocab = vocabs["gpt2"]
+    table = compile_pattern(format="ipv4", vocab=vocab)
+    processor = TriecLogitsProcessor(table)
+    ids = torch.zeros((2, 3), dtype=torch.long)
+    scores = torch.zeros((2, vocab.vocab_size))
+    out = processor(ids, scores.clone())
+    assert np.array_equal(torch.isfinite(out[0]).nonzero().flatten().numpy(), table.allowed(0))
+    tok = vocab.token_bytes.index(b"19")
+    out = processor(torch.cat([ids, torch.tensor([[tok], [tok]])], 1), scores.clone())
+    assert np.array_equal(torch.isfinite(out[1]).nonzero().flatten().numpy(), table.allowed(table.advance(0, tok)))

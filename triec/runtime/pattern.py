@@ -87,9 +87,14 @@ class PatternTable(StateQueries):
         self._prefixes: list[bytes] | None = None
         self._next_maps: list[dict[int, int] | None] = [None] * self.num_states  # token -> next, per state, on use
 
+    _checked = False  # every index known in range: compiled, or checked at load
+
     @classmethod
     def from_compile(cls, **fields: Any) -> PatternTable:
-        return cls(**fields)
+        """A compiled table: correct by construction."""
+        table = cls(**fields)
+        table._checked = True
+        return table
 
     @classmethod
     def from_artifact(
@@ -99,6 +104,7 @@ class PatternTable(StateQueries):
         table = cls(source=source, **fields)
         table.header, table.format_version = header, format_version
         table.check_arrays(source, contents=verify)
+        table._checked = True
         return table
 
     # ------------------------------------------------------------- shape
@@ -240,7 +246,11 @@ class PatternTable(StateQueries):
         return PatternMatcher(self)
 
     def check_indices(self) -> None:
-        """A no-op: compiled tables are correct by construction, loaded ones were checked at load."""
+        """:class:`ArtifactContentError` unless every index is in range: a no-op for compiled and loaded tables,
+        a check for one built by hand (before a device upload trusts it)."""
+        if not self._checked:
+            self.check_arrays(self.source or "in-memory table")
+            self._checked = True
 
     @property
     def served_nbytes(self) -> int:
