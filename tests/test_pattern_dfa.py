@@ -192,3 +192,10 @@ def test_public_surface() -> None:
         triec.compile_pattern("a", "gpt2", format="date")
     with pytest.raises(triec.PatternError, match="unknown format"):
         triec.compile_pattern(format="email", vocab="gpt2")
+
+
+def test_hex_escapes_take_two_digits() -> None:
+    """ECMAScript's (JSON Schema's) and llguidance's reading; xgrammar 0.2.9 reads ``\\x41b`` as U+041B
+    (docs/patterns.md)."""
+    dfa = compile_regex("\\x41b")
+    assert dfa.matches(b"Ab") and not dfa.matches("\u041b".encode())
