@@ -166,7 +166,7 @@ class PatternTable(StateQueries):
         if 0 <= s < len(self._next_maps):
             found = self._next_maps[s]
             if found is None:
-                toks, nxt = self._content(s)
+                toks, nxt = self.transitions(s)
                 found = self._next_maps[s] = dict(zip(toks.tolist(), nxt.tolist(), strict=True))
             hit = found.get(int(token_id))
             if hit is not None:
