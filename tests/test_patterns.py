@@ -101,6 +101,7 @@ def _diff(vocab: triec.Vocabulary, a: np.ndarray, b: np.ndarray) -> str:
     return f"triec only {[tb[t] for t in only_a]} {only_a}, engine only {[tb[t] if t < len(tb) else t for t in only_b]} {only_b}"
 
 
+@pytest.mark.engines
 @pytest.mark.parametrize("name", sorted(FORMATS))
 def test_formats_equal_llguidance_and_xgrammar(name: str, vocab: triec.Vocabulary, oracles) -> None:
     table = compile_pattern(format=name, vocab=vocab)
@@ -108,6 +109,7 @@ def test_formats_equal_llguidance_and_xgrammar(name: str, vocab: triec.Vocabular
     assert walk_and_compare(table, oracle, FORMATS[name], seed=hash(name) % 1000, walks=4, depth=40) >= 10
 
 
+@pytest.mark.engines
 @pytest.mark.parametrize("regex", REGEXES)
 def test_regexes_equal_llguidance_and_xgrammar(regex: str, vocab: triec.Vocabulary, oracles) -> None:
     table = compile_pattern(regex, vocab)
@@ -159,6 +161,7 @@ def test_writer_bitmask_and_allowed_agree(date_table) -> None:
         assert np.array_equal(writer.fill([s])[0], out[s])
 
 
+@pytest.mark.torch
 def test_torch_table_equals_numpy(date_table) -> None:
     torch = pytest.importorskip("torch")
     dev = date_table.to_torch("cpu")
@@ -237,6 +240,7 @@ def _cli(*args: str):
     return CliRunner().invoke(app, list(args))
 
 
+@pytest.mark.engines
 def test_cli_compile_inspect_verify(tmp_path) -> None:
     import json
 
@@ -270,6 +274,7 @@ def test_cli_refusals(tmp_path) -> None:
     assert r.exit_code == 2 and "without VALUES" in r.output
 
 
+@pytest.mark.engines
 def test_xgrammar_misses_tokens_across_a_counted_repetition(vocabs: dict[str, triec.Vocabulary], oracles) -> None:
     """A discrepancy found by random regexes: xgrammar 0.2.9 refuses at the start of ``[^0-9]{1,3}[^0-9\\s]0``
     tokens of four non-digits (``____``, ``////``: three for the repetition, one for the class, then ``0`` is
@@ -306,6 +311,7 @@ def _random_regex(rng: random.Random, depth: int = 0) -> str:
     return "(" + _random_regex(rng, depth + 1) + ")" + rng.choice(["?", "*", "+", "{2}", "{1,3}", "{0,2}", "{2,}"])
 
 
+@pytest.mark.engines
 @pytest.mark.parametrize("name", ["gpt2", "phi3"])
 def test_random_regexes_equal_llguidance(name: str, vocabs: dict[str, triec.Vocabulary], oracles) -> None:
     """Seeded random regexes (classes, negation, Unicode, nesting, every quantifier): every state along walks equals
@@ -339,6 +345,7 @@ def test_random_regexes_equal_llguidance(name: str, vocabs: dict[str, triec.Voca
     assert compared > 100
 
 
+@pytest.mark.torch
 def test_transformers_processor_serves_a_pattern_table(vocabs: dict[str, triec.Vocabulary]) -> None:
     """The transformers logits processor takes a pattern table as it takes a mask table (its rows on a device)."""
     torch = pytest.importorskip("torch")
