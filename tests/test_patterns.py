@@ -362,3 +362,68 @@ def test_transformers_processor_serves_a_pattern_table(vocabs: dict[str, triec.V
     tok = vocab.token_bytes.index(b"19")
     out = processor(torch.cat([ids, torch.tensor([[tok], [tok]])], 1), scores.clone())
     assert np.array_equal(torch.isfinite(out[1]).nonzero().flatten().numpy(), table.allowed(table.advance(0, tok)))
+
+
+# ----------------------------------------------------------------------------- string schemas (format, pattern)
+
+STRING_SCHEMAS = [{"type": "string", "format": f} for f in FORMATS] + [
+    {"type": "string", "pattern": p, "description": "d"}
+    for p in ("^[A-Z]{2}[0-9]{6}$", '[a"]{2}', ".{1,3}x", "[^a]+", "é+ü?", "\\d{2,}", "(foo|bar)*")
+]
+
+
+@pytest.mark.engines
+@pytest.mark.parametrize("schema", STRING_SCHEMAS, ids=lambda s: s.get("format") or s["pattern"])
+def test_string_schemas_equal_xgrammars_json_schema(schema, vocab: triec.Vocabulary, oracles) -> None:
+    """A string schema with a format or pattern: the table over its JSON string, quotes included, equals xgrammar's
+    ``compile_json_schema`` (compact) at every state along seeded walks, EOS after the closing quote included."""
+    import json
+
+    from triec.compiler.pattern import compile_string_schema
+
+    table = compile_string_schema(schema, vocab)
+    assert table.format_name == schema.get("format")
+    xg = oracles[next(k for k, v in oracles.items() if v.vocab is vocab)].xg
+    compiled = xg.compiler.compile_json_schema(json.dumps(schema), any_whitespace=False)
+    eos = set(vocab.eos_token_ids)
+    compared = 0
+    for w in range(3):
+        rng = random.Random(w)
+        m = xg.matcher(compiled)
+        state = table.start
+        for _ in range(30):
+            mine = table.allowed(state)
+            theirs = ids_of(_row(m, table.words_per_row), vocab.vocab_size)
+            assert np.array_equal(mine, theirs), (schema, table.prefix(state), _diff(vocab, mine, theirs))
+            compared += 1
+            content = [int(t) for t in mine.tolist() if int(t) not in eos]
+            if not content:
+                break
+            tok = rng.choice(content)
+            assert m.consume(tok)
+            state = table.advance(state, tok)
+    assert compared >= 6
+
+
+def test_string_schemas_refused() -> None:
+    from triec.compiler.pattern import compile_string_schema, string_schema_regex
+
+    assert string_schema_regex({"type": "string", "format": "email"}) is None  # not one of FORMATS: not served
+    assert string_schema_regex({"type": "string", "pattern": "a", "minLength": 2}) is None
+    assert string_schema_regex({"type": "integer"}) is None
+    with pytest.raises(triec.PatternError, match="must be escaped"):
+        compile_string_schema({"type": "string", "pattern": 'a"b'}, "gpt2")
+    with pytest.raises(triec.PatternError, match="a string schema with a 'format'"):
+        compile_string_schema({"type": "string"}, "gpt2")
+
+
+def test_cli_compiles_a_string_schema(tmp_path) -> None:
+    import json
+
+    path = tmp_path / "when.json"
+    path.write_text(json.dumps({"type": "string", "format": "date-time", "title": "when"}))
+    r = _cli("compile", str(path), "-t", "gpt2", "-o", str(tmp_path / "when.triec"), "--json")
+    assert r.exit_code == 0, r.output
+    table = triec.load(tmp_path / "when.triec")
+    assert table.format_name == "date-time" and table.matches('"2024-02-29T23:59:60Z"')
+    assert not table.matches("2024-02-29T23:59:60Z")  # the JSON string: quotes included

@@ -234,6 +234,27 @@ def compile_cmd(
         raise TriecError(f"--whitespace: expected compact or any, found {whitespace!r}")
     if tokenization not in TOKENIZATIONS:
         raise TriecError(f"--tokenization: expected one of {', '.join(TOKENIZATIONS)}, found {tokenization!r}")
+    string_schema = _string_schema(values, fmt)
+    if string_schema is not None:  # {"type": "string", "format": ...} or "pattern": a pattern table of its JSON string
+        if engine is not None or tokenization != "any" or any(x is not None for x in (encoding, prefix, suffix)):
+            raise TriecError(
+                f"{values}: a string schema with a format or pattern takes no --engine, --tokenization, "
+                "--encoding, --prefix or --suffix"
+            )
+        _compile_pattern(
+            None,
+            None,
+            output or _default_output(values),
+            tokenizer,
+            vocab_size,
+            _parse_eos(eos),
+            max_states,
+            zstd,
+            as_json,
+            quiet,
+            schema=string_schema,
+        )
+        return
     found = _schema_document(values, fmt, enum_threshold)
     if found is not None:
         kind, doc = found
@@ -376,10 +397,11 @@ def _compile_pattern(
     zstd: bool,
     as_json: bool,
     quiet: bool,
+    schema: dict[str, Any] | None = None,
 ) -> None:
-    """``--pattern REGEX`` or ``--format NAME`` (no VALUES): a pattern table."""
+    """``--pattern REGEX`` or ``--format NAME`` (no VALUES), or a string schema's file: a pattern table."""
     from triec.cli._progress import Phases
-    from triec.compiler.pattern import compile_pattern
+    from triec.compiler.pattern import compile_pattern, compile_string_schema
     from triec.tokenizer.vocabulary import Vocabulary
 
     target = output or Path(f"{name or 'pattern'}.triec")
@@ -397,7 +419,11 @@ def _compile_pattern(
         vocab.automaton  # noqa: B018 - load or build now so its time is reported on its own
     stats: dict[str, Any] = {}
     with phases.phase("compile", f"compiling {'format ' + name if name else 'the pattern'}"):
-        table = compile_pattern(pattern, vocab, format=name, max_states=max_states, stats=stats)
+        if schema is not None:
+            table = compile_string_schema(schema, vocab, max_states=max_states, stats=stats)
+            name = table.format_name
+        else:
+            table = compile_pattern(pattern, vocab, format=name, max_states=max_states, stats=stats)
     with phases.phase("write", f"writing {target}"):
         size = table.save(target, compress=zstd or str(target).endswith(".zst"))
     counts = table.allowed_offsets[1:].astype("int64") - table.allowed_offsets[:-1]
@@ -447,6 +473,26 @@ def _compile_pattern(
     t.add_row("artifact", f"{size:,} bytes")
     t.add_row("time (ms)", "  ".join(f"{k} {1000 * v:.1f}" for k, v in summary["seconds"].items()))
     out.print(t)
+
+
+def _string_schema(values: str, fmt: str) -> dict[str, Any] | None:
+    """The parsed schema when VALUES is a file holding a string schema with a ``format`` or ``pattern`` alone."""
+    from triec.compiler.pattern import string_schema_regex
+    from triec.compiler.values import MAX_VALUES_BYTES
+
+    if values == "-" or fmt == "lines":
+        return None
+    try:
+        path = Path(values)
+        if not path.is_file() or path.stat().st_size > min(MAX_VALUES_BYTES, 1 << 20):
+            return None
+        doc = json.loads(path.read_bytes().decode("utf-8-sig"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        return None
+    try:
+        return doc if string_schema_regex(doc) is not None else None
+    except TriecError:
+        return doc  # a pattern triec refuses: compile_string_schema says why
 
 
 def _schema_document(values: str, fmt: str, threshold: int) -> tuple[str, Any] | None:

@@ -21,7 +21,18 @@ from typing import Any
 import numpy as np
 
 from triec._arrays import concat_ranges
-from triec.compiler.regex import MAX_DFA_STATES, Dfa, compile_regex
+from triec.compiler.regex import (
+    MAX_DFA_STATES,
+    Chars,
+    Concat,
+    Dfa,
+    compile_regex,
+    negate,
+    normalize,
+    parse,
+    restrict_chars,
+    to_xgrammar_regex,
+)
 from triec.errors import PatternError
 from triec.runtime.pattern import PatternTable
 from triec.tokenizer.automaton import VocabAutomaton
@@ -148,11 +159,80 @@ def dfa_rows(dfa: Dfa, automaton: VocabAutomaton, eos_token_ids: tuple[int, ...]
     return offsets, tokens.astype(np.int32), nxt.astype(np.int32)
 
 
+_STRING_KEYWORDS = {"type", "format", "pattern", "title", "description", "$comment", "examples"}
+JSON_CHARS = negate(normalize([(0x00, 0x1F), (0x22, 0x22), (0x5C, 0x5C)]))
+"""What a JSON string holds unescaped: every character but the C0 controls, the quote and the backslash."""
+
+
+def string_schema_regex(schema: Any) -> tuple[str, str | None] | None:
+    """(regex of the whole JSON string, format name) for a string schema with a ``format`` of :data:`FORMATS` or a
+    ``pattern``, as xgrammar 0.2.9 serves it (``any_whitespace=False``): the quotes around the strings of the
+    format or pattern that need no escape (xgrammar matches the pattern's characters unescaped and never lets one
+    of them be written as an escape); None for any other schema. A pattern whose language needs an escape (it
+    holds a quote, a backslash or a control character outside a class) is refused: xgrammar's reading of those
+    is not one triec reproduces."""
+    if not isinstance(schema, dict) or schema.get("type") != "string" or not set(schema) <= _STRING_KEYWORDS:
+        return None
+    fmt, pat = schema.get("format"), schema.get("pattern")
+    if (fmt is None) == (pat is None):
+        return None
+    if fmt is not None:
+        if fmt not in FORMATS:
+            return None
+        return '"' + FORMATS[fmt] + '"', fmt
+    if not isinstance(pat, str):
+        raise PatternError(f"'pattern': expected a string, found {type(pat).__name__}", position=0)
+    tree = parse(pat)
+    _refuse_escaped_literals(tree, pat)
+    quote = Chars(((0x22, 0x22),))
+    return to_xgrammar_regex(Concat((quote, restrict_chars(tree, JSON_CHARS), quote))), None
+
+
+def _refuse_escaped_literals(node: Any, pattern: str) -> None:
+    if isinstance(node, Chars):
+        if len(node.ranges) == 1 and node.ranges[0][0] == node.ranges[0][1]:
+            cp = node.ranges[0][0]
+            if cp < 0x20 or cp in (0x22, 0x5C):
+                raise PatternError(
+                    f"pattern {pattern!r:.80}: the character U+{cp:04X} must be escaped in a JSON string; "
+                    "triec serves patterns whose strings need no escape",
+                    position=0,
+                )
+        return
+    for child in getattr(node, "items", None) or ([node.item] if hasattr(node, "item") else []):
+        _refuse_escaped_literals(child, pattern)
+
+
 def dfa_csr(dfa: Dfa) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The DFA's live transitions as CSR: (offsets [S + 1], bytes ascending per state, next state)."""
     s_idx, b_idx = np.nonzero(dfa.trans >= 0)
     offsets = np.searchsorted(s_idx, np.arange(dfa.num_states + 1)).astype(np.uint32)
     return offsets, b_idx.astype(np.uint8), dfa.trans[s_idx, b_idx].astype(np.int32)
+
+
+def compile_string_schema(
+    schema: dict[str, Any],
+    vocab: Vocabulary | str | None = None,
+    *,
+    max_states: int = MAX_DFA_STATES,
+    stats: dict[str, Any] | None = None,
+) -> PatternTable:
+    """A string schema with a ``format`` (:data:`FORMATS`) or a ``pattern`` as a pattern table over its JSON
+    string, quotes included: the output xgrammar's ``compile_json_schema`` allows for it (compact).
+
+    :class:`PatternError` for any other schema, or a pattern whose strings would need escapes.
+    """
+    found = string_schema_regex(schema)
+    if found is None:
+        raise PatternError(
+            "expected a string schema with a 'format' (" + ", ".join(FORMATS) + ") or a 'pattern' and no other "
+            "constraint",
+            position=0,
+        )
+    regex, fmt = found
+    table = compile_pattern(regex, vocab, max_states=max_states, stats=stats)
+    table.format_name = fmt
+    return table
 
 
 def compile_pattern(

@@ -699,3 +699,65 @@ def to_rust_regex(node: Node) -> str:
     if node.hi is None:
         return f"{inner}{{{node.lo},}}"
     return f"{inner}{{{node.lo},{node.hi}}}"
+
+
+def _xgrammar_char(cp: int) -> str:
+    ch = chr(cp)
+    if ch.isascii():
+        return ch if ch.isalnum() else f"\\u{cp:04x}"
+    return ch  # a literal: xgrammar and triec read the UTF-8 of the pattern itself
+
+
+def _no_surrogates(ranges: Ranges) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for lo, hi in ranges:
+        if lo <= 0xDFFF and hi >= 0xD800:
+            if lo < 0xD800:
+                out.append((lo, 0xD7FF))
+            if hi > 0xDFFF:
+                out.append((0xE000, hi))
+        else:
+            out.append((lo, hi))
+    return out
+
+
+def to_xgrammar_regex(node: Node) -> str:
+    """``node`` spelled so that xgrammar 0.2.9's ``compile_regex`` and :func:`parse` read the same language:
+    ASCII punctuation and controls as ``\\\\u00HH`` (xgrammar's ``\\\\x`` reads every hex digit that follows), other
+    characters literally, classes as explicit ranges (surrogates, which are no characters, left out)."""
+    if isinstance(node, Chars):
+        r = _no_surrogates(node.ranges)
+        if not r:  # no character: a class that matches nothing
+            return "[^\\u0000-" + chr(MAX_CODEPOINT) + "]"
+        if len(r) == 1 and r[0][0] == r[0][1]:
+            return _xgrammar_char(r[0][0])
+        return (
+            "["
+            + "".join(_xgrammar_char(a) if a == b else f"{_xgrammar_char(a)}-{_xgrammar_char(b)}" for a, b in r)
+            + "]"
+        )
+    if isinstance(node, Concat):
+        return "".join(to_xgrammar_regex(i) for i in node.items)
+    if isinstance(node, Alt):
+        return "(" + "|".join(to_xgrammar_regex(i) for i in node.items) + ")"
+    inner = "(" + to_xgrammar_regex(node.item) + ")"
+    if node.hi is None:
+        return f"{inner}{{{node.lo},}}"
+    return f"{inner}{{{node.lo},{node.hi}}}"
+
+
+def restrict_chars(node: Node, allowed: Ranges) -> Node:
+    """``node`` with every class intersected with ``allowed``: its language intersected with ``allowed``'s strings."""
+    if isinstance(node, Chars):
+        out = []
+        for lo, hi in node.ranges:
+            for a, b in allowed:
+                x, y = max(lo, a), min(hi, b)
+                if x <= y:
+                    out.append((x, y))
+        return Chars(normalize(out))
+    if isinstance(node, Concat):
+        return Concat(tuple(restrict_chars(i, allowed) for i in node.items))
+    if isinstance(node, Alt):
+        return Alt(tuple(restrict_chars(i, allowed) for i in node.items))
+    return Repeat(restrict_chars(node.item, allowed), node.lo, node.hi)
