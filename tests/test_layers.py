@@ -57,6 +57,10 @@ LAZY_EDGES: dict[tuple[str, str], str] = {
         "triec.runtime.table",
         "triec.artifact.formats",
     ): "MaskTable.save writes its artifact; the artifact layer reads tables",
+    (
+        "triec.runtime.pattern",
+        "triec.artifact.formats",
+    ): "PatternTable.save writes its artifact; the artifact layer reads tables",
 }
 """Upward edges allowed, each imported inside the one function that needs it."""
 

@@ -19,6 +19,7 @@ from triec._version import __version__
 if TYPE_CHECKING:  # for type checkers; tests/test_public_api.py checks it names exactly what _WHERE does
     from triec.artifact.formats import load
     from triec.compiler.entry import CompileStats, compile, compile_json_schema
+    from triec.compiler.pattern import FORMATS, compile_pattern, compile_string_schema
     from triec.encoding import Encoding
     from triec.errors import (
         ArtifactChecksumError,
@@ -32,6 +33,8 @@ if TYPE_CHECKING:  # for type checkers; tests/test_public_api.py checks it names
         EvalError,
         ModelBuildError,
         OutputError,
+        PatternError,
+        PatternTooLarge,
         RequestError,
         SchemaShapeError,
         ServerDidNotStart,
@@ -44,6 +47,7 @@ if TYPE_CHECKING:  # for type checkers; tests/test_public_api.py checks it names
         ValuesError,
     )
     from triec.runtime.kinds import Table, TableKind
+    from triec.runtime.pattern import PatternTable
     from triec.runtime.states import FINISHED
     from triec.runtime.table import MaskTable
     from triec.runtime.trigger import Triggered
@@ -64,6 +68,8 @@ _ERRORS = (
     "EvalError",
     "ModelBuildError",
     "OutputError",
+    "PatternError",
+    "PatternTooLarge",
     "RequestError",
     "SchemaShapeError",
     "ServerDidNotStart",
@@ -81,10 +87,14 @@ _WHERE: dict[str, str] = {
     "CompileStats": "triec.compiler.entry",
     "compile": "triec.compiler.entry",
     "compile_json_schema": "triec.compiler.entry",
+    "compile_pattern": "triec.compiler.pattern",
+    "compile_string_schema": "triec.compiler.pattern",
+    "FORMATS": "triec.compiler.pattern",
     "Encoding": "triec.encoding",
     **dict.fromkeys(_ERRORS, "triec.errors"),
     "FINISHED": "triec.runtime.states",
     "MaskTable": "triec.runtime.table",
+    "PatternTable": "triec.runtime.pattern",
     "Table": "triec.runtime.kinds",
     "TableKind": "triec.runtime.kinds",
     "Triggered": "triec.runtime.trigger",

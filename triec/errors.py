@@ -94,3 +94,16 @@ class ServerDidNotStart(TriecError, RuntimeError):
 class EosTextWarning(UserWarning):
     """An EOS id is an ordinary text token that values hold: the token ends the output and is never content, so
     a value spelled only through it cannot be written (``--eos 0`` on GPT-2 makes ``!`` end the output)."""
+
+
+class PatternError(ValuesError, ValueError):
+    """A regular expression (``triec.compile_pattern``, a schema's ``pattern``) outside the subset triec compiles, or
+    one that matches nothing; ``position`` is the offset in the pattern where the problem is."""
+
+    def __init__(self, message: str, *, position: int = 0) -> None:
+        super().__init__(message)
+        self.position = position
+
+
+class PatternTooLarge(PatternError):
+    """A pattern whose automaton exceeds the bound (``max_states``): a general grammar engine is the tool for it."""

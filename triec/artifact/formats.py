@@ -23,6 +23,7 @@ from triec.runtime.kinds import Table, TableKind
 BUILTIN: dict[str, str] = {
     TableKind.MASKS.format_name: "triec.artifact.masks",
     TableKind.TOOL_SCHEMA.format_name: "triec.schema.artifact",
+    TableKind.PATTERN.format_name: "triec.artifact.patterns",
 }
 """Header format name -> the module that registers it (in this order in error messages)."""
 

@@ -43,12 +43,14 @@ def _default_output(values: str) -> Path:
 @app.command("compile")
 @report_errors
 def compile_cmd(
+    ctx: typer.Context,
     values: Annotated[
-        str,
+        Optional[str],
         typer.Argument(
-            help="Values file: one per line, a JSON array, a JSON Schema enum, or a flat object schema; - for stdin."
+            help="Values file: one per line, a JSON array, a JSON Schema enum, or a flat object schema; - for stdin. "
+            "None with --pattern or a named --format."
         ),
-    ],
+    ] = None,
     tokenizer: Annotated[
         Optional[str],
         typer.Option(
@@ -70,7 +72,26 @@ def compile_cmd(
         Optional[list[str]],
         typer.Option("--eos", help="EOS token id(s); repeat or comma-separate. Default: from the tokenizer."),
     ] = None,
-    fmt: Annotated[str, typer.Option("--format", help="Values format: auto, lines or json.")] = "auto",
+    fmt: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            help="Values format: auto, lines or json. Or, without VALUES, a string format compiled as a pattern table: "
+            "date, time, date-time, uuid or ipv4 (xgrammar's spelling of JSON Schema's formats).",
+        ),
+    ] = "auto",
+    pattern: Annotated[
+        Optional[str],
+        typer.Option(
+            "--pattern",
+            help="Without VALUES: compile this regular expression (JSON Schema's pattern subset; the whole output "
+            "matches) into a pattern table.",
+        ),
+    ] = None,
+    max_states: Annotated[
+        int,
+        typer.Option("--max-states", min=1, help="--pattern, --format NAME: refuse a minimal DFA larger than this."),
+    ] = 10_000,
     encoding: Annotated[
         Optional[str],
         typer.Option(
@@ -160,6 +181,36 @@ def compile_cmd(
     from triec.errors import EosTextWarning, ValuesError
     from triec.tokenizer.vocabulary import Vocabulary
 
+    if values is None or pattern is not None:
+        if values is not None:
+            raise TriecError("--pattern compiles a regular expression: pass it without VALUES")
+        if pattern is None and fmt in FORMATS:
+            try:  # typer >= 0.20 vendors click (as triec.cli.main reads it)
+                from typer._click import exceptions as click
+            except ImportError:  # pragma: no cover - depends on the installed typer
+                from click import exceptions as click  # type: ignore[no-redef]
+
+            raise click.UsageError(
+                "Missing argument 'VALUES' (or --pattern REGEX, or --format date|time|...).", ctx=ctx
+            )
+        flags = [f for f, v in (("--encoding", encoding), ("--prefix", prefix), ("--suffix", suffix)) if v is not None]
+        if flags or engine is not None or tokenization != "any":
+            raise TriecError(
+                f"--pattern / --format NAME: {', '.join(flags) or '--engine, --tokenization'} do not apply"
+            )
+        _compile_pattern(
+            pattern,
+            None if pattern is not None else fmt,
+            output,
+            tokenizer,
+            vocab_size,
+            _parse_eos(eos),
+            max_states,
+            zstd,
+            as_json,
+            quiet,
+        )
+        return
     if fmt not in FORMATS:
         raise TriecError(f"--format: expected one of {', '.join(FORMATS)}, found {fmt!r}")
     if encoding is not None and encoding not in ENCODINGS:
@@ -183,6 +234,27 @@ def compile_cmd(
         raise TriecError(f"--whitespace: expected compact or any, found {whitespace!r}")
     if tokenization not in TOKENIZATIONS:
         raise TriecError(f"--tokenization: expected one of {', '.join(TOKENIZATIONS)}, found {tokenization!r}")
+    string_schema = _string_schema(values, fmt)
+    if string_schema is not None:  # {"type": "string", "format": ...} or "pattern": a pattern table of its JSON string
+        if engine is not None or tokenization != "any" or any(x is not None for x in (encoding, prefix, suffix)):
+            raise TriecError(
+                f"{values}: a string schema with a format or pattern takes no --engine, --tokenization, "
+                "--encoding, --prefix or --suffix"
+            )
+        _compile_pattern(
+            None,
+            None,
+            output or _default_output(values),
+            tokenizer,
+            vocab_size,
+            _parse_eos(eos),
+            max_states,
+            zstd,
+            as_json,
+            quiet,
+            schema=string_schema,
+        )
+        return
     found = _schema_document(values, fmt, enum_threshold)
     if found is not None:
         kind, doc = found
@@ -312,6 +384,115 @@ def compile_cmd(
         out.print_json(json.dumps(summary))
     else:
         _print_summary(summary)
+
+
+def _compile_pattern(
+    pattern: str | None,
+    name: str | None,
+    output: Path | None,
+    tokenizer: str | None,
+    vocab_size: int | None,
+    eos: list[int] | None,
+    max_states: int,
+    zstd: bool,
+    as_json: bool,
+    quiet: bool,
+    schema: dict[str, Any] | None = None,
+) -> None:
+    """``--pattern REGEX`` or ``--format NAME`` (no VALUES), or a string schema's file: a pattern table."""
+    from triec.cli._progress import Phases
+    from triec.compiler.pattern import compile_pattern, compile_string_schema
+    from triec.tokenizer.vocabulary import Vocabulary
+
+    target = output or Path(f"{name or 'pattern'}.triec")
+    if zstd and not str(target).endswith(".zst"):
+        target = Path(f"{target}.zst") if output is None else target
+    if target.is_dir():
+        raise TriecError(f"{target}: is a directory; pass a file path with -o")
+    if not target.parent.exists():
+        raise TriecError(f"{target}: output directory {target.parent} does not exist")
+    phases = Phases(show=not (quiet or as_json))
+    total0 = time.perf_counter()
+    with phases.phase("tokenizer", "loading tokenizer"):
+        vocab = Vocabulary.load(tokenizer, vocab_size=vocab_size, eos_token_ids=eos)
+    with phases.phase("automaton", "building the vocabulary automaton (cached after the first run)"):
+        vocab.automaton  # noqa: B018 - load or build now so its time is reported on its own
+    stats: dict[str, Any] = {}
+    with phases.phase("compile", f"compiling {'format ' + name if name else 'the pattern'}"):
+        if schema is not None:
+            table = compile_string_schema(schema, vocab, max_states=max_states, stats=stats)
+            name = table.format_name
+        else:
+            table = compile_pattern(pattern, vocab, format=name, max_states=max_states, stats=stats)
+    with phases.phase("write", f"writing {target}"):
+        size = table.save(target, compress=zstd or str(target).endswith(".zst"))
+    counts = table.allowed_offsets[1:].astype("int64") - table.allowed_offsets[:-1]
+    summary: dict[str, Any] = {
+        "output": str(target),
+        "kind": table.kind.value,
+        "format": name,
+        "pattern": table.pattern,
+        "artifact_bytes": size,
+        "tokenizer": vocab.name,
+        "tokenizer_fingerprint": vocab.fingerprint,
+        "vocab_size": vocab.vocab_size,
+        "eos_token_ids": list(vocab.eos_token_ids),
+        "states": table.num_states,
+        "accepting_states": table.num_values,
+        "allowed_pairs": table.num_allowed,
+        "max_allowed": int(counts.max()) if counts.size else 0,
+        "root_allowed": int(counts[0]) if counts.size else 0,
+        "seconds": {
+            "tokenizer": round(phases.seconds["tokenizer"], 6),
+            "automaton": round(phases.seconds["automaton"], 6),
+            "dfa": round(stats["dfa_seconds"], 6),
+            "rows": round(stats["rows_seconds"], 6),
+            "write": round(phases.seconds["write"], 6),
+            "total": round(time.perf_counter() - total0, 6),
+        },
+    }
+    if quiet:
+        return
+    if as_json:
+        out.print_json(json.dumps(summary, ensure_ascii=False))
+        return
+    from rich.table import Table
+
+    t = Table(title=escape(f"triec compile (pattern) → {target}"), show_header=False, title_justify="left")
+    t.add_column(style="bold")
+    t.add_column()
+    if name:
+        t.add_row("format", escape(name))
+    t.add_row("pattern", escape(table.pattern))
+    t.add_row("DFA states", f"{table.num_states:,} ({table.num_values:,} accepting)")
+    t.add_row(
+        "allowed (state, token) pairs",
+        f"{table.num_allowed:,}  (start {summary['root_allowed']:,}, max {summary['max_allowed']:,})",
+    )
+    t.add_row("tokenizer", escape(f"{vocab.name}  ({vocab.vocab_size:,} wide, EOS {list(vocab.eos_token_ids)})"))
+    t.add_row("artifact", f"{size:,} bytes")
+    t.add_row("time (ms)", "  ".join(f"{k} {1000 * v:.1f}" for k, v in summary["seconds"].items()))
+    out.print(t)
+
+
+def _string_schema(values: str, fmt: str) -> dict[str, Any] | None:
+    """The parsed schema when VALUES is a file holding a string schema with a ``format`` or ``pattern`` alone."""
+    from triec.compiler.pattern import string_schema_regex
+    from triec.compiler.values import MAX_VALUES_BYTES
+
+    if values == "-" or fmt == "lines":
+        return None
+    try:
+        path = Path(values)
+        if not path.is_file() or path.stat().st_size > min(MAX_VALUES_BYTES, 1 << 20):
+            return None
+        doc = json.loads(path.read_bytes().decode("utf-8-sig"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        return None
+    try:
+        return doc if string_schema_regex(doc) is not None else None
+    except TriecError:
+        return doc  # a pattern triec refuses: compile_string_schema says why
 
 
 def _schema_document(values: str, fmt: str, threshold: int) -> tuple[str, Any] | None:

@@ -45,6 +45,11 @@ def inspect_cmd(
     if prefix is not None and state is not None:
         raise TriecError("pass --prefix or --state, not both")
     table = load(artifact, verify=True)
+    if table.kind is TableKind.PATTERN:
+        if slot is not None:
+            raise TriecError("--slot applies to schema artifacts only")
+        _inspect_pattern(table, str(artifact), prefix, state, as_json)
+        return
     schema_info = None
     sizes = None
     if table.kind is TableKind.TOOL_SCHEMA:  # a schema table: show one slot's trie, then the rest
@@ -91,6 +96,68 @@ def inspect_cmd(
         out.print_json(json.dumps(report, ensure_ascii=False))
     else:
         _print(report)
+
+
+def _inspect_pattern(table: Any, artifact: str, prefix: str | None, state: int | None, as_json: bool) -> None:
+    """A pattern artifact: its regex, its DFA states and their rows, one state's tokens (``--state``, ``--prefix``)."""
+    from triec.verify.patterns import describe_pattern_state, pattern_summary
+
+    report: dict[str, Any] = {"artifact": str(artifact), "file_bytes": os.path.getsize(artifact)}
+    report.update(pattern_summary(table))
+    if prefix is not None:
+        raw = prefix.encode("utf-8", "surrogateescape")
+        found = table.run_bytes(raw)
+        if found < 0:
+            raise TriecError(f"--prefix: no string of the pattern starts with {raw!r}")
+        state = found
+    if state is not None:
+        if not 0 <= state < table.num_states:
+            raise TriecError(f"--state {state}: expected 0..{table.num_states - 1}")
+        report["state"] = describe_pattern_state(table, state, max_tokens=None if as_json else 200)
+    if as_json:
+        out.print_json(json.dumps(report, ensure_ascii=False))
+        return
+    meta = Table(title=escape(f"triec inspect {report['artifact']}"), show_header=False, title_justify="left")
+    meta.add_column(style="bold")
+    meta.add_column()
+    meta.add_row(
+        "kind / format version", f"pattern table / v{report['format_version']} (triec {report['triec_version']})"
+    )
+    if report["format"]:
+        meta.add_row("named format", escape(report["format"]))
+    meta.add_row("pattern", escape(report["pattern"]))
+    meta.add_row("tokenizer", escape(f"{report['tokenizer']['name']}  {report['tokenizer']['fingerprint']}"))
+    meta.add_row("mask width / EOS", escape(f"{report['vocab_size']:,} / {report['eos_token_ids']}"))
+    meta.add_row("DFA states / edges", f"{report['states']:,} / {report['dfa_edges']:,}")
+    meta.add_row("accepting states", escape(str(report["accepting_states"][:20])))
+    meta.add_row("allowed pairs (max per state)", f"{report['allowed_pairs']:,} ({report['max_allowed']:,})")
+    meta.add_row("file", f"{report['file_bytes']:,} bytes")
+    out.print(meta)
+    rows = Table(show_header=True, header_style="bold", title="states", title_justify="left")
+    for col in ("state", "shortest prefix", "accepting", "tokens", "DFA bytes"):
+        rows.add_column(col)
+    for r in report["rows"]:
+        rows.add_row(
+            str(r["state"]),
+            escape(r["shortest_prefix"]),
+            "yes" if r["accepting"] else "",
+            f"{r['allowed_content_tokens']:,}",
+            str(r["dfa_bytes"]),
+        )
+    out.print(rows)
+    if "state" in report:
+        st = report["state"]
+        out.print(
+            escape(
+                f"state {st['state']} (shortest prefix {st['shortest_prefix']!r}, forced next {st['forced_bytes']!r}): "
+                f"{st['allowed_content_tokens']:,} content tokens"
+                + (f", EOS {st['eos_allowed']}" if st["eos_allowed"] else "")
+                + ": "
+                + ", ".join(f"{t['id']}->{t['next_state']}" for t in st["tokens"][:50])
+            ),
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 DEPTH_ROWS = 48

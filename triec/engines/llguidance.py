@@ -106,6 +106,13 @@ class LLGuidanceEngine(Engine):
     def compile(self, values: Sequence[str]) -> Any:
         return self._compile_grammar(self.grammar(values))
 
+    def compile_pattern(self, regex: str) -> Any:
+        """The whole output matching ``regex`` (Rust ``regex`` syntax, as llguidance reads it), without forcing."""
+        rx = regex.replace("/", "\\/")
+        return self._compile_grammar(
+            self._llg.LLMatcher.grammar_from_lark('%llguidance {"no_forcing": true}\nstart: /' + rx + "/")
+        )
+
     def matcher(self, compiled: Any) -> Matcher:
         _grammar, _limits, template = compiled
         return _LLMatcher(template.deep_copy())

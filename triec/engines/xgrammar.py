@@ -97,6 +97,10 @@ class XGrammarEngine(Engine):
         """``compile_json_schema(..., any_whitespace=False)``: xgrammar's compact form, strict mode."""
         return self.compiler.compile_json_schema(json.dumps(schema), any_whitespace=False)
 
+    def compile_pattern(self, regex: str) -> Any:
+        """``compile_regex(regex)``: the whole output matching ``regex`` in xgrammar's own reading of it."""
+        return self.compiler.compile_regex(regex)
+
     def compile_regex(self, values: Sequence[str]) -> Any:
         """``compile_regex`` of the alternation of the escaped literals (the EBNF of :meth:`compile` says the same)."""
         return self.compiler.compile_regex("(" + "|".join(xgrammar_regex_literal(v) for v in values) + ")")

@@ -283,8 +283,9 @@ class ArtifactStore:
             return Resolved((request.name, version), table, table)
         if not table.restrictable:
             raise RequestError(
-                f"artifact {request.name!r} is a tool-call schema: restrict values cannot narrow it (restricting "
-                "narrows a table of values only); compile a schema whose name enum holds just the wanted tools instead"
+                f"artifact {request.name!r} is a {table.kind.value} table: restrict values cannot narrow it "
+                "(restricting narrows a table of values only); for a tool-call schema, compile one whose name enum "
+                "holds just the wanted tools instead"
             )
         key = (request.name, version, request.restrict)
         with self._lock:

@@ -36,13 +36,20 @@ class TableKind(StrEnum):
     TOOL_SCHEMA = "tool-schema"
     """:class:`~triec.schema.table.SchemaTable`: an enum field, then an engine (``triec.compile_schema``)."""
 
+    PATTERN = "pattern"
+    """:class:`~triec.runtime.pattern.PatternTable`: the minimal DFA of a regex or named format (``triec.compile_pattern``)."""
+
     @property
     def format_name(self) -> str:
         """The header ``format`` its artifacts are written in (:mod:`triec.artifact.formats` knows each one)."""
         return _FORMAT_NAMES[self]
 
 
-_FORMAT_NAMES = {TableKind.MASKS: "triec-masks", TableKind.TOOL_SCHEMA: "triec-schema"}
+_FORMAT_NAMES = {
+    TableKind.MASKS: "triec-masks",
+    TableKind.TOOL_SCHEMA: "triec-schema",
+    TableKind.PATTERN: "triec-pattern",
+}
 
 
 class Tokenization(StrEnum):

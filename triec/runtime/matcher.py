@@ -96,7 +96,7 @@ class TableMatcher(TokenSteps, Generic[Table]):
 
     def fork(self) -> TableMatcher[Table]:
         """An independent copy at the same state, with the same rollback history."""
-        other = TableMatcher(self.table, self._state)
+        other = type(self)(self.table, self._state)
         other._done = self._done
         other._history = list(self._history)
         return other

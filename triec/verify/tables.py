@@ -608,7 +608,11 @@ def verify(
         _verify_schema(table, vocab, report, against, explicit, walks, seed, max_examples, states)
         report.seconds = time.perf_counter() - t0
         return report
-    assert isinstance(table, MaskTable), f"{path}: a {table.kind} table"  # the two kinds an artifact holds
+    if table.kind is TableKind.PATTERN:
+        _verify_pattern(table, vocab, report, against, explicit, walks, seed, max_examples, states)
+        report.seconds = time.perf_counter() - t0
+        return report
+    assert isinstance(table, MaskTable), f"{path}: a {table.kind} table"  # the kinds an artifact holds
     from triec.compiler.entry import eos_text_message
 
     for tid, text in sorted(vocab.eos_texts.items()):  # verified as compiled, but maybe not as meant (issue 37)
@@ -663,6 +667,69 @@ def verify(
             progress(CheckProgress(name, report.checks[-1].status, 0, int(selected.size)))
     report.seconds = time.perf_counter() - t0
     return report
+
+
+def _verify_pattern(
+    table: Table,
+    vocab: Vocabulary,
+    report: VerifyReport,
+    against: Sequence[str],
+    explicit: Sequence[str],
+    walks: int,
+    seed: int,
+    max_examples: int,
+    states: int,
+) -> None:
+    """A pattern table: rows against its own DFA (reference) and the engines' masks for its regex along walks."""
+    from triec.runtime.pattern import PatternTable
+    from triec.verify import patterns
+
+    assert isinstance(table, PatternTable)
+    rng = np.random.default_rng(seed)
+    selected = (
+        np.arange(table.num_states)
+        if table.num_states <= states
+        else np.sort(rng.choice(table.num_states, size=states, replace=False))
+    )
+    report.states_selected, report.sampled = int(selected.size), table.num_states > states
+    for name in against:
+        t0 = time.perf_counter()
+        try:
+            if name == "reference":
+                found = patterns.compare_reference(table, vocab, selected, max_examples)
+            elif name in ("llguidance", "xgrammar"):
+                found = patterns.compare_engine(table, vocab, name, walks=walks, seed=seed, max_examples=max_examples)
+            else:
+                report.checks.append(
+                    CheckResult(against=name, status="skipped", reason=f"{name} does not compile regexes here")
+                )
+                continue
+        except EngineUnavailable as exc:
+            if name in explicit:
+                raise
+            report.checks.append(CheckResult(against=name, status="skipped", reason=str(exc)))
+            continue
+        result = CheckResult(
+            against=name,
+            status=found.status,
+            version=found.version,
+            states_checked=found.states_checked,
+            walks=found.walks,
+            walk_steps=found.walk_steps,
+            seconds={"compare": time.perf_counter() - t0},
+        )
+        for m in found.mismatches:
+            result.add(
+                Mismatch(
+                    state=int(m["state"]),
+                    prefix=str(m.get("prefix", "")),
+                    problem=str(m["problem"]),
+                    only_triec=_token_list(m.get("only_triec", []), vocab),
+                    only_other=_token_list(m.get("only_other", []), vocab),
+                ),
+                max_examples,
+            )
+        report.checks.append(result)
 
 
 def _verify_canonical(

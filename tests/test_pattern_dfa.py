@@ -1,0 +1,201 @@
+"""The regex subset (triec/compiler/regex.py): parsing and its refusals, UTF-8 byte sequences, the DFA's language
+against Python's ``re`` and its minimality, the bound on its size."""
+
+from __future__ import annotations
+
+import itertools
+import random
+import re
+
+import numpy as np
+import pytest
+
+import triec
+from triec.compiler.pattern import FORMATS
+from triec.compiler.regex import compile_regex, parse, to_rust_regex, utf8_sequences
+from triec.errors import PatternError, PatternTooLarge, TriecError
+
+# patterns whose language Python's re (ASCII, DOTALL) reads the same way
+SAME_AS_RE = [
+    "abc",
+    "a|b|",
+    "(a|b)*abb",
+    "[0-9]{2,4}",
+    "x{3,}",
+    "(?:ab|a)(?:bc|c)?",
+    "[^ab]c?",
+    "\\d+\\.\\d*",
+    "\\w{1,3}-\\W",
+    "[a-c-]+",
+    ".a.",
+    "^(x|y)+z$",
+    "(a?){3}b",
+    "[\\-\\]x]+",
+    "\\D\\x41\\u0042",
+    "a{0}b",
+    *FORMATS.values(),
+]
+ALPHABET = "abcxyz0123459-.:T+Z]AB\n é"
+
+
+def _strings(rng: random.Random, n: int) -> list[str]:
+    out = ["".join(p) for k in range(4) for p in itertools.product("ab0-", repeat=k)]
+    for _ in range(n):
+        out.append("".join(rng.choice(ALPHABET) for _ in range(rng.randint(0, 12))))
+    return out
+
+
+@pytest.mark.parametrize("pattern", SAME_AS_RE)
+def test_language_equals_python_re(pattern: str) -> None:
+    dfa = compile_regex(pattern)
+    rx = re.compile(pattern, re.ASCII | re.DOTALL)
+    rng = random.Random(pattern)
+    samples = _strings(rng, 3000)
+    if pattern in FORMATS.values():  # members of a format: mutate valid ones
+        samples += ["2024-02-29", "1999-12-31", "2024-13-01", "2024-00-10", "2024-01-32", "23:59:60Z", "24:00:00Z"]
+        samples += ["12:30:00.123+05:30", "2024-02-29T12:30:00.5Z", "255.255.255.255", "256.1.1.1", "01.2.3.4"]
+        samples += ["123e4567-e89b-12d3-a456-426614174000", "123e4567-e89b-12d3-a456-42661417400"]
+    for s in samples:
+        assert dfa.matches(s.encode("utf-8")) == bool(rx.fullmatch(s)), (pattern, s)
+
+
+def _moore_classes(trans: np.ndarray, accepting: np.ndarray) -> int:
+    """The number of Myhill-Nerode classes of a trimmed DFA, by plain Moore refinement (an independent check)."""
+    n = trans.shape[0]
+    full = np.where(trans < 0, n, trans)
+    cls = np.concatenate([accepting.astype(np.int64), [2]])  # the missing dead state is its own class
+    while True:
+        ext = np.vstack([full, np.full((1, 256), n)])
+        sig = np.column_stack([cls, cls[ext]])
+        _, new = np.unique(sig, axis=0, return_inverse=True)
+        new = np.asarray(new).reshape(-1)
+        if len(set(new.tolist())) == len(set(cls.tolist())):
+            return len(set(new.tolist())) - 1  # without the dead class
+        cls = new
+
+
+@pytest.mark.parametrize("pattern", [*SAME_AS_RE, "(a|b)*a(a|b){6}", "é+ü?日本(語|人)", "[α-ω]{2}|[а-я]"])
+def test_dfa_is_minimal_and_trimmed(pattern: str) -> None:
+    dfa = compile_regex(pattern)
+    assert _moore_classes(dfa.trans, dfa.accepting) == dfa.num_states
+    # trimmed: every state reached from 0 and reaching acceptance
+    reach = {0}
+    stack = [0]
+    while stack:
+        s = stack.pop()
+        for t in set(dfa.trans[s].tolist()) - {-1}:
+            if t not in reach:
+                reach.add(t)
+                stack.append(t)
+    assert reach == set(range(dfa.num_states))
+    co = dfa.accepting.copy()
+    for _ in range(dfa.num_states):
+        co = co | np.array([any(co[t] for t in row if t >= 0) for row in dfa.trans.tolist()])
+    assert co.all()
+
+
+def test_known_sizes() -> None:
+    assert compile_regex("(a|b)*a(a|b){5}").num_states == 2**6  # the textbook exponential family
+    assert compile_regex(FORMATS["date"]).num_states == 14
+    assert compile_regex("a|b").num_states == 2
+    assert compile_regex("x*").num_states == 1
+
+
+def test_size_bound_refuses_clearly() -> None:
+    with pytest.raises(PatternTooLarge, match="states") as info:
+        compile_regex("(a|b)*a(a|b){16}")
+    assert isinstance(info.value, TriecError)
+    with pytest.raises(PatternTooLarge, match="more than the bound of 10"):
+        compile_regex(FORMATS["date"], max_states=10)
+    with pytest.raises(PatternTooLarge, match="exceeds 1000"):
+        compile_regex("a{1001}")
+
+
+@pytest.mark.parametrize(
+    ("pattern", "position", "fragment"),
+    [
+        ("(?=a)", 0, "lookaround"),
+        ("ab(?i)c", 2, "flags"),
+        ("a(b", 1, "unclosed group"),
+        ("a)", 1, "unbalanced"),
+        ("\\bx", 0, "\\b"),
+        ("x\\1", 1, "\\1"),
+        ("a**", 2, "after a quantifier"),
+        ("*a", 0, "nothing to repeat"),
+        ("[z-a]", 1, "out of order"),
+        ("\\p{L}", 0, "\\p"),
+        ("a{3,2}", 1, "below its minimum"),
+        ("x^", 1, "'^'"),
+        ("$x", 0, "'$'"),
+        ("[]", 0, "empty class"),
+        ("[abc", 0, "unclosed class"),
+        ("ab\\", 2, "trailing backslash"),
+        ("\\xZZ", 0, "hex digits"),
+        ("\\ud800", 0, "scalar"),
+        ("[[:alpha:]]", 1, "POSIX"),
+    ],
+)
+def test_parse_errors_name_the_position(pattern: str, position: int, fragment: str) -> None:
+    with pytest.raises(PatternError) as info:
+        compile_regex(pattern)
+    assert info.value.position == position, str(info.value)
+    assert f"position {position}" in str(info.value) and fragment in str(info.value)
+
+
+def test_a_pattern_matching_nothing_is_refused() -> None:
+    with pytest.raises(PatternError, match="matches no string"):
+        compile_regex("[^\\x00-\\u{10ffff}]")
+
+
+@pytest.mark.parametrize(
+    ("lo", "hi"), [(0, 0x10FFFF), (0x41, 0x5A), (0x7F, 0x800), (0xD000, 0xE100), (0xFFF0, 0x10010)]
+)
+def test_utf8_sequences_are_exactly_the_encodings(lo: int, hi: int) -> None:
+    seqs = list(utf8_sequences(lo, hi))
+
+    def covered(b: bytes) -> bool:
+        return any(len(s) == len(b) and all(a <= x <= z for (a, z), x in zip(s, b, strict=True)) for s in seqs)
+
+    rng = random.Random(lo)
+    probes = {lo, hi, 0x7F, 0x80, 0x7FF, 0x800, 0xFFFF, 0x10000, 0xD7FF, 0xE000}
+    probes |= {rng.randint(0, 0x10FFFF) for _ in range(400)}
+    for cp in sorted(probes):
+        if 0xD800 <= cp <= 0xDFFF:
+            continue
+        assert covered(chr(cp).encode("utf-8")) == (lo <= cp <= hi), hex(cp)
+    # sequences never overlap and never spell a surrogate or an overlong form: count the byte strings they cover
+    total = sum(int(np.prod([z - a + 1 for a, z in s])) for s in seqs)
+    surrogates = max(0, min(hi, 0xDFFF) - max(lo, 0xD800) + 1)
+    assert total == hi - lo + 1 - surrogates
+
+
+def test_rust_spelling_is_explicit() -> None:
+    assert to_rust_regex(parse("\\d")) == "[0-9]"
+    assert to_rust_regex(parse("a.b")).startswith("a[\\x00-")
+    assert to_rust_regex(parse("(x|y){2,}")) == "(?:(?:x|y)){2,}"
+
+
+def test_public_surface() -> None:
+    assert (
+        triec.compile_pattern is not None
+        and triec.PatternTable
+        and set(triec.FORMATS)
+        == {
+            "date",
+            "time",
+            "date-time",
+            "uuid",
+            "ipv4",
+        }
+    )
+    with pytest.raises(triec.PatternError, match="exactly one"):
+        triec.compile_pattern("a", "gpt2", format="date")
+    with pytest.raises(triec.PatternError, match="unknown format"):
+        triec.compile_pattern(format="email", vocab="gpt2")
+
+
+def test_hex_escapes_take_two_digits() -> None:
+    """ECMAScript's (JSON Schema's) and llguidance's reading; xgrammar 0.2.9 reads ``\\x41b`` as U+041B
+    (docs/patterns.md)."""
+    dfa = compile_regex("\\x41b")
+    assert dfa.matches(b"Ab") and not dfa.matches("\u041b".encode())

@@ -1,0 +1,135 @@
+"""The pattern-table format (``"triec-pattern"``, version 1): seven sections and the header fields that describe them.
+
+The rows of a regular language's minimal DFA over a vocabulary (:class:`~triec.runtime.pattern.PatternTable`):
+``allowed_offsets`` / ``allowed_tokens`` / ``allowed_next`` as in ``"triec-masks"``, ``accepting`` (the accepting
+states, ascending), and the DFA's own byte transitions as CSR (``dfa_offsets``, ``dfa_bytes``, ``dfa_next``).
+The header names the regex (``pattern.regex``) and the named format it came from (``pattern.format``, or nil).
+Registered with :mod:`triec.artifact.formats` when imported.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from triec._version import __version__
+from triec.artifact import container, formats
+from triec.artifact.container import PLAIN_FORMAT_VERSION
+from triec.artifact.masks import check_common_header
+from triec.errors import ArtifactError
+from triec.runtime.kinds import TableKind
+from triec.runtime.pattern import PatternTable
+
+FORMAT_NAME = TableKind.PATTERN.format_name
+
+SECTIONS: tuple[tuple[str, str], ...] = (
+    ("allowed_offsets", "<u4"),
+    ("allowed_tokens", "<i4"),
+    ("allowed_next", "<i4"),
+    ("accepting", "<i4"),
+    ("dfa_offsets", "<u4"),
+    ("dfa_bytes", "|u1"),
+    ("dfa_next", "<i4"),
+)
+
+
+def encode_pattern(table: PatternTable) -> bytes:
+    """A pattern table's artifact bytes: a pure function of the table."""
+    if table.num_allowed >= 2**32:
+        raise ArtifactError(f"{table.num_allowed} allowed pairs exceed the format's u32 offsets")
+    header: dict[str, Any] = {
+        "format": FORMAT_NAME,
+        "triec_version": __version__,
+        "tokenizer": {"name": table.tokenizer_name, "fingerprint": table.tokenizer_fingerprint},
+        "vocab_size": table.vocab_size,
+        "eos_token_ids": list(table.eos_token_ids),
+        "num_states": table.num_states,
+        "num_allowed": table.num_allowed,
+        "num_accepting": int(table.value_state.shape[0]),
+        "num_dfa_edges": int(table.dfa_bytes.shape[0]),
+        "pattern": {"regex": table.pattern, "format": table.format_name},
+        "build_options": table.build_options,
+    }
+    arrays = {
+        "allowed_offsets": table.allowed_offsets,
+        "allowed_tokens": table.allowed_tokens,
+        "allowed_next": table.allowed_next,
+        "accepting": table.value_state,
+        "dfa_offsets": table.dfa_offsets,
+        "dfa_bytes": table.dfa_bytes,
+        "dfa_next": table.dfa_next,
+    }
+    return container.encode(header, [(name, dtype, arrays[name]) for name, dtype in SECTIONS], PLAIN_FORMAT_VERSION)
+
+
+def parse_pattern(
+    buf: Any,
+    header: dict[str, Any],
+    data_start: int,
+    version: int,
+    source: str,
+    *,
+    verify: bool = False,
+    checksums: bool = False,
+) -> dict[str, Any]:
+    """The sections, checked against the header's counts; numpy views."""
+    field, count = container.field, container.count
+    check_common_header(header, source)
+    num_states = count(header, "num_states", source, 2**31)
+    num_allowed = count(header, "num_allowed", source)
+    num_accepting = count(header, "num_accepting", source, 2**31)
+    num_edges = count(header, "num_dfa_edges", source)
+    if num_states < 1:
+        raise container.fail(source, "header field 'num_states': a pattern table holds at least one state")
+    pattern = field(header, "pattern", dict, source)
+    if not isinstance(pattern.get("regex"), str) or not isinstance(pattern.get("format"), str | None):
+        raise container.fail(source, "header field 'pattern': expected a regex string and a format string or nil")
+    expected = {
+        "allowed_offsets": num_states + 1,
+        "allowed_tokens": num_allowed,
+        "allowed_next": num_allowed,
+        "accepting": num_accepting,
+        "dfa_offsets": num_states + 1,
+        "dfa_bytes": num_edges,
+        "dfa_next": num_edges,
+    }
+    return container.read_sections(
+        buf, source, header, data_start, list(SECTIONS), expected, verify=verify, checksums=checksums
+    )
+
+
+def build_pattern(
+    header: dict[str, Any], arrays: dict[str, Any], version: int, source: str, *, verify: bool = False
+) -> PatternTable:
+    """The table over checked sections (every index checked; with ``verify``, the rows' order and no EOS too)."""
+    return PatternTable.from_artifact(
+        allowed_offsets=arrays["allowed_offsets"],
+        allowed_tokens=arrays["allowed_tokens"],
+        allowed_next=arrays["allowed_next"],
+        value_state=arrays["accepting"],
+        dfa_offsets=arrays["dfa_offsets"],
+        dfa_bytes=arrays["dfa_bytes"],
+        dfa_next=arrays["dfa_next"],
+        vocab_size=header["vocab_size"],
+        eos_token_ids=header["eos_token_ids"],
+        tokenizer_fingerprint=header["tokenizer"]["fingerprint"],
+        tokenizer_name=header["tokenizer"]["name"],
+        pattern=header["pattern"]["regex"],
+        format_name=header["pattern"]["format"],
+        build_options=header["build_options"],
+        header=header,
+        format_version=version,
+        verify=verify,
+        source=source,
+    )
+
+
+FORMAT = formats.register(
+    formats.ArtifactFormat(
+        name=FORMAT_NAME,
+        kind=TableKind.PATTERN,
+        versions=(PLAIN_FORMAT_VERSION,),
+        parse=parse_pattern,
+        build=build_pattern,
+        encode=encode_pattern,
+    )
+)

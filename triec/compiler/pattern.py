@@ -1,0 +1,294 @@
+"""``triec.compile_pattern``: a regex or a named format + vocabulary -> :class:`~triec.runtime.pattern.PatternTable`.
+
+The regex becomes its minimal byte DFA (:mod:`triec.compiler.regex`); then every DFA state's row is found by walking
+the vocabulary's token trie (:mod:`triec.tokenizer.automaton`) in lockstep with the DFA, all states at once, one
+trie level per round: a (DFA state, trie node) pair goes on only through the children whose byte the DFA takes, so a
+digit state visits only the tokens made of digits (output-sensitive), and cycles are harmless (a token is short).
+A token reached at trie node n from state s is allowed there and leads to the DFA state the walk holds: since the
+DFA is trimmed, every such state still reaches acceptance, which is exactly when a grammar engine allows a token.
+
+Named formats (:data:`FORMATS`) are xgrammar 0.2.9's spelling of JSON Schema's ``format`` values, read from
+``str(xgrammar.Grammar.from_json_schema('{"type": "string", "format": ...}'))`` and written as regexes (without the
+quotes a JSON string adds); docs/patterns.md says where they differ from JSON Schema's text.
+"""
+
+from __future__ import annotations
+
+import time
+import weakref
+from typing import Any
+
+import numpy as np
+
+from triec._arrays import concat_ranges
+from triec.compiler.regex import (
+    MAX_DFA_STATES,
+    Chars,
+    Concat,
+    Dfa,
+    compile_regex,
+    negate,
+    normalize,
+    parse,
+    restrict_chars,
+    to_xgrammar_regex,
+)
+from triec.errors import PatternError
+from triec.runtime.pattern import PatternTable
+from triec.tokenizer.automaton import VocabAutomaton
+from triec.tokenizer.vocabulary import Vocabulary
+
+_DATE = "[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[1-2][0-9]|3[01])"
+_TIME = "([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)(\\.[0-9]+)?(Z|[+\\-]([01][0-9]|2[0-3]):[0-5][0-9])"
+_OCTET = "(25[0-5]|2[0-4][0-9]|[0-1]?[0-9]?[0-9])"
+
+FORMATS: dict[str, str] = {
+    "date": _DATE,
+    "time": _TIME,
+    "date-time": f"{_DATE}T{_TIME}",
+    "uuid": "[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}",
+    "ipv4": f"({_OCTET}\\.){{3}}{_OCTET}",
+}
+"""JSON Schema ``format`` name -> the regex of xgrammar 0.2.9's grammar for it (the string's content)."""
+
+
+def format_regex(name: str) -> str:
+    """The regex of a named format; :class:`PatternError` naming the known ones for any other name."""
+    found = FORMATS.get(name)
+    if found is None:
+        raise PatternError(f"unknown format {name!r}; expected one of {', '.join(FORMATS)}", position=0)
+    return found
+
+
+_CHILD_STARTS: dict[int, tuple[weakref.ref[VocabAutomaton], np.ndarray]] = {}
+
+
+def child_starts(automaton: VocabAutomaton) -> np.ndarray:
+    """Where each trie node's children start in ``edge_keys`` (int64 [N + 1]); built once per automaton."""
+    found = _CHILD_STARTS.get(id(automaton))
+    if found is not None and found[0]() is automaton:
+        return found[1]
+    n = automaton.num_nodes
+    starts = np.searchsorted(automaton.edge_keys, np.arange(n + 1, dtype=np.int64) * 256).astype(np.int64)
+    _CHILD_STARTS[id(automaton)] = (weakref.ref(automaton, lambda _: _CHILD_STARTS.pop(id(automaton), None)), starts)
+    return starts
+
+
+def dfa_rows(dfa: Dfa, automaton: VocabAutomaton, eos_token_ids: tuple[int, ...] = ()) -> tuple[np.ndarray, ...]:
+    """Every DFA state's row over the token trie: (offsets [S + 1], tokens ascending per state, next state).
+
+    Each round extends every (source state, DFA state, trie node) triple by one byte, whichever is fewer: the
+    node's children looked up in the DFA, or the DFA state's live bytes looked up among the node's children.
+    """
+    trans = dfa.trans
+    n_states = dfa.num_states
+    root = automaton.root_child
+    edge_keys, edge_child = automaton.edge_keys, automaton.edge_child
+    starts = child_starts(automaton)
+    live_s, live_b = np.nonzero(trans >= 0)  # the DFA's live bytes per state, as CSR
+    live_off = np.searchsorted(live_s, np.arange(n_states + 1)).astype(np.int64)
+    live_n = np.diff(live_off)
+    live_b = live_b.astype(np.int64)
+    # round 0: each state with each first byte the DFA takes and some token starts with
+    s_idx, b_idx = np.nonzero((trans >= 0) & (root >= 0)[None, :])
+    src = s_idx.astype(np.int64)
+    q = trans[s_idx, b_idx].astype(np.int64)
+    node = root[b_idx].astype(np.int64)
+    found_src: list[np.ndarray] = []
+    found_key: list[np.ndarray] = []
+    found_q: list[np.ndarray] = []
+    while src.size:
+        key = automaton.node_key[node]
+        hit = key >= 0
+        if hit.any():
+            found_src.append(src[hit])
+            found_key.append(key[hit].astype(np.int64))
+            found_q.append(q[hit])
+        more = automaton.has_child[node]
+        src, q, node = src[more], q[more], node[more]
+        if not src.size:
+            break
+        lo = starts[node]
+        n_children = starts[node + 1] - lo
+        by_dfa = live_n[q] < n_children
+        parts = []
+        if not by_dfa.all():  # the node's children, each looked up in the DFA
+            pick = ~by_dfa
+            counts = n_children[pick]
+            idx = concat_ranges(lo[pick], counts)
+            p_src, p_q = np.repeat(src[pick], counts), np.repeat(q[pick], counts)
+            nq = trans[p_q, edge_keys[idx] & 255].astype(np.int64)
+            ok = nq >= 0
+            parts.append((p_src[ok], nq[ok], edge_child[idx][ok]))
+        if by_dfa.any():  # the DFA state's live bytes, each looked up among the node's children
+            counts = live_n[q[by_dfa]]
+            at = concat_ranges(live_off[q[by_dfa]], counts)
+            p_src, p_q = np.repeat(src[by_dfa], counts), np.repeat(q[by_dfa], counts)
+            p_byte = live_b[at]
+            want = np.repeat(node[by_dfa], counts) * 256 + p_byte
+            idx = np.searchsorted(edge_keys, want)
+            ok = edge_keys[idx] == want  # the sentinel keeps idx in range
+            parts.append((p_src[ok], trans[p_q[ok], p_byte[ok]].astype(np.int64), edge_child[idx[ok]]))
+        if len(parts) == 1:
+            src, q, node = parts[0]
+        else:
+            src, q, node = (np.concatenate([a[i] for a in parts]) for i in range(3))
+    if found_src:
+        f_src = np.concatenate(found_src)
+        f_key = np.concatenate(found_key)
+        f_q = np.concatenate(found_q)
+    else:
+        f_src = f_key = f_q = np.zeros(0, dtype=np.int64)
+    # a distinct token text may be several ids
+    k_lo = automaton.key_offsets[f_key].astype(np.int64)
+    k_n = automaton.key_offsets[f_key + 1].astype(np.int64) - k_lo
+    if automaton.single_id:
+        tokens = automaton.key_ids[k_lo].astype(np.int64)
+        src, nxt = f_src, f_q
+    else:
+        tokens = automaton.key_ids[concat_ranges(k_lo, k_n)].astype(np.int64)
+        src = np.repeat(f_src, k_n)
+        nxt = np.repeat(f_q, k_n)
+    if eos_token_ids:
+        keep = ~np.isin(tokens, np.asarray(eos_token_ids, dtype=np.int64))
+        tokens, src, nxt = tokens[keep], src[keep], nxt[keep]
+    width = int(automaton.key_ids.max(initial=0)) + 1
+    order = np.argsort(src * width + tokens)  # (state, token) pairs are distinct: no stability needed
+    tokens, src, nxt = tokens[order], src[order], nxt[order]
+    offsets = np.searchsorted(src, np.arange(n_states + 1, dtype=np.int64)).astype(np.uint32)
+    return offsets, tokens.astype(np.int32), nxt.astype(np.int32)
+
+
+_STRING_KEYWORDS = {"type", "format", "pattern", "title", "description", "$comment", "examples"}
+JSON_CHARS = negate(normalize([(0x00, 0x1F), (0x22, 0x22), (0x5C, 0x5C)]))
+"""What a JSON string holds unescaped: every character but the C0 controls, the quote and the backslash."""
+
+
+def string_schema_regex(schema: Any) -> tuple[str, str | None] | None:
+    """(regex of the whole JSON string, format name) for a string schema with a ``format`` of :data:`FORMATS` or a
+    ``pattern``, as xgrammar 0.2.9 serves it (``any_whitespace=False``): the quotes around the strings of the
+    format or pattern that need no escape (xgrammar matches the pattern's characters unescaped and never lets one
+    of them be written as an escape); None for any other schema. A pattern whose language needs an escape (it
+    holds a quote, a backslash or a control character outside a class) is refused: xgrammar's reading of those
+    is not one triec reproduces."""
+    if not isinstance(schema, dict) or schema.get("type") != "string" or not set(schema) <= _STRING_KEYWORDS:
+        return None
+    fmt, pat = schema.get("format"), schema.get("pattern")
+    if (fmt is None) == (pat is None):
+        return None
+    if fmt is not None:
+        if fmt not in FORMATS:
+            return None
+        return '"' + FORMATS[fmt] + '"', fmt
+    if not isinstance(pat, str):
+        raise PatternError(f"'pattern': expected a string, found {type(pat).__name__}", position=0)
+    tree = parse(pat)
+    _refuse_escaped_literals(tree, pat)
+    quote = Chars(((0x22, 0x22),))
+    return to_xgrammar_regex(Concat((quote, restrict_chars(tree, JSON_CHARS), quote))), None
+
+
+def _refuse_escaped_literals(node: Any, pattern: str) -> None:
+    if isinstance(node, Chars):
+        if len(node.ranges) == 1 and node.ranges[0][0] == node.ranges[0][1]:
+            cp = node.ranges[0][0]
+            if cp < 0x20 or cp in (0x22, 0x5C):
+                raise PatternError(
+                    f"pattern {pattern!r:.80}: the character U+{cp:04X} must be escaped in a JSON string; "
+                    "triec serves patterns whose strings need no escape",
+                    position=0,
+                )
+        return
+    for child in getattr(node, "items", None) or ([node.item] if hasattr(node, "item") else []):
+        _refuse_escaped_literals(child, pattern)
+
+
+def dfa_csr(dfa: Dfa) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The DFA's live transitions as CSR: (offsets [S + 1], bytes ascending per state, next state)."""
+    s_idx, b_idx = np.nonzero(dfa.trans >= 0)
+    offsets = np.searchsorted(s_idx, np.arange(dfa.num_states + 1)).astype(np.uint32)
+    return offsets, b_idx.astype(np.uint8), dfa.trans[s_idx, b_idx].astype(np.int32)
+
+
+def compile_string_schema(
+    schema: dict[str, Any],
+    vocab: Vocabulary | str | None = None,
+    *,
+    max_states: int = MAX_DFA_STATES,
+    stats: dict[str, Any] | None = None,
+) -> PatternTable:
+    """A string schema with a ``format`` (:data:`FORMATS`) or a ``pattern`` as a pattern table over its JSON
+    string, quotes included: the output xgrammar's ``compile_json_schema`` allows for it (compact).
+
+    :class:`PatternError` for any other schema, or a pattern whose strings would need escapes.
+    """
+    found = string_schema_regex(schema)
+    if found is None:
+        raise PatternError(
+            "expected a string schema with a 'format' (" + ", ".join(FORMATS) + ") or a 'pattern' and no other "
+            "constraint",
+            position=0,
+        )
+    regex, fmt = found
+    table = compile_pattern(regex, vocab, max_states=max_states, stats=stats)
+    table.format_name = fmt
+    return table
+
+
+def compile_pattern(
+    pattern: str | None = None,
+    vocab: Vocabulary | str | None = None,
+    *,
+    format: str | None = None,  # noqa: A002 - JSON Schema's keyword
+    max_states: int = MAX_DFA_STATES,
+    stats: dict[str, Any] | None = None,
+) -> PatternTable:
+    """Compile a regular expression (or a named ``format``: ``date``, ``time``, ``date-time``, ``uuid``, ``ipv4``)
+    into a :class:`PatternTable` for ``vocab`` (a :class:`Vocabulary` or anything :meth:`Vocabulary.load` takes;
+    default the bundled ``qwen2``).
+
+    The whole output must match (``^`` and ``$`` are implied); EOS is allowed where it does. The regex subset and
+    its semantics are :mod:`triec.compiler.regex`'s (xgrammar's). Raises :class:`~triec.errors.PatternError` for a
+    pattern outside the subset (naming the position) and :class:`~triec.errors.PatternTooLarge` when its minimal
+    DFA exceeds ``max_states``. ``stats``, when given, receives the phases' times (seconds) and the sizes.
+    """
+    if (pattern is None) == (format is None):
+        raise PatternError("compile_pattern takes a pattern or a format, exactly one", position=0)
+    regex = format_regex(format) if format is not None else pattern
+    assert regex is not None
+    t0 = time.perf_counter()
+    dfa = compile_regex(regex, max_states=max_states)
+    t1 = time.perf_counter()
+    if not isinstance(vocab, Vocabulary):
+        vocab = Vocabulary.load(vocab)
+    automaton = vocab.automaton
+    t2 = time.perf_counter()
+    offsets, tokens, nxt = dfa_rows(dfa, automaton, vocab.eos_token_ids)
+    d_off, d_bytes, d_next = dfa_csr(dfa)
+    table = PatternTable.from_compile(
+        allowed_offsets=offsets,
+        allowed_tokens=tokens,
+        allowed_next=nxt,
+        value_state=np.flatnonzero(dfa.accepting).astype(np.int32),
+        dfa_offsets=d_off,
+        dfa_bytes=d_bytes,
+        dfa_next=d_next,
+        vocab_size=vocab.vocab_size,
+        eos_token_ids=vocab.eos_token_ids,
+        tokenizer_fingerprint=vocab.fingerprint,
+        tokenizer_name=vocab.name,
+        pattern=regex,
+        format_name=format,
+        build_options={"tokenizer_family": vocab.family, "tokenizer_tokens": vocab.num_tokens},
+    )
+    if stats is not None:
+        stats.update(
+            {
+                "dfa_seconds": t1 - t0,
+                "automaton_seconds": t2 - t1,
+                "rows_seconds": time.perf_counter() - t2,
+                "num_states": table.num_states,
+                "num_allowed": table.num_allowed,
+            }
+        )
+    return table

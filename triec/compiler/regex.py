@@ -1,0 +1,763 @@
+"""A bounded regular expression to its minimal byte-level DFA: parse, NFA over UTF-8 bytes, subsets, Hopcroft.
+
+The subset is what JSON Schema ``pattern`` fields and the named formats use: literals, classes (negated, ranges,
+escapes inside), ``.``, the escapes ``\\d \\D \\w \\W \\s \\S``, ``\\xHH``, ``\\uHHHH``, ``\\u{H...}``, ``\\n \\r \\t \\f
+\\v \\0`` and any escaped punctuation, groups (capturing, ``(?:...)``, named ``(?<name>...)``), alternation,
+``? * +``, ``{m}``, ``{m,}``, ``{m,n}`` (a lazy ``?`` after a quantifier is accepted: it does not change the
+language). ``^`` at the start and ``$`` at the end are accepted and change nothing (the whole output must match).
+Anything else (lookaround, backreferences, word boundaries, flags, Unicode properties) is refused with a
+:class:`~triec.errors.PatternError` naming its position.
+
+Semantics follow xgrammar 0.2.9's ``compile_regex`` (the engine JSON-schema servers use), which are ECMAScript's
+for the escapes: ``\\d`` is ``[0-9]``, ``\\w`` is ``[0-9A-Za-z_]``, ``\\s`` is ECMAScript's white space; ``.`` is
+any character, newline included. (llguidance reads ``\\d``, ``\\w`` and ``\\s`` as Unicode classes and ``.`` without
+newline: :func:`to_rust_regex` spells a parsed pattern explicitly for it.)
+
+A class of characters becomes the UTF-8 byte sequences of its code points (surrogates excluded), so the DFA runs
+over bytes and the vocabulary's tokens may split a character anywhere. The DFA is trimmed (no dead state: every
+state can still reach acceptance) and minimal; states are numbered breadth-first from the start, 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from triec.errors import PatternError, PatternTooLarge
+
+MAX_CODEPOINT = 0x10FFFF
+MAX_DFA_STATES = 10_000
+"""Default bound on the minimal DFA's states (and the subset construction's): beyond it a pattern is refused."""
+MAX_NFA_STATES = 200_000
+MAX_REPEAT = 1_000
+
+Ranges = tuple[tuple[int, int], ...]  # sorted, disjoint, non-adjacent code point ranges
+
+_DIGIT: Ranges = ((0x30, 0x39),)
+_WORD: Ranges = ((0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A))
+_SPACE: Ranges = (
+    (0x09, 0x0D),
+    (0x20, 0x20),
+    (0xA0, 0xA0),
+    (0x1680, 0x1680),
+    (0x2000, 0x200A),
+    (0x2028, 0x2029),
+    (0x202F, 0x202F),
+    (0x205F, 0x205F),
+    (0x3000, 0x3000),
+    (0xFEFF, 0xFEFF),
+)
+_ANY: Ranges = ((0, MAX_CODEPOINT),)
+_SIMPLE_ESCAPES = {"n": 0x0A, "r": 0x0D, "t": 0x09, "f": 0x0C, "v": 0x0B, "0": 0x00}
+
+
+def normalize(ranges: list[tuple[int, int]]) -> Ranges:
+    """Sorted, merged ranges."""
+    out: list[tuple[int, int]] = []
+    for lo, hi in sorted(ranges):
+        if out and lo <= out[-1][1] + 1:
+            if hi > out[-1][1]:
+                out[-1] = (out[-1][0], hi)
+        else:
+            out.append((lo, hi))
+    return tuple(out)
+
+
+def negate(ranges: Ranges) -> Ranges:
+    out: list[tuple[int, int]] = []
+    nxt = 0
+    for lo, hi in ranges:
+        if lo > nxt:
+            out.append((nxt, lo - 1))
+        nxt = hi + 1
+    if nxt <= MAX_CODEPOINT:
+        out.append((nxt, MAX_CODEPOINT))
+    return tuple(out)
+
+
+# ----------------------------------------------------------------------------- the syntax tree
+
+
+@dataclass(frozen=True)
+class Chars:
+    ranges: Ranges
+
+
+@dataclass(frozen=True)
+class Concat:
+    items: tuple[Node, ...]
+
+
+@dataclass(frozen=True)
+class Alt:
+    items: tuple[Node, ...]
+
+
+@dataclass(frozen=True)
+class Repeat:
+    item: Node
+    lo: int
+    hi: int | None  # None: unbounded
+
+
+Node = Chars | Concat | Alt | Repeat
+
+
+class _Parser:
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.i = 0
+
+    def fail(self, what: str, at: int | None = None) -> PatternError:
+        pos = self.i if at is None else at
+        return PatternError(f"pattern {self.text!r:.80}: {what} at position {pos}", position=pos)
+
+    def peek(self) -> str | None:
+        return self.text[self.i] if self.i < len(self.text) else None
+
+    def parse(self) -> Node:
+        if self.peek() == "^":
+            self.i += 1
+        node = self.alternation(top=True)
+        if self.i < len(self.text):  # a stray ")"
+            raise self.fail(f"unbalanced {self.text[self.i]!r}")
+        return node
+
+    def alternation(self, top: bool = False) -> Node:
+        items = [self.concat(top)]
+        while self.peek() == "|":
+            self.i += 1
+            if top and self.peek() == "^":
+                self.i += 1
+            items.append(self.concat(top))
+        return items[0] if len(items) == 1 else Alt(tuple(items))
+
+    def concat(self, top: bool) -> Node:
+        items: list[Node] = []
+        while True:
+            c = self.peek()
+            if c is None or c in "|)":
+                break
+            if c == "$":
+                nxt = self.text[self.i + 1] if self.i + 1 < len(self.text) else None
+                if top and nxt in (None, "|"):
+                    self.i += 1
+                    break
+                raise self.fail("an anchor '$' inside the pattern is not supported (only at its end)")
+            if c == "^":
+                raise self.fail("an anchor '^' inside the pattern is not supported (only at its start)")
+            items.append(self.quantified(self.atom()))
+        return items[0] if len(items) == 1 else Concat(tuple(items))
+
+    def quantified(self, node: Node) -> Node:
+        while True:
+            c = self.peek()
+            start = self.i
+            if c == "?":
+                lo, hi = 0, 1
+                self.i += 1
+            elif c == "*":
+                lo, hi = 0, None
+                self.i += 1
+            elif c == "+":
+                lo, hi = 1, None
+                self.i += 1
+            elif c == "{" and self._is_counted():
+                lo, hi = self.counted()
+            else:
+                return node
+            if isinstance(node, Repeat) and self.text[start - 1] in "?*+}":
+                if c == "?":  # a lazy quantifier: the same language
+                    continue
+                raise self.fail(f"a quantifier {c!r} after a quantifier is not supported", start)
+            node = Repeat(node, lo, hi)
+            if self.peek() == "?":  # lazy: the same language
+                self.i += 1
+
+    def _is_counted(self) -> bool:
+        j = self.i + 1
+        t = self.text
+        while j < len(t) and (t[j].isdigit() or t[j] == ","):
+            j += 1
+        return j < len(t) and t[j] == "}" and j > self.i + 1 and t[self.i + 1].isdigit()
+
+    def counted(self) -> tuple[int, int | None]:
+        start = self.i
+        end = self.text.index("}", self.i)
+        body = self.text[self.i + 1 : end]
+        self.i = end + 1
+        parts = body.split(",")
+        if (
+            len(parts) > 2
+            or not all(p.isdigit() for p in parts[:1])
+            or (len(parts) == 2 and parts[1] and not parts[1].isdigit())
+        ):
+            raise self.fail(f"a malformed repetition {{{body}}}", start)
+        lo = int(parts[0])
+        hi: int | None = lo if len(parts) == 1 else (int(parts[1]) if parts[1] else None)
+        if hi is not None and hi < lo:
+            raise self.fail(f"a repetition {{{body}}} whose maximum is below its minimum", start)
+        if lo > MAX_REPEAT or (hi is not None and hi > MAX_REPEAT):
+            raise PatternTooLarge(
+                f"pattern {self.text!r:.80}: a repetition {{{body}}} at position {start} exceeds {MAX_REPEAT}"
+            )
+        return lo, hi
+
+    def atom(self) -> Node:
+        c = self.peek()
+        assert c is not None  # concat() stops at the end
+        start = self.i
+        if c == "(":
+            self.i += 1
+            if self.text.startswith("?:", self.i):
+                self.i += 2
+            elif self.text.startswith("?<", self.i) and not self.text.startswith(("?<=", "?<!"), self.i):
+                end = self.text.find(">", self.i)
+                name = self.text[self.i + 2 : end] if end > 0 else ""
+                if not name or not all(ch.isalnum() or ch == "_" for ch in name):
+                    raise self.fail("a malformed group name", start)
+                self.i = end + 1
+            elif self.peek() == "?":
+                raise self.fail("a group with flags or lookaround '(?' is not supported", start)
+            node = self.alternation()
+            if self.peek() != ")":
+                raise self.fail("an unclosed group '('", start)
+            self.i += 1
+            return node
+        if c == "[":
+            return Chars(self.char_class())
+        if c == ".":
+            self.i += 1
+            return Chars(_ANY)
+        if c == "\\":
+            found = self.escape(in_class=False)
+            return Chars(found if isinstance(found, tuple) else ((found, found),))
+        if c in "*+?":
+            raise self.fail(f"a quantifier {c!r} with nothing to repeat")
+        if c == "{" and self._is_counted():
+            raise self.fail("a repetition with nothing to repeat")
+        self.i += 1
+        return Chars(((ord(c), ord(c)),))
+
+    def escape(self, in_class: bool) -> int | Ranges:
+        start = self.i
+        self.i += 1
+        c = self.peek()
+        if c is None:
+            raise self.fail("a trailing backslash", start)
+        self.i += 1
+        classes = {"d": _DIGIT, "w": _WORD, "s": _SPACE}
+        if c in classes:
+            return classes[c]
+        if c.lower() in classes:
+            return negate(classes[c.lower()])
+        if c in _SIMPLE_ESCAPES:
+            if c == "0" and self.peek() is not None and self.peek().isdigit():  # type: ignore[union-attr]
+                raise self.fail("an octal escape is not supported", start)
+            return _SIMPLE_ESCAPES[c]
+        if c == "x":
+            return self.hex_digits(2, start)
+        if c == "u":
+            if self.peek() == "{":
+                end = self.text.find("}", self.i)
+                digits = self.text[self.i + 1 : end] if end > 0 else ""
+                if not digits or len(digits) > 6 or any(ch not in "0123456789abcdefABCDEF" for ch in digits):
+                    raise self.fail("a malformed escape \\u{...}", start)
+                self.i = end + 1
+                cp = int(digits, 16)
+            else:
+                cp = self.hex_digits(4, start)
+            if cp > MAX_CODEPOINT or 0xD800 <= cp <= 0xDFFF:
+                raise self.fail(f"an escape of U+{cp:04X}, not a Unicode scalar value", start)
+            return cp
+        if c.isascii() and not c.isalnum() and c not in " ":
+            return ord(c)
+        if c == "-" and in_class:
+            return ord(c)
+        raise self.fail(f"the escape \\{c} is not supported", start)
+
+    def hex_digits(self, n: int, start: int) -> int:
+        digits = self.text[self.i : self.i + n]
+        if len(digits) != n or any(ch not in "0123456789abcdefABCDEF" for ch in digits):
+            raise self.fail(f"a malformed escape (expected {n} hex digits)", start)
+        self.i += n
+        return int(digits, 16)
+
+    def char_class(self) -> Ranges:
+        start = self.i
+        self.i += 1
+        negated = self.peek() == "^"
+        if negated:
+            self.i += 1
+        if self.peek() == "]":
+            raise self.fail("an empty class '[]' (or a ']' first in a class) is not supported", start)
+        ranges: list[tuple[int, int]] = []
+        while True:
+            c = self.peek()
+            if c is None:
+                raise self.fail("an unclosed class '['", start)
+            if c == "]":
+                self.i += 1
+                break
+            if c == "[" and self.text.startswith(("[:", "[=", "[."), self.i):
+                raise self.fail("a POSIX class inside '[...]' is not supported")
+            item_at = self.i
+            lo = self.class_item()
+            if isinstance(lo, tuple):
+                ranges.extend(lo)
+                continue
+            if self.peek() == "-" and self.i + 1 < len(self.text) and self.text[self.i + 1] != "]":
+                self.i += 1
+                hi = self.class_item()
+                if isinstance(hi, tuple):
+                    raise self.fail("a range ending in a class escape", item_at)
+                if hi < lo:
+                    raise self.fail(f"a range {chr(lo)!r}-{chr(hi)!r} out of order", item_at)
+                ranges.append((lo, hi))
+            else:
+                ranges.append((lo, lo))
+        found = normalize(ranges)
+        return negate(found) if negated else found
+
+    def class_item(self) -> int | Ranges:
+        c = self.peek()
+        assert c is not None
+        if c == "\\":
+            if self.text.startswith("\\b", self.i):
+                raise self.fail("the escape \\b inside a class is not supported")
+            return self.escape(in_class=True)
+        self.i += 1
+        return ord(c)
+
+
+def parse(pattern: str) -> Node:
+    """The syntax tree of ``pattern``; :class:`PatternError` naming the position of anything outside the subset."""
+    if not isinstance(pattern, str):
+        raise PatternError(f"a pattern is a string, not {type(pattern).__name__}", position=0)
+    return _Parser(pattern).parse()
+
+
+# ----------------------------------------------------------------------------- UTF-8
+
+
+def _encode(cp: int) -> bytes:
+    return chr(cp).encode("utf-8")
+
+
+_LIMITS = (0x7F, 0x7FF, 0xFFFF, MAX_CODEPOINT)
+
+
+def utf8_sequences(lo: int, hi: int) -> Iterator[tuple[tuple[int, int], ...]]:
+    """The byte-range sequences whose concatenations are exactly the UTF-8 encodings of ``lo..hi`` (surrogates
+    left out), as in Rust's ``regex-syntax`` ``Utf8Sequences``."""
+    if hi <= 0x7F:
+        yield ((lo, hi),)
+        return
+    stack = [(lo, hi)]
+    while stack:
+        lo, hi = stack.pop()
+        if lo > hi:
+            continue
+        if lo <= 0xDFFF and hi >= 0xD800:  # surrogates are not characters
+            stack.append((0xE000, hi))
+            stack.append((lo, 0xD7FF))
+            continue
+        split = False
+        for limit in _LIMITS[:-1]:
+            if lo <= limit < hi:
+                stack.append((limit + 1, hi))
+                stack.append((lo, limit))
+                split = True
+                break
+        if split:
+            continue
+        if hi <= 0x7F:
+            yield ((lo, hi),)
+            continue
+        for i in range(1, 4):
+            m = (1 << (6 * i)) - 1
+            if lo & ~m != hi & ~m:
+                if lo & m != 0:
+                    stack.append(((lo | m) + 1, hi))
+                    stack.append((lo, lo | m))
+                    split = True
+                    break
+                if hi & m != m:
+                    stack.append((hi & ~m, hi))
+                    stack.append((lo, (hi & ~m) - 1))
+                    split = True
+                    break
+        if split:
+            continue
+        a, b = _encode(lo), _encode(hi)
+        yield tuple(zip(a, b, strict=True))
+
+
+# ----------------------------------------------------------------------------- NFA
+
+
+class _Nfa:
+    """Thompson NFA over bytes: ``edges[s]`` are (lo, hi, target) byte ranges, ``eps[s]`` epsilon targets."""
+
+    def __init__(self, limit: int) -> None:
+        self.edges: list[list[tuple[int, int, int]]] = []
+        self.eps: list[list[int]] = []
+        self.limit = limit
+
+    def new(self) -> int:
+        if len(self.edges) >= self.limit:
+            raise PatternTooLarge(f"the pattern's automaton exceeds {self.limit} NFA states")
+        self.edges.append([])
+        self.eps.append([])
+        return len(self.edges) - 1
+
+    def build(self, node: Node, start: int) -> int:
+        """Add ``node`` starting at ``start``; returns its end state."""
+        if isinstance(node, Chars):
+            end = self.new()
+            # share the prefixes of the byte sequences by a small trie keyed by (state, range)
+            trie: dict[tuple[int, int, int], int] = {}
+            for lo, hi in node.ranges:
+                for seq in utf8_sequences(lo, hi):
+                    cur = start
+                    for k, (a, b) in enumerate(seq):
+                        if k == len(seq) - 1:
+                            self.edges[cur].append((a, b, end))
+                        else:
+                            key = (cur, a, b)
+                            nxt = trie.get(key)
+                            if nxt is None:
+                                nxt = self.new()
+                                trie[key] = nxt
+                                self.edges[cur].append((a, b, nxt))
+                            cur = nxt
+            return end
+        if isinstance(node, Concat):
+            cur = start
+            for item in node.items:
+                cur = self.build(item, cur)
+            return cur
+        if isinstance(node, Alt):
+            end = self.new()
+            for item in node.items:
+                s = self.new()
+                self.eps[start].append(s)
+                self.eps[self.build(item, s)].append(end)
+            return end
+        cur = start
+        for _ in range(node.lo):
+            cur = self.build(node.item, cur)
+        if node.hi is None:
+            loop = self.new()
+            self.eps[cur].append(loop)
+            self.eps[self.build(node.item, loop)].append(loop)
+            return loop
+        end = self.new()
+        for _ in range(node.hi - node.lo):
+            self.eps[cur].append(end)
+            cur = self.build(node.item, cur)
+        self.eps[cur].append(end)
+        return end
+
+
+# ----------------------------------------------------------------------------- DFA
+
+
+@dataclass(frozen=True)
+class Dfa:
+    """A trimmed DFA over bytes: ``trans[s, b]`` is the next state or -1 (no way to acceptance); start 0."""
+
+    trans: np.ndarray  # int32 [S, 256]
+    accepting: np.ndarray  # bool [S]
+
+    @property
+    def num_states(self) -> int:
+        return int(self.trans.shape[0])
+
+    def run(self, data: bytes, state: int = 0) -> int:
+        """The state after ``data`` from ``state``, -1 when no accepted string continues it."""
+        for b in data:
+            if state < 0:
+                break
+            state = int(self.trans[state, b])
+        return state
+
+    def matches(self, data: bytes) -> bool:
+        s = self.run(data)
+        return s >= 0 and bool(self.accepting[s])
+
+
+def _closure(nfa: _Nfa, states: set[int]) -> frozenset[int]:
+    stack = list(states)
+    seen = set(states)
+    while stack:
+        s = stack.pop()
+        for t in nfa.eps[s]:
+            if t not in seen:
+                seen.add(t)
+                stack.append(t)
+    return frozenset(seen)
+
+
+def _byte_classes(nfa: _Nfa) -> np.ndarray:
+    """Bytes no NFA edge tells apart share a class: class id per byte (int64 [256])."""
+    cuts = np.zeros(257, dtype=bool)
+    for edges in nfa.edges:
+        for lo, hi, _ in edges:
+            cuts[lo] = True
+            cuts[hi + 1] = True
+    return np.cumsum(cuts[:256]) - 1 if cuts[0] else np.cumsum(cuts[:256])
+
+
+def determinize(nfa: _Nfa, start: int, final: int, max_states: int) -> tuple[list[list[int]], list[bool], np.ndarray]:
+    """Subset construction over byte classes: (rows [S][C] with -1 for the empty set, accepting [S], the class of
+    each byte)."""
+    classes = _byte_classes(nfa)
+    num_classes = int(classes.max()) + 1
+    cls = classes.tolist()
+    # each NFA state's edges as (first class, last class, target), computed once
+    edges = [[(cls[lo], cls[hi], t) for lo, hi, t in e] for e in nfa.edges]
+    limit = max_states * 4 + 64
+    first = _closure(nfa, {start})
+    index = {first: 0}
+    order = [first]
+    rows: list[list[int]] = []
+    i = 0
+    while i < len(order):
+        cur = order[i]
+        i += 1
+        targets: list[set[int] | None] = [None] * num_classes
+        for s in cur:
+            for c0, c1, t in edges[s]:
+                for c in range(c0, c1 + 1):
+                    found = targets[c]
+                    if found is None:
+                        targets[c] = {t}
+                    else:
+                        found.add(t)
+        row = [-1] * num_classes
+        memo: dict[frozenset[int], int] = {}
+        for c in range(num_classes):
+            tset = targets[c]
+            if tset is None:
+                continue
+            raw = frozenset(tset)
+            j = memo.get(raw)
+            if j is None:
+                key = _closure(nfa, tset)
+                j = index.get(key)
+                if j is None:
+                    if len(order) >= limit:
+                        raise PatternTooLarge(
+                            f"the pattern's DFA grows past {limit} states during its construction, "
+                            f"far over the bound of {max_states} (max_states); a general grammar engine is the "
+                            "tool for it"
+                        )
+                    j = len(order)
+                    index[key] = j
+                    order.append(key)
+                memo[raw] = j
+            row[c] = j
+        rows.append(row)
+    return rows, [final in s for s in order], classes
+
+
+def minimize(rows: list[list[int]], accepting: list[bool]) -> tuple[list[list[int]], list[bool]]:
+    """Hopcroft's partition refinement on the partial DFA (rows over byte classes, -1 for no transition), then
+    trimmed (no state that cannot reach acceptance) and renumbered breadth-first from the start.
+
+    Without a sink state, both initial blocks start as splitters (with one, its complement's split follows); a
+    missing transition then never joins a state to one that has it, as equivalence wants.
+    """
+    total = len(rows)
+    acc = list(accepting)
+    pred: list[list[tuple[int, int]]] = [[] for _ in range(total)]  # (class, source) of each state's in-edges
+    for x, row in enumerate(rows):
+        for c, t in enumerate(row):
+            if t >= 0:
+                pred[t].append((c, x))
+    finals = {x for x in range(total) if acc[x]}
+    others = set(range(total)) - finals
+    blocks: list[set[int]] = [b for b in (finals, others) if b]
+    block = [0] * total
+    for b, members in enumerate(blocks):
+        for x in members:
+            block[x] = b
+    work = set(range(len(blocks)))
+    while work:
+        a = work.pop()
+        by_class: dict[int, list[int]] = {}
+        for t in blocks[a]:
+            for c, x in pred[t]:
+                found = by_class.get(c)
+                if found is None:
+                    by_class[c] = [x]
+                else:
+                    found.append(x)
+        for xs in by_class.values():  # split every block by "reaches the splitter on this class"
+            touched: dict[int, list[int]] = {}
+            for x in xs:
+                y = block[x]
+                hit = touched.get(y)
+                if hit is None:
+                    touched[y] = [x]
+                else:
+                    hit.append(x)
+            for y, hits in touched.items():
+                if len(hits) == len(blocks[y]):
+                    continue
+                inter = set(hits)
+                rest = blocks[y] - inter
+                blocks[y] = rest
+                new = len(blocks)
+                blocks.append(inter)
+                for x in inter:
+                    block[x] = new
+                if y in work or len(inter) <= len(rest):
+                    work.add(new)
+                else:
+                    work.add(y)
+    # the quotient automaton, trimmed
+    k = len(blocks)
+    qrows = [[block[t] if t >= 0 else -1 for t in rows[next(iter(members))]] for members in blocks]
+    qacc = [acc[next(iter(members))] for members in blocks]
+    reverse: list[set[int]] = [set() for _ in range(k)]
+    for b, row in enumerate(qrows):
+        for t in row:
+            if t >= 0:
+                reverse[t].add(b)
+    live = [False] * k
+    stack = [b for b in range(k) if qacc[b]]
+    for b in stack:
+        live[b] = True
+    while stack:
+        b = stack.pop()
+        for p in reverse[b]:
+            if not live[p]:
+                live[p] = True
+                stack.append(p)
+    start = block[0]
+    if not live[start]:
+        raise PatternError("the pattern matches no string", position=0)
+    number = {start: 0}
+    queue = [start]
+    for q in queue:
+        for t in qrows[q]:
+            if t >= 0 and live[t] and t not in number:
+                number[t] = len(queue)
+                queue.append(t)
+    out = [[number[t] if t >= 0 and live[t] else -1 for t in qrows[q]] for q in queue]
+    return out, [qacc[q] for q in queue]
+
+
+def compile_regex(pattern: str, *, max_states: int = MAX_DFA_STATES) -> Dfa:
+    """The minimal trimmed DFA of ``pattern`` over UTF-8 bytes.
+
+    Raises :class:`PatternError` for syntax outside the subset (naming the position) or a pattern matching
+    nothing, :class:`PatternTooLarge` when the automaton exceeds ``max_states`` states.
+    """
+    tree = parse(pattern)
+    nfa = _Nfa(MAX_NFA_STATES)
+    start = nfa.new()
+    final = nfa.build(tree, start)
+    rows, accepting, classes = determinize(nfa, start, final, max_states)
+    out, acc = minimize(rows, accepting)
+    if len(out) > max_states:
+        raise PatternTooLarge(
+            f"pattern {pattern!r:.80}: its minimal DFA has {len(out)} states, more than the bound of {max_states}; "
+            "a general grammar engine is the tool for it"
+        )
+    by_class = np.array(out, dtype=np.int32).reshape(len(out), -1)
+    return Dfa(np.ascontiguousarray(by_class[:, classes]), np.array(acc, dtype=bool))
+
+
+# ----------------------------------------------------------------------------- spelling for other engines
+
+
+def _rust_char(cp: int) -> str:
+    ch = chr(cp)
+    if ch.isascii() and ch.isalnum():
+        return ch
+    return f"\\x{cp:02x}" if cp < 0x80 else f"\\u{{{cp:x}}}"
+
+
+def to_rust_regex(node: Node) -> str:
+    """``node`` spelled explicitly in Rust ``regex`` syntax (llguidance): every class as code point ranges, so
+    no escape's meaning differs between engines."""
+    if isinstance(node, Chars):
+        r = node.ranges
+        if len(r) == 1 and r[0][0] == r[0][1]:
+            return _rust_char(r[0][0])
+        return "[" + "".join(_rust_char(a) if a == b else f"{_rust_char(a)}-{_rust_char(b)}" for a, b in r) + "]"
+    if isinstance(node, Concat):
+        return "".join(to_rust_regex(i) for i in node.items)
+    if isinstance(node, Alt):
+        return "(?:" + "|".join(to_rust_regex(i) for i in node.items) + ")"
+    inner = "(?:" + to_rust_regex(node.item) + ")"
+    if node.hi is None:
+        return f"{inner}{{{node.lo},}}"
+    return f"{inner}{{{node.lo},{node.hi}}}"
+
+
+def _xgrammar_char(cp: int) -> str:
+    ch = chr(cp)
+    if ch.isascii():
+        return ch if ch.isalnum() else f"\\u{cp:04x}"
+    return ch  # a literal: xgrammar and triec read the UTF-8 of the pattern itself
+
+
+def _no_surrogates(ranges: Ranges) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for lo, hi in ranges:
+        if lo <= 0xDFFF and hi >= 0xD800:
+            if lo < 0xD800:
+                out.append((lo, 0xD7FF))
+            if hi > 0xDFFF:
+                out.append((0xE000, hi))
+        else:
+            out.append((lo, hi))
+    return out
+
+
+def to_xgrammar_regex(node: Node) -> str:
+    """``node`` spelled so that xgrammar 0.2.9's ``compile_regex`` and :func:`parse` read the same language:
+    ASCII punctuation and controls as ``\\\\u00HH`` (xgrammar's ``\\\\x`` reads every hex digit that follows), other
+    characters literally, classes as explicit ranges (surrogates, which are no characters, left out)."""
+    if isinstance(node, Chars):
+        r = _no_surrogates(node.ranges)
+        if not r:  # no character: a class that matches nothing
+            return "[^\\u0000-" + chr(MAX_CODEPOINT) + "]"
+        if len(r) == 1 and r[0][0] == r[0][1]:
+            return _xgrammar_char(r[0][0])
+        return (
+            "["
+            + "".join(_xgrammar_char(a) if a == b else f"{_xgrammar_char(a)}-{_xgrammar_char(b)}" for a, b in r)
+            + "]"
+        )
+    if isinstance(node, Concat):
+        return "".join(to_xgrammar_regex(i) for i in node.items)
+    if isinstance(node, Alt):
+        return "(" + "|".join(to_xgrammar_regex(i) for i in node.items) + ")"
+    inner = "(" + to_xgrammar_regex(node.item) + ")"
+    if node.hi is None:
+        return f"{inner}{{{node.lo},}}"
+    return f"{inner}{{{node.lo},{node.hi}}}"
+
+
+def restrict_chars(node: Node, allowed: Ranges) -> Node:
+    """``node`` with every class intersected with ``allowed``: its language intersected with ``allowed``'s strings."""
+    if isinstance(node, Chars):
+        out = []
+        for lo, hi in node.ranges:
+            for a, b in allowed:
+                x, y = max(lo, a), min(hi, b)
+                if x <= y:
+                    out.append((x, y))
+        return Chars(normalize(out))
+    if isinstance(node, Concat):
+        return Concat(tuple(restrict_chars(i, allowed) for i in node.items))
+    if isinstance(node, Alt):
+        return Alt(tuple(restrict_chars(i, allowed) for i in node.items))
+    return Repeat(restrict_chars(node.item, allowed), node.lo, node.hi)

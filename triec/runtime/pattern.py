@@ -1,0 +1,343 @@
+"""The compiled pattern table: decode-time lookups for a regular language (a regex, a named format), numpy only.
+
+A :class:`PatternTable` is the CSR rows of a minimal DFA's states over a vocabulary, as a
+:class:`~triec.runtime.table.MaskTable` holds those of a trie's: ``allowed_offsets``, ``allowed_tokens``,
+``allowed_next`` (the same invariants, except that ``allowed_next`` may lead back: a DFA has cycles) and the
+accepting states, ascending (``value_state``, where EOS is allowed). The writer (:mod:`~triec.runtime.mask_writer`),
+the device table (:mod:`~triec.runtime.torch`), the sparse rows (:mod:`~triec.runtime.word_masks`) and the
+matcher read those arrays alone, so they serve it unchanged. The DFA's own byte transitions come along
+(``dfa_offsets``, ``dfa_bytes``, ``dfa_next``: per state, its live bytes ascending and where each leads): they
+describe states (a shortest prefix reaching each), force bytes (``jump_forward``) and let ``triec verify`` check
+every row against the DFA. State 0 is the start. A pattern's language may be infinite: the table has no values.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+import numpy as np
+
+from triec.errors import ArtifactContentError, TokenizerMismatch
+from triec.runtime.arrays import content, contents
+from triec.runtime.kinds import TableKind, Tokenization
+from triec.runtime.mask_writer import MaskWriter
+from triec.runtime.matcher import TableMatcher, whole_chars
+from triec.runtime.states import StateQueries, terminal_note
+from triec.runtime.word_masks import state_words
+
+if TYPE_CHECKING:
+    from triec.runtime.torch import TorchMaskTable
+
+
+class PatternTable(StateQueries):
+    """Allowed tokens and transitions for every state of a regular language's minimal DFA.
+
+    Built by ``triec.compile_pattern`` (:meth:`from_compile`) or ``triec.load`` (:meth:`from_artifact`).
+    """
+
+    kind: ClassVar[TableKind] = TableKind.PATTERN
+    restrictable: ClassVar[Literal[False]] = False
+    host_matched: ClassVar[Literal[False]] = False
+    required_engine: ClassVar[str | None] = None
+    canonical: ClassVar[bool] = False
+    tokenization: ClassVar[Tokenization] = Tokenization.ANY
+
+    def __init__(
+        self,
+        *,
+        allowed_offsets: np.ndarray,
+        allowed_tokens: np.ndarray,
+        allowed_next: np.ndarray,
+        value_state: np.ndarray,
+        dfa_offsets: np.ndarray,
+        dfa_bytes: np.ndarray,
+        dfa_next: np.ndarray,
+        vocab_size: int,
+        eos_token_ids: Sequence[int],
+        tokenizer_fingerprint: str,
+        tokenizer_name: str = "",
+        pattern: str = "",
+        format_name: str | None = None,
+        build_options: dict[str, Any] | None = None,
+        source: str | None = None,
+    ) -> None:
+        self.allowed_offsets = allowed_offsets
+        self.allowed_tokens = allowed_tokens
+        self.allowed_next = allowed_next
+        self.value_state = value_state
+        """The accepting states, ascending (the name the runtime's behaviours read them by)."""
+        self.dfa_offsets = dfa_offsets
+        self.dfa_bytes = dfa_bytes
+        self.dfa_next = dfa_next
+        self.vocab_size = int(vocab_size)
+        self.eos_token_ids: tuple[int, ...] = tuple(int(e) for e in eos_token_ids)
+        self.tokenizer_fingerprint = tokenizer_fingerprint
+        self.tokenizer_name = tokenizer_name
+        self.pattern = pattern
+        """The regular expression compiled (for a named format: the regex it stands for)."""
+        self.format_name = format_name
+        """The named format (``"date"``...) it was compiled from, or ``None`` for a plain regex."""
+        self.build_options = dict(build_options or {})
+        self.source = source
+        self.header: dict[str, Any] | None = None
+        self.format_version: int | None = None
+        self._eos = np.array(self.eos_token_ids, dtype=np.int32)
+        self._prefixes: list[bytes] | None = None
+        self._next_maps: list[dict[int, int] | None] = [None] * self.num_states  # token -> next, per state, on use
+
+    _checked = False  # every index known in range: compiled, or checked at load
+
+    @classmethod
+    def from_compile(cls, **fields: Any) -> PatternTable:
+        """A compiled table: correct by construction."""
+        table = cls(**fields)
+        table._checked = True
+        return table
+
+    @classmethod
+    def from_artifact(
+        cls, *, header: dict[str, Any], format_version: int, verify: bool, source: str, **fields: Any
+    ) -> PatternTable:
+        """A table over an artifact's sections, every index checked (and with ``verify`` every row against the DFA)."""
+        table = cls(source=source, **fields)
+        table.header, table.format_version = header, format_version
+        table.check_arrays(source, contents=verify)
+        table._checked = True
+        return table
+
+    # ------------------------------------------------------------- shape
+
+    @property
+    def num_states(self) -> int:
+        return int(self.allowed_offsets.shape[0]) - 1
+
+    @property
+    def num_allowed(self) -> int:
+        return int(self.allowed_tokens.shape[0])
+
+    @property
+    def num_values(self) -> int:
+        """Accepting states (a pattern's language has no list of values)."""
+        return int(self.value_state.shape[0])
+
+    @property
+    def values(self) -> list[str]:
+        raise TypeError("a pattern table has no list of values: its language is a regular expression's")
+
+    @property
+    def value_bytes(self) -> list[bytes]:  # type: ignore[override]
+        raise TypeError("a pattern table has no list of values: its language is a regular expression's")
+
+    def value(self, state: int) -> str | None:
+        return None
+
+    def __repr__(self) -> str:
+        what = f"format={self.format_name!r}" if self.format_name else f"pattern={self.pattern!r:.60}"
+        return (
+            f"PatternTable({what}, states={self.num_states}, allowed={self.num_allowed}, "
+            f"vocab_size={self.vocab_size}, eos={list(self.eos_token_ids)})"
+        )
+
+    # ------------------------------------------------------------- states
+
+    def _check_state(self, state: int) -> int:
+        s = int(state)
+        if not 0 <= s < self.num_states:
+            raise IndexError(f"state {state} out of range (0..{self.num_states - 1}){terminal_note(s)}")
+        return s
+
+    def _check_states(self, states: np.ndarray) -> None:
+        if states.view(np.uint64).max() >= self.num_states:
+            bad = int(states[(states < 0) | (states >= self.num_states)][0])
+            raise IndexError(f"state {bad} out of range (0..{self.num_states - 1}){terminal_note(bad)}")
+
+    _content = content
+    _contents = contents
+
+    def advance(self, state: int, token_id: int) -> int:
+        """The state after ``token_id``; :data:`~triec.runtime.states.FINISHED` for EOS at an accepting state.
+
+        A state's row becomes a dict on its first advance (a pattern table has few states), so a step is one
+        lookup; EOS, refusals and their messages are :meth:`StateQueries.advance`'s.
+        """
+        s = int(state)
+        if 0 <= s < len(self._next_maps):
+            found = self._next_maps[s]
+            if found is None:
+                toks, nxt = self.transitions(s)
+                found = self._next_maps[s] = dict(zip(toks.tolist(), nxt.tolist(), strict=True))
+            hit = found.get(int(token_id))
+            if hit is not None:
+                return hit
+        return super().advance(state, token_id)
+
+    def byte_step(self, state: int, byte: int) -> int:
+        """The DFA's state after one byte, -1 where no string of the language continues that way."""
+        s = self._check_state(state)
+        lo, hi = int(self.dfa_offsets[s]), int(self.dfa_offsets[s + 1])
+        i = lo + int(np.searchsorted(self.dfa_bytes[lo:hi], byte))
+        return int(self.dfa_next[i]) if i < hi and int(self.dfa_bytes[i]) == byte else -1
+
+    def run_bytes(self, data: bytes, state: int = 0) -> int:
+        """The DFA's state after ``data`` from ``state`` (-1: no string of the language continues so)."""
+        s = int(state)
+        for b in data:
+            if s < 0:
+                break
+            s = self.byte_step(s, b)
+        return s
+
+    def matches(self, text: str | bytes) -> bool:
+        """Whether the whole of ``text`` is in the language."""
+        s = self.run_bytes(text.encode("utf-8") if isinstance(text, str) else bytes(text))
+        return s >= 0 and self.is_accepting(s)
+
+    def prefix(self, state: int) -> bytes:
+        """A shortest byte string leading from the start to ``state`` (states of a DFA have many; this describes it)."""
+        s = self._check_state(state)
+        if self._prefixes is None:
+            found: list[bytes | None] = [None] * self.num_states
+            found[0] = b""
+            queue = [0]
+            offsets, bytes_, nxt = self.dfa_offsets.tolist(), self.dfa_bytes.tolist(), self.dfa_next.tolist()
+            for q in queue:
+                base = found[q]
+                assert base is not None
+                for k in range(offsets[q], offsets[q + 1]):
+                    t = nxt[k]
+                    if found[t] is None:
+                        found[t] = base + bytes((bytes_[k],))
+                        queue.append(t)
+            self._prefixes = [b if b is not None else b"" for b in found]
+        return self._prefixes[s]
+
+    def forced_bytes(self, state: int) -> bytes:
+        """The bytes every continuation from ``state`` begins with (empty where stopping or a choice comes next)."""
+        s = self._check_state(state)
+        out = bytearray()
+        seen = {s}
+        while not self.is_accepting(s):
+            lo, hi = int(self.dfa_offsets[s]), int(self.dfa_offsets[s + 1])
+            if hi - lo != 1:
+                break
+            out.append(int(self.dfa_bytes[lo]))
+            s = int(self.dfa_next[lo])
+            if s in seen:
+                break
+            seen.add(s)
+        return whole_chars(bytes(out))
+
+    # ------------------------------------------------------------- serving
+
+    def mask_writer(self, max_batch: int = 1) -> MaskWriter:
+        """A writer of up to ``max_batch`` bitmask rows that clears only what it set (O(allowed) per fill)."""
+        return MaskWriter(self, max_batch)  # type: ignore[arg-type]  # reads the CSR and value_state only
+
+    def to_torch(self, device: Any = None, **options: Any) -> TorchMaskTable:
+        """This table on a torch device (imports torch, so on use): batched fill, advance and logits masking."""
+        from triec.runtime.torch import TorchMaskTable
+
+        return TorchMaskTable(self, device, **options)  # type: ignore[arg-type]  # reads the arrays only
+
+    def matcher(self) -> PatternMatcher:
+        """A fresh matcher for one request."""
+        return PatternMatcher(self)
+
+    def check_indices(self) -> None:
+        """:class:`ArtifactContentError` unless every index is in range: a no-op for compiled and loaded tables,
+        a check for one built by hand (before a device upload trusts it)."""
+        if not self._checked:
+            self.check_arrays(self.source or "in-memory table")
+            self._checked = True
+
+    @property
+    def served_nbytes(self) -> int:
+        arrays = (
+            self.allowed_offsets,
+            self.allowed_tokens,
+            self.allowed_next,
+            self.value_state,
+            self.dfa_offsets,
+            self.dfa_bytes,
+            self.dfa_next,
+        )
+        words = state_words(self)
+        return sum(int(a.nbytes) for a in arrays) + int(words.offsets.nbytes + words.words.nbytes + words.bits.nbytes)
+
+    def check_arrays(self, source: str, *, contents: bool = False) -> None:
+        """:class:`ArtifactContentError` unless every index the runtime follows is in range (every load); with
+        ``contents``, also tokens ascending per state and never EOS, DFA bytes ascending per state (``verify``).
+        That each row is the DFA's over the vocabulary is ``triec verify``'s check (it needs the tokenizer)."""
+        s, p = self.num_states, self.num_allowed
+        off, dof = self.allowed_offsets, self.dfa_offsets
+
+        def fail(section: str, what: str) -> ArtifactContentError:
+            return ArtifactContentError(f"{source}: section {section}: {what}; the artifact is corrupt")
+
+        if s < 1:
+            raise fail("allowed_offsets", "a pattern table holds at least one state")
+        if int(off[0]) != 0 or int(off[-1]) != p or bool((np.diff(off.astype(np.int64)) < 0).any()):
+            raise fail("allowed_offsets", f"expected offsets rising from 0 to {p}")
+        if p and (int(self.allowed_tokens.min()) < 0 or int(self.allowed_tokens.max()) >= self.vocab_size):
+            raise fail("allowed_tokens", f"expected token ids in 0..{self.vocab_size - 1}")
+        if p and (int(self.allowed_next.min()) < 0 or int(self.allowed_next.max()) >= s):
+            raise fail("allowed_next", f"expected states in 0..{s - 1}")
+        vs = self.value_state
+        if vs.size and (int(vs.min()) < 0 or int(vs.max()) >= s or bool((np.diff(vs.astype(np.int64)) <= 0).any())):
+            raise fail("value_state", f"expected strictly increasing accepting states in 0..{s - 1}")
+        if dof.shape[0] != s + 1 or int(dof[0]) != 0 or int(dof[-1]) != self.dfa_bytes.shape[0]:
+            raise fail("dfa_offsets", f"expected {s + 1} offsets from 0 to {self.dfa_bytes.shape[0]}")
+        if bool((np.diff(dof.astype(np.int64)) < 0).any()):
+            raise fail("dfa_offsets", "expected rising offsets")
+        if self.dfa_next.size and (int(self.dfa_next.min()) < 0 or int(self.dfa_next.max()) >= s):
+            raise fail("dfa_next", f"expected states in 0..{s - 1}")
+        if not contents:
+            return
+        for name, offsets, items in (
+            ("allowed_tokens", off, self.allowed_tokens),
+            ("dfa_bytes", dof, self.dfa_bytes),
+        ):
+            rising = np.diff(items.astype(np.int64)) > 0
+            starts = np.zeros(items.shape[0], dtype=bool)
+            starts[np.asarray(offsets[:-1], dtype=np.int64)[np.diff(offsets.astype(np.int64)) > 0]] = True
+            if not bool((rising | starts[1:]).all()):
+                raise fail(name, "expected strictly ascending items within each state")
+        if p and bool(np.isin(self.allowed_tokens, self._eos).any()):
+            raise fail("allowed_tokens", "an EOS id is stored as content (EOS is allowed at accepting states only)")
+
+    def check_tokenizer(self, fingerprint_or_vocab: Any) -> None:
+        """Raise :class:`TokenizerMismatch` unless the vocabulary is the one compiled for (EOS ids and width too)."""
+        fp = getattr(fingerprint_or_vocab, "fingerprint", fingerprint_or_vocab)
+        if fp != self.tokenizer_fingerprint:
+            raise TokenizerMismatch(
+                f"artifact was compiled for tokenizer {self.tokenizer_fingerprint} "
+                f"({self.tokenizer_name or 'unnamed'}), not {fp}: its masks would be wrong for this tokenizer"
+            )
+        eos = getattr(fingerprint_or_vocab, "eos_token_ids", None)
+        if eos is not None and tuple(eos) != self.eos_token_ids:
+            raise TokenizerMismatch(
+                f"artifact allows EOS ids {list(self.eos_token_ids)}, the vocabulary uses {list(eos)}"
+            )
+        width = getattr(fingerprint_or_vocab, "vocab_size", None)
+        if width is not None and int(width) != self.vocab_size:
+            raise TokenizerMismatch(f"artifact masks are {self.vocab_size} wide, the vocabulary is {width} wide")
+
+    def save(self, path: str | os.PathLike[str], *, compress: bool | None = None) -> int:
+        """Write the artifact atomically (``"triec-pattern"``); ``compress`` (default: path ends in ``.zst``) wraps it in zstd."""
+        from triec.artifact.formats import write_artifact
+
+        return write_artifact(self, path, compress=compress)
+
+
+class PatternMatcher(TableMatcher[Any]):
+    """:class:`~triec.runtime.matcher.TableMatcher` over a pattern table; ``jump_forward`` follows the DFA."""
+
+    table: PatternTable
+
+    def jump_forward(self) -> bytes:
+        """The bytes the pattern forces next (empty where stopping or a choice comes next)."""
+        if self._done:
+            return b""
+        return self.table.forced_bytes(self.state)

@@ -1,0 +1,219 @@
+"""Checking and showing a pattern table: every row against its own DFA, and against llguidance and xgrammar.
+
+The reference derivation runs every token's bytes through the DFA stored in the artifact from each state checked
+(by brute force, tokens grouped by length: O(states x vocabulary bytes)); it shares nothing with the compiler's
+lockstep walk over the token trie. The engines compile the same regex (xgrammar as written, since its semantics
+are the reference for the escapes; llguidance spelled explicitly by :func:`~triec.compiler.regex.to_rust_regex`)
+and are compared state by state along seeded decode walks.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from triec.compiler.regex import parse, to_rust_regex
+from triec.engines.base import engine_version, import_engine
+from triec.engines.llguidance import LLGuidanceEngine
+from triec.engines.xgrammar import XGrammarEngine
+from triec.runtime.bitmask import ids_of
+from triec.runtime.pattern import PatternTable
+from triec.tokenizer.vocabulary import Vocabulary
+from triec.verify.paths import escape_bytes
+
+WALK_DEPTH = 48
+"""Tokens per decode walk at most (a walk also ends where only EOS is allowed)."""
+
+
+@dataclass
+class PatternCheck:
+    """One comparison of a pattern table's rows with a derivation."""
+
+    against: str
+    status: str = "ok"
+    version: str | None = None
+    reason: str = ""
+    states_checked: int = 0
+    walks: int = 0
+    walk_steps: int = 0
+    mismatches: list[dict[str, Any]] = field(default_factory=list)  # state, prefix, problem, only_triec, only_other
+
+
+def dense_dfa(table: PatternTable) -> np.ndarray:
+    """The stored DFA as a dense int32 [S, 256] table, -1 where no string of the language continues."""
+    dense = np.full((table.num_states, 256), -1, dtype=np.int32)
+    counts = np.diff(table.dfa_offsets).astype(np.int64)
+    rows = np.repeat(np.arange(table.num_states), counts)
+    dense[rows, table.dfa_bytes.astype(np.int64)] = table.dfa_next
+    return dense
+
+
+def reference_rows(table: PatternTable, vocab: Vocabulary, states: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(tokens ascending, next states) of each of ``states``: every token's bytes run through the DFA."""
+    dense = dense_dfa(table)
+    tb = vocab.token_bytes
+    ids = np.array([i for i, b in enumerate(tb) if b], dtype=np.int64)
+    lengths = np.array([len(tb[i]) for i in ids], dtype=np.int64)
+    order = np.argsort(-lengths, kind="stable")
+    ids, lengths = ids[order], lengths[order]
+    width = int(lengths.max()) if lengths.size else 0
+    mat = np.zeros((ids.size, max(width, 1)), dtype=np.int64)
+    for row, i in enumerate(ids.tolist()):
+        b = tb[i]
+        mat[row, : len(b)] = np.frombuffer(b, dtype=np.uint8)
+    longer = np.searchsorted(-lengths, -np.arange(width + 1), side="left").tolist()  # tokens longer than pos
+    out = []
+    for s in states.tolist():
+        cur = np.full(ids.size, s, dtype=np.int64)
+        for pos in range(width):
+            n = longer[pos]  # they come first
+            if n == 0:
+                break
+            live = cur[:n] >= 0
+            step = np.full(n, -1, dtype=np.int64)
+            step[live] = dense[cur[:n][live], mat[:n, pos][live]]
+            cur[:n] = step
+        ok = cur >= 0
+        toks, nxt = ids[ok], cur[ok]
+        o = np.argsort(toks, kind="stable")
+        out.append((toks[o], nxt[o]))
+    return out
+
+
+def compare_reference(
+    table: PatternTable, vocab: Vocabulary, states: np.ndarray, max_examples: int = 10
+) -> PatternCheck:
+    check = PatternCheck(against="reference")
+    for s, (toks, nxt) in zip(states.tolist(), reference_rows(table, vocab, states), strict=True):
+        mine, mine_next = table.transitions(s)
+        check.states_checked += 1
+        if np.array_equal(mine, toks) and np.array_equal(mine_next, nxt):
+            continue
+        check.status = "mismatch"
+        if len(check.mismatches) < max_examples:
+            check.mismatches.append(
+                {
+                    "state": s,
+                    "prefix": escape_bytes(table.prefix(s)),
+                    "problem": "tokens differ" if not np.array_equal(mine, toks) else "next states differ",
+                    "only_triec": np.setdiff1d(mine, toks)[:8].tolist(),
+                    "only_other": np.setdiff1d(toks, mine)[:8].tolist(),
+                }
+            )
+    return check
+
+
+def engine_pattern(name: str, vocab: Vocabulary, regex: str) -> Any:
+    """A fresh-matcher factory of engine ``name`` for ``regex``: xgrammar reads it as written, llguidance as
+    :func:`~triec.compiler.regex.to_rust_regex` spells it (the escapes' meanings differ between the two)."""
+    if name == "llguidance":
+        ll = LLGuidanceEngine(vocab)
+        compiled = ll.compile_pattern(to_rust_regex(parse(regex)))
+        return lambda: ll.matcher(compiled)
+    xg = XGrammarEngine(vocab)
+    compiled = xg.compile_pattern(regex)
+    return lambda: xg.matcher(compiled)
+
+
+def compare_engine(
+    table: PatternTable, vocab: Vocabulary, name: str, *, walks: int, seed: int, max_examples: int = 10
+) -> PatternCheck:
+    """The table's allowed set against the engine's mask at every state along ``walks`` seeded decode walks."""
+    import_engine(name)  # EngineUnavailable with the pip command when it is missing
+    check = PatternCheck(against=name, version=engine_version(name))
+    start = engine_pattern(name, vocab, table.pattern)
+    words = table.words_per_row
+    rng = random.Random(seed)
+    eos = set(vocab.eos_token_ids)
+    seen: set[int] = set()
+    for _ in range(max(walks, 1)):
+        m = start()
+        state = table.start
+        check.walks += 1
+        for _step in range(WALK_DEPTH):
+            mine = table.allowed(state)
+            row = np.zeros(words, dtype=np.int32)
+            m.fill(row)
+            theirs = ids_of(row, vocab.vocab_size)
+            check.walk_steps += 1
+            if state not in seen:
+                seen.add(state)
+            if not np.array_equal(mine, theirs):
+                check.status = "mismatch"
+                if len(check.mismatches) < max_examples:
+                    check.mismatches.append(
+                        {
+                            "state": state,
+                            "prefix": escape_bytes(table.prefix(state)),
+                            "problem": "allowed sets differ",
+                            "only_triec": np.setdiff1d(mine, theirs)[:8].tolist(),
+                            "only_other": np.setdiff1d(theirs, mine)[:8].tolist(),
+                        }
+                    )
+                break
+            content = [int(t) for t in mine.tolist() if int(t) not in eos]
+            if not content:
+                break
+            if rng.random() < 0.5:  # long tokens cross the most DFA states
+                tok = max(rng.sample(content, min(8, len(content))), key=lambda t: len(vocab.token_bytes[t]))
+            else:
+                tok = rng.choice(content)
+            if not m.consume(tok):
+                check.status = "mismatch"
+                check.mismatches.append({"state": state, "problem": f"the engine refused allowed token {tok}"})
+                break
+            state = table.advance(state, tok)
+    check.states_checked = len(seen)
+    return check
+
+
+# ---------------------------------------------------------------- inspect
+
+
+def pattern_summary(table: PatternTable) -> dict[str, Any]:
+    """What ``triec inspect`` shows of a pattern artifact."""
+    counts = np.diff(table.allowed_offsets.astype(np.int64))
+    header = dict(table.header or {})
+    return {
+        "kind": table.kind.value,
+        "format_version": table.format_version,
+        "triec_version": header.get("triec_version"),
+        "format": table.format_name,
+        "pattern": table.pattern,
+        "tokenizer": {"name": table.tokenizer_name, "fingerprint": table.tokenizer_fingerprint},
+        "vocab_size": table.vocab_size,
+        "eos_token_ids": list(table.eos_token_ids),
+        "states": table.num_states,
+        "accepting_states": table.value_state.tolist(),
+        "allowed_pairs": table.num_allowed,
+        "max_allowed": int(counts.max()) if counts.size else 0,
+        "dfa_edges": int(table.dfa_bytes.shape[0]),
+        "rows": [
+            {
+                "state": s,
+                "shortest_prefix": escape_bytes(table.prefix(s)),
+                "accepting": table.is_accepting(s),
+                "allowed_content_tokens": int(counts[s]),
+                "dfa_bytes": int(table.dfa_offsets[s + 1]) - int(table.dfa_offsets[s]),
+            }
+            for s in range(min(table.num_states, 200))
+        ],
+    }
+
+
+def describe_pattern_state(table: PatternTable, state: int, max_tokens: int | None = 200) -> dict[str, Any]:
+    toks, nxt = table.transitions(state)
+    shown = toks.size if max_tokens is None else min(toks.size, max_tokens)
+    return {
+        "state": int(state),
+        "shortest_prefix": escape_bytes(table.prefix(state)),
+        "accepting": table.is_accepting(state),
+        "eos_allowed": list(table.eos_token_ids) if table.is_accepting(state) else [],
+        "forced_bytes": escape_bytes(table.forced_bytes(state)),
+        "allowed_content_tokens": int(toks.size),
+        "tokens": [{"id": int(t), "next_state": int(n)} for t, n in zip(toks[:shown], nxt[:shown], strict=True)],
+        "tokens_truncated": shown < toks.size,
+    }
