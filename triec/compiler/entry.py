@@ -20,11 +20,19 @@ from triec.encoding import PLAIN, RAW, Encoding, as_encoding
 from triec.errors import EosTextWarning, ValuesError
 from triec.keys import prepare_values, spell_all
 from triec.runtime import MaskTable
+from triec.runtime.table import TailMaskTable
+from triec.runtime.tails import TokenIndex
 from triec.runtime.kinds import TOKENIZATIONS, Tokenization
 from triec.tokenizer.vocabulary import Vocabulary
 from triec.trie import Trie, build_trie_from_buffer, join_keys, longest_common_prefixes
 
 IMPLEMENTATIONS = ("numpy", "reference")
+LAYOUTS = ("auto", "full", "tails")
+"""Where rows are stored: ``full`` every state's row (format versions 1 and 2), ``tails`` only the branching
+states' (version 4: tail states' rows served from the values, :mod:`triec.runtime.tails`), ``auto`` the tail layout
+where tails are most of the states and their rows outweigh the token index it stores (:func:`choose_layout`)."""
+TAIL_SHARE = 0.5
+"""``auto`` picks the tail layout only when at least this share of the states are tails."""
 MAX_VALUE_BYTES = 2**31 - 2
 """Most value bytes one table holds: states (at most bytes + 1) and value ids are int32 in the format."""
 SMALL_SET = 500  # up to this many values, prepare_values (Python's sort) is faster than keysort
@@ -148,8 +156,13 @@ def compile_sorted(
     stats: CompileStats | None = None,
     encoding: Encoding = PLAIN,
     progress: Callable[[int, int], None] | None = None,
+    layout: str = "auto",
 ) -> MaskTable:
-    """Compile sorted, unique keys held in one buffer with their LCPs (:func:`prepare_buffer`)."""
+    """Compile sorted, unique keys held in one buffer with their LCPs (:func:`prepare_buffer`).
+
+    ``layout``: one of :data:`LAYOUTS` (the reference implementation writes the full layout)."""
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {LAYOUTS}, not {layout!r}")
     stats = stats if stats is not None else CompileStats()
     total = int(sk.offsets[-1])
     if total > MAX_VALUE_BYTES:
@@ -168,6 +181,13 @@ def compile_sorted(
     stats.num_values = trie.num_keys
     stats.value_bytes = int(trie.key_offsets[-1])
     value_state, value_lcp = trie.terminal.astype(np.int32), trie.lcp.astype(np.int32)
+    starts = None
+    index = None
+    if implementation == "numpy" and layout != "full":
+        starts, num_tails = branching_states(trie.num_nodes, value_state, value_lcp, np.diff(trie.key_offsets))
+        index = token_index(vocab)
+        if layout == "auto" and not choose_layout(trie.num_nodes, num_tails, index):
+            starts = index = None
     if implementation == "numpy":
         assert automaton is not None
         # the walk reads parents and bytes alone, the table value states and LCPs (now int32):
@@ -182,7 +202,7 @@ def compile_sorted(
             depth=empty,
             key_starts=empty,
         )
-        tr = walk(trie, automaton, vocab.vocab_size, progress)
+        tr = walk(trie, automaton, vocab.vocab_size, progress, starts=starts)
         offsets, tokens, next_state = tr.offsets, tr.tokens, tr.next_state
         del tr
     elif implementation == "reference":
@@ -192,7 +212,10 @@ def compile_sorted(
     else:
         raise ValueError(f"implementation must be one of {IMPLEMENTATIONS}, not {implementation!r}")
     t3 = time.perf_counter()
-    table = mask_table(trie, offsets, tokens, next_state, vocab, encoding, keys)
+    if starts is not None and index is not None:
+        table = tail_table(trie, offsets, tokens, next_state, starts, index, vocab, encoding, keys)
+    else:
+        table = mask_table(trie, offsets, tokens, next_state, vocab, encoding, keys)
     stats.num_states = trie.num_nodes
     stats.num_allowed = table.num_allowed
     stats.phases.update({"automaton": t1 - t0, "trie": t2 - t1, "masks": t3 - t2})
@@ -229,6 +252,75 @@ def mask_table(
     )
 
 
+def branching_states(
+    num_states: int, value_state: np.ndarray, value_lcp: np.ndarray, lengths: np.ndarray
+) -> tuple[np.ndarray, int]:
+    """(bool per state: not a tail, the number of tail states). Value i's tail is its last
+    ``len(i) - max(lcp[i], lcp[i + 1])`` states: below them no other value remains."""
+    lcp = value_lcp.astype(np.int64)
+    shared = np.maximum(lcp, np.append(lcp[1:], 0))
+    tail_len = np.asarray(lengths, dtype=np.int64) - shared
+    first = value_state.astype(np.int64) - tail_len + 1
+    live = tail_len > 0
+    mark = np.zeros(num_states + 1, dtype=np.int8)
+    mark[first[live]] = 1  # tails never touch: each starts after its value's shared part
+    mark[(first + tail_len)[live]] -= 1
+    np.cumsum(mark, out=mark)
+    branching = mark[:-1] == 0
+    return branching, int(tail_len[live].sum())
+
+
+_INDEX: dict[str, TokenIndex] = {}
+
+
+def token_index(vocab: Vocabulary) -> TokenIndex:
+    """The vocabulary's :class:`TokenIndex` (what a tail table stores), built once per fingerprint."""
+    found = _INDEX.get(vocab.fingerprint)
+    if found is None:
+        if len(_INDEX) >= 4:
+            _INDEX.clear()
+        found = _INDEX[vocab.fingerprint] = TokenIndex.of(vocab.token_bytes, vocab.eos_token_ids)
+    return found
+
+
+def choose_layout(num_states: int, num_tails: int, index: TokenIndex) -> bool:
+    """``auto``'s choice: the tail layout when tails are at least :data:`TAIL_SHARE` of the states and their rows
+    (at least 12 bytes each stored: an offset and a pair) outweigh the token index twice."""
+    return num_tails >= TAIL_SHARE * num_states and 12 * num_tails >= 2 * index.nbytes
+
+
+def tail_table(
+    trie: Trie,
+    offsets: np.ndarray,
+    tokens: np.ndarray,
+    next_state: np.ndarray,
+    branching: np.ndarray,
+    index: TokenIndex,
+    vocab: Vocabulary,
+    encoding: Encoding = PLAIN,
+    keys: list[bytes] | None = None,
+) -> TailMaskTable:
+    """The tail layout's table: the rows of the branching states (the walk left tail rows empty), the index."""
+    branch = np.flatnonzero(branching)
+    stored = np.append(offsets[branch], offsets[-1]).astype(np.uint32)
+    return TailMaskTable.from_compile(
+        value_bytes=keys,
+        allowed_offsets=stored,
+        allowed_tokens=tokens.astype(np.int32, copy=False),
+        allowed_next=next_state.astype(np.int32, copy=False),
+        token_index=index,
+        value_state=trie.terminal.astype(np.int32, copy=False),
+        value_lcp=trie.lcp.astype(np.int32, copy=False),
+        state_byte=trie.byte,
+        vocab_size=vocab.vocab_size,
+        eos_token_ids=vocab.eos_token_ids,
+        tokenizer_fingerprint=vocab.fingerprint,
+        tokenizer_name=vocab.name,
+        build_options={"tokenizer_family": vocab.family, "tokenizer_tokens": vocab.num_tokens},
+        encoding=encoding,
+    )
+
+
 def _keys_of(trie: Trie) -> list[bytes]:
     raw = trie.data.tobytes()
     lengths = np.diff(trie.key_offsets).tolist()
@@ -247,6 +339,7 @@ def compile(  # noqa: A001 - the public name mirrors re.compile
     tokenization: str | Tokenization = Tokenization.ANY,
     progress: Callable[[int, int], None] | None = None,
     encoder: Any = None,
+    layout: str = "auto",
 ) -> MaskTable:
     """Compile a finite set of strings into a :class:`MaskTable` for ``vocab``.
 
@@ -263,7 +356,9 @@ def compile(  # noqa: A001 - the public name mirrors re.compile
     token order). ``encoder`` replaces the vocabulary's encoder for canonical tables: anything with
     ``encode_batch(texts, add_special_tokens=False)`` returning objects with ``.ids`` (llama.cpp's own:
     :class:`triec.integrations.llama_cpp.LlamaCppEncoder`). ``progress(done, total)`` is called as the trie
-    walk goes (``triec compile``'s bar).
+    walk goes (``triec compile``'s bar). ``layout`` (:data:`LAYOUTS`): where rows are stored; ``auto`` stores
+    only the branching rows (format version 4) where one value alone lies below most states (titles, names), every
+    row otherwise; a canonical table stores every row. Every layout answers alike, state by state.
     """
     enc = as_encoding(encoding, prefix, suffix)
     if tokenization not in TOKENIZATIONS:
@@ -281,6 +376,7 @@ def compile(  # noqa: A001 - the public name mirrors re.compile
         stats=stats,
         encoding=enc,
         progress=progress,
+        layout=layout,
     )
 
 

@@ -15,6 +15,7 @@ from triec._arrays import find_sorted
 from triec.encoding import PLAIN, Encoding
 from triec.errors import ArtifactContentError, TokenNotAllowed
 from triec.runtime.bitmask import scatter_bits, words_for
+from triec.runtime.tails import TailLayout
 
 FINISHED = -1
 """What :meth:`MaskTable.advance` returns for an EOS token at an accepting state."""
@@ -42,6 +43,9 @@ class StateQueries:
 
     start: int = 0
     """The state before any token: the empty prefix."""
+
+    tails: TailLayout | None = None
+    """The tail layout's rows (:mod:`triec.runtime.tails`, format version 4), ``None`` where every row is stored."""
 
     value_state: np.ndarray
     vocab_size: int

@@ -1,0 +1,402 @@
+"""Tail states: the states below which one value alone remains, served from the value's bytes (numpy only).
+
+A state is a *tail* of value i when its depth exceeds both ``value_lcp[i]`` and ``value_lcp[i + 1]``: no other
+value passes through it. Its row is a function of the rest of value i and the vocabulary alone: every content
+token whose bytes are a prefix of the rest, each leading ``len(bytes)`` states further along the same value (a
+value's created states are numbered consecutively, so that is ``state + len``), and EOS where the rest is empty.
+Storing those rows as pairs is what made a set of titles 17 times its text; the tail layout (format version 4,
+docs/format.md) stores only the branching rows and serves tails here, from:
+
+* ``state_byte`` (the rest of value i after tail state s is ``state_byte[s + 1 .. value_state[i]]``), and
+* a :class:`TokenIndex`: every content token's bytes, sorted and distinct, with the ids spelling each.
+
+State ids are the trie's preorder ids, as in every other layout: a tail table and the same set compiled in the
+present layout number their states alike and answer alike, state by state. Which states are tails is derived from
+``value_state`` and ``value_lcp`` (:class:`TailLayout`), never stored: O(K) at load.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import NoReturn
+
+import numpy as np
+
+from triec._arrays import concat_ranges, find_sorted
+from triec.errors import ArtifactContentError
+from triec.trie import build_trie_from_buffer
+
+_CHECKPOINTS = (4, 8, 16, 32, 64, 128, 256, 512, 1024)
+"""Depths at which a tail's match stops early when no longer token starts with the bytes read."""
+
+
+def _fail(source: str, section: str, message: str) -> NoReturn:
+    raise ArtifactContentError(f"{source}: section {section}: {message}")
+
+
+@dataclass
+class TokenIndex:
+    """Every content token's bytes, sorted and distinct (``key_bytes`` cut at ``key_offsets``), and the ids that
+    spell each one (``ids[id_offsets[d]:id_offsets[d + 1]]``, ascending). EOS ids and ids without bytes are absent."""
+
+    key_offsets: np.ndarray  # uint32 [D + 1]
+    key_bytes: np.ndarray  # uint8 [key_offsets[D]]
+    id_offsets: np.ndarray  # uint32 [D + 1]
+    ids: np.ndarray  # int32 [T]
+    _lookup: dict[bytes, tuple[int, ...]] | None = field(default=None, repr=False)
+    _stops: list[frozenset[bytes] | None] | None = field(default=None, repr=False)
+    _max_len: int = field(default=0, repr=False)
+
+    @classmethod
+    def of(cls, token_bytes: Sequence[bytes], eos_token_ids: Iterable[int] = ()) -> TokenIndex:
+        """The index of a decoded vocabulary (``token_bytes[id]``; EOS ids and empty tokens are not content)."""
+        eos = set(eos_token_ids)
+        ids = [i for i, b in enumerate(token_bytes) if b and i not in eos]
+        ids.sort(key=token_bytes.__getitem__)  # stable: equal bytes keep ascending ids
+        keys: list[bytes] = []
+        id_offsets = [0]
+        for n, i in enumerate(ids):
+            b = token_bytes[i]
+            if not keys or keys[-1] != b:
+                if keys:
+                    id_offsets.append(n)
+                keys.append(b)
+        id_offsets.append(len(ids))
+        if not keys:
+            id_offsets = [0]
+        lengths = np.fromiter(map(len, keys), dtype=np.int64, count=len(keys))
+        key_offsets = np.zeros(len(keys) + 1, dtype=np.uint32)
+        np.cumsum(lengths, out=key_offsets[1:], dtype=np.uint32)
+        return cls(
+            key_offsets=key_offsets,
+            key_bytes=np.frombuffer(b"".join(keys), dtype=np.uint8).copy(),
+            id_offsets=np.asarray(id_offsets, dtype=np.uint32),
+            ids=np.asarray(ids, dtype=np.int32),
+        )
+
+    @property
+    def num_keys(self) -> int:
+        return int(self.key_offsets.shape[0]) - 1
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.key_offsets.nbytes + self.key_bytes.nbytes + self.id_offsets.nbytes + self.ids.nbytes)
+
+    def keys(self) -> list[bytes]:
+        raw = self.key_bytes.tobytes()
+        ends = self.key_offsets.tolist()
+        return [raw[a:b] for a, b in zip(ends[:-1], ends[1:], strict=True)]
+
+    def lookup(self) -> dict[bytes, tuple[int, ...]]:
+        """Token bytes -> the ids spelling them, built on first use (about 0.1 s for 150,000 tokens)."""
+        if self._lookup is None:
+            keys = self.keys()
+            offs = self.id_offsets.tolist()
+            ids = self.ids.tolist()
+            self._lookup = {k: tuple(ids[offs[d] : offs[d + 1]]) for d, k in enumerate(keys)}
+            self._max_len = max(map(len, keys), default=0)
+            stops: list[frozenset[bytes] | None] = [None] * (self._max_len + 1)
+            for c in _CHECKPOINTS:
+                if c < self._max_len:
+                    stops[c] = frozenset(k[:c] for k in keys if len(k) > c)
+            self._stops = stops
+        return self._lookup
+
+    def match(self, rest: bytes) -> tuple[list[int], list[int]]:
+        """(ids ascending, their byte lengths) of every token whose bytes are a non-empty prefix of ``rest``."""
+        get = self.lookup().get
+        stops = self._stops
+        assert stops is not None
+        found: list[tuple[int, int]] = []
+        for n in range(1, min(len(rest), self._max_len) + 1):
+            head = rest[:n]
+            ids = get(head)
+            if ids is not None:
+                for i in ids:
+                    found.append((i, n))
+            stop = stops[n]
+            if stop is not None and head not in stop:
+                break
+        if len(found) > 1:
+            found.sort()
+        return [i for i, _ in found], [n for _, n in found]
+
+    def automaton(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The token trie for vectorized walks: (edge keys sorted with a sentinel, edge child, key index per node
+        or -1, has child, root child per byte)."""
+        n_keys = self.num_keys
+        offsets = self.key_offsets.astype(np.int64)
+        trie = build_trie_from_buffer(np.ascontiguousarray(self.key_bytes), offsets)
+        n = trie.num_nodes
+        node_key = np.full(n, -1, dtype=np.int64)
+        node_key[trie.terminal] = np.arange(n_keys, dtype=np.int64)
+        has_child = np.zeros(n, dtype=bool)
+        has_child[trie.parent[1:]] = True
+        edge = trie.parent[1:].astype(np.int64) * 256 + trie.byte[1:]
+        order = np.argsort(edge, kind="stable")
+        edge_keys = np.append(edge[order], np.iinfo(np.int64).max)
+        edge_child = np.append(order + 1, 0).astype(np.int64)
+        return edge_keys, edge_child, node_key, has_child, np.zeros(0)
+
+
+class TailLayout:
+    """Which states of a table are tails, the CSR row of each branching state, and the rows of tail states.
+
+    Derived from ``value_state``, ``value_lcp`` and ``state_byte`` (checked in range before: the caller's
+    :func:`~triec.runtime.validate.check_indices` rules 9 and 10) in O(K).
+    """
+
+    def __init__(
+        self,
+        *,
+        offsets: np.ndarray,
+        tokens: np.ndarray,
+        nxt: np.ndarray,
+        value_state: np.ndarray,
+        value_lcp: np.ndarray,
+        state_byte: np.ndarray,
+        index: TokenIndex,
+        vocab_size: int,
+    ) -> None:
+        self.offsets = offsets
+        self.tokens = tokens
+        self.next = nxt
+        self.vocab_size = int(vocab_size)
+        self.value_state = value_state
+        self.state_byte = state_byte
+        self.index = index
+        ends = value_state.astype(np.int64)
+        created = np.diff(ends, prepend=0)
+        if created.shape[0]:
+            created[0] = ends[0]
+        lcp = value_lcp.astype(np.int64)
+        lengths = lcp + created
+        shared = np.maximum(lcp, np.append(lcp[1:], 0))
+        tail_len = np.maximum(lengths - shared, 0)
+        tail_len = np.clip(tail_len, 0, np.maximum(created, 0))  # corrupt LCPs (refused later) stay in range
+        self.tail_len = tail_len.astype(np.int32)
+        self.tail_first = (ends - tail_len + 1).astype(np.int64)
+        before = np.zeros(tail_len.shape[0], dtype=np.int64)
+        np.cumsum(tail_len[:-1], out=before[1:])
+        self.tails_before = before
+        self.num_tails = int(tail_len.sum())
+        self.num_states = int(state_byte.shape[0])
+        self.num_branch = self.num_states - self.num_tails
+        self._ends_list: list[int] | None = None
+
+    # ------------------------------------------------------------- classifying
+
+    def branch_rows(self, states: np.ndarray) -> np.ndarray:
+        """Each state's branching row, or -1 for a tail state (states known in range; int64)."""
+        v = np.searchsorted(self.value_state, states)
+        row = states - self.tails_before[v]
+        row[states >= self.tail_first[v]] = -1
+        return row
+
+    def branch_row(self, state: int) -> int:
+        """One state's branching row, or -1 for a tail state (in range)."""
+        v = int(np.searchsorted(self.value_state, state))
+        if state >= int(self.tail_first[v]):
+            return -1
+        return state - int(self.tails_before[v])
+
+    def branch_states(self) -> np.ndarray:
+        """The branching states, ascending (int64 [B])."""
+        is_tail = np.zeros(self.num_states + 1, dtype=np.int8)
+        live = self.tail_len > 0
+        np.add.at(is_tail, self.tail_first[live], 1)
+        np.add.at(is_tail, (self.tail_first + self.tail_len)[live], -1)
+        return np.flatnonzero(np.cumsum(is_tail[:-1]) == 0)
+
+    def tail_states(self) -> tuple[np.ndarray, np.ndarray]:
+        """(every tail state ascending, the last state of its value) as int64."""
+        counts = self.tail_len.astype(np.int64)
+        states = concat_ranges(self.tail_first, counts)
+        ends = np.repeat(self.value_state.astype(np.int64), counts)
+        return states, ends
+
+    # ------------------------------------------------------------- rows
+
+    def row(self, state: int, end: int) -> tuple[np.ndarray, np.ndarray]:
+        """(content tokens ascending, next states) of tail state ``state`` of the value ending at ``end``."""
+        index = self.index
+        if index._lookup is None:
+            index.lookup()
+        m = min(end - state, index._max_len)
+        if m <= 0:
+            return np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int32)
+        ids, lengths = index.match(self.state_byte[state + 1 : state + 1 + m].tobytes())
+        return np.array(ids, dtype=np.int32), np.array(lengths, dtype=np.int32) + np.int32(state)
+
+    def content(self, state: int) -> tuple[np.ndarray, np.ndarray]:
+        """(content tokens ascending, next states) of any state in range: a CSR slice or a tail row."""
+        v = find_sorted(self.value_state, state)
+        if state >= int(self.tail_first[v]):
+            return self.row(state, int(self.value_state[v]))
+        r = state - int(self.tails_before[v])
+        lo, hi = int(self.offsets[r]), int(self.offsets[r + 1])
+        return self.tokens[lo:hi], self.next[lo:hi]
+
+    def content_pairs(self, states: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(row index, token, next state) int64 of a batch of states in range, row by row, tokens ascending."""
+        states = np.asarray(states, dtype=np.int64)
+        n = states.shape[0]
+        v = np.searchsorted(self.value_state, states)
+        tail = states >= self.tail_first[v]
+        b_at = np.flatnonzero(~tail)
+        r = states[b_at] - self.tails_before[v[b_at]]
+        lo = self.offsets[r].astype(np.int64)
+        counts = self.offsets[r + 1].astype(np.int64) - lo
+        pos = concat_ranges(lo, counts)
+        rows = [np.repeat(b_at, counts)]
+        toks = [self.tokens[pos].astype(np.int64)]
+        nxts = [self.next[pos].astype(np.int64)]
+        t_at = np.flatnonzero(tail)
+        if t_at.size:
+            ends = self.value_state[v[t_at]].tolist()
+            for i, s, e in zip(t_at.tolist(), states[t_at].tolist(), ends, strict=True):
+                tt, tn = self.row(s, e)
+                rows.append(np.full(tt.shape[0], i, dtype=np.int64))
+                toks.append(tt.astype(np.int64))
+                nxts.append(tn.astype(np.int64))
+        row, tok, nxt = np.concatenate(rows), np.concatenate(toks), np.concatenate(nxts)
+        if t_at.size and n > 1:
+            order = np.argsort(row, kind="stable")
+            row, tok, nxt = row[order], tok[order], nxt[order]
+        return row, tok, nxt
+
+    def end_of(self, state: int) -> int:
+        """The last state of the value a tail state lies on."""
+        return int(self.value_state[int(np.searchsorted(self.value_state, state))])
+
+    def expand(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every tail state's pairs at once: (state, token id, next state) int64, sorted by (state, token).
+
+        A vectorized walk of the token trie along each tail, one byte per round (the longest token's length in
+        rounds): what the present layout's arrays hold for these states.
+        """
+        edge_keys, edge_child, node_key, has_child, _ = self.index.automaton()
+        states, ends = self.tail_states()
+        inside = states < ends  # a value's last state has no rest
+        states, ends = states[inside], ends[inside]
+        node = np.zeros(states.shape[0], dtype=np.int64)
+        start, end = states, ends
+        found_s: list[np.ndarray] = []
+        found_k: list[np.ndarray] = []
+        found_n: list[np.ndarray] = []
+        depth = 1
+        sb = self.state_byte
+        while start.shape[0]:
+            keys = node * 256 + sb[start + depth]
+            at = np.searchsorted(edge_keys, keys)
+            hit = edge_keys[at] == keys
+            start, end, node = start[hit], end[hit], edge_child[at[hit]]
+            k = node_key[node]
+            ends_here = k >= 0
+            found_s.append(start[ends_here])
+            found_k.append(k[ends_here])
+            found_n.append(start[ends_here] + depth)
+            go = has_child[node] & (start + depth < end)
+            start, end, node = start[go], end[go], node[go]
+            depth += 1
+        s = np.concatenate(found_s) if found_s else np.zeros(0, dtype=np.int64)
+        k = np.concatenate(found_k) if found_k else np.zeros(0, dtype=np.int64)
+        nx = np.concatenate(found_n) if found_n else np.zeros(0, dtype=np.int64)
+        lo = self.index.id_offsets[k].astype(np.int64)
+        counts = self.index.id_offsets[k + 1].astype(np.int64) - lo
+        tok = self.index.ids[concat_ranges(lo, counts)].astype(np.int64)
+        s, nx = np.repeat(s, counts), np.repeat(nx, counts)
+        order = np.lexsort((tok, s))
+        return s[order], tok[order], nx[order]
+
+
+def full_rows(layout: TailLayout) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The present layout's three arrays (CSR over every state) from the branching rows and the expanded tails."""
+    offsets, tokens, nxt = layout.offsets, layout.tokens, layout.next
+    n = layout.num_states
+    branch = layout.branch_states()
+    counts_b = np.diff(offsets.astype(np.int64))
+    ts, tt, tn = layout.expand()
+    per_state = np.zeros(n, dtype=np.int64)
+    per_state[branch] = counts_b
+    np.add.at(per_state, ts, 1)
+    full = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(per_state, out=full[1:])
+    total = int(full[-1])
+    out_t = np.empty(total, dtype=np.int32)
+    out_n = np.empty(total, dtype=np.int32)
+    # branching rows, in their order, at their states' offsets
+    pos_b = concat_ranges(full[branch], counts_b)
+    out_t[pos_b] = tokens
+    out_n[pos_b] = nxt
+    # tail rows: sorted by state already; each state's first pair at its offset
+    if ts.shape[0]:
+        first = np.ones(ts.shape[0], dtype=bool)
+        first[1:] = ts[1:] != ts[:-1]
+        run_start = np.maximum.accumulate(np.where(first, np.arange(ts.shape[0]), 0))
+        pos_t = full[ts] + (np.arange(ts.shape[0]) - run_start)
+        out_t[pos_t] = tt
+        out_n[pos_t] = tn
+    dtype = np.uint32 if total < 2**32 else np.int64
+    return full.astype(dtype), out_t, out_n
+
+
+def check_tail_indices(layout: TailLayout, source: str) -> None:
+    """Every index a tail table follows in range: the branching CSR (B + 1 offsets from 0 to P, never
+    decreasing; tokens in the mask; next states in the table) and the token index (offsets from 0 to their data's
+    length, keys non-empty, every id in the mask)."""
+    offsets, tokens, nxt, vocab_size = layout.offsets, layout.tokens, layout.next, layout.vocab_size
+    b = layout.num_branch
+    p = int(tokens.shape[0])
+    if layout.num_tails > layout.num_states - 1 or b < 1:
+        _fail(source, "value_lcp", "the tails it implies leave no room for the start state")
+    if offsets.shape[0] != b + 1:
+        _fail(
+            source,
+            "allowed_offsets",
+            f"expected {b + 1} offsets (one per branching state and one more), found {offsets.shape[0]}",
+        )
+    if nxt.shape[0] != p:
+        _fail(source, "allowed_next", f"expected {p} entries, found {nxt.shape[0]}")
+    off = offsets
+    if int(off[0]) != 0 or int(off[-1]) != p:
+        _fail(source, "allowed_offsets", f"expected to run from 0 to {p} (the pair count), found {off[0]}..{off[-1]}")
+    if b > 1 and (off[1:] < off[:-1]).any():
+        _fail(source, "allowed_offsets", "expected non-decreasing offsets")
+    if p and int(tokens.view(np.uint32).max()) >= vocab_size:
+        _fail(source, "allowed_tokens", f"expected ids in 0..{vocab_size - 1}")
+    if p and int(nxt.view(np.uint32).max()) >= layout.num_states:
+        _fail(source, "allowed_next", f"expected states in 0..{layout.num_states - 1}")
+    ix = layout.index
+    d = ix.num_keys
+    if d < 0 or ix.id_offsets.shape[0] != d + 1:
+        _fail(source, "token_id_offsets", f"expected {d + 1} offsets, found {ix.id_offsets.shape[0]}")
+    ko, io = ix.key_offsets, ix.id_offsets
+    if int(ko[0]) != 0 or int(ko[-1]) != ix.key_bytes.shape[0] or (d and (ko[1:] <= ko[:-1]).any()):
+        _fail(source, "token_key_offsets", "expected strictly increasing offsets from 0 to the key bytes' length")
+    if int(io[0]) != 0 or int(io[-1]) != ix.ids.shape[0] or (d and (io[1:] <= io[:-1]).any()):
+        _fail(source, "token_id_offsets", "expected strictly increasing offsets from 0 to the id count")
+    if ix.ids.shape[0] and int(ix.ids.view(np.uint32).max()) >= vocab_size:
+        _fail(source, "token_ids", f"expected ids in 0..{vocab_size - 1}")
+
+
+def validate_tail_contents(layout: TailLayout, eos_token_ids: Sequence[int], source: str) -> None:
+    """What makes tail rows right beyond their indices: keys strictly ascending (so distinct), ids ascending within
+    a key, every id spelled once, no EOS id among them."""
+    ix = layout.index
+    keys = ix.keys()
+    if any(a >= b for a, b in zip(keys, keys[1:], strict=False)):
+        _fail(source, "token_key_bytes", "expected distinct token bytes in strictly increasing order")
+    ids = ix.ids.astype(np.int64)
+    if np.unique(ids).shape[0] != ids.shape[0]:
+        _fail(source, "token_ids", "expected every id once")
+    if np.isin(ids, np.asarray(eos_token_ids, dtype=np.int64)).any():
+        _fail(source, "token_ids", "EOS ids must not appear among content tokens")
+    if ids.shape[0] > 1:
+        step = np.diff(ids)
+        inner = ix.id_offsets[1:-1].astype(np.int64) - 1
+        boundary = np.zeros(ids.shape[0] - 1, dtype=bool)
+        boundary[inner[(inner >= 0) & (inner < ids.shape[0] - 1)]] = True
+        if ((step <= 0) & ~boundary).any():
+            _fail(source, "token_ids", "expected ascending ids within each token's bytes")
