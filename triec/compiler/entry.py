@@ -20,9 +20,9 @@ from triec.encoding import PLAIN, RAW, Encoding, as_encoding
 from triec.errors import EosTextWarning, ValuesError
 from triec.keys import prepare_values, spell_all
 from triec.runtime import MaskTable
+from triec.runtime.kinds import TOKENIZATIONS, Tokenization
 from triec.runtime.table import TailMaskTable
 from triec.runtime.tails import TokenIndex
-from triec.runtime.kinds import TOKENIZATIONS, Tokenization
 from triec.tokenizer.vocabulary import Vocabulary
 from triec.trie import Trie, build_trie_from_buffer, join_keys, longest_common_prefixes
 

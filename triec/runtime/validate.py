@@ -152,9 +152,19 @@ def validate_contents(table: SetTable, source: str) -> None:
 
     check_indices(table, source)
     s, p = table.num_states, table.num_allowed
-    off = table.allowed_offsets.astype(np.int64)
+    tails = table.tails
+    if tails is not None:  # the stored rows are the branching states' (in state order); then the token index
+        off = tails.offsets.astype(np.int64)
+        tokens = tails.tokens
+        nxt = tails.next
+        states = tails.branch_states()
+        validate_tail_contents(tails, table.eos_token_ids, source)
+    else:
+        off = table.allowed_offsets.astype(np.int64)
+        tokens = table.allowed_tokens
+        nxt = table.allowed_next
+        states = np.arange(s, dtype=np.int64)
     counts = np.diff(off)
-    tokens = table.allowed_tokens
     if p:
         step = np.diff(tokens.astype(np.int64))
         boundary = np.zeros(max(p - 1, 0), dtype=bool)
@@ -164,7 +174,7 @@ def validate_contents(table: SetTable, source: str) -> None:
             fail("allowed_tokens", "expected strictly ascending ids within each state")
         if np.isin(tokens, np.asarray(table.eos_token_ids, dtype=np.int32)).any():
             fail("allowed_tokens", "EOS ids must not appear among content tokens")
-        owner = np.repeat(np.arange(s, dtype=np.int64), counts)
-        if (table.allowed_next.astype(np.int64) <= owner).any():
+        owner = np.repeat(states, counts)
+        if (nxt.astype(np.int64) <= owner).any():
             fail("allowed_next", "expected each next state to follow its state")
     table.values  # noqa: B018 - rebuilding checks the byte order, decoding UTF-8, undoing the encoding (ArtifactContentError)
