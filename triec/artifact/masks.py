@@ -46,15 +46,22 @@ SECTIONS: tuple[tuple[str, str], ...] = (
     ("value_lcp", "<i4"),
     ("state_byte", "|u1"),
 )
-TAIL_SECTIONS: tuple[tuple[str, str], ...] = (
+TAIL_LAYOUT: tuple[tuple[str, str], ...] = (
+    ("allowed_offsets", "<u4"),
+    ("allowed_pairs", "<u4"),
+    ("far_pairs", "<u4"),
+    ("far_next", "<i4"),
+    ("value_state", "<i4"),
+    ("value_lcp", "<i4"),
+    ("state_byte", "|u1"),
     ("token_key_offsets", "<u4"),
     ("token_key_bytes", "|u1"),
     ("token_id_offsets", "<u4"),
     ("token_ids", "<i4"),
 )
-"""Version 4 (the tail layout): after the six sections (``allowed_offsets`` then has one row per branching state),
-the vocabulary's token index."""
-TAIL_COUNTS = ("num_branch_states", "num_token_keys", "num_token_bytes", "num_token_ids")
+"""Version 4 (the tail layout): the stored rows of the branching states (packed pairs, far targets), the trie's
+three sections, the vocabulary's token index (docs/format.md)."""
+TAIL_COUNTS = ("num_branch_states", "num_far", "num_token_keys", "num_token_bytes", "num_token_ids")
 """Version 4's header fields beyond version 1's, in this order after ``num_allowed``."""
 
 
@@ -84,8 +91,9 @@ def encode_masks(trie: MaskTable) -> bytes:
         ix = tails.index
         sources = {
             "allowed_offsets": tails.offsets,
-            "allowed_tokens": tails.tokens,
-            "allowed_next": tails.next,
+            "allowed_pairs": tails.pairs,
+            "far_pairs": tails.far_pairs,
+            "far_next": tails.far_next,
             "value_state": trie.value_state,
             "value_lcp": trie.value_lcp,
             "state_byte": trie.state_byte,
@@ -94,7 +102,7 @@ def encode_masks(trie: MaskTable) -> bytes:
             "token_id_offsets": ix.id_offsets,
             "token_ids": ix.ids,
         }
-        layout += list(TAIL_SECTIONS)
+        layout = list(TAIL_LAYOUT)
     header: dict[str, Any] = {
         "format": FORMAT_NAME,
         "triec_version": __version__,
@@ -109,6 +117,7 @@ def encode_masks(trie: MaskTable) -> bytes:
         header.update(
             {
                 "num_branch_states": tails.num_branch,
+                "num_far": int(tails.far_pairs.shape[0]),
                 "num_token_keys": tails.index.num_keys,
                 "num_token_bytes": int(tails.index.key_bytes.shape[0]),
                 "num_token_ids": int(tails.index.ids.shape[0]),
@@ -201,19 +210,22 @@ def parse_sections(
             raise _fail(source, f"format version {TAILS_FORMAT_VERSION} holds a mask table only")
         if Tokenization.of(header["build_options"]) is Tokenization.CANONICAL:
             raise _fail(source, "header field 'build_options': a canonical table is never in the tail layout")
-        branch, keys, key_bytes, ids = (count(header, name, source, 2**31) for name in TAIL_COUNTS)
+        branch, far, keys, key_bytes, ids = (count(header, name, source, 2**32) for name in TAIL_COUNTS)
         if not 1 <= branch <= num_states:
             raise _fail(source, f"header field 'num_branch_states': expected 1..{num_states}, found {branch}")
         expected.update(
             {
                 "allowed_offsets": branch + 1,
+                "allowed_pairs": num_allowed,
+                "far_pairs": far,
+                "far_next": far,
                 "token_key_offsets": keys + 1,
                 "token_key_bytes": key_bytes,
                 "token_id_offsets": keys + 1,
                 "token_ids": ids,
             }
         )
-        layout += list(TAIL_SECTIONS)
+        layout = list(TAIL_LAYOUT)
     else:
         for name in TAIL_COUNTS:
             if name in header:
@@ -233,7 +245,7 @@ def build_table(
     """The mask table over checked sections (its indices checked; with ``verify`` everything that makes masks right)."""
     if version == TAILS_FORMAT_VERSION:
         return TailMaskTable.from_artifact(
-            **{name: arrays[name] for name, _ in SECTIONS},
+            **{name: arrays[name] for name, _ in TAIL_LAYOUT[:7]},
             token_index=TokenIndex(
                 key_offsets=arrays["token_key_offsets"],
                 key_bytes=arrays["token_key_bytes"],

@@ -22,7 +22,7 @@ from triec.keys import prepare_values, spell_all
 from triec.runtime import MaskTable
 from triec.runtime.kinds import TOKENIZATIONS, Tokenization
 from triec.runtime.table import TailMaskTable
-from triec.runtime.tails import TokenIndex
+from triec.runtime.tails import TokenIndex, pack_pairs
 from triec.tokenizer.vocabulary import Vocabulary
 from triec.trie import Trie, build_trie_from_buffer, join_keys, longest_common_prefixes
 
@@ -303,11 +303,13 @@ def tail_table(
     """The tail layout's table: the rows of the branching states (the walk left tail rows empty), the index."""
     branch = np.flatnonzero(branching)
     stored = np.append(offsets[branch], offsets[-1]).astype(np.uint32)
+    pairs, far_pairs, far_next = pack_pairs(stored, tokens, next_state, branch, vocab.vocab_size)
     return TailMaskTable.from_compile(
         value_bytes=keys,
         allowed_offsets=stored,
-        allowed_tokens=tokens.astype(np.int32, copy=False),
-        allowed_next=next_state.astype(np.int32, copy=False),
+        allowed_pairs=pairs,
+        far_pairs=far_pairs,
+        far_next=far_next,
         token_index=index,
         value_state=trie.terminal.astype(np.int32, copy=False),
         value_lcp=trie.lcp.astype(np.int32, copy=False),

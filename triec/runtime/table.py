@@ -413,20 +413,21 @@ class TailMaskTable(MaskTable):
         self,
         *,
         allowed_offsets: np.ndarray,
-        allowed_tokens: np.ndarray,
-        allowed_next: np.ndarray,
+        allowed_pairs: np.ndarray,
+        far_pairs: np.ndarray,
+        far_next: np.ndarray,
         token_index: TokenIndex,
         **fields: Any,
     ) -> None:
         self._expanded: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self.token_index = token_index
-        super().__init__(
-            allowed_offsets=allowed_offsets, allowed_tokens=allowed_tokens, allowed_next=allowed_next, **fields
-        )
+        # MaskTable's three row arrays are this table's expanded ones (the properties below): its setters ignore them
+        super().__init__(allowed_offsets=allowed_offsets, allowed_tokens=allowed_pairs, allowed_next=far_next, **fields)
         self.tails: TailLayout = TailLayout(
             offsets=allowed_offsets,
-            tokens=allowed_tokens,
-            nxt=allowed_next,
+            pairs=allowed_pairs,
+            far_pairs=far_pairs,
+            far_next=far_next,
             value_state=self.value_state,
             value_lcp=self.value_lcp,
             state_byte=self.state_byte,
@@ -434,14 +435,13 @@ class TailMaskTable(MaskTable):
             vocab_size=self.vocab_size,
         )
 
-    # the stored (branching) rows; MaskTable.__init__ assigns them through the setters
     @property  # type: ignore[override]
     def allowed_offsets(self) -> np.ndarray:
         return self._full()[0]
 
     @allowed_offsets.setter
     def allowed_offsets(self, value: np.ndarray) -> None:
-        self.branch_offsets = value
+        pass
 
     @property  # type: ignore[override]
     def allowed_tokens(self) -> np.ndarray:
@@ -449,7 +449,7 @@ class TailMaskTable(MaskTable):
 
     @allowed_tokens.setter
     def allowed_tokens(self, value: np.ndarray) -> None:
-        self.branch_tokens = value
+        pass
 
     @property  # type: ignore[override]
     def allowed_next(self) -> np.ndarray:
@@ -457,7 +457,7 @@ class TailMaskTable(MaskTable):
 
     @allowed_next.setter
     def allowed_next(self, value: np.ndarray) -> None:
-        self.branch_next = value
+        pass
 
     def _full(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         if self._expanded is None:
@@ -467,7 +467,7 @@ class TailMaskTable(MaskTable):
     @property
     def num_allowed(self) -> int:
         """Stored (branching) pairs: the header's ``num_allowed``; tail rows are not counted."""
-        return int(self.branch_tokens.shape[0])
+        return self.tails.num_pairs
 
     @property
     def num_tail_states(self) -> int:
@@ -504,10 +504,12 @@ class TailMaskTable(MaskTable):
 
     @property
     def served_nbytes(self) -> int:
+        tails = self.tails
         arrays = (
-            self.branch_offsets,
-            self.branch_tokens,
-            self.branch_next,
+            tails.offsets,
+            tails.pairs,
+            tails.far_pairs,
+            tails.far_next,
             self.value_state,
             self.value_lcp,
             self.state_byte,

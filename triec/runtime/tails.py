@@ -27,9 +27,6 @@ from triec._arrays import concat_ranges, find_sorted
 from triec.errors import ArtifactContentError
 from triec.trie import build_trie_from_buffer
 
-_CHECKPOINTS = (4, 8, 16, 32, 64, 128, 256, 512, 1024)
-"""Depths at which a tail's match stops early when no longer token starts with the bytes read."""
-
 
 def _fail(source: str, section: str, message: str) -> NoReturn:
     raise ArtifactContentError(f"{source}: section {section}: {message}")
@@ -45,7 +42,7 @@ class TokenIndex:
     id_offsets: np.ndarray  # uint32 [D + 1]
     ids: np.ndarray  # int32 [T]
     _lookup: dict[bytes, tuple[int, ...]] | None = field(default=None, repr=False)
-    _stops: list[frozenset[bytes] | None] | None = field(default=None, repr=False)
+    _inner: frozenset[bytes] = field(default=frozenset(), repr=False)
     _max_len: int = field(default=0, repr=False)
 
     @classmethod
@@ -89,34 +86,30 @@ class TokenIndex:
         return [raw[a:b] for a, b in zip(ends[:-1], ends[1:], strict=True)]
 
     def lookup(self) -> dict[bytes, tuple[int, ...]]:
-        """Token bytes -> the ids spelling them, built on first use (about 0.1 s for 150,000 tokens)."""
+        """Token bytes -> the ids spelling them, and the set of every token's proper prefixes (where a match can go
+        on), built on first use (about 0.3 s and 50 MB for qwen2's 150,000 tokens)."""
         if self._lookup is None:
             keys = self.keys()
             offs = self.id_offsets.tolist()
             ids = self.ids.tolist()
-            self._lookup = {k: tuple(ids[offs[d] : offs[d + 1]]) for d, k in enumerate(keys)}
+            self._inner = frozenset(k[:n] for k in keys for n in range(1, len(k)))
             self._max_len = max(map(len, keys), default=0)
-            stops: list[frozenset[bytes] | None] = [None] * (self._max_len + 1)
-            for c in _CHECKPOINTS:
-                if c < self._max_len:
-                    stops[c] = frozenset(k[:c] for k in keys if len(k) > c)
-            self._stops = stops
+            self._lookup = {k: tuple(ids[offs[d] : offs[d + 1]]) for d, k in enumerate(keys)}
         return self._lookup
 
     def match(self, rest: bytes) -> tuple[list[int], list[int]]:
-        """(ids ascending, their byte lengths) of every token whose bytes are a non-empty prefix of ``rest``."""
+        """(ids ascending, their byte lengths) of every token whose bytes are a non-empty prefix of ``rest``: one
+        lookup per byte, stopping where no token goes on (O(longest matching token))."""
         get = self.lookup().get
-        stops = self._stops
-        assert stops is not None
+        inner = self._inner
         found: list[tuple[int, int]] = []
-        for n in range(1, min(len(rest), self._max_len) + 1):
+        for n in range(1, len(rest) + 1):
             head = rest[:n]
             ids = get(head)
             if ids is not None:
                 for i in ids:
                     found.append((i, n))
-            stop = stops[n]
-            if stop is not None and head not in stop:
+            if head not in inner:
                 break
         if len(found) > 1:
             found.sort()
@@ -151,8 +144,9 @@ class TailLayout:
         self,
         *,
         offsets: np.ndarray,
-        tokens: np.ndarray,
-        nxt: np.ndarray,
+        pairs: np.ndarray,
+        far_pairs: np.ndarray,
+        far_next: np.ndarray,
         value_state: np.ndarray,
         value_lcp: np.ndarray,
         state_byte: np.ndarray,
@@ -160,9 +154,14 @@ class TailLayout:
         vocab_size: int,
     ) -> None:
         self.offsets = offsets
-        self.tokens = tokens
-        self.next = nxt
+        self.pairs = pairs
+        self.far_pairs = far_pairs
+        self.far_next = far_next
         self.vocab_size = int(vocab_size)
+        self.token_bits = token_bits(self.vocab_size)
+        self.token_mask = np.uint32((1 << self.token_bits) - 1)
+        self._decoded: tuple[np.ndarray, np.ndarray] | None = None
+        self._row_states: np.ndarray | None = None
         self.value_state = value_state
         self.state_byte = state_byte
         self.index = index
@@ -183,7 +182,48 @@ class TailLayout:
         self.num_tails = int(tail_len.sum())
         self.num_states = int(state_byte.shape[0])
         self.num_branch = self.num_states - self.num_tails
-        self._ends_list: list[int] | None = None
+
+    # ------------------------------------------------------------- the stored rows
+
+    @property
+    def num_pairs(self) -> int:
+        return int(self.pairs.shape[0])
+
+    def row_states(self) -> np.ndarray:
+        """The state of each stored row (the branching states ascending; int64 [B]), built once."""
+        if self._row_states is None:
+            self._row_states = self.branch_states()
+        return self._row_states
+
+    def decode(self, pos: np.ndarray, owner: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(token, next state) int64 of stored pairs ``pos`` whose rows' states are ``owner``."""
+        packed = self.pairs[pos]
+        tokens = (packed & self.token_mask).astype(np.int64)
+        delta = (packed >> np.uint32(self.token_bits)).astype(np.int64)
+        nxt = owner + delta
+        far = np.flatnonzero(delta == 0)
+        if far.size:
+            at = np.minimum(np.searchsorted(self.far_pairs, pos[far]), max(self.far_pairs.shape[0] - 1, 0))
+            nxt[far] = self.far_next[at] if self.far_next.shape[0] else 0
+        return tokens, nxt
+
+    def _stored(self) -> tuple[np.ndarray, np.ndarray]:
+        if self._decoded is None:
+            counts = np.diff(self.offsets.astype(np.int64))
+            owner = np.repeat(self.row_states(), counts)
+            tok, nxt = self.decode(np.arange(self.num_pairs, dtype=np.int64), owner)
+            self._decoded = (tok.astype(np.int32), nxt.astype(np.int32))
+        return self._decoded
+
+    @property
+    def tokens(self) -> np.ndarray:
+        """Every stored pair's token (int32 [P]; decoded once, O(P): whole-table checks and the expansion)."""
+        return self._stored()[0]
+
+    @property
+    def next(self) -> np.ndarray:
+        """Every stored pair's next state (int32 [P]; decoded once with :attr:`tokens`)."""
+        return self._stored()[1]
 
     # ------------------------------------------------------------- classifying
 
@@ -202,12 +242,14 @@ class TailLayout:
         return state - int(self.tails_before[v])
 
     def branch_states(self) -> np.ndarray:
-        """The branching states, ascending (int64 [B])."""
-        is_tail = np.zeros(self.num_states + 1, dtype=np.int8)
-        live = self.tail_len > 0
-        np.add.at(is_tail, self.tail_first[live], 1)
-        np.add.at(is_tail, (self.tail_first + self.tail_len)[live], -1)
-        return np.flatnonzero(np.cumsum(is_tail[:-1]) == 0)
+        """The branching states, ascending (int64 [B]): per value, the states it creates before its tail (state 0
+        before value 0's)."""
+        ends = self.value_state.astype(np.int64)
+        start = np.empty_like(ends)
+        if ends.shape[0]:
+            start[0] = 0
+            start[1:] = ends[:-1] + 1
+        return concat_ranges(start, np.maximum(self.tail_first - start, 0))
 
     def tail_states(self) -> tuple[np.ndarray, np.ndarray]:
         """(every tail state ascending, the last state of its value) as int64."""
@@ -223,7 +265,7 @@ class TailLayout:
         index = self.index
         if index._lookup is None:
             index.lookup()
-        m = min(end - state, index._max_len)
+        m = min(end - state, index._max_len)  # a token match never runs past the value nor past the longest token
         if m <= 0:
             return np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int32)
         ids, lengths = index.match(self.state_byte[state + 1 : state + 1 + m].tobytes())
@@ -236,7 +278,16 @@ class TailLayout:
             return self.row(state, int(self.value_state[v]))
         r = state - int(self.tails_before[v])
         lo, hi = int(self.offsets[r]), int(self.offsets[r + 1])
-        return self.tokens[lo:hi], self.next[lo:hi]
+        packed = self.pairs[lo:hi]
+        tokens = (packed & self.token_mask).astype(np.int32)
+        delta = packed >> np.uint32(self.token_bits)
+        nxt = delta.astype(np.int32)
+        nxt += np.int32(state)
+        if hi > lo and not delta.all():  # a far target (delta 0): its own table
+            for k in np.flatnonzero(delta == 0).tolist():
+                at = min(find_sorted(self.far_pairs, lo + k), self.far_pairs.shape[0] - 1)
+                nxt[k] = self.far_next[at]
+        return tokens, nxt
 
     def content_pairs(self, states: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(row index, token, next state) int64 of a batch of states in range, row by row, tokens ascending."""
@@ -249,9 +300,10 @@ class TailLayout:
         lo = self.offsets[r].astype(np.int64)
         counts = self.offsets[r + 1].astype(np.int64) - lo
         pos = concat_ranges(lo, counts)
+        b_tok, b_next = self.decode(pos, np.repeat(states[b_at], counts))
         rows = [np.repeat(b_at, counts)]
-        toks = [self.tokens[pos].astype(np.int64)]
-        nxts = [self.next[pos].astype(np.int64)]
+        toks = [b_tok]
+        nxts = [b_next]
         t_at = np.flatnonzero(tail)
         if t_at.size:
             ends = self.value_state[v[t_at]].tolist()
@@ -315,7 +367,7 @@ def full_rows(layout: TailLayout) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The present layout's three arrays (CSR over every state) from the branching rows and the expanded tails."""
     offsets, tokens, nxt = layout.offsets, layout.tokens, layout.next
     n = layout.num_states
-    branch = layout.branch_states()
+    branch = layout.row_states()
     counts_b = np.diff(offsets.astype(np.int64))
     ts, tt, tn = layout.expand()
     per_state = np.zeros(n, dtype=np.int64)
@@ -343,13 +395,13 @@ def full_rows(layout: TailLayout) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def check_tail_indices(layout: TailLayout, source: str) -> None:
-    """Every index a tail table follows in range: the branching CSR (B + 1 offsets from 0 to P, never
-    decreasing; tokens in the mask; next states in the table) and the token index (offsets from 0 to their data's
-    length, keys non-empty, every id in the mask)."""
-    offsets, tokens, nxt, vocab_size = layout.offsets, layout.tokens, layout.next, layout.vocab_size
-    b = layout.num_branch
-    p = int(tokens.shape[0])
-    if layout.num_tails > layout.num_states - 1 or b < 1:
+    """Every index a tail table follows in range (docs/format.md, version 4): the stored rows (B + 1 offsets from 0
+    to P, never decreasing; every token in the mask; every near target ``state + delta`` and far target in the
+    table; the far pairs ascending, in range, exactly the pairs with delta 0) and the token index (offsets from 0 to
+    their data's length, strictly increasing; every id in the mask). O(P + K) vectorized, no O(S) array."""
+    offsets, pairs, vocab_size = layout.offsets, layout.pairs, layout.vocab_size
+    b, p, s = layout.num_branch, layout.num_pairs, layout.num_states
+    if layout.num_tails > s - 1 or b < 1:
         _fail(source, "value_lcp", "the tails it implies leave no room for the start state")
     if offsets.shape[0] != b + 1:
         _fail(
@@ -357,17 +409,33 @@ def check_tail_indices(layout: TailLayout, source: str) -> None:
             "allowed_offsets",
             f"expected {b + 1} offsets (one per branching state and one more), found {offsets.shape[0]}",
         )
-    if nxt.shape[0] != p:
-        _fail(source, "allowed_next", f"expected {p} entries, found {nxt.shape[0]}")
     off = offsets
     if int(off[0]) != 0 or int(off[-1]) != p:
         _fail(source, "allowed_offsets", f"expected to run from 0 to {p} (the pair count), found {off[0]}..{off[-1]}")
     if b > 1 and (off[1:] < off[:-1]).any():
         _fail(source, "allowed_offsets", "expected non-decreasing offsets")
-    if p and int(tokens.view(np.uint32).max()) >= vocab_size:
-        _fail(source, "allowed_tokens", f"expected ids in 0..{vocab_size - 1}")
-    if p and int(nxt.view(np.uint32).max()) >= layout.num_states:
-        _fail(source, "allowed_next", f"expected states in 0..{layout.num_states - 1}")
+    far_pairs, far_next = layout.far_pairs, layout.far_next
+    f = int(far_pairs.shape[0])
+    if far_next.shape[0] != f:
+        _fail(source, "far_next", f"expected {f} entries (one per far pair), found {far_next.shape[0]}")
+    if p:
+        if int((pairs & layout.token_mask).max()) >= vocab_size:
+            _fail(source, "allowed_pairs", f"expected token ids in 0..{vocab_size - 1}")
+        delta = pairs >> np.uint32(layout.token_bits)
+        if int(np.count_nonzero(delta == 0)) != f:
+            _fail(source, "far_pairs", "expected exactly one entry per pair whose delta is 0")
+        rows = np.flatnonzero(off[1:] > off[:-1])
+        if rows.size:
+            widest = np.maximum.reduceat(delta, off[rows].astype(np.int64)).astype(np.int64)
+            if int((widest + layout.row_states()[rows]).max()) >= s:
+                _fail(source, "allowed_pairs", f"expected next states in 0..{s - 1}")
+    if f:
+        if int(far_pairs.max()) >= p or (f > 1 and (far_pairs[1:] <= far_pairs[:-1]).any()):
+            _fail(source, "far_pairs", f"expected strictly increasing pair indices in 0..{p - 1}")
+        if int((pairs[far_pairs] >> np.uint32(layout.token_bits)).max()) != 0:
+            _fail(source, "far_pairs", "expected only pairs whose delta is 0")
+        if int(far_next.view(np.uint32).max()) >= s:
+            _fail(source, "far_next", f"expected states in 0..{s - 1}")
     ix = layout.index
     d = ix.num_keys
     if d < 0 or ix.id_offsets.shape[0] != d + 1:
@@ -379,6 +447,26 @@ def check_tail_indices(layout: TailLayout, source: str) -> None:
         _fail(source, "token_id_offsets", "expected strictly increasing offsets from 0 to the id count")
     if ix.ids.shape[0] and int(ix.ids.view(np.uint32).max()) >= vocab_size:
         _fail(source, "token_ids", f"expected ids in 0..{vocab_size - 1}")
+
+
+def token_bits(vocab_size: int) -> int:
+    """Bits of a packed pair that hold the token id (the rest hold the delta to the next state)."""
+    return max(1, (int(vocab_size) - 1).bit_length())
+
+
+def pack_pairs(
+    offsets: np.ndarray, tokens: np.ndarray, nxt: np.ndarray, row_states: np.ndarray, vocab_size: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(pairs, far pairs, far next) of stored rows: each pair ``token | (next - state) << token_bits`` as uint32,
+    a delta that does not fit written 0 and its target kept in the far table."""
+    bits = token_bits(vocab_size)
+    owner = np.repeat(row_states.astype(np.int64), np.diff(offsets.astype(np.int64)))
+    delta = nxt.astype(np.int64) - owner
+    far = np.flatnonzero(delta >= (1 << (32 - bits)))
+    far_next = nxt[far].astype(np.int32)
+    delta[far] = 0
+    packed = (delta << bits) | tokens.astype(np.int64)
+    return packed.astype(np.uint32), far.astype(np.uint32), far_next
 
 
 def validate_tail_contents(layout: TailLayout, eos_token_ids: Sequence[int], source: str) -> None:
