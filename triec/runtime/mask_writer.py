@@ -14,8 +14,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from triec.runtime.arrays import TableArrays, contents
-from triec.runtime.bitmask import as_int32, bit_of, flat_word
+from triec._arrays import find_sorted
+from triec.runtime.arrays import TableArrays, content, contents
+from triec.runtime.bitmask import as_int32, bit_of, flat_word, set_few, word_of
 from triec.runtime.states import state_array, terminal_note
 from triec.runtime.word_masks import EMPTY_WORDS, state_words
 
@@ -58,6 +59,8 @@ class MaskWriter:
         self._bits_list: list[int] = sw.bits.tolist()
         self._last_state = -1  # state written to row 0 by the single-state path, else -1
         self._last_flat: np.ndarray | None = None  # flat indices written by the batch path
+        self._last_words: list[int] = []  # words of row 0 written by a tail table's single-row path
+        self._row0_words = self._buf[0].view(np.uint32).data  # its memoryview, format "I"
 
     @property
     def buffer(self) -> np.ndarray:
@@ -76,7 +79,7 @@ class MaskWriter:
         if not 0 <= s < self._num_states:
             raise IndexError(f"state {s} out of range (0..{self._num_states - 1}){terminal_note(s)}")
         if self._tails:
-            return self._fill_rows(np.array([s], dtype=np.int64))
+            return self._fill_computed(s)
         if s == self._last_state:  # row 0 already holds it
             return self._row0
         off = self._offsets_list
@@ -133,17 +136,39 @@ class MaskWriter:
         self._last_flat = flat_index
         return self._buf[:n]
 
+    def _fill_computed(self, s: int) -> np.ndarray:
+        """A tail table's single row: its ids OR-ed into row 0 by item writes, its words remembered."""
+        if self._last_flat is not None:
+            self._flat[self._last_flat] = 0
+            self._last_flat = None
+        words = self._row0_words
+        for w in self._last_words:
+            words[w] = 0
+        tokens, _ = content(self.table, s)
+        ids = tokens.tolist()
+        vs = self.table.value_state
+        i = find_sorted(vs, s)
+        if i < vs.shape[0] and int(vs[i]) == s:
+            ids.extend(self.table.eos_token_ids)
+        set_few(self._row0[0], ids)
+        self._last_words = [word_of(t) for t in ids]
+        self._last_state = -1
+        return self._row0
+
     def _fill_rows(self, st: np.ndarray) -> np.ndarray:
         """A tail table's rows: each state's tokens (a stored row or a tail row) and EOS, OR-ed into the words,
         every word set remembered for the next clear."""
         n = st.shape[0]
         if self._last_flat is not None:
             self._flat[self._last_flat] = 0
+        for w in self._last_words:
+            self._row0_words[w] = 0
+        self._last_words = []
         row, tokens = contents(self.table, st)
         eos = np.asarray(self.table.eos_token_ids, dtype=np.int64)
         if eos.size:
             vs = self.table.value_state
-            i = np.minimum(np.searchsorted(vs, st), vs.shape[0] - 1)
+            i = np.minimum(vs.searchsorted(st.astype(vs.dtype)), vs.shape[0] - 1)  # in its dtype: no O(K) cast
             accepting = np.flatnonzero(vs[i] == st)
             if accepting.size:
                 row = np.concatenate([row, np.repeat(accepting, eos.size)])

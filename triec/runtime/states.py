@@ -197,7 +197,7 @@ class StateQueries:
         return scatter_bits(rows, row, tokens)
 
     def _accepting_mask(self, states: np.ndarray) -> np.ndarray:
-        i = np.searchsorted(self.value_state, states)
+        i = self.value_state.searchsorted(states.astype(self.value_state.dtype))  # checked in range: no O(K) cast
         inside = i < self.num_values
         hit = np.zeros(states.shape[0], dtype=bool)
         hit[inside] = self.value_state[i[inside]] == states[inside]

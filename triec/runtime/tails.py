@@ -229,14 +229,14 @@ class TailLayout:
 
     def branch_rows(self, states: np.ndarray) -> np.ndarray:
         """Each state's branching row, or -1 for a tail state (states known in range; int64)."""
-        v = np.searchsorted(self.value_state, states)
+        v = self.value_state.searchsorted(states.astype(self.value_state.dtype))  # in its dtype: no O(K) cast
         row = states - self.tails_before[v]
         row[states >= self.tail_first[v]] = -1
         return row
 
     def branch_row(self, state: int) -> int:
         """One state's branching row, or -1 for a tail state (in range)."""
-        v = int(np.searchsorted(self.value_state, state))
+        v = find_sorted(self.value_state, state)
         if state >= int(self.tail_first[v]):
             return -1
         return state - int(self.tails_before[v])
@@ -293,7 +293,7 @@ class TailLayout:
         """(row index, token, next state) int64 of a batch of states in range, row by row, tokens ascending."""
         states = np.asarray(states, dtype=np.int64)
         n = states.shape[0]
-        v = np.searchsorted(self.value_state, states)
+        v = self.value_state.searchsorted(states.astype(self.value_state.dtype))  # in its dtype: no O(K) cast
         tail = states >= self.tail_first[v]
         b_at = np.flatnonzero(~tail)
         r = states[b_at] - self.tails_before[v[b_at]]
@@ -320,7 +320,7 @@ class TailLayout:
 
     def end_of(self, state: int) -> int:
         """The last state of the value a tail state lies on."""
-        return int(self.value_state[int(np.searchsorted(self.value_state, state))])
+        return int(self.value_state[find_sorted(self.value_state, state)])
 
     def expand(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Every tail state's pairs at once: (state, token id, next state) int64, sorted by (state, token).
