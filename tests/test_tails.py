@@ -305,3 +305,23 @@ def test_canonical_tables_are_never_version_4(tmp_path: Path, qwen2: triec.Vocab
     path.write_bytes(forged)
     with pytest.raises(triec.ArtifactError, match="canonical"):
         triec.load(path)
+
+
+# ----------------------------------------------------------------------------- devices
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_device_table_of_a_tail_table(qwen2: triec.Vocabulary, device: str) -> None:
+    """The device upload reads the expanded arrays (tail rows built on the host once): equal to numpy and to the
+    full layout's device table, row by row and transition by transition."""
+    torch = pytest.importorskip("torch")
+    if device == "cuda" and not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    from test_torch_table import assert_same_as_numpy
+
+    full, tail = _pair(SETS["mixed"], qwen2)
+    dev = tail.to_torch(device)
+    assert_same_as_numpy(tail, dev)
+    states = torch.arange(full.num_states, device=device)
+    assert torch.equal(dev.fill(states), full.to_torch(device).fill(states))
