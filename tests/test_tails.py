@@ -282,27 +282,29 @@ def test_seeded_mutations_are_refused_or_answer_every_query(tmp_path: Path, qwen
     assert served < 120
 
 
+def _resealed(data: bytes, info: dict, header: dict | None = None) -> bytes:
+    """``data`` with every section's CRC-32 recomputed and the header (or ``header``) written again."""
+    import zlib
+
+    import msgpack
+
+    header = dict(header or info["header"])
+    start = info["data_start"]
+    header["sections"] = [
+        {**sec, "crc32": zlib.crc32(data[start + sec["offset"] : start + sec["offset"] + sec["length"]])}
+        for sec in header["sections"]
+    ]
+    head = msgpack.packb(header)
+    pad = container.align(24 + len(head)) - 24 - len(head)
+    preamble = container.PREAMBLE.pack(container.MAGIC, 4, len(head), zlib.crc32(head), 0)
+    return preamble + head + b"\0" * pad + data[start:]
+
+
 def test_canonical_tables_are_never_version_4(tmp_path: Path, qwen2: triec.Vocabulary) -> None:
     path, data, info = _artifact(tmp_path, qwen2)
     header = dict(info["header"])
     header["build_options"] = {**header["build_options"], "tokenization": "canonical"}
-    import msgpack
-
-    head = msgpack.packb(header)
-    old_len = struct.unpack_from("<I", data, 12)[0]
-    import zlib
-
-    body = data[24 + old_len :]
-    old_start = info["data_start"]
-    new_start = container.align(24 + len(head))
-    forged = (
-        container.PREAMBLE.pack(container.MAGIC, 4, len(head), zlib.crc32(head), 0)
-        + head
-        + b"\0" * (new_start - 24 - len(head))
-        + data[old_start:]
-    )
-    del body
-    path.write_bytes(forged)
+    path.write_bytes(_resealed(data, info, header))
     with pytest.raises(triec.ArtifactError, match="canonical"):
         triec.load(path)
 
@@ -325,3 +327,51 @@ def test_device_table_of_a_tail_table(qwen2: triec.Vocabulary, device: str) -> N
     assert_same_as_numpy(tail, dev)
     states = torch.arange(full.num_states, device=device)
     assert torch.equal(dev.fill(states), full.to_torch(device).fill(states))
+
+
+# ----------------------------------------------------------------------------- verify and inspect
+
+
+def test_verify_checks_tail_states_against_the_reference_and_llguidance(
+    tmp_path: Path, qwen2: triec.Vocabulary
+) -> None:
+    from triec.verify.tables import verify
+
+    path = tmp_path / "t.triec"
+    compile_values(sets.titles(400, seed=8), qwen2, layout="tails").save(path)
+    report = verify(str(path), tokenizer="qwen2", against=["reference", "llguidance"], walks=5, states=20000)
+    assert report.ok, report.to_json()
+    assert report.tail_states > 0 and not report.sampled
+    assert [c.against for c in report.checks if c.status == "ok"][0] == "reference"
+    sampled = verify(str(path), tokenizer="qwen2", against=["reference"], walks=0, states=500)
+    assert sampled.ok and sampled.sampled and sampled.states_selected >= 500
+
+
+def test_verify_refuses_a_token_index_that_is_not_the_tokenizers(tmp_path: Path, qwen2: triec.Vocabulary) -> None:
+    """Two ids swapped inside the index keep every index in range (the loader passes it): verify names it."""
+    from triec.verify.tables import verify
+
+    path, data, info = _artifact(tmp_path, qwen2)
+    at, count, _ = _section(info, "token_ids")
+    buf = bytearray(data)
+    a, b = struct.unpack_from("<ii", buf, at)
+    struct.pack_into("<ii", buf, at, b, a)
+    path.write_bytes(_resealed(bytes(buf), info))
+    triec.load(path)  # in range: served, but wrong for this tokenizer
+    report = verify(str(path), tokenizer="qwen2", against=["reference"], walks=0)
+    assert not report.ok and "token index" in " ".join(report.integrity_problems)
+
+
+def test_inspect_reports_tails_and_counts_rows_as_served(qwen2: triec.Vocabulary) -> None:
+    from triec.verify import inspect as ins
+
+    full, tail = _pair(SETS["titles"], qwen2)
+    assert np.array_equal(ins.allowed_counts(tail), ins.allowed_counts(full))
+    info = ins.summary(tail, section_sizes=ins.section_sizes(tail))
+    assert info["layout"] == "tails" and info["tail_states"] == tail.num_tail_states
+    assert info["tail_pairs"] + tail.num_allowed == full.num_allowed
+    assert info["token_index_bytes"] == tail.token_index.nbytes
+    assert "allowed_pairs" in info["sections"] and "token_ids" in info["sections"]
+    assert ins.summary(full)["layout"] == "full"
+    s = int(tail.tails.tail_states()[0][5])
+    assert ins.describe_state(tail, s) == ins.describe_state(full, s)

@@ -162,6 +162,7 @@ class TailLayout:
         self.token_mask = np.uint32((1 << self.token_bits) - 1)
         self._decoded: tuple[np.ndarray, np.ndarray] | None = None
         self._row_states: np.ndarray | None = None
+        self._automaton: tuple[np.ndarray, ...] | None = None
         self.value_state = value_state
         self.state_byte = state_byte
         self.index = index
@@ -323,17 +324,31 @@ class TailLayout:
         return int(self.value_state[find_sorted(self.value_state, state)])
 
     def expand(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Every tail state's pairs at once: (state, token id, next state) int64, sorted by (state, token).
-
-        A vectorized walk of the token trie along each tail, one byte per round (the longest token's length in
-        rounds): what the present layout's arrays hold for these states.
-        """
-        edge_keys, edge_child, node_key, has_child, _ = self.index.automaton()
+        """Every tail state's pairs at once: (state, token id, next state) int64, sorted by (state, token): what the
+        full layout's arrays hold for these states (O(tail pairs) memory: the device upload, whole-table checks)."""
         states, ends = self.tail_states()
+        return self.expand_states(states, ends)
+
+    def tail_counts(self, chunk: int = 1 << 21) -> np.ndarray:
+        """Content tokens of every tail state (in :meth:`tail_states` order), walked ``chunk`` states at a time."""
+        states, ends = self.tail_states()
+        out = np.zeros(states.shape[0], dtype=np.int64)
+        for lo in range(0, states.shape[0], chunk):
+            s, _, _ = self.expand_states(states[lo : lo + chunk], ends[lo : lo + chunk])
+            out[lo : lo + chunk] = np.bincount(
+                np.searchsorted(states[lo : lo + chunk], s), minlength=min(chunk, states.shape[0] - lo)
+            )
+        return out
+
+    def expand_states(self, states: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The pairs of tail states ``states`` (ascending; ``ends`` the last state of each one's value), as
+        :meth:`expand`: a vectorized walk of the token trie along each tail, one byte per round."""
+        if self._automaton is None:
+            self._automaton = self.index.automaton()
+        edge_keys, edge_child, node_key, has_child, _ = self._automaton
         inside = states < ends  # a value's last state has no rest
-        states, ends = states[inside], ends[inside]
-        node = np.zeros(states.shape[0], dtype=np.int64)
-        start, end = states, ends
+        start, end = states[inside], ends[inside]
+        node = np.zeros(start.shape[0], dtype=np.int64)
         found_s: list[np.ndarray] = []
         found_k: list[np.ndarray] = []
         found_n: list[np.ndarray] = []

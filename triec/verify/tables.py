@@ -107,6 +107,7 @@ class VerifyReport:
     sampled: bool = False
     seed: int = 0
     unreachable_states: int = 0
+    tail_states: int = 0  # the tail layout: states whose rows are served from the values (version 4)
     warnings: list[str] = field(default_factory=list)  # what holds but may not be meant (an EOS id that is text)
     schema: dict[str, Any] | None = None  # a schema artifact: engine, shape, slots, enums left in the engine
     checks: list[CheckResult] = field(default_factory=list)
@@ -262,10 +263,8 @@ def compare_reference(
     accepting[key_states(keys)] = True
     ours_acc = np.zeros(table.num_states, dtype=bool)
     ours_acc[table.value_state.astype(np.int64)] = True
-    off = table.allowed_offsets.astype(np.int64)
     for s in states.tolist():
-        lo, hi = int(off[s]), int(off[s + 1])
-        ours, nexts = table.allowed_tokens[lo:hi], table.allowed_next[lo:hi]
+        ours, nexts = table.transitions(s)  # the row as served: a stored row, or a tail row of the tail layout
         theirs, their_next = r_tok[r_off[s] : r_off[s + 1]], r_next[r_off[s] : r_off[s + 1]]
         result.states_checked += 1
         if progress and result.states_checked % PROGRESS_EVERY == 0:
@@ -297,7 +296,7 @@ def compare_reference(
         brute = brute_force_allowed(keys, vocab.token_bytes)
         for p, ids in brute.items():
             s = prefixes[p]
-            ours = table.allowed_tokens[off[s] : off[s + 1]]
+            ours, _ = table.transitions(s)
             if ours.tolist() != ids:
                 result.add(
                     _set_mismatch(table, vocab, s, ours, np.array(ids), "allowed tokens differ from brute force", p),
@@ -583,6 +582,23 @@ def parse_against(raw: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(names)) or ["reference"]
 
 
+def _token_index_problem(table: MaskTable, vocab: Vocabulary) -> str:
+    """Why a tail table's stored token index is not the vocabulary's content tokens ('' when it is)."""
+    from triec.runtime.tails import TokenIndex
+
+    ours = table.tails.index if table.tails is not None else None
+    want = TokenIndex.of(vocab.token_bytes, vocab.eos_token_ids)
+    if ours is None:
+        return ""
+    for name in ("key_offsets", "key_bytes", "id_offsets", "ids"):
+        if not np.array_equal(np.asarray(getattr(ours, name)), getattr(want, name)):
+            return (
+                f"token index (section token_{name}): not the tokenizer's content tokens; tail rows would be "
+                "wrong for this tokenizer"
+            )
+    return ""
+
+
 def verify(
     path: str,
     *,
@@ -619,6 +635,14 @@ def verify(
         _verify_canonical(table, vocab, report, against, max_examples, progress)
         report.seconds = time.perf_counter() - t0
         return report
+    if table.tails is not None:
+        report.tail_states = table.tails.num_tails
+        problem = _token_index_problem(table, vocab)
+        if problem:
+            report.integrity_ok = False
+            report.integrity_problems.append(problem)
+            report.seconds = time.perf_counter() - t0
+            return report
     selected, report.sampled = select_states(table, states, seed)
     report.states_selected = int(selected.size)
     paths: tuple[np.ndarray, np.ndarray] | None = None
