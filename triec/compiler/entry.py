@@ -184,10 +184,11 @@ def compile_sorted(
     starts = None
     index = None
     if implementation == "numpy" and layout != "full":
-        starts, num_tails = branching_states(trie.num_nodes, value_state, value_lcp, np.diff(trie.key_offsets))
-        index = token_index(vocab)
-        if layout == "auto" and not choose_layout(trie.num_nodes, num_tails, index):
-            starts = index = None
+        tail_len = tail_lengths(value_state, value_lcp, np.diff(trie.key_offsets))
+        num_tails = int(tail_len.sum())
+        if layout == "tails" or choose_layout(trie.num_nodes, num_tails, vocab.num_tokens):
+            starts = branching_states(trie.num_nodes, value_state, tail_len)
+            index = token_index(vocab)
     if implementation == "numpy":
         assert automaton is not None
         # the walk reads parents and bytes alone, the table value states and LCPs (now int32):
@@ -252,22 +253,24 @@ def mask_table(
     )
 
 
-def branching_states(
-    num_states: int, value_state: np.ndarray, value_lcp: np.ndarray, lengths: np.ndarray
-) -> tuple[np.ndarray, int]:
-    """(bool per state: not a tail, the number of tail states). Value i's tail is its last
-    ``len(i) - max(lcp[i], lcp[i + 1])`` states: below them no other value remains."""
+def tail_lengths(value_state: np.ndarray, value_lcp: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Each value's tail length (int64 [K]): its last ``len(i) - max(lcp[i], lcp[i + 1])`` states, below which no
+    other value remains (none where value i is a prefix of value i + 1). O(K)."""
     lcp = value_lcp.astype(np.int64)
     shared = np.maximum(lcp, np.append(lcp[1:], 0))
-    tail_len = np.asarray(lengths, dtype=np.int64) - shared
+    return np.maximum(np.asarray(lengths, dtype=np.int64) - shared, 0)
+
+
+def branching_states(num_states: int, value_state: np.ndarray, tail_len: np.ndarray) -> np.ndarray:
+    """Bool per state: not a tail (value i's tail is its last ``tail_len[i]`` states)."""
     first = value_state.astype(np.int64) - tail_len + 1
     live = tail_len > 0
     mark = np.zeros(num_states + 1, dtype=np.int8)
-    mark[first[live]] = 1  # tails never touch: each starts after its value's shared part
+    mark[first[live]] = 1  # tails never overlap: one may end where the next starts (then the two cancel)
     mark[(first + tail_len)[live]] -= 1
     np.cumsum(mark, out=mark)
-    branching = mark[:-1] == 0
-    return branching, int(tail_len[live].sum())
+    branching: np.ndarray = mark[:-1] == 0
+    return branching
 
 
 _INDEX: dict[str, TokenIndex] = {}
@@ -283,10 +286,15 @@ def token_index(vocab: Vocabulary) -> TokenIndex:
     return found
 
 
-def choose_layout(num_states: int, num_tails: int, index: TokenIndex) -> bool:
+INDEX_BYTES_PER_TOKEN = 20
+"""About what the token index stores per token (ids, offsets, bytes): :func:`choose_layout`'s estimate."""
+
+
+def choose_layout(num_states: int, num_tails: int, num_tokens: int) -> bool:
     """``auto``'s choice: the tail layout when tails are at least :data:`TAIL_SHARE` of the states and their rows
-    (at least 12 bytes each stored: an offset and a pair) outweigh the token index twice."""
-    return num_tails >= TAIL_SHARE * num_states and 12 * num_tails >= 2 * index.nbytes
+    (at least 8 bytes each in the full layout: an offset and a pair) outweigh the token index twice (estimated
+    without building it: the decision costs O(K))."""
+    return num_tails >= TAIL_SHARE * num_states and 8 * num_tails >= 2 * INDEX_BYTES_PER_TOKEN * num_tokens
 
 
 def tail_table(

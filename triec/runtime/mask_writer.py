@@ -14,8 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from triec._arrays import find_sorted
-from triec.runtime.arrays import TableArrays, content, contents
+from triec.runtime.arrays import TableArrays, contents
 from triec.runtime.bitmask import as_int32, bit_of, flat_word, set_few, word_of
 from triec.runtime.states import state_array, terminal_note
 from triec.runtime.word_masks import EMPTY_WORDS, state_words
@@ -144,11 +143,11 @@ class MaskWriter:
         words = self._row0_words
         for w in self._last_words:
             words[w] = 0
-        tokens, _ = content(self.table, s)
+        tails = self.table.tails
+        assert tails is not None
+        tokens, accepting = tails.allowed_row(s)
         ids = tokens.tolist()
-        vs = self.table.value_state
-        i = find_sorted(vs, s)
-        if i < vs.shape[0] and int(vs[i]) == s:
+        if accepting:
             ids.extend(self.table.eos_token_ids)
         set_few(self._row0[0], ids)
         self._last_words = [word_of(t) for t in ids]

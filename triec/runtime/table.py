@@ -34,7 +34,7 @@ from triec.runtime.kinds import TableKind, Tokenization
 from triec.runtime.mask_writer import MaskWriter
 from triec.runtime.matcher import TableMatcher
 from triec.runtime.restrict import RestrictedTable
-from triec.runtime.states import StateQueries, terminal_note
+from triec.runtime.states import StateQueries, merge_sorted, terminal_note
 from triec.runtime.tails import TailLayout, TokenIndex, full_rows
 from triec.runtime.validate import check_indices, validate_contents
 from triec.runtime.word_masks import state_words
@@ -472,6 +472,12 @@ class TailMaskTable(MaskTable):
     @property
     def num_tail_states(self) -> int:
         return self.tails.num_tails
+
+    def allowed(self, state: int) -> np.ndarray:
+        """Allowed token ids in ``state``, ascending int32, EOS ids included at accepting states (one search of
+        the values for the row and its acceptance; see :meth:`StateQueries.allowed`)."""
+        tokens, accepting = self.tails.allowed_row(self._live(state))
+        return merge_sorted(tokens, self._eos) if accepting else tokens
 
     def __repr__(self) -> str:
         return (

@@ -27,6 +27,9 @@ from triec._arrays import concat_ranges, find_sorted
 from triec.errors import ArtifactContentError
 from triec.trie import build_trie_from_buffer
 
+_NO_TOKENS = np.zeros(0, dtype=np.int32)
+_NO_TOKENS.flags.writeable = False
+
 
 def _fail(source: str, section: str, message: str) -> NoReturn:
     raise ArtifactContentError(f"{source}: section {section}: {message}")
@@ -271,6 +274,25 @@ class TailLayout:
             return np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int32)
         ids, lengths = index.match(self.state_byte[state + 1 : state + 1 + m].tobytes())
         return np.array(ids, dtype=np.int32), np.array(lengths, dtype=np.int32) + np.int32(state)
+
+    def allowed_row(self, state: int) -> tuple[np.ndarray, bool]:
+        """(content tokens ascending as int32, whether EOS is allowed too) of any state in range: the serving
+        path of ``allowed`` and of a writer's row, one search of the values and no next states."""
+        vs = self.value_state
+        v = int(vs.searchsorted(vs.dtype.type(state)))
+        end = int(vs[v])
+        if state >= self.tail_first[v]:
+            index = self.index
+            if index._lookup is None:
+                index.lookup()
+            m = min(end - state, index._max_len)
+            if m <= 0:
+                return _NO_TOKENS, True
+            ids = index.match(self.state_byte[state + 1 : state + 1 + m].tobytes())[0]
+            return np.array(ids, dtype=np.int32), state == end
+        r = state - int(self.tails_before[v])
+        packed = self.pairs[int(self.offsets[r]) : int(self.offsets[r + 1])]
+        return (packed & self.token_mask).view(np.int32), state == end
 
     def content(self, state: int) -> tuple[np.ndarray, np.ndarray]:
         """(content tokens ascending, next states) of any state in range: a CSR slice or a tail row."""
