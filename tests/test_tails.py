@@ -375,3 +375,22 @@ def test_inspect_reports_tails_and_counts_rows_as_served(qwen2: triec.Vocabulary
     assert ins.summary(full)["layout"] == "full"
     s = int(tail.tails.tail_states()[0][5])
     assert ins.describe_state(tail, s) == ins.describe_state(full, s)
+
+
+@pytest.mark.parametrize("piece", [1, 29, 1 << 20])
+def test_compiled_in_pieces_equals_one_piece(
+    monkeypatch: pytest.MonkeyPatch, qwen2: triec.Vocabulary, piece: int
+) -> None:
+    """The tail layout compiles piece by piece (runs of values with distinct first bytes): any piece size gives
+    the same arrays as the full layout, every row expanded."""
+    import triec.compiler.tails as pieces
+
+    monkeypatch.setattr(pieces, "PIECE", piece)
+    values = SETS["mixed"] + ["zz" * 150, "Zebra (film)", "Zebra (album)"]
+    full, tail = _pair(values, qwen2)
+    for field in ("value_state", "value_lcp", "state_byte"):
+        assert np.array_equal(getattr(full, field), getattr(tail, field)), field
+    ex = tail.expanded()
+    for field in ("allowed_offsets", "allowed_tokens", "allowed_next"):
+        assert np.array_equal(getattr(ex, field), getattr(full, field)), field
+    assert len(pieces.pieces(tail.value_lcp.astype(np.int64), piece)) > (1 if piece < 100 else 0)

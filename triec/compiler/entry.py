@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from triec.compiler.keysort import SortedKeys, sort_unique
+from triec.compiler.tails import compile_pieces, tail_lengths
 from triec.compiler.walk import walk
 from triec.encoding import PLAIN, RAW, Encoding, as_encoding
 from triec.errors import EosTextWarning, ValuesError
@@ -22,7 +23,7 @@ from triec.keys import prepare_values, spell_all
 from triec.runtime import MaskTable
 from triec.runtime.kinds import TOKENIZATIONS, Tokenization
 from triec.runtime.table import TailMaskTable
-from triec.runtime.tails import TokenIndex, pack_pairs
+from triec.runtime.tails import TokenIndex
 from triec.tokenizer.vocabulary import Vocabulary
 from triec.trie import Trie, build_trie_from_buffer, join_keys, longest_common_prefixes
 
@@ -171,6 +172,13 @@ def compile_sorted(
             "(every byte can be a trie state, and state ids are int32)"
         )
     warn_eos_texts(sk.data, sk.offsets, vocab)
+    if implementation == "numpy" and layout != "full":
+        lengths = np.diff(sk.offsets)
+        num_states = 1 + int((lengths - sk.lcp).sum())
+        num_tails = int(tail_lengths(sk.lcp, lengths).sum())
+        del lengths
+        if layout == "tails" or choose_layout(num_states, num_tails, vocab.num_tokens):
+            return _compile_tail_layout(sk, vocab, stats, encoding, progress)
     t0 = time.perf_counter()
     automaton = vocab.automaton if implementation == "numpy" else None
     t1 = time.perf_counter()
@@ -181,14 +189,6 @@ def compile_sorted(
     stats.num_values = trie.num_keys
     stats.value_bytes = int(trie.key_offsets[-1])
     value_state, value_lcp = trie.terminal.astype(np.int32), trie.lcp.astype(np.int32)
-    starts = None
-    index = None
-    if implementation == "numpy" and layout != "full":
-        tail_len = tail_lengths(value_state, value_lcp, np.diff(trie.key_offsets))
-        num_tails = int(tail_len.sum())
-        if layout == "tails" or choose_layout(trie.num_nodes, num_tails, vocab.num_tokens):
-            starts = branching_states(trie.num_nodes, value_state, tail_len)
-            index = token_index(vocab)
     if implementation == "numpy":
         assert automaton is not None
         # the walk reads parents and bytes alone, the table value states and LCPs (now int32):
@@ -203,7 +203,7 @@ def compile_sorted(
             depth=empty,
             key_starts=empty,
         )
-        tr = walk(trie, automaton, vocab.vocab_size, progress, starts=starts)
+        tr = walk(trie, automaton, vocab.vocab_size, progress)
         offsets, tokens, next_state = tr.offsets, tr.tokens, tr.next_state
         del tr
     elif implementation == "reference":
@@ -213,13 +213,44 @@ def compile_sorted(
     else:
         raise ValueError(f"implementation must be one of {IMPLEMENTATIONS}, not {implementation!r}")
     t3 = time.perf_counter()
-    if starts is not None and index is not None:
-        table = tail_table(trie, offsets, tokens, next_state, starts, index, vocab, encoding, keys)
-    else:
-        table = mask_table(trie, offsets, tokens, next_state, vocab, encoding, keys)
+    table = mask_table(trie, offsets, tokens, next_state, vocab, encoding, keys)
     stats.num_states = trie.num_nodes
     stats.num_allowed = table.num_allowed
     stats.phases.update({"automaton": t1 - t0, "trie": t2 - t1, "masks": t3 - t2})
+    return table
+
+
+def _compile_tail_layout(
+    sk: SortedKeys,
+    vocab: Vocabulary,
+    stats: CompileStats,
+    encoding: Encoding,
+    progress: Callable[[int, int], None] | None,
+) -> TailMaskTable:
+    """The tail layout's table (:mod:`triec.compiler.tails`: piece by piece, memory bounded by a piece)."""
+    t0 = time.perf_counter()
+    vocab.automaton  # noqa: B018 - loaded or built before the clock of the pieces
+    index = token_index(vocab)
+    t1 = time.perf_counter()
+    keys, stats.duplicates = sk.keys, sk.duplicates
+    stats.num_values = int(sk.lcp.shape[0])
+    stats.value_bytes = int(sk.offsets[-1])
+    arrays = compile_pieces(sk, vocab, progress)
+    del sk
+    table = TailMaskTable.from_compile(
+        value_bytes=keys,
+        token_index=index,
+        **arrays,
+        vocab_size=vocab.vocab_size,
+        eos_token_ids=vocab.eos_token_ids,
+        tokenizer_fingerprint=vocab.fingerprint,
+        tokenizer_name=vocab.name,
+        build_options={"tokenizer_family": vocab.family, "tokenizer_tokens": vocab.num_tokens},
+        encoding=encoding,
+    )
+    stats.num_states = table.num_states
+    stats.num_allowed = table.num_allowed
+    stats.phases.update({"automaton": t1 - t0, "masks": time.perf_counter() - t1})
     return table
 
 
@@ -253,26 +284,6 @@ def mask_table(
     )
 
 
-def tail_lengths(value_state: np.ndarray, value_lcp: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """Each value's tail length (int64 [K]): its last ``len(i) - max(lcp[i], lcp[i + 1])`` states, below which no
-    other value remains (none where value i is a prefix of value i + 1). O(K)."""
-    lcp = value_lcp.astype(np.int64)
-    shared = np.maximum(lcp, np.append(lcp[1:], 0))
-    return np.maximum(np.asarray(lengths, dtype=np.int64) - shared, 0)
-
-
-def branching_states(num_states: int, value_state: np.ndarray, tail_len: np.ndarray) -> np.ndarray:
-    """Bool per state: not a tail (value i's tail is its last ``tail_len[i]`` states)."""
-    first = value_state.astype(np.int64) - tail_len + 1
-    live = tail_len > 0
-    mark = np.zeros(num_states + 1, dtype=np.int8)
-    mark[first[live]] = 1  # tails never overlap: one may end where the next starts (then the two cancel)
-    mark[(first + tail_len)[live]] -= 1
-    np.cumsum(mark, out=mark)
-    branching: np.ndarray = mark[:-1] == 0
-    return branching
-
-
 _INDEX: dict[str, TokenIndex] = {}
 
 
@@ -295,40 +306,6 @@ def choose_layout(num_states: int, num_tails: int, num_tokens: int) -> bool:
     (at least 8 bytes each in the full layout: an offset and a pair) outweigh the token index twice (estimated
     without building it: the decision costs O(K))."""
     return num_tails >= TAIL_SHARE * num_states and 8 * num_tails >= 2 * INDEX_BYTES_PER_TOKEN * num_tokens
-
-
-def tail_table(
-    trie: Trie,
-    offsets: np.ndarray,
-    tokens: np.ndarray,
-    next_state: np.ndarray,
-    branching: np.ndarray,
-    index: TokenIndex,
-    vocab: Vocabulary,
-    encoding: Encoding = PLAIN,
-    keys: list[bytes] | None = None,
-) -> TailMaskTable:
-    """The tail layout's table: the rows of the branching states (the walk left tail rows empty), the index."""
-    branch = np.flatnonzero(branching)
-    stored = np.append(offsets[branch], offsets[-1]).astype(np.uint32)
-    pairs, far_pairs, far_next = pack_pairs(stored, tokens, next_state, branch, vocab.vocab_size)
-    return TailMaskTable.from_compile(
-        value_bytes=keys,
-        allowed_offsets=stored,
-        allowed_pairs=pairs,
-        far_pairs=far_pairs,
-        far_next=far_next,
-        token_index=index,
-        value_state=trie.terminal.astype(np.int32, copy=False),
-        value_lcp=trie.lcp.astype(np.int32, copy=False),
-        state_byte=trie.byte,
-        vocab_size=vocab.vocab_size,
-        eos_token_ids=vocab.eos_token_ids,
-        tokenizer_fingerprint=vocab.fingerprint,
-        tokenizer_name=vocab.name,
-        build_options={"tokenizer_family": vocab.family, "tokenizer_tokens": vocab.num_tokens},
-        encoding=encoding,
-    )
 
 
 def _keys_of(trie: Trie) -> list[bytes]:

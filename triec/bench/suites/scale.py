@@ -75,13 +75,13 @@ def _kinds(table: Any) -> tuple[list[int], list[int]]:
     """A seeded sample of tail states and of branching states (any layout)."""
     import numpy as np
 
-    from triec.compiler.entry import branching_states, tail_lengths
+    from triec.compiler.tails import branching_states, tail_lengths
 
     vs = np.asarray(table.value_state, dtype=np.int64)
     lcp = np.asarray(table.value_lcp, dtype=np.int64)
     created = np.diff(vs, prepend=0)
     created[0] = vs[0]
-    branching = branching_states(table.num_states, vs, tail_lengths(vs, lcp, lcp + created))
+    branching = branching_states(table.num_states, vs, tail_lengths(lcp, lcp + created))
     rng = np.random.default_rng(0)
     tails, branch = np.flatnonzero(~branching), np.flatnonzero(branching)
     pick = [x[rng.integers(0, x.shape[0], min(SAMPLE, x.shape[0]))] if x.shape[0] else x for x in (tails, branch)]
