@@ -134,6 +134,16 @@ class TableMatcher(TokenSteps, Generic[Table]):
             self._history.append(-1)
             self._done = True
             return True
+        tails = self.table.tails
+        if tails is not None:  # a tail table: one step, no row built
+            if not 0 <= t < self.table.vocab_size:
+                return False
+            found = tails.step(self._state, t)
+            if found < 0:
+                return False
+            self._history.append(self._state)
+            self._state = found
+            return True
         toks, nxt = content(self.table, self._state)
         i = find_sorted(toks, t)
         if i >= toks.shape[0] or int(toks[i]) != t:

@@ -142,16 +142,24 @@ class StateQueries:
 
         Raises :class:`TokenNotAllowed` for a token the state's mask does not allow.
         """
-        tokens, nxt = self._content(self._live(state))
+        s = self._live(state)
         t = int(token_id)
         if not 0 <= t < self.vocab_size:
             raise TokenNotAllowed(f"token {t} is outside the vocabulary (0..{self.vocab_size - 1})")
-        i = find_sorted(tokens, t)
-        if i < tokens.shape[0] and int(tokens[i]) == t:
-            return int(nxt[i])
+        found = self._step(s, t)
+        if found >= 0:
+            return found
         if t in self.eos_token_ids and self.is_accepting(state):
             return FINISHED
         raise TokenNotAllowed(f"token {t} is not allowed in state {int(state)}{self._described(int(state))}")
+
+    def _step(self, state: int, token: int) -> int:
+        """The state content token ``token`` (in the mask's range) leads to from checked ``state``, or -1."""
+        tokens, nxt = self._content(state)
+        i = find_sorted(tokens, token)
+        if i < tokens.shape[0] and int(tokens[i]) == token:
+            return int(nxt[i])
+        return -1
 
     def _described(self, state: int) -> str:
         """`` (prefix b'...')`` for messages; empty when a loaded table's value bytes are corrupt."""

@@ -473,6 +473,9 @@ class TailMaskTable(MaskTable):
     def num_tail_states(self) -> int:
         return self.tails.num_tails
 
+    def _step(self, state: int, token: int) -> int:
+        return self.tails.step(state, token)
+
     def allowed(self, state: int) -> np.ndarray:
         """Allowed token ids in ``state``, ascending int32, EOS ids included at accepting states (one search of
         the values for the row and its acceptance; see :meth:`StateQueries.allowed`)."""

@@ -46,6 +46,8 @@ class TokenIndex:
     ids: np.ndarray  # int32 [T]
     _lookup: dict[bytes, tuple[int, ...]] | None = field(default=None, repr=False)
     _inner: frozenset[bytes] = field(default=frozenset(), repr=False)
+    _keys: list[bytes] = field(default_factory=list, repr=False)
+    _id_key: np.ndarray | None = field(default=None, repr=False)
     _max_len: int = field(default=0, repr=False)
 
     @classmethod
@@ -97,6 +99,13 @@ class TokenIndex:
             ids = self.ids.tolist()
             self._inner = frozenset(k[:n] for k in keys for n in range(1, len(k)))
             self._max_len = max(map(len, keys), default=0)
+            self._keys = keys
+            top = int(self.ids.max()) + 1 if self.ids.shape[0] else 0
+            id_key = np.full(top, -1, dtype=np.int32)
+            id_key[self.ids] = np.repeat(
+                np.arange(len(keys), dtype=np.int32), np.diff(self.id_offsets.astype(np.int64))
+            )
+            self._id_key = id_key
             self._lookup = {k: tuple(ids[offs[d] : offs[d + 1]]) for d, k in enumerate(keys)}
         return self._lookup
 
@@ -293,6 +302,38 @@ class TailLayout:
         r = state - int(self.tails_before[v])
         packed = self.pairs[int(self.offsets[r]) : int(self.offsets[r + 1])]
         return (packed & self.token_mask).view(np.int32), state == end
+
+    def step(self, state: int, token: int) -> int:
+        """The state content token ``token`` (>= 0) leads to from ``state`` (in range), or -1 where it is not
+        allowed: a tail compares the token's bytes with the rest of its value, a stored row is searched."""
+        vs = self.value_state
+        v = int(vs.searchsorted(vs.dtype.type(state)))
+        if state >= self.tail_first[v]:
+            index = self.index
+            if index._lookup is None:
+                index.lookup()
+            id_key = index._id_key
+            assert id_key is not None
+            d = int(id_key[token]) if token < id_key.shape[0] else -1
+            if d < 0:
+                return -1
+            key = index._keys[d]
+            n = len(key)
+            if state + n > int(vs[v]) or self.state_byte[state + 1 : state + 1 + n].tobytes() != key:
+                return -1
+            return state + n
+        r = state - int(self.tails_before[v])
+        lo, hi = int(self.offsets[r]), int(self.offsets[r + 1])
+        packed = self.pairs[lo:hi]
+        tokens = packed & self.token_mask
+        i = int(tokens.searchsorted(np.uint32(token)))
+        if i == hi - lo or int(tokens[i]) != token:
+            return -1
+        delta = int(packed[i]) >> self.token_bits
+        if delta:
+            return state + delta
+        at = min(find_sorted(self.far_pairs, lo + i), self.far_pairs.shape[0] - 1)
+        return int(self.far_next[at])
 
     def content(self, state: int) -> tuple[np.ndarray, np.ndarray]:
         """(content tokens ascending, next states) of any state in range: a CSR slice or a tail row."""
