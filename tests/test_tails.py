@@ -230,7 +230,6 @@ def _section(info: dict, name: str) -> tuple[int, int, str]:
     [
         ("allowed_pairs", 0, 0xFFFFFFFF, "allowed_pairs"),  # a token past the mask
         ("allowed_pairs", -1, (0x3FFF << 18) | 5, "allowed_pairs"),  # the last row's target past the last state
-        ("allowed_pairs", 7, 3, "far_pairs"),  # a delta of 0 without a far entry
         ("far_next", 0, 0x7FFFFFFF, "far_next"),
         ("far_pairs", 0, 0xFFFFFFF0, "far_pairs"),
         ("allowed_offsets", 1, 0xFFFFFFF0, "allowed_offsets"),
@@ -249,6 +248,18 @@ def test_every_new_index_is_checked_at_load(
     path.write_bytes(bytes(buf))
     with pytest.raises(triec.ArtifactContentError, match=message):
         triec.load(path)
+
+
+def test_a_delta_of_zero_without_its_far_entry_is_refused_by_verify(tmp_path: Path, qwen2: triec.Vocabulary) -> None:
+    """In range either way (a plain load serves it: the far lookup reads another entry); verify=True refuses it."""
+    path, data, info = _artifact(tmp_path, qwen2)
+    at, count, _ = _section(info, "allowed_pairs")
+    buf = bytearray(data)
+    struct.pack_into("<I", buf, at + 4 * 7, 3)
+    path.write_bytes(_resealed(bytes(buf), info))
+    triec.load(path)
+    with pytest.raises(triec.ArtifactContentError, match="far_pairs"):
+        triec.load(path, verify=True)
 
 
 def test_seeded_mutations_are_refused_or_answer_every_query(tmp_path: Path, qwen2: triec.Vocabulary) -> None:

@@ -178,21 +178,31 @@ class TailLayout:
         self.value_state = value_state
         self.state_byte = state_byte
         self.index = index
-        ends = value_state.astype(np.int64)
-        created = np.diff(ends, prepend=0)
-        if created.shape[0]:
+        # int32 throughout (states < 2**31): one pass per line over K values, the only O(K) work of a load
+        ends = np.asarray(value_state, dtype=np.int32)
+        lcp = np.asarray(value_lcp, dtype=np.int32)
+        k = ends.shape[0]
+        created = np.empty(k, dtype=np.int32)
+        if k:
             created[0] = ends[0]
-        lcp = value_lcp.astype(np.int64)
-        lengths = lcp + created
-        shared = np.maximum(lcp, np.append(lcp[1:], 0))
-        tail_len = np.maximum(lengths - shared, 0)
-        tail_len = np.clip(tail_len, 0, np.maximum(created, 0))  # corrupt LCPs (refused later) stay in range
-        self.tail_len = tail_len.astype(np.int32)
-        self.tail_first = (ends - tail_len + 1).astype(np.int64)
-        before = np.zeros(tail_len.shape[0], dtype=np.int64)
-        np.cumsum(tail_len[:-1], out=before[1:])
+            np.subtract(ends[1:], ends[:-1], out=created[1:])
+        np.maximum(created, 0, out=created)  # corrupt values (refused by the caller's checks) stay in range
+        shared = lcp.copy()
+        if k > 1:
+            np.maximum(shared[:-1], lcp[1:], out=shared[:-1])
+        tail_len = lcp + created
+        tail_len -= shared
+        np.maximum(tail_len, 0, out=tail_len)
+        np.minimum(tail_len, created, out=tail_len)
+        self.tail_len = tail_len
+        tail_first = ends - tail_len
+        tail_first += 1
+        self.tail_first = tail_first
+        before = np.zeros(k, dtype=np.int64 if int(ends[-1] if k else 0) >= 2**31 - 1 else np.int32)
+        if k > 1:
+            np.cumsum(tail_len[:-1], out=before[1:], dtype=before.dtype)
         self.tails_before = before
-        self.num_tails = int(tail_len.sum())
+        self.num_tails = int(tail_len.sum(dtype=np.int64))
         self.num_states = int(state_byte.shape[0])
         self.num_branch = self.num_states - self.num_tails
 
@@ -254,15 +264,16 @@ class TailLayout:
             return -1
         return state - int(self.tails_before[v])
 
-    def branch_states(self) -> np.ndarray:
+    def branch_states(self, first_value: int = 0) -> np.ndarray:
         """The branching states, ascending (int64 [B]): per value, the states it creates before its tail (state 0
-        before value 0's)."""
-        ends = self.value_state.astype(np.int64)
-        start = np.empty_like(ends)
-        if ends.shape[0]:
-            start[0] = 0
-            start[1:] = ends[:-1] + 1
-        return concat_ranges(start, np.maximum(self.tail_first - start, 0))
+        before value 0's); from value ``first_value`` on."""
+        ends = self.value_state[max(first_value - 1, 0) :].astype(np.int64)
+        start = ends + 1
+        if first_value == 0:
+            start = np.concatenate([[0], start[: ends.shape[0] - 1]]) if ends.shape[0] else start
+        else:
+            start = start[:-1]
+        return concat_ranges(start, np.maximum(self.tail_first[first_value:] - start, 0))
 
     def tail_states(self) -> tuple[np.ndarray, np.ndarray]:
         """(every tail state ascending, the last state of its value) as int64."""
@@ -499,19 +510,27 @@ def check_tail_indices(layout: TailLayout, source: str) -> None:
     if p:
         if int((pairs & layout.token_mask).max()) >= vocab_size:
             _fail(source, "allowed_pairs", f"expected token ids in 0..{vocab_size - 1}")
-        delta = pairs >> np.uint32(layout.token_bits)
-        if int(np.count_nonzero(delta == 0)) != f:
-            _fail(source, "far_pairs", "expected exactly one entry per pair whose delta is 0")
-        rows = np.flatnonzero(off[1:] > off[:-1])
+        # next states: only a row whose state lies within the largest delta of the end can reach past it
+        limit = 1 << (32 - layout.token_bits)
+        vs = layout.value_state
+        v = int(vs.searchsorted(vs.dtype.type(max(0, s - limit))))
+        r0 = (int(vs[v - 1]) + 1 if v else 0) - int(layout.tails_before[v])
+        near = layout.branch_states(v)  # the states of rows r0 .. B - 1
+        if near.shape[0] != b - r0:
+            _fail(source, "allowed_offsets", "expected one row per branching state")
+        sub = off[r0:].astype(np.int64)
+        rows = np.flatnonzero(sub[1:] > sub[:-1])
         if rows.size:
-            widest = np.maximum.reduceat(delta, off[rows].astype(np.int64)).astype(np.int64)
-            if int((widest + layout.row_states()[rows]).max()) >= s:
+            delta = pairs[int(sub[0]) :] >> np.uint32(layout.token_bits)
+            widest = np.maximum.reduceat(delta, sub[rows] - sub[0]).astype(np.int64)
+            if int((widest + near[rows]).max()) >= s:
                 _fail(source, "allowed_pairs", f"expected next states in 0..{s - 1}")
     if f:
         if int(far_pairs.max()) >= p or (f > 1 and (far_pairs[1:] <= far_pairs[:-1]).any()):
             _fail(source, "far_pairs", f"expected strictly increasing pair indices in 0..{p - 1}")
         if int((pairs[far_pairs] >> np.uint32(layout.token_bits)).max()) != 0:
             _fail(source, "far_pairs", "expected only pairs whose delta is 0")
+        # (that every pair of delta 0 has its entry is checked with verify=True: a missing one reads another's)
         if int(far_next.view(np.uint32).max()) >= s:
             _fail(source, "far_next", f"expected states in 0..{s - 1}")
     ix = layout.index
@@ -548,8 +567,15 @@ def pack_pairs(
 
 
 def validate_tail_contents(layout: TailLayout, eos_token_ids: Sequence[int], source: str) -> None:
-    """What makes tail rows right beyond their indices: keys strictly ascending (so distinct), ids ascending within
-    a key, every id spelled once, no EOS id among them."""
+    """What makes tail rows right beyond their indices: every pair of delta 0 in the far table; keys strictly
+    ascending (so distinct), ids ascending within a key, every id spelled once, no EOS id among them."""
+    zero = int(np.count_nonzero((layout.pairs >> np.uint32(layout.token_bits)) == 0))
+    if zero != layout.far_pairs.shape[0]:
+        _fail(
+            source,
+            "far_pairs",
+            f"expected one entry per pair whose delta is 0 ({zero}), found {layout.far_pairs.shape[0]}",
+        )
     ix = layout.index
     keys = ix.keys()
     if any(a >= b for a, b in zip(keys, keys[1:], strict=False)):
