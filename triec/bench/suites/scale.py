@@ -3,7 +3,7 @@
 Each (set, K, layout) cell is one process (:func:`triec.bench.runner.run_cell`), qwen2's automaton in the disk
 cache. Sets: ``titles`` (:func:`triec.synthetic.sets.titles`, seed 7: Wikipedia-like titles, one value alone
 below 97% of the states) and ``tools`` (tool names, the regression check: ``auto`` keeps them in the full layout).
-In order, per cell:
+``pypi`` is the Python package index's names (the environment's list, when present). Per cell:
 
 * ``compile``: ``triec.compile(values, vocab, layout=...)`` once (large K) or its median, and the growth of the
   resident high-water mark during it (values and vocabulary already in memory);
@@ -34,6 +34,9 @@ FULL: dict[str, Any] = {
         ("tools", 1_000, "auto"),
         ("tools", 100_000, "auto"),
         ("tools", 1_000_000, "auto"),
+        ("tools", 1_000_000, "tails"),
+        ("pypi", 0, "full"),
+        ("pypi", 0, "auto"),
     ],
     "repeat": 3,
     "timeout": 900.0,
@@ -53,9 +56,24 @@ def unavailable() -> str | None:
     return None
 
 
+PYPI = "/work/.library/env/packages/pypi.tsv"
+"""The Python package index's names (a TSV whose first column is the name; ``TRIEC_PYPI_NAMES`` to point
+elsewhere): a real set of about 890,000 values. K = 0 in a cell: all of them."""
+
+
+def pypi_names() -> list[str]:
+    path = os.environ.get("TRIEC_PYPI_NAMES", PYPI)
+    with open(path, encoding="utf-8") as f:
+        next(f)  # the header
+        return sorted({line.split("\t", 1)[0] for line in f if line.strip()})
+
+
 def values_of(name: str, k: int) -> list[str]:
     from triec.synthetic import sets
 
+    if name == "pypi":
+        names = pypi_names()
+        return names if k == 0 else names[:k]
     if name == "titles":
         return sets.titles(k, seed=7)
     if name == "tools":
@@ -127,6 +145,7 @@ def cell(job: dict[str, Any], out: Out) -> None:
     vocab.automaton  # noqa: B018 - cached, as on a serving machine
     values = values_of(job["set"], job["k"])
     text = sum(len(v.encode("utf-8")) for v in values)
+    n_values = len(values)
     out.put(phase="compile", values=len(values), text_bytes=text)
     _reset_peak()
     before = rss_bytes()
@@ -147,7 +166,7 @@ def cell(job: dict[str, Any], out: Out) -> None:
         layout="full" if tails is None else "tails",
         tail_states=0 if tails is None else tails.num_tails,
     )
-    if job["k"] <= 100_000 and job["repeat"] > 1:
+    if n_values <= 100_000 and job["repeat"] > 1:
         values = values_of(job["set"], job["k"])
         samples = timed(lambda: triec.compile(values, vocab, layout=job["layout"]), job["repeat"] - 1, warmup=0)
         out.put(compile_s=stats([first, *samples]))
@@ -181,6 +200,11 @@ def run(quick: bool) -> dict[str, Any]:
     )
     triec.Vocabulary.load("qwen2").automaton  # noqa: B018 - caches warm
     for name, k, layout in size["cells"]:
+        if name == "pypi" and not os.path.exists(os.environ.get("TRIEC_PYPI_NAMES", PYPI)):
+            result["cells"].append(
+                {"set": name, "k": k, "asked": layout, "status": "missing", "error": "no names file"}
+            )
+            continue
         job = {"set": name, "k": k, "layout": layout, "repeat": size["repeat"]}
         found = run_cell("triec.bench.suites.scale:cell", job, timeout=size["timeout"], max_rss=size["max_rss"])
         result["cells"].append({"set": name, "k": k, "asked": layout, **found})
@@ -201,7 +225,7 @@ def tables(result: dict[str, Any]) -> dict[str, str]:
         rows.append(
             [
                 c["set"],
-                f"{c['k']:,}",
+                f"{c.get('values', c['k']):,}",
                 c.get("layout", c["asked"]),
                 docs.count(c.get("states")),
                 docs.count(c.get("tail_states")),
