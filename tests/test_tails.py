@@ -191,6 +191,10 @@ def test_auto_layout_keeps_tool_names_and_small_sets_full(qwen2: triec.Vocabular
     assert compile_values(sets.titles(500), qwen2).tails is None  # the index would cost more than the tails save
     assert compile_values(sets.titles(60000), qwen2).tails is not None
     assert compile_values(sets.titles(500), qwen2, tokenization="canonical").tails is None
+    with pytest.raises(ValueError, match="canonical"):
+        compile_values(sets.titles(5), qwen2, tokenization="canonical", layout="tails")
+    with pytest.raises(ValueError, match="layout"):
+        compile_values(sets.titles(5), qwen2, layout="packed")
 
 
 def test_token_index_matches_the_vocabulary(vocab: triec.Vocabulary) -> None:

@@ -354,7 +354,11 @@ def compile(  # noqa: A001 - the public name mirrors re.compile
     if not isinstance(vocab, Vocabulary):
         vocab = Vocabulary.load(vocab)
     stats = stats if stats is not None else CompileStats()
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {LAYOUTS}, not {layout!r}")
     if tokenization == Tokenization.CANONICAL:
+        if layout == "tails":
+            raise ValueError("layout='tails' serves a tail from its bytes; a canonical table's follow its encoder")
         return _compile_canonical(values, vocab, enc, stats, encoder)
     # no local holds the prepared values: compile_sorted frees their buffer once the trie is built
     return compile_sorted(
