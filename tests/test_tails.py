@@ -20,7 +20,7 @@ import triec.synthetic.sets as sets
 from triec.artifact import container
 from triec.compiler.entry import compile as compile_values
 from triec.runtime.table import TailMaskTable
-from triec.runtime.tails import TokenIndex, token_bits
+from triec.runtime.tails import TailIndex, token_bits
 
 EDGE = sorted(
     {
@@ -198,7 +198,7 @@ def test_auto_layout_keeps_tool_names_and_small_sets_full(qwen2: triec.Vocabular
 
 
 def test_token_index_matches_the_vocabulary(vocab: triec.Vocabulary) -> None:
-    ix = TokenIndex.of(vocab.token_bytes, vocab.eos_token_ids)
+    ix = TailIndex.of(vocab.token_bytes, vocab.eos_token_ids)
     keys = ix.keys()
     assert keys == sorted(set(keys)) and all(keys)
     spelled = {i for i, b in enumerate(vocab.token_bytes) if b and i not in vocab.eos_token_ids}

@@ -19,7 +19,7 @@ from triec.encoding import Encoding
 from triec.errors import ArtifactError
 from triec.runtime.kinds import TableKind, Tokenization
 from triec.runtime.table import MaskTable, TailMaskTable
-from triec.runtime.tails import TokenIndex
+from triec.runtime.tails import TailIndex
 
 __all__ = [
     "FORMAT_NAME",
@@ -246,7 +246,7 @@ def build_table(
     if version == TAILS_FORMAT_VERSION:
         return TailMaskTable.from_artifact(
             **{name: arrays[name] for name, _ in TAIL_LAYOUT[:7]},
-            token_index=TokenIndex(
+            token_index=TailIndex(
                 key_offsets=arrays["token_key_offsets"],
                 key_bytes=arrays["token_key_bytes"],
                 id_offsets=arrays["token_id_offsets"],

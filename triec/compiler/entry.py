@@ -23,7 +23,7 @@ from triec.keys import prepare_values, spell_all
 from triec.runtime import MaskTable
 from triec.runtime.kinds import TOKENIZATIONS, Tokenization
 from triec.runtime.table import TailMaskTable
-from triec.runtime.tails import TokenIndex
+from triec.runtime.tails import TailIndex
 from triec.tokenizer.vocabulary import Vocabulary
 from triec.trie import Trie, build_trie_from_buffer, join_keys, longest_common_prefixes
 
@@ -285,16 +285,16 @@ def mask_table(
     )
 
 
-_INDEX: dict[str, TokenIndex] = {}
+_INDEX: dict[str, TailIndex] = {}
 
 
-def token_index(vocab: Vocabulary) -> TokenIndex:
-    """The vocabulary's :class:`TokenIndex` (what a tail table stores), built once per fingerprint."""
+def token_index(vocab: Vocabulary) -> TailIndex:
+    """The vocabulary's :class:`TailIndex` (what a tail table stores), built once per fingerprint."""
     found = _INDEX.get(vocab.fingerprint)
     if found is None:
         if len(_INDEX) >= 4:
             _INDEX.clear()
-        found = _INDEX[vocab.fingerprint] = TokenIndex.of(vocab.token_bytes, vocab.eos_token_ids)
+        found = _INDEX[vocab.fingerprint] = TailIndex.of(vocab.token_bytes, vocab.eos_token_ids)
     return found
 
 

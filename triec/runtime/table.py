@@ -35,7 +35,7 @@ from triec.runtime.mask_writer import MaskWriter
 from triec.runtime.matcher import TableMatcher
 from triec.runtime.restrict import RestrictedTable
 from triec.runtime.states import StateQueries, merge_sorted, terminal_note
-from triec.runtime.tails import TailLayout, TokenIndex, full_rows
+from triec.runtime.tails import TailIndex, TailLayout, full_rows
 from triec.runtime.validate import check_indices, validate_contents
 from triec.runtime.word_masks import state_words
 
@@ -416,7 +416,7 @@ class TailMaskTable(MaskTable):
         allowed_pairs: np.ndarray,
         far_pairs: np.ndarray,
         far_next: np.ndarray,
-        token_index: TokenIndex,
+        token_index: TailIndex,
         **fields: Any,
     ) -> None:
         self._expanded: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None

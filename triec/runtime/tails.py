@@ -8,7 +8,7 @@ Storing those rows as pairs is what made a set of titles 17 times its text; the 
 docs/format.md) stores only the branching rows and serves tails here, from:
 
 * ``state_byte`` (the rest of value i after tail state s is ``state_byte[s + 1 .. value_state[i]]``), and
-* a :class:`TokenIndex`: every content token's bytes, sorted and distinct, with the ids spelling each.
+* a :class:`TailIndex`: every content token's bytes, sorted and distinct, with the ids spelling each.
 
 State ids are the trie's preorder ids, as in every other layout: a tail table and the same set compiled in the
 present layout number their states alike and answer alike, state by state. Which states are tails is derived from
@@ -36,7 +36,7 @@ def _fail(source: str, section: str, message: str) -> NoReturn:
 
 
 @dataclass
-class TokenIndex:
+class TailIndex:
     """Every content token's bytes, sorted and distinct (``key_bytes`` cut at ``key_offsets``), and the ids that
     spell each one (``ids[id_offsets[d]:id_offsets[d + 1]]``, ascending). EOS ids and ids without bytes are absent."""
 
@@ -51,7 +51,7 @@ class TokenIndex:
     _max_len: int = field(default=0, repr=False)
 
     @classmethod
-    def of(cls, token_bytes: Sequence[bytes], eos_token_ids: Iterable[int] = ()) -> TokenIndex:
+    def of(cls, token_bytes: Sequence[bytes], eos_token_ids: Iterable[int] = ()) -> TailIndex:
         """The index of a decoded vocabulary (``token_bytes[id]``; EOS ids and empty tokens are not content)."""
         eos = set(eos_token_ids)
         ids = [i for i, b in enumerate(token_bytes) if b and i not in eos]
@@ -162,7 +162,7 @@ class TailLayout:
         value_state: np.ndarray,
         value_lcp: np.ndarray,
         state_byte: np.ndarray,
-        index: TokenIndex,
+        index: TailIndex,
         vocab_size: int,
     ) -> None:
         self.offsets = offsets

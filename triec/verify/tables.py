@@ -584,10 +584,10 @@ def parse_against(raw: Sequence[str]) -> list[str]:
 
 def _token_index_problem(table: MaskTable, vocab: Vocabulary) -> str:
     """Why a tail table's stored token index is not the vocabulary's content tokens ('' when it is)."""
-    from triec.runtime.tails import TokenIndex
+    from triec.runtime.tails import TailIndex
 
     ours = table.tails.index if table.tails is not None else None
-    want = TokenIndex.of(vocab.token_bytes, vocab.eos_token_ids)
+    want = TailIndex.of(vocab.token_bytes, vocab.eos_token_ids)
     if ours is None:
         return ""
     for name in ("key_offsets", "key_bytes", "id_offsets", "ids"):
