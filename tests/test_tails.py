@@ -187,7 +187,7 @@ def test_artifact_round_trip(tmp_path: Path, vocab: triec.Vocabulary) -> None:
 
 def test_auto_layout_keeps_tool_names_and_small_sets_full(qwen2: triec.Vocabulary) -> None:
     assert compile_values(sets.tool_names(20000), qwen2).tails is None
-    assert compile_values(sets.tool_names(200000), qwen2).tails is None  # 83% tails: rows stay sliced
+    assert compile_values(sets.tool_names(200000), qwen2).tails is None  # 83% tails but 0.13 states a byte: rows stay sliced
     assert compile_values(sets.titles(500), qwen2).tails is None  # the index would cost more than the tails save
     assert compile_values(sets.titles(60000), qwen2).tails is not None
     assert compile_values(sets.titles(500), qwen2, tokenization="canonical").tails is None

@@ -32,9 +32,12 @@ LAYOUTS = ("auto", "full", "tails")
 """Where rows are stored: ``full`` every state's row (format versions 1 and 2), ``tails`` only the branching
 states' (version 4: tail states' rows served from the values, :mod:`triec.runtime.tails`), ``auto`` the tail layout
 where tails are most of the states and their rows outweigh the token index it stores (:func:`choose_layout`)."""
-TAIL_SHARE = 0.9
-"""``auto`` picks the tail layout only when at least this share of the states are tails: titles (97%), not tool
-names (83% at K = 1,000,000, whose rows then keep the full layout's cost: a tail row is computed, not sliced)."""
+TAIL_SHARE = 0.5
+"""``auto`` picks the tail layout only when at least this share of the states are tails."""
+TAIL_STATES_PER_BYTE = 0.25
+"""... and when the set has at least this many states per value byte (the paper's r): the full layout stores about
+25 bytes per state, so below this it is under about 6 times the text and its sliced rows are kept (tool names:
+r = 0.10 at K = 1,000,000; package names 0.44, titles 0.75)."""
 MAX_VALUE_BYTES = 2**31 - 2
 """Most value bytes one table holds: states (at most bytes + 1) and value ids are int32 in the format."""
 SMALL_SET = 500  # up to this many values, prepare_values (Python's sort) is faster than keysort
@@ -178,7 +181,7 @@ def compile_sorted(
         num_states = 1 + int((lengths - sk.lcp).sum())
         num_tails = int(tail_lengths(sk.lcp, lengths).sum())
         del lengths
-        if layout == "tails" or choose_layout(num_states, num_tails, vocab.num_tokens):
+        if layout == "tails" or choose_layout(num_states, num_tails, vocab.num_tokens, int(sk.offsets[-1])):
             return _compile_tail_layout(sk, vocab, stats, encoding, progress)
     t0 = time.perf_counter()
     automaton = vocab.automaton if implementation == "numpy" else None
@@ -302,11 +305,16 @@ INDEX_BYTES_PER_TOKEN = 20
 """About what the token index stores per token (ids, offsets, bytes): :func:`choose_layout`'s estimate."""
 
 
-def choose_layout(num_states: int, num_tails: int, num_tokens: int) -> bool:
-    """``auto``'s choice: the tail layout when tails are at least :data:`TAIL_SHARE` of the states and their rows
-    (at least 8 bytes each in the full layout: an offset and a pair) outweigh the token index twice (estimated
-    without building it: the decision costs O(K))."""
-    return num_tails >= TAIL_SHARE * num_states and 8 * num_tails >= 2 * INDEX_BYTES_PER_TOKEN * num_tokens
+def choose_layout(num_states: int, num_tails: int, num_tokens: int, value_bytes: int) -> bool:
+    """``auto``'s choice, in O(K) before any trie is built: the tail layout when tails are at least
+    :data:`TAIL_SHARE` of the states, the set has at least :data:`TAIL_STATES_PER_BYTE` states per value byte, and
+    the tails' rows (at least 8 bytes each in the full layout: an offset and a pair) outweigh the token index twice
+    (estimated at :data:`INDEX_BYTES_PER_TOKEN` a token)."""
+    return (
+        num_tails >= TAIL_SHARE * num_states
+        and num_states >= TAIL_STATES_PER_BYTE * value_bytes
+        and 8 * num_tails >= 2 * INDEX_BYTES_PER_TOKEN * num_tokens
+    )
 
 
 def _keys_of(trie: Trie) -> list[bytes]:
