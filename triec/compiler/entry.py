@@ -230,7 +230,7 @@ def _compile_tail_layout(
     stats: CompileStats,
     encoding: Encoding,
     progress: Callable[[int, int], None] | None,
-) -> TailMaskTable:
+) -> MaskTable:
     """The tail layout's table (:mod:`triec.compiler.tails`: piece by piece, memory bounded by a piece)."""
     t0 = time.perf_counter()
     vocab.automaton  # noqa: B018 - loaded or built before the clock of the pieces

@@ -435,7 +435,7 @@ class TailMaskTable(MaskTable):
             vocab_size=self.vocab_size,
         )
 
-    @property  # type: ignore[override]
+    @property
     def allowed_offsets(self) -> np.ndarray:
         return self._full()[0]
 
@@ -443,7 +443,7 @@ class TailMaskTable(MaskTable):
     def allowed_offsets(self, value: np.ndarray) -> None:
         pass
 
-    @property  # type: ignore[override]
+    @property
     def allowed_tokens(self) -> np.ndarray:
         return self._full()[1]
 
@@ -451,7 +451,7 @@ class TailMaskTable(MaskTable):
     def allowed_tokens(self, value: np.ndarray) -> None:
         pass
 
-    @property  # type: ignore[override]
+    @property
     def allowed_next(self) -> np.ndarray:
         return self._full()[2]
 

@@ -31,6 +31,13 @@ _NO_TOKENS = np.zeros(0, dtype=np.int32)
 _NO_TOKENS.flags.writeable = False
 
 
+def _counts(offsets: np.ndarray) -> np.ndarray:
+    """Entries per row of CSR ``offsets``, int64."""
+    wide = np.asarray(offsets, dtype=np.int64)
+    out: np.ndarray = wide[1:] - wide[:-1]
+    return out
+
+
 def _fail(source: str, section: str, message: str) -> NoReturn:
     raise ArtifactContentError(f"{source}: section {section}: {message}")
 
@@ -102,9 +109,7 @@ class TailIndex:
             self._keys = keys
             top = int(self.ids.max()) + 1 if self.ids.shape[0] else 0
             id_key = np.full(top, -1, dtype=np.int32)
-            id_key[self.ids] = np.repeat(
-                np.arange(len(keys), dtype=np.int32), np.diff(self.id_offsets.astype(np.int64))
-            )
+            id_key[self.ids] = np.repeat(np.arange(len(keys), dtype=np.int32), _counts(self.id_offsets))
             self._id_key = id_key
             self._lookup = {k: tuple(ids[offs[d] : offs[d + 1]]) for d, k in enumerate(keys)}
         return self._lookup
@@ -232,8 +237,7 @@ class TailLayout:
 
     def _stored(self) -> tuple[np.ndarray, np.ndarray]:
         if self._decoded is None:
-            counts = np.diff(self.offsets.astype(np.int64))
-            owner = np.repeat(self.row_states(), counts)
+            owner = np.repeat(self.row_states(), _counts(self.offsets))
             tok, nxt = self.decode(np.arange(self.num_pairs, dtype=np.int64), owner)
             self._decoded = (tok.astype(np.int32), nxt.astype(np.int32))
         return self._decoded
@@ -253,7 +257,7 @@ class TailLayout:
     def branch_rows(self, states: np.ndarray) -> np.ndarray:
         """Each state's branching row, or -1 for a tail state (states known in range; int64)."""
         v = self.value_state.searchsorted(states.astype(self.value_state.dtype))  # in its dtype: no O(K) cast
-        row = states - self.tails_before[v]
+        row: np.ndarray = states - self.tails_before[v]
         row[states >= self.tail_first[v]] = -1
         return row
 
@@ -557,7 +561,7 @@ def pack_pairs(
     """(pairs, far pairs, far next) of stored rows: each pair ``token | (next - state) << token_bits`` as uint32,
     a delta that does not fit written 0 and its target kept in the far table."""
     bits = token_bits(vocab_size)
-    owner = np.repeat(row_states.astype(np.int64), np.diff(offsets.astype(np.int64)))
+    owner = np.repeat(row_states.astype(np.int64), _counts(offsets))
     delta = nxt.astype(np.int64) - owner
     far = np.flatnonzero(delta >= (1 << (32 - bits)))
     far_next = nxt[far].astype(np.int32)
