@@ -187,7 +187,9 @@ def test_artifact_round_trip(tmp_path: Path, vocab: triec.Vocabulary) -> None:
 
 def test_auto_layout_keeps_tool_names_and_small_sets_full(qwen2: triec.Vocabulary) -> None:
     assert compile_values(sets.tool_names(20000), qwen2).tails is None
-    assert compile_values(sets.tool_names(200000), qwen2).tails is None  # 83% tails but 0.13 states a byte: rows stay sliced
+    assert (
+        compile_values(sets.tool_names(200000), qwen2).tails is None
+    )  # 83% tails but 0.13 states a byte: rows stay sliced
     assert compile_values(sets.titles(500), qwen2).tails is None  # the index would cost more than the tails save
     assert compile_values(sets.titles(60000), qwen2).tails is not None
     assert compile_values(sets.titles(500), qwen2, tokenization="canonical").tails is None
@@ -410,3 +412,23 @@ def test_compiled_in_pieces_equals_one_piece(
     for field in ("allowed_offsets", "allowed_tokens", "allowed_next"):
         assert np.array_equal(getattr(ex, field), getattr(full, field)), field
     assert len(pieces.pieces(tail.value_lcp.astype(np.int64), piece)) > (1 if piece < 100 else 0)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_sets_every_state(vocabs: dict[str, triec.Vocabulary], seed: int) -> None:
+    """Seeded random sets over small alphabets (shared prefixes, values inside others, empty values, multi-byte
+    characters, long runs): every state's row, acceptance and transitions equal the full layout's."""
+    rng = random.Random(seed)
+    vocab = vocabs[sorted(vocabs)[seed % len(vocabs)]]
+    alphabet = rng.choice(["ab", "abc ", "xyz01", "aé日 ", "the quick", "0123456789"])
+    values = sorted(
+        {
+            "".join(rng.choice(alphabet) for _ in range(rng.choice([0, 1, 2, 5, 12, 40, 90])))
+            for _ in range(rng.randint(1, 80))
+        }
+    )
+    full, tail = _pair(values, vocab)
+    assert_same(full, tail)
+    ex = tail.expanded()
+    for field in ("allowed_offsets", "allowed_tokens", "allowed_next"):
+        assert np.array_equal(getattr(ex, field), getattr(full, field)), field
