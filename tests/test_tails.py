@@ -432,3 +432,30 @@ def test_random_sets_every_state(vocabs: dict[str, triec.Vocabulary], seed: int)
     ex = tail.expanded()
     for field in ("allowed_offsets", "allowed_tokens", "allowed_next"):
         assert np.array_equal(getattr(ex, field), getattr(full, field)), field
+
+
+def test_request_rows_of_many_tail_matchers(qwen2: triec.Vocabulary) -> None:
+    """The serving core's batched rows (integrations/matchers.fill_rows, a batch past its gather threshold): a
+    tail table's matchers write their rows themselves, equal to the full layout's at the same states."""
+    from triec.integrations.matchers import fill_rows
+    from triec.runtime.matcher import TableMatcher
+
+    full, tail = _pair(SETS["titles"], qwen2)
+    rng = random.Random(3)
+    ours, theirs = [], []
+    for _ in range(100):
+        a, b = TableMatcher(full), TableMatcher(tail)
+        for _step in range(rng.randint(0, 8)):
+            ids = a.allowed()
+            if ids.size == 0 or a.is_terminated():
+                break
+            t = int(rng.choice(ids.tolist()))
+            assert a.accept_token(t) and b.accept_token(t)
+        ours.append(b)
+        theirs.append(a)
+    width = full.words_per_row
+    out_a = np.full((100, width), -1, dtype=np.int32)
+    out_b = np.full((100, width), -1, dtype=np.int32)
+    fill_rows(theirs, list(range(100)), out_a)
+    fill_rows(ours, list(range(100)), out_b)
+    assert np.array_equal(out_a, out_b)
