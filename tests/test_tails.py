@@ -459,3 +459,32 @@ def test_request_rows_of_many_tail_matchers(qwen2: triec.Vocabulary) -> None:
     fill_rows(theirs, list(range(100)), out_a)
     fill_rows(ours, list(range(100)), out_b)
     assert np.array_equal(out_a, out_b)
+
+
+def test_verify_samples_values_at_large_k(
+    tmp_path: Path, qwen2: triec.Vocabulary, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past REFERENCE_VALUES, the reference runs on a seeded sample of values (every state of their trie, rows as
+    served, tail rows whole) and says so; a wrong next state in a stored row is found."""
+    import triec.verify.tables as vt
+
+    monkeypatch.setattr(vt, "REFERENCE_VALUES", 100)
+    monkeypatch.setattr(vt, "SAMPLED_VALUES", 120)
+    path = tmp_path / "t.triec"
+    compile_values(sets.titles(400, seed=8), qwen2, layout="tails").save(path)
+    report = vt.verify(str(path), tokenizer="qwen2", against=["reference"], walks=0)
+    assert report.ok, report.to_json()
+    assert report.values_sampled == 120 and report.sampled and report.checks[0].states_checked > 1000
+
+    monkeypatch.setattr(vt, "SAMPLED_VALUES", 400)  # every value: the mutated row is in the sample
+    data = path.read_bytes()
+    header, data_start, _ = container.read_header(data, str(path))
+    info = {"header": header, "data_start": data_start}
+    at, count, _ = _section(info, "allowed_pairs")
+    buf = bytearray(data)
+    (word,) = struct.unpack_from("<I", buf, at)  # the root's first pair: its next state one further
+    assert word >> 18 > 0
+    struct.pack_into("<I", buf, at, word + (1 << 18))
+    path.write_bytes(_resealed(bytes(buf), info))
+    bad = vt.verify(str(path), tokenizer="qwen2", against=["reference"], walks=0)
+    assert bad.integrity_ok and not bad.ok and bad.checks[0].mismatches >= 1

@@ -101,6 +101,12 @@ def _print_report(report) -> None:  # noqa: ANN001 - VerifyReport, imported lazi
                 if report.tail_states
                 else ""
             )
+            + (
+                f"; the reference ran on a seeded sample of {report.values_sampled:,} of the "
+                f"{report.num_values:,} values (every state of their trie, rows as served)"
+                if report.values_sampled
+                else ""
+            )
         ),
         highlight=False,
     )
