@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from triec.runtime.arrays import TableArrays, contents
-from triec.runtime.bitmask import as_int32, bit_of, flat_word, set_few, word_of
+from triec.runtime.bitmask import as_int32, bit_of, flat_word, or_few
 from triec.runtime.states import state_array, terminal_note
 from triec.runtime.word_masks import EMPTY_WORDS, state_words
 
@@ -145,12 +145,10 @@ class MaskWriter:
             words[w] = 0
         tails = self.table.tails
         assert tails is not None
-        tokens, accepting = tails.allowed_row(s)
-        ids = tokens.tolist()
+        ids, accepting = tails.row_ids(s)
         if accepting:
-            ids.extend(self.table.eos_token_ids)
-        set_few(self._row0[0], ids)
-        self._last_words = [word_of(t) for t in ids]
+            ids = [*ids, *self.table.eos_token_ids]
+        self._last_words = or_few(words, ids)
         self._last_state = -1
         return self._row0
 

@@ -420,6 +420,7 @@ class TailMaskTable(MaskTable):
         **fields: Any,
     ) -> None:
         self._expanded: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._eos_row: np.ndarray | None = None
         self.token_index = token_index
         # MaskTable's three row arrays are this table's expanded ones (the properties below): its setters ignore them
         super().__init__(allowed_offsets=allowed_offsets, allowed_tokens=allowed_pairs, allowed_next=far_next, **fields)
@@ -480,7 +481,14 @@ class TailMaskTable(MaskTable):
         """Allowed token ids in ``state``, ascending int32, EOS ids included at accepting states (one search of
         the values for the row and its acceptance; see :meth:`StateQueries.allowed`)."""
         tokens, accepting = self.tails.allowed_row(self._live(state))
-        return merge_sorted(tokens, self._eos) if accepting else tokens
+        if not accepting:
+            return tokens
+        if not tokens.size:  # a value's last state (every tail ends in one): EOS alone
+            if self._eos_row is None:
+                self._eos_row = np.unique(self._eos).astype(np.int32)
+                self._eos_row.flags.writeable = False
+            return self._eos_row
+        return merge_sorted(tokens, self._eos)
 
     def __repr__(self) -> str:
         return (

@@ -301,22 +301,34 @@ class TailLayout:
 
     def allowed_row(self, state: int) -> tuple[np.ndarray, bool]:
         """(content tokens ascending as int32, whether EOS is allowed too) of any state in range: the serving
-        path of ``allowed`` and of a writer's row, one search of the values and no next states."""
+        path of ``allowed``, one search of the values and no next states."""
+        ids, accepting, packed = self._row(state)
+        if packed is not None:
+            return (packed & self.token_mask).view(np.int32), accepting
+        return (np.array(ids, dtype=np.int32) if ids else _NO_TOKENS), accepting
+
+    def row_ids(self, state: int) -> tuple[list[int], bool]:
+        """:meth:`allowed_row` as a Python list (a writer's single row: item writes, no array)."""
+        ids, accepting, packed = self._row(state)
+        if packed is not None:
+            return (packed & self.token_mask).tolist(), accepting
+        return ids, accepting
+
+    def _row(self, state: int) -> tuple[list[int], bool, np.ndarray | None]:
+        """(a tail's ids, accepting, None) or ([], accepting, a stored row's packed pairs)."""
         vs = self.value_state
         v = int(vs.searchsorted(vs.dtype.type(state)))
         end = int(vs[v])
-        if state >= self.tail_first[v]:
+        if state >= int(self.tail_first[v]):
             index = self.index
             if index._lookup is None:
                 index.lookup()
             m = min(end - state, index._max_len)
             if m <= 0:
-                return _NO_TOKENS, True
-            ids = index.match(self.state_byte[state + 1 : state + 1 + m].tobytes())[0]
-            return np.array(ids, dtype=np.int32), state == end
+                return [], True, None
+            return index.match(self.state_byte[state + 1 : state + 1 + m].tobytes())[0], state == end, None
         r = state - int(self.tails_before[v])
-        packed = self.pairs[int(self.offsets[r]) : int(self.offsets[r + 1])]
-        return (packed & self.token_mask).view(np.int32), state == end
+        return [], state == end, self.pairs[int(self.offsets[r]) : int(self.offsets[r + 1])]
 
     def step(self, state: int, token: int) -> int:
         """The state content token ``token`` (>= 0) leads to from ``state`` (in range), or -1 where it is not
