@@ -215,24 +215,33 @@ def test_eval_refuses_an_item_without_candidates_before_loading_a_model(tmp_path
 
 def test_out_of_memory_is_one_line_exit_2_and_nothing_written(tmp_path: Path) -> None:
     """Issue 37 item 3: ``ulimit -v`` and one 30 MB line gave a raw numpy traceback and exit 1. A real address-space
-    limit in a child process: the compile cannot get its arrays."""
+    limit in a child process: the full layout's compile cannot get its arrays. (The tail layout, which ``auto``
+    picks for such a value, compiles it within the limit: issue 43.)"""
     import resource  # noqa: F401  (POSIX; the child sets the limit)
 
     values = tmp_path / "big.txt"
     values.write_bytes(b"x" * (30 << 20) + b"\n")
     out = tmp_path / "big.triec"
-    code = (
-        "import resource, sys\n"
-        "resource.setrlimit(resource.RLIMIT_AS, (2_000_000_000, 2_000_000_000))\n"
-        f"sys.argv = ['triec', 'compile', {str(values)!r}, '-t', 'gpt2', '-o', {str(out)!r}, '-q']\n"
-        "from triec.cli import main\nmain()"
-    )
-    res = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT))
-    )
+
+    def compile_limited(layout: str) -> subprocess.CompletedProcess[str]:
+        code = (
+            "import resource, sys\n"
+            "resource.setrlimit(resource.RLIMIT_AS, (2_000_000_000, 2_000_000_000))\n"
+            f"sys.argv = ['triec', 'compile', {str(values)!r}, '-t', 'gpt2', '-o', {str(out)!r}, '-q', "
+            f"'--layout', {layout!r}]\n"
+            "from triec.cli import main\nmain()"
+        )
+        return subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT))
+        )
+
+    res = compile_limited("full")
     assert res.returncode == 2, (res.returncode, res.stderr[-2000:])
     assert "out of memory" in res.stderr and "Traceback" not in res.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["big.txt"]
+    res = compile_limited("auto")
+    assert res.returncode == 0, (res.returncode, res.stderr[-2000:])
+    assert triec.load(out).tails is not None
 
 
 def test_one_long_value_inspects_and_verifies_in_bounded_output_and_memory(tmp_path: Path) -> None:

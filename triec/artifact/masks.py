@@ -13,12 +13,13 @@ from typing import Any
 
 from triec._version import __version__
 from triec.artifact import container, formats
-from triec.artifact.container import ENCODED_FORMAT_VERSION, PLAIN_FORMAT_VERSION
+from triec.artifact.container import ENCODED_FORMAT_VERSION, PLAIN_FORMAT_VERSION, TAILS_FORMAT_VERSION
 from triec.artifact.formats import encode_artifact, load, load_buffer, parse_artifact, write_artifact
 from triec.encoding import Encoding
 from triec.errors import ArtifactError
 from triec.runtime.kinds import TableKind, Tokenization
-from triec.runtime.table import MaskTable
+from triec.runtime.table import MaskTable, TailMaskTable
+from triec.runtime.tails import TailIndex
 
 __all__ = [
     "FORMAT_NAME",
@@ -45,6 +46,23 @@ SECTIONS: tuple[tuple[str, str], ...] = (
     ("value_lcp", "<i4"),
     ("state_byte", "|u1"),
 )
+TAIL_LAYOUT: tuple[tuple[str, str], ...] = (
+    ("allowed_offsets", "<u4"),
+    ("allowed_pairs", "<u4"),
+    ("far_pairs", "<u4"),
+    ("far_next", "<i4"),
+    ("value_state", "<i4"),
+    ("value_lcp", "<i4"),
+    ("state_byte", "|u1"),
+    ("token_key_offsets", "<u4"),
+    ("token_key_bytes", "|u1"),
+    ("token_id_offsets", "<u4"),
+    ("token_ids", "<i4"),
+)
+"""Version 4 (the tail layout): the stored rows of the branching states (packed pairs, far targets), the trie's
+three sections, the vocabulary's token index (docs/format.md)."""
+TAIL_COUNTS = ("num_branch_states", "num_far", "num_token_keys", "num_token_bytes", "num_token_ids")
+"""Version 4's header fields beyond version 1's, in this order after ``num_allowed``."""
 
 
 def _expected_counts(num_states: int, num_allowed: int, num_values: int) -> dict[str, int]:
@@ -66,7 +84,25 @@ def encode_masks(trie: MaskTable) -> bytes:
     if trie.num_allowed >= 2**32:
         raise ArtifactError(f"{trie.num_allowed} allowed pairs exceed the format's u32 offsets")
     layout = list(SECTIONS)
-    sources = {name: getattr(trie, name) for name, _ in SECTIONS}
+    tails = trie.tails
+    if tails is None:
+        sources = {name: getattr(trie, name) for name, _ in SECTIONS}
+    else:
+        ix = tails.index
+        sources = {
+            "allowed_offsets": tails.offsets,
+            "allowed_pairs": tails.pairs,
+            "far_pairs": tails.far_pairs,
+            "far_next": tails.far_next,
+            "value_state": trie.value_state,
+            "value_lcp": trie.value_lcp,
+            "state_byte": trie.state_byte,
+            "token_key_offsets": ix.key_offsets,
+            "token_key_bytes": ix.key_bytes,
+            "token_id_offsets": ix.id_offsets,
+            "token_ids": ix.ids,
+        }
+        layout = list(TAIL_LAYOUT)
     header: dict[str, Any] = {
         "format": FORMAT_NAME,
         "triec_version": __version__,
@@ -76,11 +112,21 @@ def encode_masks(trie: MaskTable) -> bytes:
         "num_values": trie.num_values,
         "num_states": trie.num_states,
         "num_allowed": trie.num_allowed,
-        "build_options": trie.build_options,
     }
-    version = PLAIN_FORMAT_VERSION
+    if tails is not None:
+        header.update(
+            {
+                "num_branch_states": tails.num_branch,
+                "num_far": int(tails.far_pairs.shape[0]),
+                "num_token_keys": tails.index.num_keys,
+                "num_token_bytes": int(tails.index.key_bytes.shape[0]),
+                "num_token_ids": int(tails.index.ids.shape[0]),
+            }
+        )
+    header["build_options"] = trie.build_options
+    version = PLAIN_FORMAT_VERSION if tails is None else TAILS_FORMAT_VERSION
     if not trie.encoding.plain:
-        version = ENCODED_FORMAT_VERSION
+        version = ENCODED_FORMAT_VERSION if tails is None else TAILS_FORMAT_VERSION
         header["encoding"] = trie.encoding.to_header()
     return container.encode(header, [(name, dtype, sources[name]) for name, dtype in layout], version)
 
@@ -146,12 +192,12 @@ def parse_sections(
         raise _fail(
             source, f"header field 'encoding': needs format version {ENCODED_FORMAT_VERSION}, the file says {version}"
         )
-    if version == ENCODED_FORMAT_VERSION:
+    if version == ENCODED_FORMAT_VERSION or (version == TAILS_FORMAT_VERSION and "encoding" in header):
         try:
             encoding = Encoding.from_header(header.get("encoding"))
         except ValueError as exc:
             raise _fail(source, f"header field 'encoding': {exc}") from None
-        if encoding.plain:
+        if encoding.plain and version == ENCODED_FORMAT_VERSION:
             raise _fail(
                 source,
                 f"header field 'encoding': a raw encoding without prefix or suffix is written as version {PLAIN_FORMAT_VERSION}",
@@ -159,6 +205,31 @@ def parse_sections(
     field(header, "sections", list, source)
     expected = _expected_counts(num_states, num_allowed, num_values)
     layout = list(SECTIONS) + list(extra_layout)
+    if version == TAILS_FORMAT_VERSION:
+        if extra_layout:
+            raise _fail(source, f"format version {TAILS_FORMAT_VERSION} holds a mask table only")
+        if Tokenization.of(header["build_options"]) is Tokenization.CANONICAL:
+            raise _fail(source, "header field 'build_options': a canonical table is never in the tail layout")
+        branch, far, keys, key_bytes, ids = (count(header, name, source, 2**32) for name in TAIL_COUNTS)
+        if not 1 <= branch <= num_states:
+            raise _fail(source, f"header field 'num_branch_states': expected 1..{num_states}, found {branch}")
+        expected.update(
+            {
+                "allowed_offsets": branch + 1,
+                "allowed_pairs": num_allowed,
+                "far_pairs": far,
+                "far_next": far,
+                "token_key_offsets": keys + 1,
+                "token_key_bytes": key_bytes,
+                "token_id_offsets": keys + 1,
+                "token_ids": ids,
+            }
+        )
+        layout = list(TAIL_LAYOUT)
+    else:
+        for name in TAIL_COUNTS:
+            if name in header:
+                raise _fail(source, f"header field {name!r}: only a version-{TAILS_FORMAT_VERSION} artifact has one")
     if extra_counts is not None:
         expected.update(extra_counts(header))
     elif "schema" in header:
@@ -172,6 +243,26 @@ def build_table(
     header: dict[str, Any], arrays: dict[str, Any], version: int, source: str, *, verify: bool = False
 ) -> MaskTable:
     """The mask table over checked sections (its indices checked; with ``verify`` everything that makes masks right)."""
+    if version == TAILS_FORMAT_VERSION:
+        return TailMaskTable.from_artifact(
+            **{name: arrays[name] for name, _ in TAIL_LAYOUT[:7]},
+            token_index=TailIndex(
+                key_offsets=arrays["token_key_offsets"],
+                key_bytes=arrays["token_key_bytes"],
+                id_offsets=arrays["token_id_offsets"],
+                ids=arrays["token_ids"],
+            ),
+            vocab_size=header["vocab_size"],
+            eos_token_ids=header["eos_token_ids"],
+            tokenizer_fingerprint=header["tokenizer"]["fingerprint"],
+            tokenizer_name=header["tokenizer"]["name"],
+            build_options=header["build_options"],
+            encoding=Encoding.from_header(header["encoding"]) if "encoding" in header else None,
+            header=header,
+            format_version=version,
+            verify=verify,
+            source=source,
+        )
     return MaskTable.from_artifact(
         **{name: arrays[name] for name, _ in SECTIONS},
         vocab_size=header["vocab_size"],
@@ -191,7 +282,7 @@ FORMAT = formats.register(
     formats.ArtifactFormat(
         name=FORMAT_NAME,
         kind=TableKind.MASKS,
-        versions=(PLAIN_FORMAT_VERSION, ENCODED_FORMAT_VERSION),
+        versions=(PLAIN_FORMAT_VERSION, ENCODED_FORMAT_VERSION, TAILS_FORMAT_VERSION),
         parse=parse_sections,
         build=build_table,
         encode=encode_masks,

@@ -155,6 +155,13 @@ def compile_cmd(
             help="Schemas, JSON tool formats: compact (', ' and ': ' only) or any (the engines' flexible JSON; xgrammar).",
         ),
     ] = "compact",
+    layout: Annotated[
+        str,
+        typer.Option(
+            "--layout",
+            help="Plain value sets: auto (only the branching states' rows stored where one value alone lies below most states: titles, names; format version 4), full (every state's row, versions 1 and 2) or tails (version 4 always).",
+        ),
+    ] = "auto",
 ) -> None:
     """Compile VALUES into an artifact of exact per-state token masks.
 
@@ -337,6 +344,7 @@ def compile_cmd(
                 stats=stats,
                 tokenization=tokenization,
                 progress=step if phases.show else None,
+                layout=layout,
             )
         for w in caught:  # shown even with --quiet: the artifact may not serve every value
             err.print(f"[yellow]warning:[/] {escape(str(w.message))}", highlight=False, soft_wrap=True)
@@ -344,7 +352,9 @@ def compile_cmd(
         size = table.save(target, compress=zstd or str(target).endswith(".zst"))
     total = time.perf_counter() - total0
 
-    counts = table.allowed_offsets[1:].astype("int64") - table.allowed_offsets[:-1]
+    tails = table.tails
+    stored = table.allowed_offsets if tails is None else tails.offsets  # a tail table's rows are never expanded
+    counts = stored[1:].astype("int64") - stored[:-1]
     summary: dict[str, Any] = {
         "output": str(target),
         "artifact_bytes": size,
@@ -361,6 +371,8 @@ def compile_cmd(
         "states": stats.num_states,
         "sharing_ratio": round(stats.sharing_ratio, 4),
         "allowed_pairs": stats.num_allowed,
+        "layout": "full" if tails is None else "tails",
+        "tail_states": 0 if tails is None else tails.num_tails,
         "max_allowed": int(counts.max()) if counts.size else 0,
         "root_allowed": int(counts[0]) if counts.size else 0,
         "seconds": {
@@ -731,6 +743,8 @@ def _print_summary(s: dict[str, Any]) -> None:
     if s.get("tokenization") == "canonical":
         t.add_row("tokenization", "canonical (each value's encoder tokens only; states are token-trie nodes)")
     t.add_row("states", f"{s['states']:,}")
+    if s.get("layout") == "tails":
+        t.add_row("tail states (rows served from the values)", f"{s['tail_states']:,}")
     t.add_row("prefix sharing r = states/bytes", f"{s['sharing_ratio']:.3f}")
     t.add_row(
         "allowed (state, token) pairs",

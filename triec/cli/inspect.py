@@ -201,8 +201,15 @@ def _print(r: dict[str, Any]) -> None:
     meta.add_row("states / sharing r", f"{r['states']:,} / {r['sharing_ratio']}")
     meta.add_row(
         "allowed pairs",
-        f"{r['allowed_pairs']:,}  (root {r['root_allowed']}, max {r['max_allowed']}, mean {r['mean_allowed']})",
+        f"{r['allowed_pairs']:,}  (root {r['root_allowed']}, max {r['max_allowed']}, mean {r['mean_allowed']})"
+        + ("  stored: the branching states' rows" if r.get("layout") == "tails" else ""),
     )
+    if r.get("layout") == "tails":
+        meta.add_row(
+            "tail states (rows served from the values)",
+            f"{r['tail_states']:,} ({100 * r['tail_share']:.1f}% of the states), {r['tail_pairs']:,} pairs not stored; "
+            f"they cost {r['tail_bytes']:,} bytes of state_byte and the {r['token_index_bytes']:,}-byte token index",
+        )
     out.print(meta)
     sch = r.get("schema")
     if sch:

@@ -96,6 +96,17 @@ def _print_report(report) -> None:  # noqa: ANN001 - VerifyReport, imported lazi
         escape(
             f"{report.artifact}: {report.num_values:,} values, {report.num_states:,} states, tokenizer {report.tokenizer} "
             f"({report.vocab_size:,} wide, EOS {report.eos_token_ids}); integrity ok; states checked: {sample}"
+            + (
+                f"; {report.tail_states:,} tail states (rows served from the values, checked like any other)"
+                if report.tail_states
+                else ""
+            )
+            + (
+                f"; the reference ran on a seeded sample of {report.values_sampled:,} of the "
+                f"{report.num_values:,} values (every state of their trie, rows as served)"
+                if report.values_sampled
+                else ""
+            )
         ),
         highlight=False,
     )

@@ -15,16 +15,29 @@ from typing import Any
 import numpy as np
 
 from triec.compiler.keysort import SortedKeys, sort_unique
+from triec.compiler.tails import compile_pieces, tail_lengths
 from triec.compiler.walk import walk
 from triec.encoding import PLAIN, RAW, Encoding, as_encoding
 from triec.errors import EosTextWarning, ValuesError
 from triec.keys import prepare_values, spell_all
 from triec.runtime import MaskTable
 from triec.runtime.kinds import TOKENIZATIONS, Tokenization
+from triec.runtime.table import TailMaskTable
+from triec.runtime.tails import TailIndex
 from triec.tokenizer.vocabulary import Vocabulary
 from triec.trie import Trie, build_trie_from_buffer, join_keys, longest_common_prefixes
 
 IMPLEMENTATIONS = ("numpy", "reference")
+LAYOUTS = ("auto", "full", "tails")
+"""Where rows are stored: ``full`` every state's row (format versions 1 and 2), ``tails`` only the branching
+states' (version 4: tail states' rows served from the values, :mod:`triec.runtime.tails`), ``auto`` the tail layout
+where tails are most of the states and their rows outweigh the token index it stores (:func:`choose_layout`)."""
+TAIL_SHARE = 0.5
+"""``auto`` picks the tail layout only when at least this share of the states are tails."""
+TAIL_STATES_PER_BYTE = 0.25
+"""... and when the set has at least this many states per value byte (the paper's r): the full layout stores about
+25 bytes per state, so below this it is under about 6 times the text and its sliced rows are kept (tool names:
+r = 0.10 at K = 1,000,000; package names 0.44, titles 0.75)."""
 MAX_VALUE_BYTES = 2**31 - 2
 """Most value bytes one table holds: states (at most bytes + 1) and value ids are int32 in the format."""
 SMALL_SET = 500  # up to this many values, prepare_values (Python's sort) is faster than keysort
@@ -148,8 +161,13 @@ def compile_sorted(
     stats: CompileStats | None = None,
     encoding: Encoding = PLAIN,
     progress: Callable[[int, int], None] | None = None,
+    layout: str = "auto",
 ) -> MaskTable:
-    """Compile sorted, unique keys held in one buffer with their LCPs (:func:`prepare_buffer`)."""
+    """Compile sorted, unique keys held in one buffer with their LCPs (:func:`prepare_buffer`).
+
+    ``layout``: one of :data:`LAYOUTS` (the reference implementation writes the full layout)."""
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {LAYOUTS}, not {layout!r}")
     stats = stats if stats is not None else CompileStats()
     total = int(sk.offsets[-1])
     if total > MAX_VALUE_BYTES:
@@ -158,6 +176,13 @@ def compile_sorted(
             "(every byte can be a trie state, and state ids are int32)"
         )
     warn_eos_texts(sk.data, sk.offsets, vocab)
+    if implementation == "numpy" and layout != "full":
+        lengths = np.diff(sk.offsets)
+        num_states = 1 + int((lengths - sk.lcp).sum())
+        num_tails = int(tail_lengths(sk.lcp, lengths).sum())
+        del lengths
+        if layout == "tails" or choose_layout(num_states, num_tails, vocab.num_tokens, int(sk.offsets[-1])):
+            return _compile_tail_layout(sk, vocab, stats, encoding, progress)
     t0 = time.perf_counter()
     automaton = vocab.automaton if implementation == "numpy" else None
     t1 = time.perf_counter()
@@ -199,6 +224,40 @@ def compile_sorted(
     return table
 
 
+def _compile_tail_layout(
+    sk: SortedKeys,
+    vocab: Vocabulary,
+    stats: CompileStats,
+    encoding: Encoding,
+    progress: Callable[[int, int], None] | None,
+) -> MaskTable:
+    """The tail layout's table (:mod:`triec.compiler.tails`: piece by piece, memory bounded by a piece)."""
+    t0 = time.perf_counter()
+    vocab.automaton  # noqa: B018 - loaded or built before the clock of the pieces
+    index = token_index(vocab)
+    t1 = time.perf_counter()
+    keys, stats.duplicates = sk.keys, sk.duplicates
+    stats.num_values = int(sk.lcp.shape[0])
+    stats.value_bytes = int(sk.offsets[-1])
+    arrays = compile_pieces(sk, vocab, progress)
+    del sk
+    table = TailMaskTable.from_compile(
+        value_bytes=keys,
+        token_index=index,
+        **arrays,
+        vocab_size=vocab.vocab_size,
+        eos_token_ids=vocab.eos_token_ids,
+        tokenizer_fingerprint=vocab.fingerprint,
+        tokenizer_name=vocab.name,
+        build_options={"tokenizer_family": vocab.family, "tokenizer_tokens": vocab.num_tokens},
+        encoding=encoding,
+    )
+    stats.num_states = table.num_states
+    stats.num_allowed = table.num_allowed
+    stats.phases.update({"automaton": t1 - t0, "masks": time.perf_counter() - t1})
+    return table
+
+
 def mask_table(
     trie: Trie,
     offsets: np.ndarray,
@@ -229,6 +288,35 @@ def mask_table(
     )
 
 
+_INDEX: dict[str, TailIndex] = {}
+
+
+def token_index(vocab: Vocabulary) -> TailIndex:
+    """The vocabulary's :class:`TailIndex` (what a tail table stores), built once per fingerprint."""
+    found = _INDEX.get(vocab.fingerprint)
+    if found is None:
+        if len(_INDEX) >= 4:
+            _INDEX.clear()
+        found = _INDEX[vocab.fingerprint] = TailIndex.of(vocab.token_bytes, vocab.eos_token_ids)
+    return found
+
+
+INDEX_BYTES_PER_TOKEN = 20
+"""About what the token index stores per token (ids, offsets, bytes): :func:`choose_layout`'s estimate."""
+
+
+def choose_layout(num_states: int, num_tails: int, num_tokens: int, value_bytes: int) -> bool:
+    """``auto``'s choice, in O(K) before any trie is built: the tail layout when tails are at least
+    :data:`TAIL_SHARE` of the states, the set has at least :data:`TAIL_STATES_PER_BYTE` states per value byte, and
+    the tails' rows (at least 8 bytes each in the full layout: an offset and a pair) outweigh the token index twice
+    (estimated at :data:`INDEX_BYTES_PER_TOKEN` a token)."""
+    return (
+        num_tails >= TAIL_SHARE * num_states
+        and num_states >= TAIL_STATES_PER_BYTE * value_bytes
+        and 8 * num_tails >= 2 * INDEX_BYTES_PER_TOKEN * num_tokens
+    )
+
+
 def _keys_of(trie: Trie) -> list[bytes]:
     raw = trie.data.tobytes()
     lengths = np.diff(trie.key_offsets).tolist()
@@ -247,6 +335,7 @@ def compile(  # noqa: A001 - the public name mirrors re.compile
     tokenization: str | Tokenization = Tokenization.ANY,
     progress: Callable[[int, int], None] | None = None,
     encoder: Any = None,
+    layout: str = "auto",
 ) -> MaskTable:
     """Compile a finite set of strings into a :class:`MaskTable` for ``vocab``.
 
@@ -263,7 +352,9 @@ def compile(  # noqa: A001 - the public name mirrors re.compile
     token order). ``encoder`` replaces the vocabulary's encoder for canonical tables: anything with
     ``encode_batch(texts, add_special_tokens=False)`` returning objects with ``.ids`` (llama.cpp's own:
     :class:`triec.integrations.llama_cpp.LlamaCppEncoder`). ``progress(done, total)`` is called as the trie
-    walk goes (``triec compile``'s bar).
+    walk goes (``triec compile``'s bar). ``layout`` (:data:`LAYOUTS`): where rows are stored; ``auto`` stores
+    only the branching rows (format version 4) where one value alone lies below most states (titles, names), every
+    row otherwise; a canonical table stores every row. Every layout answers alike, state by state.
     """
     enc = as_encoding(encoding, prefix, suffix)
     if tokenization not in TOKENIZATIONS:
@@ -271,7 +362,11 @@ def compile(  # noqa: A001 - the public name mirrors re.compile
     if not isinstance(vocab, Vocabulary):
         vocab = Vocabulary.load(vocab)
     stats = stats if stats is not None else CompileStats()
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {LAYOUTS}, not {layout!r}")
     if tokenization == Tokenization.CANONICAL:
+        if layout == "tails":
+            raise ValueError("layout='tails' serves a tail from its bytes; a canonical table's follow its encoder")
         return _compile_canonical(values, vocab, enc, stats, encoder)
     # no local holds the prepared values: compile_sorted frees their buffer once the trie is built
     return compile_sorted(
@@ -281,6 +376,7 @@ def compile(  # noqa: A001 - the public name mirrors re.compile
         stats=stats,
         encoding=enc,
         progress=progress,
+        layout=layout,
     )
 
 

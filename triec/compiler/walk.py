@@ -115,6 +115,7 @@ def walk(
     *,
     chunk: int = CHUNK,
     leaf_entries: bool = False,
+    starts: np.ndarray | None = None,
 ) -> Transitions:
     """Every allowed (state, token, next state) of the trie, sorted by (state, token).
 
@@ -122,7 +123,8 @@ def walk(
     nodes has been walked (half of ``total``, in proportion to the nodes), then
     once after the pairs are collected and once when they are sorted into CSR (a
     quarter each). ``leaf_entries=True`` also returns the partial token matches
-    alive at leaves (:attr:`Transitions.leaf_entries`).
+    alive at leaves (:attr:`Transitions.leaf_entries`). ``starts`` (bool per node) walks from those nodes
+    only: the other rows stay empty (the tail layout's tail states, whose rows are served from the values).
     """
     leaves = None
     if leaf_entries:
@@ -137,6 +139,8 @@ def walk(
             # round 1: the token's first byte, read from the parent; one table lookup per node
             v = automaton.root_child[trie.byte[lo:hi]].astype(np.int64)
             live = np.nonzero(v >= 0)[0]
+            if starts is not None:
+                live = live[starts[trie.parent[live + lo]]]
             child = live + lo
             parent = trie.parent[child].astype(np.int64)
             v = v[live]

@@ -87,7 +87,7 @@ def fill_rows(matchers: Sequence[RequestMatcher], rows: Sequence[int], out: np.n
         else:
             m.fill_bitmask(out[int(r)])
     for table, row_list, group_matchers in groups.values():
-        if len(row_list) < BATCH_ROWS:
+        if len(row_list) < BATCH_ROWS or table.tails is not None:  # a tail table's matchers compute their rows
             for m, r in zip(group_matchers, row_list, strict=True):
                 m.fill_bitmask(out[r])
             continue

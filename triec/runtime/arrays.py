@@ -24,6 +24,7 @@ from typing import Protocol
 import numpy as np
 
 from triec._arrays import concat_ranges
+from triec.runtime.tails import TailLayout
 
 
 class TableArrays(Protocol):
@@ -69,19 +70,43 @@ class TableArrays(Protocol):
     @property
     def words_per_row(self) -> int: ...
 
+    @property
+    def tails(self) -> TailLayout | None:
+        """The tail layout's rows (:mod:`triec.runtime.tails`), or ``None`` where the three CSR arrays hold every
+        state's row. Where set, ``allowed_offsets``/``allowed_tokens``/``allowed_next`` are the present layout's
+        arrays expanded on first use (O(every pair)): a behaviour that serves tails reads ``tails`` instead."""
+        ...
+
 
 def content(t: TableArrays, state: int) -> tuple[np.ndarray, np.ndarray]:
     """(content tokens ascending, the state each leads to) of one state known to be in range."""
+    if t.tails is not None:
+        return t.tails.content(state)
     lo, hi = int(t.allowed_offsets[state]), int(t.allowed_offsets[state + 1])
     return t.allowed_tokens[lo:hi], t.allowed_next[lo:hi]
 
 
 def contents(t: TableArrays, states: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(row index, content token) int64 pairs of a batch of states known to be in range, row by row."""
+    if t.tails is not None:
+        row, tokens, _ = t.tails.content_pairs(states)
+        return row, tokens
     lo = t.allowed_offsets[states].astype(np.int64)
     counts = t.allowed_offsets[states + 1].astype(np.int64) - lo
     row = np.repeat(np.arange(states.shape[0], dtype=np.int64), counts)
     return row, t.allowed_tokens[concat_ranges(lo, counts)].astype(np.int64)
+
+
+def content_pairs(t: TableArrays, states: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(row index, content token, next state) int64 of a batch of states known to be in range, row by row."""
+    tails = t.tails
+    if tails is not None:
+        return tails.content_pairs(states)
+    lo = t.allowed_offsets[states].astype(np.int64)
+    counts = t.allowed_offsets[states + 1].astype(np.int64) - lo
+    pos = concat_ranges(lo, counts)
+    row = np.repeat(np.arange(states.shape[0], dtype=np.int64), counts)
+    return row, t.allowed_tokens[pos].astype(np.int64), t.allowed_next[pos].astype(np.int64)
 
 
 def rebuild_values(t: TableArrays) -> list[bytes]:

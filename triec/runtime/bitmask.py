@@ -76,6 +76,17 @@ def set_few(row: npt.NDArray[np.int32], ids: Iterable[int]) -> None:
         words[t >> WORD_SHIFT] |= 1 << (t & BIT_MASK)
 
 
+def or_few(words: memoryview, ids: Iterable[int]) -> list[int]:
+    """:func:`set_few` on a row's uint32 memoryview held by the caller (format ``"I"``); returns the words written,
+    for the caller to clear them later."""
+    written = []
+    for t in ids:
+        w = t >> WORD_SHIFT
+        words[w] |= 1 << (t & BIT_MASK)
+        written.append(w)
+    return written
+
+
 def clear_bits(row: npt.NDArray[np.int32], ids: Any) -> npt.NDArray[np.int32]:
     """Clear the bits of ``ids`` in one int32 row in place; returns the row."""
     ids = np.asarray(ids, dtype=np.int64).reshape(-1)

@@ -14,9 +14,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from triec.runtime.arrays import TableArrays
+from triec.runtime.arrays import TableArrays, contents
+from triec.runtime.bitmask import as_int32, bit_of, flat_word, or_few
 from triec.runtime.states import state_array, terminal_note
-from triec.runtime.word_masks import state_words
+from triec.runtime.word_masks import EMPTY_WORDS, state_words
 
 # A state with at most this many words is written by a Python loop over a
 # memoryview of the buffer (about 40 ns a word); larger ones by one numpy
@@ -37,8 +38,9 @@ class MaskWriter:
     def __init__(self, table: TableArrays, max_batch: int = 1) -> None:
         if int(max_batch) < 1:
             raise ValueError(f"max_batch must be >= 1, not {max_batch}")
-        sw = state_words(table)
         self.table = table
+        self._tails = table.tails is not None  # tail rows are computed per fill, never expanded into words
+        sw = state_words(table) if not self._tails else EMPTY_WORDS
         self.max_batch = int(max_batch)
         self.width = table.words_per_row
         self._num_states = table.num_states
@@ -56,6 +58,8 @@ class MaskWriter:
         self._bits_list: list[int] = sw.bits.tolist()
         self._last_state = -1  # state written to row 0 by the single-state path, else -1
         self._last_flat: np.ndarray | None = None  # flat indices written by the batch path
+        self._last_words: list[int] = []  # words of row 0 written by a tail table's single-row path
+        self._row0_words = self._buf[0].view(np.uint32).data  # its memoryview, format "I"
 
     @property
     def buffer(self) -> np.ndarray:
@@ -73,6 +77,8 @@ class MaskWriter:
         s = int(state)
         if not 0 <= s < self._num_states:
             raise IndexError(f"state {s} out of range (0..{self._num_states - 1}){terminal_note(s)}")
+        if self._tails:
+            return self._fill_computed(s)
         if s == self._last_state:  # row 0 already holds it
             return self._row0
         off = self._offsets_list
@@ -110,6 +116,8 @@ class MaskWriter:
         if n and st.view(np.uint64).max() >= self._num_states:  # negatives wrap to huge values
             bad = int(st[(st < 0) | (st >= self._num_states)][0])
             raise IndexError(f"state {bad} out of range (0..{self._num_states - 1}){terminal_note(bad)}")
+        if self._tails:
+            return self._fill_rows(st)
         if self._last_flat is not None:
             self._flat[self._last_flat] = 0
         elif self._last_state >= 0:
@@ -125,4 +133,45 @@ class MaskWriter:
         flat_index = self._words[pos] + np.repeat(self._row_base[:n], counts)
         self._flat[flat_index] = self._bits[pos]
         self._last_flat = flat_index
+        return self._buf[:n]
+
+    def _fill_computed(self, s: int) -> np.ndarray:
+        """A tail table's single row: its ids OR-ed into row 0 by item writes, its words remembered."""
+        if self._last_flat is not None:
+            self._flat[self._last_flat] = 0
+            self._last_flat = None
+        words = self._row0_words
+        for w in self._last_words:
+            words[w] = 0
+        tails = self.table.tails
+        assert tails is not None
+        ids, accepting = tails.row_ids(s)
+        if accepting:
+            ids = [*ids, *self.table.eos_token_ids]
+        self._last_words = or_few(words, ids)
+        self._last_state = -1
+        return self._row0
+
+    def _fill_rows(self, st: np.ndarray) -> np.ndarray:
+        """A tail table's rows: each state's tokens (a stored row or a tail row) and EOS, OR-ed into the words,
+        every word set remembered for the next clear."""
+        n = st.shape[0]
+        if self._last_flat is not None:
+            self._flat[self._last_flat] = 0
+        for w in self._last_words:
+            self._row0_words[w] = 0
+        self._last_words = []
+        row, tokens = contents(self.table, st)
+        eos = np.asarray(self.table.eos_token_ids, dtype=np.int64)
+        if eos.size:
+            vs = self.table.value_state
+            i = np.minimum(vs.searchsorted(st.astype(vs.dtype)), vs.shape[0] - 1)  # in its dtype: no O(K) cast
+            accepting = np.flatnonzero(vs[i] == st)
+            if accepting.size:
+                row = np.concatenate([row, np.repeat(accepting, eos.size)])
+                tokens = np.concatenate([tokens, np.tile(eos, accepting.size)])
+        flat_index = flat_word(row, tokens, self.width)
+        np.bitwise_or.at(self._flat, flat_index, as_int32(bit_of(tokens)))
+        self._last_flat = flat_index
+        self._last_state = -1
         return self._buf[:n]

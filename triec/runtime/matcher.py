@@ -18,6 +18,7 @@ import numpy as np
 
 from triec._arrays import find_sorted
 from triec.runtime.arrays import content
+from triec.runtime.bitmask import set_bits
 from triec.runtime.kinds import SetTable
 from triec.runtime.word_masks import state_words
 
@@ -60,7 +61,7 @@ class TableMatcher(TokenSteps, Generic[Table]):
 
     def __init__(self, table: Table, state: int = 0) -> None:
         self.table = table
-        self._words = state_words(table)
+        self._words = state_words(table) if table.tails is None else None  # a tail table's rows: computed per fill
         self._eos = frozenset(table.eos_token_ids)
         self._state = int(state)
         self._done = False
@@ -109,6 +110,9 @@ class TableMatcher(TokenSteps, Generic[Table]):
         if self._done:
             return
         w = self._words
+        if w is None:
+            set_bits(row, self.table.allowed(self._state))
+            return
         lo, hi = int(w.offsets[self._state]), int(w.offsets[self._state + 1])
         row[w.words[lo:hi]] = w.bits[lo:hi]
 
@@ -129,6 +133,16 @@ class TableMatcher(TokenSteps, Generic[Table]):
                 return False
             self._history.append(-1)
             self._done = True
+            return True
+        tails = self.table.tails
+        if tails is not None:  # a tail table: one step, no row built
+            if not 0 <= t < self.table.vocab_size:
+                return False
+            found = tails.step(self._state, t)
+            if found < 0:
+                return False
+            self._history.append(self._state)
+            self._state = found
             return True
         toks, nxt = content(self.table, self._state)
         i = find_sorted(toks, t)

@@ -25,7 +25,7 @@ from typing import Generic, TypeVar
 
 import numpy as np
 
-from triec._arrays import concat_ranges, find_sorted
+from triec._arrays import find_sorted
 from triec._memo import per_table
 from triec.errors import ValueNotInTable
 from triec.keys import prepare_values, spell_all
@@ -208,13 +208,9 @@ class RestrictedTable(StateQueries, Generic[Parent]):
         return tokens[keep], nxt[keep]
 
     def _contents(self, states: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        offsets = self.parent.allowed_offsets
-        lo = offsets[states].astype(np.int64)
-        counts = offsets[states + 1].astype(np.int64) - lo
-        pos = concat_ranges(lo, counts)
-        keep = self._member(self.parent.allowed_next[pos].astype(np.int64))
-        row = np.repeat(np.arange(states.shape[0], dtype=np.int64), counts)[keep]
-        return row, self.parent.allowed_tokens[pos][keep].astype(np.int64)
+        row, tokens, nxt = self.parent.content_pairs(states)  # the parent's rows, whatever its layout
+        keep = self._member(nxt)
+        return row[keep], tokens[keep]
 
     def check_tokenizer(self, fingerprint_or_vocab: object) -> None:
         """As :meth:`MaskTable.check_tokenizer` (the view shares its parent's tokenizer)."""
@@ -233,17 +229,14 @@ class RestrictedTable(StateQueries, Generic[Parent]):
         parent's); use it to get a ``mask_writer`` or ``to_torch`` table.
         """
         parent = self.parent
-        lo = parent.allowed_offsets[self.states].astype(np.int64)
-        counts = parent.allowed_offsets[self.states + 1].astype(np.int64) - lo
-        pos = concat_ranges(lo, counts)
-        nxt = parent.allowed_next[pos].astype(np.int64)
+        row, tokens, nxt = parent.content_pairs(self.states)  # the parent's rows, whatever its layout
         keep = self._member(nxt)
-        row = np.repeat(np.arange(self.num_states, dtype=np.int64), counts)[keep]
+        row = row[keep]
         offsets = np.zeros(self.num_states + 1, dtype=np.uint32)
         np.cumsum(np.bincount(row, minlength=self.num_states), out=offsets[1:])
         return parent.derive(
             allowed_offsets=offsets,
-            allowed_tokens=np.ascontiguousarray(parent.allowed_tokens[pos][keep], dtype=np.int32),
+            allowed_tokens=np.ascontiguousarray(tokens[keep], dtype=np.int32),
             allowed_next=np.searchsorted(self.states, nxt[keep]).astype(np.int32),
             value_state=np.searchsorted(self.states, self.value_state).astype(np.int32),
             value_lcp=np.array(self._lcp, dtype=np.int32),

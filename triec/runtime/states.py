@@ -15,6 +15,7 @@ from triec._arrays import find_sorted
 from triec.encoding import PLAIN, Encoding
 from triec.errors import ArtifactContentError, TokenNotAllowed
 from triec.runtime.bitmask import scatter_bits, words_for
+from triec.runtime.tails import TailLayout
 
 FINISHED = -1
 """What :meth:`MaskTable.advance` returns for an EOS token at an accepting state."""
@@ -42,6 +43,9 @@ class StateQueries:
 
     start: int = 0
     """The state before any token: the empty prefix."""
+
+    tails: TailLayout | None = None
+    """The tail layout's rows (:mod:`triec.runtime.tails`, format version 4), ``None`` where every row is stored."""
 
     value_state: np.ndarray
     vocab_size: int
@@ -138,16 +142,24 @@ class StateQueries:
 
         Raises :class:`TokenNotAllowed` for a token the state's mask does not allow.
         """
-        tokens, nxt = self._content(self._live(state))
+        s = self._live(state)
         t = int(token_id)
         if not 0 <= t < self.vocab_size:
             raise TokenNotAllowed(f"token {t} is outside the vocabulary (0..{self.vocab_size - 1})")
-        i = find_sorted(tokens, t)
-        if i < tokens.shape[0] and int(tokens[i]) == t:
-            return int(nxt[i])
+        found = self._step(s, t)
+        if found >= 0:
+            return found
         if t in self.eos_token_ids and self.is_accepting(state):
             return FINISHED
         raise TokenNotAllowed(f"token {t} is not allowed in state {int(state)}{self._described(int(state))}")
+
+    def _step(self, state: int, token: int) -> int:
+        """The state content token ``token`` (in the mask's range) leads to from checked ``state``, or -1."""
+        tokens, nxt = self._content(state)
+        i = find_sorted(tokens, token)
+        if i < tokens.shape[0] and int(tokens[i]) == token:
+            return int(nxt[i])
+        return -1
 
     def _described(self, state: int) -> str:
         """`` (prefix b'...')`` for messages; empty when a loaded table's value bytes are corrupt."""
@@ -193,7 +205,7 @@ class StateQueries:
         return scatter_bits(rows, row, tokens)
 
     def _accepting_mask(self, states: np.ndarray) -> np.ndarray:
-        i = np.searchsorted(self.value_state, states)
+        i = self.value_state.searchsorted(states.astype(self.value_state.dtype))  # checked in range: no O(K) cast
         inside = i < self.num_values
         hit = np.zeros(states.shape[0], dtype=bool)
         hit[inside] = self.value_state[i[inside]] == states[inside]

@@ -29,12 +29,13 @@ import numpy as np
 from triec._arrays import find_sorted
 from triec.encoding import PLAIN, Encoding
 from triec.errors import ArtifactContentError, TokenizerMismatch
-from triec.runtime.arrays import content, contents, rebuild_values
+from triec.runtime.arrays import content, content_pairs, contents, rebuild_values
 from triec.runtime.kinds import TableKind, Tokenization
 from triec.runtime.mask_writer import MaskWriter
 from triec.runtime.matcher import TableMatcher
 from triec.runtime.restrict import RestrictedTable
-from triec.runtime.states import StateQueries, terminal_note
+from triec.runtime.states import StateQueries, merge_sorted, terminal_note
+from triec.runtime.tails import TailIndex, TailLayout, full_rows
 from triec.runtime.validate import check_indices, validate_contents
 from triec.runtime.word_masks import state_words
 
@@ -279,6 +280,11 @@ class MaskTable(StateQueries):
     _content = content  # the leaf's queries, as the hooks StateQueries calls (no extra call on the hot path)
     _contents = contents
 
+    def content_pairs(self, states: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(row index, content token, next state) int64 of a batch of checked states, row by row (restricted
+        views and their compaction read rows through this, whatever the layout)."""
+        return content_pairs(self, states)
+
     def prefix(self, state: int) -> bytes:
         """The bytes read from the start to reach ``state``."""
         s = self._check_state(state)
@@ -390,3 +396,144 @@ def _is_utf8(b: bytes) -> bool:
     except UnicodeDecodeError:
         return False
     return True
+
+
+class TailMaskTable(MaskTable):
+    """A mask table in the tail layout (format version 4): rows of branching states stored, tail states' rows
+    served from the value's bytes and the vocabulary's token index (:mod:`triec.runtime.tails`).
+
+    State ids, values, acceptance and every answer equal those of the same set compiled in the present layout.
+    ``branch_offsets``/``branch_tokens``/``branch_next`` are the stored rows (one per branching state, in state
+    order); ``allowed_offsets``/``allowed_tokens``/``allowed_next`` are the present layout's arrays, expanded on
+    first use (O(every pair): what a device upload or a whole-table check reads), so a reader written for the
+    present layout reads this table exactly.
+    """
+
+    def __init__(
+        self,
+        *,
+        allowed_offsets: np.ndarray,
+        allowed_pairs: np.ndarray,
+        far_pairs: np.ndarray,
+        far_next: np.ndarray,
+        token_index: TailIndex,
+        **fields: Any,
+    ) -> None:
+        self._expanded: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._eos_row: np.ndarray | None = None
+        self.token_index = token_index
+        # MaskTable's three row arrays are this table's expanded ones (the properties below): its setters ignore them
+        super().__init__(allowed_offsets=allowed_offsets, allowed_tokens=allowed_pairs, allowed_next=far_next, **fields)
+        self.tails: TailLayout = TailLayout(
+            offsets=allowed_offsets,
+            pairs=allowed_pairs,
+            far_pairs=far_pairs,
+            far_next=far_next,
+            value_state=self.value_state,
+            value_lcp=self.value_lcp,
+            state_byte=self.state_byte,
+            index=token_index,
+            vocab_size=self.vocab_size,
+        )
+
+    @property
+    def allowed_offsets(self) -> np.ndarray:
+        return self._full()[0]
+
+    @allowed_offsets.setter
+    def allowed_offsets(self, value: np.ndarray) -> None:
+        pass
+
+    @property
+    def allowed_tokens(self) -> np.ndarray:
+        return self._full()[1]
+
+    @allowed_tokens.setter
+    def allowed_tokens(self, value: np.ndarray) -> None:
+        pass
+
+    @property
+    def allowed_next(self) -> np.ndarray:
+        return self._full()[2]
+
+    @allowed_next.setter
+    def allowed_next(self, value: np.ndarray) -> None:
+        pass
+
+    def _full(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if self._expanded is None:
+            self._expanded = full_rows(self.tails)
+        return self._expanded
+
+    @property
+    def num_allowed(self) -> int:
+        """Stored (branching) pairs: the header's ``num_allowed``; tail rows are not counted."""
+        return self.tails.num_pairs
+
+    @property
+    def num_tail_states(self) -> int:
+        return self.tails.num_tails
+
+    def _step(self, state: int, token: int) -> int:
+        return self.tails.step(state, token)
+
+    def allowed(self, state: int) -> np.ndarray:
+        """Allowed token ids in ``state``, ascending int32, EOS ids included at accepting states (one search of
+        the values for the row and its acceptance; see :meth:`StateQueries.allowed`)."""
+        tokens, accepting = self.tails.allowed_row(self._live(state))
+        if not accepting:
+            return tokens
+        if not tokens.size:  # a value's last state (every tail ends in one): EOS alone
+            if self._eos_row is None:
+                self._eos_row = np.unique(self._eos).astype(np.int32)
+                self._eos_row.flags.writeable = False
+            return self._eos_row
+        return merge_sorted(tokens, self._eos)
+
+    def __repr__(self) -> str:
+        return (
+            f"TailMaskTable(values={self.num_values}, states={self.num_states}, tails={self.num_tail_states}, "
+            f"stored={self.num_allowed}, vocab_size={self.vocab_size}, eos={list(self.eos_token_ids)})"
+        )
+
+    def expanded(self) -> MaskTable:
+        """The same table in the present layout (every row stored; O(every pair))."""
+        full = self._full()
+        return MaskTable(
+            allowed_offsets=full[0],
+            allowed_tokens=full[1],
+            allowed_next=full[2],
+            value_state=self.value_state,
+            value_lcp=self.value_lcp,
+            state_byte=self.state_byte,
+            vocab_size=self.vocab_size,
+            eos_token_ids=self.eos_token_ids,
+            tokenizer_fingerprint=self.tokenizer_fingerprint,
+            tokenizer_name=self.tokenizer_name,
+            build_options=self.build_options,
+            values=self._values,
+            encoding=self.encoding,
+        )
+
+    def mask_writer(self, max_batch: int = 1) -> MaskWriter:
+        """A writer of up to ``max_batch`` rows; tail rows computed as they are asked for (O(allowed) per fill)."""
+        return MaskWriter(self, max_batch)
+
+    @property
+    def served_nbytes(self) -> int:
+        tails = self.tails
+        arrays = (
+            tails.offsets,
+            tails.pairs,
+            tails.far_pairs,
+            tails.far_next,
+            self.value_state,
+            self.value_lcp,
+            self.state_byte,
+        )
+        return (
+            sum(int(a.nbytes) for a in arrays)
+            + self.token_index.nbytes
+            + 40 * self.token_index.num_keys  # the lookup dict
+            + 24 * self.num_values  # the layout's per-value arrays
+        )

@@ -27,6 +27,7 @@ import numpy as np
 from triec.errors import ArtifactContentError
 from triec.runtime.arrays import TableArrays
 from triec.runtime.kinds import SetTable
+from triec.runtime.tails import check_tail_indices, validate_tail_contents
 
 
 def _fail(source: str, field: str, message: str) -> NoReturn:
@@ -65,13 +66,24 @@ def check_indices(table: TableArrays, source: str) -> None:
     come from in-range slices).
     """
     s, v = table.num_states, table.vocab_size
-    off, tokens, nxt = table.allowed_offsets, table.allowed_tokens, table.allowed_next
     vs, lcp = table.value_state, table.value_lcp
-    p, k = int(tokens.shape[0]), int(vs.shape[0])
+    k = int(vs.shape[0])
     if s < 1 or k < 1:
         _fail(source, "value_state", f"a table holds at least one state and one value, found {s} states, {k} values")
     if not 1 <= v < 2**31:
         _fail(source, "allowed_tokens", f"mask width {v} out of range 1..{2**31 - 1}")
+    bad_eos = [e for e in table.eos_token_ids if not 0 <= e < v]
+    if bad_eos:
+        _fail(source, "eos_token_ids", f"EOS ids {bad_eos} lie outside the mask 0..{v - 1}")
+    tails = table.tails
+    if tails is not None:  # the tail layout: which rows exist follows from the values, checked first
+        if lcp.shape != (k,) or table.state_byte.shape != (s,):
+            _fail(source, "value_lcp", f"array lengths disagree: value_lcp {lcp.shape}, {k} values, {s} states")
+        _check_values(source, vs, lcp, s, k)
+        check_tail_indices(tails, source)
+        return
+    off, tokens, nxt = table.allowed_offsets, table.allowed_tokens, table.allowed_next
+    p = int(tokens.shape[0])
     if off.shape != (s + 1,) or nxt.shape != (p,) or lcp.shape != (k,) or tokens.ndim != 1:
         _fail(
             source,
@@ -79,10 +91,6 @@ def check_indices(table: TableArrays, source: str) -> None:
             f"array lengths disagree: offsets {off.shape}, tokens {tokens.shape}, next {nxt.shape}, "
             f"value_state {vs.shape}, value_lcp {lcp.shape}, {s} states",
         )
-    bad_eos = [e for e in table.eos_token_ids if not 0 <= e < v]
-    if bad_eos:
-        _fail(source, "eos_token_ids", f"EOS ids {bad_eos} lie outside the mask 0..{v - 1}")
-
     if _outside(off[:1], 1) or int(off[-1]) != p:
         _fail(source, "allowed_offsets", f"expected to run from 0 to {p} (the pair count), found {off[0]}..{off[-1]}")
     decreasing = off[1:] < off[:-1]
@@ -103,6 +111,11 @@ def check_indices(table: TableArrays, source: str) -> None:
         i, n = _first_outside(nxt, s)
         _fail(source, "allowed_next", f"expected states in 0..{s - 1}, found {n} at pair {i}")
 
+    _check_values(source, vs, lcp, s, k)
+
+
+def _check_values(source: str, vs: np.ndarray, lcp: np.ndarray, s: int, k: int) -> None:
+    """Rules 9 and 10: value states strictly increasing up to the last state, LCPs within the previous value."""
     if _outside(vs[:1], s) or int(vs[-1]) != s - 1:
         _fail(source, "value_state", f"expected states from 0 up to {s - 1} (the last state), found {vs[0]}..{vs[-1]}")
     not_increasing = vs[1:] <= vs[:-1]
@@ -139,9 +152,19 @@ def validate_contents(table: SetTable, source: str) -> None:
 
     check_indices(table, source)
     s, p = table.num_states, table.num_allowed
-    off = table.allowed_offsets.astype(np.int64)
+    tails = table.tails
+    if tails is not None:  # the stored rows are the branching states' (in state order); then the token index
+        off = tails.offsets.astype(np.int64)
+        tokens = tails.tokens
+        nxt = tails.next
+        states = tails.branch_states()
+        validate_tail_contents(tails, table.eos_token_ids, source)
+    else:
+        off = table.allowed_offsets.astype(np.int64)
+        tokens = table.allowed_tokens
+        nxt = table.allowed_next
+        states = np.arange(s, dtype=np.int64)
     counts = np.diff(off)
-    tokens = table.allowed_tokens
     if p:
         step = np.diff(tokens.astype(np.int64))
         boundary = np.zeros(max(p - 1, 0), dtype=bool)
@@ -151,7 +174,7 @@ def validate_contents(table: SetTable, source: str) -> None:
             fail("allowed_tokens", "expected strictly ascending ids within each state")
         if np.isin(tokens, np.asarray(table.eos_token_ids, dtype=np.int32)).any():
             fail("allowed_tokens", "EOS ids must not appear among content tokens")
-        owner = np.repeat(np.arange(s, dtype=np.int64), counts)
-        if (table.allowed_next.astype(np.int64) <= owner).any():
+        owner = np.repeat(states, counts)
+        if (nxt.astype(np.int64) <= owner).any():
             fail("allowed_next", "expected each next state to follow its state")
     table.values  # noqa: B018 - rebuilding checks the byte order, decoding UTF-8, undoing the encoding (ArtifactContentError)

@@ -41,6 +41,12 @@ class StateWords:
         return np.diff(self.offsets)
 
 
+EMPTY_WORDS = StateWords(
+    offsets=np.zeros(1, dtype=np.int64), words=np.zeros(0, dtype=np.int64), bits=np.zeros(0, dtype=np.int32)
+)
+"""No state's words: what a tail table's writers hold instead (they compute each row when asked)."""
+
+
 @per_table
 def state_words(table: TableArrays) -> StateWords:
     """The (word, bits) pairs of every state of ``table``; built once per table (O(allowed pairs))."""

@@ -17,8 +17,16 @@ from triec.verify.states import state_depths
 
 
 def allowed_counts(table: MaskTable, *, with_eos: bool = True) -> np.ndarray:
-    """Allowed tokens per state; EOS ids counted at accepting states when ``with_eos``."""
-    counts = np.diff(table.allowed_offsets.astype(np.int64))
+    """Allowed tokens per state; EOS ids counted at accepting states when ``with_eos``.
+
+    A tail table's tail rows are counted by walking the tails in chunks (never expanded whole)."""
+    tails = table.tails
+    if tails is None:
+        counts = np.diff(table.allowed_offsets.astype(np.int64))
+    else:
+        counts = np.zeros(table.num_states, dtype=np.int64)
+        counts[tails.row_states()] = np.diff(tails.offsets.astype(np.int64))
+        counts[tails.tail_states()[0]] = tails.tail_counts()
     if with_eos and table.eos_token_ids:
         counts[table.value_state.astype(np.int64)] += len(table.eos_token_ids)
     return counts
@@ -122,6 +130,17 @@ def summary(
         "mean_allowed": round(float(counts.mean()), 3),
         "build_options": table.build_options,
     }
+    tails = table.tails
+    info["layout"] = "full" if tails is None else "tails"
+    if tails is not None:  # what the tails are, what they cost: their bytes in state_byte and the token index
+        info["tail_states"] = tails.num_tails
+        info["tail_share"] = round(tails.num_tails / table.num_states, 4)
+        info["tail_pairs"] = int(counts.sum() - np.diff(tails.offsets.astype(np.int64)).sum())
+        info["tail_pairs"] -= len(table.eos_token_ids) * table.num_values  # EOS counted above, never a pair
+        info["tail_bytes"] = tails.num_tails
+        info["token_index_bytes"] = tails.index.nbytes
+        info["stored_bytes_per_pair"] = 4
+        info["far_pairs"] = int(tails.far_pairs.shape[0])
     if section_sizes is not None:
         info["sections"] = section_sizes
     return info
@@ -131,12 +150,31 @@ def section_sizes(table: MaskTable, level: int = 3) -> dict[str, dict[str, int]]
     """Bytes of each section, plain and zstd-compressed (what shipping it would cost)."""
     import zstandard
 
-    from triec.artifact.masks import SECTIONS
+    from triec.artifact.masks import SECTIONS, TAIL_LAYOUT
 
     cctx = zstandard.ZstdCompressor(level=level)
     out = {}
-    for name, dtype in SECTIONS:
-        raw = np.ascontiguousarray(getattr(table, name), dtype=np.dtype(dtype)).tobytes()
+    tails = table.tails
+    if tails is None:
+        layout, arrays = SECTIONS, {name: getattr(table, name) for name, _ in SECTIONS}
+    else:
+        ix = tails.index
+        layout = TAIL_LAYOUT
+        arrays = {
+            "allowed_offsets": tails.offsets,
+            "allowed_pairs": tails.pairs,
+            "far_pairs": tails.far_pairs,
+            "far_next": tails.far_next,
+            "value_state": table.value_state,
+            "value_lcp": table.value_lcp,
+            "state_byte": table.state_byte,
+            "token_key_offsets": ix.key_offsets,
+            "token_key_bytes": ix.key_bytes,
+            "token_id_offsets": ix.id_offsets,
+            "token_ids": ix.ids,
+        }
+    for name, dtype in layout:
+        raw = np.ascontiguousarray(arrays[name], dtype=np.dtype(dtype)).tobytes()
         out[name] = {"bytes": len(raw), "zstd_bytes": len(cctx.compress(raw))}
     return out
 
@@ -194,14 +232,14 @@ def describe_state(
     prefix = table.prefix(state)
     below = table.values_below(state)
     lo, hi = below.start, below.stop
-    lo_off, hi_off = int(table.allowed_offsets[state]), int(table.allowed_offsets[state + 1])
+    row_tokens, row_next = table.transitions(state)  # as served, whatever the layout
     tokens = []
-    shown = hi_off - lo_off if max_tokens is None else min(hi_off - lo_off, max_tokens)
-    for i in range(lo_off, lo_off + shown):
-        nxt = int(table.allowed_next[i])
+    shown = row_tokens.shape[0] if max_tokens is None else min(row_tokens.shape[0], max_tokens)
+    for i in range(shown):
+        nxt = int(row_next[i])
         tokens.append(
             {
-                "id": int(table.allowed_tokens[i]),
+                "id": int(row_tokens[i]),
                 "bytes": escape_bytes(table.prefix(nxt)[len(prefix) :]),
                 "next_state": nxt,
             }
@@ -215,10 +253,10 @@ def describe_state(
         "value": table.value(state),
         "values_below": hi - lo,
         "first_values": table.values[lo : min(hi, lo + max_values)],
-        "allowed_content_tokens": hi_off - lo_off,
+        "allowed_content_tokens": int(row_tokens.shape[0]),
         "eos_allowed": list(table.eos_token_ids) if accepting else [],
         "tokens": tokens,
-        "tokens_truncated": shown < hi_off - lo_off,
+        "tokens_truncated": shown < int(row_tokens.shape[0]),
     }
 
 

@@ -28,6 +28,7 @@ NAMES: dict[str, str] = {
     "trigger": "think-then-answer and tool_choice=auto's triggered tags, against xgrammar's structural tag",
     "canonical": "tokenization='canonical' against 'any': compile, size, rows, advance",
     "patterns": "fixed-format strings (date, time, date-time, uuid, ipv4): pattern tables against xgrammar and llguidance",
+    "scale": "large sets with little sharing (titles to 10M, issue 43): the tail layout against the full one, tool names",
     "vllm": "triec inside vLLM: the logits processors, the structured-outputs backend, the host bitmask path",
     "sglang": "triec's SGLang grammar backend against SGLang's xgrammar backend",
     "llamacpp": "triec's llama.cpp processor against llama.cpp's own GBNF grammar, speed against free decoding",

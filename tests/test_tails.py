@@ -1,0 +1,490 @@
+"""The tail layout (format version 4) answers exactly like the full layout, state by state, on real tokenizers.
+
+Tail states' rows are computed from the value's bytes and the token index at serve time; every answer a table
+gives (rows, EOS, advance, bitmask rows, writers, matchers, restricted views and their compaction, the device
+upload through the expanded arrays) is compared with the same set compiled in the full layout (itself checked
+against the reference elsewhere), and with the reference directly on small sets.
+"""
+
+from __future__ import annotations
+
+import random
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import triec
+import triec.synthetic.sets as sets
+from triec.artifact import container
+from triec.compiler.entry import compile as compile_values
+from triec.runtime.table import TailMaskTable
+from triec.runtime.tails import TailIndex, token_bits
+
+EDGE = sorted(
+    {
+        "",
+        "a",
+        "ab",
+        "abc",
+        "abcdefghijklmnopqrstuvwxyz" * 12,  # a tail longer than any token
+        "é",
+        "日本語のテキスト",
+        "x y",
+        "  spaced  ",
+        "1234567890" * 3,
+        "slack",
+        "slacker",
+        "Hello, world!",
+        "😀 emoji tail",
+    }
+)
+
+
+def _sets() -> dict[str, list[str]]:
+    return {
+        "titles": sets.titles(700, seed=3),
+        "edge": EDGE,
+        "mixed": sorted(set(sets.titles(150, seed=11)) | set(sets.tool_names(150)) | set(EDGE)),
+        "one": ["Only one value (film)"],
+    }
+
+
+SETS = _sets()
+
+
+def _pair(values: list[str], vocab: triec.Vocabulary, **kw: object) -> tuple[triec.MaskTable, TailMaskTable]:
+    full = compile_values(values, vocab, layout="full", **kw)  # type: ignore[arg-type]
+    tail = compile_values(values, vocab, layout="tails", **kw)  # type: ignore[arg-type]
+    assert type(full) is triec.MaskTable and isinstance(tail, TailMaskTable)
+    return full, tail
+
+
+def assert_same(full: triec.MaskTable, tail: triec.MaskTable, states: np.ndarray | None = None) -> None:
+    """Rows, EOS, advance on every allowed token and a refused one, bitmask rows, writers, matcher rows."""
+    assert tail.num_states == full.num_states and tail.num_values == full.num_values
+    n = full.num_states
+    st = np.arange(n, dtype=np.int64) if states is None else np.asarray(states, dtype=np.int64)
+    for s in st.tolist():
+        a, b = full.allowed(s), tail.allowed(s)
+        assert np.array_equal(a, b), f"state {s} ({full.prefix(s)!r})"
+        assert np.array_equal(full.transitions(s)[1], tail.transitions(s)[1]), f"next states of {s}"
+        for t in a.tolist():
+            assert full.advance(s, t) == tail.advance(s, t)
+        refused = next(t for t in range(full.vocab_size) if t not in set(a.tolist()))
+        with pytest.raises(triec.TokenNotAllowed):
+            tail.advance(s, refused)
+    width = full.words_per_row
+    for lo in range(0, st.shape[0], 256):
+        chunk = st[lo : lo + 256]
+        want = full.fill_bitmask(chunk, np.empty((chunk.shape[0], width), dtype=np.int32))
+        assert np.array_equal(tail.fill_bitmask(chunk, np.empty_like(want)), want)
+        w = tail.mask_writer(256)
+        assert np.array_equal(w.fill(chunk), want)
+        assert np.array_equal(w.fill(chunk[::-1]), want[::-1])  # the writer clears what it set before
+        for i in range(0, chunk.shape[0], 37):
+            assert np.array_equal(w.fill_one(int(chunk[i]))[0], want[i])
+        assert np.array_equal(w.fill(chunk[:3]), want[:3])
+
+
+@pytest.mark.parametrize("name", sorted(SETS))
+def test_every_state_equals_the_full_layout(vocab: triec.Vocabulary, name: str) -> None:
+    full, tail = _pair(SETS[name], vocab)
+    assert tail.num_tail_states > 0
+    assert_same(full, tail)
+    ex = tail.expanded()  # the arrays a reader of the full layout sees
+    for field in ("allowed_offsets", "allowed_tokens", "allowed_next"):
+        assert np.array_equal(getattr(ex, field), getattr(full, field)), field
+    assert tail.values == full.values
+
+
+def test_far_targets_are_exercised(qwen2: triec.Vocabulary) -> None:
+    """Deltas that do not fit beside qwen2's 18-bit ids go to the far table; the rows stay exact."""
+    full, tail = _pair(sets.titles(2000, seed=4), qwen2)
+    assert token_bits(qwen2.vocab_size) == 18
+    assert tail.tails.far_pairs.size > 0
+    assert_same(full, tail, np.arange(0, full.num_states, 5))
+
+
+@pytest.mark.parametrize("enc", [{"encoding": "json"}, {"encoding": "json", "prefix": '{"title": ', "suffix": "}"}])
+def test_encodings(qwen2: triec.Vocabulary, enc: dict[str, str]) -> None:
+    full, tail = _pair(SETS["mixed"], qwen2, **enc)
+    assert_same(full, tail)
+    assert tail.values == full.values == SETS["mixed"] or sorted(tail.values) == sorted(SETS["mixed"])
+
+
+def test_reference_implementation_agrees(vocab: triec.Vocabulary) -> None:
+    values = SETS["edge"] + ["Mid Title (river)", "Mid Title (film)"]
+    ref = compile_values(values, vocab, implementation="reference")
+    tail = compile_values(values, vocab, layout="tails")
+    assert_same(ref, tail)
+
+
+def test_seeded_walks_to_every_value(qwen2: triec.Vocabulary) -> None:
+    """Random token walks (random allowed token at each step) reach EOS with the same state sequence."""
+    full, tail = _pair(sets.titles(3000, seed=9), qwen2)
+    rng = random.Random(5)
+    for _ in range(300):
+        s, path = 0, []
+        while True:
+            a = full.allowed(s)
+            assert np.array_equal(a, tail.allowed(s))
+            t = int(a[rng.randrange(a.shape[0])])
+            n1, n2 = full.advance(s, t), tail.advance(s, t)
+            assert n1 == n2
+            path.append(t)
+            if n1 == triec.FINISHED:
+                break
+            s = n1
+        m1, m2 = full.matcher(), tail.matcher()
+        r1, r2 = np.zeros(full.words_per_row, np.int32), np.zeros(full.words_per_row, np.int32)
+        for t in path:
+            m1.fill_bitmask(r1)
+            m2.fill_bitmask(r2)
+            assert np.array_equal(r1, r2)
+            assert m1.accept_token(t) and m2.accept_token(t)
+        assert m2.is_terminated()
+        m2.rollback(len(path))
+        assert m2.state == 0 and m2.validate_tokens(path) == len(path)
+
+
+def test_restricted_views_and_compaction(vocab: triec.Vocabulary) -> None:
+    values = SETS["mixed"]
+    full, tail = _pair(values, vocab)
+    subset = values[1::4]
+    r1, r2 = full.restrict(subset), tail.restrict(subset)
+    assert np.array_equal(r1.states, r2.states)
+    for s in r1.states.tolist():
+        assert np.array_equal(r1.allowed(s), r2.allowed(s))
+    out1 = r1.fill_bitmask(r1.states, np.empty((r1.num_states, full.words_per_row), np.int32))
+    assert np.array_equal(r2.fill_bitmask(r2.states, np.empty_like(out1)), out1)
+    c1, c2 = r1.compact(), r2.compact()
+    for field in ("allowed_offsets", "allowed_tokens", "allowed_next", "value_state", "value_lcp", "state_byte"):
+        assert np.array_equal(getattr(c1, field), getattr(c2, field)), field
+
+
+def test_artifact_round_trip(tmp_path: Path, vocab: triec.Vocabulary) -> None:
+    full, tail = _pair(SETS["mixed"], vocab, encoding="json")
+    path = tmp_path / "t.triec"
+    size = tail.save(path)
+    data = path.read_bytes()
+    assert struct.unpack_from("<I", data, 8)[0] == container.TAILS_FORMAT_VERSION == 4
+    for kw in ({}, {"verify": True}, {"copy": True}):
+        loaded = triec.load(path, **kw)
+        assert isinstance(loaded, TailMaskTable) and loaded.format_version == 4
+        assert_same(full, loaded, np.arange(0, full.num_states, 3))
+        assert loaded.values == full.values
+    again = tmp_path / "again.triec"
+    assert triec.load(path).save(again) == size and again.read_bytes() == data  # a pure function of the table
+    zst = tmp_path / "t.triec.zst"
+    tail.save(zst)
+    assert_same(full, triec.load(zst), np.arange(0, full.num_states, 11))
+    # the full layout still writes version 1 or 2, byte for byte as before this layout existed
+    full.save(tmp_path / "f.triec")
+    assert struct.unpack_from("<I", (tmp_path / "f.triec").read_bytes(), 8)[0] == 2
+
+
+def test_auto_layout_keeps_tool_names_and_small_sets_full(qwen2: triec.Vocabulary) -> None:
+    assert compile_values(sets.tool_names(20000), qwen2).tails is None
+    assert (
+        compile_values(sets.tool_names(200000), qwen2).tails is None
+    )  # 83% tails but 0.13 states a byte: rows stay sliced
+    assert compile_values(sets.titles(500), qwen2).tails is None  # the index would cost more than the tails save
+    assert compile_values(sets.titles(60000), qwen2).tails is not None
+    assert compile_values(sets.titles(500), qwen2, tokenization="canonical").tails is None
+    with pytest.raises(ValueError, match="canonical"):
+        compile_values(sets.titles(5), qwen2, tokenization="canonical", layout="tails")
+    with pytest.raises(ValueError, match="layout"):
+        compile_values(sets.titles(5), qwen2, layout="packed")
+
+
+def test_token_index_matches_the_vocabulary(vocab: triec.Vocabulary) -> None:
+    ix = TailIndex.of(vocab.token_bytes, vocab.eos_token_ids)
+    keys = ix.keys()
+    assert keys == sorted(set(keys)) and all(keys)
+    spelled = {i for i, b in enumerate(vocab.token_bytes) if b and i not in vocab.eos_token_ids}
+    assert set(ix.ids.tolist()) == spelled
+    look = ix.lookup()
+    for i in list(spelled)[:2000]:
+        assert i in look[vocab.token_bytes[i]]
+    text = "Hello world, ünïcode".encode()
+    ids, lengths = ix.match(text)
+    want = sorted((i, len(b)) for i, b in enumerate(vocab.token_bytes) if i in spelled and text.startswith(b))
+    assert list(zip(ids, lengths, strict=True)) == want
+
+
+# ----------------------------------------------------------------------------- the loader's checks
+
+
+def _artifact(tmp_path: Path, qwen2: triec.Vocabulary) -> tuple[Path, bytes, dict]:
+    tail = compile_values(sets.titles(1500, seed=2), qwen2, layout="tails")
+    path = tmp_path / "t.triec"
+    tail.save(path)
+    data = path.read_bytes()
+    header, data_start, _ = container.read_header(data, str(path), verify=False)
+    return path, data, {"header": header, "data_start": data_start}
+
+
+def _section(info: dict, name: str) -> tuple[int, int, str]:
+    sec = next(s for s in info["header"]["sections"] if s["name"] == name)
+    return info["data_start"] + sec["offset"], sec["count"], sec["dtype"]
+
+
+@pytest.mark.parametrize(
+    ("section", "index", "value", "message"),
+    [
+        ("allowed_pairs", 0, 0xFFFFFFFF, "allowed_pairs"),  # a token past the mask
+        ("allowed_pairs", -1, (0x3FFF << 18) | 5, "allowed_pairs"),  # the last row's target past the last state
+        ("far_next", 0, 0x7FFFFFFF, "far_next"),
+        ("far_pairs", 0, 0xFFFFFFF0, "far_pairs"),
+        ("allowed_offsets", 1, 0xFFFFFFF0, "allowed_offsets"),
+        ("token_ids", 3, 0x7FFFFFFF, "token_ids"),
+        ("token_key_offsets", 2, 0, "token_key_offsets"),
+        ("token_id_offsets", -1, 0, "token_id_offsets"),
+    ],
+)
+def test_every_new_index_is_checked_at_load(
+    tmp_path: Path, qwen2: triec.Vocabulary, section: str, index: int, value: int, message: str
+) -> None:
+    path, data, info = _artifact(tmp_path, qwen2)
+    at, count, _ = _section(info, section)
+    buf = bytearray(data)
+    struct.pack_into("<I", buf, at + 4 * (index % count), value)
+    path.write_bytes(bytes(buf))
+    with pytest.raises(triec.ArtifactContentError, match=message):
+        triec.load(path)
+
+
+def test_a_delta_of_zero_without_its_far_entry_is_refused_by_verify(tmp_path: Path, qwen2: triec.Vocabulary) -> None:
+    """In range either way (a plain load serves it: the far lookup reads another entry); verify=True refuses it."""
+    path, data, info = _artifact(tmp_path, qwen2)
+    at, count, _ = _section(info, "allowed_pairs")
+    buf = bytearray(data)
+    struct.pack_into("<I", buf, at + 4 * 7, 3)
+    path.write_bytes(_resealed(bytes(buf), info))
+    triec.load(path)
+    with pytest.raises(triec.ArtifactContentError, match="far_pairs"):
+        triec.load(path, verify=True)
+
+
+def test_seeded_mutations_are_refused_or_answer_every_query(tmp_path: Path, qwen2: triec.Vocabulary) -> None:
+    """Words overwritten in the array sections (CRCs left stale: a plain load reads them): each mutated file is
+    refused with an ArtifactError, or serves every state without anything but the documented errors."""
+    path, data, info = _artifact(tmp_path, qwen2)
+    names = ["allowed_offsets", "allowed_pairs", "far_pairs", "far_next", "value_state", "value_lcp"]
+    names += ["token_key_offsets", "token_id_offsets", "token_ids"]
+    rng = random.Random(43)
+    values = [0, 1, 0x7FFFFFFF, 0xFFFFFFFF, qwen2.vocab_size, qwen2.vocab_size - 1, 2**18, 3]
+    served = 0
+    for _ in range(120):
+        buf = bytearray(data)
+        name = rng.choice(names)
+        at, count, dtype = _section(info, name)
+        if count == 0:
+            continue
+        struct.pack_into("<I", buf, at + 4 * rng.randrange(count), rng.choice(values))
+        path.write_bytes(bytes(buf))
+        try:
+            table = triec.load(path)
+        except triec.ArtifactError:
+            continue
+        served += 1
+        n = table.num_states
+        states = np.arange(n)
+        table.fill_bitmask(states[:200], np.empty((200, table.words_per_row), np.int32))
+        for s in range(0, n, 97):
+            for t in table.allowed(s).tolist()[:3]:
+                nxt = table.advance(s, t)
+                assert nxt == triec.FINISHED or 0 <= nxt < n
+    assert served < 120
+
+
+def _resealed(data: bytes, info: dict, header: dict | None = None) -> bytes:
+    """``data`` with every section's CRC-32 recomputed and the header (or ``header``) written again."""
+    import zlib
+
+    import msgpack
+
+    header = dict(header or info["header"])
+    start = info["data_start"]
+    header["sections"] = [
+        {**sec, "crc32": zlib.crc32(data[start + sec["offset"] : start + sec["offset"] + sec["length"]])}
+        for sec in header["sections"]
+    ]
+    head = msgpack.packb(header)
+    pad = container.align(24 + len(head)) - 24 - len(head)
+    preamble = container.PREAMBLE.pack(container.MAGIC, 4, len(head), zlib.crc32(head), 0)
+    return preamble + head + b"\0" * pad + data[start:]
+
+
+def test_canonical_tables_are_never_version_4(tmp_path: Path, qwen2: triec.Vocabulary) -> None:
+    path, data, info = _artifact(tmp_path, qwen2)
+    header = dict(info["header"])
+    header["build_options"] = {**header["build_options"], "tokenization": "canonical"}
+    path.write_bytes(_resealed(data, info, header))
+    with pytest.raises(triec.ArtifactError, match="canonical"):
+        triec.load(path)
+
+
+# ----------------------------------------------------------------------------- devices
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_device_table_of_a_tail_table(qwen2: triec.Vocabulary, device: str) -> None:
+    """The device upload reads the expanded arrays (tail rows built on the host once): equal to numpy and to the
+    full layout's device table, row by row and transition by transition."""
+    torch = pytest.importorskip("torch")
+    if device == "cuda" and not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    from test_torch_table import assert_same_as_numpy
+
+    full, tail = _pair(SETS["mixed"], qwen2)
+    dev = tail.to_torch(device)
+    assert_same_as_numpy(tail, dev)
+    states = torch.arange(full.num_states, device=device)
+    assert torch.equal(dev.fill(states), full.to_torch(device).fill(states))
+
+
+# ----------------------------------------------------------------------------- verify and inspect
+
+
+def test_verify_checks_tail_states_against_the_reference_and_llguidance(
+    tmp_path: Path, qwen2: triec.Vocabulary
+) -> None:
+    from triec.verify.tables import verify
+
+    path = tmp_path / "t.triec"
+    compile_values(sets.titles(400, seed=8), qwen2, layout="tails").save(path)
+    report = verify(str(path), tokenizer="qwen2", against=["reference", "llguidance"], walks=5, states=20000)
+    assert report.ok, report.to_json()
+    assert report.tail_states > 0 and not report.sampled
+    assert [c.against for c in report.checks if c.status == "ok"][0] == "reference"
+    sampled = verify(str(path), tokenizer="qwen2", against=["reference"], walks=0, states=500)
+    assert sampled.ok and sampled.sampled and sampled.states_selected >= 500
+
+
+def test_verify_refuses_a_token_index_that_is_not_the_tokenizers(tmp_path: Path, qwen2: triec.Vocabulary) -> None:
+    """Two ids swapped inside the index keep every index in range (the loader passes it): verify names it."""
+    from triec.verify.tables import verify
+
+    path, data, info = _artifact(tmp_path, qwen2)
+    at, count, _ = _section(info, "token_ids")
+    buf = bytearray(data)
+    a, b = struct.unpack_from("<ii", buf, at)
+    struct.pack_into("<ii", buf, at, b, a)
+    path.write_bytes(_resealed(bytes(buf), info))
+    triec.load(path)  # in range: served, but wrong for this tokenizer
+    report = verify(str(path), tokenizer="qwen2", against=["reference"], walks=0)
+    assert not report.ok and "token index" in " ".join(report.integrity_problems)
+
+
+def test_inspect_reports_tails_and_counts_rows_as_served(qwen2: triec.Vocabulary) -> None:
+    from triec.verify import inspect as ins
+
+    full, tail = _pair(SETS["titles"], qwen2)
+    assert np.array_equal(ins.allowed_counts(tail), ins.allowed_counts(full))
+    info = ins.summary(tail, section_sizes=ins.section_sizes(tail))
+    assert info["layout"] == "tails" and info["tail_states"] == tail.num_tail_states
+    assert info["tail_pairs"] + tail.num_allowed == full.num_allowed
+    assert info["token_index_bytes"] == tail.token_index.nbytes
+    assert "allowed_pairs" in info["sections"] and "token_ids" in info["sections"]
+    assert ins.summary(full)["layout"] == "full"
+    s = int(tail.tails.tail_states()[0][5])
+    assert ins.describe_state(tail, s) == ins.describe_state(full, s)
+
+
+@pytest.mark.parametrize("piece", [1, 29, 1 << 20])
+def test_compiled_in_pieces_equals_one_piece(
+    monkeypatch: pytest.MonkeyPatch, qwen2: triec.Vocabulary, piece: int
+) -> None:
+    """The tail layout compiles piece by piece (runs of values with distinct first bytes): any piece size gives
+    the same arrays as the full layout, every row expanded."""
+    import triec.compiler.tails as pieces
+
+    monkeypatch.setattr(pieces, "PIECE", piece)
+    values = SETS["mixed"] + ["zz" * 150, "Zebra (film)", "Zebra (album)"]
+    full, tail = _pair(values, qwen2)
+    for field in ("value_state", "value_lcp", "state_byte"):
+        assert np.array_equal(getattr(full, field), getattr(tail, field)), field
+    ex = tail.expanded()
+    for field in ("allowed_offsets", "allowed_tokens", "allowed_next"):
+        assert np.array_equal(getattr(ex, field), getattr(full, field)), field
+    assert len(pieces.pieces(tail.value_lcp.astype(np.int64), piece)) > (1 if piece < 100 else 0)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_sets_every_state(vocabs: dict[str, triec.Vocabulary], seed: int) -> None:
+    """Seeded random sets over small alphabets (shared prefixes, values inside others, empty values, multi-byte
+    characters, long runs): every state's row, acceptance and transitions equal the full layout's."""
+    rng = random.Random(seed)
+    vocab = vocabs[sorted(vocabs)[seed % len(vocabs)]]
+    alphabet = rng.choice(["ab", "abc ", "xyz01", "aé日 ", "the quick", "0123456789"])
+    values = sorted(
+        {
+            "".join(rng.choice(alphabet) for _ in range(rng.choice([0, 1, 2, 5, 12, 40, 90])))
+            for _ in range(rng.randint(1, 80))
+        }
+    )
+    full, tail = _pair(values, vocab)
+    assert_same(full, tail)
+    ex = tail.expanded()
+    for field in ("allowed_offsets", "allowed_tokens", "allowed_next"):
+        assert np.array_equal(getattr(ex, field), getattr(full, field)), field
+
+
+def test_request_rows_of_many_tail_matchers(qwen2: triec.Vocabulary) -> None:
+    """The serving core's batched rows (integrations/matchers.fill_rows, a batch past its gather threshold): a
+    tail table's matchers write their rows themselves, equal to the full layout's at the same states."""
+    from triec.integrations.matchers import fill_rows
+    from triec.runtime.matcher import TableMatcher
+
+    full, tail = _pair(SETS["titles"], qwen2)
+    rng = random.Random(3)
+    ours, theirs = [], []
+    for _ in range(100):
+        a, b = TableMatcher(full), TableMatcher(tail)
+        for _step in range(rng.randint(0, 8)):
+            ids = a.allowed()
+            if ids.size == 0 or a.is_terminated():
+                break
+            t = int(rng.choice(ids.tolist()))
+            assert a.accept_token(t) and b.accept_token(t)
+        ours.append(b)
+        theirs.append(a)
+    width = full.words_per_row
+    out_a = np.full((100, width), -1, dtype=np.int32)
+    out_b = np.full((100, width), -1, dtype=np.int32)
+    fill_rows(theirs, list(range(100)), out_a)
+    fill_rows(ours, list(range(100)), out_b)
+    assert np.array_equal(out_a, out_b)
+
+
+def test_verify_samples_values_at_large_k(
+    tmp_path: Path, qwen2: triec.Vocabulary, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past REFERENCE_VALUES, the reference runs on a seeded sample of values (every state of their trie, rows as
+    served, tail rows whole) and says so; a wrong next state in a stored row is found."""
+    import triec.verify.tables as vt
+
+    monkeypatch.setattr(vt, "REFERENCE_VALUES", 100)
+    monkeypatch.setattr(vt, "SAMPLED_VALUES", 120)
+    path = tmp_path / "t.triec"
+    compile_values(sets.titles(400, seed=8), qwen2, layout="tails").save(path)
+    report = vt.verify(str(path), tokenizer="qwen2", against=["reference"], walks=0)
+    assert report.ok, report.to_json()
+    assert report.values_sampled == 120 and report.sampled and report.checks[0].states_checked > 1000
+
+    monkeypatch.setattr(vt, "SAMPLED_VALUES", 400)  # every value: the mutated row is in the sample
+    data = path.read_bytes()
+    header, data_start, _ = container.read_header(data, str(path))
+    info = {"header": header, "data_start": data_start}
+    at, count, _ = _section(info, "allowed_pairs")
+    buf = bytearray(data)
+    (word,) = struct.unpack_from("<I", buf, at)  # the root's first pair: its next state one further
+    assert word >> 18 > 0
+    struct.pack_into("<I", buf, at, word + (1 << 18))
+    path.write_bytes(_resealed(bytes(buf), info))
+    bad = vt.verify(str(path), tokenizer="qwen2", against=["reference"], walks=0)
+    assert bad.integrity_ok and not bad.ok and bad.checks[0].mismatches >= 1

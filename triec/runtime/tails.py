@@ -1,0 +1,610 @@
+"""Tail states: the states below which one value alone remains, served from the value's bytes (numpy only).
+
+A state is a *tail* of value i when its depth exceeds both ``value_lcp[i]`` and ``value_lcp[i + 1]``: no other
+value passes through it. Its row is a function of the rest of value i and the vocabulary alone: every content
+token whose bytes are a prefix of the rest, each leading ``len(bytes)`` states further along the same value (a
+value's created states are numbered consecutively, so that is ``state + len``), and EOS where the rest is empty.
+Storing those rows as pairs is what made a set of titles 17 times its text; the tail layout (format version 4,
+docs/format.md) stores only the branching rows and serves tails here, from:
+
+* ``state_byte`` (the rest of value i after tail state s is ``state_byte[s + 1 .. value_state[i]]``), and
+* a :class:`TailIndex`: every content token's bytes, sorted and distinct, with the ids spelling each.
+
+State ids are the trie's preorder ids, as in every other layout: a tail table and the same set compiled in the
+present layout number their states alike and answer alike, state by state. Which states are tails is derived from
+``value_state`` and ``value_lcp`` (:class:`TailLayout`), never stored: O(K) at load.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import NoReturn
+
+import numpy as np
+
+from triec._arrays import concat_ranges, find_sorted
+from triec.errors import ArtifactContentError
+from triec.trie import build_trie_from_buffer
+
+_NO_TOKENS = np.zeros(0, dtype=np.int32)
+_NO_TOKENS.flags.writeable = False
+
+
+def _counts(offsets: np.ndarray) -> np.ndarray:
+    """Entries per row of CSR ``offsets``, int64."""
+    wide = np.asarray(offsets, dtype=np.int64)
+    out: np.ndarray = wide[1:] - wide[:-1]
+    return out
+
+
+def _fail(source: str, section: str, message: str) -> NoReturn:
+    raise ArtifactContentError(f"{source}: section {section}: {message}")
+
+
+@dataclass
+class TailIndex:
+    """Every content token's bytes, sorted and distinct (``key_bytes`` cut at ``key_offsets``), and the ids that
+    spell each one (``ids[id_offsets[d]:id_offsets[d + 1]]``, ascending). EOS ids and ids without bytes are absent."""
+
+    key_offsets: np.ndarray  # uint32 [D + 1]
+    key_bytes: np.ndarray  # uint8 [key_offsets[D]]
+    id_offsets: np.ndarray  # uint32 [D + 1]
+    ids: np.ndarray  # int32 [T]
+    _lookup: dict[bytes, tuple[int, ...]] | None = field(default=None, repr=False)
+    _inner: frozenset[bytes] = field(default=frozenset(), repr=False)
+    _keys: list[bytes] = field(default_factory=list, repr=False)
+    _id_key: np.ndarray | None = field(default=None, repr=False)
+    _max_len: int = field(default=0, repr=False)
+
+    @classmethod
+    def of(cls, token_bytes: Sequence[bytes], eos_token_ids: Iterable[int] = ()) -> TailIndex:
+        """The index of a decoded vocabulary (``token_bytes[id]``; EOS ids and empty tokens are not content)."""
+        eos = set(eos_token_ids)
+        ids = [i for i, b in enumerate(token_bytes) if b and i not in eos]
+        ids.sort(key=token_bytes.__getitem__)  # stable: equal bytes keep ascending ids
+        keys: list[bytes] = []
+        id_offsets = [0]
+        for n, i in enumerate(ids):
+            b = token_bytes[i]
+            if not keys or keys[-1] != b:
+                if keys:
+                    id_offsets.append(n)
+                keys.append(b)
+        id_offsets.append(len(ids))
+        if not keys:
+            id_offsets = [0]
+        lengths = np.fromiter(map(len, keys), dtype=np.int64, count=len(keys))
+        key_offsets = np.zeros(len(keys) + 1, dtype=np.uint32)
+        np.cumsum(lengths, out=key_offsets[1:], dtype=np.uint32)
+        return cls(
+            key_offsets=key_offsets,
+            key_bytes=np.frombuffer(b"".join(keys), dtype=np.uint8).copy(),
+            id_offsets=np.asarray(id_offsets, dtype=np.uint32),
+            ids=np.asarray(ids, dtype=np.int32),
+        )
+
+    @property
+    def num_keys(self) -> int:
+        return int(self.key_offsets.shape[0]) - 1
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.key_offsets.nbytes + self.key_bytes.nbytes + self.id_offsets.nbytes + self.ids.nbytes)
+
+    def keys(self) -> list[bytes]:
+        raw = self.key_bytes.tobytes()
+        ends = self.key_offsets.tolist()
+        return [raw[a:b] for a, b in zip(ends[:-1], ends[1:], strict=True)]
+
+    def lookup(self) -> dict[bytes, tuple[int, ...]]:
+        """Token bytes -> the ids spelling them, and the set of every token's proper prefixes (where a match can go
+        on), built on first use (about 0.3 s and 50 MB for qwen2's 150,000 tokens)."""
+        if self._lookup is None:
+            keys = self.keys()
+            offs = self.id_offsets.tolist()
+            ids = self.ids.tolist()
+            self._inner = frozenset(k[:n] for k in keys for n in range(1, len(k)))
+            self._max_len = max(map(len, keys), default=0)
+            self._keys = keys
+            top = int(self.ids.max()) + 1 if self.ids.shape[0] else 0
+            id_key = np.full(top, -1, dtype=np.int32)
+            id_key[self.ids] = np.repeat(np.arange(len(keys), dtype=np.int32), _counts(self.id_offsets))
+            self._id_key = id_key
+            self._lookup = {k: tuple(ids[offs[d] : offs[d + 1]]) for d, k in enumerate(keys)}
+        return self._lookup
+
+    def match(self, rest: bytes) -> tuple[list[int], list[int]]:
+        """(ids ascending, their byte lengths) of every token whose bytes are a non-empty prefix of ``rest``: one
+        lookup per byte, stopping where no token goes on (O(longest matching token))."""
+        get = self.lookup().get
+        inner = self._inner
+        found: list[tuple[int, int]] = []
+        for n in range(1, len(rest) + 1):
+            head = rest[:n]
+            ids = get(head)
+            if ids is not None:
+                for i in ids:
+                    found.append((i, n))
+            if head not in inner:
+                break
+        if len(found) > 1:
+            found.sort()
+        return [i for i, _ in found], [n for _, n in found]
+
+    def automaton(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The token trie for vectorized walks: (edge keys sorted with a sentinel, edge child, key index per node
+        or -1, has child, root child per byte)."""
+        n_keys = self.num_keys
+        offsets = self.key_offsets.astype(np.int64)
+        trie = build_trie_from_buffer(np.ascontiguousarray(self.key_bytes), offsets)
+        n = trie.num_nodes
+        node_key = np.full(n, -1, dtype=np.int64)
+        node_key[trie.terminal] = np.arange(n_keys, dtype=np.int64)
+        has_child = np.zeros(n, dtype=bool)
+        has_child[trie.parent[1:]] = True
+        edge = trie.parent[1:].astype(np.int64) * 256 + trie.byte[1:]
+        order = np.argsort(edge, kind="stable")
+        edge_keys = np.append(edge[order], np.iinfo(np.int64).max)
+        edge_child = np.append(order + 1, 0).astype(np.int64)
+        return edge_keys, edge_child, node_key, has_child, np.zeros(0)
+
+
+class TailLayout:
+    """Which states of a table are tails, the CSR row of each branching state, and the rows of tail states.
+
+    Derived from ``value_state``, ``value_lcp`` and ``state_byte`` (checked in range before: the caller's
+    :func:`~triec.runtime.validate.check_indices` rules 9 and 10) in O(K).
+    """
+
+    def __init__(
+        self,
+        *,
+        offsets: np.ndarray,
+        pairs: np.ndarray,
+        far_pairs: np.ndarray,
+        far_next: np.ndarray,
+        value_state: np.ndarray,
+        value_lcp: np.ndarray,
+        state_byte: np.ndarray,
+        index: TailIndex,
+        vocab_size: int,
+    ) -> None:
+        self.offsets = offsets
+        self.pairs = pairs
+        self.far_pairs = far_pairs
+        self.far_next = far_next
+        self.vocab_size = int(vocab_size)
+        self.token_bits = token_bits(self.vocab_size)
+        self.token_mask = np.uint32((1 << self.token_bits) - 1)
+        self._decoded: tuple[np.ndarray, np.ndarray] | None = None
+        self._row_states: np.ndarray | None = None
+        self._automaton: tuple[np.ndarray, ...] | None = None
+        self.value_state = value_state
+        self.state_byte = state_byte
+        self.index = index
+        # int32 throughout (states < 2**31): one pass per line over K values, the only O(K) work of a load
+        ends = np.asarray(value_state, dtype=np.int32)
+        lcp = np.asarray(value_lcp, dtype=np.int32)
+        k = ends.shape[0]
+        created = np.empty(k, dtype=np.int32)
+        if k:
+            created[0] = ends[0]
+            np.subtract(ends[1:], ends[:-1], out=created[1:])
+        np.maximum(created, 0, out=created)  # corrupt values (refused by the caller's checks) stay in range
+        shared = lcp.copy()
+        if k > 1:
+            np.maximum(shared[:-1], lcp[1:], out=shared[:-1])
+        tail_len = lcp + created
+        tail_len -= shared
+        np.maximum(tail_len, 0, out=tail_len)
+        np.minimum(tail_len, created, out=tail_len)
+        self.tail_len = tail_len
+        tail_first = ends - tail_len
+        tail_first += 1
+        self.tail_first = tail_first
+        before = np.zeros(k, dtype=np.int64 if int(ends[-1] if k else 0) >= 2**31 - 1 else np.int32)
+        if k > 1:
+            np.cumsum(tail_len[:-1], out=before[1:], dtype=before.dtype)
+        self.tails_before = before
+        self.num_tails = int(tail_len.sum(dtype=np.int64))
+        self.num_states = int(state_byte.shape[0])
+        self.num_branch = self.num_states - self.num_tails
+
+    # ------------------------------------------------------------- the stored rows
+
+    @property
+    def num_pairs(self) -> int:
+        return int(self.pairs.shape[0])
+
+    def row_states(self) -> np.ndarray:
+        """The state of each stored row (the branching states ascending; int64 [B]), built once."""
+        if self._row_states is None:
+            self._row_states = self.branch_states()
+        return self._row_states
+
+    def decode(self, pos: np.ndarray, owner: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(token, next state) int64 of stored pairs ``pos`` whose rows' states are ``owner``."""
+        packed = self.pairs[pos]
+        tokens = (packed & self.token_mask).astype(np.int64)
+        delta = (packed >> np.uint32(self.token_bits)).astype(np.int64)
+        nxt = owner + delta
+        far = np.flatnonzero(delta == 0)
+        if far.size:
+            at = np.minimum(np.searchsorted(self.far_pairs, pos[far]), max(self.far_pairs.shape[0] - 1, 0))
+            nxt[far] = self.far_next[at] if self.far_next.shape[0] else 0
+        return tokens, nxt
+
+    def _stored(self) -> tuple[np.ndarray, np.ndarray]:
+        if self._decoded is None:
+            owner = np.repeat(self.row_states(), _counts(self.offsets))
+            tok, nxt = self.decode(np.arange(self.num_pairs, dtype=np.int64), owner)
+            self._decoded = (tok.astype(np.int32), nxt.astype(np.int32))
+        return self._decoded
+
+    @property
+    def tokens(self) -> np.ndarray:
+        """Every stored pair's token (int32 [P]; decoded once, O(P): whole-table checks and the expansion)."""
+        return self._stored()[0]
+
+    @property
+    def next(self) -> np.ndarray:
+        """Every stored pair's next state (int32 [P]; decoded once with :attr:`tokens`)."""
+        return self._stored()[1]
+
+    # ------------------------------------------------------------- classifying
+
+    def branch_rows(self, states: np.ndarray) -> np.ndarray:
+        """Each state's branching row, or -1 for a tail state (states known in range; int64)."""
+        v = self.value_state.searchsorted(states.astype(self.value_state.dtype))  # in its dtype: no O(K) cast
+        row: np.ndarray = states - self.tails_before[v]
+        row[states >= self.tail_first[v]] = -1
+        return row
+
+    def branch_row(self, state: int) -> int:
+        """One state's branching row, or -1 for a tail state (in range)."""
+        v = find_sorted(self.value_state, state)
+        if state >= int(self.tail_first[v]):
+            return -1
+        return state - int(self.tails_before[v])
+
+    def branch_states(self, first_value: int = 0) -> np.ndarray:
+        """The branching states, ascending (int64 [B]): per value, the states it creates before its tail (state 0
+        before value 0's); from value ``first_value`` on."""
+        ends = self.value_state[max(first_value - 1, 0) :].astype(np.int64)
+        start = ends + 1
+        if first_value == 0:
+            start = np.concatenate([[0], start[: ends.shape[0] - 1]]) if ends.shape[0] else start
+        else:
+            start = start[:-1]
+        return concat_ranges(start, np.maximum(self.tail_first[first_value:] - start, 0))
+
+    def tail_states(self) -> tuple[np.ndarray, np.ndarray]:
+        """(every tail state ascending, the last state of its value) as int64."""
+        counts = self.tail_len.astype(np.int64)
+        states = concat_ranges(self.tail_first, counts)
+        ends = np.repeat(self.value_state.astype(np.int64), counts)
+        return states, ends
+
+    # ------------------------------------------------------------- rows
+
+    def row(self, state: int, end: int) -> tuple[np.ndarray, np.ndarray]:
+        """(content tokens ascending, next states) of tail state ``state`` of the value ending at ``end``."""
+        index = self.index
+        if index._lookup is None:
+            index.lookup()
+        m = min(end - state, index._max_len)  # a token match never runs past the value nor past the longest token
+        if m <= 0:
+            return np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int32)
+        ids, lengths = index.match(self.state_byte[state + 1 : state + 1 + m].tobytes())
+        return np.array(ids, dtype=np.int32), np.array(lengths, dtype=np.int32) + np.int32(state)
+
+    def allowed_row(self, state: int) -> tuple[np.ndarray, bool]:
+        """(content tokens ascending as int32, whether EOS is allowed too) of any state in range: the serving
+        path of ``allowed``, one search of the values and no next states."""
+        ids, accepting, packed = self._row(state)
+        if packed is not None:
+            return (packed & self.token_mask).view(np.int32), accepting
+        return (np.array(ids, dtype=np.int32) if ids else _NO_TOKENS), accepting
+
+    def row_ids(self, state: int) -> tuple[list[int], bool]:
+        """:meth:`allowed_row` as a Python list (a writer's single row: item writes, no array)."""
+        ids, accepting, packed = self._row(state)
+        if packed is not None:
+            return (packed & self.token_mask).tolist(), accepting
+        return ids, accepting
+
+    def _row(self, state: int) -> tuple[list[int], bool, np.ndarray | None]:
+        """(a tail's ids, accepting, None) or ([], accepting, a stored row's packed pairs)."""
+        vs = self.value_state
+        v = int(vs.searchsorted(vs.dtype.type(state)))
+        end = int(vs[v])
+        if state >= int(self.tail_first[v]):
+            index = self.index
+            if index._lookup is None:
+                index.lookup()
+            m = min(end - state, index._max_len)
+            if m <= 0:
+                return [], True, None
+            return index.match(self.state_byte[state + 1 : state + 1 + m].tobytes())[0], state == end, None
+        r = state - int(self.tails_before[v])
+        return [], state == end, self.pairs[int(self.offsets[r]) : int(self.offsets[r + 1])]
+
+    def step(self, state: int, token: int) -> int:
+        """The state content token ``token`` (>= 0) leads to from ``state`` (in range), or -1 where it is not
+        allowed: a tail compares the token's bytes with the rest of its value, a stored row is searched."""
+        vs = self.value_state
+        v = int(vs.searchsorted(vs.dtype.type(state)))
+        if state >= self.tail_first[v]:
+            index = self.index
+            if index._lookup is None:
+                index.lookup()
+            id_key = index._id_key
+            assert id_key is not None
+            d = int(id_key[token]) if token < id_key.shape[0] else -1
+            if d < 0:
+                return -1
+            key = index._keys[d]
+            n = len(key)
+            if state + n > int(vs[v]) or self.state_byte[state + 1 : state + 1 + n].tobytes() != key:
+                return -1
+            return state + n
+        r = state - int(self.tails_before[v])
+        lo, hi = int(self.offsets[r]), int(self.offsets[r + 1])
+        packed = self.pairs[lo:hi]
+        tokens = packed & self.token_mask
+        i = int(tokens.searchsorted(np.uint32(token)))
+        if i == hi - lo or int(tokens[i]) != token:
+            return -1
+        delta = int(packed[i]) >> self.token_bits
+        if delta:
+            return state + delta
+        at = min(find_sorted(self.far_pairs, lo + i), self.far_pairs.shape[0] - 1)
+        return int(self.far_next[at])
+
+    def content(self, state: int) -> tuple[np.ndarray, np.ndarray]:
+        """(content tokens ascending, next states) of any state in range: a CSR slice or a tail row."""
+        v = find_sorted(self.value_state, state)
+        if state >= int(self.tail_first[v]):
+            return self.row(state, int(self.value_state[v]))
+        r = state - int(self.tails_before[v])
+        lo, hi = int(self.offsets[r]), int(self.offsets[r + 1])
+        packed = self.pairs[lo:hi]
+        tokens = (packed & self.token_mask).astype(np.int32)
+        delta = packed >> np.uint32(self.token_bits)
+        nxt = delta.astype(np.int32)
+        nxt += np.int32(state)
+        if hi > lo and not delta.all():  # a far target (delta 0): its own table
+            for k in np.flatnonzero(delta == 0).tolist():
+                at = min(find_sorted(self.far_pairs, lo + k), self.far_pairs.shape[0] - 1)
+                nxt[k] = self.far_next[at]
+        return tokens, nxt
+
+    def content_pairs(self, states: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(row index, token, next state) int64 of a batch of states in range, row by row, tokens ascending."""
+        states = np.asarray(states, dtype=np.int64)
+        n = states.shape[0]
+        v = self.value_state.searchsorted(states.astype(self.value_state.dtype))  # in its dtype: no O(K) cast
+        tail = states >= self.tail_first[v]
+        b_at = np.flatnonzero(~tail)
+        r = states[b_at] - self.tails_before[v[b_at]]
+        lo = self.offsets[r].astype(np.int64)
+        counts = self.offsets[r + 1].astype(np.int64) - lo
+        pos = concat_ranges(lo, counts)
+        b_tok, b_next = self.decode(pos, np.repeat(states[b_at], counts))
+        rows = [np.repeat(b_at, counts)]
+        toks = [b_tok]
+        nxts = [b_next]
+        t_at = np.flatnonzero(tail)
+        if t_at.size:
+            ends = self.value_state[v[t_at]].tolist()
+            for i, s, e in zip(t_at.tolist(), states[t_at].tolist(), ends, strict=True):
+                tt, tn = self.row(s, e)
+                rows.append(np.full(tt.shape[0], i, dtype=np.int64))
+                toks.append(tt.astype(np.int64))
+                nxts.append(tn.astype(np.int64))
+        row, tok, nxt = np.concatenate(rows), np.concatenate(toks), np.concatenate(nxts)
+        if t_at.size and n > 1:
+            order = np.argsort(row, kind="stable")
+            row, tok, nxt = row[order], tok[order], nxt[order]
+        return row, tok, nxt
+
+    def end_of(self, state: int) -> int:
+        """The last state of the value a tail state lies on."""
+        return int(self.value_state[find_sorted(self.value_state, state)])
+
+    def expand(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every tail state's pairs at once: (state, token id, next state) int64, sorted by (state, token): what the
+        full layout's arrays hold for these states (O(tail pairs) memory: the device upload, whole-table checks)."""
+        states, ends = self.tail_states()
+        return self.expand_states(states, ends)
+
+    def tail_counts(self, chunk: int = 1 << 21) -> np.ndarray:
+        """Content tokens of every tail state (in :meth:`tail_states` order), walked ``chunk`` states at a time."""
+        states, ends = self.tail_states()
+        out = np.zeros(states.shape[0], dtype=np.int64)
+        for lo in range(0, states.shape[0], chunk):
+            s, _, _ = self.expand_states(states[lo : lo + chunk], ends[lo : lo + chunk])
+            out[lo : lo + chunk] = np.bincount(
+                np.searchsorted(states[lo : lo + chunk], s), minlength=min(chunk, states.shape[0] - lo)
+            )
+        return out
+
+    def expand_states(self, states: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The pairs of tail states ``states`` (ascending; ``ends`` the last state of each one's value), as
+        :meth:`expand`: a vectorized walk of the token trie along each tail, one byte per round."""
+        if self._automaton is None:
+            self._automaton = self.index.automaton()
+        edge_keys, edge_child, node_key, has_child, _ = self._automaton
+        inside = states < ends  # a value's last state has no rest
+        start, end = states[inside], ends[inside]
+        node = np.zeros(start.shape[0], dtype=np.int64)
+        found_s: list[np.ndarray] = []
+        found_k: list[np.ndarray] = []
+        found_n: list[np.ndarray] = []
+        depth = 1
+        sb = self.state_byte
+        while start.shape[0]:
+            keys = node * 256 + sb[start + depth]
+            at = np.searchsorted(edge_keys, keys)
+            hit = edge_keys[at] == keys
+            start, end, node = start[hit], end[hit], edge_child[at[hit]]
+            k = node_key[node]
+            ends_here = k >= 0
+            found_s.append(start[ends_here])
+            found_k.append(k[ends_here])
+            found_n.append(start[ends_here] + depth)
+            go = has_child[node] & (start + depth < end)
+            start, end, node = start[go], end[go], node[go]
+            depth += 1
+        s = np.concatenate(found_s) if found_s else np.zeros(0, dtype=np.int64)
+        k = np.concatenate(found_k) if found_k else np.zeros(0, dtype=np.int64)
+        nx = np.concatenate(found_n) if found_n else np.zeros(0, dtype=np.int64)
+        lo = self.index.id_offsets[k].astype(np.int64)
+        counts = self.index.id_offsets[k + 1].astype(np.int64) - lo
+        tok = self.index.ids[concat_ranges(lo, counts)].astype(np.int64)
+        s, nx = np.repeat(s, counts), np.repeat(nx, counts)
+        order = np.lexsort((tok, s))
+        return s[order], tok[order], nx[order]
+
+
+def full_rows(layout: TailLayout) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The present layout's three arrays (CSR over every state) from the branching rows and the expanded tails."""
+    offsets, tokens, nxt = layout.offsets, layout.tokens, layout.next
+    n = layout.num_states
+    branch = layout.row_states()
+    counts_b = np.diff(offsets.astype(np.int64))
+    ts, tt, tn = layout.expand()
+    per_state = np.zeros(n, dtype=np.int64)
+    per_state[branch] = counts_b
+    np.add.at(per_state, ts, 1)
+    full = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(per_state, out=full[1:])
+    total = int(full[-1])
+    out_t = np.empty(total, dtype=np.int32)
+    out_n = np.empty(total, dtype=np.int32)
+    # branching rows, in their order, at their states' offsets
+    pos_b = concat_ranges(full[branch], counts_b)
+    out_t[pos_b] = tokens
+    out_n[pos_b] = nxt
+    # tail rows: sorted by state already; each state's first pair at its offset
+    if ts.shape[0]:
+        first = np.ones(ts.shape[0], dtype=bool)
+        first[1:] = ts[1:] != ts[:-1]
+        run_start = np.maximum.accumulate(np.where(first, np.arange(ts.shape[0]), 0))
+        pos_t = full[ts] + (np.arange(ts.shape[0]) - run_start)
+        out_t[pos_t] = tt
+        out_n[pos_t] = tn
+    dtype = np.uint32 if total < 2**32 else np.int64
+    return full.astype(dtype), out_t, out_n
+
+
+def check_tail_indices(layout: TailLayout, source: str) -> None:
+    """Every index a tail table follows in range (docs/format.md, version 4): the stored rows (B + 1 offsets from 0
+    to P, never decreasing; every token in the mask; every near target ``state + delta`` and far target in the
+    table; the far pairs ascending, in range, exactly the pairs with delta 0) and the token index (offsets from 0 to
+    their data's length, strictly increasing; every id in the mask). O(P + K) vectorized, no O(S) array."""
+    offsets, pairs, vocab_size = layout.offsets, layout.pairs, layout.vocab_size
+    b, p, s = layout.num_branch, layout.num_pairs, layout.num_states
+    if layout.num_tails > s - 1 or b < 1:
+        _fail(source, "value_lcp", "the tails it implies leave no room for the start state")
+    if offsets.shape[0] != b + 1:
+        _fail(
+            source,
+            "allowed_offsets",
+            f"expected {b + 1} offsets (one per branching state and one more), found {offsets.shape[0]}",
+        )
+    off = offsets
+    if int(off[0]) != 0 or int(off[-1]) != p:
+        _fail(source, "allowed_offsets", f"expected to run from 0 to {p} (the pair count), found {off[0]}..{off[-1]}")
+    if b > 1 and (off[1:] < off[:-1]).any():
+        _fail(source, "allowed_offsets", "expected non-decreasing offsets")
+    far_pairs, far_next = layout.far_pairs, layout.far_next
+    f = int(far_pairs.shape[0])
+    if far_next.shape[0] != f:
+        _fail(source, "far_next", f"expected {f} entries (one per far pair), found {far_next.shape[0]}")
+    if p:
+        if int((pairs & layout.token_mask).max()) >= vocab_size:
+            _fail(source, "allowed_pairs", f"expected token ids in 0..{vocab_size - 1}")
+        # next states: only a row whose state lies within the largest delta of the end can reach past it
+        limit = 1 << (32 - layout.token_bits)
+        vs = layout.value_state
+        v = int(vs.searchsorted(vs.dtype.type(max(0, s - limit))))
+        r0 = (int(vs[v - 1]) + 1 if v else 0) - int(layout.tails_before[v])
+        near = layout.branch_states(v)  # the states of rows r0 .. B - 1
+        if near.shape[0] != b - r0:
+            _fail(source, "allowed_offsets", "expected one row per branching state")
+        sub = off[r0:].astype(np.int64)
+        rows = np.flatnonzero(sub[1:] > sub[:-1])
+        if rows.size:
+            delta = pairs[int(sub[0]) :] >> np.uint32(layout.token_bits)
+            widest = np.maximum.reduceat(delta, sub[rows] - sub[0]).astype(np.int64)
+            if int((widest + near[rows]).max()) >= s:
+                _fail(source, "allowed_pairs", f"expected next states in 0..{s - 1}")
+    if f:
+        if int(far_pairs.max()) >= p or (f > 1 and (far_pairs[1:] <= far_pairs[:-1]).any()):
+            _fail(source, "far_pairs", f"expected strictly increasing pair indices in 0..{p - 1}")
+        if int((pairs[far_pairs] >> np.uint32(layout.token_bits)).max()) != 0:
+            _fail(source, "far_pairs", "expected only pairs whose delta is 0")
+        # (that every pair of delta 0 has its entry is checked with verify=True: a missing one reads another's)
+        if int(far_next.view(np.uint32).max()) >= s:
+            _fail(source, "far_next", f"expected states in 0..{s - 1}")
+    ix = layout.index
+    d = ix.num_keys
+    if d < 0 or ix.id_offsets.shape[0] != d + 1:
+        _fail(source, "token_id_offsets", f"expected {d + 1} offsets, found {ix.id_offsets.shape[0]}")
+    ko, io = ix.key_offsets, ix.id_offsets
+    if int(ko[0]) != 0 or int(ko[-1]) != ix.key_bytes.shape[0] or (d and (ko[1:] <= ko[:-1]).any()):
+        _fail(source, "token_key_offsets", "expected strictly increasing offsets from 0 to the key bytes' length")
+    if int(io[0]) != 0 or int(io[-1]) != ix.ids.shape[0] or (d and (io[1:] <= io[:-1]).any()):
+        _fail(source, "token_id_offsets", "expected strictly increasing offsets from 0 to the id count")
+    if ix.ids.shape[0] and int(ix.ids.view(np.uint32).max()) >= vocab_size:
+        _fail(source, "token_ids", f"expected ids in 0..{vocab_size - 1}")
+
+
+def token_bits(vocab_size: int) -> int:
+    """Bits of a packed pair that hold the token id (the rest hold the delta to the next state)."""
+    return max(1, (int(vocab_size) - 1).bit_length())
+
+
+def pack_pairs(
+    offsets: np.ndarray, tokens: np.ndarray, nxt: np.ndarray, row_states: np.ndarray, vocab_size: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(pairs, far pairs, far next) of stored rows: each pair ``token | (next - state) << token_bits`` as uint32,
+    a delta that does not fit written 0 and its target kept in the far table."""
+    bits = token_bits(vocab_size)
+    owner = np.repeat(row_states.astype(np.int64), _counts(offsets))
+    delta = nxt.astype(np.int64) - owner
+    far = np.flatnonzero(delta >= (1 << (32 - bits)))
+    far_next = nxt[far].astype(np.int32)
+    delta[far] = 0
+    packed = (delta << bits) | tokens.astype(np.int64)
+    return packed.astype(np.uint32), far.astype(np.uint32), far_next
+
+
+def validate_tail_contents(layout: TailLayout, eos_token_ids: Sequence[int], source: str) -> None:
+    """What makes tail rows right beyond their indices: every pair of delta 0 in the far table; keys strictly
+    ascending (so distinct), ids ascending within a key, every id spelled once, no EOS id among them."""
+    zero = int(np.count_nonzero((layout.pairs >> np.uint32(layout.token_bits)) == 0))
+    if zero != layout.far_pairs.shape[0]:
+        _fail(
+            source,
+            "far_pairs",
+            f"expected one entry per pair whose delta is 0 ({zero}), found {layout.far_pairs.shape[0]}",
+        )
+    ix = layout.index
+    keys = ix.keys()
+    if any(a >= b for a, b in zip(keys, keys[1:], strict=False)):
+        _fail(source, "token_key_bytes", "expected distinct token bytes in strictly increasing order")
+    ids = ix.ids.astype(np.int64)
+    if np.unique(ids).shape[0] != ids.shape[0]:
+        _fail(source, "token_ids", "expected every id once")
+    if np.isin(ids, np.asarray(eos_token_ids, dtype=np.int64)).any():
+        _fail(source, "token_ids", "EOS ids must not appear among content tokens")
+    if ids.shape[0] > 1:
+        step = np.diff(ids)
+        inner = ix.id_offsets[1:-1].astype(np.int64) - 1
+        boundary = np.zeros(ids.shape[0] - 1, dtype=bool)
+        boundary[inner[(inner >= 0) & (inner < ids.shape[0] - 1)]] = True
+        if ((step <= 0) & ~boundary).any():
+            _fail(source, "token_ids", "expected ascending ids within each token's bytes")
