@@ -202,8 +202,8 @@ def _transformers(model: Any, source: Source, values: Any, trigger: Any, vocab: 
     if trigger is not None and admitted.table.host_matched:
         raise RequestError(f"trigger= needs a table of values, not a {admitted.table.kind} table")
     inner = TriecLogitsProcessor(
-        admitted.table,
-        trigger=trigger,  # type: ignore[arg-type]
+        admitted.table,  # type: ignore[arg-type]  # admitted: a kind the transformers processor serves
+        trigger=trigger,
         vocab=table_vocabulary(admitted.table, vocab, served) if trigger is not None else None,
     )
     return TriecOutlinesProcessor("torch", inner, process=inner, reset=inner.reset)
