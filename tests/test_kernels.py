@@ -219,6 +219,8 @@ def test_gpu_check_runs_the_kernels_under_the_interpreter(tmp_path) -> None:
             "3",
             "--sample",
             "64",
+            "--tails-k",
+            "300",
             "--vllm",
             "off",
         ],
@@ -230,7 +232,9 @@ def test_gpu_check_runs_the_kernels_under_the_interpreter(tmp_path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     assert "fused kernels: on (Triton interpreter)" in done.stdout
     assert (
-        done.stdout.count("equal to the numpy runtime") == 2 and "one launch equal to a step per table" in done.stdout
+        # the tool names, then 300 titles in the tail layout and the five formats' pattern tables: torch and kernels
+        done.stdout.count("equal to the numpy runtime") == 2 + 2 * (1 + 5)
+        and "one launch equal to a step per table" in done.stdout
     )
 
 

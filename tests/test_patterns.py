@@ -162,10 +162,15 @@ def test_writer_bitmask_and_allowed_agree(date_table) -> None:
 
 
 @pytest.mark.torch
-def test_torch_table_equals_numpy(date_table) -> None:
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_torch_table_equals_numpy(date_table, device: str) -> None:
+    """The device table (on CUDA: the fused kernels where triton is present) of a pattern table: every state's
+    row and sampled transitions equal numpy's."""
     torch = pytest.importorskip("torch")
-    dev = date_table.to_torch("cpu")
-    states = torch.arange(date_table.num_states, dtype=torch.int64)
+    if device == "cuda" and not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    dev = date_table.to_torch(device)
+    states = torch.arange(date_table.num_states, dtype=torch.int64, device=device)
     rows = dev.fill(states).cpu().numpy()
     want = np.zeros((date_table.num_states, date_table.words_per_row), dtype=np.int32)
     date_table.fill_bitmask(list(range(date_table.num_states)), want)
@@ -175,7 +180,9 @@ def test_torch_table_equals_numpy(date_table) -> None:
         toks, nxt = date_table.transitions(s)
         if toks.size:
             pick = rng.choice(toks.size, size=min(5, toks.size), replace=False)
-            got = dev.advance(torch.full((pick.size,), s), torch.as_tensor(toks[pick].astype(np.int64)))
+            got = dev.advance(
+                torch.full((pick.size,), s, device=device), torch.as_tensor(toks[pick].astype(np.int64), device=device)
+            )
             assert got.tolist() == nxt[pick].tolist()
 
 

@@ -185,6 +185,8 @@ def test_gpu_check_script_runs_on_cpu() -> None:
             "3",
             "--sample",
             "64",
+            "--tails-k",
+            "300",
         ],
         capture_output=True,
         text=True,

@@ -42,6 +42,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -246,6 +247,30 @@ def two_tables(
     return failed
 
 
+def other_kinds(
+    vocab: triec.Vocabulary, name: str, device: torch.device, kernels: bool, args: argparse.Namespace, rng: Any
+) -> bool:
+    """The tables that are not a full-layout set: titles in the tail layout (issue 43) and the named formats'
+    pattern tables (issue 44), each checked on the torch path and the kernels against the numpy runtime."""
+    from triec.synthetic.sets import titles
+
+    tables: list[tuple[str, Any]] = []
+    if args.tails_k:
+        tables.append(
+            (f"titles K={args.tails_k} (tail layout)", triec.compile(titles(args.tails_k), vocab, layout="tails"))
+        )
+    tables += [(f"pattern {f}", triec.compile_pattern(format=f, vocab=vocab)) for f in triec.FORMATS]
+    failed = False
+    for label, table in tables:
+        paths = [("torch", table.to_torch(device, kernels=False))]
+        paths += [("kernels", table.to_torch(device, kernels=True))] if kernels else []
+        for path, dev in paths:
+            errors = check(table, dev, args.sample, rng)
+            failed |= bool(errors)
+            print(f"{name} {label}: {path}: " + ("; ".join(errors) if errors else "equal to the numpy runtime"))
+    return failed
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cuda")
@@ -277,6 +302,7 @@ def main(argv: list[str] | None = None) -> int:
         default="auto",
         help="vLLM end-to-end checks and bench (auto: on CUDA when vLLM is importable)",
     )
+    ap.add_argument("--tails-k", type=int, default=100000, help="titles in the tail layout checked (0: none)")
     ap.add_argument("--vllm-ks", default="1000,10000")
     ap.add_argument("--vllm-batches", default="256")
     ap.add_argument("--vllm-methods", default="triec,xgrammar,unconstrained")
@@ -356,6 +382,7 @@ def main(argv: list[str] | None = None) -> int:
                     pass
             if kernels:
                 failed |= two_tables(vocab, k, device, [int(x) for x in args.batches.split(",")], args.iters, rng)
+        failed |= other_kinds(vocab, tok_name, device, kernels, args, rng)
     if args.vllm == "on" or (args.vllm == "auto" and device.type == "cuda"):
         failed |= bool(vllm_checks(args))
     return 1 if failed else 0
