@@ -53,6 +53,7 @@ class TailIndex:
     ids: np.ndarray  # int32 [T]
     _lookup: dict[bytes, tuple[int, ...]] | None = field(default=None, repr=False)
     _inner: frozenset[bytes] = field(default=frozenset(), repr=False)
+    _walk: dict[bytes, tuple[tuple[int, ...], bool]] = field(default_factory=dict, repr=False)
     _keys: list[bytes] = field(default_factory=list, repr=False)
     _id_key: np.ndarray | None = field(default=None, repr=False)
     _max_len: int = field(default=0, repr=False)
@@ -112,21 +113,27 @@ class TailIndex:
             id_key[self.ids] = np.repeat(np.arange(len(keys), dtype=np.int32), _counts(self.id_offsets))
             self._id_key = id_key
             self._lookup = {k: tuple(ids[offs[d] : offs[d + 1]]) for d, k in enumerate(keys)}
+            # one dict for the row's walk: a prefix -> (the ids spelling it, whether a longer token starts with it)
+            inner = self._inner
+            walk = dict.fromkeys(inner, ((), True))
+            walk.update((k, (v, k in inner)) for k, v in self._lookup.items())
+            self._walk = walk
         return self._lookup
 
     def match(self, rest: bytes) -> tuple[list[int], list[int]]:
         """(ids ascending, their byte lengths) of every token whose bytes are a non-empty prefix of ``rest``: one
         lookup per byte, stopping where no token goes on (O(longest matching token))."""
-        get = self.lookup().get
-        inner = self._inner
+        if self._lookup is None:
+            self.lookup()
+        get = self._walk.get
         found: list[tuple[int, int]] = []
         for n in range(1, len(rest) + 1):
-            head = rest[:n]
-            ids = get(head)
-            if ids is not None:
-                for i in ids:
-                    found.append((i, n))
-            if head not in inner:
+            hit = get(rest[:n])
+            if hit is None:
+                break
+            for i in hit[0]:
+                found.append((i, n))
+            if not hit[1]:
                 break
         if len(found) > 1:
             found.sort()
