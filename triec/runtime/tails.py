@@ -115,7 +115,8 @@ class TailIndex:
             self._lookup = {k: tuple(ids[offs[d] : offs[d + 1]]) for d, k in enumerate(keys)}
             # one dict for the row's walk: a prefix -> (the ids spelling it, whether a longer token starts with it)
             inner = self._inner
-            walk = dict.fromkeys(inner, ((), True))
+            none: tuple[int, ...] = ()
+            walk: dict[bytes, tuple[tuple[int, ...], bool]] = dict.fromkeys(inner, (none, True))
             walk.update((k, (v, k in inner)) for k, v in self._lookup.items())
             self._walk = walk
         return self._lookup
