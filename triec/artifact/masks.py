@@ -239,6 +239,22 @@ def parse_sections(
     )
 
 
+def loaded_fields(header: dict[str, Any], version: int, source: str, *, verify: bool) -> dict[str, Any]:
+    """The keyword arguments every table kind's ``from_artifact`` takes from a checked header (the format's own
+    sections and fields come beside them)."""
+    return {
+        "vocab_size": header["vocab_size"],
+        "eos_token_ids": header["eos_token_ids"],
+        "tokenizer_fingerprint": header["tokenizer"]["fingerprint"],
+        "tokenizer_name": header["tokenizer"]["name"],
+        "build_options": header["build_options"],
+        "header": header,
+        "format_version": version,
+        "verify": verify,
+        "source": source,
+    }
+
+
 def build_table(
     header: dict[str, Any], arrays: dict[str, Any], version: int, source: str, *, verify: bool = False
 ) -> MaskTable:
@@ -252,29 +268,13 @@ def build_table(
                 id_offsets=arrays["token_id_offsets"],
                 ids=arrays["token_ids"],
             ),
-            vocab_size=header["vocab_size"],
-            eos_token_ids=header["eos_token_ids"],
-            tokenizer_fingerprint=header["tokenizer"]["fingerprint"],
-            tokenizer_name=header["tokenizer"]["name"],
-            build_options=header["build_options"],
+            **loaded_fields(header, version, source, verify=verify),
             encoding=Encoding.from_header(header["encoding"]) if "encoding" in header else None,
-            header=header,
-            format_version=version,
-            verify=verify,
-            source=source,
         )
     return MaskTable.from_artifact(
         **{name: arrays[name] for name, _ in SECTIONS},
-        vocab_size=header["vocab_size"],
-        eos_token_ids=header["eos_token_ids"],
-        tokenizer_fingerprint=header["tokenizer"]["fingerprint"],
-        tokenizer_name=header["tokenizer"]["name"],
-        build_options=header["build_options"],
+        **loaded_fields(header, version, source, verify=verify),
         encoding=Encoding.from_header(header["encoding"]) if "encoding" in header else None,
-        header=header,
-        format_version=version,
-        verify=verify,
-        source=source,
     )
 
 

@@ -14,7 +14,7 @@ from typing import Any
 from triec._version import __version__
 from triec.artifact import container, formats
 from triec.artifact.container import PLAIN_FORMAT_VERSION
-from triec.artifact.masks import check_common_header
+from triec.artifact.masks import check_common_header, loaded_fields
 from triec.errors import ArtifactError
 from triec.runtime.kinds import TableKind
 from triec.runtime.pattern import PatternTable
@@ -109,17 +109,9 @@ def build_pattern(
         dfa_offsets=arrays["dfa_offsets"],
         dfa_bytes=arrays["dfa_bytes"],
         dfa_next=arrays["dfa_next"],
-        vocab_size=header["vocab_size"],
-        eos_token_ids=header["eos_token_ids"],
-        tokenizer_fingerprint=header["tokenizer"]["fingerprint"],
-        tokenizer_name=header["tokenizer"]["name"],
         pattern=header["pattern"]["regex"],
         format_name=header["pattern"]["format"],
-        build_options=header["build_options"],
-        header=header,
-        format_version=version,
-        verify=verify,
-        source=source,
+        **loaded_fields(header, version, source, verify=verify),
     )
 
 

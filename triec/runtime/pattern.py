@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 
-from triec.errors import ArtifactContentError, TokenizerMismatch
+from triec.errors import ArtifactContentError
 from triec.runtime.arrays import content, contents
 from triec.runtime.kinds import TableKind, Tokenization
 from triec.runtime.mask_writer import MaskWriter
@@ -306,23 +306,6 @@ class PatternTable(StateQueries):
                 raise fail(name, "expected strictly ascending items within each state")
         if p and bool(np.isin(self.allowed_tokens, self._eos).any()):
             raise fail("allowed_tokens", "an EOS id is stored as content (EOS is allowed at accepting states only)")
-
-    def check_tokenizer(self, fingerprint_or_vocab: Any) -> None:
-        """Raise :class:`TokenizerMismatch` unless the vocabulary is the one compiled for (EOS ids and width too)."""
-        fp = getattr(fingerprint_or_vocab, "fingerprint", fingerprint_or_vocab)
-        if fp != self.tokenizer_fingerprint:
-            raise TokenizerMismatch(
-                f"artifact was compiled for tokenizer {self.tokenizer_fingerprint} "
-                f"({self.tokenizer_name or 'unnamed'}), not {fp}: its masks would be wrong for this tokenizer"
-            )
-        eos = getattr(fingerprint_or_vocab, "eos_token_ids", None)
-        if eos is not None and tuple(eos) != self.eos_token_ids:
-            raise TokenizerMismatch(
-                f"artifact allows EOS ids {list(self.eos_token_ids)}, the vocabulary uses {list(eos)}"
-            )
-        width = getattr(fingerprint_or_vocab, "vocab_size", None)
-        if width is not None and int(width) != self.vocab_size:
-            raise TokenizerMismatch(f"artifact masks are {self.vocab_size} wide, the vocabulary is {width} wide")
 
     def save(self, path: str | os.PathLike[str], *, compress: bool | None = None) -> int:
         """Write the artifact atomically (``"triec-pattern"``); ``compress`` (default: path ends in ``.zst``) wraps it in zstd."""

@@ -8,12 +8,13 @@ which content tokens each allows; :class:`StateQueries` derives the rest once.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
 from triec._arrays import find_sorted
 from triec.encoding import PLAIN, Encoding
-from triec.errors import ArtifactContentError, TokenNotAllowed
+from triec.errors import ArtifactContentError, TokenizerMismatch, TokenNotAllowed
 from triec.runtime.bitmask import scatter_bits, words_for
 from triec.runtime.tails import TailLayout
 
@@ -55,6 +56,29 @@ class StateQueries:
     """How values are spelled in the output (``prefix + spell(value) + suffix``); raw values by default."""
     _values: list[str] | None = None
     _strings: list[str] | None = None
+    tokenizer_fingerprint: str = ""
+    tokenizer_name: str = ""
+
+    def check_tokenizer(self, fingerprint_or_vocab: Any) -> None:
+        """Raise :class:`TokenizerMismatch` unless the vocabulary is the one compiled for.
+
+        Accepts a fingerprint string or a :class:`~triec.Vocabulary`; for the
+        latter the EOS ids and the mask width must match too.
+        """
+        fp = getattr(fingerprint_or_vocab, "fingerprint", fingerprint_or_vocab)
+        if fp != self.tokenizer_fingerprint:
+            raise TokenizerMismatch(
+                f"artifact was compiled for tokenizer {self.tokenizer_fingerprint} "
+                f"({self.tokenizer_name or 'unnamed'}), not {fp}: its masks would be wrong for this tokenizer"
+            )
+        eos = getattr(fingerprint_or_vocab, "eos_token_ids", None)
+        if eos is not None and tuple(eos) != self.eos_token_ids:
+            raise TokenizerMismatch(
+                f"artifact allows EOS ids {list(self.eos_token_ids)}, the vocabulary uses {list(eos)}"
+            )
+        width = getattr(fingerprint_or_vocab, "vocab_size", None)
+        if width is not None and int(width) != self.vocab_size:
+            raise TokenizerMismatch(f"artifact masks are {self.vocab_size} wide, the vocabulary is {width} wide")
 
     @property
     def num_values(self) -> int:

@@ -28,7 +28,7 @@ import numpy as np
 
 from triec._arrays import find_sorted
 from triec.encoding import PLAIN, Encoding
-from triec.errors import ArtifactContentError, TokenizerMismatch
+from triec.errors import ArtifactContentError
 from triec.runtime.arrays import content, content_pairs, contents, rebuild_values
 from triec.runtime.kinds import TableKind, Tokenization
 from triec.runtime.mask_writer import MaskWriter
@@ -357,27 +357,6 @@ class MaskTable(StateQueries):
             + sum(len(v) for v in values)
             + 40 * len(values)
         )
-
-    def check_tokenizer(self, fingerprint_or_vocab: Any) -> None:
-        """Raise :class:`TokenizerMismatch` unless the vocabulary is the one compiled for.
-
-        Accepts a fingerprint string or a :class:`~triec.Vocabulary`; for the
-        latter the EOS ids and the mask width must match too.
-        """
-        fp = getattr(fingerprint_or_vocab, "fingerprint", fingerprint_or_vocab)
-        if fp != self.tokenizer_fingerprint:
-            raise TokenizerMismatch(
-                f"artifact was compiled for tokenizer {self.tokenizer_fingerprint} "
-                f"({self.tokenizer_name or 'unnamed'}), not {fp}: its masks would be wrong for this tokenizer"
-            )
-        eos = getattr(fingerprint_or_vocab, "eos_token_ids", None)
-        if eos is not None and tuple(eos) != self.eos_token_ids:
-            raise TokenizerMismatch(
-                f"artifact allows EOS ids {list(self.eos_token_ids)}, the vocabulary uses {list(eos)}"
-            )
-        width = getattr(fingerprint_or_vocab, "vocab_size", None)
-        if width is not None and int(width) != self.vocab_size:
-            raise TokenizerMismatch(f"artifact masks are {self.vocab_size} wide, the vocabulary is {width} wide")
 
     def save(self, path: str | os.PathLike[str], *, compress: bool | None = None) -> int:
         """Write the artifact atomically; ``compress`` (default: path ends in ``.zst``) wraps it in zstd.
