@@ -37,6 +37,21 @@ class Trie:
     def num_nodes(self) -> int:
         return int(self.parent.shape[0])
 
+    def edges(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The trie as sorted edges for vectorized walks: (edge keys ``parent * 256 + byte`` ascending, then an int64
+        max sentinel so a searchsorted result indexes without clipping; the child of each edge, 0 after the
+        sentinel; the key ending at each node or -1 (int64); whether each node has a child)."""
+        n = self.num_nodes
+        node_key = np.full(n, -1, dtype=np.int64)
+        node_key[self.terminal] = np.arange(self.terminal.shape[0], dtype=np.int64)
+        has_child = np.zeros(n, dtype=bool)
+        has_child[self.parent[1:]] = True
+        edge = self.parent[1:].astype(np.int64) * 256 + self.byte[1:]
+        order = np.argsort(edge, kind="stable")
+        edge_keys = np.append(edge[order], np.iinfo(np.int64).max)
+        edge_child = np.append(order + 1, 0).astype(np.int64)
+        return edge_keys, edge_child, node_key, has_child
+
     @property
     def num_keys(self) -> int:
         return int(self.terminal.shape[0])

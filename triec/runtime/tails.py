@@ -143,19 +143,8 @@ class TailIndex:
     def automaton(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """The token trie for vectorized walks: (edge keys sorted with a sentinel, edge child, key index per node
         or -1, has child, root child per byte)."""
-        n_keys = self.num_keys
-        offsets = self.key_offsets.astype(np.int64)
-        trie = build_trie_from_buffer(np.ascontiguousarray(self.key_bytes), offsets)
-        n = trie.num_nodes
-        node_key = np.full(n, -1, dtype=np.int64)
-        node_key[trie.terminal] = np.arange(n_keys, dtype=np.int64)
-        has_child = np.zeros(n, dtype=bool)
-        has_child[trie.parent[1:]] = True
-        edge = trie.parent[1:].astype(np.int64) * 256 + trie.byte[1:]
-        order = np.argsort(edge, kind="stable")
-        edge_keys = np.append(edge[order], np.iinfo(np.int64).max)
-        edge_child = np.append(order + 1, 0).astype(np.int64)
-        return edge_keys, edge_child, node_key, has_child, np.zeros(0)
+        trie = build_trie_from_buffer(np.ascontiguousarray(self.key_bytes), self.key_offsets.astype(np.int64))
+        return (*trie.edges(), np.zeros(0))
 
 
 class TailLayout:

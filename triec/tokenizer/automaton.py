@@ -70,16 +70,8 @@ def build_automaton(token_bytes: Sequence[bytes]) -> VocabAutomaton:
     key_bytes = np.ascontiguousarray(data[np.repeat(first, lengths)])
     trie = build_trie_from_buffer(key_bytes, np.concatenate([[0], np.cumsum(key_lengths)]).astype(np.int64))
     num_keys = int(starts.shape[0])
-    n = trie.num_nodes
-    node_key = np.full(n, -1, dtype=np.int32)
-    node_key[trie.terminal] = np.arange(num_keys, dtype=np.int32)
-    has_child = np.zeros(n, dtype=bool)
-    has_child[trie.parent[1:]] = True
-    edge = trie.parent[1:].astype(np.int64) * 256 + trie.byte[1:]
-    order = np.argsort(edge, kind="stable")
-    # The sentinel (int64 max) lets a searchsorted result index without clipping.
-    edge_keys = np.append(edge[order], np.iinfo(np.int64).max)
-    edge_child = np.append(order + 1, 0).astype(np.int64)
+    edge_keys, edge_child, node_key64, has_child = trie.edges()
+    node_key = node_key64.astype(np.int32)
     root_child = np.full(256, -1, dtype=np.int32)
     at_root = np.nonzero(trie.parent == 0)[0]
     root_child[trie.byte[at_root]] = at_root
