@@ -35,6 +35,21 @@ def _parse_eos(raw: list[str] | None) -> list[int] | None:
     return ids
 
 
+def _output_target(output: Path | None, default: Path, zstd: bool) -> Path:
+    """Where the artifact goes (``-o``, else ``default`` with ``.zst`` under ``--zstd``), refused before any work
+    when it cannot be written there."""
+    target = output or default
+    if zstd and output is None and not str(target).endswith(".zst"):
+        target = Path(f"{target}.zst")
+    if target.is_dir():
+        raise TriecError(f"{target}: is a directory; pass a file path with -o")
+    if not target.parent.exists():
+        raise TriecError(f"{target}: output directory {target.parent} does not exist")
+    if target.exists() and not target.is_file():
+        raise TriecError(f"{target}: exists and is not a regular file; pass another path with -o")
+    return target
+
+
 def _default_output(values: str) -> Path:
     stem = "values" if values == "-" else Path(values).stem
     return Path(f"{stem}.triec")
@@ -224,15 +239,7 @@ def compile_cmd(
         raise TriecError(f"--encoding: expected one of {', '.join(ENCODINGS)}, found {encoding!r}")
     if implementation not in ("numpy", "reference"):
         raise TriecError(f"--implementation: expected numpy or reference, found {implementation!r}")
-    target = output or _default_output(values)
-    if zstd and not str(target).endswith(".zst"):
-        target = Path(f"{target}.zst") if output is None else target
-    if target.is_dir():
-        raise TriecError(f"{target}: is a directory; pass a file path with -o")
-    if not target.parent.exists():
-        raise TriecError(f"{target}: output directory {target.parent} does not exist")
-    if target.exists() and not target.is_file():
-        raise TriecError(f"{target}: exists and is not a regular file; pass another path with -o")
+    target = _output_target(output, _default_output(values), zstd)
     if values != "-" and target.exists() and Path(values).exists() and target.resolve() == Path(values).resolve():
         raise TriecError(f"{target}: is the values file itself; pass another path with -o")
     phases = Phases(show=not (quiet or as_json))
@@ -251,7 +258,7 @@ def compile_cmd(
         _compile_pattern(
             None,
             None,
-            output or _default_output(values),
+            output,
             tokenizer,
             vocab_size,
             _parse_eos(eos),
@@ -260,6 +267,7 @@ def compile_cmd(
             as_json,
             quiet,
             schema=string_schema,
+            default=_default_output(values),
         )
         return
     found = _schema_document(values, fmt, enum_threshold)
@@ -410,19 +418,14 @@ def _compile_pattern(
     as_json: bool,
     quiet: bool,
     schema: dict[str, Any] | None = None,
+    default: Path | None = None,
 ) -> None:
     """``--pattern REGEX`` or ``--format NAME`` (no VALUES), or a string schema's file: a pattern table."""
     from triec.cli._progress import Phases
     from triec.compiler.pattern import compile_pattern, compile_string_schema
     from triec.tokenizer.vocabulary import Vocabulary
 
-    target = output or Path(f"{name or 'pattern'}.triec")
-    if zstd and not str(target).endswith(".zst"):
-        target = Path(f"{target}.zst") if output is None else target
-    if target.is_dir():
-        raise TriecError(f"{target}: is a directory; pass a file path with -o")
-    if not target.parent.exists():
-        raise TriecError(f"{target}: output directory {target.parent} does not exist")
+    target = _output_target(output, default or Path(f"{name or 'pattern'}.triec"), zstd)
     phases = Phases(show=not (quiet or as_json))
     total0 = time.perf_counter()
     with phases.phase("tokenizer", "loading tokenizer"):
