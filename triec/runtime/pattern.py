@@ -24,7 +24,7 @@ from triec.runtime.arrays import content, contents
 from triec.runtime.kinds import TableKind, Tokenization
 from triec.runtime.mask_writer import MaskWriter
 from triec.runtime.matcher import TableMatcher, whole_chars
-from triec.runtime.states import StateQueries, terminal_note
+from triec.runtime.states import StateQueries
 from triec.runtime.word_masks import state_words
 
 if TYPE_CHECKING:
@@ -141,17 +141,6 @@ class PatternTable(StateQueries):
         )
 
     # ------------------------------------------------------------- states
-
-    def _check_state(self, state: int) -> int:
-        s = int(state)
-        if not 0 <= s < self.num_states:
-            raise IndexError(f"state {state} out of range (0..{self.num_states - 1}){terminal_note(s)}")
-        return s
-
-    def _check_states(self, states: np.ndarray) -> None:
-        if states.view(np.uint64).max() >= self.num_states:
-            bad = int(states[(states < 0) | (states >= self.num_states)][0])
-            raise IndexError(f"state {bad} out of range (0..{self.num_states - 1}){terminal_note(bad)}")
 
     _content = content
     _contents = contents

@@ -113,13 +113,23 @@ class StateQueries:
     def prefix(self, state: int) -> bytes:  # pragma: no cover - overridden
         raise NotImplementedError
 
-    def _check_state(self, state: int) -> int:  # pragma: no cover - overridden
-        """``state`` as an int, or IndexError when it is not a state here."""
+    @property
+    def num_states(self) -> int:  # pragma: no cover - overridden
         raise NotImplementedError
 
-    def _check_states(self, states: np.ndarray) -> None:  # pragma: no cover - overridden
+    def _check_state(self, state: int) -> int:
+        """``state`` as an int, or IndexError when it is not a state here (states are ``0 .. num_states - 1``
+        unless a subclass numbers them otherwise)."""
+        s = int(state)
+        if not 0 <= s < self.num_states:
+            raise IndexError(f"state {state} out of range (0..{self.num_states - 1}){terminal_note(s)}")
+        return s
+
+    def _check_states(self, states: np.ndarray) -> None:
         """IndexError unless every one of ``states`` is a state here."""
-        raise NotImplementedError
+        if states.view(np.uint64).max() >= self.num_states:  # negatives read as unsigned are huge
+            bad = int(states[(states < 0) | (states >= self.num_states)][0])
+            raise IndexError(f"state {bad} out of range (0..{self.num_states - 1}){terminal_note(bad)}")
 
     def _content(self, state: int) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - overridden
         """(content tokens ascending, the state each leads to) of one checked state."""

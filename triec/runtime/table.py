@@ -34,7 +34,7 @@ from triec.runtime.kinds import TableKind, Tokenization
 from triec.runtime.mask_writer import MaskWriter
 from triec.runtime.matcher import TableMatcher
 from triec.runtime.restrict import RestrictedTable
-from triec.runtime.states import StateQueries, merge_sorted, terminal_note
+from triec.runtime.states import StateQueries, merge_sorted
 from triec.runtime.tails import TailIndex, TailLayout, full_rows
 from triec.runtime.validate import check_indices, validate_contents
 from triec.runtime.word_masks import state_words
@@ -265,17 +265,6 @@ class MaskTable(StateQueries):
     @property
     def _where(self) -> str:
         return self.source or "in-memory table"
-
-    def _check_state(self, state: int) -> int:
-        s = int(state)
-        if not 0 <= s < self.num_states:
-            raise IndexError(f"state {state} out of range (0..{self.num_states - 1}){terminal_note(s)}")
-        return s
-
-    def _check_states(self, states: np.ndarray) -> None:
-        if states.view(np.uint64).max() >= self.num_states:  # negatives read as unsigned are huge
-            bad = int(states[(states < 0) | (states >= self.num_states)][0])
-            raise IndexError(f"state {bad} out of range (0..{self.num_states - 1}){terminal_note(bad)}")
 
     _content = content  # the leaf's queries, as the hooks StateQueries calls (no extra call on the hot path)
     _contents = contents
