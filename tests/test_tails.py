@@ -211,7 +211,23 @@ def test_token_index_matches_the_vocabulary(vocab: triec.Vocabulary) -> None:
     text = "Hello world, ünïcode".encode()
     ids, lengths = ix.match(text)
     want = sorted((i, len(b)) for i, b in enumerate(vocab.token_bytes) if i in spelled and text.startswith(b))
-    assert list(zip(ids, lengths, strict=True)) == want
+    assert list(zip(ids.tolist(), lengths.tolist(), strict=True)) == want
+
+
+def test_prefix_rows_match_every_token_that_starts_a_text(qwen2: triec.Vocabulary) -> None:
+    """The stored prefix rows (what a tail row reads) against the definition, on texts made of two tokens cut
+    anywhere: every content token that is a prefix of the text, ascending, with its length."""
+    ix = TailIndex.of(qwen2.token_bytes, qwen2.eos_token_ids)
+    eos = set(qwen2.eos_token_ids)
+    spelled = [(i, b) for i, b in enumerate(qwen2.token_bytes) if b and i not in eos]
+    rng = random.Random(3)
+    for _ in range(60):
+        text = spelled[rng.randrange(len(spelled))][1] + spelled[rng.randrange(len(spelled))][1]
+        text = text[: rng.randrange(1, len(text) + 1)]
+        ids, lengths = ix.match(text)
+        want = sorted((i, len(b)) for i, b in spelled if text.startswith(b))
+        assert list(zip(ids.tolist(), lengths.tolist(), strict=True)) == want, text
+    assert ix.match(b"")[0].shape == (0,)
 
 
 # ----------------------------------------------------------------------------- the loader's checks

@@ -403,6 +403,7 @@ class TailMaskTable(MaskTable):
             index=token_index,
             vocab_size=self.vocab_size,
         )
+        self._num_states = self.num_states  # fixed for the table: the per-step range check reads it
 
     @property
     def allowed_offsets(self) -> np.ndarray:
@@ -448,7 +449,8 @@ class TailMaskTable(MaskTable):
     def allowed(self, state: int) -> np.ndarray:
         """Allowed token ids in ``state``, ascending int32, EOS ids included at accepting states (one search of
         the values for the row and its acceptance; see :meth:`StateQueries.allowed`)."""
-        tokens, accepting = self.tails.allowed_row(self._live(state))
+        s = state if type(state) is int and 0 <= state < self._num_states else self._live(state)
+        tokens, accepting = self.tails.allowed_row(s)
         if not accepting:
             return tokens
         if not tokens.size:  # a value's last state (every tail ends in one): EOS alone
