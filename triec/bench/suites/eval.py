@@ -4,7 +4,7 @@
 BFCL's 1,998 function names, the same with ngram speculative decoding, ``tool_choice`` required and auto over
 500 strict tools; validity, outputs equal between methods, req/s, draft acceptance. The ``triec eval`` tables
 (BFCL ``multiple`` questions: free, the trie, think-then-answer) are carried results of ``triec eval``.
-``--quick`` runs the ``choice`` cell alone.
+``--quick`` runs the ``choice`` cell alone, triec's side alone (one engine start).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def run(quick: bool) -> dict[str, Any]:
             sys.executable,
             "-m",
             "triec.bench.trained_driver",
-            *(["--cells", "choice"] if quick else []),
+            *(["--cells", "choice", "--methods", "triec"] if quick else []),  # quick: one engine start
             "--md",
             str(md),
         ]

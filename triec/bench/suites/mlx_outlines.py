@@ -3,11 +3,11 @@
 Each cell runs in its own process (``python -m triec.eval.speed CELL``: the model loaded, the constraint built,
 the questions answered greedily on the trained-model fixture, SmolLM2-135M float32, on this machine's CPU):
 
-* ``steps``: the mlx processor's own cost per call (no forward pass), K = 1,000 and 10,000 (quick: 1,000);
+* ``steps``: the mlx processor's own cost per call (no forward pass), K = 1,000 and 10,000 (quick: 100);
 * ``mlx``: mlx-lm's ``generate_step`` with triec's processor against free decoding of the same prompts, K =
-  1,000 and 10,000 tool names (quick: 1,000);
+  1,000 and 10,000 tool names (quick: 100);
 * ``outlines``: an Outlines generator built from ``Choice(values)`` (outlines-core) or with triec's processor, K
-  = 100 to 20,000 (quick: 100 and 1,000) tool names and product names, on Transformers, and triec's on MLX
+  = 100 to 20,000 (quick: 100 tool names) tool names and product names, on Transformers, and triec's on MLX
   (outlines-core's mlx kernel needs Metal: its one MLX cell says so on Linux): build time, the first token
   against free decoding's (build included), tokens a second against free decoding.
 
@@ -28,8 +28,10 @@ from typing import Any
 SUITE = "mlx_outlines"
 MLX_K = (1_000, 10_000)
 OUTLINES_K = (100, 1_000, 5_000, 10_000, 20_000)
-QUICK_MLX_K = (1_000,)
-QUICK_OUTLINES_K = (100, 1_000)
+QUICK_MLX_K = (100,)
+QUICK_OUTLINES_K = (100,)
+QUICK_SETS = ("tools",)
+"""``--quick`` proves every kind of cell runs (CI, inside the ``tests`` session): the smallest K, one value set."""
 TIMEOUT_S = 1800
 VERSIONS = ("mlx", "mlx-lm", "outlines", "outlines_core", "torch", "transformers")
 """The frameworks a result records the versions of (next to triec's and the peer engines')."""
@@ -57,7 +59,7 @@ def cells(quick: bool) -> list[dict[str, Any]]:
     specs += [{"bench": "mlx", "k": k, "rounds": rounds} for k in mlx_k]
     ks = QUICK_OUTLINES_K if quick else OUTLINES_K
     for k in ks:
-        for values_set in ("tools", "products"):
+        for values_set in QUICK_SETS if quick else ("tools", "products"):
             for method in ("outlines-core", "triec"):
                 specs.append(
                     {
