@@ -543,15 +543,14 @@ class CanonicalTailLayout(TailLayout):
         return int(self.tail_tokens.shape[0])
 
     def token_lengths(self) -> np.ndarray:
-        """Each tail token's byte length (int64 [T]; 0 for an id the token index does not hold)."""
+        """Each tail token's byte length (int32 [T]; 0 for an id the token index does not hold)."""
         ix = self.index
-        lengths = np.zeros(self.vocab_size + 1, dtype=np.int64)
-        ids = np.asarray(ix.ids, dtype=np.int64)
-        ok = (ids >= 0) & (ids < self.vocab_size)
-        per_id = np.repeat(_counts(ix.key_offsets), _counts(ix.id_offsets))
-        lengths[ids[ok]] = per_id[ok]
-        toks = np.asarray(self.tail_tokens, dtype=np.int64)
-        out: np.ndarray = lengths[np.where((toks >= 0) & (toks < self.vocab_size), toks, self.vocab_size)]
+        lengths = np.zeros(self.vocab_size + 1, dtype=np.int32)
+        ids = np.minimum(np.asarray(ix.ids).view(np.uint32), np.uint32(self.vocab_size))  # checked in range before
+        lengths[ids] = np.repeat(np.diff(ix.key_offsets).astype(np.int32), np.diff(ix.id_offsets))
+        lengths[self.vocab_size] = 0
+        toks = np.ascontiguousarray(self.tail_tokens, dtype=np.int32).view(np.uint32)  # a negative id: past the mask
+        out: np.ndarray = lengths[np.minimum(toks, np.uint32(self.vocab_size))]
         return out
 
     def token_values(self) -> np.ndarray:
@@ -661,9 +660,12 @@ def check_canonical_tails(layout: CanonicalTailLayout, eos_token_ids: Sequence[i
     lengths = layout.token_lengths()
     if t and not lengths.all():
         _fail(source, "tail_tokens", "expected ids of content tokens (every one in the token index)")
-    spelled = np.bincount(layout.token_values(), weights=lengths, minlength=k) if t else np.zeros(k)
-    if not np.array_equal(spelled.astype(np.int64), layout.tail_len.astype(np.int64)):
-        i = int(np.flatnonzero(spelled.astype(np.int64) != layout.tail_len)[0])
+    total = np.zeros(t + 1, dtype=np.int64)
+    np.cumsum(lengths, out=total[1:])
+    wide = np.asarray(off, dtype=np.int64)
+    spelled = total[wide[1:]] - total[wide[:-1]]
+    if not np.array_equal(spelled, layout.tail_len):
+        i = int(np.flatnonzero(spelled != layout.tail_len)[0])
         _fail(
             source,
             "tail_tokens",
