@@ -13,6 +13,10 @@ docs/format.md) stores only the branching rows and serves tails here, from:
 State ids are the trie's preorder ids, as in every other layout: a tail table and the same set compiled in the
 present layout number their states alike and answer alike, state by state. Which states are tails is derived from
 ``value_state`` and ``value_lcp`` (:class:`TailLayout`), never stored: O(K) at load.
+
+A canonical table's tails (:mod:`triec.compiler.canonical`) follow the encoder, not the bytes: they read each
+value's tail tokens instead of the token index's prefix rows (:class:`CanonicalTailLayout`, the same tails and
+stored rows).
 """
 
 from __future__ import annotations
@@ -584,7 +588,7 @@ class CanonicalTailLayout(TailLayout):
         j = self._at(state, bisect_left(self._ends, end))
         if j < 0:
             return _NO_TOKENS, _NO_TOKENS
-        return self.tail_tokens[j + 1 : j + 2].astype(np.int32), self._tok_ends[j + 1 : j + 2]  # type: ignore[index]
+        return self.tail_tokens[j + 1 : j + 2].astype(np.int32), self.token_ends()[j + 1 : j + 2]
 
     def allowed_row(self, state: int) -> tuple[np.ndarray, bool]:
         ends = self._ends
