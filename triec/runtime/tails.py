@@ -399,10 +399,7 @@ class TailLayout:
             if state + n > self._ends[v] or self._bytes[state + 1 : state + 1 + n] != key:
                 return -1
             return state + n
-        return self._stored_step(state, state - self._before[v], token)
-
-    def _stored_step(self, state: int, r: int, token: int) -> int:
-        """:meth:`step` on branching state ``state``, whose stored row is ``r``: a search of the row."""
+        r = state - self._before[v]
         lo, hi = self._offs[r], self._offs[r + 1]
         packed = self.pairs[lo:hi]
         tokens = packed & self.token_mask
@@ -606,7 +603,7 @@ class CanonicalTailLayout(TailLayout):
             if j < 0 or int(self.tail_tokens[j + 1]) != token:
                 return -1
             return int(self._e[j + 1])
-        return self._stored_step(state, state - self._before[v], token)
+        return super().step(state, token)  # a stored row (TailLayout's search; the any path keeps its own inline)
 
     def expand(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Every tail pair: (the state where token j - 1 ends, token j, where token j ends) for every tail token j
