@@ -193,8 +193,8 @@ def test_auto_layout_keeps_tool_names_and_small_sets_full(qwen2: triec.Vocabular
     assert compile_values(sets.titles(500), qwen2).tails is None  # the index would cost more than the tails save
     assert compile_values(sets.titles(60000), qwen2).tails is not None
     assert compile_values(sets.titles(500), qwen2, tokenization="canonical").tails is None
-    with pytest.raises(ValueError, match="canonical"):
-        compile_values(sets.titles(5), qwen2, tokenization="canonical", layout="tails")
+    # canonical tables take the tail layout too (tests/test_canonical_tails.py)
+    assert compile_values(sets.titles(5), qwen2, tokenization="canonical", layout="tails").tails is not None
     with pytest.raises(ValueError, match="layout"):
         compile_values(sets.titles(5), qwen2, layout="packed")
 
@@ -334,12 +334,17 @@ def _resealed(data: bytes, info: dict, header: dict | None = None) -> bytes:
     return preamble + head + b"\0" * pad + data[start:]
 
 
-def test_canonical_tables_are_never_version_4(tmp_path: Path, qwen2: triec.Vocabulary) -> None:
+def test_a_canonical_header_needs_the_tail_token_sections(tmp_path: Path, qwen2: triec.Vocabulary) -> None:
+    """A version-4 artifact whose header says canonical must hold each value's tail tokens: refused without them."""
     path, data, info = _artifact(tmp_path, qwen2)
     header = dict(info["header"])
     header["build_options"] = {**header["build_options"], "tokenization": "canonical"}
     path.write_bytes(_resealed(data, info, header))
-    with pytest.raises(triec.ArtifactError, match="canonical"):
+    with pytest.raises(triec.ArtifactError, match="num_tail_tokens|13 sections"):
+        triec.load(path)
+    header = {**info["header"], "num_tail_tokens": 0}  # and an any-tokenization one must not claim them
+    path.write_bytes(_resealed(data, info, header))
+    with pytest.raises(triec.ArtifactError, match="num_tail_tokens"):
         triec.load(path)
 
 

@@ -19,7 +19,7 @@ from triec.encoding import Encoding
 from triec.errors import ArtifactError
 from triec.runtime.kinds import TableKind, Tokenization
 from triec.runtime.table import MaskTable, TailMaskTable
-from triec.runtime.tails import TailIndex
+from triec.runtime.tails import CanonicalTailLayout, TailIndex
 
 __all__ = [
     "FORMAT_NAME",
@@ -63,6 +63,12 @@ TAIL_LAYOUT: tuple[tuple[str, str], ...] = (
 three sections, the vocabulary's token index (docs/format.md)."""
 TAIL_COUNTS = ("num_branch_states", "num_far", "num_token_keys", "num_token_bytes", "num_token_ids")
 """Version 4's header fields beyond version 1's, in this order after ``num_allowed``."""
+CANONICAL_TAILS: tuple[tuple[str, str], ...] = (
+    ("tail_token_offsets", "<u4"),
+    ("tail_tokens", "<i4"),
+)
+"""Version 4 of a canonical table (``build_options.tokenization == "canonical"``): after :data:`TAIL_LAYOUT`, each
+value's tail tokens (docs/format.md); their count in header field ``num_tail_tokens``, after ``num_token_ids``."""
 
 
 def _expected_counts(num_states: int, num_allowed: int, num_values: int) -> dict[str, int]:
@@ -79,30 +85,39 @@ def _expected_counts(num_states: int, num_allowed: int, num_values: int) -> dict
 # ---------------------------------------------------------------- writing
 
 
+def table_sections(table: MaskTable) -> tuple[list[tuple[str, str]], dict[str, Any]]:
+    """The sections a mask table is written as, in file order ((name, dtype) each), and the array of each."""
+    tails = table.tails
+    if tails is None:
+        return list(SECTIONS), {name: getattr(table, name) for name, _ in SECTIONS}
+    ix = tails.index
+    sources = {
+        "allowed_offsets": tails.offsets,
+        "allowed_pairs": tails.pairs,
+        "far_pairs": tails.far_pairs,
+        "far_next": tails.far_next,
+        "value_state": table.value_state,
+        "value_lcp": table.value_lcp,
+        "state_byte": table.state_byte,
+        "token_key_offsets": ix.key_offsets,
+        "token_key_bytes": ix.key_bytes,
+        "token_id_offsets": ix.id_offsets,
+        "token_ids": ix.ids,
+    }
+    layout = list(TAIL_LAYOUT)
+    if isinstance(tails, CanonicalTailLayout):
+        sources["tail_token_offsets"] = tails.tail_token_offsets
+        sources["tail_tokens"] = tails.tail_tokens
+        layout += CANONICAL_TAILS
+    return layout, sources
+
+
 def encode_masks(trie: MaskTable) -> bytes:
     """A mask table's artifact bytes: a pure function of the table (same table, same bytes)."""
     if trie.num_allowed >= 2**32:
         raise ArtifactError(f"{trie.num_allowed} allowed pairs exceed the format's u32 offsets")
-    layout = list(SECTIONS)
+    layout, sources = table_sections(trie)
     tails = trie.tails
-    if tails is None:
-        sources = {name: getattr(trie, name) for name, _ in SECTIONS}
-    else:
-        ix = tails.index
-        sources = {
-            "allowed_offsets": tails.offsets,
-            "allowed_pairs": tails.pairs,
-            "far_pairs": tails.far_pairs,
-            "far_next": tails.far_next,
-            "value_state": trie.value_state,
-            "value_lcp": trie.value_lcp,
-            "state_byte": trie.state_byte,
-            "token_key_offsets": ix.key_offsets,
-            "token_key_bytes": ix.key_bytes,
-            "token_id_offsets": ix.id_offsets,
-            "token_ids": ix.ids,
-        }
-        layout = list(TAIL_LAYOUT)
     header: dict[str, Any] = {
         "format": FORMAT_NAME,
         "triec_version": __version__,
@@ -123,6 +138,8 @@ def encode_masks(trie: MaskTable) -> bytes:
                 "num_token_ids": int(tails.index.ids.shape[0]),
             }
         )
+        if isinstance(tails, CanonicalTailLayout):
+            header["num_tail_tokens"] = tails.num_tail_tokens
     header["build_options"] = trie.build_options
     version = PLAIN_FORMAT_VERSION if tails is None else TAILS_FORMAT_VERSION
     if not trie.encoding.plain:
@@ -208,8 +225,6 @@ def parse_sections(
     if version == TAILS_FORMAT_VERSION:
         if extra_layout:
             raise _fail(source, f"format version {TAILS_FORMAT_VERSION} holds a mask table only")
-        if Tokenization.of(header["build_options"]) is Tokenization.CANONICAL:
-            raise _fail(source, "header field 'build_options': a canonical table is never in the tail layout")
         branch, far, keys, key_bytes, ids = (count(header, name, source, 2**32) for name in TAIL_COUNTS)
         if not 1 <= branch <= num_states:
             raise _fail(source, f"header field 'num_branch_states': expected 1..{num_states}, found {branch}")
@@ -226,8 +241,18 @@ def parse_sections(
             }
         )
         layout = list(TAIL_LAYOUT)
+        if Tokenization.of(header["build_options"]) is Tokenization.CANONICAL:  # each value's tail tokens after
+            expected.update(
+                {
+                    "tail_token_offsets": num_values + 1,
+                    "tail_tokens": count(header, "num_tail_tokens", source, 2**32),
+                }
+            )
+            layout += CANONICAL_TAILS
+        elif "num_tail_tokens" in header:
+            raise _fail(source, "header field 'num_tail_tokens': only a canonical table's tail layout has one")
     else:
-        for name in TAIL_COUNTS:
+        for name in (*TAIL_COUNTS, "num_tail_tokens"):
             if name in header:
                 raise _fail(source, f"header field {name!r}: only a version-{TAILS_FORMAT_VERSION} artifact has one")
     if extra_counts is not None:
@@ -268,6 +293,7 @@ def build_table(
                 id_offsets=arrays["token_id_offsets"],
                 ids=arrays["token_ids"],
             ),
+            **{name: arrays[name] for name, _ in CANONICAL_TAILS if name in arrays},
             **loaded_fields(header, version, source, verify=verify),
             encoding=Encoding.from_header(header["encoding"]) if "encoding" in header else None,
         )

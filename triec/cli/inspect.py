@@ -208,7 +208,12 @@ def _print(r: dict[str, Any]) -> None:
         meta.add_row(
             "tail states (rows served from the values)",
             f"{r['tail_states']:,} ({100 * r['tail_share']:.1f}% of the states), {r['tail_pairs']:,} pairs not stored; "
-            f"they cost {r['tail_bytes']:,} bytes of state_byte and the {r['token_index_bytes']:,}-byte token index",
+            f"they cost {r['tail_bytes']:,} bytes of state_byte and the {r['token_index_bytes']:,}-byte token index"
+            + (
+                f", and {r['tail_token_bytes']:,} bytes of tail tokens ({r['tail_tokens']:,})"
+                if "tail_tokens" in r
+                else ""
+            ),
         )
     out.print(meta)
     sch = r.get("schema")

@@ -13,6 +13,11 @@ allow nothing. Numbered in preorder with siblings by token id, ``value_state`` s
 ``value_lcp[i]`` is the depth (in bytes) where value i's path leaves value i-1's, so values and
 prefixes rebuild as for the byte trie. What differs: values are in token order, not byte order, and
 two states may share a byte prefix; the header's ``build_options.tokenization`` says which.
+
+In the tail layout (format version 4, :func:`tail_table`), the states below which one value alone remains are not
+stored: each such value keeps the canonical tokens that spell its tail (``tail_tokens``), and a tail state's row is
+the next of them where it lies at a token boundary, nothing inside a chain
+(:class:`~triec.runtime.tails.CanonicalTailLayout`).
 """
 
 from __future__ import annotations
@@ -23,9 +28,13 @@ from typing import Any
 
 import numpy as np
 
+from triec._arrays import concat_ranges
+from triec.compiler.tails import branching_states, tail_lengths
 from triec.encoding import Encoding
 from triec.errors import ValuesError
 from triec.runtime import MaskTable
+from triec.runtime.table import TailMaskTable
+from triec.runtime.tails import TailIndex, pack_pairs
 from triec.tokenizer.vocabulary import Vocabulary
 
 
@@ -71,9 +80,12 @@ def token_trie_table(
     ids: Sequence[list[int]],
     vocab: Vocabulary,
     encoding: Encoding,
+    order: list[int] | None = None,
 ) -> MaskTable:
-    """The mask table of the token trie over ``ids`` (``ids[i]`` spells ``keys[i]``; keys unique)."""
-    order = sorted(range(len(ids)), key=lambda i: ids[i])
+    """The mask table of the token trie over ``ids`` (``ids[i]`` spells ``keys[i]``; keys unique); ``order``, when
+    given, is :func:`token_order` of ``ids``."""
+    if order is None:
+        order = token_order(ids)
     token_bytes = vocab.token_bytes
     state_byte = bytearray(b"\0")  # state 0: the root (its byte is never read)
     src: list[int] = []  # one entry per token edge: the state it leaves, its token, the state it reaches
@@ -126,4 +138,60 @@ def token_trie_table(
             "tokenization": "canonical",
         },
         encoding=encoding,
+    )
+
+
+def token_order(ids: Sequence[list[int]]) -> list[int]:
+    """The values' indices in table order: by token sequence (the token trie's preorder)."""
+    return sorted(range(len(ids)), key=lambda i: ids[i])
+
+
+def tail_table(full: MaskTable, seqs: Sequence[list[int]], vocab: Vocabulary, index: TailIndex) -> TailMaskTable:
+    """The canonical table ``full`` (compiled, every row stored) in the tail layout: the branching states' rows
+    packed, and each value's tail tokens, those of its canonical tokens ``seqs[i]`` (table order) that start at
+    or past the depth where its tail hangs (a token boundary: where another value's path leaves it)."""
+    vs = full.value_state
+    keys = full.value_bytes
+    k = len(keys)
+    lengths = np.fromiter(map(len, keys), dtype=np.int64, count=k)
+    tails = tail_lengths(full.value_lcp, lengths)
+    branch = np.flatnonzero(branching_states(full.num_states, vs, tails))
+    off = full.allowed_offsets.astype(np.int64)
+    counts = off[branch + 1] - off[branch]
+    pos = concat_ranges(off[branch], counts)
+    stored = np.zeros(branch.shape[0] + 1, dtype=np.uint32)
+    np.cumsum(counts, out=stored[1:], dtype=np.uint32)
+    pairs, far_pairs, far_next = pack_pairs(
+        stored, full.allowed_tokens[pos], full.allowed_next[pos], branch, vocab.vocab_size
+    )
+    per_value = np.fromiter(map(len, seqs), dtype=np.int64, count=k)
+    flat = np.fromiter(chain.from_iterable(seqs), dtype=np.int64, count=int(per_value.sum()))
+    width = np.fromiter(map(len, vocab.token_bytes), dtype=np.int64, count=len(vocab.token_bytes))[flat]
+    owner = np.repeat(np.arange(k, dtype=np.int64), per_value)
+    ends = np.cumsum(width)
+    start = ends - width - np.concatenate([[0], ends])[np.cumsum(per_value) - per_value][owner]  # depth in value
+    keep = (tails[owner] > 0) & (start >= (lengths - tails)[owner])
+    tail_tokens = flat[keep].astype(np.int32)
+    tail_offsets = np.zeros(k + 1, dtype=np.uint32)
+    np.cumsum(np.bincount(owner[keep], minlength=k), out=tail_offsets[1:], dtype=np.uint32)
+    assert int(width[keep].sum()) == int(tails.sum())  # every tail hangs at a token boundary
+    tail_tokens.flags.writeable = False
+    return TailMaskTable.from_compile(  # type: ignore[return-value]
+        value_bytes=keys,
+        allowed_offsets=stored,
+        allowed_pairs=pairs,
+        far_pairs=far_pairs,
+        far_next=far_next,
+        token_index=index,
+        tail_tokens=tail_tokens,
+        tail_token_offsets=tail_offsets,
+        value_state=vs,
+        value_lcp=full.value_lcp,
+        state_byte=full.state_byte,
+        vocab_size=full.vocab_size,
+        eos_token_ids=full.eos_token_ids,
+        tokenizer_fingerprint=full.tokenizer_fingerprint,
+        tokenizer_name=full.tokenizer_name,
+        build_options=full.build_options,
+        encoding=full.encoding,
     )

@@ -354,7 +354,8 @@ def compile(  # noqa: A001 - the public name mirrors re.compile
     :class:`triec.integrations.llama_cpp.LlamaCppEncoder`). ``progress(done, total)`` is called as the trie
     walk goes (``triec compile``'s bar). ``layout`` (:data:`LAYOUTS`): where rows are stored; ``auto`` stores
     only the branching rows (format version 4) where one value alone lies below most states (titles, names), every
-    row otherwise; a canonical table stores every row. Every layout answers alike, state by state.
+    row otherwise, for canonical tables alike (their tails keep each value's tail tokens). Every layout answers alike,
+    state by state.
     """
     enc = as_encoding(encoding, prefix, suffix)
     if tokenization not in TOKENIZATIONS:
@@ -365,9 +366,7 @@ def compile(  # noqa: A001 - the public name mirrors re.compile
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {LAYOUTS}, not {layout!r}")
     if tokenization == Tokenization.CANONICAL:
-        if layout == "tails":
-            raise ValueError("layout='tails' serves a tail from its bytes; a canonical table's follow its encoder")
-        return _compile_canonical(values, vocab, enc, stats, encoder)
+        return _compile_canonical(values, vocab, enc, stats, encoder, layout)
     # no local holds the prepared values: compile_sorted frees their buffer once the trie is built
     return compile_sorted(
         _prepare_timed(values, enc, stats),
@@ -381,20 +380,33 @@ def compile(  # noqa: A001 - the public name mirrors re.compile
 
 
 def _compile_canonical(
-    values: Iterable[str | bytes], vocab: Vocabulary, enc: Encoding, stats: CompileStats, encoder: Any = None
+    values: Iterable[str | bytes],
+    vocab: Vocabulary,
+    enc: Encoding,
+    stats: CompileStats,
+    encoder: Any = None,
+    layout: str = "auto",
 ) -> MaskTable:
-    from triec.compiler.canonical import canonical_ids, token_trie_table
+    """A canonical table: the full token trie table, then (``tails``, or ``auto`` under :func:`choose_layout`)
+    its tail layout (:func:`triec.compiler.canonical.tail_table`)."""
+    from triec.compiler.canonical import canonical_ids, tail_table, token_order, token_trie_table
 
     t0 = time.perf_counter()
     keys, stats.duplicates = prepare_values(spell_all(values, enc))
     t1 = time.perf_counter()
     ids = canonical_ids(keys, encoder if encoder is not None else vocab.encoder(), vocab)
     t2 = time.perf_counter()
-    table = token_trie_table(keys, ids, vocab, enc)
-    stats.phases.update(
-        {"values": t1 - t0, "encode": t2 - t1, "trie": time.perf_counter() - t2}
-    )  # token trie and rows at once
+    order = token_order(ids)
+    table = token_trie_table(keys, ids, vocab, enc, order)
+    t3 = time.perf_counter()
     stats.num_values, stats.value_bytes = len(keys), sum(map(len, keys))
+    if layout != "full":
+        lengths = np.fromiter(map(len, table.value_bytes), dtype=np.int64, count=len(keys))
+        num_tails = int(tail_lengths(table.value_lcp, lengths).sum())
+        if layout == "tails" or choose_layout(table.num_states, num_tails, vocab.num_tokens, stats.value_bytes):
+            table = tail_table(table, [ids[k] for k in order], vocab, token_index(vocab))
+    # token trie and rows at once; then the tail layout
+    stats.phases.update({"values": t1 - t0, "encode": t2 - t1, "trie": t3 - t2, "masks": time.perf_counter() - t3})
     stats.num_states, stats.num_allowed = table.num_states, table.num_allowed
     return table
 

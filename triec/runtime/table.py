@@ -35,7 +35,7 @@ from triec.runtime.mask_writer import MaskWriter
 from triec.runtime.matcher import TableMatcher
 from triec.runtime.restrict import RestrictedTable
 from triec.runtime.states import StateQueries, merge_sorted
-from triec.runtime.tails import TailIndex, TailLayout, full_rows
+from triec.runtime.tails import CanonicalTailLayout, TailIndex, TailLayout, full_rows
 from triec.runtime.validate import check_indices, validate_contents
 from triec.runtime.word_masks import state_words
 
@@ -368,7 +368,8 @@ def _is_utf8(b: bytes) -> bool:
 
 class TailMaskTable(MaskTable):
     """A mask table in the tail layout (format version 4): rows of branching states stored, tail states' rows
-    served from the value's bytes and the vocabulary's token index (:mod:`triec.runtime.tails`).
+    served from the value's bytes and the vocabulary's token index (:mod:`triec.runtime.tails`); a canonical table's
+    from each value's tail tokens (``tail_tokens``/``tail_token_offsets``: :class:`CanonicalTailLayout`).
 
     State ids, values, acceptance and every answer equal those of the same set compiled in the present layout.
     ``branch_offsets``/``branch_tokens``/``branch_next`` are the stored rows (one per branching state, in state
@@ -385,6 +386,8 @@ class TailMaskTable(MaskTable):
         far_pairs: np.ndarray,
         far_next: np.ndarray,
         token_index: TailIndex,
+        tail_tokens: np.ndarray | None = None,
+        tail_token_offsets: np.ndarray | None = None,
         **fields: Any,
     ) -> None:
         self._expanded: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
@@ -392,16 +395,23 @@ class TailMaskTable(MaskTable):
         self.token_index = token_index
         # MaskTable's three row arrays are this table's expanded ones (the properties below): its setters ignore them
         super().__init__(allowed_offsets=allowed_offsets, allowed_tokens=allowed_pairs, allowed_next=far_next, **fields)
-        self.tails: TailLayout = TailLayout(
-            offsets=allowed_offsets,
-            pairs=allowed_pairs,
-            far_pairs=far_pairs,
-            far_next=far_next,
-            value_state=self.value_state,
-            value_lcp=self.value_lcp,
-            state_byte=self.state_byte,
-            index=token_index,
-            vocab_size=self.vocab_size,
+        layout: dict[str, Any] = {
+            "offsets": allowed_offsets,
+            "pairs": allowed_pairs,
+            "far_pairs": far_pairs,
+            "far_next": far_next,
+            "value_state": self.value_state,
+            "value_lcp": self.value_lcp,
+            "state_byte": self.state_byte,
+            "index": token_index,
+            "vocab_size": self.vocab_size,
+        }
+        if (tail_tokens is None or tail_token_offsets is None) == self.canonical:
+            raise ValueError("a canonical tail table has tail_tokens and tail_token_offsets, any other none")
+        self.tails: TailLayout = (
+            CanonicalTailLayout(tail_tokens=tail_tokens, tail_token_offsets=tail_token_offsets, **layout)
+            if tail_tokens is not None and tail_token_offsets is not None
+            else TailLayout(**layout)
         )
         self._num_states = self.num_states  # fixed for the table: the per-step range check reads it
 
@@ -492,7 +502,7 @@ class TailMaskTable(MaskTable):
     @property
     def served_nbytes(self) -> int:
         tails = self.tails
-        arrays = (
+        arrays = [
             tails.offsets,
             tails.pairs,
             tails.far_pairs,
@@ -500,7 +510,9 @@ class TailMaskTable(MaskTable):
             self.value_state,
             self.value_lcp,
             self.state_byte,
-        )
+        ]
+        if isinstance(tails, CanonicalTailLayout):
+            arrays += [tails.tail_tokens, tails.tail_token_offsets]
         return (
             sum(int(a.nbytes) for a in arrays)
             + self.token_index.nbytes

@@ -13,6 +13,10 @@ docs/format.md) stores only the branching rows and serves tails here, from:
 State ids are the trie's preorder ids, as in every other layout: a tail table and the same set compiled in the
 present layout number their states alike and answer alike, state by state. Which states are tails is derived from
 ``value_state`` and ``value_lcp`` (:class:`TailLayout`), never stored: O(K) at load.
+
+A canonical table's tails (:mod:`triec.compiler.canonical`) follow the encoder, not the bytes: they read each
+value's tail tokens instead of the token index's prefix rows (:class:`CanonicalTailLayout`, the same tails and
+stored rows).
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -514,6 +518,162 @@ class TailLayout:
         return s[order], tok[order], nx[order]
 
 
+class CanonicalTailLayout(TailLayout):
+    """The tail layout of a canonical table (:mod:`triec.compiler.canonical`): a tail state allows the next token of
+    its value's encoder tokenization where it lies at a token boundary, nothing inside a token's byte chain.
+
+    Which states are tails, and the stored rows of the branching ones, are :class:`TailLayout`'s. What a tail row
+    reads instead of the token trie: ``tail_tokens[tail_token_offsets[i]:tail_token_offsets[i + 1]]``, value i's
+    canonical tokens that spell its tail bytes (``state_byte[tail_first[i] .. value_state[i]]``; none where value i
+    has no tail). The first leaves the branching state the tail hangs from (its row is stored); token j > first
+    is allowed at the state where token j - 1 ends, leading to where token j ends: ``ends`` (int32 [T]), each
+    token's last state, derived on first use from the tokens' byte lengths in the token index (O(T)).
+    """
+
+    def __init__(self, *, tail_tokens: np.ndarray, tail_token_offsets: np.ndarray, **fields: Any) -> None:
+        super().__init__(**fields)
+        self.tail_tokens = tail_tokens
+        self.tail_token_offsets = tail_token_offsets
+        self._tok_ends: np.ndarray | None = None
+        self._pairs_all: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._toff = np.ascontiguousarray(tail_token_offsets).data
+        self._e = memoryview(b"")  # token_ends(), as read per step
+
+    @property
+    def num_tail_tokens(self) -> int:
+        return int(self.tail_tokens.shape[0])
+
+    def token_lengths(self) -> np.ndarray:
+        """Each tail token's byte length (int32 [T]; 0 for an id the token index does not hold)."""
+        ix = self.index
+        lengths = np.zeros(self.vocab_size + 1, dtype=np.int32)
+        ids = np.minimum(np.asarray(ix.ids).view(np.uint32), np.uint32(self.vocab_size))  # checked in range before
+        lengths[ids] = np.repeat(np.diff(ix.key_offsets).astype(np.int32), np.diff(ix.id_offsets))
+        lengths[self.vocab_size] = 0
+        toks = np.ascontiguousarray(self.tail_tokens, dtype=np.int32).view(np.uint32)  # a negative id: past the mask
+        out: np.ndarray = lengths[np.minimum(toks, np.uint32(self.vocab_size))]
+        return out
+
+    def token_values(self) -> np.ndarray:
+        """The value of each tail token (int64 [T])."""
+        return np.repeat(np.arange(self.value_state.shape[0], dtype=np.int64), _counts(self.tail_token_offsets))
+
+    def token_ends(self) -> np.ndarray:
+        """The state where each tail token's byte chain ends (int32 [T], ascending), built once."""
+        if self._tok_ends is None:
+            lengths = self.token_lengths()
+            owner = self.token_values()
+            cs = np.cumsum(lengths)
+            before = np.concatenate([[0], cs])[np.asarray(self.tail_token_offsets[:-1], dtype=np.int64)]
+            ends = cs - before[owner] + (self.tail_first.astype(np.int64)[owner] - 1)
+            self._tok_ends = ends.astype(np.int32)
+            self._tok_ends.flags.writeable = False
+            self._e = self._tok_ends.data
+        return self._tok_ends
+
+    def _at(self, state: int, v: int) -> int:
+        """The tail token after which tail state ``state`` of value ``v`` lies at a boundary and another follows,
+        or -1 (inside a chain, or the value's last state)."""
+        if self._tok_ends is None:
+            self.token_ends()
+        lo, hi = self._toff[v], self._toff[v + 1]
+        e = self._e
+        j = bisect_left(e, state, lo, hi)
+        return j if j < hi - 1 and e[j] == state else -1
+
+    def row(self, state: int, end: int) -> tuple[np.ndarray, np.ndarray]:
+        j = self._at(state, bisect_left(self._ends, end))
+        if j < 0:
+            return _NO_TOKENS, _NO_TOKENS
+        return self.tail_tokens[j + 1 : j + 2].astype(np.int32), self.token_ends()[j + 1 : j + 2]
+
+    def allowed_row(self, state: int) -> tuple[np.ndarray, bool]:
+        ends = self._ends
+        v = bisect_left(ends, state)
+        if state >= self._first[v]:
+            j = self._at(state, v)
+            return (_NO_TOKENS if j < 0 else self.tail_tokens[j + 1 : j + 2]), state == ends[v]
+        r = state - self._before[v]
+        return (self.pairs[self._offs[r] : self._offs[r + 1]] & self.token_mask).view(np.int32), state == ends[v]
+
+    def step(self, state: int, token: int) -> int:
+        v = bisect_left(self._ends, state)
+        if state >= self._first[v]:
+            j = self._at(state, v)
+            if j < 0 or int(self.tail_tokens[j + 1]) != token:
+                return -1
+            return int(self._e[j + 1])
+        return super().step(state, token)  # a stored row (TailLayout's search; the any path keeps its own inline)
+
+    def expand(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every tail pair: (the state where token j - 1 ends, token j, where token j ends) for every tail token j
+        but its value's first, int64, sorted by state (one pair a state). O(T), built once."""
+        if self._pairs_all is None:
+            ends = self.token_ends().astype(np.int64)
+            off = np.asarray(self.tail_token_offsets, dtype=np.int64)
+            first = np.zeros(ends.shape[0], dtype=bool)
+            starts = off[:-1][off[1:] > off[:-1]]
+            first[starts] = True
+            j = np.flatnonzero(~first)
+            self._pairs_all = (ends[j - 1], self.tail_tokens[j].astype(np.int64), ends[j])
+        return self._pairs_all
+
+    def expand_states(self, states: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        s, t, n = self.expand()
+        states = np.asarray(states, dtype=np.int64)
+        at = np.minimum(np.searchsorted(states, s), max(states.shape[0] - 1, 0))
+        hit = states[at] == s if states.shape[0] else np.zeros(s.shape[0], dtype=bool)
+        return s[hit], t[hit], n[hit]
+
+    def tail_counts(self, chunk: int = 1 << 21) -> np.ndarray:
+        states, _ = self.tail_states()
+        out = np.zeros(states.shape[0], dtype=np.int64)
+        out[np.searchsorted(states, self.expand()[0])] = 1
+        return out
+
+
+def check_canonical_tails(layout: CanonicalTailLayout, eos_token_ids: Sequence[int], source: str) -> None:
+    """A canonical tail table's tail tokens in range (docs/format.md, version 4): K + 1 offsets from 0 to the token
+    count, never decreasing; every token an id of the token index (so in the mask, with bytes, not EOS); the
+    tokens of each value exactly as long as its tail. O(T + K) vectorized; that they spell the tail's bytes is
+    checked with verify=True (:func:`validate_tail_contents`)."""
+    off = layout.tail_token_offsets
+    k = int(layout.value_state.shape[0])
+    t = layout.num_tail_tokens
+    if off.shape[0] != k + 1:
+        _fail(
+            source, "tail_token_offsets", f"expected {k + 1} offsets (one per value and one more), found {off.shape[0]}"
+        )
+    if int(off[0]) != 0 or int(off[-1]) != t:
+        _fail(
+            source,
+            "tail_token_offsets",
+            f"expected to run from 0 to {t} (the tail token count), found {off[0]}..{off[-1]}",
+        )
+    if k > 1 and (off[1:] < off[:-1]).any():
+        _fail(source, "tail_token_offsets", "expected non-decreasing offsets")
+    toks = np.asarray(layout.tail_tokens)
+    if t:
+        if int(toks.view(np.uint32).max()) >= layout.vocab_size:
+            _fail(source, "tail_tokens", f"expected token ids in 0..{layout.vocab_size - 1}")
+        if np.isin(toks, np.asarray(eos_token_ids, dtype=np.int32)).any():
+            _fail(source, "tail_tokens", "EOS ids must not appear among a value's tail tokens")
+    lengths = layout.token_lengths()
+    if t and not lengths.all():
+        _fail(source, "tail_tokens", "expected ids of content tokens (every one in the token index)")
+    total = np.zeros(t + 1, dtype=np.int64)
+    np.cumsum(lengths, out=total[1:])
+    wide = np.asarray(off, dtype=np.int64)
+    spelled = total[wide[1:]] - total[wide[:-1]]
+    if not np.array_equal(spelled, layout.tail_len):
+        i = int(np.flatnonzero(spelled != layout.tail_len)[0])
+        _fail(
+            source,
+            "tail_tokens",
+            f"value {i}'s tail tokens spell {int(spelled[i])} bytes, its tail holds {int(layout.tail_len[i])}",
+        )
+
+
 def full_rows(layout: TailLayout) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The present layout's three arrays (CSR over every state) from the branching rows and the expanded tails."""
     offsets, tokens, nxt = layout.offsets, layout.tokens, layout.next
@@ -545,11 +705,12 @@ def full_rows(layout: TailLayout) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return full.astype(dtype), out_t, out_n
 
 
-def check_tail_indices(layout: TailLayout, source: str) -> None:
+def check_tail_indices(layout: TailLayout, source: str, eos_token_ids: Sequence[int] = ()) -> None:
     """Every index a tail table follows in range (docs/format.md, version 4): the stored rows (B + 1 offsets from 0
     to P, never decreasing; every token in the mask; every near target ``state + delta`` and far target in the
     table; the far pairs ascending, in range, exactly the pairs with delta 0) and the token index (offsets from 0 to
-    their data's length, strictly increasing; every id in the mask). O(P + K) vectorized, no O(S) array."""
+    their data's length, strictly increasing; every id in the mask); a canonical table's tail tokens
+    (:func:`check_canonical_tails`). O(P + K + T) vectorized, no O(S) array."""
     offsets, pairs, vocab_size = layout.offsets, layout.pairs, layout.vocab_size
     b, p, s = layout.num_branch, layout.num_pairs, layout.num_states
     if layout.num_tails > s - 1 or b < 1:
@@ -606,6 +767,8 @@ def check_tail_indices(layout: TailLayout, source: str) -> None:
         _fail(source, "token_id_offsets", "expected strictly increasing offsets from 0 to the id count")
     if ix.ids.shape[0] and int(ix.ids.view(np.uint32).max()) >= vocab_size:
         _fail(source, "token_ids", f"expected ids in 0..{vocab_size - 1}")
+    if isinstance(layout, CanonicalTailLayout):  # a canonical table's tail tokens (after the index they read)
+        check_canonical_tails(layout, eos_token_ids, source)
 
 
 def token_bits(vocab_size: int) -> int:
@@ -630,7 +793,8 @@ def pack_pairs(
 
 def validate_tail_contents(layout: TailLayout, eos_token_ids: Sequence[int], source: str) -> None:
     """What makes tail rows right beyond their indices: every pair of delta 0 in the far table; keys strictly
-    ascending (so distinct), ids ascending within a key, every id spelled once, no EOS id among them."""
+    ascending (so distinct), ids ascending within a key, every id spelled once, no EOS id among them; a canonical
+    table's tail tokens spelling exactly each value's tail bytes (O(tail bytes))."""
     zero = int(np.count_nonzero((layout.pairs >> np.uint32(layout.token_bits)) == 0))
     if zero != layout.far_pairs.shape[0]:
         _fail(
@@ -654,3 +818,21 @@ def validate_tail_contents(layout: TailLayout, eos_token_ids: Sequence[int], sou
         boundary[inner[(inner >= 0) & (inner < ids.shape[0] - 1)]] = True
         if ((step <= 0) & ~boundary).any():
             _fail(source, "token_ids", "expected ascending ids within each token's bytes")
+    if isinstance(layout, CanonicalTailLayout):
+        _check_spelling(layout, source)
+
+
+def _check_spelling(layout: CanonicalTailLayout, source: str) -> None:
+    """Each value's tail tokens spell exactly its tail bytes (O(tail bytes); lengths already checked to agree)."""
+    ix = layout.index
+    id_key = np.full(layout.vocab_size, -1, dtype=np.int64)
+    id_key[np.asarray(ix.ids, dtype=np.int64)] = np.repeat(
+        np.arange(ix.num_keys, dtype=np.int64), _counts(ix.id_offsets)
+    )
+    keys = id_key[np.asarray(layout.tail_tokens, dtype=np.int64)]
+    spelled = ix.key_bytes[concat_ranges(ix.key_offsets[keys].astype(np.int64), layout.token_lengths())]
+    tails = layout.state_byte[concat_ranges(layout.tail_first.astype(np.int64), layout.tail_len.astype(np.int64))]
+    if not np.array_equal(spelled, tails):
+        at = int(np.flatnonzero(spelled != tails)[0])
+        v = int(np.searchsorted(np.cumsum(layout.tail_len, dtype=np.int64), at, side="right"))
+        _fail(source, "tail_tokens", f"value {v}'s tail tokens do not spell its tail bytes")

@@ -80,7 +80,7 @@ def check_indices(table: TableArrays, source: str) -> None:
         if lcp.shape != (k,) or table.state_byte.shape != (s,):
             _fail(source, "value_lcp", f"array lengths disagree: value_lcp {lcp.shape}, {k} values, {s} states")
         _check_values(source, vs, lcp, s, k)
-        check_tail_indices(tails, source)
+        check_tail_indices(tails, source, table.eos_token_ids)
         return
     off, tokens, nxt = table.allowed_offsets, table.allowed_tokens, table.allowed_next
     p = int(tokens.shape[0])

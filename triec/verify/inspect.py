@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from triec.runtime import MaskTable
+from triec.runtime.tails import CanonicalTailLayout
 from triec.verify.states import state_depths
 
 
@@ -141,6 +142,9 @@ def summary(
         info["token_index_bytes"] = tails.index.nbytes
         info["stored_bytes_per_pair"] = 4
         info["far_pairs"] = int(tails.far_pairs.shape[0])
+        if isinstance(tails, CanonicalTailLayout):  # a canonical table's tails read each value's tail tokens
+            info["tail_tokens"] = tails.num_tail_tokens
+            info["tail_token_bytes"] = int(tails.tail_tokens.nbytes + tails.tail_token_offsets.nbytes)
     if section_sizes is not None:
         info["sections"] = section_sizes
     return info
@@ -150,29 +154,11 @@ def section_sizes(table: MaskTable, level: int = 3) -> dict[str, dict[str, int]]
     """Bytes of each section, plain and zstd-compressed (what shipping it would cost)."""
     import zstandard
 
-    from triec.artifact.masks import SECTIONS, TAIL_LAYOUT
+    from triec.artifact.masks import table_sections
 
     cctx = zstandard.ZstdCompressor(level=level)
     out = {}
-    tails = table.tails
-    if tails is None:
-        layout, arrays = SECTIONS, {name: getattr(table, name) for name, _ in SECTIONS}
-    else:
-        ix = tails.index
-        layout = TAIL_LAYOUT
-        arrays = {
-            "allowed_offsets": tails.offsets,
-            "allowed_pairs": tails.pairs,
-            "far_pairs": tails.far_pairs,
-            "far_next": tails.far_next,
-            "value_state": table.value_state,
-            "value_lcp": table.value_lcp,
-            "state_byte": table.state_byte,
-            "token_key_offsets": ix.key_offsets,
-            "token_key_bytes": ix.key_bytes,
-            "token_id_offsets": ix.id_offsets,
-            "token_ids": ix.ids,
-        }
+    layout, arrays = table_sections(table)
     for name, dtype in layout:
         raw = np.ascontiguousarray(arrays[name], dtype=np.dtype(dtype)).tobytes()
         out[name] = {"bytes": len(raw), "zstd_bytes": len(cctx.compress(raw))}

@@ -703,10 +703,6 @@ def verify(
         example = next((v for v in table.value_bytes if text in v), None)
         if example is not None:
             report.warnings.append(eos_text_message(tid, text, example))
-    if table.canonical:
-        _verify_canonical(table, vocab, report, against, max_examples, progress)
-        report.seconds = time.perf_counter() - t0
-        return report
     if table.tails is not None:
         report.tail_states = table.tails.num_tails
         problem = _token_index_problem(table, vocab)
@@ -715,6 +711,10 @@ def verify(
             report.integrity_problems.append(problem)
             report.seconds = time.perf_counter() - t0
             return report
+    if table.canonical:  # every state against the encoder's token trie (a tail table's through its expanded rows)
+        _verify_canonical(table, vocab, report, against, max_examples, progress)
+        report.seconds = time.perf_counter() - t0
+        return report
     sample_values = table.num_values > REFERENCE_VALUES
     if sample_values and all(name == "reference" for name in against):  # no state sample needed (an O(S) pass)
         selected, report.sampled = np.zeros(0, dtype=np.int64), True
