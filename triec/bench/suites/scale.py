@@ -3,7 +3,8 @@
 Each (set, K, layout) cell is one process (:func:`triec.bench.runner.run_cell`), qwen2's automaton in the disk
 cache. Sets: ``titles`` (:func:`triec.synthetic.sets.titles`, seed 7: Wikipedia-like titles, one value alone
 below 97% of the states) and ``tools`` (tool names, the regression check: ``auto`` keeps them in the full layout).
-``pypi`` is the Python package index's names (the environment's list, when present). Per cell:
+``pypi`` is the Python package index's names (the environment's list, when present). ``titles (canonical)``:
+the titles with each value's encoder tokenization only (GENRE's tries), full against tails. Per cell:
 
 * ``compile``: ``triec.compile(values, vocab, layout=...)`` once (large K) or its median, and the growth of the
   resident high-water mark during it (values and vocabulary already in memory);
@@ -37,13 +38,22 @@ FULL: dict[str, Any] = {
         ("tools", 1_000_000, "tails"),
         ("pypi", 0, "full"),
         ("pypi", 0, "auto"),
+        ("titles", 100_000, "full", "canonical"),
+        ("titles", 100_000, "tails", "canonical"),
+        ("titles", 1_000_000, "full", "canonical"),
+        ("titles", 1_000_000, "tails", "canonical"),
     ],
     "repeat": 3,
     "timeout": 900.0,
     "max_rss": 7 * 2**30,
 }
 QUICK: dict[str, Any] = {
-    "cells": [("titles", 2_000, "full"), ("titles", 2_000, "tails"), ("tools", 1_000, "auto")],
+    "cells": [
+        ("titles", 2_000, "full"),
+        ("titles", 2_000, "tails"),
+        ("tools", 1_000, "auto"),
+        ("titles", 2_000, "tails", "canonical"),
+    ],
     "repeat": 2,
     "timeout": 300.0,
     "max_rss": 4 * 2**30,
@@ -151,7 +161,8 @@ def cell(job: dict[str, Any], out: Out) -> None:
     before = rss_bytes()
     st = CompileStats()
     t0 = time.perf_counter()
-    table = triec.compile(values, vocab, layout=job["layout"], stats=st)
+    how = {"layout": job["layout"], "tokenization": job.get("tokenization", "any")}
+    table = triec.compile(values, vocab, stats=st, **how)
     first = time.perf_counter() - t0
     peak = max(peak_rss_bytes(), before) - before
     del values
@@ -168,7 +179,7 @@ def cell(job: dict[str, Any], out: Out) -> None:
     )
     if n_values <= 100_000 and job["repeat"] > 1:
         values = values_of(job["set"], job["k"])
-        samples = timed(lambda: triec.compile(values, vocab, layout=job["layout"]), job["repeat"] - 1, warmup=0)
+        samples = timed(lambda: triec.compile(values, vocab, **how), job["repeat"] - 1, warmup=0)
         out.put(compile_s=stats([first, *samples]))
         del values
     else:
@@ -199,15 +210,16 @@ def run(quick: bool) -> dict[str, Any]:
         "scale", {"quick": quick, "repeat": size["repeat"], "timeout_s": size["timeout"], "max_rss": size["max_rss"]}
     )
     triec.Vocabulary.load("qwen2").automaton  # noqa: B018 - caches warm
-    for name, k, layout in size["cells"]:
+    for name, k, layout, *rest in size["cells"]:  # (set, K, layout[, tokenization]): any tokenization unless named
+        tokenization = rest[0] if rest else "any"
         if name == "pypi" and not os.path.exists(os.environ.get("TRIEC_PYPI_NAMES", PYPI)):
             result["cells"].append(
                 {"set": name, "k": k, "asked": layout, "status": "missing", "error": "no names file"}
             )
             continue
-        job = {"set": name, "k": k, "layout": layout, "repeat": size["repeat"]}
+        job = {"set": name, "k": k, "layout": layout, "tokenization": tokenization, "repeat": size["repeat"]}
         found = run_cell("triec.bench.suites.scale:cell", job, timeout=size["timeout"], max_rss=size["max_rss"])
-        result["cells"].append({"set": name, "k": k, "asked": layout, **found})
+        result["cells"].append({"set": name, "k": k, "asked": layout, "tokenization": tokenization, **found})
     return result
 
 
@@ -224,7 +236,7 @@ def tables(result: dict[str, Any]) -> dict[str, str]:
         ratio = c.get("artifact_vs_text")
         rows.append(
             [
-                c["set"],
+                c["set"] + (" (canonical)" if c.get("tokenization") == "canonical" else ""),
                 f"{c.get('values', c['k']):,}",
                 c.get("layout", c["asked"]),
                 docs.count(c.get("states")),
