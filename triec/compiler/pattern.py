@@ -74,40 +74,45 @@ def child_starts(automaton: VocabAutomaton) -> np.ndarray:
     return starts
 
 
-def dfa_rows(dfa: Dfa, automaton: VocabAutomaton, eos_token_ids: tuple[int, ...] = ()) -> tuple[np.ndarray, ...]:
+def dfa_live(dfa: Dfa) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The DFA's live transitions in row-major order: (state, byte, next state); one scan of ``trans`` serves both
+    the walk and the table's CSR."""
+    s_idx, b_idx = np.nonzero(dfa.trans >= 0)
+    return s_idx, b_idx, dfa.trans[s_idx, b_idx]
+
+
+def dfa_rows(
+    dfa: Dfa,
+    automaton: VocabAutomaton,
+    eos_token_ids: tuple[int, ...] = (),
+    live: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+) -> tuple[np.ndarray, ...]:
     """Every DFA state's row over the token trie: (offsets [S + 1], tokens ascending per state, next state).
 
     Each round extends every (source state, DFA state, trie node) triple by one byte, whichever is fewer: the
     node's children looked up in the DFA, or the DFA state's live bytes looked up among the node's children.
+    A leaf has no children, so it takes the first way and yields nothing: the frontier is not filtered, and the
+    tokens are read once at the end from every triple the walk held (numpy's per-call cost is most of a round).
+    ``live`` is :func:`dfa_live`'s result when the caller has it.
     """
     trans = dfa.trans
     n_states = dfa.num_states
     root = automaton.root_child
     edge_keys, edge_child = automaton.edge_keys, automaton.edge_child
     starts = child_starts(automaton)
-    live_s, live_b = np.nonzero(trans >= 0)  # the DFA's live bytes per state, as CSR
-    live_off = np.searchsorted(live_s, np.arange(n_states + 1)).astype(np.int64)
+    live_s, live_b, live_q = dfa_live(dfa) if live is None else live
+    live_off = np.searchsorted(live_s, np.arange(n_states + 1))
     live_n = np.diff(live_off)
-    live_b = live_b.astype(np.int64)
     # round 0: each state with each first byte the DFA takes and some token starts with
-    s_idx, b_idx = np.nonzero((trans >= 0) & (root >= 0)[None, :])
-    src = s_idx.astype(np.int64)
-    q = trans[s_idx, b_idx].astype(np.int64)
-    node = root[b_idx].astype(np.int64)
-    found_src: list[np.ndarray] = []
-    found_key: list[np.ndarray] = []
-    found_q: list[np.ndarray] = []
+    first = root[live_b] >= 0
+    src, q, node = live_s[first], live_q[first], root[live_b[first]]
+    held_src: list[np.ndarray] = []
+    held_q: list[np.ndarray] = []
+    held_node: list[np.ndarray] = []
     while src.size:
-        key = automaton.node_key[node]
-        hit = key >= 0
-        if hit.any():
-            found_src.append(src[hit])
-            found_key.append(key[hit].astype(np.int64))
-            found_q.append(q[hit])
-        more = automaton.has_child[node]
-        src, q, node = src[more], q[more], node[more]
-        if not src.size:
-            break
+        held_src.append(src)
+        held_q.append(q)
+        held_node.append(node)
         lo = starts[node]
         n_children = starts[node + 1] - lo
         by_dfa = live_n[q] < n_children
@@ -117,43 +122,46 @@ def dfa_rows(dfa: Dfa, automaton: VocabAutomaton, eos_token_ids: tuple[int, ...]
             counts = n_children[pick]
             idx = concat_ranges(lo[pick], counts)
             p_src, p_q = np.repeat(src[pick], counts), np.repeat(q[pick], counts)
-            nq = trans[p_q, edge_keys[idx] & 255].astype(np.int64)
+            nq = trans[p_q, edge_keys[idx] & 255]
             ok = nq >= 0
-            parts.append((p_src[ok], nq[ok], edge_child[idx][ok]))
+            parts.append((p_src[ok], nq[ok], edge_child[idx[ok]]))
         if by_dfa.any():  # the DFA state's live bytes, each looked up among the node's children
             counts = live_n[q[by_dfa]]
             at = concat_ranges(live_off[q[by_dfa]], counts)
-            p_src, p_q = np.repeat(src[by_dfa], counts), np.repeat(q[by_dfa], counts)
-            p_byte = live_b[at]
-            want = np.repeat(node[by_dfa], counts) * 256 + p_byte
+            p_src = np.repeat(src[by_dfa], counts)
+            want = np.repeat(node[by_dfa], counts) * 256 + live_b[at]
             idx = np.searchsorted(edge_keys, want)
             ok = edge_keys[idx] == want  # the sentinel keeps idx in range
-            parts.append((p_src[ok], trans[p_q[ok], p_byte[ok]].astype(np.int64), edge_child[idx[ok]]))
+            parts.append((p_src[ok], live_q[at[ok]], edge_child[idx[ok]]))
         if len(parts) == 1:
             src, q, node = parts[0]
         else:
             src, q, node = (np.concatenate([a[i] for a in parts]) for i in range(3))
-    if found_src:
-        f_src = np.concatenate(found_src)
-        f_key = np.concatenate(found_key)
-        f_q = np.concatenate(found_q)
+    if held_node:
+        key = automaton.node_key[np.concatenate(held_node)]
+        hit = key >= 0
+        f_key = key[hit]
+        f_src = np.concatenate(held_src)[hit]
+        f_q = np.concatenate(held_q)[hit]
     else:
         f_src = f_key = f_q = np.zeros(0, dtype=np.int64)
     # a distinct token text may be several ids
-    k_lo = automaton.key_offsets[f_key].astype(np.int64)
-    k_n = automaton.key_offsets[f_key + 1].astype(np.int64) - k_lo
+    k_lo = automaton.key_offsets[f_key]
     if automaton.single_id:
-        tokens = automaton.key_ids[k_lo].astype(np.int64)
+        tokens = automaton.key_ids[k_lo]
         src, nxt = f_src, f_q
     else:
-        tokens = automaton.key_ids[concat_ranges(k_lo, k_n)].astype(np.int64)
+        k_n = automaton.key_offsets[f_key + 1] - k_lo
+        tokens = automaton.key_ids[concat_ranges(k_lo, k_n)]
         src = np.repeat(f_src, k_n)
         nxt = np.repeat(f_q, k_n)
     if eos_token_ids:
-        keep = ~np.isin(tokens, np.asarray(eos_token_ids, dtype=np.int64))
+        keep = np.ones(tokens.shape[0], dtype=bool)
+        for eos in eos_token_ids:
+            keep &= tokens != eos
         tokens, src, nxt = tokens[keep], src[keep], nxt[keep]
-    width = int(automaton.key_ids.max(initial=0)) + 1
-    order = np.argsort(src * width + tokens)  # (state, token) pairs are distinct: no stability needed
+    # (state, token) pairs are distinct and ids are under 2**31: the key orders by state, then token
+    order = np.argsort((src.astype(np.int64) << 32) | tokens)
     tokens, src, nxt = tokens[order], src[order], nxt[order]
     offsets = np.searchsorted(src, np.arange(n_states + 1, dtype=np.int64)).astype(np.uint32)
     return offsets, tokens.astype(np.int32), nxt.astype(np.int32)
@@ -203,11 +211,11 @@ def _refuse_escaped_literals(node: Any, pattern: str) -> None:
         _refuse_escaped_literals(child, pattern)
 
 
-def dfa_csr(dfa: Dfa) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def dfa_csr(dfa: Dfa, live: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, ...]:
     """The DFA's live transitions as CSR: (offsets [S + 1], bytes ascending per state, next state)."""
-    s_idx, b_idx = np.nonzero(dfa.trans >= 0)
+    s_idx, b_idx, nxt = dfa_live(dfa) if live is None else live
     offsets = np.searchsorted(s_idx, np.arange(dfa.num_states + 1)).astype(np.uint32)
-    return offsets, b_idx.astype(np.uint8), dfa.trans[s_idx, b_idx].astype(np.int32)
+    return offsets, b_idx.astype(np.uint8), nxt.astype(np.int32)
 
 
 def compile_string_schema(
@@ -263,8 +271,9 @@ def compile_pattern(
         vocab = Vocabulary.load(vocab)
     automaton = vocab.automaton
     t2 = time.perf_counter()
-    offsets, tokens, nxt = dfa_rows(dfa, automaton, vocab.eos_token_ids)
-    d_off, d_bytes, d_next = dfa_csr(dfa)
+    live = dfa_live(dfa)
+    offsets, tokens, nxt = dfa_rows(dfa, automaton, vocab.eos_token_ids, live)
+    d_off, d_bytes, d_next = dfa_csr(dfa, live)
     table = PatternTable.from_compile(
         allowed_offsets=offsets,
         allowed_tokens=tokens,
