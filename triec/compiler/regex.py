@@ -405,6 +405,7 @@ class _Nfa:
         self.edges: list[list[tuple[int, int, int]]] = []
         self.eps: list[list[int]] = []
         self.limit = limit
+        self.cyclic = False  # an unbounded repeat loops back: else the DFA is acyclic too (finite language)
 
     def new(self) -> int:
         if len(self.edges) >= self.limit:
@@ -451,6 +452,7 @@ class _Nfa:
             cur = self.build(node.item, cur)
         if node.hi is None:
             loop = self.new()
+            self.cyclic = True
             self.eps[cur].append(loop)
             self.eps[self.build(node.item, loop)].append(loop)
             return loop
@@ -564,20 +566,96 @@ def determinize(nfa: _Nfa, start: int, final: int, max_states: int) -> tuple[lis
     return rows, [final in s for s in order], classes
 
 
-def minimize(rows: list[list[int]], accepting: list[bool]) -> tuple[list[list[int]], list[bool]]:
-    """Hopcroft's partition refinement on the partial DFA (rows over byte classes, -1 for no transition), then
-    trimmed (no state that cannot reach acceptance) and renumbered breadth-first from the start.
+Edges = list[list[tuple[int, int]]]
+"""Each state's live edges, (byte class, target) ascending by class."""
+
+
+def minimize(rows: list[list[int]], accepting: list[bool], acyclic: bool = False) -> tuple[np.ndarray, list[bool]]:
+    """The minimal trimmed DFA of the partial DFA ``rows`` (over byte classes, -1 for no transition, start 0),
+    renumbered breadth-first from the start: (rows [S, C] int32, accepting [S]).
+
+    The minimal trimmed DFA is unique and the breadth-first numbering canonical, so either way of finding it
+    (:func:`_quotient_acyclic` when the caller knows the DFA is acyclic and it agrees, else
+    :func:`_quotient_hopcroft`) gives the same arrays.
+    """
+    succ = [[(c, t) for c, t in enumerate(row) if t >= 0] for row in rows]  # most of a row is -1
+    acc = list(accepting)
+    found = _quotient_acyclic(succ, acc) if acyclic else None
+    qsucc, qacc, live, start = found if found is not None else _quotient_hopcroft(succ, acc)
+    if start < 0 or not live[start]:
+        raise PatternError("the pattern matches no string", position=0)
+    number = {start: 0}
+    queue = [start]
+    for q in queue:
+        for _, t in qsucc[q]:
+            if live[t] and t not in number:
+                number[t] = len(queue)
+                queue.append(t)
+    at_row: list[int] = []
+    at_class: list[int] = []
+    to: list[int] = []
+    for i, q in enumerate(queue):
+        for c, t in qsucc[q]:
+            if live[t]:
+                at_row.append(i)
+                at_class.append(c)
+                to.append(number[t])
+    out = np.full((len(queue), len(rows[0])), -1, dtype=np.int32)
+    out[at_row, at_class] = to
+    return out, [qacc[q] for q in queue]
+
+
+def _quotient_acyclic(succ: Edges, acc: list[bool]) -> tuple[Edges, list[bool], list[bool], int] | None:
+    """Revuz's minimization of an acyclic DFA, O(edges): children first, states with the same finality and the
+    same edges to merged states merge, and a non-final state without edges left is dead (its edges are dropped).
+    Returns the quotient (edges, accepting, live: all True, the start's state or -1 when it is dead), or None at
+    the first cycle (Hopcroft's turn): formats such as dates, UUIDs and addresses are acyclic, and this is faster.
+    """
+    merged = [-2] * len(succ)  # -2 unseen, -3 on the depth-first path, -1 dead, else the merged state
+    signatures: dict[tuple[bool, tuple[tuple[int, int], ...]], int] = {}
+    qsucc: Edges = []
+    qacc: list[bool] = []
+    merged[0] = -3
+    path = [(0, 0)]
+    while path:
+        x, i = path[-1]
+        edges = succ[x]
+        if i < len(edges):
+            path[-1] = (x, i + 1)
+            t = edges[i][1]
+            if merged[t] == -3:
+                return None
+            if merged[t] == -2:
+                merged[t] = -3
+                path.append((t, 0))
+            continue
+        path.pop()
+        out = tuple((c, merged[t]) for c, t in edges if merged[t] >= 0)
+        if not out and not acc[x]:
+            merged[x] = -1
+            continue
+        key = (acc[x], out)
+        found = signatures.get(key)
+        if found is None:
+            found = signatures[key] = len(qsucc)
+            qsucc.append(list(out))
+            qacc.append(acc[x])
+        merged[x] = found
+    return qsucc, qacc, [True] * len(qsucc), merged[0]
+
+
+def _quotient_hopcroft(succ: Edges, acc: list[bool]) -> tuple[Edges, list[bool], list[bool], int]:
+    """Hopcroft's partition refinement: the quotient (edges, accepting, live: whether each state reaches
+    acceptance, the start's state).
 
     Without a sink state, both initial blocks start as splitters (with one, its complement's split follows); a
     missing transition then never joins a state to one that has it, as equivalence wants.
     """
-    total = len(rows)
-    acc = list(accepting)
+    total = len(succ)
     pred: list[list[tuple[int, int]]] = [[] for _ in range(total)]  # (class, source) of each state's in-edges
-    for x, row in enumerate(rows):
-        for c, t in enumerate(row):
-            if t >= 0:
-                pred[t].append((c, x))
+    for x, edges in enumerate(succ):
+        for c, t in edges:
+            pred[t].append((c, x))
     finals = {x for x in range(total) if acc[x]}
     others = set(range(total)) - finals
     blocks: list[set[int]] = [b for b in (finals, others) if b]
@@ -619,15 +697,14 @@ def minimize(rows: list[list[int]], accepting: list[bool]) -> tuple[list[list[in
                     work.add(new)
                 else:
                     work.add(y)
-    # the quotient automaton, trimmed
+    # the quotient automaton over one member's live edges, trimmed
     k = len(blocks)
-    qrows = [[block[t] if t >= 0 else -1 for t in rows[next(iter(members))]] for members in blocks]
+    qsucc = [[(c, block[t]) for c, t in succ[next(iter(members))]] for members in blocks]
     qacc = [acc[next(iter(members))] for members in blocks]
-    reverse: list[set[int]] = [set() for _ in range(k)]
-    for b, row in enumerate(qrows):
-        for t in row:
-            if t >= 0:
-                reverse[t].add(b)
+    reverse: list[list[int]] = [[] for _ in range(k)]
+    for b, edges in enumerate(qsucc):
+        for _, t in edges:
+            reverse[t].append(b)
     live = [False] * k
     stack = [b for b in range(k) if qacc[b]]
     for b in stack:
@@ -638,18 +715,7 @@ def minimize(rows: list[list[int]], accepting: list[bool]) -> tuple[list[list[in
             if not live[p]:
                 live[p] = True
                 stack.append(p)
-    start = block[0]
-    if not live[start]:
-        raise PatternError("the pattern matches no string", position=0)
-    number = {start: 0}
-    queue = [start]
-    for q in queue:
-        for t in qrows[q]:
-            if t >= 0 and live[t] and t not in number:
-                number[t] = len(queue)
-                queue.append(t)
-    out = [[number[t] if t >= 0 and live[t] else -1 for t in qrows[q]] for q in queue]
-    return out, [qacc[q] for q in queue]
+    return qsucc, qacc, live, block[0]
 
 
 def compile_regex(pattern: str, *, max_states: int = MAX_DFA_STATES) -> Dfa:
@@ -663,13 +729,12 @@ def compile_regex(pattern: str, *, max_states: int = MAX_DFA_STATES) -> Dfa:
     start = nfa.new()
     final = nfa.build(tree, start)
     rows, accepting, classes = determinize(nfa, start, final, max_states)
-    out, acc = minimize(rows, accepting)
-    if len(out) > max_states:
+    by_class, acc = minimize(rows, accepting, acyclic=not nfa.cyclic)
+    if len(acc) > max_states:
         raise PatternTooLarge(
-            f"pattern {pattern!r:.80}: its minimal DFA has {len(out)} states, more than the bound of {max_states}; "
+            f"pattern {pattern!r:.80}: its minimal DFA has {len(acc)} states, more than the bound of {max_states}; "
             "a general grammar engine is the tool for it"
         )
-    by_class = np.array(out, dtype=np.int32).reshape(len(out), -1)
     return Dfa(np.ascontiguousarray(by_class[:, classes]), np.array(acc, dtype=bool))
 
 
