@@ -513,42 +513,43 @@ def _byte_classes(nfa: _Nfa) -> np.ndarray:
     return np.cumsum(cuts[:256]) - 1 if cuts[0] else np.cumsum(cuts[:256])
 
 
-def determinize(nfa: _Nfa, start: int, final: int, max_states: int) -> tuple[list[list[int]], list[bool], np.ndarray]:
-    """Subset construction over byte classes: (rows [S][C] with -1 for the empty set, accepting [S], the class of
-    each byte)."""
+Edges = list[list[tuple[int, int]]]
+"""Each state's live edges, (byte class, target) ascending by class."""
+
+
+def determinize(nfa: _Nfa, start: int, final: int, max_states: int) -> tuple[Edges, list[bool], np.ndarray]:
+    """Subset construction over byte classes: (each state's edges, accepting [S], the class of each byte).
+
+    The edges are sparse (most classes lead nowhere from most states), and a set of NFA targets already closed
+    is looked up rather than closed again, whichever state it comes from."""
     classes = _byte_classes(nfa)
-    num_classes = int(classes.max()) + 1
     cls = classes.tolist()
-    # each NFA state's edges as (first class, last class, target), computed once
-    edges = [[(cls[lo], cls[hi], t) for lo, hi, t in e] for e in nfa.edges]
+    # each NFA state's edges as (class, target), one per class it covers, computed once
+    edges = [[(c, t) for lo, hi, t in e for c in range(cls[lo], cls[hi] + 1)] for e in nfa.edges]
     limit = max_states * 4 + 64
     first = _closure(nfa, {start})
     index = {first: 0}
     order = [first]
-    rows: list[list[int]] = []
+    closed: dict[frozenset[int], int] = {}  # a set of targets -> the state of its closure
+    succ: Edges = []
     i = 0
     while i < len(order):
         cur = order[i]
         i += 1
-        targets: list[set[int] | None] = [None] * num_classes
+        targets: dict[int, set[int]] = {}
         for s in cur:
-            for c0, c1, t in edges[s]:
-                for c in range(c0, c1 + 1):
-                    found = targets[c]
-                    if found is None:
-                        targets[c] = {t}
-                    else:
-                        found.add(t)
-        row = [-1] * num_classes
-        memo: dict[frozenset[int], int] = {}
-        for c in range(num_classes):
-            tset = targets[c]
-            if tset is None:
-                continue
-            raw = frozenset(tset)
-            j = memo.get(raw)
+            for c, t in edges[s]:
+                found = targets.get(c)
+                if found is None:
+                    targets[c] = {t}
+                else:
+                    found.add(t)
+        row: list[tuple[int, int]] = []
+        for c in sorted(targets):
+            raw = frozenset(targets[c])
+            j = closed.get(raw)
             if j is None:
-                key = _closure(nfa, tset)
+                key = _closure(nfa, targets[c])
                 j = index.get(key)
                 if j is None:
                     if len(order) >= limit:
@@ -560,25 +561,22 @@ def determinize(nfa: _Nfa, start: int, final: int, max_states: int) -> tuple[lis
                     j = len(order)
                     index[key] = j
                     order.append(key)
-                memo[raw] = j
-            row[c] = j
-        rows.append(row)
-    return rows, [final in s for s in order], classes
+                closed[raw] = j
+            row.append((c, j))
+        succ.append(row)
+    return succ, [final in s for s in order], classes
 
 
-Edges = list[list[tuple[int, int]]]
-"""Each state's live edges, (byte class, target) ascending by class."""
-
-
-def minimize(rows: list[list[int]], accepting: list[bool], acyclic: bool = False) -> tuple[np.ndarray, list[bool]]:
-    """The minimal trimmed DFA of the partial DFA ``rows`` (over byte classes, -1 for no transition, start 0),
-    renumbered breadth-first from the start: (rows [S, C] int32, accepting [S]).
+def minimize(
+    succ: Edges, accepting: list[bool], num_classes: int, acyclic: bool = False
+) -> tuple[np.ndarray, list[bool]]:
+    """The minimal trimmed DFA of the partial DFA ``succ`` (each state's edges over byte classes, start 0),
+    renumbered breadth-first from the start: (rows [S, num_classes] int32 with -1 for no transition, accepting).
 
     The minimal trimmed DFA is unique and the breadth-first numbering canonical, so either way of finding it
     (:func:`_quotient_acyclic` when the caller knows the DFA is acyclic and it agrees, else
     :func:`_quotient_hopcroft`) gives the same arrays.
     """
-    succ = [[(c, t) for c, t in enumerate(row) if t >= 0] for row in rows]  # most of a row is -1
     acc = list(accepting)
     found = _quotient_acyclic(succ, acc) if acyclic else None
     qsucc, qacc, live, start = found if found is not None else _quotient_hopcroft(succ, acc)
@@ -600,7 +598,7 @@ def minimize(rows: list[list[int]], accepting: list[bool], acyclic: bool = False
                 at_row.append(i)
                 at_class.append(c)
                 to.append(number[t])
-    out = np.full((len(queue), len(rows[0])), -1, dtype=np.int32)
+    out = np.full((len(queue), num_classes), -1, dtype=np.int32)
     out[at_row, at_class] = to
     return out, [qacc[q] for q in queue]
 
@@ -728,8 +726,8 @@ def compile_regex(pattern: str, *, max_states: int = MAX_DFA_STATES) -> Dfa:
     nfa = _Nfa(MAX_NFA_STATES)
     start = nfa.new()
     final = nfa.build(tree, start)
-    rows, accepting, classes = determinize(nfa, start, final, max_states)
-    by_class, acc = minimize(rows, accepting, acyclic=not nfa.cyclic)
+    succ, accepting, classes = determinize(nfa, start, final, max_states)
+    by_class, acc = minimize(succ, accepting, int(classes.max()) + 1, acyclic=not nfa.cyclic)
     if len(acc) > max_states:
         raise PatternTooLarge(
             f"pattern {pattern!r:.80}: its minimal DFA has {len(acc)} states, more than the bound of {max_states}; "
