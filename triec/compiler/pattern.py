@@ -120,6 +120,53 @@ def _advance_few(
     return (np.array(n_src, dtype=np.int64), np.array(n_q, dtype=np.int64), np.array(n_node, dtype=np.int64))
 
 
+def _advance_many(
+    src: np.ndarray,
+    q: np.ndarray,
+    node: np.ndarray,
+    flat: np.ndarray,
+    starts: np.ndarray,
+    edge_keys: np.ndarray,
+    edge_child: np.ndarray,
+    live_dfa: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One round of :func:`dfa_rows` in numpy: each triple by the fewer of its node's children (looked up in the
+    DFA's flat ``trans``) and its DFA state's live bytes (``live_dfa``: CSR offsets, counts, bytes, next states;
+    looked up among the node's children). Index arrays and ``take`` throughout: a boolean mask or a 2-D index
+    costs 2-5x as much per element."""
+    live_off, live_n, live_b, live_q = live_dfa
+    lo = starts.take(node)
+    n_children = starts.take(node + 1) - lo
+    by_dfa = live_n.take(q) < n_children
+    parts = []
+    if not by_dfa.all():  # the node's children, each looked up in the DFA
+        pick = np.flatnonzero(~by_dfa)
+        counts = n_children.take(pick)
+        idx = concat_ranges(lo.take(pick), counts)
+        ent = np.repeat(pick, counts)
+        nq = flat.take(q.take(ent) * _ROW + (edge_keys.take(idx) & 255))
+        ok = np.flatnonzero(nq >= 0)
+        parts.append((src.take(ent.take(ok)), nq.take(ok), edge_child.take(idx.take(ok))))
+    if by_dfa.any():  # the DFA state's live bytes, each looked up among the node's children
+        pick = np.flatnonzero(by_dfa)
+        at_q = q.take(pick)
+        counts = live_n.take(at_q)
+        at = concat_ranges(live_off.take(at_q), counts)
+        ent = np.repeat(pick, counts)
+        want = node.take(ent) * _ROW + live_b.take(at)
+        idx = np.searchsorted(edge_keys, want)
+        ok = np.flatnonzero(edge_keys.take(idx) == want)  # the sentinel keeps idx in range
+        parts.append((src.take(ent.take(ok)), live_q.take(at.take(ok)), edge_child.take(idx.take(ok))))
+    if len(parts) == 1:
+        return parts[0]
+    src, q, node = (np.concatenate([a[i] for a in parts]) for i in range(3))
+    return src, q, node
+
+
+_ROW = np.int64(256)
+"""A DFA row's width in ``trans.ravel()``, as int64 so that a state times it cannot overflow int32."""
+
+
 def dfa_rows(
     dfa: Dfa,
     automaton: VocabAutomaton,
@@ -141,7 +188,8 @@ def dfa_rows(
     starts = child_starts(automaton)
     live_s, live_b, live_q = dfa_live(dfa) if live is None else live
     live_off = np.searchsorted(live_s, np.arange(n_states + 1))
-    live_n = np.diff(live_off)
+    live_dfa = (live_off, np.diff(live_off), live_b, live_q)
+    flat = trans.ravel()
     # round 0: each state with each first byte the DFA takes and some token starts with
     first = root[live_b] >= 0
     src, q, node = live_s[first], live_q[first], root[live_b[first]]
@@ -155,36 +203,13 @@ def dfa_rows(
         if src.size <= FEW:
             src, q, node = _advance_few(src, q, node, trans, starts, edge_keys, edge_child)
             continue
-        lo = starts[node]
-        n_children = starts[node + 1] - lo
-        by_dfa = live_n[q] < n_children
-        parts = []
-        if not by_dfa.all():  # the node's children, each looked up in the DFA
-            pick = ~by_dfa
-            counts = n_children[pick]
-            idx = concat_ranges(lo[pick], counts)
-            p_src, p_q = np.repeat(src[pick], counts), np.repeat(q[pick], counts)
-            nq = trans[p_q, edge_keys[idx] & 255]
-            ok = nq >= 0
-            parts.append((p_src[ok], nq[ok], edge_child[idx[ok]]))
-        if by_dfa.any():  # the DFA state's live bytes, each looked up among the node's children
-            counts = live_n[q[by_dfa]]
-            at = concat_ranges(live_off[q[by_dfa]], counts)
-            p_src = np.repeat(src[by_dfa], counts)
-            want = np.repeat(node[by_dfa], counts) * 256 + live_b[at]
-            idx = np.searchsorted(edge_keys, want)
-            ok = edge_keys[idx] == want  # the sentinel keeps idx in range
-            parts.append((p_src[ok], live_q[at[ok]], edge_child[idx[ok]]))
-        if len(parts) == 1:
-            src, q, node = parts[0]
-        else:
-            src, q, node = (np.concatenate([a[i] for a in parts]) for i in range(3))
+        src, q, node = _advance_many(src, q, node, flat, starts, edge_keys, edge_child, live_dfa)
     if held_node:
-        key = automaton.node_key[np.concatenate(held_node)]
-        hit = key >= 0
-        f_key = key[hit]
-        f_src = np.concatenate(held_src)[hit]
-        f_q = np.concatenate(held_q)[hit]
+        key = automaton.node_key.take(np.concatenate(held_node))
+        hit = np.flatnonzero(key >= 0)
+        f_key = key.take(hit)
+        f_src = np.concatenate(held_src).take(hit)
+        f_q = np.concatenate(held_q).take(hit)
     else:
         f_src = f_key = f_q = np.zeros(0, dtype=np.int64)
     # a distinct token text may be several ids
@@ -201,7 +226,8 @@ def dfa_rows(
         keep = np.ones(tokens.shape[0], dtype=bool)
         for eos in eos_token_ids:
             keep &= tokens != eos
-        tokens, src, nxt = tokens[keep], src[keep], nxt[keep]
+        kept = np.flatnonzero(keep)
+        tokens, src, nxt = tokens.take(kept), src.take(kept), nxt.take(kept)
     src, tokens, nxt = _sort_pairs(src, tokens, nxt, n_states)
     offsets = np.searchsorted(src, np.arange(n_states + 1, dtype=np.int64)).astype(np.uint32)
     return offsets, tokens.astype(np.int32), nxt.astype(np.int32)
