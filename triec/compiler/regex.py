@@ -109,13 +109,14 @@ class _Parser:
     def __init__(self, text: str) -> None:
         self.text = text
         self.i = 0
+        self.chars: list[str | None] = [*text, None, None]  # past the end: None (peek is the parser's hot path)
 
     def fail(self, what: str, at: int | None = None) -> PatternError:
         pos = self.i if at is None else at
         return PatternError(f"pattern {self.text!r:.80}: {what} at position {pos}", position=pos)
 
     def peek(self) -> str | None:
-        return self.text[self.i] if self.i < len(self.text) else None
+        return self.chars[self.i]
 
     def parse(self) -> Node:
         if self.peek() == "^":
