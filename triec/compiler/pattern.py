@@ -135,8 +135,8 @@ def _advance_many(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One round of :func:`dfa_rows` in numpy: each triple by the fewer of its node's children (looked up in the
     DFA's flat ``trans``) and its DFA state's live bytes (``live_dfa``: CSR offsets, counts, bytes, next states;
-    looked up among the node's children). Index arrays and ``take`` throughout: a boolean mask or a 2-D index
-    costs 2-5x as much per element."""
+    looked up among the node's children), or all by their children when those are few in all (``_FEW_CHILDREN``).
+    Index arrays and ``take`` throughout: a boolean mask or a 2-D index costs 2-5x as much per element."""
     live_off, live_n, live_b, live_q = live_dfa
     lo = starts.take(node)
     n_children = starts.take(node + 1) - lo
@@ -171,9 +171,9 @@ def _advance_many(
     return src, q, node
 
 
-_FEW_CHILDREN = 2048
+_FEW_CHILDREN = 16384
 """A round whose nodes have this few children in all looks each up in the DFA: some 20 numpy calls instead of
-60, for at most this many elements."""
+60, for at most this many elements (a bound on what a few wide nodes can cost where the live bytes would do)."""
 
 _ROW = np.int64(256)
 """A DFA row's width in ``trans.ravel()``, as int64 so that a state times it cannot overflow int32."""
