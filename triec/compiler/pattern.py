@@ -89,6 +89,7 @@ FEW = 16
 long token (``0000000000000000``, a run of dashes) keeps one or two triples going for a dozen rounds."""
 
 _BIG_FANOUT = 16
+"""A node with more children than this is looked up in one numpy gather by :func:`_advance_few`."""
 
 
 def _advance_few(
