@@ -413,7 +413,6 @@ class TailMaskTable(MaskTable):
             if tail_tokens is not None and tail_token_offsets is not None
             else TailLayout(**layout)
         )
-        self._num_states = self.num_states  # fixed for the table: the per-step range check reads it
 
     @property
     def allowed_offsets(self) -> np.ndarray:
@@ -459,8 +458,7 @@ class TailMaskTable(MaskTable):
     def allowed(self, state: int) -> np.ndarray:
         """Allowed token ids in ``state``, ascending int32, EOS ids included at accepting states (one search of
         the values for the row and its acceptance; see :meth:`StateQueries.allowed`)."""
-        s = state if type(state) is int and 0 <= state < self._num_states else self._live(state)
-        tokens, accepting = self.tails.allowed_row(s)
+        tokens, accepting = self.tails.allowed_row(self._live(state))
         if not accepting:
             return tokens
         if not tokens.size:  # a value's last state (every tail ends in one): EOS alone
