@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_tails import _resealed, _section, assert_same
+from test_tails import _resealed, _section, assert_same, assert_walks_agree
 
 import triec
 import triec.synthetic.sets as sets
@@ -116,29 +116,7 @@ def test_a_seeded_sample_of_a_larger_set(qwen2: triec.Vocabulary) -> None:
 
 def test_seeded_walks_and_matchers(qwen2: triec.Vocabulary) -> None:
     full, tail = _pair(sets.titles(1500, seed=9), qwen2)
-    rng = random.Random(5)
-    for _ in range(150):
-        s, path = 0, []
-        while True:
-            a = full.allowed(s)
-            assert np.array_equal(a, tail.allowed(s))
-            t = int(a[rng.randrange(a.shape[0])])
-            n1, n2 = full.advance(s, t), tail.advance(s, t)
-            assert n1 == n2
-            path.append(t)
-            if n1 == triec.FINISHED:
-                break
-            s = n1
-        m1, m2 = full.matcher(), tail.matcher()
-        r1, r2 = np.zeros(full.words_per_row, np.int32), np.zeros(full.words_per_row, np.int32)
-        for t in path:
-            m1.fill_bitmask(r1)
-            m2.fill_bitmask(r2)
-            assert np.array_equal(r1, r2)
-            assert m1.accept_token(t) and m2.accept_token(t)
-        assert m2.is_terminated()
-        m2.rollback(len(path))
-        assert m2.state == 0 and m2.validate_tokens(path) == len(path)
+    assert_walks_agree(full, tail, 150)
 
 
 @pytest.mark.parametrize("name", NAMES)
