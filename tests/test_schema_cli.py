@@ -84,7 +84,7 @@ def test_inspect_shows_the_schema(artifact: Path) -> None:
     assert slot["crossing"]["tails"]["dynamic"] > 0 and slot["crossing"]["exits"]["tail"] > 0
     assert s["num_grammars"] == 1 and s["grammars"][0]["slots"] == []
     text = invoke("inspect", str(artifact), "--widest", "0").stdout
-    assert "crossing tokens per tail offset" in text and "slots (enums served by a trie)" in text
+    assert "crossing tokens per tail offset" in text and "slots (enums served by a trie, format" in text
 
 
 def test_bad_schema_exits_2_naming_the_problem(tmp_path: Path) -> None:

@@ -38,7 +38,7 @@ import numpy as np
 from triec.errors import ArtifactChecksumError, ArtifactError, ArtifactVersionError, OutputError
 
 MAGIC = b"\x89TRIEC\r\n"
-FORMAT_VERSION = 4  # the newest version this triec reads and writes
+FORMAT_VERSION = 5  # the newest version this triec reads and writes
 # Version 2 = version 1 plus the header's ``encoding`` map. A table of raw values
 # with nothing around them is still written as version 1, byte for byte as
 # before, so that older readers keep loading it; a table whose values are
@@ -52,7 +52,16 @@ SCHEMA_FORMAT_VERSION = 3
 # Version 4 is a mask table in the tail layout: the rows of branching states only, the vocabulary's token index
 # after them (tail states' rows are served from the values); written only for such a table.
 TAILS_FORMAT_VERSION = 4
-VERSIONS = (PLAIN_FORMAT_VERSION, ENCODED_FORMAT_VERSION, SCHEMA_FORMAT_VERSION, TAILS_FORMAT_VERSION)
+# Version 5 is a ``triec-schema`` table holding a pattern slot (a format or pattern field served from its DFA's
+# rows): version 3's sections and slot columns, plus each pattern slot's regex and DFA; written only for such a table.
+SCHEMA_PATTERNS_FORMAT_VERSION = 5
+VERSIONS = (
+    PLAIN_FORMAT_VERSION,
+    ENCODED_FORMAT_VERSION,
+    SCHEMA_FORMAT_VERSION,
+    TAILS_FORMAT_VERSION,
+    SCHEMA_PATTERNS_FORMAT_VERSION,
+)
 PREAMBLE = struct.Struct("<8sIIII")
 ALIGN = 64
 MAX_HEADER = 1 << 20  # a header is a few hundred bytes; refuse anything absurd

@@ -308,7 +308,7 @@ def compile_cmd(
             tokenizer,
             vocab_size,
             _parse_eos(eos),
-            engine or "llguidance",
+            engine or _default_engine(doc, enum_threshold),
             shape,
             zstd,
             as_json,
@@ -550,7 +550,7 @@ def _schema_document(values: str, fmt: str, threshold: int) -> tuple[str, Any] |
         return "tag", doc
     tool = looks_like_tool_schema(doc) and len(doc["properties"]) >= 2
     try:
-        large = bool(locate(doc, threshold).sites)
+        large = bool(locate(doc, threshold, patterns=True).sites)  # a large enum, or a format or pattern field
     except RecursionError:
         return None
     if not (tool or large) or set(doc) <= {"enum", "type", "title", "description", "$comment", "examples"}:
@@ -563,6 +563,15 @@ def _schema_document(values: str, fmt: str, threshold: int) -> tuple[str, Any] |
     except ValuesError:
         return "schema", doc
     return None
+
+
+def _default_engine(doc: Any, threshold: int) -> str:
+    """llguidance, but xgrammar for a schema whose only slots are format or pattern fields: their tables follow
+    xgrammar's spelling of them, so its masks are the ones they equal (docs/patterns.md)."""
+    from triec.schema.locate import locate
+
+    sites = locate(doc, threshold, patterns=True).sites if isinstance(doc, dict) else []
+    return "xgrammar" if sites and all(s.is_pattern for s in sites) else "llguidance"
 
 
 def _auto_tag(doc: Any, source: str, parallel: bool) -> dict[str, Any]:
@@ -641,10 +650,25 @@ def _compile_schema(
         "engine_version": table.engine_version,
         "enum_threshold": threshold,
         "slots": [
-            {k: s[k] for k in ("pointer", "values", "states", "allowed_pairs", "tail", "entries", "crossing")}
+            {
+                k: s[k]
+                for k in (
+                    "pointer",
+                    "pattern",
+                    "format",
+                    "values",
+                    "states",
+                    "allowed_pairs",
+                    "tail",
+                    "entries",
+                    "crossing",
+                )
+                if k in s
+            }
             for s in slots
         ],
         "engine_enums": list(table.info.get("engine_enums") or []),
+        "engine_patterns": list(table.info.get("engine_patterns") or []),
         "tool_format": table.info.get("format"),
         "parallel": table.info.get("parallel"),
         "whitespace": table.info.get("whitespace", "compact"),
@@ -706,16 +730,25 @@ def _print_schema_summary(table: Any, summary: dict[str, Any]) -> None:
         if summary["trigger"]:
             t.add_row("free text", escape(f"around the tags; a tag starts at the trigger {summary['trigger']!r}"))
     else:
+        enums = sum("regex" not in s for s in summary["slots"])
         t.add_row(
             "enums served by a trie",
-            f"{len(summary['slots'])} (at least {summary['enum_threshold']:,} members, or a tool call's names)",
+            f"{enums} (at least {summary['enum_threshold']:,} members, or a tool call's names)",
         )
+        if enums < len(summary["slots"]):
+            t.add_row("format and pattern fields", f"{len(summary['slots']) - enums}, each served by its DFA's table")
     for s in summary["slots"]:
-        t.add_row(escape(f"  {s['pointer'] or '/'}"), f"K = {s['values']:,}, {s['states']:,} states")
+        what = f"format {s['format']}" if s.get("format") else (f"pattern {s['pattern']}" if "regex" in s else "")
+        size = escape(what) if what else f"K = {s['values']:,}"
+        t.add_row(escape(f"  {s['pointer'] or '/'}"), f"{size}, {s['states']:,} states")
     if summary["engine_enums"]:
         t.add_row("enums left in the engine", f"{len(summary['engine_enums'])}")
         for e in summary["engine_enums"]:
             t.add_row(escape(f"  {e['pointer'] or '/'}"), escape(f"K = {e['values']:,}: {e['reason']}"))
+    if summary["engine_patterns"]:
+        t.add_row("format and pattern fields left in the engine", f"{len(summary['engine_patterns'])}")
+        for e in summary["engine_patterns"]:
+            t.add_row(escape(f"  {e['pointer'] or '/'}"), escape(e["reason"]))
     if summary["duplicates_removed"]:
         t.add_row("duplicates removed", f"{summary['duplicates_removed']:,}")
     t.add_row("trie states / allowed pairs", f"{summary['states']:,} / {summary['allowed_pairs']:,}")

@@ -58,9 +58,13 @@ def inspect_cmd(
         n = len(table.slots)
         if slot is not None and slot >= n:
             raise TriecError(f"--slot {slot}: this artifact has slots 0..{n - 1}")
-        shown = slot if slot is not None else max(table.start_slot, 0)
+        enums = [i for i, s in enumerate(table.slots) if s.has_values]
+        shown = slot if slot is not None else max(table.start_slot, enums[0] if enums else 0)
         schema_info["shown_slot"] = shown
         sizes = ins.file_section_sizes(artifact)
+        if not table.slots[shown].has_values:  # a format or pattern field's slot: its DFA's table
+            _inspect_pattern(table.slots[shown].trie, str(artifact), prefix, state, as_json, schema_info)
+            return
         table = table.slots[shown].trie
     elif slot is not None:
         raise TriecError("--slot applies to schema artifacts only")
@@ -98,12 +102,22 @@ def inspect_cmd(
         _print(report)
 
 
-def _inspect_pattern(table: Any, artifact: str, prefix: str | None, state: int | None, as_json: bool) -> None:
-    """A pattern artifact: its regex, its DFA states and their rows, one state's tokens (``--state``, ``--prefix``)."""
+def _inspect_pattern(
+    table: Any,
+    artifact: str,
+    prefix: str | None,
+    state: int | None,
+    as_json: bool,
+    schema_info: dict[str, Any] | None = None,
+) -> None:
+    """A pattern artifact (or a schema's pattern slot, ``schema_info`` its schema): its regex, its DFA states and
+    their rows, one state's tokens (``--state``, ``--prefix``)."""
     from triec.verify.patterns import describe_pattern_state, pattern_summary
 
     report: dict[str, Any] = {"artifact": str(artifact), "file_bytes": os.path.getsize(artifact)}
     report.update(pattern_summary(table))
+    if schema_info is not None:
+        report["schema"] = schema_info
     if prefix is not None:
         raw = prefix.encode("utf-8", "surrogateescape")
         found = table.run_bytes(raw)
@@ -133,6 +147,8 @@ def _inspect_pattern(table: Any, artifact: str, prefix: str | None, state: int |
     meta.add_row("allowed pairs (max per state)", f"{report['allowed_pairs']:,} ({report['max_allowed']:,})")
     meta.add_row("file", f"{report['file_bytes']:,} bytes")
     out.print(meta)
+    if schema_info is not None:
+        _print_schema(schema_info)
     rows = Table(show_header=True, header_style="bold", title="states", title_justify="left")
     for col in ("state", "shortest prefix", "accepting", "tokens", "DFA bytes"):
         rows.add_column(col)
@@ -281,7 +297,8 @@ def _print_schema(sch: dict[str, Any]) -> None:
     st.add_row("grammars", f"{sch['num_grammars']:,}")
     out.print(st)
     slots = Table(
-        title="slots (enums served by a trie); crossing tokens by kind: trie / tail / handover / dynamic",
+        title="slots (enums served by a trie, format and pattern fields by their DFA); crossing tokens by kind: "
+        "trie / tail / handover / dynamic",
         title_justify="left",
     )
     for col in ("slot", "pointer", "values", "states", "tail", "entered from", "exits", "tails", "enters"):
@@ -292,7 +309,7 @@ def _print_schema(sch: dict[str, Any]) -> None:
         slots.add_row(
             str(s["slot"]),
             escape(s["pointer"] or "-"),
-            f"{s['values']:,}",
+            escape(s["format"] or "pattern") if "regex" in s else f"{s['values']:,}",
             f"{s['states']:,}",
             escape(repr(s["tail"])),
             entered,

@@ -129,10 +129,13 @@ def _print_report(report) -> None:  # noqa: ANN001 - VerifyReport, imported lazi
     out.print(t)
     if report.schema:
         sch = report.schema
-        slots = ", ".join(f"{s['pointer'] or '/'} (K = {s['values']:,})" for s in sch["slots"])
+        slots = ", ".join(
+            f"{s['pointer'] or '/'} " + ("(its DFA)" if "pattern" in s else f"(K = {s['values']:,})")
+            for s in sch["slots"]
+        )
         out.print(
             escape(
-                f"schema ({sch['shape']}): enums served by tries: {slots}; the rest in {sch['engine']}; "
+                f"schema ({sch['shape']}): served by slots: {slots}; the rest in {sch['engine']}; "
                 "each engine compared with itself compiled on the whole schema"
             ),
             highlight=False,

@@ -266,7 +266,7 @@ def _sort_pairs(
     return key >> (bits_id + bits), (key >> bits) & ((1 << bits_id) - 1), key & ((1 << bits) - 1)
 
 
-_STRING_KEYWORDS = {"type", "format", "pattern", "title", "description", "$comment", "examples"}
+STRING_KEYWORDS = {"type", "format", "pattern", "title", "description", "$comment", "examples"}
 JSON_CHARS = negate(normalize([(0x00, 0x1F), (0x22, 0x22), (0x5C, 0x5C)]))
 """What a JSON string holds unescaped: every character but the C0 controls, the quote and the backslash."""
 
@@ -278,7 +278,7 @@ def string_schema_regex(schema: Any) -> tuple[str, str | None] | None:
     of them be written as an escape); None for any other schema. A pattern whose language needs an escape (it
     holds a quote, a backslash or a control character outside a class) is refused: xgrammar's reading of those
     is not one triec reproduces."""
-    if not isinstance(schema, dict) or schema.get("type") != "string" or not set(schema) <= _STRING_KEYWORDS:
+    if not isinstance(schema, dict) or schema.get("type") != "string" or not set(schema) <= STRING_KEYWORDS:
         return None
     fmt, pat = schema.get("format"), schema.get("pattern")
     if (fmt is None) == (pat is None):

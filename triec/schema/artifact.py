@@ -32,11 +32,18 @@ import numpy as np
 
 from triec._version import __version__
 from triec.artifact import container, formats, masks
-from triec.artifact.container import ENCODED_FORMAT_VERSION, PLAIN_FORMAT_VERSION, SCHEMA_FORMAT_VERSION
+from triec.artifact.container import (
+    ENCODED_FORMAT_VERSION,
+    PLAIN_FORMAT_VERSION,
+    SCHEMA_FORMAT_VERSION,
+    SCHEMA_PATTERNS_FORMAT_VERSION,
+)
 from triec.errors import ArtifactContentError, ArtifactError
 from triec.runtime.kinds import TableKind
+from triec.runtime.pattern import PatternTable
 from triec.runtime.table import MaskTable
 from triec.schema.grammar import GrammarSpec
+from triec.schema.pattern_slot import PatternSlot
 from triec.schema.slot import DYNAMIC, HANDOVER, KINDS, TAIL, TRIE, Groups, Slot
 from triec.schema.table import ENGINES, Grammar, SchemaTable
 
@@ -109,6 +116,20 @@ LAYOUT: tuple[tuple[str, str], ...] = (
 )
 """The version-3 sections, in file order."""
 
+PATTERN_SLOT_FIELDS: tuple[str, ...] = (*SLOT_FIELDS, "pattern_bytes", "dfa_edges")
+"""Version 5's ``slot_table`` columns: version 3's, then each pattern slot's regex length (its text follows the
+marker in ``slot_text``; 0 for an enum's slot) and its DFA's edge count."""
+
+PATTERN_LAYOUT: tuple[tuple[str, str], ...] = (
+    *LAYOUT[:-1],
+    ("dfa_offsets", "<u4"),
+    ("dfa_bytes", "|u1"),
+    ("dfa_next", "<i4"),
+    LAYOUT[-1],
+)
+"""The version-5 sections: version 3's, with the pattern slots' DFAs (concatenated in slot order) before ``info``."""
+
+
 HEADER_COUNTS: tuple[str, ...] = (
     "num_slots",
     "num_grammars",
@@ -130,12 +151,16 @@ HEADER_COUNTS: tuple[str, ...] = (
 )
 """The totals of the header's ``schema`` map, in the order written."""
 
+PATTERN_HEADER_COUNTS: tuple[str, ...] = (*HEADER_COUNTS, "num_dfa_offsets", "num_dfa_edges")
+"""Version 5's totals: version 3's, then the pattern slots' DFA offsets (states + 1 each) and edges."""
+
 
 def _section_counts(n: dict[str, int]) -> dict[str, int]:
-    """Each section's element count from the header's totals."""
+    """Each section's element count from the header's totals (version 5's when they hold the DFAs' counts)."""
     sets = 3 * n["num_slots"]
-    return {
-        "slot_table": n["num_slots"] * len(SLOT_FIELDS),
+    patterned = "num_dfa_edges" in n
+    out = {
+        "slot_table": n["num_slots"] * len(PATTERN_SLOT_FIELDS if patterned else SLOT_FIELDS),
         "allowed_offsets": n["num_states"] + n["num_slots"],
         "allowed_tokens": n["num_allowed"],
         "allowed_next": n["num_allowed"],
@@ -164,6 +189,9 @@ def _section_counts(n: dict[str, int]) -> dict[str, int]:
         "grammar_slots": n["num_grammar_slots"],
         "info": n["num_info_bytes"],
     }
+    if patterned:
+        out.update(dfa_offsets=n["num_dfa_offsets"], dfa_bytes=n["num_dfa_edges"], dfa_next=n["num_dfa_edges"])
+    return out
 
 
 def _cat(parts: Sequence[np.ndarray], dtype: str) -> np.ndarray:
@@ -182,16 +210,29 @@ def encode_schema_artifact(table: SchemaTable) -> bytes:
     """The version-3 bytes of a schema table: a pure function of it (same table, same bytes)."""
     import msgpack
 
-    parts: dict[str, list[np.ndarray]] = {name: [] for name, _ in LAYOUT}
+    patterned = any(isinstance(s, PatternSlot) for s in table.slots)
+    layout = PATTERN_LAYOUT if patterned else LAYOUT
+    parts: dict[str, list[np.ndarray]] = {name: [] for name, _ in layout}
     rows: list[list[int]] = []
     for s in table.slots:
         trie = s.trie
         if trie.num_allowed >= 2**32:
             raise ArtifactError(f"{trie.num_allowed} allowed pairs in one slot exceed the format's u32 offsets")
-        for name in ("allowed_offsets", "allowed_tokens", "allowed_next", "value_state", "value_lcp", "state_byte"):
-            parts[name].append(getattr(trie, name))
+        pattern = b""
+        if isinstance(s, PatternSlot):  # its DFA's rows in the trie's sections; no prefix sums, no state bytes
+            pt = s.table
+            for name in ("allowed_offsets", "allowed_tokens", "allowed_next", "value_state"):
+                parts[name].append(getattr(pt, name))
+            parts["value_lcp"].append(np.zeros(pt.num_values, dtype=np.int32))
+            parts["state_byte"].append(np.zeros(pt.num_states, dtype=np.uint8))
+            for name in ("dfa_offsets", "dfa_bytes", "dfa_next"):
+                parts[name].append(getattr(pt, name))
+            pattern = pt.pattern.encode("utf-8")
+        else:
+            for name in ("allowed_offsets", "allowed_tokens", "allowed_next", "value_state", "value_lcp", "state_byte"):
+                parts[name].append(getattr(trie, name))
         marker = s.marker.encode("utf-8")
-        parts["slot_text"].append(np.frombuffer(s.tail + marker, dtype=np.uint8))
+        parts["slot_text"].append(np.frombuffer(s.tail + marker + pattern, dtype=np.uint8))
         parts["entry_state"].append(s.entry_state)
         parts["entry_group"].append(s.entry_group)
         parts["entry_leaf"].append(s.entry_leaf)
@@ -220,6 +261,8 @@ def encode_schema_artifact(table: SchemaTable) -> bytes:
             parts["label_bytes"].append(np.frombuffer(b"".join(g.labels), dtype=np.uint8))
             row += [g.num_groups, int(g.tokens.shape[0]), int(g.rest.shape[0]), sum(map(len, g.labels))]
         row.append(int(s.open))
+        if patterned:
+            row += [len(pattern), int(s.table.dfa_bytes.shape[0]) if isinstance(s, PatternSlot) else 0]
         rows.append(row)
     grows: list[list[int]] = []
     for gr in table.grammars:
@@ -243,7 +286,7 @@ def encode_schema_artifact(table: SchemaTable) -> bytes:
     parts["slot_table"] = [np.array(rows, dtype=np.int64).reshape(-1)]
     parts["grammar_table"] = [np.array(grows, dtype=np.int64).reshape(-1)]
     parts["info"] = [np.frombuffer(info, dtype=np.uint8)]
-    arrays = {name: _cat(parts[name], dtype) for name, dtype in LAYOUT}
+    arrays = {name: _cat(parts[name], dtype) for name, dtype in layout}
     totals = {
         "num_slots": len(table.slots),
         "num_grammars": len(table.grammars),
@@ -263,6 +306,9 @@ def encode_schema_artifact(table: SchemaTable) -> bytes:
         "num_grammar_slots": int(arrays["grammar_slots"].shape[0]),
         "num_info_bytes": len(info),
     }
+    if patterned:
+        totals["num_dfa_offsets"] = int(arrays["dfa_offsets"].shape[0])
+        totals["num_dfa_edges"] = int(arrays["dfa_bytes"].shape[0])
     first = table.slots[0].trie
     header: dict[str, Any] = {
         "format": FORMAT_NAME,
@@ -280,11 +326,15 @@ def encode_schema_artifact(table: SchemaTable) -> bytes:
             **totals,
         },
     }
-    return container.encode(header, [(name, dtype, arrays[name]) for name, dtype in LAYOUT], SCHEMA_FORMAT_VERSION)
+    version = SCHEMA_PATTERNS_FORMAT_VERSION if patterned else SCHEMA_FORMAT_VERSION
+    return container.encode(header, [(name, dtype, arrays[name]) for name, dtype in layout], version)
 
 
-def layout_counts(header: dict[str, Any], source: str) -> tuple[tuple[tuple[str, str], ...], dict[str, int]]:
-    """The version-3 layout and each section's count, from the header's ``schema`` map (checked here)."""
+def layout_counts(
+    header: dict[str, Any], source: str, version: int = SCHEMA_FORMAT_VERSION
+) -> tuple[tuple[tuple[str, str], ...], dict[str, int]]:
+    """The version-3 (or 5) layout and each section's count, from the header's ``schema`` map (checked here)."""
+    patterned = version == SCHEMA_PATTERNS_FORMAT_VERSION
     schema = header.get("schema")
 
     def fail(msg: str) -> ArtifactError:
@@ -299,7 +349,7 @@ def layout_counts(header: dict[str, Any], source: str) -> tuple[tuple[tuple[str,
     if not isinstance(schema.get("convention"), dict):
         raise fail("'convention': expected a map")
     n: dict[str, int] = {}
-    for key in HEADER_COUNTS:
+    for key in PATTERN_HEADER_COUNTS if patterned else HEADER_COUNTS:
         v = schema.get(key)
         if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v < 2**40:
             raise fail(f"{key!r}: expected an integer in 0..2^40-1, found {v!r:.40}")
@@ -312,11 +362,16 @@ def layout_counts(header: dict[str, Any], source: str) -> tuple[tuple[tuple[str,
             raise fail(f"{key!r}: expected an integer in -1..{upper - 1}, found {v!r:.40}")
     if (schema["start_slot"] < 0) == (schema["start_grammar"] < 0):
         raise fail("exactly one of 'start_slot' and 'start_grammar' is -1")
-    return LAYOUT, _section_counts(n)
+    return (PATTERN_LAYOUT if patterned else LAYOUT), _section_counts(n)
 
 
 def load_schema_artifact(
-    header: dict[str, Any], arrays: dict[str, np.ndarray], source: str, *, verify: bool = False
+    header: dict[str, Any],
+    arrays: dict[str, np.ndarray],
+    source: str,
+    *,
+    verify: bool = False,
+    version: int = SCHEMA_FORMAT_VERSION,
 ) -> SchemaTable:
     """A version-3 table over checked sections: every index checked, with ``verify`` every content check."""
     import msgpack
@@ -328,9 +383,10 @@ def load_schema_artifact(
     vocab_size = int(header["vocab_size"])
     eos = np.asarray(header["eos_token_ids"], dtype=np.int64)
     num_slots, num_grammars = int(sch["num_slots"]), int(sch["num_grammars"])
-    table = np.asarray(arrays["slot_table"], dtype=np.int64).reshape(num_slots, len(SLOT_FIELDS))
-    col = {name: table[:, i] for i, name in enumerate(SLOT_FIELDS)}
-    if table.size and (np.delete(table, SLOT_FIELDS.index("enter_state"), axis=1) < 0).any():
+    fields = PATTERN_SLOT_FIELDS if version == SCHEMA_PATTERNS_FORMAT_VERSION else SLOT_FIELDS
+    table = np.asarray(arrays["slot_table"], dtype=np.int64).reshape(num_slots, len(fields))
+    col = {name: table[:, i] for i, name in enumerate(fields)}
+    if table.size and (np.delete(table, fields.index("enter_state"), axis=1) < 0).any():
         raise fail("slot_table", "counts must not be negative")
     if (col["enter_state"] < -1).any() or (col["enter_state"] >= col["num_states"]).any():
         raise fail("slot_table", "enter_state must be -1 or a state of its slot")
@@ -342,18 +398,27 @@ def load_schema_artifact(
         raise fail("slot_table", "every slot holds at least one state and one value")
     if (col["tails_groups"] != 0).any():
         raise fail("slot_table", "a slot's tail groups are derived from the vocabulary; the file holds none")
+    pattern_len = col.get("pattern_bytes", np.zeros(num_slots, dtype=np.int64))
+    is_pattern = pattern_len > 0
     totals = {
         "num_states": col["num_states"],
         "num_allowed": col["num_allowed"],
         "num_values": col["num_values"],
         "num_entries": col["num_entries"],
-        "num_slot_text": col["tail_bytes"] + col["marker_bytes"],
+        "num_slot_text": col["tail_bytes"] + col["marker_bytes"] + pattern_len,
         "num_value_grammar": col["num_values"] * col["value_grammar"],
         "num_groups": sum(col[f"{g}_groups"] for g in GROUP_SETS),
         "num_group_tokens": sum(col[f"{g}_tokens"] for g in GROUP_SETS),
         "num_rest_bytes": sum(col[f"{g}_rest_bytes"] for g in GROUP_SETS),
         "num_label_bytes": sum(col[f"{g}_label_bytes"] for g in GROUP_SETS),
     }
+    if version == SCHEMA_PATTERNS_FORMAT_VERSION:
+        if ((col["dfa_edges"] > 0) & ~is_pattern).any():
+            raise fail("slot_table", "an enum's slot holds no DFA (dfa_edges must be 0 where pattern_bytes is)")
+        if (col["num_values"][is_pattern] != 1).any() or (col["value_grammar"][is_pattern] != 0).any():
+            raise fail("slot_table", "a pattern slot has one accepting state and no value_grammar")
+        totals["num_dfa_offsets"] = (col["num_states"] + 1) * is_pattern
+        totals["num_dfa_edges"] = col["dfa_edges"]
     for key, per_slot in totals.items():
         if int(np.sum(per_slot)) != int(sch[key]):
             raise fail(
@@ -391,6 +456,8 @@ def load_schema_artifact(
             "text",
             "entries",
             "vg",
+            "dfa_off",
+            "dfa_edge",
             "goff",
             "tok",
             "rest",
@@ -402,7 +469,7 @@ def load_schema_artifact(
     )
     slots: list[Slot] = []
     for i in range(num_slots):
-        c = {name: int(col[name][i]) for name in SLOT_FIELDS}
+        c = {name: int(col[name][i]) for name in fields}
         where = f"{source}: slot {i}"
         s_n, p_n, k_n = c["num_states"], c["num_allowed"], c["num_values"]
 
@@ -416,29 +483,37 @@ def load_schema_artifact(
         cursors["states"] += s_n
         cursors["allowed"] += p_n
         cursors["values"] += k_n
-        trie = MaskTable.from_artifact(
-            allowed_offsets=off,
-            allowed_tokens=arrays["allowed_tokens"][sa : sa + p_n],
-            allowed_next=arrays["allowed_next"][sa : sa + p_n],
-            value_state=arrays["value_state"][sv : sv + k_n],
-            value_lcp=arrays["value_lcp"][sv : sv + k_n],
-            state_byte=arrays["state_byte"][so : so + s_n],
-            vocab_size=vocab_size,
-            eos_token_ids=header["eos_token_ids"],
-            tokenizer_fingerprint=header["tokenizer"]["fingerprint"],
-            tokenizer_name=header["tokenizer"]["name"],
-            build_options=build_options,
-            header=header,
-            format_version=SCHEMA_FORMAT_VERSION,
-            verify=verify,
-            source=where,
-        )
-        slot_bytes = take("slot_text", "text", c["tail_bytes"] + c["marker_bytes"]).tobytes()
-        tail, marker_raw = slot_bytes[: c["tail_bytes"]], slot_bytes[c["tail_bytes"] :]
+        pattern_n = c.get("pattern_bytes", 0)
+        trie: Any
+        if pattern_n:
+            trie = _pattern_table(i, c, arrays, cursors, off, sa, sv, header, version, verify, where, fail)
+        else:
+            trie = MaskTable.from_artifact(
+                allowed_offsets=off,
+                allowed_tokens=arrays["allowed_tokens"][sa : sa + p_n],
+                allowed_next=arrays["allowed_next"][sa : sa + p_n],
+                value_state=arrays["value_state"][sv : sv + k_n],
+                value_lcp=arrays["value_lcp"][sv : sv + k_n],
+                state_byte=arrays["state_byte"][so : so + s_n],
+                vocab_size=vocab_size,
+                eos_token_ids=header["eos_token_ids"],
+                tokenizer_fingerprint=header["tokenizer"]["fingerprint"],
+                tokenizer_name=header["tokenizer"]["name"],
+                build_options=build_options,
+                header=header,
+                format_version=version,
+                verify=verify,
+                source=where,
+            )
+        slot_bytes = take("slot_text", "text", c["tail_bytes"] + c["marker_bytes"] + pattern_n).tobytes()
+        tail = slot_bytes[: c["tail_bytes"]]
+        marker_raw = slot_bytes[c["tail_bytes"] : c["tail_bytes"] + c["marker_bytes"]]
         try:
             marker = marker_raw.decode("utf-8")
+            if pattern_n:
+                trie.pattern = slot_bytes[c["tail_bytes"] + c["marker_bytes"] :].decode("utf-8")
         except UnicodeDecodeError:
-            raise fail("slot_text", f"slot {i}: its marker is not UTF-8") from None
+            raise fail("slot_text", f"slot {i}: its marker or pattern is not UTF-8") from None
         e0, e_n = cursors["entries"], c["num_entries"]
         cursors["entries"] += e_n
         es, eg, el = (arrays[name][e0 : e0 + e_n] for name in ("entry_state", "entry_group", "entry_leaf"))
@@ -494,7 +569,8 @@ def load_schema_artifact(
             verify,
         )
         # the tail's groups are not in the file: Slot.bind derives them from the vocabulary
-        slots.append(Slot(trie, tail, c["enter_state"], marker, exits, es, eg, el, None, enters, vg, c["open"]))
+        slot_class = PatternSlot if pattern_n else Slot
+        slots.append(slot_class(trie, tail, c["enter_state"], marker, exits, es, eg, el, None, enters, vg, c["open"]))
     grammars: list[Grammar] = []
     gt = arrays["grammar_text"].tobytes()
     ab = arrays["after_bytes"].tobytes()
@@ -537,6 +613,11 @@ def load_schema_artifact(
         raise fail("info", f"not valid msgpack ({type(exc).__name__})") from None
     if not isinstance(info, dict):
         raise fail("info", "expected a msgpack map")
+    where_slots = info.get("slots")
+    for i, slot in enumerate(slots):  # a format field's name (the regex is the file's; the name only describes it)
+        if isinstance(slot, PatternSlot) and isinstance(where_slots, list) and i < len(where_slots):
+            fmt = where_slots[i].get("format") if isinstance(where_slots[i], dict) else None
+            slot.table.format_name = fmt if isinstance(fmt, str) else None
     cls = ConvertedSchemaTable if "legacy_format" in info else SchemaTable
     return cls(
         slots=slots,
@@ -550,6 +631,54 @@ def load_schema_artifact(
         source=source,
         header=header,
     )
+
+
+def _pattern_table(
+    i: int,
+    c: dict[str, int],
+    arrays: dict[str, np.ndarray],
+    cursors: dict[str, int],
+    off: np.ndarray,
+    sa: int,
+    sv: int,
+    header: dict[str, Any],
+    version: int,
+    verify: bool,
+    where: str,
+    fail: Any,
+) -> PatternTable:
+    """A pattern slot's table over its rows and DFA (every index checked; with ``verify`` every row against the
+    DFA): one accepting state, after the closing quote, with no edge out of it."""
+    s_n, p_n, e_n = c["num_states"], c["num_allowed"], c["dfa_edges"]
+    d0, e0 = cursors["dfa_off"], cursors["dfa_edge"]
+    cursors["dfa_off"] += s_n + 1
+    cursors["dfa_edge"] += e_n
+    if c["enter_state"] != 0 or c["open"] != 0x22 or c["tail_bytes"]:
+        raise fail("slot_table", f"slot {i}: a pattern slot is entered at state 0 by its opening quote, no tail")
+    table = PatternTable.from_artifact(
+        allowed_offsets=off,
+        allowed_tokens=arrays["allowed_tokens"][sa : sa + p_n],
+        allowed_next=arrays["allowed_next"][sa : sa + p_n],
+        value_state=arrays["value_state"][sv : sv + 1],
+        dfa_offsets=arrays["dfa_offsets"][d0 : d0 + s_n + 1],
+        dfa_bytes=arrays["dfa_bytes"][e0 : e0 + e_n],
+        dfa_next=arrays["dfa_next"][e0 : e0 + e_n],
+        vocab_size=int(header["vocab_size"]),
+        eos_token_ids=header["eos_token_ids"],
+        tokenizer_fingerprint=header["tokenizer"]["fingerprint"],
+        tokenizer_name=header["tokenizer"]["name"],
+        build_options=header["build_options"],
+        header=header,
+        format_version=version,
+        verify=verify,
+        source=where,
+    )
+    final = int(table.value_state[0])
+    if int(table.dfa_offsets[final + 1]) != int(table.dfa_offsets[final]):
+        raise fail("dfa_offsets", f"slot {i}: its accepting state (after the closing quote) must have no edge out")
+    if verify and np.asarray(arrays["value_lcp"][sv : sv + 1]).any():
+        raise fail("value_lcp", f"slot {i}: a pattern slot's value_lcp is 0")
+    return table
 
 
 def _outside(a: np.ndarray, lo: int, hi: int) -> bool:
@@ -977,8 +1106,9 @@ def parse_schema_sections(
     verify: bool = False,
     checksums: bool = False,
 ) -> dict[str, np.ndarray]:
-    """Version 3's sections, or the first layout's (a mask table's six, then ten of its own); checked, as views."""
-    if version != SCHEMA_FORMAT_VERSION:
+    """Version 3's (or 5's) sections, or the first layout's (a mask table's six, then ten of its own); checked, as
+    views."""
+    if version not in (SCHEMA_FORMAT_VERSION, SCHEMA_PATTERNS_FORMAT_VERSION):
         return masks.parse_sections(
             buf,
             header,
@@ -991,7 +1121,7 @@ def parse_schema_sections(
             extra_counts=lambda h: expected_counts(h.get("schema"), source),
         )
     masks.check_common_header(header, source)
-    layout, expected = layout_counts(header, source)
+    layout, expected = layout_counts(header, source, version)
     return container.read_sections(
         buf, source, header, data_start, layout, expected, verify=verify, checksums=checksums
     )
@@ -1000,8 +1130,8 @@ def parse_schema_sections(
 def build_schema(
     header: dict[str, Any], arrays: dict[str, np.ndarray], version: int, source: str, *, verify: bool = False
 ) -> SchemaTable:
-    if version == SCHEMA_FORMAT_VERSION:
-        return load_schema_artifact(header, arrays, source, verify=verify)
+    if version in (SCHEMA_FORMAT_VERSION, SCHEMA_PATTERNS_FORMAT_VERSION):
+        return load_schema_artifact(header, arrays, source, verify=verify, version=version)
     trie = masks.build_table(header, arrays, version, source, verify=verify)
     return load_schema_table(trie, header, arrays, source, verify=verify)
 
@@ -1010,7 +1140,7 @@ FORMAT = formats.register(
     formats.ArtifactFormat(
         name=FORMAT_NAME,
         kind=TableKind.TOOL_SCHEMA,
-        versions=(PLAIN_FORMAT_VERSION, ENCODED_FORMAT_VERSION, SCHEMA_FORMAT_VERSION),
+        versions=(PLAIN_FORMAT_VERSION, ENCODED_FORMAT_VERSION, SCHEMA_FORMAT_VERSION, SCHEMA_PATTERNS_FORMAT_VERSION),
         parse=parse_schema_sections,
         build=build_schema,
         encode=encode_schema_artifact,

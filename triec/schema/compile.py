@@ -20,11 +20,14 @@ import numpy as np
 
 from triec._memo import gc_paused
 from triec.compiler.entry import CompileStats, mask_table
+from triec.compiler.pattern import MAX_DFA_STATES, compile_pattern
 from triec.compiler.walk import walk
 from triec.encoding import json_string_literal
-from triec.errors import SchemaShapeError
+from triec.errors import PatternError, SchemaShapeError
+from triec.runtime.pattern import PatternTable
 from triec.schema.grammar import GrammarSpec
-from triec.schema.locate import DEFAULT_THRESHOLD, locate, with_markers
+from triec.schema.locate import DEFAULT_THRESHOLD, EnumSite, Located, locate, with_markers
+from triec.schema.pattern_slot import build_pattern_slot
 from triec.schema.shape import CONVENTION, NEEDS_ESCAPE, canonical_json, parse_tool_schema
 from triec.schema.slot import OTHER, Slot, build_slot
 from triec.schema.table import Grammar, SchemaTable
@@ -116,18 +119,26 @@ def compile_schema(
     engine: str = "llguidance",
     threshold: int = DEFAULT_THRESHOLD,
     whitespace: str = "compact",
+    patterns: bool | None = None,
+    max_states: int = MAX_DFA_STATES,
     stats: CompileStats | None = None,
     source: str = "schema",
 ) -> SchemaTable:
-    """Compile a JSON Schema whose large string enums (``threshold`` members or more) are served by tries.
+    """Compile a JSON Schema whose large string enums (``threshold`` members or more) are served by tries, and
+    its ``format`` and ``pattern`` string fields by pattern tables.
 
     The output convention is compact (``", "`` and ``": "``, schema order, no
     other whitespace), or ``whitespace="any"`` (the engines' flexible JSON: what
     vLLM and SGLang ask xgrammar for by default); everything but the enums runs in ``engine``
     (``llguidance``, the default, or ``xgrammar``), so the masks equal that
-    engine's on the whole schema. Raises :class:`~triec.errors.SchemaShapeError`
-    when no enum can be served by a trie (the message says why for each), or for
-    a schema the engine refuses.
+    engine's on the whole schema. ``patterns`` serves each string field with a
+    ``format`` of :data:`~triec.compiler.pattern.FORMATS` or a ``pattern`` from
+    its DFA's table (a pattern slot, docs/patterns.md) as xgrammar spells it;
+    default: under engine xgrammar only, where the masks stay equal to the
+    engine's (llguidance spells some formats otherwise). A pattern whose DFA
+    exceeds ``max_states`` stays in the engine. Raises
+    :class:`~triec.errors.SchemaShapeError` when nothing can be served by a slot
+    (the message says why for each), or for a schema the engine refuses.
     """
     from triec.engines import engine_version
 
@@ -142,12 +153,19 @@ def compile_schema(
             raise SchemaShapeError(f"{source}: not valid JSON ({exc})") from None
     if not isinstance(schema, dict):
         raise SchemaShapeError(f"{source}: expected a JSON object (a JSON Schema), found {type(schema).__name__}")
-    found = locate(schema, threshold, engine, always=_tool_enum(schema, engine))
-    served = found.slots
+    if patterns is None:
+        patterns = engine == "xgrammar"
+    t_pre = time.perf_counter()
+    found = locate(schema, threshold, engine, always=_tool_enum(schema, engine), patterns=patterns)
+    if whitespace not in ("compact", "any"):
+        raise SchemaShapeError(f"{source}: whitespace must be 'compact' or 'any', not {whitespace!r}")
+    pattern_tables = _pattern_tables(found, vocab, max_states)
+    t_pat = time.perf_counter()
+    served = [s for s in found.slots if not s.is_pattern] + [s for s in found.slots if s.is_pattern]
     if not served:
-        why = (
-            "; ".join(f"{s.pointer or '/'}: {s.reason}" for s in found.sites)
-            or f"no string enum has {threshold} or more members"
+        why = "; ".join(f"{s.pointer or '/'}: {s.reason}" for s in found.sites) or (
+            f"no string enum has {threshold} or more members"
+            + (", and no string field has a format or a pattern" if patterns else "")
         )
         raise SchemaShapeError(
             f"{source}: nothing for a trie to serve ({why}); serve this schema with the engine "
@@ -156,14 +174,14 @@ def compile_schema(
     text = canonical_json(schema)
     markers = pick_markers(vocab, len(served) + 1, avoid=text)
     by_ptr = {s.pointer: markers[i] for i, s in enumerate(served)}
-    if whitespace not in ("compact", "any"):
-        raise SchemaShapeError(f"{source}: whitespace must be 'compact' or 'any', not {whitespace!r}")
     if whitespace == "any" and engine != "xgrammar":  # docs/decisions.md D23
         raise SchemaShapeError(
             f"{source}: any whitespace is served with engine xgrammar only (llguidance's flexible "
             "mode disagreed with its own masks after rollbacks here); use compact output"
         )
-    start = _start_shape(schema, served[0], engine) if whitespace == "compact" else None  # a literal prefix needs it
+    start = (  # a literal prefix needs compact output
+        _start_shape(schema, served[0], engine) if whitespace == "compact" and not served[0].is_pattern else None
+    )
     grammar_schema = with_markers(schema, by_ptr)
     spec = GrammarSpec(canonical_json(grammar_schema), whitespace=whitespace)
     t1 = time.perf_counter()
@@ -176,6 +194,9 @@ def compile_schema(
         keys = sorted(set(name_keys(prefix, served[0].values)))
         slots.append(build_values_slot(keys, vocab, tail=tail, value_grammar=np.zeros(len(keys), dtype=np.int32)))
     for i in entered:
+        if served[i].is_pattern:
+            slots.append(build_pattern_slot(pattern_tables[served[i].pointer], vocab, marker=markers[i]))
+            continue
         keys = sorted(set(name_keys(b"", served[i].values)))
         slots.append(build_values_slot(keys, vocab, enter_state=0, marker=markers[i]))
     held = tuple(range(len(slots) - len(entered), len(slots)))
@@ -190,14 +211,16 @@ def compile_schema(
         "schema": text,
         "threshold": threshold,
         "whitespace": whitespace,
-        "slots": [
-            {"pointer": served[i].pointer, "values": len(served[i].values)}
-            for i in ([0] if start is not None else []) + entered
-        ],
+        "slots": [_slot_info(served[i]) for i in ([0] if start is not None else []) + entered],
         "engine_enums": [
-            {"pointer": s.pointer, "values": len(s.values), "reason": s.reason} for s in found.sites if not s.served
+            {"pointer": s.pointer, "values": len(s.values), "reason": s.reason}
+            for s in found.sites
+            if not s.served and not s.is_pattern
         ],
     }
+    kept = [{"pointer": s.pointer, "reason": s.reason} for s in found.sites if not s.served and s.is_pattern]
+    if kept:  # only then: a table without pattern fields keeps its bytes
+        info["engine_patterns"] = kept
     if start is not None:
         info.update(prefix=start[0].decode("utf-8"), name_property=start[2])
     table = SchemaTable(
@@ -217,9 +240,39 @@ def compile_schema(
     stats.num_states = table.num_states
     stats.num_allowed = sum(s.trie.num_allowed for s in table.slots)
     stats.phases.update(
-        {"schema": t1 - t0, "automaton": t2 - t1, "masks": t3 - t2, "assemble": time.perf_counter() - t3}
+        {
+            "schema": t1 - t0 - (t_pat - t_pre),
+            "automaton": t2 - t1,
+            "masks": t3 - t2 + t_pat - t_pre,
+            "assemble": time.perf_counter() - t3,
+        }
     )
     return table
+
+
+def _slot_info(site: EnumSite) -> dict[str, Any]:
+    if site.is_pattern:
+        return (
+            {"pointer": site.pointer, "format": site.format}
+            if site.format
+            else {"pointer": site.pointer, "pattern": site.pattern}
+        )
+    return {"pointer": site.pointer, "values": len(site.values)}
+
+
+def _pattern_tables(found: Located, vocab: Vocabulary, max_states: int) -> dict[str, PatternTable]:
+    """Each served pattern site's table (its whole JSON string); a pattern past ``max_states`` stays in the engine."""
+    out: dict[str, PatternTable] = {}
+    for site in found.slots:
+        if not site.is_pattern:
+            continue
+        try:
+            out[site.pointer] = compile_pattern(site.regex, vocab, max_states=max_states)
+        except PatternError as exc:
+            site.served, site.reason = False, str(exc)
+            continue
+        out[site.pointer].format_name = site.format
+    return out
 
 
 def _tool_enum(schema: dict[str, Any], engine: str) -> tuple[str, ...]:

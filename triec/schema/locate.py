@@ -63,13 +63,20 @@ _CONTROL = re.compile("[\x00-\x1f\x7f]")
 
 @dataclass
 class EnumSite:
-    """One enum node of the schema."""
+    """One enum node of the schema, or (``regex`` set) one string node with a ``format`` or ``pattern``."""
 
     pointer: str  # JSON pointer of the node
-    values: list[str]  # distinct, in schema order
+    values: list[str]  # distinct, in schema order (none for a pattern site)
     duplicates: int
     served: bool = True
     reason: str = ""  # why it stays in the engine
+    regex: str = ""  # a pattern site: the regex of its whole JSON string, quotes included (xgrammar's spelling)
+    format: str | None = None  # a pattern site's named format ("date"...), None for a ``pattern``
+    pattern: str = ""  # a pattern site's ``pattern`` as the schema writes it
+
+    @property
+    def is_pattern(self) -> bool:
+        return bool(self.regex)
 
 
 @dataclass
@@ -82,13 +89,18 @@ class Located:
 
 
 def locate(
-    schema: Any, threshold: int = DEFAULT_THRESHOLD, engine: str = "llguidance", always: tuple[str, ...] = ()
+    schema: Any,
+    threshold: int = DEFAULT_THRESHOLD,
+    engine: str = "llguidance",
+    always: tuple[str, ...] = (),
+    patterns: bool = False,
 ) -> Located:
     """Every string enum of at least ``threshold`` members (or at a pointer of ``always``, whatever its size),
-    and whether a trie may serve it."""
+    with ``patterns`` every string node with a ``format`` of :data:`~triec.compiler.pattern.FORMATS` or a
+    ``pattern``, and whether a slot may serve each."""
     out = Located()
     by_pointer: dict[str, EnumSite] = {}
-    _collect(schema, "", threshold, engine, out, by_pointer, frozenset(always))
+    _collect(schema, "", threshold, engine, out, by_pointer, frozenset(always), patterns)
     if by_pointer:
         _check_positions(schema, schema, "", by_pointer, set())
     return out
@@ -102,8 +114,14 @@ def _collect(
     out: Located,
     by: dict[str, EnumSite],
     always: frozenset[str] = frozenset(),
+    patterns: bool = False,
 ) -> None:
     if isinstance(node, dict):
+        if patterns and "enum" not in node and "const" not in node:
+            site = _pattern_site(node, ptr)
+            if site is not None:
+                out.sites.append(site)
+                by[ptr] = site
         e = node.get("enum")
         if isinstance(e, list) and e and (len(e) >= threshold or ptr in always):
             values = list(dict.fromkeys(v for v in e if isinstance(v, str)))
@@ -123,10 +141,34 @@ def _collect(
             by[ptr] = site
         for k, v in node.items():
             if k != "enum":
-                _collect(v, f"{ptr}/{_escape(k)}", threshold, engine, out, by, always)
+                _collect(v, f"{ptr}/{_escape(k)}", threshold, engine, out, by, always, patterns)
     elif isinstance(node, list):
         for i, v in enumerate(node):
-            _collect(v, f"{ptr}/{i}", threshold, engine, out, by, always)
+            _collect(v, f"{ptr}/{i}", threshold, engine, out, by, always, patterns)
+
+
+def _pattern_site(node: dict[str, Any], ptr: str) -> EnumSite | None:
+    """A string node with a named ``format`` or a ``pattern``: a site, served unless something else constrains it
+    or its pattern is one triec does not read as xgrammar does; None for any other node."""
+    from triec.compiler.pattern import FORMATS, STRING_KEYWORDS, string_schema_regex
+    from triec.errors import PatternError
+
+    fmt, pat = node.get("format"), node.get("pattern")
+    if node.get("type") != "string" or not (fmt in FORMATS or isinstance(pat, str)):
+        return None
+    site = EnumSite(ptr, [], 0, format=fmt if fmt in FORMATS else None, pattern=pat if isinstance(pat, str) else "")
+    try:
+        found = string_schema_regex(node)
+    except PatternError as exc:
+        site.served, site.reason, site.regex = False, f"its pattern: {exc}", "-"
+        return site
+    if found is None:
+        extra = sorted(set(node) - STRING_KEYWORDS)
+        why = f"keyword {extra[0]!r} next to it" if extra else "both a format and a pattern"
+        site.served, site.reason, site.regex = False, why, "-"
+        return site
+    site.regex = found[0]
+    return site
 
 
 def _escape(key: str) -> str:
@@ -266,13 +308,14 @@ def _mark_below(root: Any, node: Any, ptr: str, sites: dict[str, EnumSite], reas
 
 
 def with_markers(schema: Any, markers: dict[str, str]) -> Any:
-    """The schema with each enum at a pointer of ``markers`` reduced to that one marker value."""
+    """The schema with each enum (or format or pattern field) at a pointer of ``markers`` reduced to that one
+    marker value."""
 
     def visit(node: Any, ptr: str) -> Any:
         if isinstance(node, dict):
             if ptr in markers:
                 return {
-                    **{k: v for k, v in node.items() if k not in ("enum", "default", "examples")},
+                    **{k: v for k, v in node.items() if k not in ("enum", "default", "examples", "format", "pattern")},
                     "enum": [markers[ptr]],
                 }
             return {k: visit(v, f"{ptr}/{_escape(k)}") for k, v in node.items()}

@@ -119,7 +119,7 @@ class SchemaMatcher(TokenSteps, Generic[Table]):
 
     @property
     def values(self) -> list[tuple[int, str]]:
-        """(slot, value) of every value read so far, in order."""
+        """(slot, value) of every enum value read so far, in order (a format or pattern field's string is not kept)."""
         return [(s, self.table.values_of(s)[v]) for s, v in self.st.chosen]
 
     @property
@@ -324,7 +324,8 @@ class SchemaMatcher(TokenSteps, Generic[Table]):
     def _leaf(self, st: State, val: int) -> State:
         slot = self.table.slots[st.s]
         st.val = val
-        st.chosen = (*st.chosen, (st.s, val))
+        if slot.has_values:  # a pattern slot's string is not one of a list
+            st.chosen = (*st.chosen, (st.s, val))
         if slot.tail:
             st.phase, st.pos = TAILP, 0
             return st

@@ -27,7 +27,7 @@ from __future__ import annotations
 import bisect
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
@@ -176,7 +176,7 @@ _HEADS: OrderedDict[tuple[str, int, bytes, bytes], Groups] = OrderedDict()
 _HEADS_KEPT = 256  # (vocabulary, head, tail) groups kept: registries and enums share their few key endings
 
 
-def _head_group(vocab: Vocabulary, ti: TokenIndex, head: bytes, tail: bytes) -> Groups:
+def head_group(vocab: Vocabulary, ti: TokenIndex, head: bytes, tail: bytes) -> Groups:
     """:func:`below_group` of an exit head, computed once per (vocabulary, head, tail) in a process: the keys of
     every registry end alike (``", "arguments": `` in tool-call begins, ``"`` in enums), and a group over a
     common head (a space) is a pass over a third of the vocabulary."""
@@ -275,6 +275,8 @@ class Slot:
     open: int = 0x22  # the byte every key starts with after the entry state, shared with the placeholder ('"')
     words: StateWords = field(init=False, repr=False)
     dynamic: np.ndarray = field(init=False, repr=False)  # bool per source row: some token needs the grammar after
+    has_values: ClassVar[bool] = True
+    """Whether the slot's keys are a list of values a matcher records when one is read (a pattern slot's are not)."""
 
     def __post_init__(self) -> None:
         if self.tails is not None:
@@ -371,7 +373,7 @@ def build_slot(
     # exits: one group per head (a vocabulary-trie node; its bytes are the end of any key it closes)
     _, first, inverse = np.unique(v, return_index=True, return_inverse=True)
     labels = [keys[int(leaf[i])][int(trie_depth[start[i]]) :] for i in first.tolist()]
-    head_groups = [_head_group(vocab, ti, h, tail) for h in labels]
+    head_groups = [head_group(vocab, ti, h, tail) for h in labels]
     live = np.array([int(g.offsets[-1]) > 0 for g in head_groups], dtype=bool)
     keep = live[inverse] if inverse.size else np.zeros(0, dtype=bool)
     remap = np.cumsum(live) - 1
@@ -399,12 +401,12 @@ def build_slot(
         open,
     )
     if enter_state >= 0:
-        slot.enters = _enter_groups(slot, vocab)
+        slot.enters = enter_groups(slot, vocab)
         slot.words, slot.dynamic = static_rows(slot)
     return slot
 
 
-def _enter_groups(slot: Slot, vocab: Vocabulary) -> Groups:
+def enter_groups(slot: Slot, vocab: Vocabulary) -> Groups:
     """Tokens h + o + y with h non-empty (o the slot's opening byte): the engine reads h, the slot o + y from its entry."""
     ti = token_index(vocab)
     found: dict[bytes, list[Candidate]] = {}

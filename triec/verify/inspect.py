@@ -332,12 +332,15 @@ def slot_summary(table: Any, i: int) -> dict[str, Any]:
     where = table.info.get("slots") or []
     pointer = where[i].get("pointer", "") if i < len(where) and isinstance(where[i], dict) else ""
     held_by = [g for g, gr in enumerate(table.grammars) if i in gr.slots][:8]
+    regex = None if s.has_values else s.pattern  # a format or pattern field's slot: its DFA's regex, no values
+    field = where[i] if i < len(where) and isinstance(where[i], dict) else {}
     return {
         "slot": i,
         "pointer": pointer,
         "start": i == table.start_slot,
         "entered_from_grammars": held_by,
-        "values": s.num_values,
+        **({"regex": regex, "format": s.format_name, "pattern": field.get("pattern")} if regex is not None else {}),
+        "values": s.num_values if s.has_values else 0,
         "states": s.num_states,
         "allowed_pairs": s.trie.num_allowed,
         "tail": s.tail.decode("utf-8", "backslashreplace"),

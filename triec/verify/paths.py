@@ -29,6 +29,8 @@ def token_paths(table: MaskTable) -> tuple[np.ndarray, np.ndarray]:
     tokens = table.allowed_tokens.astype(np.int64)
     nxt = table.allowed_next.astype(np.int64)
     src = np.repeat(np.arange(n, dtype=np.int64), np.diff(off))
+    if bool((nxt <= src).any()):  # a DFA's transitions may lead back (a pattern table): breadth first instead
+        return _breadth_first(n, off.tolist(), tokens.tolist(), nxt.tolist())
     parent = np.full(n, -1, dtype=np.int64)
     via = np.full(n, -1, dtype=np.int64)
     steps = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
@@ -45,3 +47,18 @@ def token_paths(table: MaskTable) -> tuple[np.ndarray, np.ndarray]:
             steps_l[d] = steps_l[s] + 1
             parent_l[d], via_l[d] = s, t
     return np.array(parent_l, dtype=np.int64), np.array(via_l, dtype=np.int64)
+
+
+def _breadth_first(n: int, off: list[int], tokens: list[int], nxt: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    parent, via = [-1] * n, [-1] * n
+    seen = [False] * n
+    seen[0] = True
+    queue = [0]
+    for s in queue:
+        for k in range(off[s], off[s + 1]):
+            d = nxt[k]
+            if 0 <= d < n and not seen[d]:
+                seen[d] = True
+                parent[d], via[d] = s, tokens[k]
+                queue.append(d)
+    return np.array(parent, dtype=np.int64), np.array(via, dtype=np.int64)

@@ -889,8 +889,9 @@ def _verify_schema(
         "slots": [
             {
                 "pointer": (info.get("slots") or [{}] * len(table.slots))[i].get("pointer", ""),
-                "values": s.num_values,
+                "values": s.num_values if s.has_values else 0,
                 "states": s.num_states,
+                **({"pattern": s.pattern} if not s.has_values else {}),
             }
             for i, s in enumerate(table.slots)
         ],
@@ -901,8 +902,17 @@ def _verify_schema(
     report.states_selected = table.num_states
     for name in against:
         if name == "reference":
-            result = CheckResult(against="reference", reason=f"the tries of {len(table.slots)} slot(s)")
+            result = CheckResult(against="reference", reason=f"the tries and DFAs of {len(table.slots)} slot(s)")
             for i, s in enumerate(table.slots):
+                if not s.has_values:  # a format or pattern field: every row against its DFA run over each token
+                    from triec.verify.patterns import compare_reference as compare_dfa
+
+                    pr = compare_dfa(s.trie, vocab, np.arange(s.num_states, dtype=np.int64), max_examples)
+                    result.states_checked += pr.states_checked
+                    result.mismatches += len(pr.mismatches)
+                    if pr.mismatches and not result.reason.endswith(")"):
+                        result.reason += f" (slot {i}'s DFA rows differ at state {pr.mismatches[0]['state']})"
+                    continue
                 r = compare_reference(s.trie, vocab, np.arange(s.num_states, dtype=np.int64), max_examples)
                 result.states_checked += r.states_checked
                 result.mismatches += r.mismatches
