@@ -248,11 +248,16 @@ def sglang(session: nox.Session) -> None:
 LLAMA_CPP_PYTHON = "0.3.36"
 """The llama-cpp-python release the ``llamacpp`` session builds and tests (no wheel on PyPI: built from source)."""
 
+LLAMA_CPP_CMAKE_ARGS = "-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON"
+"""llama.cpp's CPU kernels for AVX2, not ``-march=native`` (its default), unless ``CMAKE_ARGS`` says otherwise: a
+native build on a VM whose CPU reports AMX ran AMX's ``ldtilecfg``, which the guest kernel had not enabled, and
+every prompt of more than one token died of a general protection fault inside libggml-cpu."""
+
 
 def _llama_cpp_wheel(session: nox.Session) -> Path:
     """llama-cpp-python's wheel, built from source once per machine and kept in triec's cache directory.
 
-    Keyed by the release, the compiler, the machine and ``CMAKE_ARGS``: a later run on the same machine reuses
+    Keyed by the release, the compiler, the machine and the CMake arguments (:data:`LLAMA_CPP_CMAKE_ARGS`): a later run on the same machine reuses
     it (about 7 minutes on 2 cores the first time, nothing after). Built into a temporary directory and renamed,
     so an interrupted build leaves nothing that a later run would take for a wheel.
     """
@@ -262,7 +267,8 @@ def _llama_cpp_wheel(session: nox.Session) -> Path:
     import tempfile
 
     cc = subprocess.run(["c++", "--version"], capture_output=True, text=True, check=False).stdout.splitlines()[:1]
-    key = hashlib.sha256(repr((LLAMA_CPP_PYTHON, cc, platform.machine(), os.environ.get("CMAKE_ARGS", ""))).encode())
+    cmake_args = os.environ.get("CMAKE_ARGS") or (LLAMA_CPP_CMAKE_ARGS if platform.machine() == "x86_64" else "")
+    key = hashlib.sha256(repr((LLAMA_CPP_PYTHON, cc, platform.machine(), cmake_args)).encode())
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "triec" / "wheels"
     where = base / f"llama-cpp-python-{LLAMA_CPP_PYTHON}-{key.hexdigest()[:12]}"
     found = sorted(where.glob("llama_cpp_python-*.whl")) if where.is_dir() else []
@@ -282,7 +288,7 @@ def _llama_cpp_wheel(session: nox.Session) -> Path:
         f"llama-cpp-python=={LLAMA_CPP_PYTHON}",
         "-w",
         str(tmp),
-        env={"CMAKE_BUILD_PARALLEL_LEVEL": str(os.cpu_count() or 2)},
+        env={"CMAKE_BUILD_PARALLEL_LEVEL": str(os.cpu_count() or 2), "CMAKE_ARGS": cmake_args},
     )
     shutil.rmtree(where, ignore_errors=True)
     os.replace(tmp, where)
