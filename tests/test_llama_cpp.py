@@ -303,6 +303,29 @@ def test_a_tool_registry_schema_table(llm, vocab, bfcl_names) -> None:
         assert json.loads(text)["name"] in names
 
 
+def test_format_fields_through_a_schema_table(llm, vocab) -> None:
+    """Date and address fields served by their DFAs' tables (issue 44) through the processor's rows: the greedy
+    output is one object whose strings match their formats."""
+    import re
+
+    pytest.importorskip("xgrammar")
+    from triec.integrations.llama_cpp import LlamaCppConstraint
+
+    schema = {
+        "type": "object",
+        "properties": {"day": {"type": "string", "format": "date"}, "ip": {"type": "string", "format": "ipv4"}},
+        "required": ["day", "ip"],
+    }
+    table = triec.compile_schema(schema, vocab, engine="xgrammar")
+    constraint = LlamaCppConstraint(llm, table)
+    prompt = chat("When did the server at 10.0.0.1 last reboot? Answer in JSON with day and ip.")
+    ids = greedy(llm, prompt, limit=60, **constraint.generation_kwargs())
+    m = table.matcher()
+    assert all(m.accept_token(t) for t in ids)  # every token was allowed where it was written
+    doc = json.loads(llm.detokenize(ids).decode("utf-8"))
+    assert re.fullmatch(triec.FORMATS["date"], doc["day"]) and re.fullmatch(triec.FORMATS["ipv4"], doc["ip"])
+
+
 # ------------------------------------------------------------------ triec eval --engine llama.cpp
 
 

@@ -387,6 +387,22 @@ def test_enums_anywhere_and_tool_calls_are_served_by_the_schema_layer(server_arg
     assert walk_pair(backends(server_args, hf), ("structural_tag", json.dumps(legacy)), 151_936) > 100  # triggered
 
 
+def test_format_and_pattern_fields_are_served_by_their_dfas(server_args, hf) -> None:
+    """A schema whose only slots are format and pattern fields (issue 44): served by the schema layer, every row
+    equal to xgrammar's on the whole schema, in SGLang's default whitespace."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "when": {"type": "string", "format": "date-time"},
+            "id": {"type": "string", "format": "uuid"},
+            "ip": {"type": "string", "format": "ipv4"},
+            "code": {"type": "string", "pattern": "^[A-Z]{2}[0-9]{6}$"},
+        },
+        "required": ["when", "id", "ip", "code"],
+    }
+    assert walk_pair(backends(server_args, hf), ("json", json.dumps(schema)), 151_936, steps=60) > 100
+
+
 # ----------------------------------------------------------------------------- delegated requests
 
 DELEGATED = [

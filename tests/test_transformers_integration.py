@@ -204,6 +204,32 @@ def test_generate_tool_calls_with_a_schema_table(vocabs, hf, models) -> None:
             assert m.value == call["name"] and row[eos[0]] in m.allowed()
 
 
+def test_generate_with_format_fields(vocabs, hf, models) -> None:
+    """A schema of date, UUID and address fields, each served by its DFA's table (issue 44), in generate: every row
+    is one complete object whose strings match their formats, then EOS."""
+    import re
+
+    pytest.importorskip("xgrammar")
+    vocab, tok, model = vocabs["qwen2"], hf["qwen2"], models["qwen2"]
+    kinds = {"day": "date", "id": "uuid", "ip": "ipv4"}
+    schema = {
+        "type": "object",
+        "properties": {k: {"type": "string", "format": f} for k, f in kinds.items()},
+        "required": list(kinds),
+    }
+    table = triec.compile_schema(schema, vocab, engine="xgrammar")
+    assert [s.format_name for s in table.slots] == list(kinds.values())
+    budget = len('{"day": "", "id": "", "ip": ""}') + 10 + 36 + 15 + 1  # every token holds a byte at least
+    for sample in (False, True):
+        proc = TriecLogitsProcessor(table)
+        for row in generate(model, tok, vocab, proc, sample=sample, max_new_tokens=budget):
+            eos = [i for i, t in enumerate(row) if t in vocab.eos_token_ids]
+            assert eos, row
+            doc = json.loads(b"".join(vocab.token_bytes[t] for t in row[: eos[0]]).decode())
+            for key, fmt in kinds.items():
+                assert re.fullmatch(triec.FORMATS[fmt], doc[key]), (fmt, doc[key])
+
+
 def test_generate_with_a_tool_registry(vocabs, hf, models) -> None:
     """A tool registry in generate (vLLM's required format, each tool its own arguments): every row a JSON array of
     calls, each call's arguments valid for its own tool."""

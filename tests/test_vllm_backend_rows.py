@@ -94,6 +94,16 @@ def _tools(n: int) -> list[tuple[str, dict]]:
     return [(name, WEATHER if i % 2 else ALERT) for i, name in enumerate(names)] + [("get_weather", WEATHER)]
 
 
+FORMATS = {
+    "type": "object",
+    "properties": {
+        "when": {"type": "string", "format": "date-time"},
+        "id": {"type": "string", "format": "uuid"},
+        "ip": {"type": "string", "format": "ipv4"},
+        "code": {"type": "string", "pattern": "^[A-Z]{2}[0-9]{6}$"},
+    },
+    "required": ["when", "id", "ip", "code"],
+}
 COLORS = ["red", "green", "blue", "re", "grün", 'say "hi"']
 CASES = {
     "choice": (Opt.CHOICE, lambda: json.dumps(COLORS)),
@@ -102,6 +112,7 @@ CASES = {
     "required-tools": (Opt.JSON, lambda: json.dumps(vllm_required_schema(_tools(120), None))),
     "hermes-one": (Opt.STRUCTURAL_TAG, lambda: json.dumps(hermes_tag(_tools(120), stop_after_first=True))),
     "hermes-many": (Opt.STRUCTURAL_TAG, lambda: json.dumps(hermes_tag(_tools(120), stop_after_first=False))),
+    "formats-json": (Opt.JSON, lambda: json.dumps(FORMATS)),  # issue 44: each field served by its DFA's table
 }
 
 

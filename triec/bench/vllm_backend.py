@@ -22,7 +22,11 @@ Llama of triec/bench/tiny_llama.py, Qwen2 tokenizer, greedy, ``max_num_seqs`` 64
 * ``auto``: ``tool_choice="auto"`` over 100 and 500 strict tools: the triggered
   hermes tag vLLM's own builder writes (free text, then calls after
   ``<tool_call>``), first-request overhead (the tag's compile) and req/s over 64
-  requests; ``valid``: every ``<tool_call>`` block parses and its arguments fit.
+  requests; ``valid``: every ``<tool_call>`` block parses and its arguments fit;
+* ``formats``: a JSON schema of three format fields (``date-time``, ``uuid``, ``ipv4``; K = 3), each served
+  by its DFA's table inside triec's schema table (issue 44), against vLLM's xgrammar, which writes each
+  format as a grammar: first-request overhead, req/s over 64 requests, ``valid`` (an object whose fields
+  match their formats), and a digest of the 64 outputs (greedy: equal digests, equal outputs).
 
 Methods: ``triec`` (the backend, ``TRIEC_VLLM_BACKEND=1``), ``xgrammar`` (stock
 vLLM), ``processor`` (``same`` only), ``unconstrained`` (``distinct`` and
@@ -48,7 +52,33 @@ from typing import Any, cast
 
 from triec.bench.vllm_processors import prepare, run_child
 
-CELLS = ("first", "distinct", "same", "tools", "spec", "auto")
+CELLS = ("first", "distinct", "same", "tools", "spec", "auto", "formats")
+FORMAT_FIELDS = {"when": "date-time", "id": "uuid", "ip": "ipv4"}
+
+
+def formats_schema() -> dict:
+    """The ``formats`` cell's schema: three required string fields, each with a named format."""
+    props = {k: {"type": "string", "format": f} for k, f in FORMAT_FIELDS.items()}
+    return {"type": "object", "properties": props, "required": list(props), "additionalProperties": False}
+
+
+def formats_ok(text: str) -> bool:
+    """Whether ``text`` is one object whose fields match their formats (xgrammar's spelling, triec.FORMATS)."""
+    import re
+
+    from triec.compiler.pattern import FORMATS
+
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return False
+    return (
+        isinstance(doc, dict)
+        and set(doc) == set(FORMAT_FIELDS)
+        and all(isinstance(doc[k], str) and re.fullmatch(FORMATS[f], doc[k]) for k, f in FORMAT_FIELDS.items())
+    )
+
+
 SPEC = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 3, "prompt_lookup_min": 1}
 
 
@@ -213,6 +243,28 @@ def run_cell(args: argparse.Namespace) -> dict[str, object]:
             tokens_per_req=round(statistics.mean(len(r.outputs[0].token_ids) for r in res), 2),
         )
         return out
+    if args.cell == "formats":
+        import hashlib
+
+        schema = formats_schema()
+        first, _ = timed(["Log an event:"], [params(schema=schema, max_tokens=120)])
+        second, _ = timed(["Log an event again:"], [params(schema=schema, max_tokens=120)])
+        n = 64
+        elapsed, res = timed(
+            [f"Event #{i}:" for i in range(n)], [params(schema=schema, max_tokens=120) for _ in range(n)]
+        )
+        texts = [r.outputs[0].text for r in res]
+        valid = [formats_ok(t) and r.outputs[0].finish_reason == "stop" for t, r in zip(texts, res, strict=True)]
+        out.update(
+            first_ms=round(first * 1e3, 1),
+            overhead_ms=round((first - second) * 1e3, 1),
+            requests=n,
+            req_s=round(n / elapsed, 2),
+            valid=round(sum(valid) / n, 4),
+            tokens_per_req=round(statistics.mean(len(r.outputs[0].token_ids) for r in res), 2),
+            notes="outputs " + hashlib.sha256("\x00".join(texts).encode()).hexdigest()[:12],
+        )
+        return out
     if args.cell == "auto":
         tools = tool_registry(k)
         tag = auto_tag(tools)
@@ -275,6 +327,7 @@ def plan(cells: list[str], methods: list[str]) -> list[tuple[str, str, int]]:
             "tools": (100, 500),
             "spec": (1000,),
             "auto": (100, 500),
+            "formats": (3,),
         }[cell]
         for k in ks:
             for m in methods:
