@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 import numpy as np
 
-from triec.schema.slot import Groups, Slot, enter_groups, head_group, static_rows, tail_groups
+from triec.schema.slot import Groups, Slot, enter_groups, head_group
 from triec.tokenizer.index import token_index
 
 if TYPE_CHECKING:
@@ -159,11 +159,11 @@ def build_pattern_slot(table: PatternTable, vocab: Vocabulary, *, marker: str, t
         e_state[order].astype(np.int32),
         e_group[order].astype(np.int32),
         np.zeros(e_state.shape[0], dtype=np.int32),
-        tail_groups(vocab, tail),
+        None,  # bound below, once the entering groups are known: the rows are derived once
         Groups.pack([], [], ti.first_id),
         None,
         QUOTE,
     )
     slot.enters = enter_groups(slot, vocab)
-    slot.words, slot.dynamic = static_rows(slot)
+    slot.bind(vocab)
     return slot
