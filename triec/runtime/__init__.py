@@ -20,8 +20,34 @@ Modules, each one concept:
 The names below were ``triec.runtime``'s in 0.1 (a module then).
 """
 
-from triec.runtime.kinds import Table, TableKind
-from triec.runtime.states import FINISHED, StateQueries
-from triec.runtime.table import MaskTable
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from triec.runtime.kinds import Table, TableKind
+    from triec.runtime.states import FINISHED, StateQueries
+    from triec.runtime.table import MaskTable
+
+_HOME = {
+    "FINISHED": "triec.runtime.states",
+    "MaskTable": "triec.runtime.table",
+    "StateQueries": "triec.runtime.states",
+    "Table": "triec.runtime.kinds",
+    "TableKind": "triec.runtime.kinds",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """The names below resolve on first use: importing one leaf (``triec.runtime.pattern`` for a fresh process's
+    pattern compile) does not import every other (the mask table and its tails: tens of milliseconds)."""
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module 'triec.runtime' has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = ["FINISHED", "MaskTable", "StateQueries", "Table", "TableKind"]

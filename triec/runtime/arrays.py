@@ -19,12 +19,14 @@ from above. numpy only.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
 from triec._arrays import concat_ranges
-from triec.runtime.tails import TailLayout
+
+if TYPE_CHECKING:
+    from triec.runtime.tails import TailLayout
 
 
 class TableArrays(Protocol):

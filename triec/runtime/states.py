@@ -8,7 +8,7 @@ which content tokens each allows; :class:`StateQueries` derives the rest once.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -16,7 +16,9 @@ from triec._arrays import find_sorted
 from triec.encoding import PLAIN, Encoding
 from triec.errors import ArtifactContentError, TokenizerMismatch, TokenNotAllowed
 from triec.runtime.bitmask import scatter_bits, words_for
-from triec.runtime.tails import TailLayout
+
+if TYPE_CHECKING:
+    from triec.runtime.tails import TailLayout
 
 FINISHED = -1
 """What :meth:`MaskTable.advance` returns for an EOS token at an accepting state."""
