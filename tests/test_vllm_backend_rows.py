@@ -30,6 +30,7 @@ from vllm.v1.structured_output import backend_xgrammar  # noqa: E402
 from vllm.v1.structured_output.backend_types import StructuredOutputOptions as Opt  # noqa: E402
 
 import triec.synthetic.sets  # noqa: E402
+from triec.bench.vllm_backend import formats_schema  # noqa: E402
 from triec.integrations.vllm import backend, internals  # noqa: E402
 
 V = 151_936
@@ -94,16 +95,6 @@ def _tools(n: int) -> list[tuple[str, dict]]:
     return [(name, WEATHER if i % 2 else ALERT) for i, name in enumerate(names)] + [("get_weather", WEATHER)]
 
 
-FORMATS = {
-    "type": "object",
-    "properties": {
-        "when": {"type": "string", "format": "date-time"},
-        "id": {"type": "string", "format": "uuid"},
-        "ip": {"type": "string", "format": "ipv4"},
-        "code": {"type": "string", "pattern": "^[A-Z]{2}[0-9]{6}$"},
-    },
-    "required": ["when", "id", "ip", "code"],
-}
 COLORS = ["red", "green", "blue", "re", "grün", 'say "hi"']
 CASES = {
     "choice": (Opt.CHOICE, lambda: json.dumps(COLORS)),
@@ -112,7 +103,7 @@ CASES = {
     "required-tools": (Opt.JSON, lambda: json.dumps(vllm_required_schema(_tools(120), None))),
     "hermes-one": (Opt.STRUCTURAL_TAG, lambda: json.dumps(hermes_tag(_tools(120), stop_after_first=True))),
     "hermes-many": (Opt.STRUCTURAL_TAG, lambda: json.dumps(hermes_tag(_tools(120), stop_after_first=False))),
-    "formats-json": (Opt.JSON, lambda: json.dumps(FORMATS)),  # issue 44: each field served by its DFA's table
+    "formats-json": (Opt.JSON, lambda: json.dumps(formats_schema())),  # issue 44: each field by its DFA's table
 }
 
 

@@ -155,6 +155,19 @@ def hermes_calls_ok(text: str, names: dict[str, dict]) -> bool:
     return text.count("<tool_call>") == text.count("</tool_call>")
 
 
+def request_figures(first: float, second: float, elapsed: float, res: list, valid: list[bool]) -> dict[str, object]:
+    """A cell's figures: its first request, the second with the same constraint, its batch of requests."""
+    n = len(res)
+    return {
+        "first_ms": round(first * 1e3, 1),
+        "overhead_ms": round((first - second) * 1e3, 1),
+        "requests": n,
+        "req_s": round(n / elapsed, 2),
+        "valid": round(sum(valid) / n, 4),
+        "tokens_per_req": round(statistics.mean(len(r.outputs[0].token_ids) for r in res), 2),
+    }
+
+
 def run_cell(args: argparse.Namespace) -> dict[str, object]:
     os.environ["TRIEC_ARTIFACT_DIR"] = args.art
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
@@ -241,14 +254,7 @@ def run_cell(args: argparse.Namespace) -> dict[str, object]:
                 return False
 
         valid = [ok(r.outputs[0].text) and r.outputs[0].finish_reason == "stop" for r in res]
-        out.update(
-            first_ms=round(first * 1e3, 1),
-            overhead_ms=round((first - second) * 1e3, 1),
-            requests=n,
-            req_s=round(n / elapsed, 2),
-            valid=round(sum(valid) / n, 4),
-            tokens_per_req=round(statistics.mean(len(r.outputs[0].token_ids) for r in res), 2),
-        )
+        out.update(request_figures(first, second, elapsed, res, valid))
         return out
     if args.cell == "formats":
         schema = formats_schema()
@@ -269,15 +275,8 @@ def run_cell(args: argparse.Namespace) -> dict[str, object]:
         if os.environ.get("TRIEC_BENCH_OUTPUTS"):  # to compare two methods' outputs line by line
             Path(os.environ["TRIEC_BENCH_OUTPUTS"] + f".{args.method}").write_text(json.dumps(texts, indent=0))
         valid = [formats_ok(t) and r.outputs[0].finish_reason == "stop" for t, r in zip(texts, res, strict=True)]
-        out.update(
-            first_ms=round(first * 1e3, 1),
-            overhead_ms=round((first - second) * 1e3, 1),
-            requests=n,
-            req_s=round(n / elapsed, 2),
-            valid=round(sum(valid) / n, 4),
-            tokens_per_req=round(statistics.mean(len(r.outputs[0].token_ids) for r in res), 2),
-            notes=f"batched {_digest(texts)}, one at a time {_digest(alone)}",
-        )
+        out.update(request_figures(first, second, elapsed, res, valid))
+        out["notes"] = f"batched {_digest(texts)}, one at a time {_digest(alone)}"
         return out
     if args.cell == "auto":
         tools = tool_registry(k)
@@ -290,15 +289,8 @@ def run_cell(args: argparse.Namespace) -> dict[str, object]:
             [f"Question #{i}: which tool?" for i in range(n)], [params(tag=tag, max_tokens=64) for _ in range(n)]
         )
         valid = [hermes_calls_ok(r.outputs[0].text, names) for r in res]
-        out.update(
-            first_ms=round(first * 1e3, 1),
-            overhead_ms=round((first - second) * 1e3, 1),
-            requests=n,
-            req_s=round(n / elapsed, 2),
-            valid=round(sum(valid) / n, 4),
-            tokens_per_req=round(statistics.mean(len(r.outputs[0].token_ids) for r in res), 2),
-            notes=f"{sum('<tool_call>' in r.outputs[0].text for r in res)} of {n} outputs call a tool",
-        )
+        out.update(request_figures(first, second, elapsed, res, valid))
+        out["notes"] = f"{sum('<tool_call>' in r.outputs[0].text for r in res)} of {n} outputs call a tool"
         return out
     if args.cell == "distinct":
         n = 64
