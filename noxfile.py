@@ -257,8 +257,8 @@ every prompt of more than one token died of a general protection fault inside li
 def _llama_cpp_wheel(session: nox.Session) -> Path:
     """llama-cpp-python's wheel, built from source once per machine and kept in triec's cache directory.
 
-    Keyed by the release, the compiler, the machine and the CMake arguments (:data:`LLAMA_CPP_CMAKE_ARGS`): a later run on the same machine reuses
-    it (about 7 minutes on 2 cores the first time, nothing after). Built into a temporary directory and renamed,
+    Keyed by the release, the compiler, the machine and the CMake arguments (:data:`LLAMA_CPP_CMAKE_ARGS`): a later
+    run on the same machine reuses it (about 7 minutes on 2 cores the first time, nothing after). Built into a temporary directory and renamed,
     so an interrupted build leaves nothing that a later run would take for a wheel.
     """
     import hashlib

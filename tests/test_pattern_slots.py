@@ -265,6 +265,18 @@ def test_a_damaged_pattern_slot_is_refused_naming_it(tmp_path, qwen2: triec.Voca
         bad.write_bytes(_edit_slot_table(raw, slot, column, value))
         with pytest.raises((ArtifactContentError, triec.errors.ArtifactError), match=re.escape(words)):
             triec.load(bad, verify=True)
+    from triec.artifact.formats import parse_artifact
+    from triec.schema.artifact import PATTERN_LAYOUT
+
+    found = parse_artifact(raw, "x")
+    arrays = dict(found["arrays"])
+    arrays["state_byte"] = arrays["state_byte"].copy()
+    arrays["state_byte"][-1] = 0x22  # the last state of the date field's slot (slot 1, the last one)
+    bad = tmp_path / "state_byte.triec"
+    bad.write_bytes(container.encode(found["header"], [(n, d, arrays[n]) for n, d in PATTERN_LAYOUT], 5))
+    triec.load(bad)  # the layout's checks pass; the content check names the section
+    with pytest.raises(ArtifactContentError, match="section state_byte: slot 1: a pattern slot's state bytes are 0"):
+        triec.load(bad, verify=True)
 
 
 # ---------------------------------------------------------------- the command line

@@ -130,7 +130,7 @@ def _print_report(report) -> None:  # noqa: ANN001 - VerifyReport, imported lazi
     if report.schema:
         sch = report.schema
         slots = ", ".join(
-            f"{s['pointer'] or '/'} " + ("(its DFA)" if "pattern" in s else f"(K = {s['values']:,})")
+            f"{s['pointer'] or '/'} " + ("(its DFA)" if "regex" in s else f"(K = {s['values']:,})")
             for s in sch["slots"]
         )
         out.print(

@@ -162,6 +162,16 @@ class PatternTable(StateQueries):
                 return hit
         return super().advance(state, token_id)
 
+    def dense_dfa(self) -> np.ndarray:
+        """The DFA as an int32 [S + 1, 256] table whose row S is a dead sink every missing edge leads to: a string
+        runs from every state at once in one lookup per byte (numpy), dead where it reaches S."""
+        n = self.num_states
+        delta = np.full((n + 1, 256), n, dtype=np.int32)
+        off = np.asarray(self.dfa_offsets, dtype=np.int64)
+        src = np.repeat(np.arange(n, dtype=np.int64), off[1:] - off[:-1])
+        delta[src, np.asarray(self.dfa_bytes, dtype=np.int64)] = np.asarray(self.dfa_next, dtype=np.int32)
+        return delta
+
     def byte_step(self, state: int, byte: int) -> int:
         """The DFA's state after one byte, -1 where no string of the language continues that way."""
         s = self._check_state(state)

@@ -484,9 +484,16 @@ def load_schema_artifact(
         cursors["allowed"] += p_n
         cursors["values"] += k_n
         pattern_n = c.get("pattern_bytes", 0)
+        slot_bytes = take("slot_text", "text", c["tail_bytes"] + c["marker_bytes"] + pattern_n).tobytes()
+        tail = slot_bytes[: c["tail_bytes"]]
+        try:
+            marker = slot_bytes[c["tail_bytes"] : c["tail_bytes"] + c["marker_bytes"]].decode("utf-8")
+            pattern = slot_bytes[c["tail_bytes"] + c["marker_bytes"] :].decode("utf-8")
+        except UnicodeDecodeError:
+            raise fail("slot_text", f"slot {i}: its marker or pattern is not UTF-8") from None
         trie: Any
         if pattern_n:
-            trie = _pattern_table(i, c, arrays, cursors, off, sa, sv, header, version, verify, where, fail)
+            trie = _pattern_table(i, c, arrays, cursors, pattern, off, so, sa, sv, header, version, verify, where, fail)
         else:
             trie = MaskTable.from_artifact(
                 allowed_offsets=off,
@@ -505,15 +512,6 @@ def load_schema_artifact(
                 verify=verify,
                 source=where,
             )
-        slot_bytes = take("slot_text", "text", c["tail_bytes"] + c["marker_bytes"] + pattern_n).tobytes()
-        tail = slot_bytes[: c["tail_bytes"]]
-        marker_raw = slot_bytes[c["tail_bytes"] : c["tail_bytes"] + c["marker_bytes"]]
-        try:
-            marker = marker_raw.decode("utf-8")
-            if pattern_n:
-                trie.pattern = slot_bytes[c["tail_bytes"] + c["marker_bytes"] :].decode("utf-8")
-        except UnicodeDecodeError:
-            raise fail("slot_text", f"slot {i}: its marker or pattern is not UTF-8") from None
         e0, e_n = cursors["entries"], c["num_entries"]
         cursors["entries"] += e_n
         es, eg, el = (arrays[name][e0 : e0 + e_n] for name in ("entry_state", "entry_group", "entry_leaf"))
@@ -638,7 +636,9 @@ def _pattern_table(
     c: dict[str, int],
     arrays: dict[str, np.ndarray],
     cursors: dict[str, int],
+    pattern: str,
     off: np.ndarray,
+    so: int,
     sa: int,
     sv: int,
     header: dict[str, Any],
@@ -667,6 +667,7 @@ def _pattern_table(
         eos_token_ids=header["eos_token_ids"],
         tokenizer_fingerprint=header["tokenizer"]["fingerprint"],
         tokenizer_name=header["tokenizer"]["name"],
+        pattern=pattern,
         build_options=header["build_options"],
         header=header,
         format_version=version,
@@ -678,6 +679,8 @@ def _pattern_table(
         raise fail("dfa_offsets", f"slot {i}: its accepting state (after the closing quote) must have no edge out")
     if verify and np.asarray(arrays["value_lcp"][sv : sv + 1]).any():
         raise fail("value_lcp", f"slot {i}: a pattern slot's value_lcp is 0")
+    if verify and np.asarray(arrays["state_byte"][so : so + s_n]).any():
+        raise fail("state_byte", f"slot {i}: a pattern slot's state bytes are 0 (a DFA state has no one byte into it)")
     return table
 
 

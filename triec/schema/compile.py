@@ -155,10 +155,10 @@ def compile_schema(
         raise SchemaShapeError(f"{source}: expected a JSON object (a JSON Schema), found {type(schema).__name__}")
     if patterns is None:
         patterns = engine == "xgrammar"
-    t_pre = time.perf_counter()
     found = locate(schema, threshold, engine, always=_tool_enum(schema, engine), patterns=patterns)
     if whitespace not in ("compact", "any"):
         raise SchemaShapeError(f"{source}: whitespace must be 'compact' or 'any', not {whitespace!r}")
+    t_pre = time.perf_counter()
     pattern_tables = _pattern_tables(found, vocab, max_states)
     t_pat = time.perf_counter()
     served = [s for s in found.slots if not s.is_pattern] + [s for s in found.slots if s.is_pattern]

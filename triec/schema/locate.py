@@ -63,20 +63,17 @@ _CONTROL = re.compile("[\x00-\x1f\x7f]")
 
 @dataclass
 class EnumSite:
-    """One enum node of the schema, or (``regex`` set) one string node with a ``format`` or ``pattern``."""
+    """One enum node of the schema, or (``is_pattern``) one string node with a ``format`` or ``pattern``."""
 
     pointer: str  # JSON pointer of the node
     values: list[str]  # distinct, in schema order (none for a pattern site)
     duplicates: int
     served: bool = True
     reason: str = ""  # why it stays in the engine
-    regex: str = ""  # a pattern site: the regex of its whole JSON string, quotes included (xgrammar's spelling)
+    is_pattern: bool = False  # a string node with a ``format`` or ``pattern``, not an enum
+    regex: str = ""  # a served pattern site: the regex of its whole JSON string, quotes included (xgrammar's)
     format: str | None = None  # a pattern site's named format ("date"...), None for a ``pattern``
     pattern: str = ""  # a pattern site's ``pattern`` as the schema writes it
-
-    @property
-    def is_pattern(self) -> bool:
-        return bool(self.regex)
 
 
 @dataclass
@@ -156,16 +153,18 @@ def _pattern_site(node: dict[str, Any], ptr: str) -> EnumSite | None:
     fmt, pat = node.get("format"), node.get("pattern")
     if node.get("type") != "string" or not (fmt in FORMATS or isinstance(pat, str)):
         return None
-    site = EnumSite(ptr, [], 0, format=fmt if fmt in FORMATS else None, pattern=pat if isinstance(pat, str) else "")
+    site = EnumSite(
+        ptr, [], 0, is_pattern=True, format=fmt if fmt in FORMATS else None, pattern=pat if isinstance(pat, str) else ""
+    )
     try:
         found = string_schema_regex(node)
     except PatternError as exc:
-        site.served, site.reason, site.regex = False, f"its pattern: {exc}", "-"
+        site.served, site.reason = False, f"its pattern: {exc}"
         return site
     if found is None:
         extra = sorted(set(node) - STRING_KEYWORDS)
         why = f"keyword {extra[0]!r} next to it" if extra else "both a format and a pattern"
-        site.served, site.reason, site.regex = False, why, "-"
+        site.served, site.reason = False, why
         return site
     site.regex = found[0]
     return site

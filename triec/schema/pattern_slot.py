@@ -88,25 +88,15 @@ class PatternSlot(Slot):
         off, nxt, byt = t.dfa_offsets, t.dfa_next, t.dfa_bytes
         out = bytearray()
         s, final = int(state), self.final
-        seen = set()
+        seen = set()  # a trimmed DFA has no cycle of single edges; a damaged file's must not loop here
         while s != final and s not in seen:
             seen.add(s)
             lo, hi = int(off[s]), int(off[s + 1])
-            if hi - lo != 1 or t.is_accepting(s):
+            if hi - lo != 1:
                 return bytes(out)
             out.append(int(byt[lo]))
             s = int(nxt[lo])
         return bytes(out) + (self.tail if s == final else b"")
-
-
-def dfa_with_sink(table: PatternTable) -> np.ndarray:
-    """The DFA as an int32 [S + 1, 256] table, row S a dead sink every missing edge leads to."""
-    n = table.num_states
-    delta = np.full((n + 1, 256), n, dtype=np.int32)
-    off = np.asarray(table.dfa_offsets, dtype=np.int64)
-    src = np.repeat(np.arange(n, dtype=np.int64), np.diff(off))
-    delta[src, np.asarray(table.dfa_bytes, dtype=np.int64)] = np.asarray(table.dfa_next, dtype=np.int32)
-    return delta
 
 
 def exit_heads(table: PatternTable, vocab: Vocabulary) -> list[tuple[bytes, np.ndarray]]:
@@ -115,7 +105,7 @@ def exit_heads(table: PatternTable, vocab: Vocabulary) -> list[tuple[bytes, np.n
     heads = sorted(
         {b'"'} | {tb_all[t][: i + 1] for t, i in token_index(vocab).positions(QUOTE) if i + 1 < len(tb_all[t])}
     )
-    delta = dfa_with_sink(table)
+    delta = table.dense_dfa()
     final = int(table.value_state[0])
     start = np.arange(table.num_states, dtype=np.int32)
     out = []

@@ -42,18 +42,9 @@ class PatternCheck:
     mismatches: list[dict[str, Any]] = field(default_factory=list)  # state, prefix, problem, only_triec, only_other
 
 
-def dense_dfa(table: PatternTable) -> np.ndarray:
-    """The stored DFA as a dense int32 [S, 256] table, -1 where no string of the language continues."""
-    dense = np.full((table.num_states, 256), -1, dtype=np.int32)
-    counts = np.diff(table.dfa_offsets).astype(np.int64)
-    rows = np.repeat(np.arange(table.num_states), counts)
-    dense[rows, table.dfa_bytes.astype(np.int64)] = table.dfa_next
-    return dense
-
-
 def reference_rows(table: PatternTable, vocab: Vocabulary, states: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
     """(tokens ascending, next states) of each of ``states``: every token's bytes run through the DFA."""
-    dense = dense_dfa(table)
+    dense = table.dense_dfa()  # row S: the dead sink
     tb = vocab.token_bytes
     ids = np.array([i for i, b in enumerate(tb) if b], dtype=np.int64)
     lengths = np.array([len(tb[i]) for i in ids], dtype=np.int64)
@@ -66,17 +57,15 @@ def reference_rows(table: PatternTable, vocab: Vocabulary, states: np.ndarray) -
         mat[row, : len(b)] = np.frombuffer(b, dtype=np.uint8)
     longer = np.searchsorted(-lengths, -np.arange(width + 1), side="left").tolist()  # tokens longer than pos
     out = []
+    dead = table.num_states
     for s in states.tolist():
         cur = np.full(ids.size, s, dtype=np.int64)
         for pos in range(width):
             n = longer[pos]  # they come first
             if n == 0:
                 break
-            live = cur[:n] >= 0
-            step = np.full(n, -1, dtype=np.int64)
-            step[live] = dense[cur[:n][live], mat[:n, pos][live]]
-            cur[:n] = step
-        ok = cur >= 0
+            cur[:n] = dense[cur[:n], mat[:n, pos]]
+        ok = cur != dead
         toks, nxt = ids[ok], cur[ok]
         o = np.argsort(toks, kind="stable")
         out.append((toks[o], nxt[o]))

@@ -820,18 +820,25 @@ def _verify_pattern(
             walk_steps=found.walk_steps,
             seconds={"compare": time.perf_counter() - t0},
         )
-        for m in found.mismatches:
-            result.add(
-                Mismatch(
-                    state=int(m["state"]),
-                    prefix=str(m.get("prefix", "")),
-                    problem=str(m["problem"]),
-                    only_triec=_token_list(m.get("only_triec", []), vocab),
-                    only_other=_token_list(m.get("only_other", []), vocab),
-                ),
-                max_examples,
-            )
+        _add_pattern_mismatches(result, found.mismatches, vocab, max_examples)
         report.checks.append(result)
+
+
+def _add_pattern_mismatches(
+    result: CheckResult, found: list[dict[str, Any]], vocab: Vocabulary, max_examples: int, where: str = ""
+) -> None:
+    """A pattern check's mismatches (:mod:`triec.verify.patterns`' dicts) into ``result``, ``where`` before each."""
+    for m in found:
+        result.add(
+            Mismatch(
+                state=int(m["state"]),
+                prefix=str(m.get("prefix", "")),
+                problem=where + str(m["problem"]),
+                only_triec=_token_list(m.get("only_triec", []), vocab),
+                only_other=_token_list(m.get("only_other", []), vocab),
+            ),
+            max_examples,
+        )
 
 
 def _verify_canonical(
@@ -891,7 +898,7 @@ def _verify_schema(
                 "pointer": (info.get("slots") or [{}] * len(table.slots))[i].get("pointer", ""),
                 "values": s.num_values if s.has_values else 0,
                 "states": s.num_states,
-                **({"pattern": s.pattern} if not s.has_values else {}),
+                **({"regex": s.pattern} if not s.has_values else {}),
             }
             for i, s in enumerate(table.slots)
         ],
@@ -909,9 +916,7 @@ def _verify_schema(
 
                     pr = compare_dfa(s.trie, vocab, np.arange(s.num_states, dtype=np.int64), max_examples)
                     result.states_checked += pr.states_checked
-                    result.mismatches += len(pr.mismatches)
-                    if pr.mismatches and not result.reason.endswith(")"):
-                        result.reason += f" (slot {i}'s DFA rows differ at state {pr.mismatches[0]['state']})"
+                    _add_pattern_mismatches(result, pr.mismatches, vocab, max_examples, f"slot {i}: ")
                     continue
                 r = compare_reference(s.trie, vocab, np.arange(s.num_states, dtype=np.int64), max_examples)
                 result.states_checked += r.states_checked
