@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -277,3 +278,76 @@ def test_verify_unknown_engine_and_tokenizer(artifact: Path, workdir: Path) -> N
 def test_bench_arguments(workdir: Path, args: list[str], fragment: str) -> None:
     assert_one_line_error(invoke("bench", "--engines", "triec", *args), fragment)
     assert listing(workdir) == ["v.txt"]
+
+
+# ---------------------------------------------------------------- compile: options that do not apply (issue 49)
+
+STRING_SCHEMA = {"type": "string", "pattern": "^[A-Z]{2}$"}
+DATE_SCHEMA = {"type": "object", "properties": {"d": {"type": "string", "format": "date"}}, "required": ["d"]}
+REGISTRY = [{"type": "function", "function": {"name": f"tool_{i}", "parameters": {"type": "object"}}} for i in range(3)]
+TAG = {"type": "structural_tag", "format": {"type": "const_string", "value": "x"}}
+
+
+@pytest.fixture
+def modes(workdir: Path) -> Path:
+    """One file per mode of ``triec compile``, beside ``v.txt`` (a plain value set)."""
+    for name, doc in (("p.json", STRING_SCHEMA), ("s.json", DATE_SCHEMA), ("tools.json", REGISTRY), ("tag.json", TAG)):
+        (workdir / name).write_text(json.dumps(doc))
+    return workdir
+
+
+def options_named(line: str) -> set[str]:
+    return set(re.findall(r"(?<![\w-])--[a-z][a-z-]*", line))
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["--pattern", "a+", "--format", "json"], {"--pattern", "--format"}),
+        (["--pattern", "a+", "--layout", "tails"], {"--pattern", "--layout"}),
+        (["--pattern", "a+", "--tokenization", "canonical"], {"--pattern", "--tokenization"}),
+        (["--pattern", "a+", "--tokenization", "any"], {"--pattern", "--tokenization"}),  # a default, but given
+        (["--string-format", "uuid", "--encoding", "json", "--prefix", "x"], {"--encoding", "--prefix"}),
+        (["--pattern", "a+", "--string-format", "date"], {"--pattern", "--string-format"}),
+        (["v.txt", "--pattern", "a+"], {"--pattern"}),
+        (["v.txt", "--string-format", "date"], {"--string-format"}),
+        (["v.txt", "--engine", "xgrammar", "--whitespace", "any"], {"--engine", "--whitespace"}),
+        (["v.txt", "--engine", "llguidance"], {"--engine"}),
+        (["v.txt", "--max-states", "5", "--tool-format", "hermes", "--single-call"], None),
+        (["p.json", "--engine", "xgrammar", "--enum-threshold", "3"], {"--engine", "--enum-threshold"}),
+        (["p.json", "--layout", "full"], {"--layout"}),
+        (["s.json", "--tokenization", "canonical", "--layout", "tails"], {"--tokenization", "--layout"}),
+        (["s.json", "--prefix", "x"], {"--prefix"}),
+        (["s.json", "--tool-choice", "auto"], {"--tool-choice"}),
+        (["tools.json", "--max-states", "9", "--encoding", "json"], {"--max-states", "--encoding"}),
+        (["tag.json", "--whitespace", "any", "--tool-format", "hermes"], {"--whitespace", "--tool-format"}),
+    ],
+)
+def test_options_that_do_not_apply_are_named(modes: Path, args: list[str], named: set[str] | None) -> None:
+    """Exit 2, one line naming exactly the options given that do not apply (the mode's own may be named too)."""
+    line = assert_one_line_error(invoke("compile", *args, "-t", "gpt2", "-o", "out.triec"))
+    given = {a for a in args if a.startswith("--")}
+    expected = named if named is not None else given
+    assert expected <= options_named(line) <= given, line
+    assert not (modes / "out.triec").exists()
+
+
+@pytest.mark.parametrize("values", [[], ["v.txt"]])
+@pytest.mark.parametrize("name", ["date", "uuid"])
+def test_named_format_old_spelling(workdir: Path, values: list[str], name: str) -> None:
+    """``--format NAME`` (a named string format, before it had its own option) says where it went."""
+    line = assert_one_line_error(invoke("compile", *values, "--format", name, "-t", "gpt2", "-o", "out.triec"))
+    assert f"--format {name}" in line and f"use --string-format {name}" in line
+    assert not (workdir / "out.triec").exists()
+
+
+def test_string_format_and_schema_max_states(modes: Path) -> None:
+    """``--string-format`` compiles a named format; ``--max-states`` reaches a schema's pattern fields."""
+    result = invoke("compile", "--string-format", "date", "-t", "gpt2", "-o", "date.triec", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["format"] == "date" and triec.load("date.triec").matches("2024-01-31")
+    small = invoke("compile", "s.json", "-t", "gpt2", "-o", "s.triec", "--max-states", "5")  # the date DFA has 16
+    assert_one_line_error(small, "/properties/d", "more than the bound of 5")
+    result = invoke("compile", "s.json", "-t", "gpt2", "-o", "s.triec", "--json", "--max-states", "16")
+    assert result.exit_code == 0, result.output
+    assert [s["format"] for s in json.loads(result.stdout)["slots"]] == ["date"]

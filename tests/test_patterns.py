@@ -252,7 +252,7 @@ def test_cli_compile_inspect_verify(tmp_path) -> None:
     import json
 
     out = tmp_path / "date.triec"
-    r = _cli("compile", "--format", "date", "-t", "gpt2", "-o", str(out), "--json")
+    r = _cli("compile", "--string-format", "date", "-t", "gpt2", "-o", str(out), "--json")
     assert r.exit_code == 0, r.output
     summary = json.loads(r.stdout)
     assert summary["kind"] == "pattern" and summary["format"] == "date" and summary["states"] == 14
@@ -275,7 +275,7 @@ def test_cli_refusals(tmp_path) -> None:
     assert r.exit_code == 2 and "position 1" in r.output
     r = _cli("compile", "--pattern", "(a|b)*a(a|b){12}", "--max-states", "100", "-t", "gpt2", "-o", str(tmp_path / "y"))
     assert r.exit_code == 2 and "bound of 100 " in r.output
-    r = _cli("compile", "--format", "email", "-t", "gpt2")
+    r = _cli("compile", "--string-format", "email", "-t", "gpt2")
     assert r.exit_code == 2 and "unknown format" in r.output
     r = _cli("compile", "v.txt", "--pattern", "a")
     assert r.exit_code == 2 and "without VALUES" in r.output

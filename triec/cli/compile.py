@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 import warnings
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Optional
 
@@ -63,7 +64,7 @@ def compile_cmd(
         Optional[str],
         typer.Argument(
             help="Values file: one per line, a JSON array, a JSON Schema enum, or a flat object schema; - for stdin. "
-            "None with --pattern or a named --format."
+            "None with --pattern or --string-format."
         ),
     ] = None,
     tokenizer: Annotated[
@@ -87,14 +88,15 @@ def compile_cmd(
         Optional[list[str]],
         typer.Option("--eos", help="EOS token id(s); repeat or comma-separate. Default: from the tokenizer."),
     ] = None,
-    fmt: Annotated[
-        str,
+    fmt: Annotated[str, typer.Option("--format", help="How VALUES is written: auto, lines or json.")] = "auto",
+    string_format: Annotated[
+        Optional[str],
         typer.Option(
-            "--format",
-            help="Values format: auto, lines or json. Or, without VALUES, a string format compiled as a pattern table: "
-            "date, time, date-time, uuid or ipv4 (xgrammar's spelling of JSON Schema's formats).",
+            "--string-format",
+            help="Without VALUES: compile one of JSON Schema's string formats into a pattern table: date, time, "
+            "date-time, uuid or ipv4 (xgrammar's spelling of them).",
         ),
-    ] = "auto",
+    ] = None,
     pattern: Annotated[
         Optional[str],
         typer.Option(
@@ -105,7 +107,11 @@ def compile_cmd(
     ] = None,
     max_states: Annotated[
         int,
-        typer.Option("--max-states", min=1, help="--pattern, --format NAME: refuse a minimal DFA larger than this."),
+        typer.Option(
+            "--max-states",
+            min=1,
+            help="--pattern, --string-format, and a schema's format and pattern fields: refuse a minimal DFA larger than this.",
+        ),
     ] = 10_000,
     encoding: Annotated[
         Optional[str],
@@ -195,183 +201,322 @@ def compile_cmd(
     compiles with its begins in a trie; --tool-choice auto turns a registry into
     vLLM's hermes tag for tool_choice="auto".
     """
-    from triec.cli._progress import Phases
-    from triec.compiler.entry import TOKENIZATIONS, CompileStats
-    from triec.compiler.entry import compile as compile_values
-    from triec.compiler.values import FORMATS, read_input
-    from triec.encoding import ENCODINGS, Encoding
-    from triec.errors import EosTextWarning, ValuesError
-    from triec.tokenizer.vocabulary import Vocabulary
-
-    if values is None or pattern is not None:
-        if values is not None:
-            raise TriecError("--pattern compiles a regular expression: pass it without VALUES")
-        if pattern is None and fmt in FORMATS:
-            try:  # typer >= 0.20 vendors click (as triec.cli.main reads it)
-                from typer._click import exceptions as click
-            except ImportError:  # pragma: no cover - depends on the installed typer
-                from click import exceptions as click  # type: ignore[no-redef]
-
-            raise click.UsageError(
-                "Missing argument 'VALUES' (or --pattern REGEX, or --format date|time|...).", ctx=ctx
-            )
-        flags = [f for f, v in (("--encoding", encoding), ("--prefix", prefix), ("--suffix", suffix)) if v is not None]
-        if flags or engine is not None or tokenization != "any":
-            raise TriecError(
-                f"--pattern / --format NAME: {', '.join(flags) or '--engine, --tokenization'} do not apply"
-            )
-        _compile_pattern(
-            pattern,
-            None if pattern is not None else fmt,
-            output,
-            tokenizer,
-            vocab_size,
-            _parse_eos(eos),
-            max_states,
-            zstd,
-            as_json,
-            quiet,
-        )
+    opts = _Options.of(ctx, locals())
+    _refuse_old_format(opts)
+    if values is None or pattern is not None or string_format is not None:
+        _pattern_mode(ctx, opts)
         return
-    if fmt not in FORMATS:
-        raise TriecError(f"--format: expected one of {', '.join(FORMATS)}, found {fmt!r}")
-    if encoding is not None and encoding not in ENCODINGS:
-        raise TriecError(f"--encoding: expected one of {', '.join(ENCODINGS)}, found {encoding!r}")
-    if implementation not in ("numpy", "reference"):
-        raise TriecError(f"--implementation: expected numpy or reference, found {implementation!r}")
-    target = _output_target(output, _default_output(values), zstd)
-    if values != "-" and target.exists() and Path(values).exists() and target.resolve() == Path(values).resolve():
-        raise TriecError(f"{target}: is the values file itself; pass another path with -o")
-    phases = Phases(show=not (quiet or as_json))
-    total0 = time.perf_counter()
-    if whitespace not in ("compact", "any"):
-        raise TriecError(f"--whitespace: expected compact or any, found {whitespace!r}")
-    if tokenization not in TOKENIZATIONS:
-        raise TriecError(f"--tokenization: expected one of {', '.join(TOKENIZATIONS)}, found {tokenization!r}")
+    _check_values_file_options(opts, values)
     string_schema = _string_schema(values, fmt)
     if string_schema is not None:  # {"type": "string", "format": ...} or "pattern": a pattern table of its JSON string
-        if engine is not None or tokenization != "any" or any(x is not None for x in (encoding, prefix, suffix)):
-            raise TriecError(
-                f"{values}: a string schema with a format or pattern takes no --engine, --tokenization, "
-                "--encoding, --prefix or --suffix"
-            )
-        _compile_pattern(
-            None,
-            None,
-            output,
-            tokenizer,
-            vocab_size,
-            _parse_eos(eos),
-            max_states,
-            zstd,
-            as_json,
-            quiet,
-            schema=string_schema,
-            default=_default_output(values),
-        )
+        _refuse_inapplicable(opts, STRING_SCHEMA_OPTIONS, f"{values} is a string schema (a pattern table)")
+        _compile_pattern(opts, None, None, schema=string_schema, default=_default_output(values))
         return
     found = _schema_document(values, fmt, enum_threshold)
     if found is not None:
-        kind, doc = found
-        if tokenization == "canonical":
-            raise TriecError(
-                f"{values}: --tokenization canonical applies to plain value sets; here the values sit between text the "
-                "engine generates, where the encoder's split of the whole output is not known in advance"
-            )
-        flags = [f for f, v in (("--encoding", encoding), ("--prefix", prefix), ("--suffix", suffix)) if v is not None]
-        if flags:
-            raise TriecError(f"{values}: a JSON Schema fixes its own spelling (compact JSON); drop {', '.join(flags)}")
-        if tool_choice not in ("required", "auto"):
-            raise TriecError(f"--tool-choice: expected required or auto, found {tool_choice!r}")
-        if tool_choice == "auto":
-            if kind != "tools" or tool_format != "hermes":
-                raise TriecError(
-                    "--tool-choice auto: for a tool registry with --tool-format hermes (free text, then "
-                    "calls after the <tool_call> trigger)"
-                )
-            if engine not in (None, "xgrammar"):
-                raise TriecError("--tool-choice auto: the calls are an xgrammar structural tag; use --engine xgrammar")
-            doc, kind, engine = _auto_tag(doc, values, not single_call), "tag", "xgrammar"
-        if kind == "tag":
-            engine = engine or "xgrammar"
-        shape = {
-            "kind": kind,
-            "threshold": enum_threshold,
-            "tool_format": tool_format,
-            "parallel": not single_call,
-            "whitespace": whitespace,
-        }
-        _compile_schema(
-            doc,
-            values,
-            target,
-            tokenizer,
-            vocab_size,
-            _parse_eos(eos),
-            engine or _default_engine(doc, enum_threshold),
-            shape,
-            zstd,
-            as_json,
-            quiet,
-            phases,
-            total0,
-        )
+        _schema_mode(opts, values, *found)
         return
-    if engine not in (None, "llguidance"):
-        raise TriecError("--engine applies to JSON Schemas only (with a large enum, or an enum first: a tool call)")
+    _values_mode(opts, values)
+
+
+# ---------------------------------------------------------------- options: which were given, which apply where
+
+COMMON_OPTIONS = frozenset({"values", "tokenizer", "output", "vocab_size", "eos", "zstd", "as_json", "quiet"})
+"""What every mode takes: the tokenizer, the mask width and EOS, where the artifact goes, how the summary prints."""
+PATTERN_OPTIONS = COMMON_OPTIONS | {"pattern", "string_format", "max_states"}
+STRING_SCHEMA_OPTIONS = COMMON_OPTIONS | {"fmt", "max_states"}
+SCHEMA_OPTIONS: dict[str, frozenset[str]] = {
+    "schema": COMMON_OPTIONS | {"fmt", "engine", "enum_threshold", "whitespace", "max_states"},
+    "tools": COMMON_OPTIONS
+    | {"fmt", "engine", "enum_threshold", "whitespace", "tool_format", "single_call", "tool_choice"},
+    "tag": COMMON_OPTIONS | {"fmt", "engine", "enum_threshold"},
+}
+VALUES_OPTIONS = COMMON_OPTIONS | {
+    "fmt",
+    "encoding",
+    "prefix",
+    "suffix",
+    "implementation",
+    "tokenization",
+    "layout",
+    "enum_threshold",  # decides whether an object schema holds an enum large enough to be a schema artifact
+}
+_WHAT_FOR: dict[str, str] = {
+    "fmt": "value files",
+    "encoding": "plain value sets",
+    "prefix": "plain value sets",
+    "suffix": "plain value sets",
+    "implementation": "plain value sets",
+    "tokenization": "plain value sets",
+    "layout": "plain value sets",
+    "engine": "JSON Schemas, tool registries and structural tags",
+    "enum_threshold": "value files and JSON Schemas",
+    "whitespace": "JSON Schemas and tool registries",
+    "tool_format": "tool registries",
+    "single_call": "tool registries",
+    "tool_choice": "tool registries",
+    "max_states": "patterns, named string formats and JSON Schemas",
+}
+"""What each mode-specific option is for, said in the refusal so that it names no option the user did not pass."""
+_SCHEMA_KINDS = {"schema": "a JSON Schema", "tools": "a tool registry", "tag": "an xgrammar structural tag"}
+
+
+@dataclass(frozen=True)
+class _Options:
+    """``triec compile``'s parameters as parsed, and which of them the user gave (``flags``: name -> ``--option``,
+    in declaration order), so that a refusal names only those."""
+
+    values: str | None
+    tokenizer: str | None
+    output: Path | None
+    vocab_size: int | None
+    eos: list[str] | None
+    fmt: str
+    string_format: str | None
+    pattern: str | None
+    max_states: int
+    encoding: str | None
+    prefix: str | None
+    suffix: str | None
+    zstd: bool
+    implementation: str
+    as_json: bool
+    quiet: bool
+    engine: str | None
+    enum_threshold: int
+    tool_format: str
+    single_call: bool
+    tool_choice: str
+    tokenization: str
+    whitespace: str
+    layout: str
+    given: dict[str, str]
+
+    @classmethod
+    def of(cls, ctx: typer.Context, params: dict[str, Any]) -> _Options:
+        names = {f.name for f in fields(cls)} - {"given"}
+        return cls(**{k: params[k] for k in names}, given=given_options(ctx))
+
+
+def given_options(ctx: typer.Context) -> dict[str, str]:
+    """The parameters set on the command line or from the environment (not left at their defaults), each with
+    the spelling a user types (its longest ``--`` name; an argument's metavar)."""
+    given: dict[str, str] = {}
+    for p in ctx.command.params:
+        source = ctx.get_parameter_source(p.name) if p.name else None
+        if source is None or source.name not in ("COMMANDLINE", "ENVIRONMENT", "PROMPT"):
+            continue
+        longs = [o for o in p.opts if o.startswith("--")]
+        given[str(p.name)] = max(longs, key=len) if longs else str(p.name).upper()
+    return given
+
+
+def inapplicable_message(given: dict[str, str], applicable: frozenset[str], subject: str) -> str | None:
+    """The one-line refusal of every given option outside ``applicable`` (None when there is none), naming those
+    options only and what each is for."""
+    extra = [name for name in given if name not in applicable]
+    if not extra:
+        return None
+    by_use: dict[str, list[str]] = {}
+    for name in extra:
+        by_use.setdefault(_WHAT_FOR.get(name, "another mode"), []).append(given[name])
+    flags = ", ".join(given[name] for name in extra)
+    verb = "does" if len(extra) == 1 else "do"
+    if len(by_use) == 1:
+        use = f"for {next(iter(by_use))} only"
+    else:
+        use = "; ".join(f"{', '.join(names)}: {what}" for what, names in by_use.items())
+    return f"{subject}: {flags} {verb} not apply ({use})"
+
+
+def _refuse_inapplicable(opts: _Options, applicable: frozenset[str], subject: str) -> None:
+    message = inapplicable_message(opts.given, applicable, subject)
+    if message is not None:
+        raise TriecError(message)
+
+
+def _refuse_old_format(opts: _Options) -> None:
+    """``--format`` is the values file's format only; a named string format (its old second meaning) is told
+    where it went, with or without VALUES."""
+    from triec.compiler.pattern import FORMATS as NAMED
+    from triec.compiler.values import FORMATS
+
+    if opts.fmt in NAMED:
+        raise TriecError(
+            f"--format {opts.fmt}: named string formats have their own option now; use --string-format {opts.fmt} "
+            f"(--format is the values file's format: {', '.join(FORMATS)})"
+        )
+    if opts.fmt not in FORMATS:
+        raise TriecError(f"--format: expected one of {', '.join(FORMATS)}, found {opts.fmt!r}")
+
+
+def _missing_values(ctx: typer.Context) -> Exception:
+    try:  # typer >= 0.20 vendors click (as triec.cli.main reads it)
+        from typer._click import exceptions as click
+    except ImportError:  # pragma: no cover - depends on the installed typer
+        from click import exceptions as click  # type: ignore[no-redef]
+
+    return click.UsageError("Missing argument 'VALUES' (or --pattern REGEX, or --string-format NAME).", ctx=ctx)
+
+
+# ---------------------------------------------------------------- the modes
+
+
+def _pattern_mode(ctx: typer.Context, opts: _Options) -> None:
+    """``--pattern REGEX`` or ``--string-format NAME``, without VALUES: a pattern table."""
+    if opts.values is not None:
+        given = opts.given.get("pattern") or opts.given["string_format"]
+        what = "a regular expression" if given == "--pattern" else "a named string format"
+        raise TriecError(f"{given} compiles {what}: pass it without VALUES")
+    if opts.pattern is None and opts.string_format is None:
+        raise _missing_values(ctx)
+    if opts.pattern is not None and opts.string_format is not None:
+        raise TriecError("--pattern, --string-format: pass one (a named format is a pattern of its own)")
+    subject = "--pattern" if opts.pattern is not None else f"--string-format {opts.string_format}"
+    _refuse_inapplicable(opts, PATTERN_OPTIONS, subject)
+    _compile_pattern(opts, opts.pattern, opts.string_format)
+
+
+def _check_values_file_options(opts: _Options, values: str) -> None:
+    """The values of the options a VALUES file may take, and the output path, checked before any work."""
+    from triec.compiler.entry import TOKENIZATIONS
+    from triec.encoding import ENCODINGS
+
+    if opts.encoding is not None and opts.encoding not in ENCODINGS:
+        raise TriecError(f"--encoding: expected one of {', '.join(ENCODINGS)}, found {opts.encoding!r}")
+    if opts.implementation not in ("numpy", "reference"):
+        raise TriecError(f"--implementation: expected numpy or reference, found {opts.implementation!r}")
+    target = _output_target(opts.output, _default_output(values), opts.zstd)
+    if values != "-" and target.exists() and Path(values).exists() and target.resolve() == Path(values).resolve():
+        raise TriecError(f"{target}: is the values file itself; pass another path with -o")
+    if opts.whitespace not in ("compact", "any"):
+        raise TriecError(f"--whitespace: expected compact or any, found {opts.whitespace!r}")
+    if opts.tokenization not in TOKENIZATIONS:
+        raise TriecError(f"--tokenization: expected one of {', '.join(TOKENIZATIONS)}, found {opts.tokenization!r}")
+
+
+def _schema_mode(opts: _Options, values: str, kind: str, doc: Any) -> None:
+    """A JSON Schema, a tool registry or a structural tag: a schema artifact, the rest run by the engine."""
+    from triec.cli._progress import Phases
+
+    _refuse_inapplicable(opts, SCHEMA_OPTIONS[kind], f"{values} is {_SCHEMA_KINDS[kind]}")
+    engine = opts.engine
+    if opts.tool_choice not in ("required", "auto"):
+        raise TriecError(f"--tool-choice: expected required or auto, found {opts.tool_choice!r}")
+    if opts.tool_choice == "auto":
+        if opts.tool_format != "hermes":
+            raise TriecError(
+                "--tool-choice auto: for a tool registry with --tool-format hermes (free text, then "
+                "calls after the <tool_call> trigger)"
+            )
+        if engine not in (None, "xgrammar"):
+            raise TriecError("--tool-choice auto: the calls are an xgrammar structural tag; use --engine xgrammar")
+        doc, kind, engine = _auto_tag(doc, values, not opts.single_call), "tag", "xgrammar"
+    if kind == "tag":
+        engine = engine or "xgrammar"
+    shape = {
+        "kind": kind,
+        "threshold": opts.enum_threshold,
+        "tool_format": opts.tool_format,
+        "parallel": not opts.single_call,
+        "whitespace": opts.whitespace,
+        "max_states": opts.max_states,
+    }
+    _compile_schema(
+        doc,
+        values,
+        _output_target(opts.output, _default_output(values), opts.zstd),
+        opts.tokenizer,
+        opts.vocab_size,
+        _parse_eos(opts.eos),
+        engine or _default_engine(doc, opts.enum_threshold),
+        shape,
+        opts.zstd,
+        opts.as_json,
+        opts.quiet,
+        Phases(show=not (opts.quiet or opts.as_json)),
+        time.perf_counter(),
+    )
+
+
+def _values_mode(opts: _Options, values: str) -> None:
+    """A plain value set (lines, a JSON array, an enum, a flat object schema): a mask table of its trie."""
+    from triec.cli._progress import Phases
+    from triec.compiler.entry import CompileStats
+    from triec.compiler.entry import compile as compile_values
+    from triec.compiler.values import read_input
+    from triec.encoding import Encoding
+    from triec.errors import EosTextWarning, ValuesError
+    from triec.tokenizer.vocabulary import Vocabulary
+
+    _refuse_inapplicable(opts, VALUES_OPTIONS, f"{values} is a plain value set")
+    target = _output_target(opts.output, _default_output(values), opts.zstd)
+    phases = Phases(show=not (opts.quiet or opts.as_json))
+    total0 = time.perf_counter()
     with phases.phase("read", f"reading {values}"):
         try:
-            raw_values, schema_encoding = read_input(values, fmt)
+            raw_values, schema_encoding = read_input(values, opts.fmt)
         except ValuesError as exc:
             if "'const' properties" in str(exc):  # an object schema that is neither flat nor has a large enum
                 raise ValuesError(
-                    f"{exc}; nor does it hold a string enum of {enum_threshold} or more members "
+                    f"{exc}; nor does it hold a string enum of {opts.enum_threshold} or more members "
                     "to serve with a trie (--enum-threshold)"
                 ) from None
             raise
-    flags = [f for f, v in (("--encoding", encoding), ("--prefix", prefix), ("--suffix", suffix)) if v is not None]
+    flags = [opts.given[k] for k in ("encoding", "prefix", "suffix") if k in opts.given]
     if schema_encoding is not None and flags:
         raise TriecError(
             f"{values}: a JSON Schema object sets its own encoding, prefix and suffix; drop {', '.join(flags)}"
         )
-    spelling = schema_encoding or Encoding(encoding or "raw", prefix or "", suffix or "")
+    spelling = schema_encoding or Encoding(opts.encoding or "raw", opts.prefix or "", opts.suffix or "")
     with phases.phase("tokenizer", "loading tokenizer"):
-        vocab = Vocabulary.load(tokenizer, vocab_size=vocab_size, eos_token_ids=_parse_eos(eos))
+        vocab = Vocabulary.load(opts.tokenizer, vocab_size=opts.vocab_size, eos_token_ids=_parse_eos(opts.eos))
     with phases.phase("automaton", "building the vocabulary automaton (cached after the first run)"):
-        if implementation == "numpy" and tokenization == "any":
+        if opts.implementation == "numpy" and opts.tokenization == "any":
             vocab.automaton  # noqa: B018 - load or build now so its time is reported on its own
     stats = CompileStats()
-    with phases.phase("compile", f"compiling {len(raw_values):,} values ({tokenization} tokenization)") as step:
+    with phases.phase("compile", f"compiling {len(raw_values):,} values ({opts.tokenization} tokenization)") as step:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", EosTextWarning)
             table = compile_values(
                 raw_values,
                 vocab,
                 encoding=spelling,
-                implementation=implementation,
+                implementation=opts.implementation,
                 stats=stats,
-                tokenization=tokenization,
+                tokenization=opts.tokenization,
                 progress=step if phases.show else None,
-                layout=layout,
+                layout=opts.layout,
             )
         for w in caught:  # shown even with --quiet: the artifact may not serve every value
             err.print(f"[yellow]warning:[/] {escape(str(w.message))}", highlight=False, soft_wrap=True)
     with phases.phase("write", f"writing {target}"):
-        size = table.save(target, compress=zstd or str(target).endswith(".zst"))
-    total = time.perf_counter() - total0
+        size = table.save(target, compress=opts.zstd or str(target).endswith(".zst"))
+    summary = _values_summary(table, vocab, stats, phases.seconds, time.perf_counter() - total0)
+    summary.update(output=str(target), artifact_bytes=size, compressed=bool(opts.zstd or str(target).endswith(".zst")))
+    summary["encoding"] = spelling.to_header()
+    if opts.quiet:  # nothing on success, --json or not (issue 37)
+        return
+    if opts.as_json:
+        out.print_json(json.dumps(summary))
+    else:
+        _print_summary(summary)
 
+
+def _values_summary(table: Any, vocab: Any, stats: Any, seconds: dict[str, float], total: float) -> dict[str, Any]:
+    """What a plain value set's compile reports (``--json``'s keys, in their order), less where it was written."""
     tails = table.tails
     stored = table.allowed_offsets if tails is None else tails.offsets  # a tail table's rows are never expanded
     counts = stored[1:].astype("int64") - stored[:-1]
     summary: dict[str, Any] = {
-        "output": str(target),
-        "artifact_bytes": size,
-        "compressed": bool(zstd or str(target).endswith(".zst")),
+        "output": "",
+        "artifact_bytes": 0,
+        "compressed": False,
         "tokenizer": vocab.name,
         "tokenizer_fingerprint": vocab.fingerprint,
         "vocab_size": vocab.vocab_size,
         "eos_token_ids": list(vocab.eos_token_ids),
-        "encoding": spelling.to_header(),
+        "encoding": {},
         "tokenization": table.tokenization,
         "values": stats.num_values,
         "duplicates_removed": stats.duplicates,
@@ -384,48 +529,36 @@ def compile_cmd(
         "max_allowed": int(counts.max()) if counts.size else 0,
         "root_allowed": int(counts[0]) if counts.size else 0,
         "seconds": {
-            "read_values": round(phases.seconds["read"], 6),
-            "tokenizer": round(phases.seconds["tokenizer"], 6),
-            "automaton": round(phases.seconds["automaton"], 6),
-            "values": round(
-                stats.phases.get("values", 0.0) + phases.seconds["compile"] - sum(stats.phases.values()), 6
-            ),
+            "read_values": round(seconds["read"], 6),
+            "tokenizer": round(seconds["tokenizer"], 6),
+            "automaton": round(seconds["automaton"], 6),
+            "values": round(stats.phases.get("values", 0.0) + seconds["compile"] - sum(stats.phases.values()), 6),
             "trie": round(stats.phases.get("trie", 0.0), 6),
             "masks": round(stats.phases.get("masks", 0.0), 6),
-            "write": round(phases.seconds["write"], 6),
+            "write": round(seconds["write"], 6),
             "total": round(total, 6),
         },
     }
     if "encode" in stats.phases:  # canonical: the encoder's batch
         summary["seconds"]["encode"] = round(stats.phases["encode"], 6)
-    if quiet:  # nothing on success, --json or not (issue 37)
-        return
-    if as_json:
-        out.print_json(json.dumps(summary))
-    else:
-        _print_summary(summary)
+    return summary
 
 
 def _compile_pattern(
+    opts: _Options,
     pattern: str | None,
     name: str | None,
-    output: Path | None,
-    tokenizer: str | None,
-    vocab_size: int | None,
-    eos: list[int] | None,
-    max_states: int,
-    zstd: bool,
-    as_json: bool,
-    quiet: bool,
     schema: dict[str, Any] | None = None,
     default: Path | None = None,
 ) -> None:
-    """``--pattern REGEX`` or ``--format NAME`` (no VALUES), or a string schema's file: a pattern table."""
+    """``--pattern REGEX`` or ``--string-format NAME`` (no VALUES), or a string schema's file: a pattern table."""
     from triec.cli._progress import Phases
-    from triec.compiler.pattern import compile_pattern, compile_string_schema
+    from triec.compiler.pattern import FORMATS, compile_pattern, compile_string_schema
     from triec.tokenizer.vocabulary import Vocabulary
 
-    target = _output_target(output, default or Path(f"{name or 'pattern'}.triec"), zstd)
+    tokenizer, vocab_size, eos, max_states = opts.tokenizer, opts.vocab_size, _parse_eos(opts.eos), opts.max_states
+    zstd, as_json, quiet = opts.zstd, opts.as_json, opts.quiet
+    target = _output_target(opts.output, default or Path(f"{name or 'pattern'}.triec"), zstd)
     phases = Phases(show=not (quiet or as_json))
     total0 = time.perf_counter()
     with phases.phase("tokenizer", "loading tokenizer"):
@@ -437,6 +570,7 @@ def _compile_pattern(
         if schema is not None:
             table = compile_string_schema(schema, vocab, max_states=max_states, stats=stats)
             name = table.format_name
+            pattern = schema.get("pattern") if isinstance(schema.get("pattern"), str) else None
         else:
             table = compile_pattern(pattern, vocab, format=name, max_states=max_states, stats=stats)
     with phases.phase("write", f"writing {target}"):
@@ -446,7 +580,9 @@ def _compile_pattern(
         "output": str(target),
         "kind": table.kind.value,
         "format": name,
-        "pattern": table.pattern,
+        "pattern": pattern
+        or FORMATS.get(name or "", table.pattern),  # the user's (a string schema's regex is rewritten for its quotes)
+        "regex": table.pattern,  # as compiled
         "artifact_bytes": size,
         "tokenizer": vocab.name,
         "tokenizer_fingerprint": vocab.fingerprint,
@@ -478,7 +614,7 @@ def _compile_pattern(
     t.add_column()
     if name:
         t.add_row("format", escape(name))
-    t.add_row("pattern", escape(table.pattern))
+    t.add_row("pattern", escape(summary["pattern"]))
     t.add_row("DFA states", f"{table.num_states:,} ({table.num_values:,} accepting)")
     t.add_row(
         "allowed (state, token) pairs",
@@ -630,6 +766,7 @@ def _compile_schema(
                 engine=engine,
                 threshold=threshold,
                 whitespace=shape["whitespace"],
+                max_states=shape["max_states"],
                 stats=stats,
                 source=values,
             )
@@ -654,6 +791,7 @@ def _compile_schema(
                 k: s[k]
                 for k in (
                     "pointer",
+                    "regex",
                     "pattern",
                     "format",
                     "values",
@@ -731,12 +869,13 @@ def _print_schema_summary(table: Any, summary: dict[str, Any]) -> None:
             t.add_row("free text", escape(f"around the tags; a tag starts at the trigger {summary['trigger']!r}"))
     else:
         enums = sum("regex" not in s for s in summary["slots"])
-        t.add_row(
-            "enums served by a trie",
-            f"{enums} (at least {summary['enum_threshold']:,} members, or a tool call's names)",
-        )
+        if enums:
+            t.add_row(
+                "enums served by a trie",
+                f"{enums} (at least {summary['enum_threshold']:,} members, or a tool call's names)",
+            )
         if enums < len(summary["slots"]):
-            t.add_row("format and pattern fields", f"{len(summary['slots']) - enums}, each served by its DFA's table")
+            t.add_row("pattern/format fields served by a DFA table", f"{len(summary['slots']) - enums}")
     for s in summary["slots"]:
         what = f"format {s['format']}" if s.get("format") else (f"pattern {s['pattern']}" if "regex" in s else "")
         size = escape(what) if what else f"K = {s['values']:,}"
@@ -751,7 +890,7 @@ def _print_schema_summary(table: Any, summary: dict[str, Any]) -> None:
             t.add_row(escape(f"  {e['pointer'] or '/'}"), escape(e["reason"]))
     if summary["duplicates_removed"]:
         t.add_row("duplicates removed", f"{summary['duplicates_removed']:,}")
-    t.add_row("trie states / allowed pairs", f"{summary['states']:,} / {summary['allowed_pairs']:,}")
+    t.add_row("slot states / allowed pairs", f"{summary['states']:,} / {summary['allowed_pairs']:,}")
     t.add_row("grammars", f"{summary['grammars']:,}")
     t.add_row("engine", f"{table.engine} {table.engine_version or ''}")
     t.add_row(
