@@ -389,3 +389,14 @@ def test_debug_in_process_then_plain_again(workdir: Path) -> None:
     # --debug does not stick to later invocations in the same process.
     plain = invoke("compile", "missing.txt", "-t", "gpt2")
     assert_usage_error(plain, "missing.txt: cannot read")
+
+
+def test_pattern_summary_prints_the_users_pattern(tmp_path: Path) -> None:
+    """A string schema's pattern is compiled inside its JSON string's quotes; the summary shows it as written."""
+    (tmp_path / "p.json").write_text(json.dumps({"type": "string", "pattern": "^[A-Z]{2}[0-9]{6}$"}))
+    args = ("compile", str(tmp_path / "p.json"), "-t", "gpt2", "-o", str(tmp_path / "p.triec"))
+    result = invoke(*args)
+    assert result.exit_code == 0, result.output
+    assert "^[A-Z]{2}[0-9]{6}$" in result.stdout and "u0022" not in result.stdout
+    summary = json.loads(invoke(*args, "--json").stdout)
+    assert summary["pattern"] == "^[A-Z]{2}[0-9]{6}$" and summary["regex"] != summary["pattern"]

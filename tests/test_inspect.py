@@ -207,3 +207,35 @@ def test_inspect_schema_artifacts(tmp_path: Path) -> None:
     assert "straddle_offsets" in legacy["sections"] and legacy["schema"]["tail"] == ', "arguments": '
     bad = invoke("inspect", str(GOLDEN / "tiny-gpt2.triec"), "--slot", "0")
     assert bad.exit_code == 2 and "schema artifacts only" in bad.stderr
+
+
+# ---------------------------------------------------------------- a schema of format slots (issue 49)
+
+FORMAT_FIELDS = {
+    "type": "object",
+    "properties": {"d": {"type": "string", "format": "date"}, "u": {"type": "string", "format": "uuid"}},
+    "required": ["d", "u"],
+}
+
+
+def test_a_schema_of_two_format_slots(tmp_path: Path) -> None:
+    """inspect calls it a schema table and lists both slots; compile's summary calls them pattern/format fields
+    served by a DFA table, not enums served by a trie."""
+    (tmp_path / "s.json").write_text(json.dumps(FORMAT_FIELDS))
+    out = tmp_path / "s.triec"
+    made = invoke("compile", str(tmp_path / "s.json"), "-t", "gpt2", "-o", str(out))
+    assert made.exit_code == 0, made.output
+    said = " ".join(made.stdout.split())
+    assert "pattern/format fields │ 2, each served by a DFA table" in said and "enums served by a trie" not in said
+    assert "format date" in said and "format uuid" in said
+    shown = invoke("inspect", str(out), "--slot", "1")
+    assert shown.exit_code == 0, shown.output
+    text = " ".join(shown.stdout.split())
+    assert "schema table / v" in text and "slot 1 of 2: its DFA table" in text and "pattern table" not in text
+    assert "states below: slot 1's DFA table" in text
+    report = json.loads(invoke("inspect", str(out), "--json").stdout)
+    assert report["kind"] == "tool-schema" and report["schema"]["shown_slot"] == 0
+    assert [(s["pointer"], s["format"]) for s in report["schema"]["slots"]] == [
+        ("/properties/d", "date"),
+        ("/properties/u", "uuid"),
+    ]

@@ -362,3 +362,55 @@ def test_verify_reports_a_schema_mismatch(tmp_path: Path) -> None:
     report = verify(str(path), against=["llguidance"], walks=2)
     assert report.integrity_ok and not report.ok and report.checks[0].mismatches > 0
     assert invoke("verify", str(path), "--against", "llguidance", "--walks", "0").exit_code == 1
+
+
+# ---------------------------------------------------------------- pattern artifacts: what the report says (issue 49)
+
+
+def test_verify_a_pattern_table_reports_its_dfa(tmp_path: Path, vocabs: dict[str, triec.Vocabulary]) -> None:
+    """A pattern table has no values: the report gives its DFA (states, accepting states, edges) and rows checked,
+    and the reference, which compares rows, shows no walk steps."""
+    path = tmp_path / "date.triec"
+    table = triec.compile_pattern(format="date", vocab=vocabs["gpt2"])
+    table.save(path)
+    result = invoke("verify", str(path))
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.stdout.split())
+    edges = int(table.dfa_bytes.shape[0])
+    assert f"pattern table (format date): {table.num_states} DFA states (1 accepting), {edges} DFA edges" in text
+    assert f"rows checked: all {table.num_states}" in text and " values," not in text
+    row = next(line for line in result.stdout.splitlines() if "reference" in line)
+    assert row.split("│")[5].strip() == "-"  # walk steps
+    report = json.loads(invoke("verify", str(path), "--json").stdout)
+    assert report["num_values"] == 0
+    assert report["pattern"] == {
+        "regex": table.pattern,
+        "format": "date",
+        "states": table.num_states,
+        "accepting_states": 1,
+        "dfa_edges": edges,
+    }
+
+
+def test_verify_names_the_extra_for_a_missing_engine(tmp_path: Path, vocabs: dict[str, triec.Vocabulary]) -> None:
+    """On an install without the engines (their imports blocked, as Python blocks a module set to None): an engine
+    named explicitly is one line naming the pip extra; ``all`` skips what is missing and still checks the rest."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "uuid.triec"
+    triec.compile_pattern(format="uuid", vocab=vocabs["gpt2"]).save(path)
+    blocked = "import sys; sys.modules.update(llguidance=None, xgrammar=None); from triec.cli import main; main()"
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-c", blocked, "verify", str(path), *args], capture_output=True, text=True, timeout=300
+        )
+
+    named = run("--against", "reference,xgrammar")
+    assert named.returncode == 2 and "Traceback" not in named.stderr, named.stderr
+    assert len(named.stderr.strip().splitlines()) == 1 and "pip install 'triec[verify]'" in named.stderr
+    every = run("--against", "all", "--json")
+    assert every.returncode == 0, every.stderr
+    status = {c["against"]: c["status"] for c in json.loads(every.stdout)["checks"]}
+    assert status == {"reference": "ok", "llguidance": "skipped", "xgrammar": "skipped", "outlines-core": "skipped"}

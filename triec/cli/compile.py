@@ -875,7 +875,7 @@ def _print_schema_summary(table: Any, summary: dict[str, Any]) -> None:
                 f"{enums} (at least {summary['enum_threshold']:,} members, or a tool call's names)",
             )
         if enums < len(summary["slots"]):
-            t.add_row("pattern/format fields served by a DFA table", f"{len(summary['slots']) - enums}")
+            t.add_row("pattern/format fields", f"{len(summary['slots']) - enums}, each served by a DFA table")
     for s in summary["slots"]:
         what = f"format {s['format']}" if s.get("format") else (f"pattern {s['pattern']}" if "regex" in s else "")
         size = escape(what) if what else f"K = {s['values']:,}"

@@ -112,12 +112,13 @@ def _inspect_pattern(
 ) -> None:
     """A pattern artifact (or a schema's pattern slot, ``schema_info`` its schema): its regex, its DFA states and
     their rows, one state's tokens (``--state``, ``--prefix``)."""
+    from triec.runtime.kinds import TableKind
     from triec.verify.patterns import describe_pattern_state, pattern_summary
 
     report: dict[str, Any] = {"artifact": str(artifact), "file_bytes": os.path.getsize(artifact)}
     report.update(pattern_summary(table))
-    if schema_info is not None:
-        report["schema"] = schema_info
+    if schema_info is not None:  # the artifact is a schema table; the rows below are one of its slots
+        report["kind"], report["schema"] = TableKind.TOOL_SCHEMA.value, schema_info
     if prefix is not None:
         raw = prefix.encode("utf-8", "surrogateescape")
         found = table.run_bytes(raw)
@@ -134,9 +135,11 @@ def _inspect_pattern(
     meta = Table(title=escape(f"triec inspect {report['artifact']}"), show_header=False, title_justify="left")
     meta.add_column(style="bold")
     meta.add_column()
-    meta.add_row(
-        "kind / format version", f"pattern table / v{report['format_version']} (triec {report['triec_version']})"
-    )
+    kind = "pattern table" if schema_info is None else "schema table"
+    meta.add_row("kind / format version", f"{kind} / v{report['format_version']} (triec {report['triec_version']})")
+    if schema_info is not None:  # every slot is listed in the schema's table below
+        shown, n = schema_info["shown_slot"], len(schema_info["slots"])
+        meta.add_row("shown here", f"slot {shown} of {n}: its DFA table (--slot N for another)")
     if report["format"]:
         meta.add_row("named format", escape(report["format"]))
     meta.add_row("pattern", escape(report["pattern"]))
@@ -361,4 +364,6 @@ def _print_schema(sch: dict[str, Any]) -> None:
                 str(row["into_grammar"]),
             )
         out.print(tt)
-    out.print(f"states below: slot {sch['shown_slot']}'s trie (--slot N for another)")
+    shown = sch["shown_slot"]
+    what = "DFA table" if "regex" in sch["slots"][shown] else "trie"
+    out.print(f"states below: slot {shown}'s {what} (--slot N for another)")

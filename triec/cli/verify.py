@@ -79,6 +79,33 @@ def verify_cmd(
         raise typer.Exit(EXIT_CHECK_FAILED)
 
 
+def _headline(report, sample: str) -> str:  # noqa: ANN001 - VerifyReport, imported lazily
+    """What was checked: a pattern table's DFA (states, accepting states, edges), else the values and states."""
+    held = f"{report.num_values:,} values, {report.num_states:,} states"
+    if report.pattern:
+        p = report.pattern
+        held = (
+            f"pattern table ({'format ' + p['format'] if p['format'] else 'regex ' + p['regex']}): "
+            f"{p['states']:,} DFA states ({p['accepting_states']:,} accepting), {p['dfa_edges']:,} DFA edges"
+        )
+        sample = sample.replace("states checked", "rows checked")
+    return (
+        f"{report.artifact}: {held}, tokenizer {report.tokenizer} "
+        f"({report.vocab_size:,} wide, EOS {report.eos_token_ids}); integrity ok; {sample}"
+        + (
+            f"; {report.tail_states:,} tail states (rows served from the values, checked like any other)"
+            if report.tail_states
+            else ""
+        )
+        + (
+            f"; the reference ran on a seeded sample of {report.values_sampled:,} of the "
+            f"{report.num_values:,} values (every state of their trie, rows as served)"
+            if report.values_sampled
+            else ""
+        )
+    )
+
+
 def _print_report(report) -> None:  # noqa: ANN001 - VerifyReport, imported lazily
     from rich.table import Table
 
@@ -87,29 +114,12 @@ def _print_report(report) -> None:  # noqa: ANN001 - VerifyReport, imported lazi
             err.print(f"[bold red]integrity:[/] {escape(p)}", highlight=False, soft_wrap=True)
         err.print("[bold red]FAILED[/]: the artifact cannot be trusted; nothing else was checked", highlight=False)
         return
-    sample = (
+    sample = "states checked: " + (
         f"sample of {report.states_selected:,} (seed {report.seed})"
         if report.sampled
         else f"all {report.states_selected:,}"
     )
-    out.print(
-        escape(
-            f"{report.artifact}: {report.num_values:,} values, {report.num_states:,} states, tokenizer {report.tokenizer} "
-            f"({report.vocab_size:,} wide, EOS {report.eos_token_ids}); integrity ok; states checked: {sample}"
-            + (
-                f"; {report.tail_states:,} tail states (rows served from the values, checked like any other)"
-                if report.tail_states
-                else ""
-            )
-            + (
-                f"; the reference ran on a seeded sample of {report.values_sampled:,} of the "
-                f"{report.num_values:,} values (every state of their trie, rows as served)"
-                if report.values_sampled
-                else ""
-            )
-        ),
-        highlight=False,
-    )
+    out.print(escape(_headline(report, sample)), highlight=False)
     for w in report.warnings:
         out.print(f"[yellow]warning:[/] {escape(w)}", highlight=False, soft_wrap=True)
     t = Table(show_header=True, header_style="bold")
@@ -122,7 +132,7 @@ def _print_report(report) -> None:  # noqa: ANN001 - VerifyReport, imported lazi
             c.version or "",
             f"[{style}]{c.status}[/]",
             f"{c.states_checked:,}",
-            f"{c.walk_steps:,}",
+            f"{c.walk_steps:,}" if c.walks else "-",  # the reference compares rows: it walks nothing
             f"{c.mismatches:,}",
             f"{sum(c.seconds.values()):.2f}",
         )

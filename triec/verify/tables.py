@@ -116,6 +116,7 @@ class VerifyReport:
     values_sampled: int = 0  # past REFERENCE_VALUES: the values the reference ran on (0: every value)
     warnings: list[str] = field(default_factory=list)  # what holds but may not be meant (an EOS id that is text)
     schema: dict[str, Any] | None = None  # a schema artifact: engine, shape, slots, enums left in the engine
+    pattern: dict[str, Any] | None = None  # a pattern artifact: regex, format, states, accepting states, DFA edges
     checks: list[CheckResult] = field(default_factory=list)
     seconds: float = 0.0
 
@@ -787,6 +788,7 @@ def _verify_pattern(
     from triec.verify import patterns
 
     assert isinstance(table, PatternTable)
+    report.num_values, report.pattern = 0, pattern_facts(table)  # a regular language: no values to count
     rng = np.random.default_rng(seed)
     selected = (
         np.arange(table.num_states)
@@ -822,6 +824,21 @@ def _verify_pattern(
         )
         _add_pattern_mismatches(result, found.mismatches, vocab, max_examples)
         report.checks.append(result)
+
+
+def pattern_facts(table: Table) -> dict[str, Any]:
+    """What a pattern table holds, for the report: its regex and format, its DFA's states, accepting states and
+    edges (a pattern table has no values; ``num_values`` counts its accepting states)."""
+    from triec.runtime.pattern import PatternTable
+
+    assert isinstance(table, PatternTable)
+    return {
+        "regex": table.pattern,
+        "format": table.format_name,
+        "states": table.num_states,
+        "accepting_states": int(table.value_state.shape[0]),
+        "dfa_edges": int(table.dfa_bytes.shape[0]),
+    }
 
 
 def _add_pattern_mismatches(
