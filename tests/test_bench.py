@@ -333,3 +333,27 @@ def test_write_plots_draws_the_decode_speed_plot(tmp_path: Path) -> None:
     written = docs.write_plots(tmp_path, docs_results, ["mlx_outlines"])
     target = tmp_path / decode_speed.TARGET
     assert target in written and target.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o027])
+def test_results_and_artifacts_get_the_usual_mode(tmp_path: Path, umask: int) -> None:
+    """Results and artifacts are written through mkstemp (0o600) and a rename; they end with what open() gives,
+    0o666 less the umask, and a replaced file keeps its own mode."""
+    import os
+    import stat
+
+    import triec
+    from triec.bench.results import write_text
+
+    old = os.umask(umask)
+    try:
+        write_text(tmp_path / "r.json", "{}\n")
+        triec.compile(["a", "b"], "gpt2").save(tmp_path / "a.triec")
+        (tmp_path / "kept.json").write_text("")
+        (tmp_path / "kept.json").chmod(0o600)
+        write_text(tmp_path / "kept.json", "{}\n")
+    finally:
+        os.umask(old)
+    for name in ("r.json", "a.triec"):
+        assert stat.S_IMODE((tmp_path / name).stat().st_mode) == 0o666 & ~umask, name
+    assert stat.S_IMODE((tmp_path / "kept.json").stat().st_mode) == 0o600

@@ -104,3 +104,15 @@ def test_readme_python_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     table = scope["table"]
     assert os.path.exists("tools.triec")
     assert table.num_values == 3  # type: ignore[attr-defined]
+
+
+def test_patterns_python_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """docs/patterns.md's first Python block runs as written: a row of the mask width, a state after a token."""
+    text = (ROOT / "docs" / "patterns.md").read_text(encoding="utf-8")
+    code = text.split("```python\n", 1)[1].split("```", 1)[0]
+    monkeypatch.chdir(tmp_path)
+    scope: dict[str, object] = {}
+    exec(compile(code, "docs/patterns.md", "exec"), scope)  # noqa: S102
+    table, row, state = scope["table"], scope["row"], scope["state"]
+    assert row.ndim == 1 and row.shape[0] == table.mask_writer().fill_one(table.start).shape[1]  # type: ignore[attr-defined]
+    assert 0 <= int(state) < table.num_states and table.prefix(state).isdigit()  # type: ignore[attr-defined]

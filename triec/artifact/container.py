@@ -137,6 +137,18 @@ def atomic_write(path: str | os.PathLike[str], data: bytes) -> None:
         raise OutputError(f"{target}: cannot write ({exc.strerror or exc})") from exc
 
 
+def new_file_mode(target: Path) -> int:
+    """The mode a finished file gets: the target's own when it exists (a replaced file keeps its permissions), else
+    what ``open()`` would give, 0o666 less the umask (``mkstemp`` creates 0o600, which would hide results and
+    artifacts from the user's group)."""
+    try:
+        return stat.S_IMODE(target.stat().st_mode)
+    except OSError:
+        mask = os.umask(0)  # the only portable way to read it; set straight back
+        os.umask(mask)
+        return 0o666 & ~mask
+
+
 def _write_and_rename(target: Path, data: bytes) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or Path("."))
     try:
@@ -144,7 +156,7 @@ def _write_and_rename(target: Path, data: bytes) -> None:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
-        os.chmod(tmp, 0o644)
+        os.chmod(tmp, new_file_mode(target))
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -84,10 +84,14 @@ def write_text(target: Path, text: str) -> None:
 
 
 def write_bytes(target: Path, data: bytes) -> None:
+    """Write ``data`` through a temporary file and a rename, with the mode a plain ``open()`` would give."""
+    from triec.artifact.container import new_file_mode
+
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
+        os.chmod(tmp, new_file_mode(target))
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
