@@ -38,7 +38,7 @@ import numpy as np
 from triec.errors import ArtifactChecksumError, ArtifactError, ArtifactVersionError, OutputError
 
 MAGIC = b"\x89TRIEC\r\n"
-FORMAT_VERSION = 5  # the newest version this triec reads and writes
+FORMAT_VERSION = 6  # the newest version this triec reads and writes
 # Version 2 = version 1 plus the header's ``encoding`` map. A table of raw values
 # with nothing around them is still written as version 1, byte for byte as
 # before, so that older readers keep loading it; a table whose values are
@@ -55,12 +55,16 @@ TAILS_FORMAT_VERSION = 4
 # Version 5 is a ``triec-schema`` table holding a pattern slot (a format or pattern field served from its DFA's
 # rows): version 3's sections and slot columns, plus each pattern slot's regex and DFA; written only for such a table.
 SCHEMA_PATTERNS_FORMAT_VERSION = 5
+# Version 6 is a ``triec-pattern`` table whose rows are stored by token class (tokens that act alike on the DFA,
+# triec.runtime.token_classes): its size follows the distinct behaviours, not vocabulary x states.
+PATTERN_CLASSES_FORMAT_VERSION = 6
 VERSIONS = (
     PLAIN_FORMAT_VERSION,
     ENCODED_FORMAT_VERSION,
     SCHEMA_FORMAT_VERSION,
     TAILS_FORMAT_VERSION,
     SCHEMA_PATTERNS_FORMAT_VERSION,
+    PATTERN_CLASSES_FORMAT_VERSION,
 )
 PREAMBLE = struct.Struct("<8sIIII")
 ALIGN = 64

@@ -1,10 +1,13 @@
-"""The pattern-table format (``"triec-pattern"``, version 1): seven sections and the header fields that describe them.
+"""The pattern-table format (``"triec-pattern"``, versions 1 and 6): the sections and the header fields that
+describe them.
 
-The rows of a regular language's minimal DFA over a vocabulary (:class:`~triec.runtime.pattern.PatternTable`):
-``allowed_offsets`` / ``allowed_tokens`` / ``allowed_next`` as in ``"triec-masks"``, ``accepting`` (the accepting
-states, ascending), and the DFA's own byte transitions as CSR (``dfa_offsets``, ``dfa_bytes``, ``dfa_next``).
-The header names the regex (``pattern.regex``) and the named format it came from (``pattern.format``, or nil).
-Registered with :mod:`triec.artifact.formats` when imported.
+The rows of a regular language's minimal DFA over a vocabulary (:class:`~triec.runtime.pattern.PatternTable`).
+Version 6 (written) stores them by token class (:mod:`triec.runtime.token_classes`): ``token_class`` and the
+class rows ``class_offsets`` / ``class_ids`` / ``class_next``; version 1 (read) stored token rows,
+``allowed_offsets`` / ``allowed_tokens`` / ``allowed_next`` as in ``"triec-masks"``. Both then hold
+``accepting`` (the accepting states, ascending) and the DFA's own byte transitions as CSR (``dfa_offsets``,
+``dfa_bytes``, ``dfa_next``). The header names the regex (``pattern.regex``) and the named format it came from
+(``pattern.format``, or nil). Registered with :mod:`triec.artifact.formats` when imported.
 """
 
 from __future__ import annotations
@@ -13,29 +16,43 @@ from typing import Any
 
 from triec._version import __version__
 from triec.artifact import container, formats
-from triec.artifact.container import PLAIN_FORMAT_VERSION
+from triec.artifact.container import PATTERN_CLASSES_FORMAT_VERSION, PLAIN_FORMAT_VERSION
 from triec.artifact.masks import check_common_header, loaded_fields
-from triec.errors import ArtifactError
+from triec.errors import ArtifactContentError, ArtifactError
 from triec.runtime.kinds import TableKind
 from triec.runtime.pattern import PatternTable
+from triec.runtime.token_classes import TokenClasses
 
 FORMAT_NAME = TableKind.PATTERN.format_name
 
-SECTIONS: tuple[tuple[str, str], ...] = (
-    ("allowed_offsets", "<u4"),
-    ("allowed_tokens", "<i4"),
-    ("allowed_next", "<i4"),
+_DFA: tuple[tuple[str, str], ...] = (
     ("accepting", "<i4"),
     ("dfa_offsets", "<u4"),
     ("dfa_bytes", "|u1"),
     ("dfa_next", "<i4"),
 )
+SECTIONS: tuple[tuple[str, str], ...] = (
+    ("allowed_offsets", "<u4"),
+    ("allowed_tokens", "<i4"),
+    ("allowed_next", "<i4"),
+    *_DFA,
+)
+"""Version 1: token rows."""
+CLASS_SECTIONS: tuple[tuple[str, str], ...] = (
+    ("member_offsets", "<u4"),
+    ("member_tokens", "<i4"),
+    ("class_offsets", "<u4"),
+    ("class_ids", "<i4"),
+    ("class_next", "<i4"),
+    *_DFA,
+)
+"""Version 6: class rows."""
 
 
 def encode_pattern(table: PatternTable) -> bytes:
-    """A pattern table's artifact bytes: a pure function of the table."""
-    if table.num_allowed >= 2**32:
-        raise ArtifactError(f"{table.num_allowed} allowed pairs exceed the format's u32 offsets")
+    """A pattern table's artifact bytes: a pure function of the table (version 6 where it holds classes, version 1
+    where it holds token rows: a table loaded from version 1, or built by hand)."""
+    classes = table.classes
     header: dict[str, Any] = {
         "format": FORMAT_NAME,
         "triec_version": __version__,
@@ -44,21 +61,34 @@ def encode_pattern(table: PatternTable) -> bytes:
         "eos_token_ids": list(table.eos_token_ids),
         "num_states": table.num_states,
         "num_allowed": table.num_allowed,
-        "num_accepting": int(table.value_state.shape[0]),
-        "num_dfa_edges": int(table.dfa_bytes.shape[0]),
-        "pattern": {"regex": table.pattern, "format": table.format_name},
-        "build_options": table.build_options,
     }
-    arrays = {
-        "allowed_offsets": table.allowed_offsets,
-        "allowed_tokens": table.allowed_tokens,
-        "allowed_next": table.allowed_next,
+    arrays: dict[str, Any] = {
         "accepting": table.value_state,
         "dfa_offsets": table.dfa_offsets,
         "dfa_bytes": table.dfa_bytes,
         "dfa_next": table.dfa_next,
     }
-    return container.encode(header, [(name, dtype, arrays[name]) for name, dtype in SECTIONS], PLAIN_FORMAT_VERSION)
+    if classes is None:
+        if table.num_allowed >= 2**32:
+            raise ArtifactError(f"{table.num_allowed} allowed pairs exceed the format's u32 offsets")
+        arrays |= {n: getattr(table, n) for n in ("allowed_offsets", "allowed_tokens", "allowed_next")}
+        sections, version = SECTIONS, PLAIN_FORMAT_VERSION
+    else:
+        if classes.num_class_pairs >= 2**32:
+            raise ArtifactError(f"{classes.num_class_pairs} class pairs exceed the format's u32 offsets")
+        header["num_classes"] = classes.num_classes
+        header["num_class_members"] = int(classes.member_tokens.shape[0])
+        header["num_class_pairs"] = classes.num_class_pairs
+        names = ("member_offsets", "member_tokens", "class_offsets", "class_ids", "class_next")
+        arrays |= {n: getattr(classes, n) for n in names}
+        sections, version = CLASS_SECTIONS, PATTERN_CLASSES_FORMAT_VERSION
+    header |= {
+        "num_accepting": int(table.value_state.shape[0]),
+        "num_dfa_edges": int(table.dfa_bytes.shape[0]),
+        "pattern": {"regex": table.pattern, "format": table.format_name},
+        "build_options": table.build_options,
+    }
+    return container.encode(header, [(name, dtype, arrays[name]) for name, dtype in sections], version)
 
 
 def parse_pattern(
@@ -73,7 +103,7 @@ def parse_pattern(
 ) -> dict[str, Any]:
     """The sections, checked against the header's counts; numpy views."""
     field, count = container.field, container.count
-    check_common_header(header, source)
+    vocab_size = check_common_header(header, source)
     num_states = count(header, "num_states", source, 2**31)
     num_allowed = count(header, "num_allowed", source)
     num_accepting = count(header, "num_accepting", source, 2**31)
@@ -84,16 +114,28 @@ def parse_pattern(
     if not isinstance(pattern.get("regex"), str) or not isinstance(pattern.get("format"), str | None):
         raise container.fail(source, "header field 'pattern': expected a regex string and a format string or nil")
     expected = {
-        "allowed_offsets": num_states + 1,
-        "allowed_tokens": num_allowed,
-        "allowed_next": num_allowed,
         "accepting": num_accepting,
         "dfa_offsets": num_states + 1,
         "dfa_bytes": num_edges,
         "dfa_next": num_edges,
     }
+    if version == PATTERN_CLASSES_FORMAT_VERSION:
+        num_classes = count(header, "num_classes", source, vocab_size + 1)
+        num_members = count(header, "num_class_members", source, vocab_size + 1)
+        num_pairs = count(header, "num_class_pairs", source)
+        expected |= {
+            "member_offsets": num_classes + 1,
+            "member_tokens": num_members,
+            "class_offsets": num_states + 1,
+            "class_ids": num_pairs,
+            "class_next": num_pairs,
+        }
+        sections = CLASS_SECTIONS
+    else:
+        expected |= {"allowed_offsets": num_states + 1, "allowed_tokens": num_allowed, "allowed_next": num_allowed}
+        sections = SECTIONS
     return container.read_sections(
-        buf, source, header, data_start, list(SECTIONS), expected, verify=verify, checksums=checksums
+        buf, source, header, data_start, list(sections), expected, verify=verify, checksums=checksums
     )
 
 
@@ -101,10 +143,16 @@ def build_pattern(
     header: dict[str, Any], arrays: dict[str, Any], version: int, source: str, *, verify: bool = False
 ) -> PatternTable:
     """The table over checked sections (every index checked; with ``verify``, the rows' order and no EOS too)."""
-    return PatternTable.from_artifact(
-        allowed_offsets=arrays["allowed_offsets"],
-        allowed_tokens=arrays["allowed_tokens"],
-        allowed_next=arrays["allowed_next"],
+    if version == PATTERN_CLASSES_FORMAT_VERSION:
+        rows: dict[str, Any] = {
+            "classes": TokenClasses(
+                **{n: arrays[n] for n, _ in CLASS_SECTIONS[:5]}, vocab_size=int(header["vocab_size"])
+            )
+        }
+    else:
+        rows = {n: arrays[n] for n in ("allowed_offsets", "allowed_tokens", "allowed_next")}
+    table = PatternTable.from_artifact(
+        **rows,
         value_state=arrays["accepting"],
         dfa_offsets=arrays["dfa_offsets"],
         dfa_bytes=arrays["dfa_bytes"],
@@ -113,13 +161,19 @@ def build_pattern(
         format_name=header["pattern"]["format"],
         **loaded_fields(header, version, source, verify=verify),
     )
+    if version == PATTERN_CLASSES_FORMAT_VERSION and verify and table.num_allowed != header["num_allowed"]:
+        raise ArtifactContentError(
+            f"{source}: header field 'num_allowed': {header['num_allowed']} pairs, the classes hold "
+            f"{table.num_allowed}; the artifact is corrupt"
+        )
+    return table
 
 
 FORMAT = formats.register(
     formats.ArtifactFormat(
         name=FORMAT_NAME,
         kind=TableKind.PATTERN,
-        versions=(PLAIN_FORMAT_VERSION,),
+        versions=(PLAIN_FORMAT_VERSION, PATTERN_CLASSES_FORMAT_VERSION),
         parse=parse_pattern,
         build=build_pattern,
         encode=encode_pattern,

@@ -99,6 +99,7 @@ def fill_rows(matchers: Sequence[RequestMatcher], rows: Sequence[int], out: np.n
         rw = np.fromiter((r for r, _ in live), dtype=np.int64, count=len(live))
         st = np.fromiter((s for _, s in live), dtype=np.int64, count=len(live))
         w = state_words(table)
+        st = w.rows(st)
         lo = w.offsets[st]
         counts = w.offsets[st + 1] - lo
         total = int(counts.sum())

@@ -27,6 +27,7 @@ from triec._arrays import concat_ranges
 
 if TYPE_CHECKING:
     from triec.runtime.tails import TailLayout
+    from triec.runtime.token_classes import TokenClasses
 
 
 class TableArrays(Protocol):
@@ -79,11 +80,20 @@ class TableArrays(Protocol):
         arrays expanded on first use (O(every pair)): a behaviour that serves tails reads ``tails`` instead."""
         ...
 
+    @property
+    def classes(self) -> TokenClasses | None:
+        """A pattern table's rows by token class (:mod:`triec.runtime.token_classes`), or ``None``. Where set,
+        the three CSR arrays are expanded from it on first use (O(every pair)): a behaviour that serves
+        patterns of any size reads ``classes`` instead."""
+        ...
+
 
 def content(t: TableArrays, state: int) -> tuple[np.ndarray, np.ndarray]:
     """(content tokens ascending, the state each leads to) of one state known to be in range."""
     if t.tails is not None:
         return t.tails.content(state)
+    if t.classes is not None:
+        return t.classes.content(state)
     lo, hi = int(t.allowed_offsets[state]), int(t.allowed_offsets[state + 1])
     return t.allowed_tokens[lo:hi], t.allowed_next[lo:hi]
 
@@ -92,6 +102,9 @@ def contents(t: TableArrays, states: np.ndarray) -> tuple[np.ndarray, np.ndarray
     """(row index, content token) int64 pairs of a batch of states known to be in range, row by row."""
     if t.tails is not None:
         row, tokens, _ = t.tails.content_pairs(states)
+        return row, tokens
+    if t.classes is not None:
+        row, tokens, _ = t.classes.content_pairs(states)
         return row, tokens
     lo = t.allowed_offsets[states].astype(np.int64)
     counts = t.allowed_offsets[states + 1].astype(np.int64) - lo
@@ -104,6 +117,8 @@ def content_pairs(t: TableArrays, states: np.ndarray) -> tuple[np.ndarray, np.nd
     tails = t.tails
     if tails is not None:
         return tails.content_pairs(states)
+    if t.classes is not None:
+        return t.classes.content_pairs(states)
     lo = t.allowed_offsets[states].astype(np.int64)
     counts = t.allowed_offsets[states + 1].astype(np.int64) - lo
     pos = concat_ranges(lo, counts)

@@ -151,6 +151,7 @@ def _kernels() -> dict[str, Any]:
         states,
         tables,
         tokens,
+        key_tokens,
         out,
         B,
         row_base,
@@ -172,10 +173,11 @@ def _kernels() -> dict[str, Any]:
         t = tl.load(tables + i, mask=m, other=0)
         s = tl.load(states + i, mask=m, other=-2).to(tl.int64)
         tok = tl.load(tokens + i, mask=m, other=0).to(tl.int64)
+        ktok = tl.load(key_tokens + i, mask=m, other=0).to(tl.int64)  # the token, or its class in a class layout
         n = tl.load(num_states + t, mask=m, other=0)
         live = (s >= 0) & (s < n)
         r = tl.load(row_base + t, mask=m, other=0) + tl.where(live, s, n)
-        key = r * (V + 2) + tl.minimum(tl.maximum(tok, -1), V) + 1
+        key = r * (V + 2) + tl.minimum(tl.maximum(ktok, -1), V) + 1
         lo = key * 0  # (not tl.zeros_like: a library function the interpreter may not patch)
         hi = key * 0 + num_keys
         for _ in tl.static_range(STEPS):  # lower bound: the first key >= key
@@ -222,6 +224,8 @@ class Packed:
     eos: torch.Tensor  # int64 [sum E]
     eos_lo: torch.Tensor  # int64 [T]
     eos_count: torch.Tensor  # int64 [T]
+    token_class: torch.Tensor  # int32 [sum V of class tables + 1]: a pattern table's token -> class
+    class_base: torch.Tensor  # int64 [T]: where a table's classes start in token_class, -1 where pairs hold tokens
     max_eos: int
     steps: int  # binary search steps over the pair keys
 
@@ -239,7 +243,9 @@ def pack(
 ) -> Packed:
     """Concatenate the device arrays of tables (``runtime.torch._device_arrays``) into one :class:`Packed`."""
     row_base, word_off, w_index, w_bits, dense_of, dense, keys, nxt, acc, eos, eos_lo, eos_n = ([] for _ in range(12))
-    rows = words = dense_n = eos_at = 0
+    token_class: list[np.ndarray] = []
+    class_base: list[int] = []
+    rows = words = dense_n = eos_at = classes_at = 0
     for a, s in zip(arrays, num_states, strict=True):
         offsets = a["word_offsets"].astype(np.int64)  # [S + 2]
         n_pairs = int(offsets[-1])
@@ -249,10 +255,15 @@ def pack(
         w_bits.append(a["word_bits"][:n_pairs])
         d = np.zeros(s + 1, dtype=np.int32)
         wide = a["wide_states"].astype(np.int64)
-        d[wide] = np.arange(1, wide.size + 1, dtype=np.int32) + dense_n
+        d[wide] = a["wide_dense"].astype(np.int32) + dense_n
         dense_of.append(d)
         dense.append(a["dense_rows"][1:])
-        dense_n += wide.size
+        dense_n += a["dense_rows"].shape[0] - 1
+        tc = a.get("token_class")
+        class_base.append(-1 if tc is None else classes_at)
+        if tc is not None:
+            token_class.append(tc)
+            classes_at += tc.size
         k = a["pair_keys"][:-1].astype(np.int64)  # local row * (V + 2) + token + 1
         keys.append(k + rows * (vocab_size + 2))
         nxt.append(a["pair_next"][:-1])
@@ -287,6 +298,8 @@ def pack(
         eos=put(np.concatenate([*eos, [0]]), np.int64),
         eos_lo=put(np.array(eos_lo), np.int64),
         eos_count=put(np.array(eos_n), np.int64),
+        token_class=put(np.concatenate([*token_class, np.full(1, -1, np.int32)]), np.int32),
+        class_base=put(np.array(class_base), np.int64),
         max_eos=max(1, *eos_n),
         steps=max(1, int(all_keys.size).bit_length()),
     )
@@ -398,6 +411,18 @@ def apply(logits: torch.Tensor, bitmask: torch.Tensor, rows: torch.Tensor | None
     return logits
 
 
+def _key_tokens(p: Packed, tables: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+    """What each row looks its token up by: the token itself, or in a pattern table's class layout its class
+    (-1 where it is in none, or the token lies outside the vocabulary: no pair holds either)."""
+    base = p.class_base[tables]
+    if p.token_class.numel() == 1:  # no class table in the set
+        return tokens
+    inside = (tokens >= 0) & (tokens < p.vocab_size)
+    at = (base + tokens.clamp(0, p.vocab_size - 1)).clamp_(min=0)
+    cls = p.token_class[at].to(torch.int64)
+    return torch.where(base >= 0, torch.where(inside, cls, -1), tokens)
+
+
 def advance(p: Packed, states: torch.Tensor, tokens: torch.Tensor, tables: torch.Tensor | None = None) -> torch.Tensor:
     """Next states (int64) after one token per row; one launch."""
     s = states.reshape(-1).to(dtype=torch.int64)
@@ -406,10 +431,12 @@ def advance(p: Packed, states: torch.Tensor, tokens: torch.Tensor, tables: torch
     out = torch.empty(b, dtype=torch.int64, device=s.device)
     if b:
         grid = ((b + BLOCK_B - 1) // BLOCK_B,)
+        tab = _tables_of(p, tables, b, s.device)
         _kernels()["advance_rows"][grid](
             s,
-            _tables_of(p, tables, b, s.device),
+            tab,
             t,
+            _key_tokens(p, tab, t),
             out,
             b,
             p.row_base,

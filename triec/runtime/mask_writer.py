@@ -53,6 +53,8 @@ class MaskWriter:
         self._row0 = self._buf[:1]
         self._row_base = np.arange(self.max_batch, dtype=np.int64) * self.width
         # Python-level copies for the single-state path: list indexing beats numpy scalar indexing.
+        self._row_of = sw.row_of  # a class layout's states share rows: offsets index rows, not states
+        self._row_of_list: list[int] | None = None if sw.row_of is None else sw.row_of.tolist()
         self._offsets_list: list[int] = sw.offsets.tolist()
         self._words_list: list[int] = sw.words.tolist()
         self._bits_list: list[int] = sw.bits.tolist()
@@ -79,6 +81,8 @@ class MaskWriter:
             raise IndexError(f"state {s} out of range (0..{self._num_states - 1}){terminal_note(s)}")
         if self._tails:
             return self._fill_computed(s)
+        if self._row_of_list is not None:
+            s = self._row_of_list[s]
         if s == self._last_state:  # row 0 already holds it
             return self._row0
         off = self._offsets_list
@@ -125,6 +129,8 @@ class MaskWriter:
             p = self._last_state
             self._write(off[p], off[p + 1], clear=True)
         self._last_state = -1
+        if self._row_of is not None:
+            st = self._row_of[st]
         lo = self._offsets[st]
         counts = self._offsets[st + 1] - lo
         ends = np.cumsum(counts)

@@ -113,7 +113,8 @@ class TableMatcher(TokenSteps, Generic[Table]):
         if w is None:
             set_bits(row, self.table.allowed(self._state))
             return
-        lo, hi = int(w.offsets[self._state]), int(w.offsets[self._state + 1])
+        r = w.row(self._state)
+        lo, hi = int(w.offsets[r]), int(w.offsets[r + 1])
         row[w.words[lo:hi]] = w.bits[lo:hi]
 
     def allowed(self) -> np.ndarray:

@@ -14,7 +14,7 @@ every row against the DFA. State 0 is the start. A pattern's language may be inf
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
@@ -25,6 +25,7 @@ from triec.runtime.kinds import TableKind, Tokenization
 from triec.runtime.mask_writer import MaskWriter
 from triec.runtime.matcher import TableMatcher, whole_chars
 from triec.runtime.states import StateQueries
+from triec.runtime.token_classes import TokenClasses
 from triec.runtime.word_masks import state_words
 
 if TYPE_CHECKING:
@@ -47,9 +48,6 @@ class PatternTable(StateQueries):
     def __init__(
         self,
         *,
-        allowed_offsets: np.ndarray,
-        allowed_tokens: np.ndarray,
-        allowed_next: np.ndarray,
         value_state: np.ndarray,
         dfa_offsets: np.ndarray,
         dfa_bytes: np.ndarray,
@@ -57,15 +55,23 @@ class PatternTable(StateQueries):
         vocab_size: int,
         eos_token_ids: Sequence[int],
         tokenizer_fingerprint: str,
+        allowed_offsets: np.ndarray | None = None,
+        allowed_tokens: np.ndarray | None = None,
+        allowed_next: np.ndarray | None = None,
+        classes: TokenClasses | None = None,
         tokenizer_name: str = "",
         pattern: str = "",
         format_name: str | None = None,
         build_options: dict[str, Any] | None = None,
         source: str | None = None,
     ) -> None:
-        self.allowed_offsets = allowed_offsets
-        self.allowed_tokens = allowed_tokens
-        self.allowed_next = allowed_next
+        given = allowed_offsets is not None and allowed_tokens is not None and allowed_next is not None
+        if given == (classes is not None):
+            raise TypeError("a pattern table takes its rows as token rows (allowed_*) or as token classes, one")
+        self.classes = classes
+        """The rows by token class (:mod:`triec.runtime.token_classes`, pattern format version 6), or ``None``
+        where the table holds token rows (version 1, or built by hand)."""
+        self._rows = (allowed_offsets, allowed_tokens, allowed_next) if given else None
         self.value_state = value_state
         """The accepting states, ascending (the name the runtime's behaviours read them by)."""
         self.dfa_offsets = dfa_offsets
@@ -86,6 +92,29 @@ class PatternTable(StateQueries):
         self._eos = np.array(self.eos_token_ids, dtype=np.int32)
         self._prefixes: list[bytes] | None = None
         self._next_maps: list[dict[int, int] | None] = [None] * self.num_states  # token -> next, per state, on use
+
+    def _token_rows(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The token rows: stored, or expanded from the classes on first use (O(every allowed pair))."""
+        if self._rows is None:
+            assert self.classes is not None
+            self._rows = self.classes.expand()
+        rows = self._rows
+        assert rows[0] is not None and rows[1] is not None and rows[2] is not None
+        return rows[0], rows[1], rows[2]
+
+    @property
+    def allowed_offsets(self) -> np.ndarray:
+        """Token rows' offsets [S + 1] (expanded from the classes on first use: O(every pair); the runtime's
+        own behaviours read :attr:`classes` instead)."""
+        return self._token_rows()[0]
+
+    @property
+    def allowed_tokens(self) -> np.ndarray:
+        return self._token_rows()[1]
+
+    @property
+    def allowed_next(self) -> np.ndarray:
+        return self._token_rows()[2]
 
     _checked = False  # every index known in range: compiled, or checked at load
 
@@ -111,10 +140,15 @@ class PatternTable(StateQueries):
 
     @property
     def num_states(self) -> int:
+        if self.classes is not None:
+            return self.classes.num_states
         return int(self.allowed_offsets.shape[0]) - 1
 
     @property
     def num_allowed(self) -> int:
+        """Allowed (state, token) pairs, EOS aside (counted from the classes without expanding them)."""
+        if self.classes is not None:
+            return self.classes.num_pairs
         return int(self.allowed_tokens.shape[0])
 
     @property
@@ -152,6 +186,8 @@ class PatternTable(StateQueries):
         lookup; EOS, refusals and their messages are :meth:`StateQueries.advance`'s.
         """
         s = int(state)
+        if self.classes is not None:  # a class row: one binary search (a dict per row would hold the vocabulary)
+            return super().advance(state, token_id)
         if 0 <= s < len(self._next_maps):
             found = self._next_maps[s]
             if found is None:
@@ -161,6 +197,11 @@ class PatternTable(StateQueries):
             if hit is not None:
                 return hit
         return super().advance(state, token_id)
+
+    def _step(self, state: int, token: int) -> int:
+        if self.classes is not None:
+            return self.classes.step(state, token)
+        return super()._step(state, token)
 
     def dense_dfa(self) -> np.ndarray:
         """The DFA as an int32 [S + 1, 256] table whose row S is a dead sink every missing edge leads to: a string
@@ -253,64 +294,114 @@ class PatternTable(StateQueries):
 
     @property
     def served_nbytes(self) -> int:
+        rows = (self.classes,) if self.classes is not None else self._token_rows()
         arrays = (
-            self.allowed_offsets,
-            self.allowed_tokens,
-            self.allowed_next,
+            *(a for a in rows if isinstance(a, np.ndarray)),
             self.value_state,
             self.dfa_offsets,
             self.dfa_bytes,
             self.dfa_next,
         )
         words = state_words(self)
-        return sum(int(a.nbytes) for a in arrays) + int(words.offsets.nbytes + words.words.nbytes + words.bits.nbytes)
+        stored = sum(int(a.nbytes) for a in arrays) + (self.classes.nbytes if self.classes is not None else 0)
+        shared = 0 if words.row_of is None else int(words.row_of.nbytes)
+        return stored + shared + int(words.offsets.nbytes + words.words.nbytes + words.bits.nbytes)
 
     def check_arrays(self, source: str, *, contents: bool = False) -> None:
         """:class:`ArtifactContentError` unless every index the runtime follows is in range (every load); with
-        ``contents``, also tokens ascending per state and never EOS, DFA bytes ascending per state (``verify``).
-        That each row is the DFA's over the vocabulary is ``triec verify``'s check (it needs the tokenizer)."""
-        s, p = self.num_states, self.num_allowed
-        off, dof = self.allowed_offsets, self.dfa_offsets
+        ``contents``, also tokens (classes) ascending per state and never EOS, DFA bytes ascending per state
+        (``verify``). That each row is the DFA's over the vocabulary is ``triec verify``'s check (it needs the
+        tokenizer)."""
 
         def fail(section: str, what: str) -> ArtifactContentError:
             return ArtifactContentError(f"{source}: section {section}: {what}; the artifact is corrupt")
 
+        s = self.num_states
         if s < 1:
-            raise fail("allowed_offsets", "a pattern table holds at least one state")
-        if int(off[0]) != 0 or int(off[-1]) != p or bool((np.diff(off.astype(np.int64)) < 0).any()):
-            raise fail("allowed_offsets", f"expected offsets rising from 0 to {p}")
-        if p and (int(self.allowed_tokens.min()) < 0 or int(self.allowed_tokens.max()) >= self.vocab_size):
-            raise fail("allowed_tokens", f"expected token ids in 0..{self.vocab_size - 1}")
-        if p and (int(self.allowed_next.min()) < 0 or int(self.allowed_next.max()) >= s):
-            raise fail("allowed_next", f"expected states in 0..{s - 1}")
+            raise fail("class_offsets" if self.classes is not None else "allowed_offsets", "no state")
+        if self.classes is not None:
+            self._check_classes(fail, contents=contents)
+        else:
+            rows = self._token_rows()
+            _check_rows(fail, ("allowed_offsets", "allowed_tokens", "allowed_next"), rows, self.vocab_size, s)
+            if contents:
+                _check_ascending(fail, "allowed_tokens", rows[0], rows[1])
+                if rows[1].size and bool(np.isin(rows[1], self._eos).any()):
+                    raise fail("allowed_tokens", "an EOS id is stored as content (EOS is allowed at accepting states only)")
         vs = self.value_state
         if vs.size and (int(vs.min()) < 0 or int(vs.max()) >= s or bool((np.diff(vs.astype(np.int64)) <= 0).any())):
             raise fail("value_state", f"expected strictly increasing accepting states in 0..{s - 1}")
+        dof = self.dfa_offsets
         if dof.shape[0] != s + 1 or int(dof[0]) != 0 or int(dof[-1]) != self.dfa_bytes.shape[0]:
             raise fail("dfa_offsets", f"expected {s + 1} offsets from 0 to {self.dfa_bytes.shape[0]}")
         if bool((np.diff(dof.astype(np.int64)) < 0).any()):
             raise fail("dfa_offsets", "expected rising offsets")
         if self.dfa_next.size and (int(self.dfa_next.min()) < 0 or int(self.dfa_next.max()) >= s):
             raise fail("dfa_next", f"expected states in 0..{s - 1}")
-        if not contents:
-            return
-        for name, offsets, items in (
-            ("allowed_tokens", off, self.allowed_tokens),
-            ("dfa_bytes", dof, self.dfa_bytes),
-        ):
-            rising = np.diff(items.astype(np.int64)) > 0
-            starts = np.zeros(items.shape[0], dtype=bool)
-            starts[np.asarray(offsets[:-1], dtype=np.int64)[np.diff(offsets.astype(np.int64)) > 0]] = True
-            if not bool((rising | starts[1:]).all()):
-                raise fail(name, "expected strictly ascending items within each state")
-        if p and bool(np.isin(self.allowed_tokens, self._eos).any()):
-            raise fail("allowed_tokens", "an EOS id is stored as content (EOS is allowed at accepting states only)")
+        if contents:
+            _check_ascending(fail, "dfa_bytes", dof, self.dfa_bytes)
+
+    def _check_classes(self, fail: Callable[[str, str], ArtifactContentError], *, contents: bool) -> None:
+        """The class layout's indices (every load): each class's members token ids, no id in two classes and
+        no EOS id in any (EOS is allowed at accepting states only), each state's classes among those and its
+        next states in range; with ``contents``, members and classes ascending."""
+        c = self.classes
+        assert c is not None
+        m_off = np.asarray(c.member_offsets, dtype=np.int64)
+        members = c.member_tokens
+        if int(m_off[0]) != 0 or int(m_off[-1]) != members.shape[0] or bool((np.diff(m_off) < 0).any()):
+            raise fail("member_offsets", f"expected offsets rising from 0 to {members.shape[0]}")
+        if members.size and (int(members.min()) < 0 or int(members.max()) >= self.vocab_size):
+            raise fail("member_tokens", f"expected token ids in 0..{self.vocab_size - 1}")
+        if members.size and int(np.bincount(members, minlength=1).max()) > 1:
+            raise fail("member_tokens", "a token id stands in two classes")
+        if members.size and bool(np.isin(self._eos, members).any()):
+            raise fail("member_tokens", "an EOS id has a class (EOS is allowed at accepting states only)")
+        names = ("class_offsets", "class_ids", "class_next")
+        _check_rows(fail, names, (c.class_offsets, c.class_ids, c.class_next), c.num_classes, self.num_states)
+        if contents:
+            _check_ascending(fail, "member_tokens", c.member_offsets, members)
+            _check_ascending(fail, "class_ids", c.class_offsets, c.class_ids)
+
 
     def save(self, path: str | os.PathLike[str], *, compress: bool | None = None) -> int:
         """Write the artifact atomically (``"triec-pattern"``); ``compress`` (default: path ends in ``.zst``) wraps it in zstd."""
         from triec.artifact.formats import write_artifact
 
         return write_artifact(self, path, compress=compress)
+
+
+def _check_rows(
+    fail: Callable[[str, str], ArtifactContentError],
+    names: tuple[str, str, str],
+    rows: tuple[np.ndarray, np.ndarray, np.ndarray],
+    num_items: int,
+    num_states: int,
+) -> None:
+    """CSR rows whose offsets rise from 0 to their length, whose items lie in 0..num_items-1 and whose next
+    states lie in 0..num_states-1: what every lookup indexes with (token rows or class rows alike)."""
+    off, items, nxt = rows
+    p = int(items.shape[0])
+    if off.shape[0] != num_states + 1 or int(off[0]) != 0 or int(off[-1]) != p:
+        raise fail(names[0], f"expected {num_states + 1} offsets rising from 0 to {p}")
+    if bool((np.diff(off.astype(np.int64)) < 0).any()):
+        raise fail(names[0], f"expected offsets rising from 0 to {p}")
+    if nxt.shape[0] != p:
+        raise fail(names[2], f"expected {p} next states")
+    if p and (int(items.min()) < 0 or int(items.max()) >= num_items):
+        raise fail(names[1], f"expected ids in 0..{num_items - 1}")
+    if p and (int(nxt.min()) < 0 or int(nxt.max()) >= num_states):
+        raise fail(names[2], f"expected states in 0..{num_states - 1}")
+
+
+def _check_ascending(
+    fail: Callable[[str, str], ArtifactContentError], name: str, offsets: np.ndarray, items: np.ndarray
+) -> None:
+    rising = np.diff(items.astype(np.int64)) > 0
+    starts = np.zeros(items.shape[0], dtype=bool)
+    starts[np.asarray(offsets[:-1], dtype=np.int64)[np.diff(offsets.astype(np.int64)) > 0]] = True
+    if not bool((rising | starts[1:]).all()):
+        raise fail(name, "expected strictly ascending items within each state")
 
 
 class PatternMatcher(TableMatcher[Any]):

@@ -19,6 +19,7 @@ from triec.runtime.bitmask import scatter_bits, words_for
 
 if TYPE_CHECKING:
     from triec.runtime.tails import TailLayout
+    from triec.runtime.token_classes import TokenClasses
 
 FINISHED = -1
 """What :meth:`MaskTable.advance` returns for an EOS token at an accepting state."""
@@ -49,6 +50,8 @@ class StateQueries:
 
     tails: TailLayout | None = None
     """The tail layout's rows (:mod:`triec.runtime.tails`, format version 4), ``None`` where every row is stored."""
+    classes: TokenClasses | None = None
+    """A pattern table's rows by token class (:mod:`triec.runtime.token_classes`), ``None`` elsewhere."""
 
     value_state: np.ndarray
     vocab_size: int

@@ -232,11 +232,13 @@ class TorchMaskTable:
         self.word_index: torch.Tensor = put["word_index"]  # int32 [N + 1]
         self.word_bits: torch.Tensor = put["word_bits"]  # int32 [N + 1]
         self.wide_states: torch.Tensor = put["wide_states"]  # int64 [D], ascending
+        self.wide_dense: torch.Tensor = put["wide_dense"]  # int64 [D]: each wide state's row of dense_rows
         self.dense_rows: torch.Tensor = put["dense_rows"]  # int32 [D + 1, W]; row 0 is all zero
         self.pair_keys: torch.Tensor = put[
             "pair_keys"
         ]  # int64 [P + 1]: state * (V + 2) + token + 1, ascending, then a sentinel
         self.pair_next: torch.Tensor = put["pair_next"]  # int32 [P + 1]
+        self.token_class: torch.Tensor | None = put.get("token_class")  # int32 [V]: pairs hold classes, not tokens
         self.accepting: torch.Tensor = put["accepting"]  # bool [S + 1]
         self.eos: torch.Tensor = put["eos"]  # int64 [E]
         self._lanes = torch.arange(self.narrow_words, device=self.device)
@@ -264,6 +266,7 @@ class TorchMaskTable:
             self.word_index,
             self.word_bits,
             self.wide_states,
+            self.wide_dense,
             self.dense_rows,
             self.pair_keys,
             self.pair_next,
@@ -339,7 +342,7 @@ class TorchMaskTable:
         rows_of = self._rows_of(states)
         if self.wide_states.numel():
             j = torch.searchsorted(self.wide_states, rows_of).clamp_(max=self.wide_states.numel() - 1)
-            dense = torch.where(self.wide_states[j] == rows_of, j + 1, 0)
+            dense = torch.where(self.wide_states[j] == rows_of, self.wide_dense[j], 0)
             torch.index_select(self.dense_rows, 0, dense, out=out)
         else:
             out.zero_()
@@ -405,6 +408,8 @@ class TorchMaskTable:
             r = None if rows is None else rows.reshape(-1).to(device=logits.device, dtype=torch.int64)
             return kernels.fill_apply(self.packed, logits, states.to(self.device), rows=r)
         limit = DEFAULT_MAX_GATHER.get(logits.device.type, 0) if max_gather is None else int(max_gather)
+        if self.token_class is not None:  # a class layout's rows are wide or shared: the bitmask serves them
+            limit = 0
         every = rows is None
         if every:
             if limit <= 0:
@@ -460,7 +465,11 @@ class TorchMaskTable:
         row = self._rows_of(s)  # the terminal row S has no pairs and is not accepting
         # Keys have a stride of vocab_size + 2 and hold token + 1: a token clamped from outside the
         # vocabulary becomes 0 or vocab_size + 1, which no pair has, and cannot reach another row.
-        key = row * (self.vocab_size + 2) + t.clamp(-1, self.vocab_size).add_(1)
+        item = t.clamp(-1, self.vocab_size)
+        if self.token_class is not None:  # a class layout: a token's pairs are its class's (-1: in none)
+            inside = (t >= 0) & (t < self.vocab_size)
+            item = torch.where(inside, self.token_class[t.clamp(0, self.vocab_size - 1)].to(torch.int64), item)
+        key = row * (self.vocab_size + 2) + item.add_(1)
         i = torch.searchsorted(self.pair_keys, key).clamp_(max=self.pair_keys.numel() - 1)
         otherwise = torch.where(s == FINISHED, FINISHED, INVALID)  # FINISHED stays; every other miss is INVALID
         nxt = torch.where(self.pair_keys[i] == key, self.pair_next[i].to(torch.int64), otherwise)
@@ -474,21 +483,28 @@ def _same_device(a: torch.device, b: torch.device) -> bool:
 
 
 def _device_arrays(table: TableArrays, narrow_words: int) -> tuple[int, dict[str, np.ndarray]]:
-    """The gather width and the numpy arrays of the device representation (see the module docstring)."""
+    """The gather width and the numpy arrays of the device representation (see the module docstring).
+
+    States that share a row (a pattern table's token classes) share its dense row too: a wide row is uploaded
+    once, however many states set it."""
     sw = state_words(table)
     n_states = table.num_states
-    counts = sw.counts()
+    row_of = sw.rows(np.arange(n_states, dtype=np.int64))
+    row_lo = sw.offsets[:-1].astype(np.int64)
+    row_counts = np.diff(sw.offsets).astype(np.int64)
+    counts = row_counts[row_of]
     width = int(min(narrow_words, max(int(counts.max(initial=0)), len(table.eos_token_ids), 1)))
+    wide_rows = np.flatnonzero(row_counts > width)
+    dense = np.zeros((wide_rows.size + 1, table.words_per_row), dtype=np.int32)
+    for d, r in enumerate(wide_rows.tolist(), start=1):
+        lo, hi = int(sw.offsets[r]), int(sw.offsets[r + 1])
+        dense[d, sw.words[lo:hi]] = sw.bits[lo:hi]
+    dense_of_row = np.zeros(row_counts.size, dtype=np.int64)
+    dense_of_row[wide_rows] = np.arange(1, wide_rows.size + 1, dtype=np.int64)
     wide = np.flatnonzero(counts > width).astype(np.int64)
-    dense = np.zeros((wide.size + 1, table.words_per_row), dtype=np.int32)
-    for r, s in enumerate(wide.tolist(), start=1):
-        lo, hi = int(sw.offsets[s]), int(sw.offsets[s + 1])
-        dense[r, sw.words[lo:hi]] = sw.bits[lo:hi]
     # Wide states keep an empty CSR segment: their dense row is already complete.
-    keep = np.ones(sw.words.size, dtype=bool)
-    for s in wide.tolist():
-        keep[int(sw.offsets[s]) : int(sw.offsets[s + 1])] = False
     kept_counts = np.where(counts > width, 0, counts)
+    kept = concat_ranges(row_lo[row_of], kept_counts)
     eos = np.asarray(table.eos_token_ids, dtype=np.int64)
     eos_row = words_from_pairs(1, np.zeros(eos.size, dtype=np.int64), eos, table.words_per_row)
     eos_words, eos_bits = eos_row.words, eos_row.bits
@@ -496,13 +512,11 @@ def _device_arrays(table: TableArrays, narrow_words: int) -> tuple[int, dict[str
     np.cumsum(kept_counts, out=offsets[1 : n_states + 1])
     offsets[n_states + 1] = offsets[n_states] + eos_words.size
     pad = np.zeros(1, dtype=np.int64)  # one spare pair so every gather index is in range
-    word_index = np.concatenate([sw.words[keep], eos_words, pad])
-    word_bits = np.concatenate([sw.bits[keep], eos_bits, pad.astype(np.int32)])
+    word_index = np.concatenate([sw.words[kept], eos_words, pad])
+    word_bits = np.concatenate([sw.bits[kept], eos_bits, pad.astype(np.int32)])
     if offsets[-1] >= 2**31:
         raise ValueError("too many mask words for int32 offsets")
-    allowed_offsets = np.asarray(table.allowed_offsets, dtype=np.int64)
-    pair_state = np.repeat(np.arange(n_states, dtype=np.int64), np.diff(allowed_offsets))
-    pair_keys = pair_state * (table.vocab_size + 2) + np.asarray(table.allowed_tokens, dtype=np.int64) + 1
+    pairs = _pair_arrays(table)
     accepting = np.zeros(n_states + 1, dtype=bool)
     accepting[np.asarray(table.value_state, dtype=np.int64)] = True
     return width, {
@@ -510,11 +524,32 @@ def _device_arrays(table: TableArrays, narrow_words: int) -> tuple[int, dict[str
         "word_index": word_index.astype(np.int32),
         "word_bits": word_bits.astype(np.int32),
         "wide_states": wide,
+        "wide_dense": dense_of_row[row_of[wide]],
         "dense_rows": dense,
-        "pair_keys": np.concatenate([pair_keys, [_NO_KEY]]),
-        "pair_next": np.concatenate([np.asarray(table.allowed_next, dtype=np.int32), [0]]).astype(np.int32),
+        **pairs,
         "accepting": accepting,
         "eos": eos,
+    }
+
+
+def _pair_arrays(table: TableArrays) -> dict[str, np.ndarray]:
+    """``pair_keys`` (state * (V + 2) + item + 1, ascending, then a sentinel) and ``pair_next``: the items are
+    token ids, or a pattern table's class ids with ``token_class`` [V] (class of each token, -1 for none) to
+    turn a token into its class before the lookup."""
+    classes = table.classes
+    if classes is None:
+        offsets, items, nxt = table.allowed_offsets, table.allowed_tokens, table.allowed_next
+        extra: dict[str, np.ndarray] = {}
+    else:
+        offsets, items, nxt = classes.class_offsets, classes.class_ids, classes.class_next
+        extra = {"token_class": np.asarray(classes.token_class, dtype=np.int32)}
+    offsets = np.asarray(offsets, dtype=np.int64)
+    pair_state = np.repeat(np.arange(offsets.size - 1, dtype=np.int64), np.diff(offsets))
+    pair_keys = pair_state * (table.vocab_size + 2) + np.asarray(items, dtype=np.int64) + 1
+    return {
+        "pair_keys": np.concatenate([pair_keys, [_NO_KEY]]),
+        "pair_next": np.concatenate([np.asarray(nxt, dtype=np.int32), [0]]).astype(np.int32),
+        **extra,
     }
 
 

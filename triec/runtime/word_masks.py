@@ -18,6 +18,7 @@ import numpy as np
 from triec._memo import per_table
 from triec.runtime.arrays import TableArrays
 from triec.runtime.bitmask import bit_of, flat_word
+from triec.runtime.token_classes import row_words
 
 
 @dataclass(frozen=True)
@@ -28,17 +29,28 @@ class StateWords:
     is the sign bit), exactly the value the row word holds.
     """
 
-    offsets: np.ndarray  # int64 [S + 1]
+    offsets: np.ndarray  # int64 [R + 1]
     words: np.ndarray  # int64 [N]: word index in the row
     bits: np.ndarray  # int32 [N]
+    row_of: np.ndarray | None = None
+    """int64 [S]: the row each state sets, where states share rows (a pattern table's token classes:
+    :mod:`triec.runtime.token_classes`); ``None`` where row s is state s's own."""
 
     @property
     def num_states(self) -> int:
-        return int(self.offsets.shape[0]) - 1
+        return int(self.offsets.shape[0]) - 1 if self.row_of is None else int(self.row_of.shape[0])
 
     def counts(self) -> np.ndarray:
         """Words set per state."""
-        return np.diff(self.offsets)
+        per_row = np.diff(self.offsets)
+        return per_row if self.row_of is None else per_row[self.row_of]
+
+    def rows(self, states: np.ndarray) -> np.ndarray:
+        """The row each of ``states`` (in range) sets: index ``offsets`` with these."""
+        return states if self.row_of is None else self.row_of[states]
+
+    def row(self, state: int) -> int:
+        return state if self.row_of is None else int(self.row_of[state])
 
 
 EMPTY_WORDS = StateWords(
@@ -54,7 +66,10 @@ def state_words(table: TableArrays) -> StateWords:
 
 
 def build_state_words(table: TableArrays) -> StateWords:
-    """Merge each state's content tokens and, at accepting states, the EOS ids into words."""
+    """Merge each state's content tokens and, at accepting states, the EOS ids into words (a class layout's
+    states share the words of their distinct rows)."""
+    if table.classes is not None:
+        return class_state_words(table)
     num_states = table.num_states
     width = table.words_per_row
     offsets = np.asarray(table.allowed_offsets, dtype=np.int64)
@@ -66,6 +81,18 @@ def build_state_words(table: TableArrays) -> StateWords:
         state = np.concatenate([state, np.repeat(accepting, eos.size)])
         tokens = np.concatenate([tokens, np.tile(eos, accepting.size)])
     return words_from_pairs(num_states, state, tokens, width)
+
+
+def class_state_words(table: TableArrays) -> StateWords:
+    """A class layout's words: one set per distinct row (live classes, acceptance), ``row_of`` for the states."""
+    classes = table.classes
+    assert classes is not None
+    accepting = np.zeros(table.num_states, dtype=bool)
+    accepting[np.asarray(table.value_state, dtype=np.int64)] = True
+    row_of, reps = classes.distinct_rows(accepting)
+    eos = np.asarray(table.eos_token_ids, dtype=np.int64)
+    offsets, words, bits = row_words(classes, reps, accepting, eos, table.words_per_row)
+    return StateWords(offsets=offsets, words=words, bits=bits, row_of=row_of)
 
 
 def words_from_pairs(num_rows: int, row: np.ndarray, tokens: np.ndarray, width: int) -> StateWords:

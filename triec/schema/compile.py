@@ -260,18 +260,33 @@ def _slot_info(site: EnumSite) -> dict[str, Any]:
     return {"pointer": site.pointer, "values": len(site.values)}
 
 
+MAX_SLOT_PAIRS = 2_000_000
+"""A pattern slot stores its rows token by token (format version 5: 8 bytes a pair), unlike a pattern table's
+classes: a field whose rows would hold more pairs than this (``.{0,300}`` on Qwen2: some 45 million) stays in
+the engine, which serves it as it always did, instead of a schema artifact of hundreds of megabytes."""
+
+
 def _pattern_tables(found: Located, vocab: Vocabulary, max_states: int) -> dict[str, PatternTable]:
-    """Each served pattern site's table (its whole JSON string); a pattern past ``max_states`` stays in the engine."""
+    """Each served pattern site's table (its whole JSON string); a pattern past ``max_states``, past the walk's
+    work bound or past :data:`MAX_SLOT_PAIRS` stays in the engine, with the reason."""
     out: dict[str, PatternTable] = {}
     for site in found.slots:
         if not site.is_pattern:
             continue
         try:
-            out[site.pointer] = compile_pattern(site.regex, vocab, max_states=max_states)
+            table = compile_pattern(site.regex, vocab, max_states=max_states)
         except PatternError as exc:
             site.served, site.reason = False, str(exc)
             continue
-        out[site.pointer].format_name = site.format
+        if table.num_allowed > MAX_SLOT_PAIRS:
+            site.served = False
+            site.reason = (
+                f"its rows hold {table.num_allowed:,} (state, token) pairs, more than a schema slot stores "
+                f"({MAX_SLOT_PAIRS:,}): the engine serves it"
+            )
+            continue
+        table.format_name = site.format
+        out[site.pointer] = table
     return out
 
 

@@ -480,7 +480,7 @@ def warm_up(vllm_config: Any, batch: BatchState) -> None:
             if batch.schema_table(TriecRequest(name)) is not None:
                 continue  # bound and its engine set up: nothing goes to the device
             _, table = batch.device_table(TriecRequest(name))
-            if torch.device(batch.device).type in DEFAULT_MAX_GATHER:
+            if torch.device(batch.device).type in DEFAULT_MAX_GATHER and getattr(table, "token_class", None) is None:
                 table.token_rows()  # the gather path's lists, built now rather than in the first step
         except Exception as exc:
             log.warning("triec: artifact %r not preloaded: %s", name, exc)
