@@ -155,3 +155,24 @@ def test_a_schema_field_too_wide_for_a_slot_stays_in_the_engine(qwen2: triec.Voc
     left = {p["pointer"]: p["reason"] for p in table.info["engine_patterns"]}
     assert list(left) == ["/properties/name"] and f"{MAX_SLOT_PAIRS:,}" in left["/properties/name"]
     assert [s["pointer"] for s in table.info["slots"]] == ["/properties/d"]
+
+
+def test_verify_finds_class_rows_that_load_but_disagree_with_the_dfa(tmp_path: Path, qwen2: triec.Vocabulary) -> None:
+    """A class row leading to the wrong (in-range) state loads, as any consistent table does; ``triec verify``
+    finds it by recompiling the classes from the stored DFA, at every state (the brute-force rows are sampled)."""
+    from typer.testing import CliRunner
+
+    from triec.cli import app
+
+    table = compile_pattern("[^a]{60}", qwen2)
+    good = tmp_path / "good.triec"
+    table.save(good)
+    nxt = table.classes.class_next
+    at = int(table.classes.class_offsets[37])  # a state deep in the DFA, rarely among the sampled rows
+    nxt[at] = (int(nxt[at]) + 1) % table.num_states
+    bad = tmp_path / "bad.triec"
+    table.save(bad)
+    runner = CliRunner()
+    assert runner.invoke(app, ["verify", str(good), "--against", "reference"]).exit_code == 0
+    result = runner.invoke(app, ["verify", str(bad), "--against", "reference", "--states", "4"])
+    assert result.exit_code != 0 and "class rows differ" in result.stdout, result.stdout

@@ -113,6 +113,15 @@ def compile_cmd(
             help="--pattern, --string-format, and a schema's format and pattern fields: refuse a minimal DFA larger than this.",
         ),
     ] = 10_000,
+    max_work: Annotated[
+        int,
+        typer.Option(
+            "--max-work",
+            min=1,
+            help="--pattern, --string-format: refuse a pattern whose rows over the vocabulary would take more than "
+            "this many DFA steps to find (refused as soon as the walk passes it; docs/patterns.md).",
+        ),
+    ] = 100_000_000,
     encoding: Annotated[
         Optional[str],
         typer.Option(
@@ -223,8 +232,8 @@ def compile_cmd(
 
 COMMON_OPTIONS = frozenset({"values", "tokenizer", "output", "vocab_size", "eos", "zstd", "as_json", "quiet"})
 """What every mode takes: the tokenizer, the mask width and EOS, where the artifact goes, how the summary prints."""
-PATTERN_OPTIONS = COMMON_OPTIONS | {"pattern", "string_format", "max_states"}
-STRING_SCHEMA_OPTIONS = COMMON_OPTIONS | {"fmt", "max_states"}
+PATTERN_OPTIONS = COMMON_OPTIONS | {"pattern", "string_format", "max_states", "max_work"}
+STRING_SCHEMA_OPTIONS = COMMON_OPTIONS | {"fmt", "max_states", "max_work"}
 SCHEMA_OPTIONS: dict[str, frozenset[str]] = {
     "schema": COMMON_OPTIONS | {"fmt", "engine", "enum_threshold", "whitespace", "max_states"},
     "tools": COMMON_OPTIONS
@@ -256,6 +265,7 @@ _WHAT_FOR: dict[str, str] = {
     "single_call": "tool registries",
     "tool_choice": "tool registries",
     "max_states": "patterns, named string formats and JSON Schemas",
+    "max_work": "patterns and named string formats",
 }
 """What each mode-specific option is for, said in the refusal so that it names no option the user did not pass."""
 _SCHEMA_KINDS = {"schema": "a JSON Schema", "tools": "a tool registry", "tag": "an xgrammar structural tag"}
@@ -275,6 +285,7 @@ class _Options:
     string_format: str | None
     pattern: str | None
     max_states: int
+    max_work: int
     encoding: str | None
     prefix: str | None
     suffix: str | None
@@ -568,14 +579,16 @@ def _compile_pattern(
     stats: dict[str, Any] = {}
     with phases.phase("compile", f"compiling {'format ' + name if name else 'the pattern'}"):
         if schema is not None:
-            table = compile_string_schema(schema, vocab, max_states=max_states, stats=stats)
+            table = compile_string_schema(schema, vocab, max_states=max_states, max_work=opts.max_work, stats=stats)
             name = table.format_name
             pattern = schema.get("pattern") if isinstance(schema.get("pattern"), str) else None
         else:
-            table = compile_pattern(pattern, vocab, format=name, max_states=max_states, stats=stats)
+            table = compile_pattern(
+                pattern, vocab, format=name, max_states=max_states, max_work=opts.max_work, stats=stats
+            )
     with phases.phase("write", f"writing {target}"):
         size = table.save(target, compress=zstd or str(target).endswith(".zst"))
-    counts = table.allowed_offsets[1:].astype("int64") - table.allowed_offsets[:-1]
+    counts = table.allowed_counts()
     summary: dict[str, Any] = {
         "output": str(target),
         "kind": table.kind.value,
@@ -591,6 +604,8 @@ def _compile_pattern(
         "states": table.num_states,
         "accepting_states": table.num_values,
         "allowed_pairs": table.num_allowed,
+        "token_classes": stats.get("num_classes"),
+        "class_pairs": stats.get("num_class_pairs"),
         "max_allowed": int(counts.max()) if counts.size else 0,
         "root_allowed": int(counts[0]) if counts.size else 0,
         "seconds": {
@@ -620,6 +635,11 @@ def _compile_pattern(
         "allowed (state, token) pairs",
         f"{table.num_allowed:,}  (start {summary['root_allowed']:,}, max {summary['max_allowed']:,})",
     )
+    if summary["token_classes"] is not None:
+        t.add_row(
+            "stored by token class",
+            f"{summary['token_classes']:,} classes, {summary['class_pairs']:,} (state, class) pairs",
+        )
     t.add_row("tokenizer", escape(f"{vocab.name}  ({vocab.vocab_size:,} wide, EOS {list(vocab.eos_token_ids)})"))
     t.add_row("artifact", f"{size:,} bytes")
     t.add_row("time (ms)", "  ".join(f"{k} {1000 * v:.1f}" for k, v in summary["seconds"].items()))

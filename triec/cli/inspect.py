@@ -148,6 +148,8 @@ def _inspect_pattern(
     meta.add_row("DFA states / edges", f"{report['states']:,} / {report['dfa_edges']:,}")
     meta.add_row("accepting states", escape(str(report["accepting_states"][:20])))
     meta.add_row("allowed pairs (max per state)", f"{report['allowed_pairs']:,} ({report['max_allowed']:,})")
+    if report.get("token_classes") is not None:
+        meta.add_row("stored by token class", f"{report['token_classes']:,} classes, {report['class_pairs']:,} pairs")
     meta.add_row("file", f"{report['file_bytes']:,} bytes")
     out.print(meta)
     if schema_info is not None:

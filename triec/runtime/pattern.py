@@ -203,6 +203,13 @@ class PatternTable(StateQueries):
             return self.classes.step(state, token)
         return super()._step(state, token)
 
+    def allowed_counts(self) -> np.ndarray:
+        """Content tokens allowed in each state (int64 [S]), from the classes' sizes where the table has them
+        (never expanding its rows)."""
+        if self.classes is not None:
+            return self.classes.state_pair_counts()
+        return np.diff(self.allowed_offsets.astype(np.int64))
+
     def dense_dfa(self) -> np.ndarray:
         """The DFA as an int32 [S + 1, 256] table whose row S is a dead sink every missing edge leads to: a string
         runs from every state at once in one lookup per byte (numpy), dead where it reaches S."""

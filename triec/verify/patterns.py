@@ -2,7 +2,8 @@
 
 The reference derivation runs every token's bytes through the DFA stored in the artifact from each state checked
 (by brute force, tokens grouped by length: O(states x vocabulary bytes)); it shares nothing with the compiler's
-lockstep walk over the token trie. The engines compile the same regex (xgrammar as written, since its semantics
+walk over the token trie. A table stored by token class (format version 6) also has its classes found again
+from its DFA and compared array for array, which covers every state at the price of a compile. The engines compile the same regex (xgrammar as written, since its semantics
 are the reference for the escapes; llguidance spelled explicitly by :func:`~triec.compiler.regex.to_rust_regex`)
 and are compared state by state along seeded decode walks.
 """
@@ -21,6 +22,7 @@ from triec.engines.llguidance import LLGuidanceEngine
 from triec.engines.xgrammar import XGrammarEngine
 from triec.runtime.bitmask import ids_of
 from triec.runtime.pattern import PatternTable
+from triec.runtime.token_classes import TokenClasses
 from triec.tokenizer.vocabulary import Vocabulary
 from triec.verify.paths import escape_bytes
 
@@ -72,10 +74,58 @@ def reference_rows(table: PatternTable, vocab: Vocabulary, states: np.ndarray) -
     return out
 
 
+def recompiled_classes(table: PatternTable, vocab: Vocabulary) -> TokenClasses:
+    """The class layout of the table's own DFA over ``vocab``, found again (numbering is canonical: smallest
+    member first, so a faithful artifact's arrays come back equal)."""
+    from triec.compiler.pattern import walk_index
+    from triec.compiler.pattern_rows import token_class_rows
+    from triec.compiler.regex import Dfa
+
+    dense = table.dense_dfa()[: table.num_states]
+    trans = np.where(dense == table.num_states, -1, dense).astype(np.int32)  # the sink is "dead" in a Dfa
+    accepting = np.zeros(table.num_states, dtype=bool)
+    accepting[np.asarray(table.value_state, dtype=np.int64)] = True
+    starts, _ = walk_index(vocab.automaton)
+    dfa = Dfa(trans=trans, accepting=accepting)
+    return token_class_rows(dfa, vocab.automaton, starts, vocab.vocab_size, vocab.eos_token_ids, max_work=2**62)
+
+
+def class_mismatches(table: PatternTable, vocab: Vocabulary, max_examples: int) -> list[dict[str, Any]]:
+    """Where the stored classes differ from the DFA's found again: every state is covered at the price of one
+    compile, so a class table's rows are all checked even where the brute-force rows are sampled."""
+    stored = table.classes
+    assert stored is not None
+    again = recompiled_classes(table, vocab)
+    if not (
+        np.array_equal(stored.member_offsets, again.member_offsets)
+        and np.array_equal(stored.member_tokens, again.member_tokens)
+    ):
+        return [{"state": 0, "prefix": "", "problem": "the token classes differ from the DFA's over this vocabulary"}]
+    out: list[dict[str, Any]] = []
+    for s in range(table.num_states):
+        lo, hi = int(stored.class_offsets[s]), int(stored.class_offsets[s + 1])
+        alo, ahi = int(again.class_offsets[s]), int(again.class_offsets[s + 1])
+        if np.array_equal(stored.class_ids[lo:hi], again.class_ids[alo:ahi]) and np.array_equal(
+            stored.class_next[lo:hi], again.class_next[alo:ahi]
+        ):
+            continue
+        out.append({"state": s, "prefix": escape_bytes(table.prefix(s)), "problem": "class rows differ"})
+        if len(out) >= max_examples:
+            break
+    return out
+
+
 def compare_reference(
     table: PatternTable, vocab: Vocabulary, states: np.ndarray, max_examples: int = 10
 ) -> PatternCheck:
+    """The rows of ``states`` against every token's bytes run through the stored DFA; a class table's classes
+    also against the DFA's found again (every state)."""
     check = PatternCheck(against="reference")
+    if table.classes is not None:
+        found = class_mismatches(table, vocab, max_examples)
+        if found:
+            check.status = "mismatch"
+            check.mismatches.extend(found)
     for s, (toks, nxt) in zip(states.tolist(), reference_rows(table, vocab, states), strict=True):
         mine, mine_next = table.transitions(s)
         check.states_checked += 1
@@ -164,8 +214,9 @@ def compare_engine(
 
 def pattern_summary(table: PatternTable) -> dict[str, Any]:
     """What ``triec inspect`` shows of a pattern artifact."""
-    counts = np.diff(table.allowed_offsets.astype(np.int64))
+    counts = table.allowed_counts()  # from the classes' sizes: the rows are never expanded for a summary
     header = dict(table.header or {})
+    classes = table.classes
     return {
         "kind": table.kind.value,
         "format_version": table.format_version,
@@ -180,6 +231,8 @@ def pattern_summary(table: PatternTable) -> dict[str, Any]:
         "allowed_pairs": table.num_allowed,
         "max_allowed": int(counts.max()) if counts.size else 0,
         "dfa_edges": int(table.dfa_bytes.shape[0]),
+        "token_classes": None if classes is None else classes.num_classes,
+        "class_pairs": None if classes is None else classes.num_class_pairs,
         "rows": [
             {
                 "state": s,
