@@ -15,12 +15,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from test_patterns import Oracles, walk_and_compare
 
 import triec
 from triec.compiler.pattern import compile_pattern
 from triec.verify.patterns import reference_rows
-
-from test_patterns import Oracles, walk_and_compare
 
 GOLDEN = Path(__file__).resolve().parent.parent / "fixtures" / "golden"
 

@@ -148,7 +148,9 @@ def token_class_rows(
     member_offsets = np.searchsorted(id_class.take(by_class), np.arange(used.shape[0] + 1)).astype(np.uint32)
     # (state, class, next) for every class's live states
     sizes = np.array([vectors.src[v].shape[0] for v in used.tolist()], dtype=np.int64)
-    src = np.concatenate([vectors.src[v] for v in used.tolist()]).astype(np.int64) if used.size else np.zeros(0, np.int64)
+    src = (
+        np.concatenate([vectors.src[v] for v in used.tolist()]).astype(np.int64) if used.size else np.zeros(0, np.int64)
+    )
     dst = np.concatenate([vectors.dst[v] for v in used.tolist()]) if used.size else np.zeros(0, np.int32)
     cls = np.repeat(rank, sizes)
     pair_order = np.lexsort((cls, src))

@@ -334,7 +334,9 @@ class PatternTable(StateQueries):
             if contents:
                 _check_ascending(fail, "allowed_tokens", rows[0], rows[1])
                 if rows[1].size and bool(np.isin(rows[1], self._eos).any()):
-                    raise fail("allowed_tokens", "an EOS id is stored as content (EOS is allowed at accepting states only)")
+                    raise fail(
+                        "allowed_tokens", "an EOS id is stored as content (EOS is allowed at accepting states only)"
+                    )
         vs = self.value_state
         if vs.size and (int(vs.min()) < 0 or int(vs.max()) >= s or bool((np.diff(vs.astype(np.int64)) <= 0).any())):
             raise fail("value_state", f"expected strictly increasing accepting states in 0..{s - 1}")
@@ -369,7 +371,6 @@ class PatternTable(StateQueries):
         if contents:
             _check_ascending(fail, "member_tokens", c.member_offsets, members)
             _check_ascending(fail, "class_ids", c.class_offsets, c.class_ids)
-
 
     def save(self, path: str | os.PathLike[str], *, compress: bool | None = None) -> int:
         """Write the artifact atomically (``"triec-pattern"``); ``compress`` (default: path ends in ``.zst``) wraps it in zstd."""

@@ -69,8 +69,9 @@ class TokenClasses:
         """int32 [V]: each token's class, -1 where it is in none (derived once: O(vocabulary))."""
         if self._token_class is None:
             tc = np.full(self.vocab_size, -1, dtype=np.int32)
+            sizes: np.ndarray = self.class_sizes()
             tc[np.asarray(self.member_tokens, dtype=np.int64)] = np.repeat(
-                np.arange(self.num_classes, dtype=np.int32), np.diff(np.asarray(self.member_offsets, dtype=np.int64))
+                np.arange(self.num_classes, dtype=np.int32), sizes
             )
             self._token_class = tc
         return self._token_class
