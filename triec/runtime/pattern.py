@@ -32,6 +32,14 @@ if TYPE_CHECKING:
     from triec.runtime.torch import TorchMaskTable
 
 
+_DICT_ROW = 4096
+"""A class table's row of at most this many tokens is a token -> next dict on its first advance (one lookup a
+step, as a token-row table); a wider one keeps a dict of its classes (a dict of the vocabulary per state would
+cost megabytes and milliseconds)."""
+_WIDE: dict[int, int] = {}
+"""The marker a wide class row's entry holds in ``_next_maps`` (no token is in it: every lookup misses)."""
+
+
 class PatternTable(StateQueries):
     """Allowed tokens and transitions for every state of a regular language's minimal DFA.
 
@@ -91,7 +99,9 @@ class PatternTable(StateQueries):
         self.format_version: int | None = None
         self._eos = np.array(self.eos_token_ids, dtype=np.int32)
         self._prefixes: list[bytes] | None = None
-        self._next_maps: list[dict[int, int] | None] = [None] * self.num_states  # token -> next, per state, on use
+        self._next_maps: list[dict[int, int] | None] = [None] * self.num_states  # token (class) -> next, on use
+        self._class_of: list[int] | None = None  # each token's class, as a list (a class table's advance)
+        self._class_maps: dict[int, dict[int, int]] = {}  # a wide class row's class -> next, on use
 
     def _token_rows(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The token rows: stored, or expanded from the classes on first use (O(every allowed pair))."""
@@ -182,21 +192,46 @@ class PatternTable(StateQueries):
     def advance(self, state: int, token_id: int) -> int:
         """The state after ``token_id``; :data:`~triec.runtime.states.FINISHED` for EOS at an accepting state.
 
-        A state's row becomes a dict on its first advance (a pattern table has few states), so a step is one
-        lookup; EOS, refusals and their messages are :meth:`StateQueries.advance`'s.
+        A state's row becomes a token -> next dict on its first advance (a pattern table has few states), so a
+        step is one lookup; a class table's wide row (over :data:`_DICT_ROW` tokens) keeps a class -> next dict
+        instead (:meth:`_advance_class`). EOS, refusals and their messages are :meth:`StateQueries.advance`'s.
         """
         s = int(state)
-        if self.classes is not None:  # a class row: one binary search (a dict per row would hold the vocabulary)
-            return super().advance(state, token_id)
         if 0 <= s < len(self._next_maps):
             found = self._next_maps[s]
             if found is None:
-                toks, nxt = self.transitions(s)
-                found = self._next_maps[s] = dict(zip(toks.tolist(), nxt.tolist(), strict=True))
+                found = self._next_maps[s] = self._next_map(s)
             hit = found.get(int(token_id))
             if hit is not None:
                 return hit
+            if found is _WIDE:
+                return self._advance_class(s, token_id)
         return super().advance(state, token_id)
+
+    def _next_map(self, s: int) -> dict[int, int]:
+        if self.classes is not None and int(self.classes.state_pair_counts()[s]) > _DICT_ROW:
+            return _WIDE
+        toks, nxt = self.transitions(s)
+        return dict(zip(toks.tolist(), nxt.tolist(), strict=True))
+
+    def _advance_class(self, s: int, token_id: int) -> int:
+        """:meth:`advance` over class rows: the token's class (a list read, built on first use), then the
+        state's class -> next dict (a few dozen classes: built on first use)."""
+        classes = self.classes
+        assert classes is not None
+        t = int(token_id)
+        if 0 <= t < self.vocab_size:
+            if self._class_of is None:
+                self._class_of = classes.token_class.tolist()
+            found = self._class_maps.get(s)
+            if found is None:
+                lo, hi = int(classes.class_offsets[s]), int(classes.class_offsets[s + 1])
+                found = dict(zip(classes.class_ids[lo:hi].tolist(), classes.class_next[lo:hi].tolist(), strict=True))
+                self._class_maps[s] = found
+            hit = found.get(self._class_of[t])
+            if hit is not None:
+                return hit
+        return super().advance(s, token_id)
 
     def _step(self, state: int, token: int) -> int:
         if self.classes is not None:

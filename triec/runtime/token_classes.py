@@ -45,6 +45,7 @@ class TokenClasses:
     vocab_size: int
     _token_class: np.ndarray | None = field(default=None, repr=False)
     _num_pairs: int | None = field(default=None, repr=False)
+    _state_counts: np.ndarray | None = field(default=None, repr=False)
 
     @property
     def num_states(self) -> int:
@@ -91,10 +92,12 @@ class TokenClasses:
         return self._num_pairs
 
     def state_pair_counts(self) -> np.ndarray:
-        """Allowed content tokens per state (int64 [S])."""
-        per_pair = self.class_sizes()[np.asarray(self.class_ids, dtype=np.int64)]
-        cum = np.concatenate([[0], np.cumsum(per_pair)])
-        return np.diff(cum[np.asarray(self.class_offsets, dtype=np.int64)])
+        """Allowed content tokens per state (int64 [S], computed once)."""
+        if self._state_counts is None:
+            per_pair = self.class_sizes()[np.asarray(self.class_ids, dtype=np.int64)]
+            cum = np.concatenate([[0], np.cumsum(per_pair)])
+            self._state_counts = np.diff(cum[np.asarray(self.class_offsets, dtype=np.int64)])
+        return self._state_counts
 
     # ------------------------------------------------------------- queries
 
