@@ -30,7 +30,7 @@ import numpy as np
 
 from triec._arrays import concat_ranges, find_sorted
 from triec.errors import ArtifactContentError
-from triec.trie import build_trie_from_buffer
+from triec.trie import build_trie_from_buffer, longest_common_prefixes
 
 _NO_TOKENS = np.zeros(0, dtype=np.int32)
 _NO_TOKENS.flags.writeable = False
@@ -767,8 +767,66 @@ def check_tail_indices(layout: TailLayout, source: str, eos_token_ids: Sequence[
         _fail(source, "token_id_offsets", "expected strictly increasing offsets from 0 to the id count")
     if ix.ids.shape[0] and int(ix.ids.view(np.uint32).max()) >= vocab_size:
         _fail(source, "token_ids", f"expected ids in 0..{vocab_size - 1}")
+    check_served_rows(layout, source)
+    check_token_index(ix, vocab_size, eos_token_ids, source)
     if isinstance(layout, CanonicalTailLayout):  # a canonical table's tail tokens (after the index they read)
         check_canonical_tails(layout, eos_token_ids, source)
+
+
+def check_served_rows(layout: TailLayout, source: str) -> None:
+    """What makes ``allowed`` and ``advance`` agree on the stored rows (indices already in range): tokens strictly
+    ascending within each row (``advance`` binary-searches a row that ``allowed`` lists whole), and a far-table
+    entry for every pair of delta 0 (``advance`` reads one for it). O(P + B) vectorized, like the range checks."""
+    p = layout.num_pairs
+    if not p:
+        return
+    tokens = layout.pairs & layout.token_mask
+    step = tokens[1:].astype(np.int64) - tokens[:-1]
+    starts = np.zeros(p, dtype=bool)
+    off = np.asarray(layout.offsets[1:-1], dtype=np.int64)
+    starts[off[off < p]] = True
+    if ((step <= 0) & ~starts[1:]).any():
+        _fail(source, "allowed_pairs", "expected strictly ascending token ids within each row")
+    zero = int(np.count_nonzero((layout.pairs >> np.uint32(layout.token_bits)) == 0))
+    if zero != layout.far_pairs.shape[0]:
+        _fail(
+            source,
+            "far_pairs",
+            f"expected one entry per pair whose delta is 0 ({zero}), found {layout.far_pairs.shape[0]}",
+        )
+
+
+def check_token_index(index: TailIndex, vocab_size: int, eos_token_ids: Sequence[int], source: str) -> None:
+    """What makes a tail's ``allowed`` (the prefix rows built over the index's keys) and ``advance`` (an id's key
+    compared with the rest of the value) agree, indices already in range: every id spells one key only and is not
+    EOS (a repeated id is listed under two keys and advanced by one), and the keys strictly ascend bytewise (the
+    prefix rows' trie is built from sorted keys). O(V + key bytes) vectorized: a count per id and the keys' common
+    prefixes."""
+    ids = np.asarray(index.ids)
+    if ids.shape[0]:
+        seen = np.bincount(ids.view(np.uint32), minlength=vocab_size)
+        if int(seen.max()) > 1:
+            _fail(source, "token_ids", "expected every id once (an id spelling two keys)")
+        eos = np.asarray([e for e in eos_token_ids if 0 <= e < vocab_size], dtype=np.int64)
+        if eos.size and seen[eos].any():
+            _fail(source, "token_ids", "EOS ids must not appear among content tokens")
+    if index.num_keys > 1 and not keys_ascending(index.key_bytes, index.key_offsets):
+        _fail(source, "token_key_bytes", "expected distinct token bytes in strictly increasing order")
+
+
+def keys_ascending(data: np.ndarray, offsets: np.ndarray) -> bool:
+    """Whether the keys ``data[offsets[i]:offsets[i + 1]]`` (non-empty) strictly ascend bytewise: at each pair's
+    first difference the later byte is larger, or the earlier key is a proper prefix of the later one."""
+    off = np.asarray(offsets, dtype=np.int64)
+    lcp = longest_common_prefixes(np.ascontiguousarray(data, dtype=np.uint8), off)[1:]
+    lengths = off[1:] - off[:-1]
+    a_len, b_len = lengths[:-1], lengths[1:]
+    prefix = (lcp == a_len) & (b_len > a_len)
+    inner = (lcp < a_len) & (lcp < b_len)
+    pos_a = np.minimum(off[:-2] + lcp, off[1:-1] - 1)
+    pos_b = np.minimum(off[1:-1] + lcp, off[2:] - 1)
+    larger = data[pos_b] > data[pos_a]
+    return bool((prefix | (inner & larger)).all())
 
 
 def token_bits(vocab_size: int) -> int:
