@@ -98,7 +98,7 @@ def parse_pattern(
 
 def check_pattern_field(pattern: dict[str, Any], source: str) -> None:
     """The header's ``pattern`` map: a regex string, and a format that is nil or one of the named formats whose
-    regex it is (the name is shown as what the table serves, so a name the regex does not stand for would be a lie;
+    regex it is, as is or within a JSON string's quotes (a string schema's table; the name is shown as what the table serves, so a name the regex does not stand for would be a lie;
     ``triec verify`` checks the DFA against the regex)."""
     regex, name = pattern.get("regex"), pattern.get("format")
     if not isinstance(regex, str) or not (name is None or isinstance(name, str)):
@@ -108,7 +108,7 @@ def check_pattern_field(pattern: dict[str, Any], source: str) -> None:
             source,
             f"header field 'pattern': 'format': expected nil or one of {', '.join(FORMAT_NAMES)}, found {name!r:.40}",
         )
-    if name is not None and regex != FORMATS[name]:
+    if name is not None and regex not in (FORMATS[name], f'"{FORMATS[name]}"'):  # as is, or a JSON string's
         raise container.fail(source, f"header field 'pattern': 'regex' is not the regex of format {name!r}")
 
 

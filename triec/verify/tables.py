@@ -826,7 +826,7 @@ def _verify_pattern(
 
 
 def regex_check(
-    tables: Sequence[Any] | dict[int, Any], vocab: Vocabulary, max_examples: int, *, quoted: bool = False
+    tables: Sequence[Any] | dict[int, Any], vocab: Vocabulary, max_examples: int, *, quoted: bool | None = None
 ) -> CheckResult:
     """The ``regex`` check: each pattern table's (or schema pattern slot's, by slot number) stored DFA against its
     regex compiled again (:func:`triec.verify.patterns.compare_regex`); a mismatch names the difference."""
