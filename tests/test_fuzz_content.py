@@ -26,20 +26,17 @@ import collections
 import os
 import random
 import shutil
-import struct
 import tempfile
-import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import msgpack
 import numpy as np
 import pytest
+from artifact_mutations import Seed, flip_bit, overwrite_words, with_section_crcs
 
 import triec
 import triec.synthetic.sets
-from triec.artifact.container import ALIGN, PREAMBLE
 from triec.artifact.masks import encode_artifact
 from triec.errors import ArtifactContentError, ArtifactError
 
@@ -47,54 +44,26 @@ MUTATIONS = int(os.environ.get("TRIEC_FUZZ_MUTATIONS", 10_000))
 TORCH_EVERY = 20  # the device table is built for every 20th table that loads (a few ms each)
 
 
-class Seed:
-    """A real artifact and where its sections lie."""
-
-    def __init__(self, table: triec.MaskTable) -> None:
-        self.data = encode_artifact(table)
-        head_len = struct.unpack_from("<I", self.data, 12)[0]
-        self.header_end = PREAMBLE.size + head_len
-        self.header = msgpack.unpackb(self.data[PREAMBLE.size : self.header_end], raw=False)
-        self.data_start = (self.header_end + ALIGN - 1) // ALIGN * ALIGN
-        self.sections = [
-            (sec["name"], self.data_start + sec["offset"], sec["length"]) for sec in self.header["sections"]
-        ]
-        h = self.header
-        s, p, k, v = h["num_states"], h["num_allowed"], h["num_values"], h["vocab_size"]
-        self.hostile = sorted(
-            {0, 1, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFF, 0xFFFFFFFE, 0xFFFF, 0x10000}
-            | {x & 0xFFFFFFFF for n in (s, p, k, v, 32 * ((v + 31) // 32)) for x in (n - 1, n, n + 1)}
-        )
+def seed_of(table: triec.MaskTable) -> Seed:
+    """A mask table's artifact, its hostile words the counts of this format (S, P, K, the width, and neighbours)."""
+    seed = Seed(encode_artifact(table))
+    h = seed.header
+    s, p, k, v = h["num_states"], h["num_allowed"], h["num_values"], h["vocab_size"]
+    seed.hostile = sorted(
+        {0, 1, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFF, 0xFFFFFFFE, 0xFFFF, 0x10000}
+        | {x & 0xFFFFFFFF for n in (s, p, k, v, 32 * ((v + 31) // 32)) for x in (n - 1, n, n + 1)}
+    )
+    return seed
 
 
 def mutate(seed: Seed, rng: random.Random) -> tuple[bytes, str, bool]:
     """(bytes, description, CRCs recomputed?)."""
     buf = bytearray(seed.data)
-    if rng.random() < 0.6:
-        name, start, length = rng.choice([s for s in seed.sections if s[2] >= 4])
-        writes = []
-        for _ in range(rng.randint(1, 3)):
-            at = start + 4 * rng.randrange(length // 4)
-            value = rng.choice(seed.hostile) if rng.random() < 0.85 else rng.getrandbits(32)
-            struct.pack_into("<I", buf, at, value)
-            writes.append(f"{(at - start) // 4}={value:#x}")
-        what = f"words {name}[{', '.join(writes)}]"
-    else:
-        at = rng.randrange(seed.header_end, len(buf))
-        bit = rng.randrange(8)
-        buf[at] ^= 1 << bit
-        inside = [name for name, start, length in seed.sections if start <= at < start + length]
-        what = f"bit {bit} of byte {at} ({inside[0] if inside else 'padding'})"
+    what = overwrite_words(seed, buf, rng) if rng.random() < 0.6 else flip_bit(seed, buf, rng)
     recompute = rng.random() < 0.5
     if not recompute:
         return bytes(buf), what + ", CRCs stale", False
-    header = msgpack.unpackb(seed.data[PREAMBLE.size : seed.header_end], raw=False)
-    for sec, (_, start, length) in zip(header["sections"], seed.sections, strict=True):
-        sec["crc32"] = zlib.crc32(bytes(buf[start : start + length]))
-    head = msgpack.packb(header, use_bin_type=True)
-    out = bytearray(struct.pack("<8sIIII", seed.data[:8], 1, len(head), zlib.crc32(head), 0)) + head
-    out += bytes((len(out) + ALIGN - 1) // ALIGN * ALIGN - len(out))
-    return bytes(out) + bytes(buf[seed.data_start :]), what + ", CRCs recomputed", True
+    return with_section_crcs(seed, buf), what + ", CRCs recomputed", True
 
 
 def target(what: str) -> str:
@@ -255,9 +224,9 @@ def run_fuzz(
     qwen2 = vocabs["qwen2"]
     padded = triec.Vocabulary(qwen2.token_bytes, eos_token_ids=qwen2.eos_token_ids, vocab_size=151_936, name="qwen2")
     seeds = [  # small tables (8 to 14 states): every state of every loaded mutation is queried
-        Seed(triec.compile(["", "get", "get_user", "é", "日"], vocabs["gpt2"])),
-        Seed(triec.compile(["ab", "slack.get", "é"], padded)),
-        Seed(triec.compile(["ab", "abc", "abd", "b", "ü"], vocabs["phi3"])),
+        seed_of(triec.compile(["", "get", "get_user", "é", "日"], vocabs["gpt2"])),
+        seed_of(triec.compile(["ab", "slack.get", "é"], padded)),
+        seed_of(triec.compile(["ab", "abc", "abd", "b", "ü"], vocabs["phi3"])),
     ]
     rng = random.Random(20261130)
     path = scratch / "fuzz.triec"

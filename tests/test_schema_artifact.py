@@ -307,7 +307,7 @@ def test_registry_sized_header_stays_small(vocabs: dict[str, triec.Vocabulary]) 
         engine="llguidance",
         engine_version=None,
         convention=base.convention,
-        info={"shape": "test"},
+        info={"shape": "test", "prefix": base.info["prefix"]},  # the start slot's keys begin with it
     )
     raw = encode_artifact(big)
     header, _, _ = container.read_header(raw, "x")
@@ -332,7 +332,8 @@ def write(tmp_path: Path, data: bytes) -> Path:
     [
         (lambda s: s.update(engine="outlines"), "'engine': expected llguidance or xgrammar"),
         (lambda s: s.update(engine_version=3), "'engine_version': expected a string"),
-        (lambda s: s.update(convention=[]), "'convention': expected a map"),
+        (lambda s: s.update(convention=[]), "'convention': expected {"),
+        (lambda s: s["convention"].update(property_order=2**32), "'convention': expected {"),
         (lambda s: s.update(num_slots=0), "'num_slots'"),
         (lambda s: s.update(num_states=-1), "'num_states': expected an integer"),
         (lambda s: s.update(num_groups=True), "'num_groups': expected an integer"),

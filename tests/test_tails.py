@@ -278,16 +278,56 @@ def test_every_new_index_is_checked_at_load(
         triec.load(path)
 
 
-def test_a_delta_of_zero_without_its_far_entry_is_refused_by_verify(tmp_path: Path, qwen2: triec.Vocabulary) -> None:
-    """In range either way (a plain load serves it: the far lookup reads another entry); verify=True refuses it."""
+def test_a_delta_of_zero_without_its_far_entry_is_refused_at_load(tmp_path: Path, qwen2: triec.Vocabulary) -> None:
+    """A pair whose delta is 0 without a far entry would have ``advance`` read another pair's: a plain load refuses
+    it (issue 49: what loads is served consistently), as verify=True always did."""
     path, data, info = _artifact(tmp_path, qwen2)
     at, count, _ = _section(info, "allowed_pairs")
     buf = bytearray(data)
-    struct.pack_into("<I", buf, at + 4 * 7, 3)
+    pair = struct.unpack_from("<I", buf, at + 4 * 7)[0]
+    struct.pack_into("<I", buf, at + 4 * 7, pair & ((1 << token_bits(qwen2.vocab_size)) - 1))  # its token, delta 0
     path.write_bytes(_resealed(bytes(buf), info))
-    triec.load(path)
-    with pytest.raises(triec.ArtifactContentError, match="far_pairs"):
-        triec.load(path, verify=True)
+    for verify in (False, True):
+        with pytest.raises(triec.ArtifactContentError, match="far_pairs: expected one entry per pair"):
+            triec.load(path, verify=verify)
+
+
+@pytest.mark.parametrize("verify", [False, True])
+def test_a_zeroed_run_of_token_ids_is_refused_at_load(tmp_path: Path, qwen2: triec.Vocabulary, verify: bool) -> None:
+    """Issue 49: 4 KB of ``token_ids`` zeroed (CRCs recomputed) loaded, then ``allowed`` listed token 0 where
+    ``advance`` refused it. Each id must spell one key: the load refuses it, with or without verify."""
+    path, data, info = _artifact(tmp_path, qwen2)
+    at, count, _ = _section(info, "token_ids")
+    buf = bytearray(data)
+    buf[at + 4 * (count // 2) : at + 4 * (count // 2) + 4096] = bytes(4096)
+    path.write_bytes(_resealed(bytes(buf), info))
+    with pytest.raises(triec.ArtifactContentError, match="section token_ids: expected every id once"):
+        triec.load(path, verify=verify)
+
+
+@pytest.mark.parametrize(
+    ("section", "word", "match"),
+    [
+        ("allowed_pairs", 0, "allowed_pairs: expected strictly ascending token ids within each row"),
+        ("token_key_bytes", 0, "token_key_bytes: expected distinct token bytes in strictly increasing order"),
+    ],
+)
+def test_what_advance_relies_on_is_checked_at_load(
+    tmp_path: Path, qwen2: triec.Vocabulary, section: str, word: int, match: str
+) -> None:
+    """A stored row out of order (advance binary-searches it) and token keys out of order (the prefix rows are
+    built from sorted keys) are refused by a plain load: ``allowed`` and ``advance`` could disagree."""
+    path, data, info = _artifact(tmp_path, qwen2)
+    at, count, _ = _section(info, section)
+    buf = bytearray(data)
+    if section == "allowed_pairs":  # the first row's second token below its first
+        first = struct.unpack_from("<I", buf, at)[0]
+        struct.pack_into("<I", buf, at + 4, first & ~((1 << token_bits(qwen2.vocab_size)) - 1))
+    else:  # the first key's first byte raised above the second key's
+        buf[at] = 0xFF
+    path.write_bytes(_resealed(bytes(buf), info))
+    with pytest.raises(triec.ArtifactContentError, match=match):
+        triec.load(path)
 
 
 def test_seeded_mutations_are_refused_or_answer_every_query(tmp_path: Path, qwen2: triec.Vocabulary) -> None:

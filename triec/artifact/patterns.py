@@ -19,6 +19,7 @@ from triec.artifact import container, formats
 from triec.artifact.container import PATTERN_CLASSES_FORMAT_VERSION, PLAIN_FORMAT_VERSION
 from triec.artifact.masks import check_common_header, loaded_fields
 from triec.errors import ArtifactContentError, ArtifactError
+from triec.named_formats import FORMAT_NAMES, FORMATS
 from triec.runtime.kinds import TableKind
 from triec.runtime.pattern import PatternTable
 from triec.runtime.token_classes import TokenClasses
@@ -110,9 +111,7 @@ def parse_pattern(
     num_edges = count(header, "num_dfa_edges", source)
     if num_states < 1:
         raise container.fail(source, "header field 'num_states': a pattern table holds at least one state")
-    pattern = field(header, "pattern", dict, source)
-    if not isinstance(pattern.get("regex"), str) or not isinstance(pattern.get("format"), str | None):
-        raise container.fail(source, "header field 'pattern': expected a regex string and a format string or nil")
+    check_pattern_field(field(header, "pattern", dict, source), source)
     expected = {
         "accepting": num_accepting,
         "dfa_offsets": num_states + 1,
@@ -137,6 +136,22 @@ def parse_pattern(
     return container.read_sections(
         buf, source, header, data_start, list(sections), expected, verify=verify, checksums=checksums
     )
+
+
+def check_pattern_field(pattern: dict[str, Any], source: str) -> None:
+    """The header's ``pattern`` map: a regex string, and a format that is nil or one of the named formats whose
+    regex it is, as is or within a JSON string's quotes (a string schema's table; the name is shown as what the table serves, so a name the regex does not stand for would be a lie;
+    ``triec verify`` checks the DFA against the regex)."""
+    regex, name = pattern.get("regex"), pattern.get("format")
+    if not isinstance(regex, str) or not (name is None or isinstance(name, str)):
+        raise container.fail(source, "header field 'pattern': expected a regex string and a format string or nil")
+    if name is not None and name not in FORMAT_NAMES:
+        raise container.fail(
+            source,
+            f"header field 'pattern': 'format': expected nil or one of {', '.join(FORMAT_NAMES)}, found {name!r:.40}",
+        )
+    if name is not None and regex not in (FORMATS[name], f'"{FORMATS[name]}"'):  # as is, or a JSON string's
+        raise container.fail(source, f"header field 'pattern': 'regex' is not the regex of format {name!r}")
 
 
 def build_pattern(

@@ -33,22 +33,10 @@ from triec.compiler.regex import (
     to_xgrammar_regex,
 )
 from triec.errors import PatternError
+from triec.named_formats import FORMATS as FORMATS  # re-exported: the compiler's public name
 from triec.runtime.pattern import PatternTable
 from triec.tokenizer.automaton import VocabAutomaton
 from triec.tokenizer.vocabulary import Vocabulary
-
-_DATE = "[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[1-2][0-9]|3[01])"
-_TIME = "([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)(\\.[0-9]+)?(Z|[+\\-]([01][0-9]|2[0-3]):[0-5][0-9])"
-_OCTET = "(25[0-5]|2[0-4][0-9]|[0-1]?[0-9]?[0-9])"
-
-FORMATS: dict[str, str] = {
-    "date": _DATE,
-    "time": _TIME,
-    "date-time": f"{_DATE}T{_TIME}",
-    "uuid": "[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}",
-    "ipv4": f"({_OCTET}\\.){{3}}{_OCTET}",
-}
-"""JSON Schema ``format`` name -> the regex of xgrammar 0.2.9's grammar for it (the string's content)."""
 
 
 def format_regex(name: str) -> str:

@@ -42,6 +42,7 @@ from triec.errors import ArtifactContentError, ArtifactError
 from triec.runtime.kinds import TableKind
 from triec.runtime.pattern import PatternTable
 from triec.runtime.table import MaskTable
+from triec.schema.artifact_checks import check_convention, check_info, check_rows_ascending, check_slot_values
 from triec.schema.grammar import GrammarSpec
 from triec.schema.pattern_slot import PatternSlot
 from triec.schema.slot import DYNAMIC, HANDOVER, KINDS, TAIL, TRIE, Groups, Slot
@@ -346,8 +347,7 @@ def layout_counts(
         raise fail(f"'engine': expected {' or '.join(ENGINES)}, found {schema.get('engine')!r:.40}")
     if not isinstance(schema.get("engine_version"), str):
         raise fail(f"'engine_version': expected a string, found {schema.get('engine_version')!r:.40}")
-    if not isinstance(schema.get("convention"), dict):
-        raise fail("'convention': expected a map")
+    check_convention(schema, source)
     n: dict[str, int] = {}
     for key in PATTERN_HEADER_COUNTS if patterned else HEADER_COUNTS:
         v = schema.get(key)
@@ -495,6 +495,7 @@ def load_schema_artifact(
         if pattern_n:
             trie = _pattern_table(i, c, arrays, cursors, pattern, off, so, sa, sv, header, version, verify, where, fail)
         else:
+            check_rows_ascending(off, arrays["allowed_tokens"][sa : sa + p_n], where)
             trie = MaskTable.from_artifact(
                 allowed_offsets=off,
                 allowed_tokens=arrays["allowed_tokens"][sa : sa + p_n],
@@ -611,6 +612,12 @@ def load_schema_artifact(
         raise fail("info", f"not valid msgpack ({type(exc).__name__})") from None
     if not isinstance(info, dict):
         raise fail("info", "expected a msgpack map")
+    check_info(info, source)
+    prefix_len = len(info.get("prefix", "").encode("utf-8"))
+    for i, slot in enumerate(slots):  # values_of decodes these keys: they decode now or the load is refused
+        if not isinstance(slot, PatternSlot):
+            skip = prefix_len if i == start_slot else 0
+            check_slot_values(slot.keys, skip, info.get("shape") != "structural-tag", f"{source}: slot {i}")
     where_slots = info.get("slots")
     for i, slot in enumerate(slots):  # a format field's name (the regex is the file's; the name only describes it)
         if isinstance(slot, PatternSlot) and isinstance(where_slots, list) and i < len(where_slots):
@@ -827,8 +834,7 @@ def expected_counts(schema: Any, source: str) -> dict[str, int]:
     ):
         if not isinstance(schema.get(key), str):
             raise fail(f"{key!r}: expected a string, found {schema.get(key)!r:.40}")
-    if not isinstance(schema.get("convention"), dict):
-        raise fail("'convention': expected a map")
+    check_convention(schema, source)
     if schema["engine"] not in ENGINES:
         raise fail(f"'engine': expected llguidance or xgrammar, found {schema['engine']!r}")
     tail = schema["tail"].encode("utf-8")

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 import numpy as np
 
 from triec.artifact.formats import write_artifact
-from triec.errors import TokenizerMismatch, TriecError
+from triec.errors import ArtifactContentError, TokenizerMismatch, TriecError
 from triec.runtime.kinds import TableKind
 from triec.schema.matcher import SchemaMaskWriter, SchemaMatcher
 from triec.schema.parts import Grammar
@@ -184,11 +184,14 @@ class SchemaTable:
         cached = self._values.get(slot)
         if cached is None:
             s = self.slots[slot]
-            if self.info.get("shape") == "structural-tag":  # the keys are the tags' literal begins
-                cached = [k.decode("utf-8") for k in s.keys]
-            else:
-                n = len(self.prefix) if slot == self.start_slot else 0
-                cached = [json.loads(k[n:].decode("utf-8")) for k in s.keys]
+            try:
+                if self.info.get("shape") == "structural-tag":  # the keys are the tags' literal begins
+                    cached = [k.decode("utf-8") for k in s.keys]
+                else:
+                    n = len(self.prefix) if slot == self.start_slot else 0
+                    cached = [json.loads(k[n:].decode("utf-8")) for k in s.keys]
+            except (UnicodeDecodeError, json.JSONDecodeError):  # a loaded table's keys are checked at load; by hand
+                raise ArtifactContentError(f"{self.source}: slot {slot}: a value does not decode") from None
             self._values[slot] = cached
         return cached
 

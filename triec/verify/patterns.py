@@ -16,10 +16,12 @@ from typing import Any
 
 import numpy as np
 
-from triec.compiler.regex import parse, to_rust_regex
+from triec.compiler.regex import Dfa, compile_regex, parse, to_rust_regex
 from triec.engines.base import engine_version, import_engine
 from triec.engines.llguidance import LLGuidanceEngine
 from triec.engines.xgrammar import XGrammarEngine
+from triec.errors import PatternError
+from triec.named_formats import FORMATS
 from triec.runtime.bitmask import ids_of
 from triec.runtime.pattern import PatternTable
 from triec.runtime.token_classes import TokenClasses
@@ -259,3 +261,77 @@ def describe_pattern_state(table: PatternTable, state: int, max_tokens: int | No
         "tokens": [{"id": int(t), "next_state": int(n)} for t, n in zip(toks[:shown], nxt[:shown], strict=True)],
         "tokens_truncated": shown < toks.size,
     }
+
+
+# ---------------------------------------------------------------- the stored DFA against its regex
+
+
+def expected_regexes(format_name: str | None, regex: str, *, quoted: bool | None) -> tuple[str, ...]:
+    """The regexes a table may hold: a named format's, within quotes (``quoted``: a schema's pattern slot or a
+    string schema's table, whose DFA is the whole JSON string's) or not (``False``) or either (``None``); without
+    a name, the stored one itself."""
+    if format_name is None:
+        return (regex,)
+    found = FORMATS.get(format_name)
+    if found is None:
+        return ()
+    return {True: (f'"{found}"',), False: (found,), None: (found, f'"{found}"')}[quoted]
+
+
+def dfa_difference(table: PatternTable, reference: Dfa) -> str | None:
+    """Where the stored DFA differs from ``reference`` (the regex compiled again), or None when they are the same
+    automaton. Both are minimal and trimmed, so they are equal exactly when a walk from state 0 pairs their states
+    one to one with the same accepting flags and the same bytes to paired states: the walk does not rely on how
+    either numbers its states."""
+    n, m = table.num_states, reference.num_states
+    if n != m:
+        return f"the stored DFA has {n} states, the regex's minimal DFA {m}"
+    stored = table.dense_dfa()  # row n: the dead sink
+    ref = np.where(reference.trans >= 0, reference.trans, n)
+    accepting = np.zeros(n, dtype=bool)
+    accepting[np.asarray(table.value_state, dtype=np.int64)] = True
+    pair = {0: 0}  # regex state -> stored state
+    taken = {0}
+    queue = [0]
+    for r in queue:
+        s = pair[r]
+        where = f"state {s} (after {escape_bytes(table.prefix(s))})"
+        if bool(reference.accepting[r]) != bool(accepting[s]):
+            return f"{where}: {'accepting' if accepting[s] else 'not accepting'}, the regex's is not so"
+        dead_ref, dead_stored = ref[r] == n, stored[s] == n
+        if not np.array_equal(dead_ref, dead_stored):
+            b = int(np.flatnonzero(dead_ref != dead_stored)[0])
+            return f"{where}: byte {b:#04x} {'leads on' if dead_ref[b] else 'is refused'} in the stored DFA only"
+        for b in np.flatnonzero(~dead_ref).tolist():
+            rn, sn = int(ref[r, b]), int(stored[s, b])
+            if rn not in pair:
+                if sn in taken:
+                    return f"{where}: byte {b:#04x} leads to state {sn}, which the regex's DFA reaches otherwise"
+                pair[rn] = sn
+                taken.add(sn)
+                queue.append(rn)
+            elif pair[rn] != sn:
+                return f"{where}: byte {b:#04x} leads to state {sn}, the regex's DFA to its state {pair[rn]}"
+    if len(pair) != n:
+        return f"{n - len(pair)} stored states are not reached from the start"
+    return None
+
+
+def compare_regex(table: PatternTable, *, quoted: bool | None = None) -> PatternCheck:
+    """``triec verify``'s check that the stored DFA is the stored regex's (and a named format's regex is that
+    format's): the regex compiled again into its minimal DFA and compared with the stored one. The reference check
+    runs every token over the stored DFA, so together they tie the rows to the regex the header shows."""
+    check = PatternCheck(against="regex", states_checked=table.num_states)
+    expected = expected_regexes(table.format_name, table.pattern, quoted=quoted)
+    problem: str | None
+    if table.pattern not in expected:
+        problem = f"the regex {table.pattern!r:.60} is not format {table.format_name!r}'s ({expected[:1]!r:.60})"
+    else:
+        try:
+            problem = dfa_difference(table, compile_regex(table.pattern))
+        except PatternError as exc:
+            problem = f"the regex {table.pattern!r:.60} does not compile: {exc}"
+    if problem is not None:
+        check.status = "mismatch"
+        check.mismatches.append({"state": 0, "prefix": "", "problem": problem, "only_triec": [], "only_other": []})
+    return check

@@ -796,6 +796,7 @@ def _verify_pattern(
         else np.sort(rng.choice(table.num_states, size=states, replace=False))
     )
     report.states_selected, report.sampled = int(selected.size), table.num_states > states
+    report.checks.append(regex_check([table], vocab, max_examples))
     for name in against:
         t0 = time.perf_counter()
         try:
@@ -839,6 +840,24 @@ def pattern_facts(table: Table) -> dict[str, Any]:
         "accepting_states": int(table.value_state.shape[0]),
         "dfa_edges": int(table.dfa_bytes.shape[0]),
     }
+
+
+def regex_check(
+    tables: Sequence[Any] | dict[int, Any], vocab: Vocabulary, max_examples: int, *, quoted: bool | None = None
+) -> CheckResult:
+    """The ``regex`` check: each pattern table's (or schema pattern slot's, by slot number) stored DFA against its
+    regex compiled again (:func:`triec.verify.patterns.compare_regex`); a mismatch names the difference."""
+    from triec.verify import patterns
+
+    t0 = time.perf_counter()
+    result = CheckResult(against="regex", reason="the stored DFA against its regex compiled again")
+    numbered = tables.items() if isinstance(tables, dict) else ((None, t) for t in tables)
+    for i, t in numbered:
+        found = patterns.compare_regex(t, quoted=quoted)
+        result.states_checked += found.states_checked
+        _add_pattern_mismatches(result, found.mismatches, vocab, max_examples, "" if i is None else f"slot {i}: ")
+    result.seconds["compare"] = time.perf_counter() - t0
+    return result
 
 
 def _add_pattern_mismatches(
@@ -924,6 +943,9 @@ def _verify_schema(
     if "continuation_sha256" in info:
         report.schema["continuation_sha256"] = info["continuation_sha256"]
     report.states_selected = table.num_states
+    slot_tables = {i: s.trie for i, s in enumerate(table.slots) if not s.has_values}
+    if slot_tables:
+        report.checks.append(regex_check(slot_tables, vocab, max_examples, quoted=True))
     for name in against:
         if name == "reference":
             result = CheckResult(against="reference", reason=f"the tries and DFAs of {len(table.slots)} slot(s)")
