@@ -26,6 +26,8 @@ from triec.compiler.regex import (
     Chars,
     Concat,
     Dfa,
+    Node,
+    Repeat,
     compile_regex,
     negate,
     normalize,
@@ -295,7 +297,9 @@ def string_schema_regex(schema: Any) -> tuple[str, str | None] | None:
     return to_xgrammar_regex(Concat((quote, restrict_chars(tree, JSON_CHARS), quote))), None
 
 
-def _refuse_escaped_literals(node: Any, pattern: str) -> None:
+def _refuse_escaped_literals(node: Node, pattern: str) -> None:
+    """Refuse a literal character a JSON string must escape (xgrammar reads those differently); one frame per
+    level of the tree, whose depth the parser bounds (MAX_NESTING)."""
     if isinstance(node, Chars):
         if len(node.ranges) == 1 and node.ranges[0][0] == node.ranges[0][1]:
             cp = node.ranges[0][0]
@@ -306,7 +310,10 @@ def _refuse_escaped_literals(node: Any, pattern: str) -> None:
                     position=0,
                 )
         return
-    for child in getattr(node, "items", None) or ([node.item] if hasattr(node, "item") else []):
+    if isinstance(node, Repeat):
+        _refuse_escaped_literals(node.item, pattern)
+        return
+    for child in node.items:
         _refuse_escaped_literals(child, pattern)
 
 
