@@ -334,8 +334,12 @@ def compile_string_schema(
     """A string schema with a ``format`` (:data:`FORMATS`) or a ``pattern`` as a pattern table over its JSON
     string, quotes included: the output xgrammar's ``compile_json_schema`` allows for it (compact).
 
-    :class:`PatternError` for any other schema, or a pattern whose strings would need escapes.
+    :class:`PatternError` for any other schema, or a pattern whose strings would need escapes;
+    :class:`~triec.errors.SchemaShapeError` for a keyword of the wrong type (naming it and its JSON pointer).
     """
+    from triec.schema.keywords import check_keywords
+
+    check_keywords(schema)
     found = string_schema_regex(schema)
     if found is None:
         raise PatternError(
