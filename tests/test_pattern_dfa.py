@@ -296,3 +296,14 @@ def test_the_whole_code_space_repeated_is_a_dfa_or_a_refusal() -> None:
 def test_long_counted_repetitions_still_get_their_dfa(pattern: str, states: int) -> None:
     """Ordinary schema length bounds are not caught by the new bounds."""
     assert compile_regex(pattern).num_states == states
+
+
+def test_a_schema_pattern_whose_json_regex_nests_past_the_bound_is_refused_naming_it() -> None:
+    """A top-level alternation gains a group inside the JSON string's quotes: at the bound, the refusal names the
+    user's pattern, not the regex triec wrote for it; one level shallower it is served."""
+    at_bound = _deepest(MAX_NESTING) + "|z"
+    with pytest.raises(PatternTooLarge, match="nest deeper than 100") as info:
+        string_schema_regex({"type": "string", "pattern": at_bound})
+    assert str(info.value).startswith(f"pattern {at_bound!r:.80}:")
+    found = string_schema_regex({"type": "string", "pattern": _deepest(MAX_NESTING - 1) + "|z"})
+    assert found is not None and compile_regex(found[0]).matches(b'"z"')

@@ -23,6 +23,7 @@ import numpy as np
 from triec._arrays import concat_ranges
 from triec.compiler.regex import (
     MAX_DFA_STATES,
+    MAX_NESTING,
     Chars,
     Concat,
     Dfa,
@@ -35,7 +36,7 @@ from triec.compiler.regex import (
     restrict_chars,
     to_xgrammar_regex,
 )
-from triec.errors import PatternError
+from triec.errors import PatternError, PatternTooLarge
 from triec.runtime.pattern import PatternTable
 from triec.tokenizer.automaton import VocabAutomaton
 from triec.tokenizer.vocabulary import Vocabulary
@@ -294,7 +295,23 @@ def string_schema_regex(schema: Any) -> tuple[str, str | None] | None:
     tree = parse(pat)
     _refuse_escaped_literals(tree, pat)
     quote = Chars(((0x22, 0x22),))
-    return to_xgrammar_regex(Concat((quote, restrict_chars(tree, JSON_CHARS), quote))), None
+    regex = to_xgrammar_regex(Concat((quote, restrict_chars(tree, JSON_CHARS), quote)))
+    _check_respelled_nesting(regex, pat)
+    return regex, None
+
+
+def _check_respelled_nesting(regex: str, pattern: str) -> None:
+    """The JSON string's regex may nest a group or two deeper than the user's pattern (around a top-level
+    alternation, around a repeated character): refuse past :data:`MAX_NESTING` here, naming the user's pattern,
+    rather than later with a position in a regex the user never wrote."""
+    try:
+        parse(regex)
+    except PatternTooLarge:
+        raise PatternTooLarge(
+            f"pattern {pattern!r:.80}: as a JSON string's regex (a group around a top-level alternation or a "
+            f"repeated character) its groups nest deeper than {MAX_NESTING} (the bound on nesting)",
+            position=0,
+        ) from None
 
 
 def _refuse_escaped_literals(node: Node, pattern: str) -> None:

@@ -623,7 +623,7 @@ def determinize(nfa: _Nfa, start: int, final: int, max_states: int) -> tuple[Edg
                 if j is None:
                     if len(order) >= limit:
                         raise PatternTooLarge(
-                            f"the pattern's DFA grows past {limit} states during its construction, "
+                            f"its DFA grows past {limit} states during its construction, "
                             f"far over the bound of {max_states} (max_states); a general grammar engine is the "
                             "tool for it"
                         )
@@ -638,7 +638,7 @@ def determinize(nfa: _Nfa, start: int, final: int, max_states: int) -> tuple[Edg
 
 def _work_message(budget: int, max_states: int) -> str:
     return (
-        f"the pattern's subset construction passes its work bound of {budget:,} NFA states gathered into subsets "
+        f"its subset construction passes its work bound of {budget:,} NFA states gathered into subsets "
         f"({WORK_PER_STATE} per state of max(max_states, {MAX_DFA_STATES:,}), max_states being {max_states:,}); raise "
         "--max-states (max_states), or a general grammar engine is the tool for it"
     )
@@ -814,7 +814,10 @@ def compile_regex(pattern: str, *, max_states: int = MAX_DFA_STATES) -> Dfa:
     nfa = _Nfa(bound)
     start = nfa.new()
     final = nfa.build(tree, start)
-    succ, accepting, classes = determinize(nfa, start, final, max_states)
+    try:
+        succ, accepting, classes = determinize(nfa, start, final, max_states)
+    except PatternTooLarge as exc:  # name the pattern, as the other refusals do
+        raise PatternTooLarge(f"pattern {pattern!r:.80}: {exc}") from None
     by_class, acc = minimize(succ, accepting, int(classes.max()) + 1, acyclic=not nfa.cyclic)
     if len(acc) > max_states:
         raise PatternTooLarge(
