@@ -34,6 +34,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "triec._arrays",
             "triec._memo",
             "triec.disk_cache",
+            "triec.named_formats",
         ),
     ),
     ("runtime", ("triec.runtime",)),
