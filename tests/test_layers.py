@@ -21,37 +21,33 @@ import triec
 PACKAGE = Path(triec.__file__).resolve().parent
 ARCHITECTURE = PACKAGE.parent / "docs" / "architecture.md"
 
-LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    (
-        "base",
-        (
-            "triec._version",
-            "triec._compat",
-            "triec.errors",
-            "triec.encoding",
-            "triec.keys",
-            "triec.trie",
-            "triec._arrays",
-            "triec._memo",
-            "triec.disk_cache",
-            "triec.named_formats",
-        ),
-    ),
-    ("runtime", ("triec.runtime",)),
-    ("artifact", ("triec.artifact",)),
-    ("tokenizer", ("triec.tokenizer",)),
-    ("compiler", ("triec.compiler",)),
-    ("engines", ("triec.engines",)),
-    ("schema", ("triec.schema",)),
-    ("synthetic", ("triec.synthetic",)),
-    ("verify", ("triec.verify",)),
-    ("bench", ("triec.bench",)),  # `triec bench` on a user's own set: no integration (the suites are benchmarks/)
-    ("integrations", ("triec.integrations",)),
-    ("eval", ("triec.eval",)),
-    ("package", ("triec",)),  # the public surface: names resolved on first use, so nothing below imports it
-    ("cli", ("triec.cli", "triec.bench.__main__")),  # python -m triec.bench is `triec bench`
-)
-"""Bottom up. A module belongs to the layer of the longest name it starts with (``triec`` itself: only exactly)."""
+def _doc_table(heading: str, first_column: str) -> list[list[str]]:
+    """The cells of the markdown table under ``heading`` in docs/architecture.md whose first header cell is
+    ``first_column`` (the rows after the header and its rule)."""
+    text = ARCHITECTURE.read_text()
+    section = text[text.index(heading) :]
+    lines = section.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"| {first_column} |"))
+    rows = []
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        rows.append([c.strip() for c in line.strip().strip("|").split(" | ")])
+    return rows
+
+
+def _names(cell: str) -> tuple[str, ...]:
+    return tuple(re.findall(r"`([^`]+)`", cell))
+
+
+LAYER_ROWS = _doc_table("## Layers", "layer")
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = tuple((row[0], _names(row[1])) for row in LAYER_ROWS)
+"""Bottom up, read from docs/architecture.md's layer table (its **modules** column). A module belongs to the layer
+of the longest name it starts with (``triec`` itself: only exactly)."""
+DECLARED: dict[str, set[str]] = {
+    row[0]: {n.strip() for n in row[3].split(",") if n.strip() not in ("", "—")} for row in LAYER_ROWS
+}
+"""Each layer's **imports from below today** column."""
 
 LAZY_EDGES: dict[tuple[str, str], str] = {
     (
@@ -186,8 +182,34 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 def test_every_module_belongs_to_a_layer() -> None:
+    assert [name for name, _ in LAYERS][:2] == ["base", "runtime"] and all(prefixes for _, prefixes in LAYERS)
     for name in modules():
         layer_of(name)
+
+
+def test_the_docs_import_column_holds_what_the_code_imports() -> None:
+    """Each layer's row in docs/architecture.md names every layer its modules import (lazy edges aside), and only
+    layers below it: the table and the code cannot drift apart."""
+    order = [name for name, _ in LAYERS]
+    found: dict[str, set[str]] = {name: set() for name in order}
+    for e in edges():
+        if (e.source, e.target) in LAZY_EDGES:
+            continue
+        a, b = layer_of(e.source), layer_of(e.target)
+        if a != b:
+            found[order[a]].add(order[b])
+    missing = {layer: sorted(found[layer] - DECLARED[layer]) for layer in order if found[layer] - DECLARED[layer]}
+    assert missing == {}, "docs/architecture.md's layer table omits these imports"
+    for layer in order:
+        assert all(order.index(d) < order.index(layer) for d in DECLARED[layer]), layer
+
+
+def test_the_module_table_has_one_row_per_module() -> None:
+    """docs/architecture.md's module table: a row for every module of the package, none for a module that is gone."""
+    rows = {_names(row[0])[0] for row in _doc_table("## Modules", "module") if _names(row[0])}
+    files = {str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py")}
+    assert sorted(files - rows) == [], "modules without a row in docs/architecture.md"
+    assert sorted(rows - files) == [], "rows in docs/architecture.md for modules that do not exist"
 
 
 def test_no_module_imports_from_a_higher_layer() -> None:

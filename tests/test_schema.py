@@ -520,7 +520,7 @@ def test_a_string_schema_of_the_wrong_type_is_refused_naming_it(vocabs: dict[str
 
 def test_keywords_of_the_right_type_pass_and_values_are_not_looked_into() -> None:
     """The check reads keywords where schemas stand, not inside values, names or unknown keywords."""
-    from triec.schema.keywords import check_keywords
+    from triec.compiler.schema_keywords import check_keywords
 
     check_keywords(
         {

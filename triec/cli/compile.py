@@ -661,7 +661,7 @@ def _string_schema(values: str, fmt: str) -> dict[str, Any] | None:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
         return None
     if isinstance(doc, dict) and doc.get("type") == "string":
-        from triec.schema.keywords import check_keywords
+        from triec.compiler.schema_keywords import check_keywords
 
         check_keywords(doc, values)  # a keyword of the wrong type is refused naming it, not read as absent
     try:

@@ -21,7 +21,7 @@ from typing import Any
 
 from triec.encoding import JSON, Encoding, json_string_literal
 from triec.errors import ValuesError
-from triec.schema.keywords import check_keywords
+from triec.compiler.schema_keywords import check_keywords
 
 # Keywords that never change the set of instances.
 _ANNOTATIONS = frozenset(

@@ -160,7 +160,7 @@ def compile_string_schema(
     :class:`PatternError` for any other schema, or a pattern whose strings would need escapes;
     :class:`~triec.errors.SchemaShapeError` for a keyword of the wrong type (naming it and its JSON pointer).
     """
-    from triec.schema.keywords import check_keywords
+    from triec.compiler.schema_keywords import check_keywords
 
     check_keywords(schema)
     found = string_schema_regex(schema)

@@ -99,7 +99,7 @@ def _parse_json(raw: bytes, source: str) -> tuple[list[str], Encoding | None]:
     if is_object_schema(doc):
         return parse_schema(doc, source)
     if isinstance(doc, dict):
-        from triec.schema.keywords import check_keywords
+        from triec.compiler.schema_keywords import check_keywords
 
         check_keywords(doc, source)  # "pattern": null is refused for what it is, not for a missing "enum"
         if "enum" not in doc:

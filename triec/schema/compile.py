@@ -26,7 +26,7 @@ from triec.encoding import json_string_literal
 from triec.errors import PatternError, SchemaShapeError
 from triec.runtime.pattern import PatternTable
 from triec.schema.grammar import GrammarSpec
-from triec.schema.keywords import check_keywords
+from triec.compiler.schema_keywords import check_keywords
 from triec.schema.locate import DEFAULT_THRESHOLD, EnumSite, Located, locate, with_markers
 from triec.schema.pattern_slot import build_pattern_slot
 from triec.schema.shape import CONVENTION, NEEDS_ESCAPE, canonical_json, parse_tool_schema
