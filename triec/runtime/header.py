@@ -39,7 +39,6 @@ class TableHeader:
     @classmethod
     def of(
         cls,
-        *,
         vocab_size: int,
         eos_token_ids: Iterable[int],
         tokenizer_fingerprint: str,

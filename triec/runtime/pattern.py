@@ -87,14 +87,7 @@ class PatternTable(StateQueries):
         self.dfa_bytes = dfa_bytes
         self.dfa_next = dfa_next
         self.hold_header(
-            TableHeader.of(
-                vocab_size=vocab_size,
-                eos_token_ids=eos_token_ids,
-                tokenizer_fingerprint=tokenizer_fingerprint,
-                tokenizer_name=tokenizer_name,
-                build_options=build_options,
-                source=source,
-            )
+            TableHeader.of(vocab_size, eos_token_ids, tokenizer_fingerprint, tokenizer_name, build_options, source)
         )
         self.pattern = pattern
         """The regular expression compiled (for a named format: the regex it stands for)."""

@@ -85,14 +85,7 @@ class MaskTable(StateQueries):
         self.value_lcp = value_lcp
         self.state_byte = state_byte
         self.hold_header(
-            TableHeader.of(
-                vocab_size=vocab_size,
-                eos_token_ids=eos_token_ids,
-                tokenizer_fingerprint=tokenizer_fingerprint,
-                tokenizer_name=tokenizer_name,
-                build_options=build_options,
-                source=source,
-            )
+            TableHeader.of(vocab_size, eos_token_ids, tokenizer_fingerprint, tokenizer_name, build_options, source)
         )
         self.tokenization: Tokenization = Tokenization.of(self.build_options)
         """Which token sequences spell a value here: every one (``ANY``) or the encoder's own (``CANONICAL``)."""

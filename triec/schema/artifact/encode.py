@@ -16,7 +16,15 @@ from triec.artifact import container
 from triec.artifact.container import SCHEMA_FORMAT_VERSION, SCHEMA_PATTERNS_FORMAT_VERSION
 from triec.artifact.header import encode_header
 from triec.errors import ArtifactError
-from triec.schema.artifact.layout import FORMAT_NAME, GRAMMAR_KINDS, LAYOUT, PATTERN_LAYOUT, WHITESPACE
+from triec.schema.artifact.layout import (
+    FORMAT_NAME,
+    GRAMMAR_KINDS,
+    HEADER_COUNTS,
+    LAYOUT,
+    PATTERN_HEADER_COUNTS,
+    PATTERN_LAYOUT,
+    WHITESPACE,
+)
 from triec.schema.pattern_slot import PatternSlot
 from triec.schema.slot import Groups
 
@@ -32,6 +40,28 @@ Parts = dict[str, list[np.ndarray]]
 
 _NO_GROUPS = Groups.pack([], [], {})
 """The tail groups as written: none (they are derived from the vocabulary at bind, :meth:`Slot.bind`)."""
+
+
+_COUNTED = {
+    "num_states": "state_byte",
+    "num_allowed": "allowed_tokens",
+    "num_values": "value_state",
+    "num_entries": "entry_state",
+    "num_value_grammar": "value_grammar",
+    "num_slot_text": "slot_text",
+    "num_groups": "group_offsets",
+    "num_group_tokens": "group_tokens",
+    "num_rest_bytes": "group_rest",
+    "num_label_bytes": "label_bytes",
+    "num_grammar_text": "grammar_text",
+    "num_after": "after_lengths",
+    "num_after_bytes": "after_bytes",
+    "num_grammar_slots": "grammar_slots",
+    "num_info_bytes": "info",
+    "num_dfa_offsets": "dfa_offsets",
+    "num_dfa_edges": "dfa_bytes",
+}
+"""The section each of the header's totals counts (beyond the slots and grammars)."""
 
 
 def _cat(parts: Sequence[np.ndarray], dtype: str) -> np.ndarray:
@@ -128,29 +158,11 @@ def _grammar_parts(parts: Parts, gr: Grammar) -> list[int]:
 
 
 def _totals(table: SchemaTable, arrays: dict[str, np.ndarray], patterned: bool) -> dict[str, int]:
-    """The header's totals (:data:`HEADER_COUNTS`, or version 5's) of the concatenated sections."""
-    totals = {
-        "num_slots": len(table.slots),
-        "num_grammars": len(table.grammars),
-        "num_states": int(arrays["state_byte"].shape[0]),
-        "num_allowed": int(arrays["allowed_tokens"].shape[0]),
-        "num_values": int(arrays["value_state"].shape[0]),
-        "num_entries": int(arrays["entry_state"].shape[0]),
-        "num_value_grammar": int(arrays["value_grammar"].shape[0]),
-        "num_slot_text": int(arrays["slot_text"].shape[0]),
-        "num_groups": int(arrays["group_offsets"].shape[0]) - 3 * len(table.slots),
-        "num_group_tokens": int(arrays["group_tokens"].shape[0]),
-        "num_rest_bytes": int(arrays["group_rest"].shape[0]),
-        "num_label_bytes": int(arrays["label_bytes"].shape[0]),
-        "num_grammar_text": int(arrays["grammar_text"].shape[0]),
-        "num_after": int(arrays["after_lengths"].shape[0]),
-        "num_after_bytes": int(arrays["after_bytes"].shape[0]),
-        "num_grammar_slots": int(arrays["grammar_slots"].shape[0]),
-        "num_info_bytes": int(arrays["info"].shape[0]),
-    }
-    if patterned:
-        totals["num_dfa_offsets"] = int(arrays["dfa_offsets"].shape[0])
-        totals["num_dfa_edges"] = int(arrays["dfa_bytes"].shape[0])
+    """The header's totals (:data:`HEADER_COUNTS`, or version 5's, in that order) of the concatenated sections."""
+    totals = {"num_slots": len(table.slots), "num_grammars": len(table.grammars)}
+    for key in (PATTERN_HEADER_COUNTS if patterned else HEADER_COUNTS)[2:]:
+        totals[key] = int(arrays[_COUNTED[key]].shape[0])
+    totals["num_groups"] -= 3 * len(table.slots)  # each group set's offsets hold one more than its groups
     return totals
 
 
