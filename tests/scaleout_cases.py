@@ -28,7 +28,7 @@ def make_artifacts(root: Path) -> tuple[Path, Path, list[str]]:
     """(model dir, artifact dir, tool names): the tiny Llama and its artifacts, written once under ``root``."""
     import triec
     import triec.synthetic.sets
-    from triec.bench.tiny_llama import make_tiny_llama
+    from benchmarks.tiny_llama import make_tiny_llama
 
     model = make_tiny_llama(root / "model")
     art = root / "artifacts"

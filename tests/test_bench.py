@@ -184,7 +184,7 @@ def _markdown_tables(text: str) -> list[tuple[list[str], list[list[str]]]]:
 
 def test_bench_tables_keep_their_columns_with_refusals_and_timeouts() -> None:
     """A refused, timed-out or failed cell is a row with its reason, as wide as the others (no engines needed)."""
-    from triec.bench.suites import tools
+    from benchmarks.suites import tools
 
     s = {"n": 3, "median": 2.0, "p99": 9.0, "mean": 3.0, "min": 1.0, "max": 9.0}
     ok = {
@@ -237,7 +237,7 @@ def test_bench_tables_keep_their_columns_with_refusals_and_timeouts() -> None:
     assert build["llguidance lark"] == "500.0 ms" and build["triec+llg warm"] == "20.0 ms"
     assert "RuntimeError: a \\| b" in text
 
-    from triec.bench.suites import enums
+    from benchmarks.suites import enums
 
     ok = {
         "status": "ok",
@@ -282,7 +282,7 @@ def test_bench_tables_keep_their_columns_with_refusals_and_timeouts() -> None:
 @pytest.mark.parametrize("shape", ["icd", "nested", "two", "items", "anyof", "threshold"])
 def test_bench_enums_shapes_put_each_large_enum_in_a_slot(shape: str) -> None:
     """Every benchmark shape is one the trie serves: each K-value enum is a slot where it stands (no engine)."""
-    from triec.bench.suites import enums
+    from benchmarks.suites import enums
     from triec.schema.locate import locate
 
     slots = locate(enums.make_schema(shape, 100), 100).slots  # the script compiles with threshold = K
@@ -301,7 +301,7 @@ def test_bench_enums_shapes_put_each_large_enum_in_a_slot(shape: str) -> None:
 
 
 def test_decode_speed_series_are_the_result_files_ratios() -> None:
-    from triec.bench import decode_speed, results
+    from benchmarks import decode_speed, results
 
     docs_results = Path(__file__).resolve().parent.parent / "docs" / "results"
     found = {s: results.read(docs_results, s) for s in decode_speed.SUITES if results.path(docs_results, s).is_file()}
@@ -318,7 +318,7 @@ def test_decode_speed_series_are_the_result_files_ratios() -> None:
 
 
 def test_decode_speed_series_read_llama_cpp_cells() -> None:
-    from triec.bench import decode_speed
+    from benchmarks import decode_speed
 
     cell = {"table": "gbnf", "status": "ok", "row": {"K": "1,000", "triec tok/s (free)": "150 (200)"}}
     timed_out = {"table": "gbnf", "status": "timeout", "row": {"K": "10,000", "GBNF tok/s (free)": "1 (2)"}}
@@ -327,7 +327,7 @@ def test_decode_speed_series_read_llama_cpp_cells() -> None:
 
 @pytest.mark.skipif(importlib.util.find_spec("matplotlib") is None, reason="matplotlib is not installed")
 def test_write_plots_draws_the_decode_speed_plot(tmp_path: Path) -> None:
-    from triec.bench import decode_speed, docs
+    from benchmarks import decode_speed, docs
 
     docs_results = Path(__file__).resolve().parent.parent / "docs" / "results"
     written = docs.write_plots(tmp_path, docs_results, ["mlx_outlines"])
@@ -343,7 +343,7 @@ def test_results_and_artifacts_get_the_usual_mode(tmp_path: Path, umask: int) ->
     import stat
 
     import triec
-    from triec.bench.results import write_text
+    from benchmarks.results import write_text
 
     old = os.umask(umask)
     try:

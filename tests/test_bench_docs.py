@@ -1,5 +1,6 @@
 """docs/benchmarks.md against docs/results/: every table is what its suite renders from its result file, and
-every suite that can run here still runs at its smallest size (``triec bench all --quick``; figures unchecked)."""
+every suite that can run here still runs at its smallest size (``python -m benchmarks all --quick``; figures
+unchecked)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from triec.bench import docs, results
-from triec.bench.suites import NAMES, load
+from benchmarks import docs, results
+from benchmarks.suites import NAMES, load
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCUMENT = ROOT / "docs" / "benchmarks.md"
@@ -22,7 +23,7 @@ def test_every_table_equals_its_result_file() -> None:
     text = DOCUMENT.read_text(encoding="utf-8")
     found = docs.blocks(text)
     assert found, "docs/benchmarks.md has no generated tables"
-    assert docs.mismatches(text, RESULTS) == [], "rewrite them: triec bench docs --write-docs"
+    assert docs.mismatches(text, RESULTS) == [], "rewrite them: python -m benchmarks docs"
     assert docs.render(text, RESULTS) == text
 
 
@@ -50,8 +51,8 @@ def test_a_changed_result_shows_as_a_mismatch(tmp_path: Path) -> None:
 
 
 def test_bench_docs_rewrites_a_stale_table(tmp_path: Path) -> None:
-    """`triec bench docs` alone is the rewrite: a table emptied by hand comes back from its result file."""
-    from triec.bench import command
+    """`python -m benchmarks docs` alone is the rewrite: a table emptied by hand comes back from its result file."""
+    from benchmarks import command
 
     document = tmp_path / "benchmarks.md"
     text = DOCUMENT.read_text(encoding="utf-8")
@@ -64,9 +65,10 @@ def test_bench_docs_rewrites_a_stale_table(tmp_path: Path) -> None:
 
 @pytest.mark.engines
 def test_every_suite_runs_quick(tmp_path: Path) -> None:
-    """``triec bench all --quick``: each suite runs or says why it is skipped; each result file is well-formed."""
+    """``python -m benchmarks all --quick``: each suite runs or says why it is skipped; each result file is well-formed."""
     proc = subprocess.run(
-        [sys.executable, "-m", "triec.bench", "all", "--quick", "--out", str(tmp_path)],
+        [sys.executable, "-m", "benchmarks", "all", "--quick", "--out", str(tmp_path)],
+        cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=900,
@@ -85,8 +87,28 @@ def test_every_suite_runs_quick(tmp_path: Path) -> None:
 
 
 def test_a_suite_named_alone_that_cannot_run_is_an_error() -> None:
-    proc = subprocess.run([sys.executable, "-m", "triec.bench", "sglang", "--quick"], capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "sglang", "--quick"], cwd=ROOT, capture_output=True, text=True
+    )
     assert proc.returncode == 2 and "sglang: skipped" in proc.stderr
+
+
+def test_the_command_checks_its_arguments() -> None:
+    """An unknown suite, and --write-docs with --quick, are errors (exit 2) before anything runs."""
+    from benchmarks.__main__ import main
+
+    assert main(["nosuch", "--quick"]) == 2
+    assert main(["peers", "--quick", "--write-docs"]) == 2
+
+
+def test_the_package_command_points_at_the_suites() -> None:
+    """The wheel has no suites: ``triec bench SUITE`` says where they are instead of running one."""
+    from typer.testing import CliRunner
+
+    from triec.cli import app
+
+    result = CliRunner().invoke(app, ["bench", "vllm"])
+    assert result.exit_code == 2 and "python -m benchmarks vllm" in result.output
 
 
 def test_a_suite_whose_cells_broke_fails(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -94,7 +116,7 @@ def test_a_suite_whose_cells_broke_fails(monkeypatch: pytest.MonkeyPatch) -> Non
     fails the suite, in a full run only all of them do (timeouts and refusals stay results)."""
     import types
 
-    from triec.bench import command
+    from benchmarks import command
 
     cells: list[dict] = []
 

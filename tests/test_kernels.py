@@ -4,13 +4,14 @@
 compares with the numpy table state by state: bitmask rows, masked logits (in order and through row
 indices), every allowed transition, EOS at accepting and other states, refused tokens, FINISHED and
 INVALID, out-of-range ids; on GPT-2, Qwen2 and Phi-3, K = 1,000 and 100,000, restricted subsets, canonical
-tables, and several tables in one launch. ``triec/bench/gpu_check.py --device cpu --triton-interpret`` runs the
+tables, and several tables in one launch. ``benchmarks/gpu_check.py --device cpu --triton-interpret`` runs the
 same kind of checks from the command line; on a GPU, without the interpreter.
 """
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -201,7 +202,7 @@ def test_gpu_check_runs_the_kernels_under_the_interpreter(tmp_path) -> None:
     import subprocess
     import sys
 
-    script = "triec.bench.gpu_check"
+    script = "benchmarks.gpu_check"
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     done = subprocess.run(
         [
@@ -227,6 +228,7 @@ def test_gpu_check_runs_the_kernels_under_the_interpreter(tmp_path) -> None:
         capture_output=True,
         text=True,
         env=env,
+        cwd=Path(__file__).resolve().parents[1],  # benchmarks/ is the checkout's
         timeout=600,
     )
     assert done.returncode == 0, done.stdout + done.stderr

@@ -34,6 +34,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "triec._arrays",
             "triec._memo",
             "triec.disk_cache",
+            "triec.named_formats",
         ),
     ),
     ("runtime", ("triec.runtime",)),
@@ -44,10 +45,10 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("schema", ("triec.schema",)),
     ("synthetic", ("triec.synthetic",)),
     ("verify", ("triec.verify",)),
+    ("bench", ("triec.bench",)),  # `triec bench` on a user's own set: no integration (the suites are benchmarks/)
     ("integrations", ("triec.integrations",)),
     ("eval", ("triec.eval",)),
     ("package", ("triec",)),  # the public surface: names resolved on first use, so nothing below imports it
-    ("bench", ("triec.bench",)),  # measures what users call: the public surface, the integrations, the eval
     ("cli", ("triec.cli", "triec.bench.__main__")),  # python -m triec.bench is `triec bench`
 )
 """Bottom up. A module belongs to the layer of the longest name it starts with (``triec`` itself: only exactly)."""
@@ -215,6 +216,22 @@ def test_no_cycle_even_through_lazy_edges() -> None:
     assert cycles(graph) == []
 
 
+def test_the_package_imports_nothing_of_the_checkout() -> None:
+    """The wheel carries triec/ only: no module of it imports the repository's benchmarks/ (or tests/, tools/),
+    not even inside a function, so the installed ``triec bench`` runs without a checkout."""
+    found = []
+    for name, path in modules().items():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                tops = [a.name.split(".")[0] for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                tops = [(node.module or "").split(".")[0]]
+            else:
+                continue
+            found += [f"{name} (line {node.lineno}): {t}" for t in tops if t in ("benchmarks", "tests", "tools")]
+    assert found == []
+
+
 def test_the_artifact_layer_imports_no_format_above_it() -> None:
     """Formats register themselves (artifact/formats.py): the loader reaches the schema format by name only."""
     upward = [
@@ -379,11 +396,11 @@ def test_integrations_ask_the_table_not_its_kind() -> None:
 
 
 def test_engine_privates_stay_in_their_module() -> None:
-    """One engine interface: outside an engine's own module (and in the benchmark scripts) nothing reads its
+    """One engine interface: outside an engine's own module (and in tools/ and benchmarks/) nothing reads its
     private objects, and llguidance's parser limits are written once (engines/llguidance.py)."""
     import re
 
-    scripts = sorted((PACKAGE.parent / "tools").glob("*.py"))
+    scripts = sorted((PACKAGE.parent / "tools").glob("*.py")) + sorted((PACKAGE.parent / "benchmarks").rglob("*.py"))
     found = []
     for name, path in [*modules().items(), *((p.name, p) for p in scripts)]:
         text = path.read_text()

@@ -64,6 +64,15 @@ def test_length_bounds_equal_llguidance_and_xgrammar(regex: str, vocab: triec.Vo
     assert walk_and_compare(table, oracle, regex, seed=7, walks=3, depth=30) >= 10
 
 
+@pytest.mark.engines
+@pytest.mark.parametrize("regex", ["[^a]{500}", ".{0,1000}"])
+def test_the_issues_length_bounds_equal_xgrammar_on_qwen2(regex: str, tables, oracles) -> None:
+    """The issue's own patterns (out of memory at 8 GB before): equal to xgrammar's and llguidance's masks along
+    seeded walks from the start (the states near the bound, where long tokens stop fitting, are the reference
+    test's: the first and last states of the DFA)."""
+    assert walk_and_compare(tables[regex], oracles["qwen2"], regex, seed=11, walks=2, depth=40) >= 20
+
+
 @pytest.fixture(scope="module")
 def oracles(vocabs: dict[str, triec.Vocabulary]) -> dict[str, Oracles]:
     return {name: Oracles(v) for name, v in vocabs.items()}

@@ -3,16 +3,28 @@ against Python's ``re`` and its minimality, the bound on its size."""
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import random
 import re
+import sys
 
 import numpy as np
 import pytest
 
 import triec
-from triec.compiler.pattern import FORMATS
-from triec.compiler.regex import compile_regex, parse, to_rust_regex, utf8_sequences
+from triec.compiler.pattern import FORMATS, JSON_CHARS, string_schema_regex
+from triec.compiler.regex import (
+    MAX_NESTING,
+    _Nfa,
+    compile_regex,
+    nfa_size,
+    parse,
+    restrict_chars,
+    to_rust_regex,
+    to_xgrammar_regex,
+    utf8_sequences,
+)
 from triec.errors import PatternError, PatternTooLarge, TriecError
 
 # patterns whose language Python's re (ASCII, DOTALL) reads the same way
@@ -172,7 +184,7 @@ def test_utf8_sequences_are_exactly_the_encodings(lo: int, hi: int) -> None:
 def test_rust_spelling_is_explicit() -> None:
     assert to_rust_regex(parse("\\d")) == "[0-9]"
     assert to_rust_regex(parse("a.b")).startswith("a[\\x00-")
-    assert to_rust_regex(parse("(x|y){2,}")) == "(?:(?:x|y)){2,}"
+    assert to_rust_regex(parse("(x|y){2,}")) == "(?:x|y){2,}"  # an alternation is its own group
 
 
 def test_public_surface() -> None:
@@ -199,3 +211,99 @@ def test_hex_escapes_take_two_digits() -> None:
     (docs/patterns.md)."""
     dfa = compile_regex("\\x41b")
     assert dfa.matches(b"Ab") and not dfa.matches("\u041b".encode())
+
+
+# ----------------------------------------------------------------------------- bounded work (issue 49)
+
+
+def _deepest(depth: int) -> str:
+    """A pattern of ``depth`` nested groups whose tree is as deep as groups allow (a repeat, an alternation and a
+    concatenation per group): the worst case for every recursive walk."""
+    inner = "a"
+    for _ in range(depth):
+        inner = f"({inner}|b)*c"
+    return inner
+
+
+def test_nesting_past_the_bound_is_one_pattern_error_with_its_position() -> None:
+    """400 nested groups raised RecursionError from the parser; now the 101st group is refused where it opens."""
+    deep = "(" * 400 + "a" + ")" * 400
+    for attempt in (
+        lambda: compile_regex(deep),
+        lambda: triec.compile_pattern(deep, "gpt2"),
+        lambda: triec.compile_string_schema({"type": "string", "pattern": deep}, "gpt2"),
+    ):
+        with pytest.raises(PatternError, match="nested deeper than 100") as info:
+            attempt()
+        assert info.value.position == MAX_NESTING == 100
+    assert compile_regex("(" * MAX_NESTING + "a" + ")" * MAX_NESTING).matches(b"a")
+
+
+def test_the_deepest_pattern_admitted_leaves_most_of_the_stack() -> None:
+    """At the bound, parsing, the NFA and DFA, both engines' spellings and a schema's reading of it fit in 400 frames,
+    so that a call from 600 frames deep in a framework still stays under Python's default limit of 1,000."""
+    pattern = _deepest(MAX_NESTING)
+    tree = parse(pattern)
+    schema = {"type": "string", "pattern": pattern}
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(len(inspect.stack(0)) + 400)
+    try:
+        dfa = compile_regex(pattern)
+        rust, xg = to_rust_regex(tree), to_xgrammar_regex(restrict_chars(tree, JSON_CHARS))
+        found = string_schema_regex(schema)
+    finally:
+        sys.setrecursionlimit(limit)
+    assert dfa.matches(b"abc" + b"c" * (MAX_NESTING - 1)) and not dfa.matches(b"ab")
+    assert rust.count("(?:") == MAX_NESTING  # a group per level: the repeat shares its alternation's
+    assert compile_regex(xg).num_states == dfa.num_states  # the spelling parses again, nesting no deeper
+    assert found is not None and compile_regex(found[0]).matches(b'"' + b"a" + b"c" * MAX_NESTING + b'"')
+
+
+@pytest.mark.parametrize("pattern", [*SAME_AS_RE, ".{0,30}", "[^a]{3,7}", "(é|[\\u{100}-\\u{10FFFF}]x?)+", "a{0}"])
+def test_nfa_size_is_what_the_nfa_builds(pattern: str) -> None:
+    """The bound on the NFA is checked on the tree before building it: the count must be the build's own."""
+    tree = parse(pattern)
+    nfa = _Nfa(10**6)
+    nfa.build(tree, nfa.new())
+    assert 1 + nfa_size(tree) == len(nfa.edges)
+
+
+def test_an_expansion_past_the_nfa_bound_is_refused_before_it_is_built() -> None:
+    with pytest.raises(PatternTooLarge, match=r"1,001,001,002 NFA states, over the bound of 200,000") as info:
+        compile_regex("((a{1000}){1000}){1000}")
+    assert "--max-states" in str(info.value)
+    assert compile_regex("(a{100}){100}", max_states=20_000).num_states == 10_001  # raising max_states admits more
+
+
+@pytest.mark.parametrize("pattern", ["(a?)" * 25_000, "(.{0,50}){0,50}"])
+def test_hostile_subset_constructions_stop_at_the_work_bound(pattern: str) -> None:
+    """Each subset of these holds tens of thousands of NFA states (81 s and 5.3 GB before the state bound refused
+    the second): the work bound refuses them first, naming itself and what to raise."""
+    with pytest.raises(PatternTooLarge, match="work bound of 500,000") as info:
+        compile_regex(pattern)
+    assert "--max-states" in str(info.value)
+
+
+def test_the_whole_code_space_repeated_is_a_dfa_or_a_refusal() -> None:
+    """``[\\u{0}-\\u{10FFFF}]{1000}`` ran out of memory in the table stage; its DFA is 8,001 states (one per
+    character boundary and UTF-8 continuation), within the default bound."""
+    dfa = compile_regex("[\\u{0}-\\u{10FFFF}]{1000}")
+    assert dfa.num_states == 8001
+    assert dfa.matches(("é" * 999 + "\U0010ffff").encode()) and not dfa.matches(b"a" * 1001)
+
+
+@pytest.mark.parametrize(("pattern", "states"), [(".{0,1000}", 8001), ("[^a]{500}", 4001), ("^.{1,255}$", 2041)])
+def test_long_counted_repetitions_still_get_their_dfa(pattern: str, states: int) -> None:
+    """Ordinary schema length bounds are not caught by the new bounds."""
+    assert compile_regex(pattern).num_states == states
+
+
+def test_a_schema_pattern_whose_json_regex_nests_past_the_bound_is_refused_naming_it() -> None:
+    """A top-level alternation gains a group inside the JSON string's quotes: at the bound, the refusal names the
+    user's pattern, not the regex triec wrote for it; one level shallower it is served."""
+    at_bound = _deepest(MAX_NESTING) + "|z"
+    with pytest.raises(PatternTooLarge, match="nest deeper than 100") as info:
+        string_schema_regex({"type": "string", "pattern": at_bound})
+    assert str(info.value).startswith(f"pattern {at_bound!r:.80}:")
+    found = string_schema_regex({"type": "string", "pattern": _deepest(MAX_NESTING - 1) + "|z"})
+    assert found is not None and compile_regex(found[0]).matches(b'"z"')

@@ -130,6 +130,31 @@ def test_fields_with_other_constraints_or_alternatives_stay_in_the_engine(qwen2:
     check(table, walks=8)
 
 
+def test_a_pattern_past_a_bound_stays_in_the_engine_with_that_reason(tmp_path, qwen2: triec.Vocabulary) -> None:
+    """Issue 49: 400 nested groups raised RecursionError while the schema was read, and the command line then
+    refused the whole schema for an unrelated reason (no enum array). The field is now the engine's, with the
+    bound as its reason, and the rest of the schema is served, in Python and on the command line."""
+    from typer.testing import CliRunner
+
+    from triec.cli import app
+
+    deep = "(" * 400 + "a" + ")" * 400
+    schema = obj({"day": FIELDS["day"], "deep": {"type": "string", "pattern": deep}})
+    table = triec.compile_schema(schema, qwen2, engine="xgrammar")
+    assert [w["pointer"] for w in table.info["slots"]] == ["/properties/day"]
+    kept = {w["pointer"]: w["reason"] for w in table.info["engine_patterns"]}
+    assert list(kept) == ["/properties/deep"] and "nested deeper than 100" in kept["/properties/deep"]
+    assert "position 100" in kept["/properties/deep"]
+    path = tmp_path / "deep.json"
+    path.write_text(json.dumps(schema))
+    r = CliRunner().invoke(app, ["compile", str(path), "-t", "gpt2", "-o", str(tmp_path / "d.triec"), "--json"])
+    assert r.exit_code == 0, r.output
+    summary = json.loads(r.output)
+    assert [s.get("format") for s in summary["slots"]] == ["date"]
+    assert [e["pointer"] for e in summary["engine_patterns"]] == ["/properties/deep"]
+    assert "nested deeper than 100" in summary["engine_patterns"][0]["reason"]
+
+
 def test_llguidance_keeps_formats_unless_asked(qwen2: triec.Vocabulary) -> None:
     """Under llguidance the fields stay the engine's by default (its spelling of some formats differs)."""
     schema = obj({"day": FIELDS["day"], "status": {"enum": [f"s{i}" for i in range(12)]}})

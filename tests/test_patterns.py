@@ -286,6 +286,19 @@ def test_cli_refusals(tmp_path) -> None:
     assert r.exit_code == 2 and "without VALUES" in r.output
 
 
+def test_cli_refuses_hostile_patterns_in_one_line(tmp_path) -> None:
+    """Issue 49: 400 nested groups were thousands of traceback lines and exit 1; a subset construction past its work
+    bound ran for a minute. Each is now exit 2 and one line naming the bound."""
+    deep = "(" * 400 + "a" + ")" * 400
+    for pattern, bound in ((deep, "nested deeper than 100"), ("(.{0,50}){0,50}", "work bound")):
+        r = _cli("compile", "--pattern", pattern, "-t", "gpt2", "-o", str(tmp_path / "x.triec"))
+        assert r.exit_code == 2, r.output
+        assert isinstance(r.exception, SystemExit) and "Traceback" not in r.output
+        assert bound in r.output and len(r.output.strip().splitlines()) == 1
+    assert "position 100" in _cli("compile", "--pattern", deep, "-t", "gpt2").output
+    assert not (tmp_path / "x.triec").exists()
+
+
 @pytest.mark.engines
 def test_xgrammar_misses_tokens_across_a_counted_repetition(vocabs: dict[str, triec.Vocabulary], oracles) -> None:
     """A discrepancy found by random regexes: xgrammar 0.2.9 refuses at the start of ``[^0-9]{1,3}[^0-9\\s]0``

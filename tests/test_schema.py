@@ -475,3 +475,63 @@ def test_non_ascii_and_quoted_property_names(vocabs: dict[str, triec.Vocabulary]
     table = triec.compile_schema(schema, vocabs["qwen2"], engine=engine)
     assert table.prefix == '{"wérkzeug": '.encode() and table.tail == b', "ar\\"g/s": '
     check(table, schema)
+
+
+DATE = {"type": "string", "format": "date"}
+WRONG_TYPES = [
+    ({"type": "string", "pattern": 123}, "pattern", "/properties/p/pattern", "a string"),
+    ({"type": "string", "format": 5}, "format", "/properties/p/format", "a string"),
+    ({"type": "string", "pattern": None}, "pattern", "/properties/p/pattern", "found null"),
+    ({"enum": "abc"}, "enum", "/properties/p/enum", "an array"),
+    ({"type": 7}, "type", "/properties/p/type", "a string or an array of strings"),
+    ({"type": "string", "minLength": -1}, "minLength", "/properties/p/minLength", "a non-negative integer"),
+    ({"type": "object", "properties": []}, "properties", "/properties/p/properties", "an object of schemas"),
+    ({"type": "object", "properties": {"q": 3}}, "properties", "/properties/p/properties/q", "a schema"),
+    ({"type": "array", "items": "x"}, "items", "/properties/p/items", "a schema"),
+    ({"anyOf": {"type": "string"}}, "anyOf", "/properties/p/anyOf", "an array of schemas"),
+    ({"type": "object", "required": "q"}, "required", "/properties/p/required", "an array of strings"),
+]
+
+
+@pytest.mark.parametrize(("field", "keyword", "pointer", "expected"), WRONG_TYPES)
+def test_a_keyword_of_the_wrong_type_is_refused_naming_it(
+    vocabs: dict[str, triec.Vocabulary], field: dict, keyword: str, pointer: str, expected: str
+) -> None:
+    """Issue 49: ``"pattern": 123`` beside a date field compiled (the field silently the engine's), ``"format": 5``
+    was refused for ``required`` and ``"pattern": null`` for a missing ``enum``. Each wrong type is now refused as
+    itself, with the keyword and its JSON pointer, by every door a schema comes in."""
+    schema = {"type": "object", "properties": {"day": DATE, "p": field}, "required": ["day", "p"]}
+    with pytest.raises(SchemaShapeError, match=f"keyword '{keyword}' at {pointer} must be .*") as info:
+        triec.compile_schema(schema, vocabs["gpt2"], engine="xgrammar")
+    assert expected in str(info.value)
+    with pytest.raises(SchemaShapeError, match=f"'{keyword}' at {pointer} "):
+        triec.compile_schema(schema, vocabs["gpt2"], engine="llguidance")
+
+
+def test_a_string_schema_of_the_wrong_type_is_refused_naming_it(vocabs: dict[str, triec.Vocabulary]) -> None:
+    for schema, keyword in (
+        ({"type": "string", "pattern": None}, "pattern"),
+        ({"type": "string", "format": 5}, "format"),
+        ({"type": "string", "pattern": ["a"]}, "pattern"),
+    ):
+        with pytest.raises(SchemaShapeError, match=f"keyword '{keyword}' at /{keyword} must be a string"):
+            triec.compile_string_schema(schema, vocabs["gpt2"])
+
+
+def test_keywords_of_the_right_type_pass_and_values_are_not_looked_into() -> None:
+    """The check reads keywords where schemas stand, not inside values, names or unknown keywords."""
+    from triec.schema.keywords import check_keywords
+
+    check_keywords(
+        {
+            "type": ["object", "null"],
+            "properties": {"pattern": {"type": "string", "minLength": 2.0}, "format": True},
+            "required": ["pattern"],
+            "enum": [{"pattern": 1}],
+            "const": {"format": 5},
+            "examples": [{"type": 3}],
+            "x-vendor": {"pattern": 1},
+            "items": [{"type": "string"}],
+            "$defs": {"d": {"anyOf": [{"format": "date"}, False]}},
+        }
+    )

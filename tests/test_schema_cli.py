@@ -364,3 +364,33 @@ def test_tool_choice_auto_compiles_vllms_hermes_tag(tmp_path: Path) -> None:
         "compile", str(tmp_path / "tools.json"), "-t", "gpt2", "-o", str(tmp_path / "x.triec"), "--tool-choice", "auto"
     )
     assert bad.exit_code == 2 and "--tool-format hermes" in bad.output
+
+
+@pytest.mark.parametrize(
+    ("doc", "message"),
+    [
+        (
+            {
+                "type": "object",
+                "properties": {"d": {"type": "string", "format": "date"}, "p": {"type": "string", "pattern": 123}},
+            },
+            "keyword 'pattern' at /properties/p/pattern must be a string, found a number (123)",
+        ),
+        (
+            {"type": "object", "properties": {"a": {"enum": ["x", "y"]}, "p": {"type": "string", "format": 5}}},
+            "keyword 'format' at /properties/p/format must be a string",
+        ),
+        ({"type": "string", "pattern": None}, "keyword 'pattern' at /pattern must be a string, found null"),
+        ({"type": "string", "format": 5}, "keyword 'format' at /format must be a string"),
+        ({"type": "string", "pattern": 123}, "keyword 'pattern' at /pattern must be a string"),
+        ({"enum": ["a", "b"], "type": 3}, "keyword 'type' at /type must be a string or an array of strings"),
+    ],
+)
+def test_a_keyword_of_the_wrong_type_is_one_line_exit_2(tmp_path: Path, doc: dict, message: str) -> None:
+    """Issue 49: these compiled, or were refused for ``required`` or a missing ``enum``; each now names itself."""
+    (tmp_path / "s.json").write_text(json.dumps(doc))
+    result = invoke("compile", str(tmp_path / "s.json"), "-t", "gpt2", "-o", str(tmp_path / "x.triec"))
+    assert result.exit_code == 2, result.output
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.output
+    assert result.stderr.startswith("error: ") and f"s.json: {message}" in result.stderr
+    assert not (tmp_path / "x.triec").exists()

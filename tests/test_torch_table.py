@@ -174,7 +174,7 @@ def test_gpu_check_script_runs_on_cpu() -> None:
         [
             sys.executable,
             "-m",
-            "triec.bench.gpu_check",
+            "benchmarks.gpu_check",
             "--device",
             "cpu",
             "--ks",
@@ -190,6 +190,7 @@ def test_gpu_check_script_runs_on_cpu() -> None:
         ],
         capture_output=True,
         text=True,
+        cwd=Path(__file__).resolve().parents[1],  # benchmarks/ is the checkout's
         timeout=120,
     )
     assert proc.returncode == 0, proc.stderr

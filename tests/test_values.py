@@ -241,7 +241,7 @@ ERROR_CASES = [
         "json-enum-not-array",
         "schema.json",
         b'{"enum": "a"}',
-        r'^{path}: "enum" must be an array of strings, found str$',
+        r"^{path}: keyword 'enum' at /enum must be an array, found a string \(\"a\"\)$",
     ),
     (
         "json-top-level-string",

@@ -30,7 +30,7 @@ from vllm.v1.structured_output import backend_xgrammar  # noqa: E402
 from vllm.v1.structured_output.backend_types import StructuredOutputOptions as Opt  # noqa: E402
 
 import triec.synthetic.sets  # noqa: E402
-from triec.bench.vllm_backend import formats_schema  # noqa: E402
+from benchmarks.vllm_backend import formats_schema  # noqa: E402
 from triec.integrations.vllm import backend, internals  # noqa: E402
 
 V = 151_936

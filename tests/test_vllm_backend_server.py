@@ -31,8 +31,8 @@ jsonschema = pytest.importorskip("jsonschema")
 
 from vllm.v1.structured_output.utils import choice_as_grammar  # noqa: E402
 
-from triec.bench.tiny_llama import make_tiny_llama  # noqa: E402
-from triec.bench.vllm_server import SERVER_ENV, TOOLS, openai_server  # noqa: E402
+from benchmarks.tiny_llama import make_tiny_llama  # noqa: E402
+from benchmarks.vllm_server import SERVER_ENV, TOOLS, openai_server  # noqa: E402
 
 COLORS = ["red", "green", "blue", "re", "redder"]
 TEMPLATE = Path(__file__).with_name("qwen25_tools.jinja")

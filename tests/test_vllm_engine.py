@@ -30,7 +30,7 @@ pytest.importorskip("vllm")
 from vllm import LLM, SamplingParams  # noqa: E402
 from vllm.exceptions import VLLMValidationError  # noqa: E402
 
-from triec.bench.tiny_llama import EOS_IDS, VOCAB_SIZE, make_tiny_llama  # noqa: E402
+from benchmarks.tiny_llama import EOS_IDS, VOCAB_SIZE, make_tiny_llama  # noqa: E402
 from triec.errors import RequestError  # noqa: E402
 from triec.integrations import serving  # noqa: E402
 

@@ -31,7 +31,7 @@ pytest.importorskip("jsonschema")
 
 from scaleout_cases import check, make_artifacts, requests  # noqa: E402
 
-from triec.bench.vllm_server import SERVER_ENV, free_port, stop_group, wait_ready  # noqa: E402
+from benchmarks.vllm_server import SERVER_ENV, free_port, stop_group, wait_ready  # noqa: E402
 
 DRIVER = Path(__file__).with_name("vllm_scaleout_driver.py")
 ENV = {"TRIEC_VLLM_BACKEND": "1", "VLLM_CPU_KVCACHE_SPACE": "1"}

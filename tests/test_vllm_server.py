@@ -21,8 +21,8 @@ pytestmark = pytest.mark.vllm
 pytest.importorskip("vllm")
 openai = pytest.importorskip("openai")
 
-from triec.bench.tiny_llama import make_tiny_llama  # noqa: E402
-from triec.bench.vllm_server import SERVER_ENV, openai_server  # noqa: E402
+from benchmarks.tiny_llama import make_tiny_llama  # noqa: E402
+from benchmarks.vllm_server import SERVER_ENV, openai_server  # noqa: E402
 
 COLORS = ["red", "green", "blue", "yellow"]
 

@@ -26,7 +26,7 @@ pytest.importorskip("vllm")
 openai = pytest.importorskip("openai")
 jsonschema = pytest.importorskip("jsonschema")
 
-from triec.bench.vllm_server import SERVER_ENV, openai_server  # noqa: E402
+from benchmarks.vllm_server import SERVER_ENV, openai_server  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE = Path(__file__).with_name("smollm_tools.jinja")

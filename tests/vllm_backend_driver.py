@@ -27,6 +27,10 @@ import sys
 import time
 from pathlib import Path
 
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # a script's sys.path[0] is its folder: benchmarks/ (the tiny Llama) is the checkout's
+    sys.path.append(str(ROOT))
+
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 
 COLORS = ["red", "green", "blue", "re", "redder", "grün", 'say "hi"']
@@ -38,7 +42,7 @@ def think_model(root: Path) -> Path:
     """The tiny Llama with ``<think>`` and ``</think>`` added to its tokenizer (ids 151646, 151647)."""
     from transformers import AutoTokenizer
 
-    from triec.bench.tiny_llama import make_tiny_llama
+    from benchmarks.tiny_llama import make_tiny_llama
 
     out = root / "model_think"
     if (out / "tokenizer.json").is_file():

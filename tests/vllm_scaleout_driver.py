@@ -17,7 +17,11 @@ import sys
 import time
 from pathlib import Path
 
-from scaleout_cases import COLORS, TOOL_CALL, make_artifacts, requests  # the script's folder is sys.path[0]
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # a script's sys.path[0] is its folder: benchmarks/ (the tiny Llama) is the checkout's
+    sys.path.append(str(ROOT))
+
+from scaleout_cases import COLORS, TOOL_CALL, make_artifacts, requests  # noqa: E402 - the script's folder is sys.path[0]
 
 
 def main() -> None:

@@ -4,7 +4,8 @@ An editable checkout hides missing package data (the bundled tokenizers, py.type
 this script imports the installed package, checks what the sdist and the wheel
 hold, then drives the ``triec`` console script the way a new user would:
 compile the example set with both bundled tokenizers, load the artifacts, follow
-each value's bytes token by token, inspect, verify, and read the help.
+each value's bytes token by token, inspect, verify, ``triec bench`` on a small set
+(triec alone: this session installs the wheel and no peer engine), and read the help.
 
     python tools/smoke_wheel.py DIST_DIR     # DIST_DIR: where `python -m build` wrote the sdist and wheel
 
@@ -49,11 +50,14 @@ SDIST_MUST_HOLD = [
     "docs/cli.md",
     "docs/serving/vllm.md",
     "tools/smoke_wheel.py",
+    "benchmarks/__main__.py",
 ]
 WHEEL_MUST_HOLD = [
     "triec/__init__.py",
     "triec/py.typed",
     "triec/cli/__main__.py",
+    "triec/bench/peers.py",
+    "triec/bench/runner.py",
     "triec/data/tokenizers/gpt2.json.zst",
     "triec/data/tokenizers/qwen2.json.zst",
 ]
@@ -95,7 +99,12 @@ def check_dists(dist: Path) -> tuple[Path, Path]:
         meta = zf.read(f"triec-{triec.__version__}.dist-info/METADATA").decode()
     missing = [n for n in WHEEL_MUST_HOLD if n not in wnames]
     check(not missing, f"wheel holds the package data (missing: {missing})")
-    check(not [n for n in wnames if n.startswith(("tests/", "fixtures/", "tools/"))], "wheel holds triec/ only")
+    check(
+        not [
+            n for n in wnames if n.startswith(("tests/", "fixtures/", "tools/", "benchmarks/", "triec/bench/suites/"))
+        ],
+        "wheel holds triec/ only (no benchmark suites)",
+    )
     check(f"triec-{triec.__version__}.dist-info/licenses/LICENSE" in wnames, "wheel carries the LICENSE file")
     check("License-Expression: Apache-2.0" in meta, "metadata: SPDX license expression")
     check("Classifier: Typing :: Typed" in meta and "Project-URL: " in meta, "metadata: classifiers and URLs")
@@ -180,6 +189,22 @@ def check_tokenizer(name: str, tools: Path, work: Path) -> None:
     check(verdict["ok"] and verdict["checks"][0]["states_checked"] > 0, "triec verify against the reference: ok")
 
 
+def check_bench(work: Path) -> None:
+    """``triec bench`` on a small set, from the installed wheel: each cell in its own process (``python -m
+    triec.bench.runner``). triec alone: the session installs no peer engine (a peer that is installed would run
+    too, with ``--engines``). A suite is the checkout's (``python -m benchmarks``): asked for one, the command says
+    so and exits 2."""
+    out = work / "bench.json"
+    small = ["--k", "10,100", "--engines", "triec", "--repeat", "1", "--batch", "1,8", "--paths", "3", "--quiet"]
+    run("triec", "bench", *small, "--json", str(out))
+    rows = json.loads(out.read_text())["results"]
+    check(
+        [r["k"] for r in rows] == [10, 100] and all(r["engines"]["triec"]["status"] == "ok" for r in rows),
+        "triec bench --k 10,100 --engines triec: every cell ok",
+    )
+    check("python -m benchmarks" in run("triec", "bench", "peers", expect=2).stderr, "triec bench SUITE points there")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("dist", type=Path, help="directory holding the built sdist and wheel")
@@ -236,6 +261,7 @@ def main() -> None:
         check(triec.__version__ in run("triec", "--version").stdout, "triec --version")
         run("triec", "compile", str(work / "missing.txt"), expect=2)
         check(True, "a missing values file exits 2")
+        check_bench(work)
     print(f"wheel smoke test passed in {time.perf_counter() - t0:.1f} s")
 
 

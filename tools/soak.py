@@ -49,9 +49,11 @@ from collections import Counter, defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from triec.bench.vllm_server import SERVER_ENV, TOOLS, ServerDidNotStart, free_port, stop_group, wait_ready
-
 ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # run as a script (sys.path[0] = tools/): benchmarks/ is the checkout's
+    sys.path.append(str(ROOT))
+
+from benchmarks.vllm_server import SERVER_ENV, TOOLS, ServerDidNotStart, free_port, stop_group, wait_ready  # noqa: E402
 
 CACHE_BYTES = 32 << 20
 COLORS = ["red", "green", "blue", "re", "redder", "yellow"]
@@ -248,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import triec
     import triec.synthetic.sets
-    from triec.bench.tiny_llama import make_tiny_llama
+    from benchmarks.tiny_llama import make_tiny_llama
 
     root = Path(args.workdir or tempfile.mkdtemp(prefix="triec-soak-"))
     root.mkdir(parents=True, exist_ok=True)

@@ -1,6 +1,10 @@
 """Measuring triec beside its peers: ``triec bench`` on a user's own set, one process per cell.
 
-* :mod:`~triec.bench.peers`: triec against xgrammar, llguidance and outlines-core on the same values.
+* :mod:`~triec.bench.peers`: triec against xgrammar, llguidance and outlines-core on the same values;
+* :mod:`~triec.bench.runner`: one cell in its own process, cut off at a time and a memory limit.
+
+The benchmark suites of docs/benchmarks.md are not here: they read a checkout, and live in the repository's
+``benchmarks/`` folder (``python -m benchmarks SUITE``), which the wheel leaves out.
 
 ``triec.bench`` was a module in 0.1: its names resolve here on first use.
 """

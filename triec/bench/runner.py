@@ -1,4 +1,5 @@
-"""The one runner of every suite: a cell in its own process, cut off at a time and a memory limit.
+"""One measurement cell in its own process, cut off at a time and a memory limit (``triec bench``'s cells, and the
+suites' in the repository's benchmarks/ folder).
 
 A cell is a function ``fn(job, out)`` named ``"module:function"``. :func:`run_cell` starts
 ``python -m triec.bench.runner TARGET JOB OUT`` and watches it: past ``timeout`` seconds, or once its
@@ -8,8 +9,8 @@ cell still reports what it finished and the phase it was in. Processes because a
 minutes or many GB, peak memory is only honest per process, and "cold" must mean a process that never saw
 the tokenizer.
 
-Also here: the statistics every table uses (:func:`stats`: median and spread), timing loops, and what a
-result records about where it ran (:func:`machine`, :func:`versions`).
+Also here: what a result records about where it ran (:func:`machine_info`, :func:`engine_versions`). The
+suites' statistics and timing loops are benchmarks/measure.py's (a checkout's, not the package's).
 """
 
 from __future__ import annotations
@@ -18,12 +19,10 @@ import importlib
 import json
 import os
 import platform
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,49 +35,6 @@ DEFAULT_TIMEOUT_S = 600.0
 DEFAULT_MAX_RSS = 16 * 2**30
 
 
-# ---------------------------------------------------------------- statistics
-
-
-def stats(samples: Sequence[float]) -> dict[str, float | int]:
-    """Median and spread of durations in seconds: ``n``, ``median``, ``min``, ``max``, ``q1``, ``q3``."""
-    if not samples:
-        return {"n": 0}
-    xs = sorted(float(x) for x in samples)
-    q1, q3 = (xs[0], xs[-1]) if len(xs) < 4 else statistics.quantiles(xs, n=4)[::2]
-    return {"n": len(xs), "median": statistics.median(xs), "min": xs[0], "max": xs[-1], "q1": q1, "q3": q3}
-
-
-def median(summary: Any) -> float | None:
-    """The median of a :func:`stats` summary, or None when there is none (a cell cut off before it)."""
-    if isinstance(summary, dict) and summary.get("n"):
-        return float(summary["median"])
-    return None
-
-
-def timed(fn: Callable[[], Any], repeat: int, warmup: int = 1) -> list[float]:
-    """Wall times of ``repeat`` calls of ``fn`` after ``warmup`` untimed ones."""
-    for _ in range(warmup):
-        fn()
-    out = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        out.append(time.perf_counter() - t0)
-    return out
-
-
-def per_call(fn: Callable[[], Any], calls: int, rounds: int) -> list[float]:
-    """Seconds per call of ``fn``, one sample per round of ``calls`` back-to-back calls (for microsecond work)."""
-    fn()
-    out = []
-    for _ in range(rounds):
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        out.append((time.perf_counter() - t0) / calls)
-    return out
-
-
 # ---------------------------------------------------------------- where it ran
 
 
@@ -89,17 +45,6 @@ def rss_bytes(pid: int | None = None) -> int:
             return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
     except (OSError, ValueError):
         return 0
-
-
-def peak_rss_bytes() -> int:
-    """This process's resident high-water mark (``VmHWM``; ``ru_maxrss`` where /proc is absent)."""
-    try:
-        with open("/proc/self/status") as f:
-            return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
-    except (OSError, StopIteration):
-        import resource
-
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def machine_info() -> dict[str, Any]:
@@ -135,42 +80,6 @@ def engine_versions() -> dict[str, str | None]:
     from triec.engines import ENGINES, engine_version
 
     return {"triec": __version__, **{e: engine_version(e) for e in ENGINES}}
-
-
-def machine() -> dict[str, Any]:
-    """CPU, cores, memory, platform, Python, and the load when the run started (a shared machine says so)."""
-    info = machine_info()
-    try:
-        info["load_average"] = [round(x, 2) for x in os.getloadavg()]
-    except OSError:
-        pass
-    return info
-
-
-def versions(extra: Sequence[str] = ()) -> dict[str, str | None]:
-    """triec's, the peers' and ``extra`` distributions' versions (None: not installed)."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    found: dict[str, str | None] = {
-        **engine_versions(),
-        "numpy": _version("numpy"),
-        "python": platform.python_version(),
-    }
-    for name in extra:
-        try:
-            found[name] = version(name)
-        except PackageNotFoundError:
-            found[name] = None
-    return found
-
-
-def _version(name: str) -> str | None:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version(name)
-    except PackageNotFoundError:
-        return None
 
 
 # ---------------------------------------------------------------- a cell's process

@@ -1,4 +1,4 @@
-"""``triec bench``: triec and its peers side by side on the user's own set, or one of the suites (``triec bench SUITE``)."""
+"""``triec bench``: triec and its peers side by side on the user's own set (the suites: ``python -m benchmarks``)."""
 
 from __future__ import annotations
 
@@ -13,16 +13,10 @@ from triec.cli._common import EXIT_INTERRUPTED, app, err, out, report_errors
 from triec.errors import TriecError
 
 
-@app.command("bench")
+@app.command("bench", context_settings={"allow_extra_args": True})  # a suite: see below
 @report_errors
 def bench_cmd(
-    suite: Annotated[
-        Optional[str],
-        typer.Argument(
-            help="A suite (peers, compile_load, cli, steps, schemas, tools, enums, trigger, canonical, vllm, sglang, llamacpp, eval, gpu), 'all', or 'docs' (rewrite docs/benchmarks.md from the result files). Without it: your own set against the peers (the options below).",
-            show_default=False,
-        ),
-    ] = None,
+    ctx: typer.Context,
     tokenizer: Annotated[
         Optional[str],
         typer.Option(
@@ -64,39 +58,23 @@ def bench_cmd(
     quiet: Annotated[
         bool, typer.Option("-q", "--quiet", help="No progress on stderr (the table is still printed).")
     ] = False,
-    quick: Annotated[
-        bool,
-        typer.Option(
-            "--quick",
-            help="With SUITE: every suite at its smallest size (proves it runs; not timings). Results are written only with --out.",
-        ),
-    ] = False,
-    out: Annotated[
-        Optional[Path],
-        typer.Option(
-            "--out",
-            help="With SUITE: the directory of the result files (<suite>.json). Default: docs/results, none with --quick.",
-        ),
-    ] = None,
-    write_docs: Annotated[
-        bool,
-        typer.Option(
-            "--write-docs", help="With SUITE: then rewrite docs/benchmarks.md's tables and plots from the result files."
-        ),
-    ] = False,
+    quick: Annotated[bool, typer.Option("--quick", hidden=True, help="A suite's option (see below).")] = False,
+    suite_out: Annotated[Optional[str], typer.Option("--out", hidden=True, help="A suite's option.")] = None,
+    write_docs: Annotated[bool, typer.Option("--write-docs", hidden=True, help="A suite's option.")] = False,
 ) -> None:
     """Benchmark triec against the installed peer engines on identical vocabulary, EOS ids and values.
 
     On a terminal a progress bar names the cell being measured; elsewhere one line per
     finished cell goes to stderr. Ctrl-C prints the cells measured so far and exits 130.
-    With SUITE, runs that suite of docs/benchmarks.md instead ('all': every suite; one whose
-    framework is missing is skipped there, and an error when named alone).
+    The suites of docs/benchmarks.md run from a checkout: python -m benchmarks SUITE.
     """
-    if suite is not None:
-        _run_suite(suite, quick=quick, out=out, write_docs=write_docs)
-        return
-    if quick or out is not None or write_docs:
-        raise TriecError("--quick, --out and --write-docs go with a suite: triec bench SUITE --quick")
+    if ctx.args or quick or suite_out is not None or write_docs:  # `triec bench SUITE [--quick] [--out DIR]
+        # [--write-docs]` ran the suites until issue 50; they are the checkout's now: say where, run nothing
+        suite = ctx.args[0] if ctx.args else "SUITE"
+        raise TriecError(
+            f"triec bench runs your own set against the peers; the benchmark suites run from a checkout of the "
+            f"repository: python -m benchmarks {suite} [--quick] [--out DIR] [--write-docs] (docs/benchmarks.md)"
+        )
     from triec.bench.peers import MAX_BATCH, MAX_K, BenchInterrupted, parse_engines, parse_int_list, plot, run_bench
     from triec.cli._progress import BenchBar
 
@@ -147,17 +125,6 @@ def bench_cmd(
         done = sum(len(r["engines"]) for r in result["results"])
         err.print(f"interrupted: the table holds the {done} cell(s) measured before Ctrl-C", highlight=False)
         raise typer.Exit(EXIT_INTERRUPTED)
-
-
-def _run_suite(suite: str, *, quick: bool, out: Optional[Path], write_docs: bool) -> None:
-    from triec.bench.command import DEFAULT_RESULTS, run
-
-    if quick and write_docs:
-        raise TriecError("--write-docs with --quick: quick runs are not timings, and the docs hold timings")
-    where = out if out is not None or quick else DEFAULT_RESULTS
-    code = run(suite, quick=quick, out=where, write_docs=write_docs)
-    if code:
-        raise typer.Exit(code)
 
 
 def _print_table(result: dict) -> None:  # noqa: ANN001

@@ -660,6 +660,10 @@ def _string_schema(values: str, fmt: str) -> dict[str, Any] | None:
         doc = json.loads(path.read_bytes().decode("utf-8-sig"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
         return None
+    if isinstance(doc, dict) and doc.get("type") == "string":
+        from triec.schema.keywords import check_keywords
+
+        check_keywords(doc, values)  # a keyword of the wrong type is refused naming it, not read as absent
     try:
         return doc if string_schema_regex(doc) is not None else None
     except TriecError:

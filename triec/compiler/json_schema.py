@@ -21,6 +21,7 @@ from typing import Any
 
 from triec.encoding import JSON, Encoding, json_string_literal
 from triec.errors import ValuesError
+from triec.schema.keywords import check_keywords
 
 # Keywords that never change the set of instances.
 _ANNOTATIONS = frozenset(
@@ -65,6 +66,7 @@ def parse_schema(schema: dict[str, Any] | str, source: str = "schema") -> tuple[
             raise ValuesError(f"{source}: invalid JSON ({exc})") from None
     if not isinstance(schema, dict):
         raise ValuesError(f"{source}: a JSON Schema must be an object, found {type(schema).__name__}")
+    check_keywords(schema, source)
     for key in schema:
         if key not in _TOP:
             raise ValuesError(f"{source}: unsupported keyword {key!r} ({_SHAPE})")

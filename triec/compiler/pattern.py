@@ -22,9 +22,12 @@ import numpy as np
 from triec.compiler.pattern_rows import MAX_WORK, token_class_rows
 from triec.compiler.regex import (
     MAX_DFA_STATES,
+    MAX_NESTING,
     Chars,
     Concat,
     Dfa,
+    Node,
+    Repeat,
     compile_regex,
     negate,
     normalize,
@@ -32,7 +35,7 @@ from triec.compiler.regex import (
     restrict_chars,
     to_xgrammar_regex,
 )
-from triec.errors import PatternError
+from triec.errors import PatternError, PatternTooLarge
 from triec.named_formats import FORMATS as FORMATS  # re-exported: the compiler's public name
 from triec.runtime.pattern import PatternTable
 from triec.tokenizer.automaton import VocabAutomaton
@@ -97,10 +100,28 @@ def string_schema_regex(schema: Any) -> tuple[str, str | None] | None:
     tree = parse(pat)
     _refuse_escaped_literals(tree, pat)
     quote = Chars(((0x22, 0x22),))
-    return to_xgrammar_regex(Concat((quote, restrict_chars(tree, JSON_CHARS), quote))), None
+    regex = to_xgrammar_regex(Concat((quote, restrict_chars(tree, JSON_CHARS), quote)))
+    _check_respelled_nesting(regex, pat)
+    return regex, None
 
 
-def _refuse_escaped_literals(node: Any, pattern: str) -> None:
+def _check_respelled_nesting(regex: str, pattern: str) -> None:
+    """The JSON string's regex may nest a group or two deeper than the user's pattern (around a top-level
+    alternation, around a repeated character): refuse past :data:`MAX_NESTING` here, naming the user's pattern,
+    rather than later with a position in a regex the user never wrote."""
+    try:
+        parse(regex)
+    except PatternTooLarge:
+        raise PatternTooLarge(
+            f"pattern {pattern!r:.80}: as a JSON string's regex (a group around a top-level alternation or a "
+            f"repeated character) its groups nest deeper than {MAX_NESTING} (the bound on nesting)",
+            position=0,
+        ) from None
+
+
+def _refuse_escaped_literals(node: Node, pattern: str) -> None:
+    """Refuse a literal character a JSON string must escape (xgrammar reads those differently); one frame per
+    level of the tree, whose depth the parser bounds (MAX_NESTING)."""
     if isinstance(node, Chars):
         if len(node.ranges) == 1 and node.ranges[0][0] == node.ranges[0][1]:
             cp = node.ranges[0][0]
@@ -111,7 +132,10 @@ def _refuse_escaped_literals(node: Any, pattern: str) -> None:
                     position=0,
                 )
         return
-    for child in getattr(node, "items", None) or ([node.item] if hasattr(node, "item") else []):
+    if isinstance(node, Repeat):
+        _refuse_escaped_literals(node.item, pattern)
+        return
+    for child in node.items:
         _refuse_escaped_literals(child, pattern)
 
 
@@ -133,8 +157,12 @@ def compile_string_schema(
     """A string schema with a ``format`` (:data:`FORMATS`) or a ``pattern`` as a pattern table over its JSON
     string, quotes included: the output xgrammar's ``compile_json_schema`` allows for it (compact).
 
-    :class:`PatternError` for any other schema, or a pattern whose strings would need escapes.
+    :class:`PatternError` for any other schema, or a pattern whose strings would need escapes;
+    :class:`~triec.errors.SchemaShapeError` for a keyword of the wrong type (naming it and its JSON pointer).
     """
+    from triec.schema.keywords import check_keywords
+
+    check_keywords(schema)
     found = string_schema_regex(schema)
     if found is None:
         raise PatternError(

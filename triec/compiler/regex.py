@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -31,7 +32,18 @@ MAX_CODEPOINT = 0x10FFFF
 MAX_DFA_STATES = 10_000
 """Default bound on the minimal DFA's states (and the subset construction's): beyond it a pattern is refused."""
 MAX_NFA_STATES = 200_000
+"""Bound on the NFA's states at the default ``max_states`` (it scales with a larger one), checked on the syntax tree
+before the NFA is built: ``((a{1000}){1000}){1000}`` is refused without writing out its billion copies."""
 MAX_REPEAT = 1_000
+MAX_NESTING = 100
+"""Bound on nested groups. The parser and every walk over the syntax tree recurse (about three frames per group),
+so 100 keeps the deepest tree a few hundred frames under Python's default limit of 1,000, even when called from
+deep inside a framework's stack; no real pattern nests a tenth as deep."""
+WORK_PER_STATE = 50
+"""The subset construction's work bound, in NFA states gathered into subsets, per state of ``max_states`` (at
+least the default's): 500,000 by default, about half a second. ``(a?)`` written 25,000 times has a start subset of
+50,000 NFA states and every next one nearly as large; the legitimate patterns measured stay well under (the
+textbook ``(a|b)*a(a|b){12}``, 8,193 states, gathers 246,000)."""
 
 Ranges = tuple[tuple[int, int], ...]  # sorted, disjoint, non-adjacent code point ranges
 
@@ -109,6 +121,7 @@ class _Parser:
     def __init__(self, text: str) -> None:
         self.text = text
         self.i = 0
+        self.depth = 0  # groups open around the cursor (bounded by MAX_NESTING: the parser recurses per group)
         self.chars: list[str | None] = [*text, None, None]  # past the end: None (peek is the parser's hot path)
 
     def fail(self, what: str, at: int | None = None) -> PatternError:
@@ -222,7 +235,15 @@ class _Parser:
                 self.i = end + 1
             elif self.peek() == "?":
                 raise self.fail("a group with flags or lookaround '(?' is not supported", start)
+            if self.depth >= MAX_NESTING:
+                raise PatternTooLarge(
+                    f"pattern {self.text!r:.80}: groups nested deeper than {MAX_NESTING} (the bound on nesting) "
+                    f"at position {start}",
+                    position=start,
+                )
+            self.depth += 1
             node = self.alternation()
+            self.depth -= 1
             if self.peek() != ")":
                 raise self.fail("an unclosed group '('", start)
             self.i += 1
@@ -399,6 +420,49 @@ def utf8_sequences(lo: int, hi: int) -> Iterator[tuple[tuple[int, int], ...]]:
 # ----------------------------------------------------------------------------- NFA
 
 
+@lru_cache(maxsize=4096)
+def _class_sequences(ranges: Ranges) -> tuple[tuple[tuple[int, int], ...], ...]:
+    """The byte-range sequences of a class's code points, cached: ``.{0,1000}`` writes the same class 1,000 times."""
+    return tuple(seq for lo, hi in ranges for seq in utf8_sequences(lo, hi))
+
+
+@lru_cache(maxsize=4096)
+def _class_states(ranges: Ranges) -> int:
+    """The NFA states :meth:`_Nfa.build` adds for a class: its end, and one per distinct proper prefix of its byte
+    sequences (the small trie that shares them)."""
+    return 1 + len({seq[: k + 1] for seq in _class_sequences(ranges) for k in range(len(seq) - 1)})
+
+
+def nfa_size(node: Node) -> int:
+    """The number of states :meth:`_Nfa.build` adds for ``node``, every counted repetition written out, computed on
+    the tree without building anything: the bound on the NFA is checked before the work, not during it."""
+    if isinstance(node, Chars):
+        return _class_states(node.ranges)
+    if isinstance(node, Concat):
+        total = 0
+        for item in node.items:
+            total += nfa_size(item)
+        return total
+    if isinstance(node, Alt):
+        total = 1
+        for item in node.items:
+            total += 1 + nfa_size(item)
+        return total
+    one = nfa_size(node.item)
+    return node.lo * one + 1 + (one if node.hi is None else (node.hi - node.lo) * one)
+
+
+def nfa_bound(max_states: int) -> int:
+    """The bound on the NFA's states for a DFA bound of ``max_states``: :data:`MAX_NFA_STATES` by default, scaling
+    with a larger ``max_states`` so that raising it (``--max-states``) admits the larger patterns it is raised for."""
+    return MAX_NFA_STATES * max(max_states, MAX_DFA_STATES) // MAX_DFA_STATES
+
+
+def work_bound(max_states: int) -> int:
+    """The subset construction's bound on NFA states gathered into subsets (:data:`WORK_PER_STATE`)."""
+    return WORK_PER_STATE * max(max_states, MAX_DFA_STATES)
+
+
 class _Nfa:
     """Thompson NFA over bytes: ``edges[s]`` are (lo, hi, target) byte ranges, ``eps[s]`` epsilon targets."""
 
@@ -421,20 +485,19 @@ class _Nfa:
             end = self.new()
             # share the prefixes of the byte sequences by a small trie keyed by (state, range)
             trie: dict[tuple[int, int, int], int] = {}
-            for lo, hi in node.ranges:
-                for seq in utf8_sequences(lo, hi):
-                    cur = start
-                    for k, (a, b) in enumerate(seq):
-                        if k == len(seq) - 1:
-                            self.edges[cur].append((a, b, end))
-                        else:
-                            key = (cur, a, b)
-                            nxt = trie.get(key)
-                            if nxt is None:
-                                nxt = self.new()
-                                trie[key] = nxt
-                                self.edges[cur].append((a, b, nxt))
-                            cur = nxt
+            for seq in _class_sequences(node.ranges):
+                cur = start
+                for k, (a, b) in enumerate(seq):
+                    if k == len(seq) - 1:
+                        self.edges[cur].append((a, b, end))
+                    else:
+                        key = (cur, a, b)
+                        nxt = trie.get(key)
+                        if nxt is None:
+                            nxt = self.new()
+                            trie[key] = nxt
+                            self.edges[cur].append((a, b, nxt))
+                        cur = nxt
             return end
         if isinstance(node, Concat):
             cur = start
@@ -528,7 +591,9 @@ def determinize(nfa: _Nfa, start: int, final: int, max_states: int) -> tuple[Edg
     # each NFA state's edges as (class, target), one per class it covers, computed once
     edges = [[(c, t) for lo, hi, t in e for c in range(cls[lo], cls[hi] + 1)] for e in nfa.edges]
     limit = max_states * 4 + 64
+    budget = work_bound(max_states)
     first = _closure(nfa, {start})
+    work = len(first)
     index = {first: 0}
     order = [first]
     closed: dict[frozenset[int], int] = {}  # a set of targets -> the state of its closure
@@ -551,11 +616,14 @@ def determinize(nfa: _Nfa, start: int, final: int, max_states: int) -> tuple[Edg
             j = closed.get(raw)
             if j is None:
                 key = _closure(nfa, targets[c])
+                work += len(key)
+                if work > budget:
+                    raise PatternTooLarge(_work_message(budget, max_states))
                 j = index.get(key)
                 if j is None:
                     if len(order) >= limit:
                         raise PatternTooLarge(
-                            f"the pattern's DFA grows past {limit} states during its construction, "
+                            f"its DFA grows past {limit} states during its construction, "
                             f"far over the bound of {max_states} (max_states); a general grammar engine is the "
                             "tool for it"
                         )
@@ -566,6 +634,14 @@ def determinize(nfa: _Nfa, start: int, final: int, max_states: int) -> tuple[Edg
             row.append((c, j))
         succ.append(row)
     return succ, [final in s for s in order], classes
+
+
+def _work_message(budget: int, max_states: int) -> str:
+    return (
+        f"its subset construction passes its work bound of {budget:,} NFA states gathered into subsets "
+        f"({WORK_PER_STATE} per state of max(max_states, {MAX_DFA_STATES:,}), max_states being {max_states:,}); raise "
+        "--max-states (max_states), or a general grammar engine is the tool for it"
+    )
 
 
 def minimize(
@@ -721,13 +797,27 @@ def compile_regex(pattern: str, *, max_states: int = MAX_DFA_STATES) -> Dfa:
     """The minimal trimmed DFA of ``pattern`` over UTF-8 bytes.
 
     Raises :class:`PatternError` for syntax outside the subset (naming the position) or a pattern matching
-    nothing, :class:`PatternTooLarge` when the automaton exceeds ``max_states`` states.
+    nothing, :class:`PatternTooLarge` when the automaton exceeds ``max_states`` states, and before the work that
+    would tell: groups nested past :data:`MAX_NESTING`, an NFA past :func:`nfa_bound` (counted on the tree), a subset
+    construction past :func:`work_bound`.
     """
     tree = parse(pattern)
-    nfa = _Nfa(MAX_NFA_STATES)
+    bound = nfa_bound(max_states)
+    size = 1 + nfa_size(tree)
+    if size > bound:
+        raise PatternTooLarge(
+            f"pattern {pattern!r:.80}: written out (its repetitions expanded) it needs {size:,} NFA states, over the "
+            f"bound of {bound:,} ({MAX_NFA_STATES // MAX_DFA_STATES} per state of max(max_states, {MAX_DFA_STATES:,}), "
+            f"max_states being {max_states:,}); raise --max-states (max_states), or a general grammar engine is the "
+            "tool for it"
+        )
+    nfa = _Nfa(bound)
     start = nfa.new()
     final = nfa.build(tree, start)
-    succ, accepting, classes = determinize(nfa, start, final, max_states)
+    try:
+        succ, accepting, classes = determinize(nfa, start, final, max_states)
+    except PatternTooLarge as exc:  # name the pattern, as the other refusals do
+        raise PatternTooLarge(f"pattern {pattern!r:.80}: {exc}") from None
     by_class, acc = minimize(succ, accepting, int(classes.max()) + 1, acyclic=not nfa.cyclic)
     if len(acc) > max_states:
         raise PatternTooLarge(
@@ -755,11 +845,14 @@ def to_rust_regex(node: Node) -> str:
         if len(r) == 1 and r[0][0] == r[0][1]:
             return _rust_char(r[0][0])
         return "[" + "".join(_rust_char(a) if a == b else f"{_rust_char(a)}-{_rust_char(b)}" for a, b in r) + "]"
-    if isinstance(node, Concat):
-        return "".join(to_rust_regex(i) for i in node.items)
-    if isinstance(node, Alt):
-        return "(?:" + "|".join(to_rust_regex(i) for i in node.items) + ")"
-    inner = "(?:" + to_rust_regex(node.item) + ")"
+    if isinstance(node, Concat | Alt):
+        parts = []  # a loop, not a generator: one frame per level of the tree (MAX_NESTING)
+        for item in node.items:
+            parts.append(to_rust_regex(item))
+        return "".join(parts) if isinstance(node, Concat) else "(?:" + "|".join(parts) + ")"
+    inner = to_rust_regex(node.item)
+    if not isinstance(node.item, Alt):  # an alternation is already a group
+        inner = "(?:" + inner + ")"
     if node.hi is None:
         return f"{inner}{{{node.lo},}}"
     return f"{inner}{{{node.lo},{node.hi}}}"
@@ -800,11 +893,14 @@ def to_xgrammar_regex(node: Node) -> str:
             + "".join(_xgrammar_char(a) if a == b else f"{_xgrammar_char(a)}-{_xgrammar_char(b)}" for a, b in r)
             + "]"
         )
-    if isinstance(node, Concat):
-        return "".join(to_xgrammar_regex(i) for i in node.items)
-    if isinstance(node, Alt):
-        return "(" + "|".join(to_xgrammar_regex(i) for i in node.items) + ")"
-    inner = "(" + to_xgrammar_regex(node.item) + ")"
+    if isinstance(node, Concat | Alt):
+        parts = []  # a loop, not a generator: one frame per level of the tree (MAX_NESTING)
+        for item in node.items:
+            parts.append(to_xgrammar_regex(item))
+        return "".join(parts) if isinstance(node, Concat) else "(" + "|".join(parts) + ")"
+    inner = to_xgrammar_regex(node.item)
+    if not isinstance(node.item, Alt):  # an alternation is already a group: the spelling nests no deeper than the
+        inner = "(" + inner + ")"  # pattern, so that it parses again under MAX_NESTING
     if node.hi is None:
         return f"{inner}{{{node.lo},}}"
     return f"{inner}{{{node.lo},{node.hi}}}"
@@ -820,8 +916,9 @@ def restrict_chars(node: Node, allowed: Ranges) -> Node:
                 if x <= y:
                     out.append((x, y))
         return Chars(normalize(out))
-    if isinstance(node, Concat):
-        return Concat(tuple(restrict_chars(i, allowed) for i in node.items))
-    if isinstance(node, Alt):
-        return Alt(tuple(restrict_chars(i, allowed) for i in node.items))
+    if isinstance(node, Concat | Alt):
+        items = []  # a loop, not a generator: one frame per level of the tree (MAX_NESTING)
+        for item in node.items:
+            items.append(restrict_chars(item, allowed))
+        return Concat(tuple(items)) if isinstance(node, Concat) else Alt(tuple(items))
     return Repeat(restrict_chars(node.item, allowed), node.lo, node.hi)

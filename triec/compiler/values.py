@@ -99,6 +99,9 @@ def _parse_json(raw: bytes, source: str) -> tuple[list[str], Encoding | None]:
     if is_object_schema(doc):
         return parse_schema(doc, source)
     if isinstance(doc, dict):
+        from triec.schema.keywords import check_keywords
+
+        check_keywords(doc, source)  # "pattern": null is refused for what it is, not for a missing "enum"
         if "enum" not in doc:
             raise ValuesError(
                 f'{source}: JSON object has no "enum" array (expected a JSON Schema enum fragment, '

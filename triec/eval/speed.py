@@ -1,4 +1,4 @@
-"""One cell of the MLX and Outlines decoding benchmark (:mod:`triec.bench.suites.mlx_outlines` runs each in its
+"""One cell of the MLX and Outlines decoding benchmark (:mod:`benchmarks.suites.mlx_outlines` runs each in its
 own process): ``python -m triec.eval.speed '{"bench": "mlx", "k": 1000}'`` prints one JSON object.
 
 The model is the trained-model fixture (SmolLM2-135M, the GGUF converted once, float32), greedy, on this

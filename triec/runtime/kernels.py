@@ -15,7 +15,7 @@ capture them:
 Several tables of the same width are served by one launch: their arrays are concatenated (:class:`Packed`)
 and each batch row names its table; a row's global row is ``row_base[table] + state`` (``+ num_states`` for
 the terminal row). Everything is checked against the numpy runtime under Triton's interpreter
-(``TRITON_INTERPRET=1``, CPU tensors) in CI, and on a GPU by ``python -m triec.bench.gpu_check`` (the ``gpu`` suite).
+(``TRITON_INTERPRET=1``, CPU tensors) in CI, and on a GPU by ``python -m benchmarks.gpu_check`` (the ``gpu`` suite).
 
 Importing this module imports triton; :func:`available` says whether it can run for a device.
 """

@@ -26,6 +26,7 @@ from triec.encoding import json_string_literal
 from triec.errors import PatternError, SchemaShapeError
 from triec.runtime.pattern import PatternTable
 from triec.schema.grammar import GrammarSpec
+from triec.schema.keywords import check_keywords
 from triec.schema.locate import DEFAULT_THRESHOLD, EnumSite, Located, locate, with_markers
 from triec.schema.pattern_slot import build_pattern_slot
 from triec.schema.shape import CONVENTION, NEEDS_ESCAPE, canonical_json, parse_tool_schema
@@ -153,6 +154,7 @@ def compile_schema(
             raise SchemaShapeError(f"{source}: not valid JSON ({exc})") from None
     if not isinstance(schema, dict):
         raise SchemaShapeError(f"{source}: expected a JSON object (a JSON Schema), found {type(schema).__name__}")
+    check_keywords(schema, source)
     if patterns is None:
         patterns = engine == "xgrammar"
     found = locate(schema, threshold, engine, always=_tool_enum(schema, engine), patterns=patterns)

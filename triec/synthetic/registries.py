@@ -1,4 +1,4 @@
-"""Seeded synthetic tool registries: K tools, each with its own argument schema (tests and ``triec/bench/suites/tools.py``).
+"""Seeded synthetic tool registries: K tools, each with its own argument schema (tests and ``benchmarks/suites/tools.py``).
 
 API::
 
