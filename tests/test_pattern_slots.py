@@ -265,7 +265,7 @@ def test_a_table_without_pattern_fields_is_still_version_3(tmp_path, qwen2: trie
 def _edit_slot_table(raw: bytes, slot: int, column: str, value: int) -> bytes:
     """The file with one slot_table cell changed (its section CRC recomputed: the content check must catch it)."""
     from triec.artifact.formats import parse_artifact
-    from triec.schema.artifact import PATTERN_LAYOUT, PATTERN_SLOT_FIELDS
+    from triec.schema.artifact.layout import PATTERN_LAYOUT, PATTERN_SLOT_FIELDS
 
     found = parse_artifact(raw, "x")
     table = np.asarray(found["arrays"]["slot_table"]).reshape(-1, len(PATTERN_SLOT_FIELDS)).copy()
@@ -291,7 +291,7 @@ def test_a_damaged_pattern_slot_is_refused_naming_it(tmp_path, qwen2: triec.Voca
         with pytest.raises((ArtifactContentError, triec.errors.ArtifactError), match=re.escape(words)):
             triec.load(bad, verify=True)
     from triec.artifact.formats import parse_artifact
-    from triec.schema.artifact import PATTERN_LAYOUT
+    from triec.schema.artifact.layout import PATTERN_LAYOUT
 
     found = parse_artifact(raw, "x")
     arrays = dict(found["arrays"])

@@ -20,7 +20,9 @@ import pytest
 import triec
 from triec.artifact import container
 from triec.artifact.masks import encode_artifact
-from triec.schema.artifact import ConvertedSchemaTable
+from triec.schema.artifact.layout import GRAMMAR_KINDS, SLOT_FIELDS
+from triec.schema.artifact.legacy import ConvertedSchemaTable
+from triec.schema.artifact.load import load_schema_artifact
 from triec.verify.schemas import compare_schema
 
 pytestmark = pytest.mark.engines
@@ -313,7 +315,7 @@ def test_registry_sized_header_stays_small(vocabs: dict[str, triec.Vocabulary]) 
     header, _, _ = container.read_header(raw, "x")
     assert int.from_bytes(raw[12:16], "little") < 4096 and header["schema"]["num_grammars"] == 3000
     back = triec.artifact.masks.parse_artifact(raw, "x")
-    loaded = triec.schema.artifact.load_schema_artifact(back["header"], back["arrays"], "x", verify=True)
+    loaded = load_schema_artifact(back["header"], back["arrays"], "x", verify=True)
     assert [g.spec for g in loaded.grammars] == [g.spec for g in grammars] and loaded.grammars[7].template == b"{"
     assert loaded.slots[0].value_grammar.tolist() == [0, 2999]
 
@@ -364,7 +366,7 @@ def _set(arrays: dict[str, np.ndarray], name: str, i: int, value: int) -> None:
     arrays[name][i] = value
 
 
-FIELDS = {name: i for i, name in enumerate(triec.schema.artifact.SLOT_FIELDS)}
+FIELDS = {name: i for i, name in enumerate(SLOT_FIELDS)}
 SLOT_ROW = len(FIELDS)
 
 
@@ -568,7 +570,7 @@ def test_first_layout_fuzzed(tmp_path: Path) -> None:
 
 
 def test_the_layout_knows_every_field_of_a_slot_and_a_grammar() -> None:
-    """A field added to Slot, GrammarSpec or Grammar must be written too (schema/artifact.py, docs/format.md):
+    """A field added to Slot, GrammarSpec or Grammar must be written too (schema/artifact/encode.py, docs/format.md):
     this fails until it is, rather than a saved table quietly losing it."""
     import dataclasses
     import inspect
@@ -593,4 +595,4 @@ def test_the_layout_knows_every_field_of_a_slot_and_a_grammar() -> None:
     }
     assert {f.name for f in dataclasses.fields(GrammarSpec)} == {"schema", "after", "kind", "whitespace"}
     assert set(inspect.signature(Grammar).parameters) == {"spec", "template", "slots", "make"}
-    assert set(triec.schema.artifact.GRAMMAR_KINDS) >= {"json", "structural_tag"}
+    assert set(GRAMMAR_KINDS) >= {"json", "structural_tag"}

@@ -47,7 +47,7 @@ MOVED: dict[str, tuple[str, ...]] = {
     # (0.2 replaced D19's straddle tables, precomputed rows and Continuation with slots and grammars: the
     # old paths point at the modules that do their work now; names without a counterpart are gone)
     "triec.continuation": ("triec.schema.grammar",),
-    "triec.schema_artifact": ("triec.schema.artifact",),
+    "triec.schema_artifact": ("triec.schema.artifact", "triec.schema.artifact.legacy"),
     "triec.schema_compiler": ("triec.schema.compile",),
     "triec.schema_table": ("triec.schema.table", "triec.schema.matcher"),
     "triec.straddle": ("triec.schema.slot", "triec.tokenizer.index"),

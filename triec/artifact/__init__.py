@@ -4,6 +4,7 @@
   atomic writes; knows nothing of what the sections mean;
 * :mod:`~triec.artifact.formats`: the formats by header name, each registering its reader and writer;
   ``triec.load`` and ``table.save`` dispatch through it;
+* :mod:`~triec.artifact.header`: the header keys every format shares (a table's ``TableHeader``), written and read;
 * :mod:`~triec.artifact.masks`: the mask-table format on top of the container.
 
 The names below were ``triec.artifact``'s in 0.1 (a module then).

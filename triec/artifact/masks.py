@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from triec._version import __version__
 from triec.artifact import container, formats
 from triec.artifact.container import ENCODED_FORMAT_VERSION, PLAIN_FORMAT_VERSION, TAILS_FORMAT_VERSION
 from triec.artifact.formats import encode_artifact, load, load_buffer, parse_artifact, write_artifact
+from triec.artifact.header import check_common_header, encode_header, read_table_header
 from triec.encoding import Encoding
 from triec.errors import ArtifactError
 from triec.runtime.kinds import TableKind, Tokenization
@@ -118,18 +118,13 @@ def encode_masks(trie: MaskTable) -> bytes:
         raise ArtifactError(f"{trie.num_allowed} allowed pairs exceed the format's u32 offsets")
     layout, sources = table_sections(trie)
     tails = trie.tails
-    header: dict[str, Any] = {
-        "format": FORMAT_NAME,
-        "triec_version": __version__,
-        "tokenizer": {"name": trie.tokenizer_name, "fingerprint": trie.tokenizer_fingerprint},
-        "vocab_size": trie.vocab_size,
-        "eos_token_ids": list(trie.eos_token_ids),
+    counts: dict[str, Any] = {
         "num_values": trie.num_values,
         "num_states": trie.num_states,
         "num_allowed": trie.num_allowed,
     }
     if tails is not None:
-        header.update(
+        counts.update(
             {
                 "num_branch_states": tails.num_branch,
                 "num_far": int(tails.far_pairs.shape[0]),
@@ -139,8 +134,8 @@ def encode_masks(trie: MaskTable) -> bytes:
             }
         )
         if isinstance(tails, CanonicalTailLayout):
-            header["num_tail_tokens"] = tails.num_tail_tokens
-    header["build_options"] = trie.build_options
+            counts["num_tail_tokens"] = tails.num_tail_tokens
+    header = encode_header(FORMAT_NAME, trie.table_header, counts)
     version = PLAIN_FORMAT_VERSION if tails is None else TAILS_FORMAT_VERSION
     if not trie.encoding.plain:
         version = ENCODED_FORMAT_VERSION if tails is None else TAILS_FORMAT_VERSION
@@ -153,28 +148,6 @@ def encode_masks(trie: MaskTable) -> bytes:
 
 def _fail(source: str, message: str) -> ArtifactError:
     return container.fail(source, message)
-
-
-def check_common_header(header: dict[str, Any], source: str) -> int:
-    """The header fields every format shares (mask width, EOS ids, writer, build options); returns the width."""
-    field, count = container.field, container.count
-    vocab_size = count(header, "vocab_size", source, 2**31)
-    if vocab_size < 1:
-        raise _fail(source, "header field 'vocab_size': a mask is at least 1 token wide, found 0")
-    eos = field(header, "eos_token_ids", list, source)
-    if not eos:
-        raise _fail(
-            source,
-            "header field 'eos_token_ids': empty; a table ends each value with an EOS id, so it needs at least one",
-        )
-    if not all(isinstance(e, int) and not isinstance(e, bool) and 0 <= e < vocab_size for e in eos):
-        raise _fail(source, f"header field 'eos_token_ids': expected ids in 0..{vocab_size - 1}, found {eos!r}")
-    field(header, "triec_version", str, source)
-    field(header, "build_options", dict, source)
-    tok = field(header, "tokenizer", dict, source)
-    if not isinstance(tok.get("fingerprint"), str) or not isinstance(tok.get("name"), str):
-        raise _fail(source, "header field 'tokenizer': expected name and fingerprint strings")
-    return vocab_size
 
 
 def parse_sections(
@@ -264,22 +237,6 @@ def parse_sections(
     )
 
 
-def loaded_fields(header: dict[str, Any], version: int, source: str, *, verify: bool) -> dict[str, Any]:
-    """The keyword arguments every table kind's ``from_artifact`` takes from a checked header (the format's own
-    sections and fields come beside them)."""
-    return {
-        "vocab_size": header["vocab_size"],
-        "eos_token_ids": header["eos_token_ids"],
-        "tokenizer_fingerprint": header["tokenizer"]["fingerprint"],
-        "tokenizer_name": header["tokenizer"]["name"],
-        "build_options": header["build_options"],
-        "header": header,
-        "format_version": version,
-        "verify": verify,
-        "source": source,
-    }
-
-
 def build_table(
     header: dict[str, Any], arrays: dict[str, Any], version: int, source: str, *, verify: bool = False
 ) -> MaskTable:
@@ -294,12 +251,14 @@ def build_table(
                 ids=arrays["token_ids"],
             ),
             **{name: arrays[name] for name, _ in CANONICAL_TAILS if name in arrays},
-            **loaded_fields(header, version, source, verify=verify),
+            table_header=read_table_header(header, version, source),
+            verify=verify,
             encoding=Encoding.from_header(header["encoding"]) if "encoding" in header else None,
         )
     return MaskTable.from_artifact(
         **{name: arrays[name] for name, _ in SECTIONS},
-        **loaded_fields(header, version, source, verify=verify),
+        table_header=read_table_header(header, version, source),
+        verify=verify,
         encoding=Encoding.from_header(header["encoding"]) if "encoding" in header else None,
     )
 

@@ -14,10 +14,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from triec._version import __version__
 from triec.artifact import container, formats
 from triec.artifact.container import PATTERN_CLASSES_FORMAT_VERSION, PLAIN_FORMAT_VERSION
-from triec.artifact.masks import check_common_header, loaded_fields
+from triec.artifact.header import check_common_header, encode_header, read_table_header
 from triec.errors import ArtifactContentError, ArtifactError
 from triec.named_formats import FORMAT_NAMES, FORMATS
 from triec.runtime.kinds import TableKind
@@ -54,15 +53,7 @@ def encode_pattern(table: PatternTable) -> bytes:
     """A pattern table's artifact bytes: a pure function of the table (version 6 where it holds classes, version 1
     where it holds token rows: a table loaded from version 1, or built by hand)."""
     classes = table.classes
-    header: dict[str, Any] = {
-        "format": FORMAT_NAME,
-        "triec_version": __version__,
-        "tokenizer": {"name": table.tokenizer_name, "fingerprint": table.tokenizer_fingerprint},
-        "vocab_size": table.vocab_size,
-        "eos_token_ids": list(table.eos_token_ids),
-        "num_states": table.num_states,
-        "num_allowed": table.num_allowed,
-    }
+    counts: dict[str, Any] = {"num_states": table.num_states, "num_allowed": table.num_allowed}
     arrays: dict[str, Any] = {
         "accepting": table.value_state,
         "dfa_offsets": table.dfa_offsets,
@@ -77,18 +68,18 @@ def encode_pattern(table: PatternTable) -> bytes:
     else:
         if classes.num_class_pairs >= 2**32:
             raise ArtifactError(f"{classes.num_class_pairs} class pairs exceed the format's u32 offsets")
-        header["num_classes"] = classes.num_classes
-        header["num_class_members"] = int(classes.member_tokens.shape[0])
-        header["num_class_pairs"] = classes.num_class_pairs
+        counts["num_classes"] = classes.num_classes
+        counts["num_class_members"] = int(classes.member_tokens.shape[0])
+        counts["num_class_pairs"] = classes.num_class_pairs
         names = ("member_offsets", "member_tokens", "class_offsets", "class_ids", "class_next")
         arrays |= {n: getattr(classes, n) for n in names}
         sections, version = CLASS_SECTIONS, PATTERN_CLASSES_FORMAT_VERSION
-    header |= {
+    counts |= {
         "num_accepting": int(table.value_state.shape[0]),
         "num_dfa_edges": int(table.dfa_bytes.shape[0]),
         "pattern": {"regex": table.pattern, "format": table.format_name},
-        "build_options": table.build_options,
     }
+    header = encode_header(FORMAT_NAME, table.table_header, counts)
     return container.encode(header, [(name, dtype, arrays[name]) for name, dtype in sections], version)
 
 
@@ -174,7 +165,8 @@ def build_pattern(
         dfa_next=arrays["dfa_next"],
         pattern=header["pattern"]["regex"],
         format_name=header["pattern"]["format"],
-        **loaded_fields(header, version, source, verify=verify),
+        table_header=read_table_header(header, version, source),
+        verify=verify,
     )
     if version == PATTERN_CLASSES_FORMAT_VERSION and verify and table.num_allowed != header["num_allowed"]:
         raise ArtifactContentError(

@@ -188,10 +188,6 @@ def tail_table(full: MaskTable, seqs: Sequence[list[int]], vocab: Vocabulary, in
         value_state=vs,
         value_lcp=full.value_lcp,
         state_byte=full.state_byte,
-        vocab_size=full.vocab_size,
-        eos_token_ids=full.eos_token_ids,
-        tokenizer_fingerprint=full.tokenizer_fingerprint,
-        tokenizer_name=full.tokenizer_name,
-        build_options=full.build_options,
+        **full.table_header.derived(),
         encoding=full.encoding,
     )

@@ -94,10 +94,15 @@ class Table(Protocol):
         ``to_torch`` uploads to a device."""
         ...
 
-    source: str | None
-    """The artifact it was loaded from, ``None`` when compiled in this process."""
-    header: dict[str, Any] | None
-    """The artifact header it was loaded with, ``None`` when compiled in this process."""
+    @property
+    def source(self) -> str | None:
+        """The artifact it was loaded from, ``None`` when compiled in this process."""
+        ...
+
+    @property
+    def header(self) -> dict[str, Any] | None:
+        """The artifact header it was loaded with, ``None`` when compiled in this process."""
+        ...
 
     @property
     def vocab_size(self) -> int: ...

@@ -21,6 +21,7 @@ import numpy as np
 
 from triec.errors import ArtifactContentError
 from triec.runtime.arrays import content, contents
+from triec.runtime.header import TableHeader
 from triec.runtime.kinds import TableKind, Tokenization
 from triec.runtime.mask_writer import MaskWriter
 from triec.runtime.matcher import TableMatcher, whole_chars
@@ -85,19 +86,13 @@ class PatternTable(StateQueries):
         self.dfa_offsets = dfa_offsets
         self.dfa_bytes = dfa_bytes
         self.dfa_next = dfa_next
-        self.vocab_size = int(vocab_size)
-        self.eos_token_ids: tuple[int, ...] = tuple(int(e) for e in eos_token_ids)
-        self.tokenizer_fingerprint = tokenizer_fingerprint
-        self.tokenizer_name = tokenizer_name
+        self.hold_header(
+            TableHeader.of(vocab_size, eos_token_ids, tokenizer_fingerprint, tokenizer_name, build_options, source)
+        )
         self.pattern = pattern
         """The regular expression compiled (for a named format: the regex it stands for)."""
         self.format_name = format_name
         """The named format (``"date"``...) it was compiled from, or ``None`` for a plain regex."""
-        self.build_options = dict(build_options or {})
-        self.source = source
-        self.header: dict[str, Any] | None = None
-        self.format_version: int | None = None
-        self._eos = np.array(self.eos_token_ids, dtype=np.int32)
         self._prefixes: list[bytes] | None = None
         self._next_maps: list[dict[int, int] | None] = [None] * self.num_states  # token (class) -> next, on use
         self._class_of: list[int] | None = None  # each token's class, as a list (a class table's advance)
@@ -136,13 +131,11 @@ class PatternTable(StateQueries):
         return table
 
     @classmethod
-    def from_artifact(
-        cls, *, header: dict[str, Any], format_version: int, verify: bool, source: str, **fields: Any
-    ) -> PatternTable:
+    def from_artifact(cls, *, table_header: TableHeader, verify: bool, **fields: Any) -> PatternTable:
         """A table over an artifact's sections, every index checked (and with ``verify`` every row against the DFA)."""
-        table = cls(source=source, **fields)
-        table.header, table.format_version = header, format_version
-        table.check_arrays(source, contents=verify)
+        table = cls(**table_header.derived(), **fields)
+        table.hold_header(table_header)
+        table.check_arrays(table_header.source or "", contents=verify)
         table._checked = True
         return table
 

@@ -30,6 +30,7 @@ from triec._memo import per_table
 from triec.errors import ValueNotInTable
 from triec.keys import prepare_values, spell_all
 from triec.runtime.arrays import TableArrays, content
+from triec.runtime.header import TableHeader
 from triec.runtime.kinds import SetTable
 from triec.runtime.states import StateQueries
 
@@ -97,13 +98,11 @@ class RestrictedTable(StateQueries, Generic[Parent]):
         self.value_state = value_state  # int64, ascending: parent ids of the subset's terminals
         self._lcp: list[int] = []  # per value: the depth where its path leaves the previous one's (set by build)
         self._key_index: dict[bytes, int] | None = None
-        self.vocab_size = parent.vocab_size
-        self.eos_token_ids = parent.eos_token_ids
-        self.tokenizer_fingerprint = parent.tokenizer_fingerprint
+        # the parent's vocabulary; not its name, build or artifact (a view is not loaded from one)
+        self.hold_header(TableHeader(parent.vocab_size, parent.eos_token_ids, parent.tokenizer_fingerprint))
         self.encoding = parent.encoding
         self.tokenization = parent.tokenization
         self.canonical = parent.canonical
-        self._eos = np.array(self.eos_token_ids, dtype=np.int32)
         self._values: list[str] | None = None
         self._strings: list[str] | None = None
 

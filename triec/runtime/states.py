@@ -16,6 +16,7 @@ from triec._arrays import find_sorted
 from triec.encoding import PLAIN, Encoding
 from triec.errors import ArtifactContentError, TokenizerMismatch, TokenNotAllowed
 from triec.runtime.bitmask import scatter_bits, words_for
+from triec.runtime.header import HeaderFields, TableHeader
 
 if TYPE_CHECKING:
     from triec.runtime.tails import TailLayout
@@ -36,7 +37,7 @@ def merge_sorted(content: np.ndarray, extra: np.ndarray) -> np.ndarray:
     return np.insert(content, at, extra).astype(np.int32, copy=False)
 
 
-class StateQueries:
+class StateQueries(HeaderFields):
     """What a table and a restricted view answer alike.
 
     Subclasses say which states exist (:meth:`_check_state`,
@@ -54,15 +55,16 @@ class StateQueries:
     """A pattern table's rows by token class (:mod:`triec.runtime.token_classes`), ``None`` elsewhere."""
 
     value_state: np.ndarray
-    vocab_size: int
-    eos_token_ids: tuple[int, ...]
     _eos: np.ndarray
     encoding: Encoding = PLAIN
     """How values are spelled in the output (``prefix + spell(value) + suffix``); raw values by default."""
     _values: list[str] | None = None
     _strings: list[str] | None = None
-    tokenizer_fingerprint: str = ""
-    tokenizer_name: str = ""
+
+    def hold_header(self, table_header: TableHeader) -> None:
+        """Hold ``table_header`` (the vocabulary, the build, where it was loaded from) and its EOS ids as an array."""
+        self.table_header = table_header
+        self._eos = np.array(table_header.eos_token_ids, dtype=np.int32)
 
     def check_tokenizer(self, fingerprint_or_vocab: Any) -> None:
         """Raise :class:`TokenizerMismatch` unless the vocabulary is the one compiled for.

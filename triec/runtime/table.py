@@ -30,6 +30,7 @@ from triec._arrays import find_sorted
 from triec.encoding import PLAIN, Encoding
 from triec.errors import ArtifactContentError
 from triec.runtime.arrays import content, content_pairs, contents, rebuild_values
+from triec.runtime.header import TableHeader
 from triec.runtime.kinds import TableKind, Tokenization
 from triec.runtime.mask_writer import MaskWriter
 from triec.runtime.matcher import TableMatcher
@@ -83,16 +84,12 @@ class MaskTable(StateQueries):
         self.value_state = value_state
         self.value_lcp = value_lcp
         self.state_byte = state_byte
-        self.vocab_size = int(vocab_size)
-        self.eos_token_ids: tuple[int, ...] = tuple(int(e) for e in eos_token_ids)
-        self.tokenizer_fingerprint = tokenizer_fingerprint
-        self.tokenizer_name = tokenizer_name
-        self.build_options = dict(build_options or {})
+        self.hold_header(
+            TableHeader.of(vocab_size, eos_token_ids, tokenizer_fingerprint, tokenizer_name, build_options, source)
+        )
         self.tokenization: Tokenization = Tokenization.of(self.build_options)
         """Which token sequences spell a value here: every one (``ANY``) or the encoder's own (``CANONICAL``)."""
-        self.source = source
         self.encoding = PLAIN if encoding is None else encoding
-        self._eos = np.array(self.eos_token_ids, dtype=np.int32)
         self._values = values  # the user's values, when the caller already has them
         self._strings = None
         self._value_bytes: list[bytes] | None = None
@@ -100,10 +97,6 @@ class MaskTable(StateQueries):
         self._value_error: str | None = None  # why the value bytes are corrupt, once found
         self._key_index: dict[bytes, int] | None = None  # canonical tables: value bytes -> index
         self._indices_checked = False  # True once every index is known in range (compiled, or checked at load)
-        self.header: dict[str, Any] | None = None
-        """The artifact header this table was loaded with; ``None`` when it was not loaded."""
-        self.format_version: int | None = None
-        """The artifact format version this table was loaded from; ``None`` when it was not loaded."""
 
     @classmethod
     def from_compile(cls, *, value_bytes: list[bytes] | None = None, **fields: Any) -> MaskTable:
@@ -115,13 +108,12 @@ class MaskTable(StateQueries):
         return table
 
     @classmethod
-    def from_artifact(
-        cls, *, header: dict[str, Any], format_version: int, verify: bool, source: str, **fields: Any
-    ) -> MaskTable:
+    def from_artifact(cls, *, table_header: TableHeader, verify: bool, **fields: Any) -> MaskTable:
         """A table over an artifact's sections: every index checked (:func:`~triec.runtime.validate.check_indices`),
         and with ``verify`` every content check (:func:`~triec.runtime.validate.validate_contents`)."""
-        table = cls(source=source, **fields)
-        table.header, table.format_version = header, format_version
+        table = cls(**table_header.derived(), **fields)
+        table.hold_header(table_header)
+        source = table_header.source or ""
         if verify:
             validate_contents(table, source)
         else:
@@ -132,16 +124,7 @@ class MaskTable(StateQueries):
     def derive(self, *, values: list[str] | None = None, **arrays: np.ndarray) -> MaskTable:
         """Another table over ``arrays`` for the same tokenizer, build options and encoding (a compacted subset)."""
         columns: dict[str, Any] = dict(arrays)  # the six array arguments, by name (mypy cannot match ** to them)
-        return MaskTable(
-            **columns,
-            vocab_size=self.vocab_size,
-            eos_token_ids=self.eos_token_ids,
-            tokenizer_fingerprint=self.tokenizer_fingerprint,
-            tokenizer_name=self.tokenizer_name,
-            build_options=self.build_options,
-            values=values,
-            encoding=self.encoding,
-        )
+        return MaskTable(**columns, **self.table_header.derived(), values=values, encoding=self.encoding)
 
     # ------------------------------------------------------------- shape
 
@@ -484,11 +467,7 @@ class TailMaskTable(MaskTable):
             value_state=self.value_state,
             value_lcp=self.value_lcp,
             state_byte=self.state_byte,
-            vocab_size=self.vocab_size,
-            eos_token_ids=self.eos_token_ids,
-            tokenizer_fingerprint=self.tokenizer_fingerprint,
-            tokenizer_name=self.tokenizer_name,
-            build_options=self.build_options,
+            **self.table_header.derived(),
             values=self._values,
             encoding=self.encoding,
         )

@@ -11,5 +11,6 @@ structure around them by a grammar engine, exactly (docs/decisions.md D23).
 * :mod:`~triec.schema.parts`: ``Grammar`` and ``SchemaParts``, what the matchers read of a table;
 * :mod:`~triec.schema.matcher`: ``SchemaMatcher`` per sequence, ``SchemaMaskWriter`` per batch;
 * :mod:`~triec.schema.table`: ``SchemaTable``: slots, grammars, where the output starts (composes the matchers);
-* :mod:`~triec.schema.artifact`: the ``triec-schema`` artifact's sections (and the first layout, read only).
+* :mod:`~triec.schema.artifact`: the ``triec-schema`` artifact: its layout, writer, reader, load checks (and the
+  first layout, read only), one module each.
 """

@@ -32,6 +32,7 @@ import numpy as np
 
 from triec.artifact.formats import write_artifact
 from triec.errors import ArtifactContentError, TokenizerMismatch, TriecError
+from triec.runtime.header import VocabularyFields
 from triec.runtime.kinds import TableKind
 from triec.schema.matcher import SchemaMaskWriter, SchemaMatcher
 from triec.schema.parts import Grammar
@@ -50,7 +51,7 @@ _CONTROL_ESCAPE = re.compile(rb"(?<!\\)(?:\\\\)*\\(?:[bfnrt]|u00[01][0-9a-fA-F]|
 """A JSON escape of a control character or DEL (after an even run of backslashes) in a slot's keys."""
 
 
-class SchemaTable:
+class SchemaTable(VocabularyFields):
     """Slots + grammars + where the output starts; ``matcher()`` per sequence, ``mask_writer()`` per batch."""
 
     kind: ClassVar[TableKind] = TableKind.TOOL_SCHEMA
@@ -87,6 +88,8 @@ class SchemaTable:
         if engine not in ENGINES:
             raise TriecError(f"unknown engine {engine!r}; expected one of {', '.join(ENGINES)}")
         self.slots = slots
+        self.table_header = slots[0].trie.table_header
+        """Its slots' vocabulary and build (each slot's trie holds the same; written as the artifact's header)."""
         self.grammars = grammars
         self.start_slot = start_slot
         self.start_grammar = start_grammar
@@ -134,22 +137,6 @@ class SchemaTable:
     def trie(self) -> MaskTable:
         """The first slot's trie (a tool-call table's names, or the first enum of a schema)."""
         return self._first
-
-    @property
-    def vocab_size(self) -> int:
-        return self._first.vocab_size
-
-    @property
-    def eos_token_ids(self) -> tuple[int, ...]:
-        return self._first.eos_token_ids
-
-    @property
-    def tokenizer_fingerprint(self) -> str:
-        return self._first.tokenizer_fingerprint
-
-    @property
-    def tokenizer_name(self) -> str:
-        return self._first.tokenizer_name
 
     @property
     def words_per_row(self) -> int:
@@ -301,8 +288,9 @@ class SchemaTable:
         if found is None:
             from triec.engines import engine_version
 
+            slots, vocab = self.twin_slots()
             found = SchemaTable(
-                slots=self.slots,
+                slots=slots,
                 grammars=self.grammars,
                 start_slot=self.start_slot,
                 start_grammar=self.start_grammar,
@@ -310,12 +298,17 @@ class SchemaTable:
                 engine_version=engine_version(engine),
                 convention=self.convention,
                 info=self.info,
-                vocab=self.vocab,
+                vocab=vocab,
                 source=self.source,
                 header=self.header,
             )
             self._twins[engine] = found
         return found
+
+    def twin_slots(self) -> tuple[list[Slot], Vocabulary | None]:
+        """The slots (and vocabulary) of this table served by another engine: these (the slots' tables do not
+        depend on the engine)."""
+        return self.slots, self.vocab
 
     def _check_servable(self, engine: str) -> None:
         """Raise :class:`TriecError` unless ``engine`` can serve these slots exactly."""
