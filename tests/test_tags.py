@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from shared import needs_xgrammar
 
 import triec
 from triec.errors import SchemaShapeError
@@ -15,7 +16,7 @@ from triec.verify.schemas import compare_schema
 
 pytestmark = [
     pytest.mark.engines,
-    pytest.mark.skipif(__import__("importlib").util.find_spec("xgrammar") is None, reason="xgrammar not installed"),
+    needs_xgrammar,
 ]
 
 

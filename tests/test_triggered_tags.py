@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from shared import needs_xgrammar
 
 import triec
 from triec.errors import SchemaShapeError
@@ -24,7 +25,7 @@ from triec.verify.schemas import compare_texts
 
 pytestmark = [
     pytest.mark.engines,
-    pytest.mark.skipif(__import__("importlib").util.find_spec("xgrammar") is None, reason="xgrammar not installed"),
+    needs_xgrammar,
 ]
 
 PARAMS = {

@@ -1,0 +1,36 @@
+"""Setup that several test files share, as plain constants and functions (the fixtures are in conftest.py).
+
+Import it by name (``from shared import ENGINES``): pytest puts tests/ on ``sys.path``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+import triec
+
+ROOT = Path(__file__).resolve().parent.parent
+BFCL_REGISTRY = ROOT / "fixtures" / "registries" / "bfcl-1998.json.zst"
+
+needs_xgrammar = pytest.mark.skipif(importlib.util.find_spec("xgrammar") is None, reason="xgrammar not installed")
+
+ENGINES = ["llguidance", pytest.param("xgrammar", marks=needs_xgrammar)]
+"""The engines a schema table compiles its grammars with, as ``parametrize`` values (xgrammar skipped when missing)."""
+
+
+def bfcl_registry() -> list[dict]:
+    """BFCL's 1,998 tools in OpenAI's format, a fresh copy each call (the ``bfcl_names`` fixture holds the names)."""
+    import zstandard
+
+    raw = BFCL_REGISTRY.read_bytes()
+    return json.loads(zstandard.ZstdDecompressor().decompress(raw, max_output_size=1 << 28))
+
+
+def synthetic_vocab(*pieces: list[bytes]) -> triec.Vocabulary:
+    """Every single byte, then ``pieces`` in order (a repeat kept once, where it first stands), then EOS (b"")."""
+    tokens = list(dict.fromkeys([bytes([b]) for b in range(256)] + [p for group in pieces for p in group]))
+    return triec.Vocabulary(tokens + [b""], eos_token_ids=[len(tokens)], name="synthetic")
