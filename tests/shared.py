@@ -34,3 +34,17 @@ def synthetic_vocab(*pieces: list[bytes]) -> triec.Vocabulary:
     """Every single byte, then ``pieces`` in order (a repeat kept once, where it first stands), then EOS (b"")."""
     tokens = list(dict.fromkeys([bytes([b]) for b in range(256)] + [p for group in pieces for p in group]))
     return triec.Vocabulary(tokens + [b""], eos_token_ids=[len(tokens)], name="synthetic")
+
+
+def spell(table, vocab: triec.Vocabulary, key: bytes) -> list[int]:
+    """A token path spelling ``key`` through the table: the longest allowed token at each step."""
+    m, ids, rest = table.matcher(), [], key
+    while rest:
+        t = max(
+            (t for t in m.allowed().tolist() if vocab.token_bytes[t] and rest.startswith(vocab.token_bytes[t])),
+            key=lambda t: len(vocab.token_bytes[t]),
+        )
+        assert m.accept_token(t)
+        ids.append(t)
+        rest = rest[len(vocab.token_bytes[t]) :]
+    return ids
