@@ -8,8 +8,12 @@ from pathlib import Path
 
 import pytest
 from shared import bfcl_registry
+from tail_tables import Artifact, saved
 
 import triec
+from triec.compiler.entry import compile as compile_values
+from triec.runtime.table import TailMaskTable
+from triec.synthetic.sets import titles
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
@@ -109,3 +113,31 @@ def vocab(request: pytest.FixtureRequest, vocabs: dict[str, triec.Vocabulary]) -
 @pytest.fixture(scope="session")
 def qwen2(vocabs: dict[str, triec.Vocabulary]) -> triec.Vocabulary:
     return vocabs["qwen2"]
+
+
+@pytest.fixture(scope="session")
+def tail_table(qwen2: triec.Vocabulary) -> TailMaskTable:
+    """1,500 titles (seed 2) on qwen2 in the tail layout: the table whose artifact the loader checks mutate."""
+    table = compile_values(titles(1500, seed=2), qwen2, layout="tails")
+    assert isinstance(table, TailMaskTable)
+    return table
+
+
+@pytest.fixture(scope="session")
+def canonical_tail_table(qwen2: triec.Vocabulary) -> TailMaskTable:
+    """The same titles as ``tail_table``, canonical, in the tail layout."""
+    table = compile_values(titles(1500, seed=2), qwen2, tokenization="canonical", layout="tails")
+    assert isinstance(table, TailMaskTable)
+    return table
+
+
+@pytest.fixture
+def tail_artifact(tmp_path: Path, tail_table: TailMaskTable) -> Artifact:
+    """``tail_table`` saved in this test's folder (each test mutates its own copy)."""
+    return saved(tail_table, tmp_path / "t.triec")
+
+
+@pytest.fixture
+def canonical_tail_artifact(tmp_path: Path, canonical_tail_table: TailMaskTable) -> Artifact:
+    """``canonical_tail_table`` saved in this test's folder (each test mutates its own copy)."""
+    return saved(canonical_tail_table, tmp_path / "c.triec")
