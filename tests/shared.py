@@ -48,3 +48,36 @@ def spell(table, vocab: triec.Vocabulary, key: bytes) -> list[int]:
         ids.append(t)
         rest = rest[len(vocab.token_bytes[t]) :]
     return ids
+
+
+def hermes_tags(name: str, content: dict) -> list[dict]:
+    """The two tags vLLM writes for one tool under the hermes parser: the call inside ``<tool_call>``, with and
+    without newlines. ``name`` is spelled as it stands in the call (a JSON string, quotes included)."""
+    return [
+        {
+            "type": "tag",
+            "begin": '<tool_call>\n{"name": ' + name + ', "arguments": ',
+            "content": content,
+            "end": "}\n</tool_call>",
+        },
+        {
+            "type": "tag",
+            "begin": '<tool_call>{"name": ' + name + ', "arguments": ',
+            "content": content,
+            "end": "}</tool_call>",
+        },
+    ]
+
+
+def tags_with_separator(tags: list[dict], *, stop_after_first: bool) -> dict:
+    """A structural tag of ``tags`` back to back, at least one (vLLM's ``tool_choice="required"``)."""
+    return {
+        "type": "structural_tag",
+        "format": {
+            "type": "tags_with_separator",
+            "tags": tags,
+            "separator": "",
+            "at_least_one": True,
+            "stop_after_first": stop_after_first,
+        },
+    }
