@@ -441,17 +441,18 @@ def test_verify_samples_values_at_large_k(
 ) -> None:
     """Past REFERENCE_VALUES, the reference runs on a seeded sample of values (every state of their trie, rows as
     served, tail rows whole) and says so; a wrong next state in a stored row is found."""
+    import triec.verify.masks as vm
     import triec.verify.tables as vt
 
-    monkeypatch.setattr(vt, "REFERENCE_VALUES", 100)
-    monkeypatch.setattr(vt, "SAMPLED_VALUES", 120)
+    monkeypatch.setattr(vm, "REFERENCE_VALUES", 100)
+    monkeypatch.setattr(vm, "SAMPLED_VALUES", 120)
     path = tmp_path / "t.triec"
     compile_values(sets.titles(400, seed=8), qwen2, layout="tails").save(path)
     report = vt.verify(str(path), tokenizer="qwen2", against=["reference"], walks=0)
     assert report.ok, report.to_json()
     assert report.values_sampled == 120 and report.sampled and report.checks[0].states_checked > 1000
 
-    monkeypatch.setattr(vt, "SAMPLED_VALUES", 400)  # every value: the mutated row is in the sample
+    monkeypatch.setattr(vm, "SAMPLED_VALUES", 400)  # every value: the mutated row is in the sample
     data = path.read_bytes()
     header, data_start, _ = container.read_header(data, str(path))
     info = {"header": header, "data_start": data_start}
