@@ -4,7 +4,7 @@ The reference derivation runs every token's bytes through the DFA stored in the 
 (by brute force, tokens grouped by length: O(states x vocabulary bytes)); it shares nothing with the compiler's
 walk over the token trie. A table stored by token class (format version 6) also has its classes found again
 from its DFA and compared array for array, which covers every state at the price of a compile. The engines compile the same regex (xgrammar as written, since its semantics
-are the reference for the escapes; llguidance spelled explicitly by :func:`~triec.compiler.regex.to_rust_regex`)
+are the reference for the escapes; llguidance spelled explicitly by :func:`~triec.compiler.regex_spelling.to_rust_regex`)
 and are compared state by state along seeded decode walks.
 
 :func:`verify_pattern` is ``triec verify`` on a pattern table (:mod:`triec.verify.tables` loads the artifact and calls
@@ -21,7 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from triec.compiler.regex import Dfa, compile_regex, parse, to_rust_regex
+from triec.compiler.regex import Dfa, compile_regex, parse
+from triec.compiler.regex_spelling import to_rust_regex
 from triec.engines.base import engine_version, import_engine
 from triec.engines.llguidance import LLGuidanceEngine
 from triec.engines.xgrammar import XGrammarEngine
@@ -156,7 +157,7 @@ def compare_reference(
 
 def engine_pattern(name: str, vocab: Vocabulary, regex: str) -> Any:
     """A fresh-matcher factory of engine ``name`` for ``regex``: xgrammar reads it as written, llguidance as
-    :func:`~triec.compiler.regex.to_rust_regex` spells it (the escapes' meanings differ between the two)."""
+    :func:`~triec.compiler.regex_spelling.to_rust_regex` spells it (the escapes' meanings differ between the two)."""
     if name == "llguidance":
         ll = LLGuidanceEngine(vocab)
         compiled = ll.compile_pattern(to_rust_regex(parse(regex)))
