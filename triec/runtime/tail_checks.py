@@ -244,8 +244,9 @@ def _check_spelling(layout: CanonicalTailLayout, source: str) -> None:
     """Each value's tail tokens spell exactly its tail bytes (O(tail bytes); lengths already checked to agree)."""
     ix = layout.index
     id_key = np.full(layout.vocab_size, -1, dtype=np.int64)
+    id_ends = np.asarray(ix.id_offsets, dtype=np.int64)
     id_key[np.asarray(ix.ids, dtype=np.int64)] = np.repeat(
-        np.arange(ix.num_keys, dtype=np.int64), np.diff(np.asarray(ix.id_offsets, dtype=np.int64))
+        np.arange(ix.num_keys, dtype=np.int64), id_ends[1:] - id_ends[:-1]
     )
     keys = id_key[np.asarray(layout.tail_tokens, dtype=np.int64)]
     spelled = ix.key_bytes[concat_ranges(ix.key_offsets[keys].astype(np.int64), layout.token_lengths())]
