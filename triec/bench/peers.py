@@ -213,118 +213,153 @@ def _timed(fn: Any, repeat: int) -> list[float]:
     return out
 
 
+Steps = Callable[[], list[float]]
+"""One pass over the paths: the time of each mask row."""
+BatchOf = Callable[[list[list[int]]], Callable[[], Any]]
+"""A batch's fill, given the token prefixes of its rows."""
+
+
 def _worker(job: dict[str, Any], out: Out) -> None:
-    from triec.artifact.formats import load as load_artifact
+    """One cell in its own process: a cold compile (``triec-cold``), or one engine's compile, load, per-step rows
+    and batched rows on the job's set."""
+    from triec.tokenizer.vocabulary import Vocabulary
+
+    load = dict(vocab_size=job["vocab_size"], eos_token_ids=job["eos"])
+    if job["engine"] == "triec-cold":
+        _cold_cell(job, out)
+        return
+    vocab = Vocabulary.load(job["tokenizer"], **load)
+    if job["engine"] == "triec":
+        steps_pass, make_batch = _triec_cell(job, vocab, out)
+    else:
+        steps_pass, make_batch = _engine_cell(job, vocab, out)
+    _measure_rows(job, steps_pass, make_batch, out)
+
+
+def _cold_cell(job: dict[str, Any], out: Out) -> None:
+    """A fresh process's tokenizer, automaton and compile, each timed once."""
     from triec.compiler.entry import compile as compile_values
     from triec.tokenizer.vocabulary import Vocabulary
 
-    engine_name = job["engine"]
+    t0 = time.perf_counter()
+    vocab = Vocabulary.load(job["tokenizer"], vocab_size=job["vocab_size"], eos_token_ids=job["eos"])
+    t1 = time.perf_counter()
+    vocab.automaton  # noqa: B018
+    t2 = time.perf_counter()
+    compile_values(job["values"], vocab)
+    t3 = time.perf_counter()
+    out.put(
+        status="ok",
+        phase="done",
+        cold_s=t3 - t0,
+        tokenizer_s=t1 - t0,
+        automaton_s=t2 - t1,
+        compile_s=t3 - t2,
+        peak_rss=_maxrss(),
+    )
+
+
+def _triec_cell(job: dict[str, Any], vocab: Any, out: Out) -> tuple[Steps, BatchOf]:
+    """triec's compile, artifact and load timed; its rows through the mask writer."""
+    from triec.artifact.formats import load as load_artifact
+    from triec.compiler.entry import compile as compile_values
+
     values: list[str] = job["values"]
     repeat = int(job["repeat"])
+    t0 = time.perf_counter()
+    vocab.automaton  # noqa: B018 - from the disk cache when present
+    setup = time.perf_counter() - t0
+    rss0 = _maxrss()
+    table = compile_values(values, vocab)  # warm-up
+    compile_s = _timed(lambda: compile_values(values, vocab), repeat)
+    out.put(phase="compile", setup_s=setup, compile_s=summary(compile_s), rss_before=rss0, peak_rss=_maxrss())
+    with tempfile.TemporaryDirectory() as tmp:
+        plain, packed = os.path.join(tmp, "a.triec"), os.path.join(tmp, "a.triec.zst")
+        size, zsize = table.save(plain), table.save(packed)
+        load_artifact(plain)
+        load_s = _timed(lambda: load_artifact(plain), max(repeat, 5))
+    out.put(artifact_bytes=size, artifact_zstd_bytes=zsize, load_s=summary(load_s), states=table.num_states)
+    state_paths = [[table.walk(p[:j]) for j in range(len(p) + 1)] for p in job["paths"]]
+    t0 = time.perf_counter()
+    writer = table.mask_writer(max(job["batch"], default=1))
+    out.put(writer_setup_s=time.perf_counter() - t0)
+
+    def steps_pass() -> list[float]:
+        times = []
+        for states in state_paths:
+            for s in states:
+                one = [s]
+                t = time.perf_counter()
+                writer.fill(one)
+                times.append(time.perf_counter() - t)
+        return times
+
+    def make_batch(prefixes: list[list[int]]) -> Callable[[], Any]:
+        states = np.array([table.walk(p) for p in prefixes], dtype=np.int64)
+        return lambda: writer.fill(states)
+
+    return steps_pass, make_batch
+
+
+def _engine_cell(job: dict[str, Any], vocab: Any, out: Out) -> tuple[Steps, BatchOf]:
+    """A peer engine's compile timed (repeated unless the first took over :data:`LONG_COMPILE`); its rows through
+    its own matchers, each path consumed token by token."""
+    from triec.engines import make_engine
+
+    engine_name = job["engine"]
     paths: list[list[int]] = job["paths"]
-    load = dict(vocab_size=job["vocab_size"], eos_token_ids=job["eos"])
-
-    if engine_name == "triec-cold":
-        t0 = time.perf_counter()
-        vocab = Vocabulary.load(job["tokenizer"], **load)
-        t1 = time.perf_counter()
-        vocab.automaton  # noqa: B018
-        t2 = time.perf_counter()
-        compile_values(values, vocab)
-        t3 = time.perf_counter()
-        out.put(
-            status="ok",
-            phase="done",
-            cold_s=t3 - t0,
-            tokenizer_s=t1 - t0,
-            automaton_s=t2 - t1,
-            compile_s=t3 - t2,
-            peak_rss=_maxrss(),
-        )
-        return
-
-    vocab = Vocabulary.load(job["tokenizer"], **load)
+    repeat = int(job["repeat"])
     width = words_for(vocab.vocab_size)
     row = np.zeros((1, width), dtype=np.int32)
-    if engine_name == "triec":
-        t0 = time.perf_counter()
-        vocab.automaton  # noqa: B018 - from the disk cache when present
-        setup = time.perf_counter() - t0
-        rss0 = _maxrss()
-        table = compile_values(values, vocab)  # warm-up
-        compile_s = _timed(lambda: compile_values(values, vocab), repeat)
-        out.put(phase="compile", setup_s=setup, compile_s=summary(compile_s), rss_before=rss0, peak_rss=_maxrss())
-        with tempfile.TemporaryDirectory() as tmp:
-            plain, packed = os.path.join(tmp, "a.triec"), os.path.join(tmp, "a.triec.zst")
-            size, zsize = table.save(plain), table.save(packed)
-            load_artifact(plain)
-            load_s = _timed(lambda: load_artifact(plain), max(repeat, 5))
-        out.put(artifact_bytes=size, artifact_zstd_bytes=zsize, load_s=summary(load_s), states=table.num_states)
-        state_paths = [[table.walk(p[:j]) for j in range(len(p) + 1)] for p in paths]
-        t0 = time.perf_counter()
-        writer = table.mask_writer(max(job["batch"], default=1))
-        out.put(writer_setup_s=time.perf_counter() - t0)
+    engine = make_engine(engine_name, vocab)
+    rss0 = _maxrss()
+    compiled: list[Any] = []
 
-        def steps_pass() -> list[float]:
-            times = []
-            for states in state_paths:
-                for s in states:
-                    one = [s]
-                    t = time.perf_counter()
-                    writer.fill(one)
-                    times.append(time.perf_counter() - t)
-            return times
+    def compile_once() -> None:
+        c = engine.compile(job["values"])
+        m = engine.matcher(c)
+        m.fill(row[0])
+        compiled[:] = [c]
 
-        def make_batch(prefixes: list[list[int]]) -> Any:
-            states = np.array([table.walk(p) for p in prefixes], dtype=np.int64)
-            return lambda: writer.fill(states)
+    first = _timed(compile_once, 1)
+    more = _timed(compile_once, repeat - 1) if first[0] < LONG_COMPILE else []
+    out.put(
+        phase="compile",
+        setup_s=engine.setup_seconds,
+        compile_s=summary(first + more),
+        rss_before=rss0,
+        peak_rss=_maxrss(),
+    )
+    c = compiled[0]
 
-    else:
-        from triec.engines import make_engine
-
-        engine = make_engine(engine_name, vocab)
-        rss0 = _maxrss()
-        compiled: list[Any] = []
-
-        def compile_once() -> None:
-            c = engine.compile(values)
+    def steps_pass() -> list[float]:
+        times = []
+        for p in paths:
             m = engine.matcher(c)
-            m.fill(row[0])
-            compiled[:] = [c]
+            for j in range(len(p) + 1):
+                t = time.perf_counter()
+                m.fill(row[0])
+                times.append(time.perf_counter() - t)
+                if j < len(p) and not m.consume(p[j]):
+                    raise TriecError(f"{engine_name} refused token {p[j]} of a value's own tokenization")
+        return times
 
-        first = _timed(compile_once, 1)
-        more = _timed(compile_once, repeat - 1) if first[0] < LONG_COMPILE else []
-        out.put(
-            phase="compile",
-            setup_s=engine.setup_seconds,
-            compile_s=summary(first + more),
-            rss_before=rss0,
-            peak_rss=_maxrss(),
-        )
-        c = compiled[0]
+    def make_batch(prefixes: list[list[int]]) -> Callable[[], Any]:
+        matchers = []
+        for p in prefixes:
+            m = engine.matcher(c)
+            for t in p:
+                m.consume(t)
+            matchers.append(m)
+        rows = np.zeros((len(matchers), width), dtype=np.int32)
+        return lambda: engine.fill_batch(matchers, rows)
 
-        def steps_pass() -> list[float]:
-            times = []
-            for p in paths:
-                m = engine.matcher(c)
-                for j in range(len(p) + 1):
-                    t = time.perf_counter()
-                    m.fill(row[0])
-                    times.append(time.perf_counter() - t)
-                    if j < len(p) and not m.consume(p[j]):
-                        raise TriecError(f"{engine_name} refused token {p[j]} of a value's own tokenization")
-            return times
+    return steps_pass, make_batch
 
-        def make_batch(prefixes: list[list[int]]) -> Any:
-            matchers = []
-            for p in prefixes:
-                m = engine.matcher(c)
-                for t in p:
-                    m.consume(t)
-                matchers.append(m)
-            rows = np.zeros((len(matchers), width), dtype=np.int32)
-            return lambda: engine.fill_batch(matchers, rows)
 
+def _measure_rows(job: dict[str, Any], steps_pass: Steps, make_batch: BatchOf, out: Out) -> None:
+    """Per-step rows over every path (after a warm-up pass), then each batch size's fill."""
+    repeat = int(job["repeat"])
     steps_pass()  # warm-up
     step_times: list[float] = []
     for _ in range(repeat):
@@ -332,7 +367,7 @@ def _worker(job: dict[str, Any], out: Out) -> None:
     out.put(phase="step", step_s=summary(step_times))
     batch: dict[str, Any] = {}
     for b in job["batch"]:
-        fill = make_batch(batch_prefixes(paths, b, job["seed"]))
+        fill = make_batch(batch_prefixes(job["paths"], b, job["seed"]))
         fill()  # warm-up
         batch[str(b)] = summary(_timed(fill, max(repeat, 3)))
         out.put(phase="batch", batch_s=batch)
