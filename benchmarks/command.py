@@ -82,7 +82,7 @@ def run_one(name: str, *, quick: bool, out: Path | None, alone: bool, say: Calla
     t0 = time.perf_counter()
     try:
         result = results.validate(module.run(quick), name)
-    except Exception as exc:  # one suite's failure is reported, the others still run
+    except Exception as exc:  # noqa: BLE001 - one suite's failure is reported, the others still run
         if alone:
             traceback.print_exc()
         return SuiteOutcome(name, "failed", f"{type(exc).__name__}: {exc}", time.perf_counter() - t0)

@@ -183,7 +183,7 @@ def check_spec(
                 pool = tables[kind].allowed(st) if st is not None and st >= 0 else np.array(eos)
                 ds.append(int(rng.choice(pool)) if rng.random() < 0.85 else int(rng.integers(0, 5000)))
             drafts[slot] = ds
-            for j, tkn in enumerate([0] + ds):
+            for j, tkn in enumerate([0, *ds]):
                 row_slot.append(slot)
                 local.append(j)
                 inputs.append(tkn)
@@ -220,7 +220,7 @@ def check_spec(
             while n < len(ds) and masked[r0 + n, ds[n]] and rng.random() < 0.8:
                 n += 1
             allowed = np.flatnonzero(masked[r0 + n])
-            for tkn in ds[:n] + [int(rng.choice(allowed))]:
+            for tkn in [*ds[:n], int(rng.choice(allowed))]:
                 commit_slots.append(slot)
                 commit_tokens.append(tkn)
                 s = triec.FINISHED if s < 0 or tkn in tables[kind].eos_token_ids else tables[kind].advance(s, tkn)

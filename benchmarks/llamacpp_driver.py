@@ -31,7 +31,7 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks import ROOT  # noqa: E402 - the checkout: fixtures/, tests/ data files
+from benchmarks import ROOT
 
 KS = (100, 1_000, 10_000, 100_000)
 METHODS = ("triec", "gbnf")

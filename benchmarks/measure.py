@@ -7,6 +7,7 @@ A cell runs in its own process through :func:`triec.bench.runner.run_cell` (the 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import statistics
@@ -71,10 +72,8 @@ def peak_rss_bytes() -> int:
 def machine() -> dict[str, Any]:
     """CPU, cores, memory, platform, Python, and the load when the run started (a shared machine says so)."""
     info = machine_info()
-    try:
+    with contextlib.suppress(OSError):
         info["load_average"] = [round(x, 2) for x in os.getloadavg()]
-    except OSError:
-        pass
     return info
 
 

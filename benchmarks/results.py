@@ -12,7 +12,7 @@ import json
 import os
 import sys
 import tempfile
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,7 @@ def new(suite: str, settings: dict[str, Any], *, extra_versions: tuple[str, ...]
     return {
         "schema": SCHEMA,
         "suite": suite,
-        "created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "created": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "command": list(sys.argv),
         "machine": machine(),
         "versions": versions(extra_versions),

@@ -32,18 +32,18 @@ BFCL = ROOT / "fixtures" / "registries" / "bfcl-1998.json.zst"
 
 __all__ = [
     "BFCL",
+    "XG_OPTIONS",
     "Encoder",
     "Peer",
-    "XG_OPTIONS",
     "f_s",
     "f_us",
     "first_line",
     "load_registry",
+    "median_s",
     "ratio",
     "row_ids",
     "rss_bytes",
     "summary_us",
-    "median_s",
 ]
 
 

@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks import ROOT  # noqa: E402 - the checkout: fixtures/, tests/ data files
+from benchmarks import ROOT
 from benchmarks.vllm_backend import hermes_calls_ok
 from benchmarks.vllm_processors import run_child
 

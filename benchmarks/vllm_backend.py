@@ -223,7 +223,7 @@ def run_cell(args: argparse.Namespace) -> dict[str, object]:
         timed(["Warm up list:"], [params(base[2 * k : 3 * k])])
         firsts, seconds = [], []
         for i in range(args.repeat):  # each time a list no request had, then the same list again
-            new = base[i : i + k][::-1] + [f"zz-new-value-{i}"]
+            new = [*base[i : i + k][::-1], f"zz-new-value-{i}"]
             firsts.append(timed([f"Pick one #{i}:"], [params(new)])[0])  # the same prompt twice: the same output,
             seconds.append(timed([f"Pick one #{i}:"], [params(new)])[0])  # so the difference is the new list's cost
         out.update(
@@ -294,7 +294,7 @@ def run_cell(args: argparse.Namespace) -> dict[str, object]:
         return out
     if args.cell == "distinct":
         n = 64
-        lists = [base[i * 7 % (2 * k) :][:k] + [f"only-{i}"] for i in range(n)]
+        lists = [[*base[i * 7 % (2 * k) :][:k], f"only-{i}"] for i in range(n)]
         ps = [params(v) for v in lists]
         prompts = [f"Select a tool #{i}:" for i in range(n)]
     else:
@@ -337,7 +337,7 @@ def plan(cells: list[str], methods: list[str]) -> list[tuple[str, str, int]]:
         }[cell]
         for k in ks:
             for m in methods:
-                if m == "processor" and cell != "same" or m == "unconstrained" and cell not in ("distinct", "same"):
+                if (m == "processor" and cell != "same") or (m == "unconstrained" and cell not in ("distinct", "same")):
                     continue
                 rows.append((cell, m, k))
     return rows

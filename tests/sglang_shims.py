@@ -34,7 +34,7 @@ def install() -> bool:
             import torchvision  # noqa: F401
 
             return False
-        except Exception:  # a CUDA build next to CPU torch
+        except Exception:  # noqa: BLE001 - a CUDA build next to CPU torch
             for name in [m for m in sys.modules if m == "torchvision" or m.startswith("torchvision.")]:
                 del sys.modules[name]
     from transformers.utils import import_utils

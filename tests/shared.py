@@ -33,7 +33,7 @@ def bfcl_registry() -> list[dict]:
 def synthetic_vocab(*pieces: list[bytes]) -> triec.Vocabulary:
     """Every single byte, then ``pieces`` in order (a repeat kept once, where it first stands), then EOS (b"")."""
     tokens = list(dict.fromkeys([bytes([b]) for b in range(256)] + [p for group in pieces for p in group]))
-    return triec.Vocabulary(tokens + [b""], eos_token_ids=[len(tokens)], name="synthetic")
+    return triec.Vocabulary([*tokens, b""], eos_token_ids=[len(tokens)], name="synthetic")
 
 
 def spell(table, vocab: triec.Vocabulary, key: bytes) -> list[int]:

@@ -159,7 +159,9 @@ def test_to_torch_checks_a_hand_built_table(table: triec.MaskTable) -> None:
     bad = triec.MaskTable(
         **fields, vocab_size=table.vocab_size, eos_token_ids=table.eos_token_ids, tokenizer_fingerprint="x"
     )
-    with pytest.raises(ArtifactContentError, match="in-memory table: section allowed_tokens: expected ids in 0..50256"):
+    with pytest.raises(
+        ArtifactContentError, match=r"in-memory table: section allowed_tokens: expected ids in 0..50256"
+    ):
         bad.to_torch("cpu")
     fields["allowed_tokens"][0] = table.allowed_tokens[0]
     good = triec.MaskTable(

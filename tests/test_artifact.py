@@ -44,7 +44,7 @@ def saved(tmp_path: Path, table: triec.MaskTable) -> Path:
 
 
 def parse_header(data: bytes) -> tuple[dict, int]:
-    magic, version, head_len, head_crc, reserved = PREAMBLE.unpack_from(data, 0)
+    _magic, _version, head_len, _head_crc, _reserved = PREAMBLE.unpack_from(data, 0)
     head = data[PREAMBLE.size : PREAMBLE.size + head_len]
     return msgpack.unpackb(head, raw=False), (PREAMBLE.size + head_len + ALIGN - 1) // ALIGN * ALIGN
 
@@ -86,7 +86,7 @@ def test_order_and_duplicates_do_not_change_bytes(gpt2: triec.Vocabulary, table:
 
 
 def test_different_values_different_bytes(gpt2: triec.Vocabulary, table: triec.MaskTable) -> None:
-    assert encode_artifact(triec.compile(VALUES + ["x"], gpt2)) != encode_artifact(table)
+    assert encode_artifact(triec.compile([*VALUES, "x"], gpt2)) != encode_artifact(table)
 
 
 def test_saved_file_is_the_encoding(saved: Path, table: triec.MaskTable) -> None:

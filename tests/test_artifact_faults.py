@@ -106,7 +106,7 @@ def test_truncate_then_rewrite(store, blobs, tmp_path: Path) -> None:
     old = store.table("colors")
     for size in (0, 100, len(blobs["old"]) // 2):
         os.truncate(path, size)
-        with pytest.raises(RequestError, match="not a valid triec artifact|is empty"):
+        with pytest.raises(RequestError, match=r"not a valid triec artifact|is empty"):
             store.table("colors")
         assert all(walk_value(old, rng) in OLD for _ in range(10))
     path.write_bytes(blobs["new"])
@@ -116,7 +116,7 @@ def test_truncate_then_rewrite(store, blobs, tmp_path: Path) -> None:
 def test_delete_then_recreate(store, blobs, tmp_path: Path) -> None:
     rng = np.random.default_rng(3)
     old = store.table("colors")
-    sub_key, _ = store.resolve(serving.TriecRequest("colors", ("blue", "red")))
+    _sub_key, _ = store.resolve(serving.TriecRequest("colors", ("blue", "red")))
     (tmp_path / "colors.triec").unlink()
     with pytest.raises(RequestError, match="no artifact named 'colors'"):
         store.table("colors")

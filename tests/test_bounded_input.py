@@ -69,7 +69,7 @@ def test_a_stream_holding_more_than_its_header_declares_is_refused(tmp_path: Pat
     plain = zstandard.ZstdDecompressor().decompress(good.read_bytes())
     padded = tmp_path / "padded.triec.zst"
     padded.write_bytes(zstandard.ZstdCompressor().compress(plain + bytes(1 << 20)))
-    with pytest.raises(ArtifactError, match="holds more than the .* bytes its header declares"):
+    with pytest.raises(ArtifactError, match=r"holds more than the .* bytes its header declares"):
         triec.load(padded)
     short = tmp_path / "short.triec.zst"
     short.write_bytes(zstandard.ZstdCompressor().compress(plain[:-7]))
@@ -264,7 +264,7 @@ def test_one_long_value_inspects_and_verifies_in_bounded_output_and_memory(tmp_p
         f"from triec.verify.tables import verify\nr = verify({str(art)!r}, tokenizer='gpt2')\n"
         "print(r.ok, r.states_selected, r.num_states)"
     )
-    ok, selected, states = said.split()
+    ok, _selected, states = said.split()
     assert ok == "True" and states == "40001"
     assert grown < 400, grown  # MB; the prefix map alone held 1.74 GB
 

@@ -195,7 +195,7 @@ def test_restrict_and_compact_equal_a_fresh_compile(vocabs) -> None:
     vocab = vocabs["gpt2"]
     values = HARD + VALUE_SETS["tools_300"]
     table = triec.compile(values, vocab, tokenization="canonical")
-    subset = random.Random(1).sample(values, 40) + ["abc", "abd", "ab"]
+    subset = [*random.Random(1).sample(values, 40), "abc", "abd", "ab"]
     view = table.restrict(subset)
     fresh = triec.compile(subset, vocab, tokenization="canonical")
     assert sorted(view.values) == sorted(fresh.values)
@@ -266,7 +266,7 @@ def test_refusals(tmp_path: Path, vocabs) -> None:
         def encode_batch(self, texts, add_special_tokens=False):
             return [type("E", (), {"ids": sp.encoder().encode(t.upper(), add_special_tokens=False).ids}) for t in texts]
 
-    with pytest.raises(ValuesError, match="'abc'.*spell 'ABC'"):
+    with pytest.raises(ValuesError, match=r"'abc'.*spell 'ABC'"):
         canonical_ids([b"abc"], Rewriting(), sp)
     with pytest.raises(ValueError, match="tokenization must be"):
         triec.compile(["a"], gpt2, tokenization="shortest")

@@ -17,11 +17,11 @@ import pytest
 import typer.main
 
 pytest.importorskip("typer._coercion", reason="the conversion patch targets typer 0.29's internals")
-from typer._click import Context  # noqa: E402
-from typer._coercion import build_runtime_param  # noqa: E402
+from typer._click import Context
+from typer._coercion import build_runtime_param
 
-from triec.cli import app  # noqa: E402
-from triec.cli._coercion import _KEEP, convert, kind_of  # noqa: E402
+from triec.cli import app
+from triec.cli._coercion import _KEEP, convert, kind_of
 
 ROOT = Path(__file__).resolve().parent.parent
 

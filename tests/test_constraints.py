@@ -282,7 +282,7 @@ def test_a_choice_is_the_table_of_its_values(served: triec.Vocabulary) -> None:
     assert sorted(g.table.values) == sorted(COLORS)
     assert np.array_equal(rows_of(g), rows_of(ref))
     assert g.nbytes > 0 and g.vocab_size == V and g.words_per_row == (V + 31) // 32
-    assert c.choice(list(reversed(COLORS)) + ["red"]) is g  # one entry per distinct set
+    assert c.choice([*list(reversed(COLORS)), "red"]) is g  # one entry per distinct set
     assert c.choice(COLORS, encoding="json") is not g
     assert content_key(COLORS, triec.Encoding()) == content_key(COLORS[::-1], triec.Encoding())
 

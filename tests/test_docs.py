@@ -100,7 +100,7 @@ def test_readme_python_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     code = code.split("from triec.integrations.transformers", 1)[0]
     monkeypatch.chdir(tmp_path)
     scope: dict[str, object] = {}
-    exec(compile(code, "README.md", "exec"), scope)  # noqa: S102
+    exec(compile(code, "README.md", "exec"), scope)
     table = scope["table"]
     assert os.path.exists("tools.triec")
     assert table.num_values == 3  # type: ignore[attr-defined]
@@ -112,7 +112,7 @@ def test_patterns_python_example_runs(tmp_path: Path, monkeypatch: pytest.Monkey
     code = text.split("```python\n", 1)[1].split("```", 1)[0]
     monkeypatch.chdir(tmp_path)
     scope: dict[str, object] = {}
-    exec(compile(code, "docs/patterns.md", "exec"), scope)  # noqa: S102
+    exec(compile(code, "docs/patterns.md", "exec"), scope)
     table, row, state = scope["table"], scope["row"], scope["state"]
     assert row.ndim == 1 and row.shape[0] == table.mask_writer().fill_one(table.start).shape[1]  # type: ignore[attr-defined]
     assert 0 <= int(state) < table.num_states and table.prefix(state).isdigit()  # type: ignore[attr-defined]

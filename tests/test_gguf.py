@@ -110,7 +110,7 @@ def test_bad_gguf_files_are_refused_with_the_file_named(tmp_path: Path) -> None:
         triec.Vocabulary.load(not_gguf)
     empty = tmp_path / "empty.gguf"
     empty.write_bytes(b"")
-    with pytest.raises(TokenizerError, match="empty.gguf"):
+    with pytest.raises(TokenizerError, match=r"empty.gguf"):
         triec.Vocabulary.load(empty)
     whole = tmp_path / "whole.gguf"
     _write_gguf(whole, "gpt2", tensors=False)

@@ -134,7 +134,7 @@ def test_kernels_on_restricted_canonical_and_wide_tables(vocabs) -> None:
     table = triec.compile(tool_names(2_000), vocabs["gpt2"])
     check_table(table.restrict(table.values[100:180]).compact(), rng)
     check_table(triec.compile(tool_names(300), vocabs["qwen2"], tokenization="canonical"), rng)
-    spelled = triec.compile(["a", "ab", "abc", ""] + tool_names(50), vocabs["gpt2"], encoding="json")
+    spelled = triec.compile(["a", "ab", "abc", "", *tool_names(50)], vocabs["gpt2"], encoding="json")
     check_table(spelled, rng)  # "" is a value: the start state accepts
     dev = table.to_torch("cpu", kernels=True, narrow_words=2)  # most states wide: dense rows
     states = torch.from_numpy(rng.integers(0, table.num_states, 20))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 
 import numpy as np
@@ -14,7 +15,7 @@ from triec.trie import join_keys
 
 def expected(values: list[bytes]) -> tuple[list[bytes], list[int], int]:
     keys = sorted(set(values))
-    lcp = [0] + [len(os.path.commonprefix([a, b])) for a, b in zip(keys, keys[1:], strict=False)]
+    lcp = [0] + [len(os.path.commonprefix([a, b])) for a, b in itertools.pairwise(keys)]  # noqa: RUF071 - bytes
     return keys, lcp, len(values) - len(keys)
 
 
@@ -64,7 +65,7 @@ def test_prepare_buffer_equals_prepare_values_past_the_small_set_path() -> None:
     rng = random.Random(3)
     alphabet = ["a", "b", "\x00", "é", "日", "👩", " "]
     values = ["".join(rng.choices(alphabet, k=rng.randrange(0, 12))) for _ in range(3 * SMALL_SET)]
-    values += values[:100] + ["", "\x00", "\x00\x00"]
+    values += [*values[:100], "", "\x00", "\x00\x00"]
     got = prepare_buffer(values)
     keys, dups = prepare_values(values)
     raw = got.data.tobytes()

@@ -140,9 +140,9 @@ def layer_of(name: str) -> int:
     best = None
     for index, (_, prefixes) in enumerate(LAYERS):
         for prefix in prefixes:
-            if name == prefix or (prefix != "triec" and name.startswith(prefix + ".")):
-                if best is None or len(prefix) > best[0]:
-                    best = (len(prefix), index)
+            matches = name == prefix or (prefix != "triec" and name.startswith(prefix + "."))
+            if matches and (best is None or len(prefix) > best[0]):
+                best = (len(prefix), index)
     assert best is not None, f"{name} belongs to no layer: add it to LAYERS and to docs/architecture.md"
     return best[1]
 

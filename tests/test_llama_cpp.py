@@ -333,7 +333,7 @@ def test_eval_compare_needs_the_matching_engine(gguf, tmp_path) -> None:
     from triec.errors import EvalError
     from triec.eval.run import EvalConfig
 
-    with pytest.raises(EvalError, match="--compare gbnf needs --engine llama.cpp"):
+    with pytest.raises(EvalError, match=r"--compare gbnf needs --engine llama.cpp"):
         EvalConfig(compare_gbnf=True)
     with pytest.raises(EvalError, match="--compare xgrammar needs --engine transformers"):
         EvalConfig(compare_xgrammar=True, engine="llama.cpp")

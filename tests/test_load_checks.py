@@ -47,7 +47,7 @@ def test_a_slot_whose_keys_do_not_decode_is_refused_at_load(tmp_path: Path, voca
     """Control bytes in a trie slot's ``state_byte`` (CRCs recomputed) made ``values_of`` raise json's error."""
     table = triec.compile_schema(SCHEMA, vocabs["gpt2"], engine="xgrammar", threshold=2)
     seed = _saved(table, tmp_path)
-    _, start, length = next(s for s in seed.sections if s[0] == "state_byte")
+    _, start, _length = next(s for s in seed.sections if s[0] == "state_byte")
     buf = bytearray(seed.data)
     buf[start + 2] = 0x01  # inside the first value's JSON string literal: a raw control character
     for verify_ in (False, True):

@@ -56,7 +56,7 @@ def test_positions_that_are_served() -> None:
 @pytest.mark.parametrize(
     ("node", "reason"),
     [
-        ({"enum": BIG + [1]}, "a member is not a string"),
+        ({"enum": [*BIG, 1]}, "a member is not a string"),
         ({"enum": BIG, "pattern": "v.*"}, "keyword 'pattern' next to the enum"),
         ({"enum": BIG, "minLength": 1}, "keyword 'minLength' next to the enum"),
         ({"enum": BIG, "const": "v1"}, "keyword 'const' next to the enum"),
@@ -69,7 +69,7 @@ def test_an_enum_node_that_constrains_more_stays_in_the_engine(node: dict, reaso
 
 
 def test_control_characters_only_under_llguidance() -> None:
-    schema = obj(a={"enum": BIG + ["line\nbreak"]}, b={"enum": BIG + ["del\x7f"]})
+    schema = obj(a={"enum": [*BIG, "line\nbreak"]}, b={"enum": [*BIG, "del\x7f"]})
     why = "a member holds a control character, which llguidance spells several ways"
     assert decisions(schema) == {"/properties/a": why, "/properties/b": why}
     assert decisions(schema, engine="xgrammar") == {"/properties/a": "", "/properties/b": ""}

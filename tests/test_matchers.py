@@ -76,7 +76,7 @@ def test_matcher_rows_write_every_kind_as_its_own_row(served: triec.Vocabulary) 
     matchers: list[RequestMatcher] = [walked(table.matcher(), rng, i % 5) for i in range(30)]
     matchers += [walked(think.matcher(), rng, i % 3) for i in range(6)]
     ended = think.matcher()
-    for t in served.encoder().encode("Answer: red", add_special_tokens=False).ids + [151643]:
+    for t in [*served.encoder().encode("Answer: red", add_special_tokens=False).ids, 151643]:
         assert ended.accept_token(t)
     matchers.append(ended)
     try:

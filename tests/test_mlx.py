@@ -120,7 +120,7 @@ def test_an_eos_mlx_lm_does_not_stop_on_is_refused(model, tok, trained_model) ->
     from triec.integrations.mlx import MLXConstraint
 
     odd = triec.Vocabulary.load(trained_model, eos_token_ids=[17])  # "!" as EOS: mlx-lm would never stop on it
-    with pytest.raises(RequestError, match="tokenizer.eos_token_ids"):
+    with pytest.raises(RequestError, match=r"tokenizer.eos_token_ids"):
         MLXConstraint(model, tok, triec.compile(["a", "b"], odd))
 
 

@@ -95,7 +95,7 @@ def test_transformers_artifact_subset_and_think(hf_model, bfcl_names, trained_vo
 
 
 def test_transformers_refuses_another_tokenizers_table(hf_model, vocabs) -> None:
-    with pytest.raises(RequestError, match="another tokenizer|wide"):
+    with pytest.raises(RequestError, match=r"another tokenizer|wide"):
         processor(hf_model, triec.compile(["a", "b"], vocabs["gpt2"]))
     with pytest.raises(RequestError, match="Transformers, LlamaCpp and MLXLM"):
         processor(object(), ["a"])

@@ -231,7 +231,7 @@ def test_corrupt_rows_are_refused(date_table, tmp_path) -> None:
     raw[at : at + 4] = (10**6).to_bytes(4, "little")  # a next state past the table
     path = tmp_path / "bad.triec"
     path.write_bytes(bytes(raw))
-    with pytest.raises(triec.ArtifactError, match="class_next|CRC"):
+    with pytest.raises(triec.ArtifactError, match=r"class_next|CRC"):
         triec.load(path, verify=True)
     with pytest.raises(triec.ArtifactContentError, match="class_next"):
         triec.load(path)

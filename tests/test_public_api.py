@@ -71,13 +71,16 @@ def test_every_public_exception_lives_in_errors_and_is_exported() -> None:
             continue
         for attr, value in vars(module).items():
             if (
-                inspect.isclass(value)
-                and issubclass(value, Exception)
-                and value.__module__ == name
-                and not attr.startswith("_")
+                (
+                    inspect.isclass(value)
+                    and issubclass(value, Exception)
+                    and value.__module__ == name
+                    and not attr.startswith("_")
+                )
+                and name != "triec.errors"
+                and not _framework_binding(name, value)
             ):
-                if name != "triec.errors" and not _framework_binding(name, value):
-                    outside.append(f"{name}.{attr}")
+                outside.append(f"{name}.{attr}")
     assert outside == []
     defined = {
         a

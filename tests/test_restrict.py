@@ -63,11 +63,11 @@ def test_hypothesis_subsets_equal_fresh_compiles(
 
 def test_tool_names_subset_of_a_loaded_artifact(qwen2: triec.Vocabulary, tmp_path: Path) -> None:
     """A memory-mapped table, a 40-value subset with shared prefixes, and the empty value."""
-    values = triec.synthetic.sets.tool_names(3000) + ["", "slack"]
+    values = [*triec.synthetic.sets.tool_names(3000), "", "slack"]
     path = tmp_path / "tools.triec"
     triec.compile(values, qwen2).save(path)
     table = triec.load(path)
-    subset = random.Random(3).sample(values, 40) + ["", "slack", "slack.get_user"]
+    subset = [*random.Random(3).sample(values, 40), "", "slack", "slack.get_user"]
     assert_view_equals_fresh(table.restrict(subset), subset, qwen2)
 
 

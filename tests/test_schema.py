@@ -233,15 +233,15 @@ def test_control_characters_refused_for_llguidance_and_exact_under_xgrammar(
     vocabs: dict[str, triec.Vocabulary],
 ) -> None:
     schema = tool_schema(["a\nb", "del\x7f", "tab\there"], ARGS["string"])
-    with pytest.raises(SchemaShapeError, match="control character.*several ways"):
+    with pytest.raises(SchemaShapeError, match=r"control character.*several ways"):
         triec.compile_schema(schema, vocabs["gpt2"])
-    with pytest.raises(SchemaShapeError, match="control character U\\+000A.*several spellings"):
+    with pytest.raises(SchemaShapeError, match=r"control character U\+000A.*several spellings"):
         parse_tool_schema(schema)
     pytest.importorskip("xgrammar")
     table = triec.compile_schema(schema, vocabs["gpt2"], engine="xgrammar")
     assert b'"del\\u007f"' in b"".join(table.trie.value_bytes)
     check(table, schema)
-    with pytest.raises(TriecError, match="slot 0: a value holds a control character.*xgrammar"):
+    with pytest.raises(TriecError, match=r"slot 0: a value holds a control character.*xgrammar"):
         table.with_engine("llguidance")  # it would also take \u000a for \n: not served loosely
     plain = triec.compile_schema(
         tool_schema(["back\\nslash", "tab\\\\t"], ARGS["string"]), vocabs["gpt2"], engine="xgrammar"
@@ -283,7 +283,7 @@ def test_shapes_that_are_not_a_tool_call(vocabs: dict[str, triec.Vocabulary], sc
     by an entered slot (tests/test_schema_placements.py)."""
     with pytest.raises(SchemaShapeError, match=message):
         parse_tool_schema(schema)
-    with pytest.raises(SchemaShapeError, match="nothing for a trie to serve|expected a JSON object"):
+    with pytest.raises(SchemaShapeError, match=r"nothing for a trie to serve|expected a JSON object"):
         triec.compile_schema(schema, vocabs["gpt2"])  # type: ignore[arg-type]
 
 

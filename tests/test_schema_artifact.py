@@ -450,7 +450,7 @@ def test_fuzzed_schema_artifacts_load_cleanly_or_fail_with_artifact_error(
     """Bit flips, overwritten words and truncations: a load raises ArtifactError, or gives a table whose rows and
     queries answer (plain loads of a few of them also drive a matcher, which may only raise TriecError)."""
     raw = extraction[1]
-    header, data_start, _ = container.read_header(raw, "x")
+    _header, _data_start, _ = container.read_header(raw, "x")
     rng = random.Random(13)
     path = tmp_path / "f.triec"
     loaded = driven = 0

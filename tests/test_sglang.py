@@ -651,7 +651,7 @@ def test_a_reasoning_parser_wraps_the_backend_as_sglang_wraps_its_own(server_arg
     )
     pair = []
     for b in (mine_b, theirs_b):
-        value, hit = b.get_cached_or_future_value(("regex", "(foo|bar)"), True)  # the request reasons first
+        value, _hit = b.get_cached_or_future_value(("regex", "(foo|bar)"), True)  # the request reasons first
         pair.append(value.result())
     mine, theirs = pair
     assert isinstance(mine, ReasonerGrammarObject) and type(mine.grammar) is backend_module.TriecGrammarObject
@@ -715,7 +715,7 @@ def test_an_artifact_by_name_serves_its_values(
 ) -> None:
     """{"x-triec-artifact": "tools"} as the json schema: the artifact's values, as xgrammar serves the same set as a
     regex; {"x-triec-restrict": [...]} narrows it for one request."""
-    mine_b, root = with_artifacts
+    mine_b, _root = with_artifacts
     _, theirs_b = backends(server_args, hf)
     for schema, values in [
         ({ARTIFACT_KEYWORD: "tools"}, TOOLS),

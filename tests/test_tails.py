@@ -208,7 +208,7 @@ def test_a_delta_of_zero_without_its_far_entry_is_refused_at_load(
     """A pair whose delta is 0 without a far entry would have ``advance`` read another pair's: a plain load refuses
     it (issue 49: what loads is served consistently), as verify=True always did."""
     path, data, info = tail_artifact
-    at, count, _ = section_at(info, "allowed_pairs")
+    at, _count, _ = section_at(info, "allowed_pairs")
     buf = bytearray(data)
     pair = struct.unpack_from("<I", buf, at + 4 * 7)[0]
     struct.pack_into("<I", buf, at + 4 * 7, pair & ((1 << token_bits(qwen2.vocab_size)) - 1))  # its token, delta 0
@@ -244,7 +244,7 @@ def test_what_advance_relies_on_is_checked_at_load(
     """A stored row out of order (advance binary-searches it) and token keys out of order (the prefix rows are
     built from sorted keys) are refused by a plain load: ``allowed`` and ``advance`` could disagree."""
     path, data, info = tail_artifact
-    at, count, _ = section_at(info, section)
+    at, _count, _ = section_at(info, section)
     buf = bytearray(data)
     if section == "allowed_pairs":  # the first row's second token below its first
         first = struct.unpack_from("<I", buf, at)[0]
@@ -268,7 +268,7 @@ def test_seeded_mutations_are_refused_or_answer_every_query(qwen2: triec.Vocabul
     for _ in range(120):
         buf = bytearray(data)
         name = rng.choice(names)
-        at, count, dtype = section_at(info, name)
+        at, count, _dtype = section_at(info, name)
         if count == 0:
             continue
         struct.pack_into("<I", buf, at + 4 * rng.randrange(count), rng.choice(values))
@@ -294,7 +294,7 @@ def test_a_canonical_header_needs_the_tail_token_sections(tail_artifact: Artifac
     header = dict(info["header"])
     header["build_options"] = {**header["build_options"], "tokenization": "canonical"}
     path.write_bytes(resealed(data, info, header))
-    with pytest.raises(triec.ArtifactError, match="num_tail_tokens|13 sections"):
+    with pytest.raises(triec.ArtifactError, match=r"num_tail_tokens|13 sections"):
         triec.load(path)
     header = {**info["header"], "num_tail_tokens": 0}  # and an any-tokenization one must not claim them
     path.write_bytes(resealed(data, info, header))
@@ -335,7 +335,7 @@ def test_verify_checks_tail_states_against_the_reference_and_llguidance(
     report = verify(str(path), tokenizer="qwen2", against=["reference", "llguidance"], walks=5, states=20000)
     assert report.ok, report.to_json()
     assert report.tail_states > 0 and not report.sampled
-    assert [c.against for c in report.checks if c.status == "ok"][0] == "reference"
+    assert next(c.against for c in report.checks if c.status == "ok") == "reference"
     sampled = verify(str(path), tokenizer="qwen2", against=["reference"], walks=0, states=500)
     assert sampled.ok and sampled.sampled and sampled.states_selected >= 500
 
@@ -345,7 +345,7 @@ def test_verify_refuses_a_token_index_that_is_not_the_tokenizers(tail_artifact: 
     from triec.verify.tables import verify
 
     path, data, info = tail_artifact
-    at, count, _ = section_at(info, "token_ids")
+    at, _count, _ = section_at(info, "token_ids")
     buf = bytearray(data)
     a, b = struct.unpack_from("<ii", buf, at)
     struct.pack_into("<ii", buf, at, b, a)
@@ -456,7 +456,7 @@ def test_verify_samples_values_at_large_k(
     data = path.read_bytes()
     header, data_start, _ = container.read_header(data, str(path))
     info = {"header": header, "data_start": data_start}
-    at, count, _ = section_at(info, "allowed_pairs")
+    at, _count, _ = section_at(info, "allowed_pairs")
     buf = bytearray(data)
     (word,) = struct.unpack_from("<I", buf, at)  # the root's first pair: its next state one further
     assert word >> 18 > 0

@@ -9,6 +9,7 @@ both constrained modes, and the same in ``generate`` as in ``triec eval``.
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -54,7 +55,7 @@ def _llama_cpp_encode(text: str, tokens: list[str], merges: list[str]) -> list[i
     for piece in pieces:
         word = [to_char[b] for b in piece.encode()]
         while len(word) > 1:
-            pairs = [(rank.get((a, b), 1 << 30), i) for i, (a, b) in enumerate(zip(word, word[1:], strict=False))]
+            pairs = [(rank.get((a, b), 1 << 30), i) for i, (a, b) in enumerate(itertools.pairwise(word))]
             best, i = min(pairs)
             if best == 1 << 30:
                 break

@@ -33,7 +33,7 @@ def check(keys: list[bytes]) -> None:
     assert t.byte.tolist() == byte
     assert t.depth.tolist() == depth
     assert t.terminal.tolist() == [ids[k] for k in keys]
-    assert t.lcp.tolist() == [0] + [len(os.path.commonprefix([keys[i - 1], keys[i]])) for i in range(1, len(keys))]
+    assert t.lcp.tolist() == [0] + [len(os.path.commonprefix([keys[i - 1], keys[i]])) for i in range(1, len(keys))]  # noqa: RUF071
 
 
 @settings(max_examples=300, deadline=None)

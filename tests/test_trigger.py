@@ -56,7 +56,7 @@ def test_automaton_reports_the_first_completion() -> None:
     a = TriggerAutomaton([b"abab", b"ba"])
     q, k, end = a.feed(0, b"xab")
     assert k == -1 and a.prefixes[q] == b"ab"
-    q2, k, end = a.feed(q, b"a")  # "aba": "ba" completes first
+    _q2, k, end = a.feed(q, b"a")  # "aba": "ba" completes first
     assert a.triggers[k] == b"ba" and end == 1
     q, k, _ = a.feed(0, b"aab")
     assert k == -1 and a.prefixes[q] == b"ab"

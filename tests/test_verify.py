@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import string
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -62,7 +62,7 @@ def invoke(*args: str) -> Result:
     return CliRunner().invoke(app, list(args))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _engine(name: str, vocab: triec.Vocabulary) -> Engine:
     return make_engine(name, vocab)
 
@@ -166,7 +166,7 @@ def test_escape_bytes() -> None:
 @pytest.fixture(scope="module")
 def tools_artifact(tmp_path_factory: pytest.TempPathFactory, vocabs: dict[str, triec.Vocabulary]) -> Path:
     path = tmp_path_factory.mktemp("verify") / "tools.triec"
-    triec.compile(triec.synthetic.sets.tool_names(200) + ["get", "get_user"], vocabs["gpt2"]).save(path)
+    triec.compile([*triec.synthetic.sets.tool_names(200), "get", "get_user"], vocabs["gpt2"]).save(path)
     return path
 
 

@@ -162,7 +162,7 @@ def test_frontend_hook_under_auto(monkeypatch) -> None:
     refused = SamplingParams(structured_outputs=SO(choice=[f"v{i}" for i in range(51)]))
     with pytest.raises(backend.RequestRefused, match="holds 51 values; this server compiles at most 50"):
         refused._validate_structured_outputs(model_config(), config, object())
-    with pytest.raises(backend.RequestRefused, match="serves no triec artifacts|no artifact named"):
+    with pytest.raises(backend.RequestRefused, match=r"serves no triec artifacts|no artifact named"):
         SamplingParams(structured_outputs=SO(json={"x-triec-artifact": "nope"}))._validate_structured_outputs(
             model_config(), config, object()
         )

@@ -39,7 +39,7 @@ from test_vllm_backend_rows import (  # noqa: E402
     _reference,
     _tools,
     _vllm_auto_tag,
-    vllm_backend,  # noqa: E402, F401  (the fixture xgr takes)
+    vllm_backend,  # noqa: F401  (the fixture xgr takes)
 )
 from vllm.v1.structured_output.backend_types import StructuredOutputOptions as Opt  # noqa: E402
 
@@ -200,7 +200,7 @@ def _walk(
             if reasoning:
                 row = row[~np.isin(row, [END, CALL])] if rng.random() < 0.7 else row
             bonus = int(rng.choice(row))
-            tokens = list(t_o[:cut]) + [bonus]
+            tokens = [*list(t_o[:cut]), bonus]
             results = []
             for r in reqs.values():
                 r.all_token_ids.extend(tokens)  # committed before the manager is told (spec_tokens_committed)

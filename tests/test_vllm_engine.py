@@ -13,6 +13,7 @@ vLLM (the ``vllm`` nox session); skipped elsewhere.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Iterator
@@ -110,10 +111,8 @@ def llm(served: dict[str, object]) -> Iterator[LLM]:
         seed=0,
     )
     yield engine
-    try:
+    with contextlib.suppress(Exception):
         engine.llm_engine.engine_core.shutdown()
-    except Exception:
-        pass
 
 
 def value_of(output, vocab: triec.Vocabulary, values: set[str]) -> str | None:

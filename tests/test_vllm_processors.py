@@ -440,7 +440,7 @@ def test_v2_speculative_rows_are_masked_after_their_drafts(artifacts, seed: int)
                 if j == accepted and j < len(ds) and np.isin(ds[j], finite) and rng.random() < 0.8:
                     accepted += 1  # the target agreed with this draft
             bonus = sample(req, logits[row + accepted], rng)
-            commit = ds[:accepted] + [bonus]
+            commit = [*ds[:accepted], bonus]
             for t in commit:
                 if not req.finished:
                     req.take(t)

@@ -85,7 +85,7 @@ def test_request_grammar_is_xgrammars_contract(qwen2: triec.Vocabulary, stops: s
     stop_ids = {
         "eos": list(vocab.eos_token_ids),
         "one_eos": [vocab.eos_token_ids[0]],
-        "extra": list(vocab.eos_token_ids) + [151644],
+        "extra": [*list(vocab.eos_token_ids), 151644],
     }[stops]
     engine = XGrammarEngine(vocab)
     ctx = engine.compile(VALUES)
@@ -185,7 +185,7 @@ def test_request_grammar_protocol_details(qwen2: triec.Vocabulary) -> None:
     g = RequestGrammar(TableMatcher(table), eos, {eos[0], 151644})  # a request with an extra stop id
     tokens = table_path(table, vocab, "red")
     assert g.accept_tokens([]) and not g.is_terminated()  # the reasoning gate's empty call
-    assert g.validate_tokens(tokens + [151644, 5]) == tokens + [151644]  # up to the stop token; nothing moves
+    assert g.validate_tokens([*tokens, 151644, 5]) == [*tokens, 151644]  # up to the stop token; nothing moves
     assert g.matcher.num_accepted == 0
     assert g.accept_tokens(tokens) and g.is_accepting()
     for e in eos:
@@ -203,7 +203,7 @@ def test_request_grammar_protocol_details(qwen2: triec.Vocabulary) -> None:
     g.reset()
     assert g.matcher.num_accepted == 0 and not g.is_accepting()
     # vLLM 0.34's contract, kept on every release: a refusal after accepted tokens leaves the state as it was
-    assert not g.accept_tokens(tokens + [0, 1])  # "red" then "!": refused
+    assert not g.accept_tokens([*tokens, 0, 1])  # "red" then "!": refused
     assert g.matcher.num_accepted == 0 and not g.is_accepting()
     assert g.accept_tokens(tokens) and g.is_accepting()
     assert not g.accept_tokens([151644, 0][::-1]) and g.matcher.num_accepted == len(tokens)

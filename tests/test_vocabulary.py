@@ -242,7 +242,7 @@ def test_config_vocab_size_pads_the_mask(phi3_plain: Path) -> None:
 
 
 def test_directory_without_tokenizer(tmp_path: Path) -> None:
-    with pytest.raises(triec.TokenizerError, match="holds no tokenizer.json"):
+    with pytest.raises(triec.TokenizerError, match=r"holds no tokenizer.json"):
         triec.Vocabulary.load(tmp_path)
 
 

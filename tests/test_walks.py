@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import random
-from functools import lru_cache
+from functools import cache
 
 import pytest
 from cases import CASES, LONG
@@ -30,10 +30,10 @@ WHITESPACE = CASES["whitespace"]
 PREFIXES = CASES["prefix_chain"]
 assert len(LONG.encode("utf-8")) > 2048
 
-WALK_SETS = {"tool_names": TOOL_NAMES, "unicode": UNICODE + ["", "日"]}
+WALK_SETS = {"tool_names": TOOL_NAMES, "unicode": [*UNICODE, "", "日"]}
 
 
-@lru_cache(maxsize=None)
+@cache
 def _table(vocab: triec.Vocabulary, key: str) -> triec.MaskTable:
     return triec.compile(WALK_SETS[key], vocab)
 
@@ -104,7 +104,7 @@ def test_random_walks_emit_values(vocab: triec.Vocabulary, key: str) -> None:
 # ---------------------------------------------------------------- real tokenizations
 
 
-@lru_cache(maxsize=None)
+@cache
 def hf_tokenizer(spec: str, prepend: bool = True) -> Tokenizer:
     doc = locate(spec).tokenizer_json
     if not prepend:

@@ -11,6 +11,7 @@ usage: python vllm_scaleout_driver.py WORKDIR OUT.json TP
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -64,10 +65,8 @@ def main() -> None:
     }
     out_path.write_text(json.dumps(report))
     assert COLORS and TOOL_CALL
-    try:
+    with contextlib.suppress(Exception):
         llm.llm_engine.engine_core.shutdown()
-    except Exception:
-        pass
 
 
 if __name__ == "__main__":

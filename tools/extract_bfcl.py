@@ -226,7 +226,7 @@ def main() -> int:
                 continue
             if not isinstance(d, dict):
                 continue
-            fns = d["function"] if "function" in d else ([d] if "name" in d and "parameters" in d else [])
+            fns = d.get("function", [d] if "name" in d and "parameters" in d else [])
             if isinstance(fns, dict):
                 fns = [fns]
             for fn in fns or []:

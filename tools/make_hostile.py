@@ -58,7 +58,7 @@ def patch_section(header: dict[str, Any], body: bytes, name: str, edit: Callable
 
 
 def cases(golden: bytes) -> dict[str, bytes]:
-    pre, header, body = split(golden)
+    pre, _header, body = split(golden)
     out: dict[str, bytes] = {}
 
     def with_header(name: str, edit: Callable[[dict[str, Any]], None]) -> None:

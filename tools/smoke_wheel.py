@@ -130,7 +130,7 @@ def check_installed() -> None:
     )
 
 
-def follow(table, token_bytes: list[bytes], value: str) -> int:  # noqa: ANN001 - a MaskTable
+def follow(table, token_bytes: list[bytes], value: str) -> int:
     """Reach ``value`` by allowed tokens only (longest fitting token first): the mask's own promise."""
     rest, state = value.encode(), table.start
     eos = set(table.eos_token_ids)

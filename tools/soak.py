@@ -216,7 +216,7 @@ class Faults(threading.Thread):
                         time.sleep(hold)
                         fh.write(data[len(data) // 2 :])
                 self.done[kind] += 1
-        except BaseException as exc:  # reported as a failure
+        except BaseException as exc:  # noqa: BLE001 - reported as a failure
             self.error = exc
 
 
@@ -364,7 +364,7 @@ def main(argv: list[str] | None = None) -> int:
                 return "valid" if c.text in subset and c.finish_reason == "stop" else f"invalid restrict: {c.text!r}"
             if kind in ("choice_new", "choice_repeat"):
                 if kind == "choice_new":
-                    size = int(round(2 ** rng.uniform(1, 11)))
+                    size = round(2 ** rng.uniform(1, 11))
                     values = sorted(
                         {"".join(rng.choices(string.ascii_lowercase, k=rng.randint(2, 9))) for _ in range(size)}
                     )

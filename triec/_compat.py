@@ -161,9 +161,9 @@ def _public(home: ModuleType) -> list[str]:
     for name, value in vars(home).items():
         if name.startswith("_") or name in ("TYPE_CHECKING", "annotations") or isinstance(value, ModuleType):
             continue
-        if isinstance(value, (type, FunctionType, BuiltinFunctionType)):
-            if not str(getattr(value, "__module__", "")).startswith("triec"):
-                continue
+        foreign = not str(getattr(value, "__module__", "")).startswith("triec")
+        if isinstance(value, (type, FunctionType, BuiltinFunctionType)) and foreign:
+            continue
         out.append(name)
     return out
 

@@ -15,6 +15,7 @@ suites' statistics and timing loops are benchmarks/measure.py's (a checkout's, n
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import os
@@ -58,10 +59,8 @@ def machine_info() -> dict[str, Any]:
     except OSError:
         pass
     mem = None
-    try:
+    with contextlib.suppress(ValueError, OSError, AttributeError):
         mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        pass
     import numpy as np
 
     return {
@@ -109,7 +108,7 @@ def _child(target: str, job_path: str, out_path: str) -> int:
         fn(json.loads(Path(job_path).read_text()), out)
         if out.data.get("status") == "running":
             out.put(status="ok")
-    except Exception as exc:  # the cell's result: its status says what went wrong
+    except Exception as exc:  # noqa: BLE001 - the cell's result: its status says what went wrong
         out.put(status="error", error=first_line(exc))
     return 0
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.markup import escape
@@ -18,7 +18,7 @@ from triec.errors import TriecError
 def bench_cmd(
     ctx: typer.Context,
     tokenizer: Annotated[
-        Optional[str],
+        str | None,
         typer.Option(
             "-t",
             "--tokenizer",
@@ -26,7 +26,7 @@ def bench_cmd(
         ),
     ] = None,
     vocab_size: Annotated[
-        Optional[int],
+        int | None,
         typer.Option("--vocab-size", min=1, help="Mask width (the model's logits size), e.g. 151936 for Qwen2.5."),
     ] = None,
     k: Annotated[str, typer.Option("--k", help="Set sizes K, comma-separated.")] = "10,100,1000,10000,100000",
@@ -48,18 +48,18 @@ def bench_cmd(
     ] = 50,
     seed: Annotated[int, typer.Option("--seed", min=0, help="Seed of the value sets, paths and batches.")] = 0,
     json_out: Annotated[
-        Optional[Path],
+        Path | None,
         typer.Option("--json", help="Write every summary (min/median/max), versions and machine info here."),
     ] = None,
     plot_out: Annotated[
-        Optional[Path],
+        Path | None,
         typer.Option("--plot", help="Write a PNG: compile and per-step time vs K, log-log (needs matplotlib)."),
     ] = None,
     quiet: Annotated[
         bool, typer.Option("-q", "--quiet", help="No progress on stderr (the table is still printed).")
     ] = False,
     quick: Annotated[bool, typer.Option("--quick", hidden=True, help="A suite's option (see below).")] = False,
-    suite_out: Annotated[Optional[str], typer.Option("--out", hidden=True, help="A suite's option.")] = None,
+    suite_out: Annotated[str | None, typer.Option("--out", hidden=True, help="A suite's option.")] = None,
     write_docs: Annotated[bool, typer.Option("--write-docs", hidden=True, help="A suite's option.")] = False,
 ) -> None:
     """Benchmark triec against the installed peer engines on identical vocabulary, EOS ids and values.
@@ -127,7 +127,7 @@ def bench_cmd(
         raise typer.Exit(EXIT_INTERRUPTED)
 
 
-def _print_table(result: dict) -> None:  # noqa: ANN001
+def _print_table(result: dict) -> None:
     from rich.table import Table
 
     from triec.bench.peers import table_rows

@@ -7,7 +7,7 @@ import time
 import warnings
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -61,14 +61,14 @@ def _default_output(values: str) -> Path:
 def compile_cmd(
     ctx: typer.Context,
     values: Annotated[
-        Optional[str],
+        str | None,
         typer.Argument(
             help="Values file: one per line, a JSON array, a JSON Schema enum, or a flat object schema; - for stdin. "
             "None with --pattern or --string-format."
         ),
     ] = None,
     tokenizer: Annotated[
-        Optional[str],
+        str | None,
         typer.Option(
             "-t",
             "--tokenizer",
@@ -76,21 +76,21 @@ def compile_cmd(
         ),
     ] = None,
     output: Annotated[
-        Optional[Path], typer.Option("-o", "--output", help="Artifact path. Default: VALUES' stem + .triec.")
+        Path | None, typer.Option("-o", "--output", help="Artifact path. Default: VALUES' stem + .triec.")
     ] = None,
     vocab_size: Annotated[
-        Optional[int],
+        int | None,
         typer.Option(
             "--vocab-size", min=1, help="Mask width: the model's logits size (padding ids are never allowed)."
         ),
     ] = None,
     eos: Annotated[
-        Optional[list[str]],
+        list[str] | None,
         typer.Option("--eos", help="EOS token id(s); repeat or comma-separate. Default: from the tokenizer."),
     ] = None,
     fmt: Annotated[str, typer.Option("--format", help="How VALUES is written: auto, lines or json.")] = "auto",
     string_format: Annotated[
-        Optional[str],
+        str | None,
         typer.Option(
             "--string-format",
             help="Without VALUES: compile one of JSON Schema's string formats into a pattern table: date, time, "
@@ -98,7 +98,7 @@ def compile_cmd(
         ),
     ] = None,
     pattern: Annotated[
-        Optional[str],
+        str | None,
         typer.Option(
             "--pattern",
             help="Without VALUES: compile this regular expression (JSON Schema's pattern subset; the whole output "
@@ -123,17 +123,17 @@ def compile_cmd(
         ),
     ] = 100_000_000,
     encoding: Annotated[
-        Optional[str],
+        str | None,
         typer.Option(
             "--encoding",
             help="How each value is written: raw (as is) or json (its JSON string literal, quotes included). Default: raw.",
         ),
     ] = None,
     prefix: Annotated[
-        Optional[str], typer.Option("--prefix", help="Literal text written before every value, e.g. '{\"tool\": '.")
+        str | None, typer.Option("--prefix", help="Literal text written before every value, e.g. '{\"tool\": '.")
     ] = None,
     suffix: Annotated[
-        Optional[str], typer.Option("--suffix", help="Literal text written after every value, e.g. '}'.")
+        str | None, typer.Option("--suffix", help="Literal text written after every value, e.g. '}'.")
     ] = None,
     zstd: Annotated[
         bool, typer.Option("--zstd", help="Wrap the artifact in zstd for shipping (loads into memory, not mmap).")
@@ -144,7 +144,7 @@ def compile_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as one JSON object.")] = False,
     quiet: Annotated[bool, typer.Option("-q", "--quiet", help="Print nothing on success (with --json too).")] = False,
     engine: Annotated[
-        Optional[str],
+        str | None,
         typer.Option(
             "--engine",
             help="Schemas, tool registries: the engine that runs everything but the tries (llguidance or xgrammar; structural tags: xgrammar). Default: llguidance.",

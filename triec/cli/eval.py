@@ -8,7 +8,7 @@ import json
 import time
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -127,7 +127,7 @@ def eval_cmd(
         ),
     ] = "transformers",
     values: Annotated[
-        Optional[Path],
+        Path | None,
         typer.Option("--values", help="The set for items without candidates: a values file or an artifact."),
     ] = None,
     ignore_candidates: Annotated[
@@ -135,13 +135,13 @@ def eval_cmd(
     ] = False,
     modes: Annotated[str, typer.Option("--modes", help="Comma-separated: free, trie, think, canonical.")] = "free,trie",
     compare: Annotated[
-        Optional[str],
+        str | None,
         typer.Option(
             "--compare",
             help="Decode the constrained modes again with this engine and count equal outputs: xgrammar (--engine transformers or mlx) or gbnf (llama.cpp's own grammar; --engine llama.cpp).",
         ),
     ] = None,
-    limit: Annotated[Optional[int], typer.Option("--limit", min=1, help="The first N items.")] = None,
+    limit: Annotated[int | None, typer.Option("--limit", min=1, help="The first N items.")] = None,
     max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", min=1, help="Tokens for an answer.")] = 48,
     think_budget: Annotated[
         int,
@@ -163,10 +163,10 @@ def eval_cmd(
         ),
     ] = False,
     json_out: Annotated[
-        Optional[Path], typer.Option("--json", help="Write the summary and every item's outputs here.")
+        Path | None, typer.Option("--json", help="Write the summary and every item's outputs here.")
     ] = None,
     plot: Annotated[
-        Optional[Path], typer.Option("--plot", help="Write a bar chart of validity and accuracy (needs matplotlib).")
+        Path | None, typer.Option("--plot", help="Write a bar chart of validity and accuracy (needs matplotlib).")
     ] = None,
 ) -> None:
     """Validity, accuracy, tokens and seconds per answer, mode by mode, with a trained model (greedy, float32, CPU).
@@ -251,11 +251,11 @@ def bfcl_cmd(
     category: Annotated[str, typer.Argument(help="multiple or simple_python.", metavar="CATEGORY")],
     output: Annotated[Path, typer.Option("-o", "--output", help="The JSONL file to write.")],
     source: Annotated[
-        Optional[Path],
+        Path | None,
         typer.Option("--source", help="BFCL's data directory. Default: the installed bfcl-eval package's."),
     ] = None,
     candidates: Annotated[
-        Optional[str],
+        str | None,
         typer.Option(
             "--candidates",
             help="item (the question's functions) or category (every name). Default: item for multiple, category for simple_python.",

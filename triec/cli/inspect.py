@@ -6,7 +6,7 @@ import datetime as dt
 import json
 import os
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -20,11 +20,11 @@ from triec.errors import TriecError
 @report_errors
 def inspect_cmd(
     artifact: Annotated[Path, typer.Argument(help="A .triec artifact (plain or .zst).", metavar="ARTIFACT")],
-    prefix: Annotated[Optional[str], typer.Option("--prefix", help="Show the state this text leads to.")] = None,
-    state: Annotated[Optional[int], typer.Option("--state", help="Show this state.")] = None,
+    prefix: Annotated[str | None, typer.Option("--prefix", help="Show the state this text leads to.")] = None,
+    state: Annotated[int | None, typer.Option("--state", help="Show this state.")] = None,
     widest: Annotated[int, typer.Option("--widest", min=0, help="How many of the widest states to list.")] = 10,
     slot: Annotated[
-        Optional[int],
+        int | None,
         typer.Option(
             "--slot", min=0, help="Schema artifacts: the slot (enum trie) whose states to show. Default: the first."
         ),
@@ -72,7 +72,7 @@ def inspect_cmd(
     header = dict(table.header or {})
     header["format_version"] = table.format_version
     report: dict[str, Any] = {"artifact": str(artifact), "file_bytes": os.path.getsize(artifact)}
-    report["file_modified"] = dt.datetime.fromtimestamp(os.path.getmtime(artifact), dt.timezone.utc).isoformat(
+    report["file_modified"] = dt.datetime.fromtimestamp(os.path.getmtime(artifact), dt.UTC).isoformat(
         timespec="seconds"
     )
     report.update(ins.summary(table, header, sizes if sizes is not None else ins.section_sizes(table)))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.markup import escape
@@ -16,13 +16,13 @@ from triec.cli._common import EXIT_CHECK_FAILED, app, err, out, report_errors
 def verify_cmd(
     artifact: Annotated[str, typer.Argument(help="The .triec artifact to check.")],
     tokenizer: Annotated[
-        Optional[str],
+        str | None,
         typer.Option(
             "-t", "--tokenizer", help="Tokenizer to check against. Default: the one recorded in the artifact."
         ),
     ] = None,
     against: Annotated[
-        Optional[list[str]],
+        list[str] | None,
         typer.Option(
             "--against",
             help="reference, llguidance, xgrammar, outlines-core or all (repeat or comma-separate). Default: reference.",
@@ -79,7 +79,7 @@ def verify_cmd(
         raise typer.Exit(EXIT_CHECK_FAILED)
 
 
-def _headline(report, sample: str) -> str:  # noqa: ANN001 - VerifyReport, imported lazily
+def _headline(report, sample: str) -> str:
     """What was checked: a pattern table's DFA (states, accepting states, edges), else the values and states."""
     held = f"{report.num_values:,} values, {report.num_states:,} states"
     if report.pattern:
@@ -106,7 +106,7 @@ def _headline(report, sample: str) -> str:  # noqa: ANN001 - VerifyReport, impor
     )
 
 
-def _print_report(report) -> None:  # noqa: ANN001 - VerifyReport, imported lazily
+def _print_report(report) -> None:
     from rich.table import Table
 
     if report.integrity_problems:

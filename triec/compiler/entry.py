@@ -6,6 +6,7 @@ happen at the edges (:mod:`triec.compiler.values`, :mod:`triec.artifact`).
 
 from __future__ import annotations
 
+import itertools
 import time
 import warnings
 from collections.abc import Callable, Iterable
@@ -99,7 +100,7 @@ def prepare_buffer(values: Iterable[str | bytes]) -> SortedKeys:
 
 def _python_lcps(keys: list[bytes]) -> np.ndarray:
     lcp = [0]
-    for a, b in zip(keys, keys[1:], strict=False):
+    for a, b in itertools.pairwise(keys):
         n = min(len(a), len(b))
         i = 0
         while i < n and a[i] == b[i]:
@@ -323,7 +324,7 @@ def _keys_of(trie: Trie) -> list[bytes]:
     return [raw[a : a + n] for a, n in zip(trie.key_starts.tolist(), lengths, strict=True)]
 
 
-def compile(  # noqa: A001 - the public name mirrors re.compile
+def compile(
     values: Iterable[str | bytes],
     vocab: Vocabulary | str | None = None,
     *,

@@ -180,7 +180,7 @@ def compile_pattern(
     pattern: str | None = None,
     vocab: Vocabulary | str | None = None,
     *,
-    format: str | None = None,  # noqa: A002 - JSON Schema's keyword
+    format: str | None = None,
     max_states: int = MAX_DFA_STATES,
     max_work: int = MAX_WORK,
     stats: dict[str, Any] | None = None,

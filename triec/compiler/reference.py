@@ -123,7 +123,7 @@ def reference_transitions(
 _AUTOMATA: dict[int, tuple[Sequence[bytes], object]] = {}
 
 
-def _token_automaton(token_bytes: Sequence[bytes]):  # noqa: ANN202 - ahocorasick.Automaton
+def _token_automaton(token_bytes: Sequence[bytes]):
     """pyahocorasick automaton over the token strings, memoized per vocabulary object.
 
     Building it costs 0.1-0.5 s; the stress tests compare dozens of sets per

@@ -86,7 +86,7 @@ _TYPES: dict[str, tuple[Callable[[Any], bool], str]] = {
 }
 _MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
 _LISTS = ("allOf", "anyOf", "oneOf", "prefixItems", "items")
-_ONES = tuple(k for k, (test, _) in _TYPES.items() if test is _is_schema) + ("items",)
+_ONES = (*tuple(k for k, (test, _) in _TYPES.items() if test is _is_schema), "items")
 
 
 def _escape(key: str) -> str:

@@ -51,7 +51,7 @@ def is_installed(name: str) -> bool:
     return importlib.util.find_spec(_MODULES[name]) is not None
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def engine_version(name: str) -> str | None:
     """The installed distribution's version, or ``None`` (memoized: a metadata lookup costs about 10 ms)."""
     try:

@@ -87,10 +87,7 @@ class Greedy:
         with torch.inference_mode():
             while len(ids) < max_new_tokens:
                 push = forced(ids) if forced is not None else None
-                if push:
-                    picks = list(push)
-                else:
-                    picks = [self._pick(logits, constraint)]
+                picks = list(push) if push else [self._pick(logits, constraint)]
                 for token in picks:
                     if constraint is not None:
                         constraint.accept(token)

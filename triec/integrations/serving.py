@@ -455,7 +455,7 @@ def served_model_from_config(model_config: Any, eos_token_id: int | None = None)
     gen: dict[str, Any] = {}
     try:
         gen = model_config.try_get_generation_config() or {}
-    except Exception:  # a model without a generation config
+    except Exception:  # noqa: BLE001 - a model without a generation config
         gen = {}
     eos = gen.get("eos_token_id")
     gen_ids = (eos,) if isinstance(eos, int) else tuple(int(e) for e in (eos or ()))

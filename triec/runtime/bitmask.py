@@ -106,7 +106,7 @@ def is_set(row: npt.NDArray[np.integer[Any]], token: int) -> bool:
     """Whether ``token``'s bit is set in one row (False past the row's end, and for negative ids)."""
     t = int(token)
     w = t >> WORD_SHIFT
-    return 0 <= t and w < row.shape[0] and bool((int(row[w]) >> (t & BIT_MASK)) & 1)
+    return t >= 0 and w < row.shape[0] and bool((int(row[w]) >> (t & BIT_MASK)) & 1)
 
 
 def are_set(row: npt.NDArray[np.integer[Any]], ids: IntArray) -> npt.NDArray[np.bool_]:

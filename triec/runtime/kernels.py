@@ -124,10 +124,7 @@ def _fill_rows_kernel() -> Any:
             tl.store(row + wi, wb, mask=m)
         if APPLY:
             tl.debug_barrier()
-            if HAS_ROWS:
-                lr = tl.load(logit_rows + b)
-            else:
-                lr = b.to(tl.int64)
+            lr = tl.load(logit_rows + b) if HAS_ROWS else b.to(tl.int64)
             lrow = logits + lr * logit_stride
             for c0 in range(0, V, BV):
                 c = c0 + tl.arange(0, BV)
@@ -153,10 +150,7 @@ def _apply_rows_kernel() -> Any:
         b = tl.program_id(0)
         c = tl.program_id(1) * BV + tl.arange(0, BV)
         m = c < V
-        if HAS_ROWS:
-            lr = tl.load(logit_rows + b)
-        else:
-            lr = b.to(tl.int64)
+        lr = tl.load(logit_rows + b) if HAS_ROWS else b.to(tl.int64)
         word = c >> layout.WORD_SHIFT
         wv = tl.load(bitmask + b.to(tl.int64) * mask_stride + word, mask=m & (word < W), other=0)
         keep = ((wv >> (c & layout.BIT_MASK)) & 1) != 0

@@ -9,6 +9,7 @@ rows right beyond their indices. :mod:`triec.runtime.validate` calls both for a 
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from typing import NoReturn
 
@@ -222,7 +223,7 @@ def validate_tail_contents(layout: TailLayout, eos_token_ids: Sequence[int], sou
         )
     ix = layout.index
     keys = ix.keys()
-    if any(a >= b for a, b in zip(keys, keys[1:], strict=False)):
+    if any(a >= b for a, b in itertools.pairwise(keys)):
         _fail(source, "token_key_bytes", "expected distinct token bytes in strictly increasing order")
     ids = ix.ids.astype(np.int64)
     if np.unique(ids).shape[0] != ids.shape[0]:

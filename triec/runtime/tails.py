@@ -21,6 +21,7 @@ stored rows).
 
 from __future__ import annotations
 
+import itertools
 from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -97,7 +98,7 @@ class TailIndex:
     def keys(self) -> list[bytes]:
         raw = self.key_bytes.tobytes()
         ends = self.key_offsets.tolist()
-        return [raw[a:b] for a, b in zip(ends[:-1], ends[1:], strict=True)]
+        return [raw[a:b] for a, b in itertools.pairwise(ends)]
 
     def lookup(self) -> dict[bytes, tuple[int, ...]]:
         """Token bytes -> the ids spelling them (a whole-index view for checks; the serving path reads

@@ -112,7 +112,7 @@ class TokenClasses:
 
     def content(self, state: int) -> tuple[np.ndarray, np.ndarray]:
         """(content tokens ascending, the state each leads to) of one state in range: O(allowed)."""
-        row, tokens, nxt = self.content_pairs(np.array([state], dtype=np.int64))
+        _row, tokens, nxt = self.content_pairs(np.array([state], dtype=np.int64))
         return tokens.astype(np.int32), nxt.astype(np.int32)
 
     def content_pairs(self, states: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

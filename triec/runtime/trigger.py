@@ -217,4 +217,4 @@ class TriggeredMatcher(TokenSteps):
                 self.q = prev
 
 
-__all__ = ["Triggered", "TriggeredMatcher", "TriggerAutomaton"]
+__all__ = ["TriggerAutomaton", "Triggered", "TriggeredMatcher"]

@@ -27,7 +27,7 @@ class Grammar:
     compiled before a sequence picks their tool.
     """
 
-    __slots__ = ("_spec", "_make", "template", "slots")
+    __slots__ = ("_make", "_spec", "slots", "template")
 
     def __init__(
         self,

@@ -31,6 +31,7 @@ several triggers are left to the engine.
 
 from __future__ import annotations
 
+import itertools
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -158,7 +159,7 @@ def parse_structural_tag(doc: Any, source: str = "structural tag") -> TagPlan:
     encoded = sorted(b.encode("utf-8") for b in begins)
     if len({b[0] for b in encoded}) != 1:
         raise fail("the begins do not share their first byte; served by the engine")
-    for a, b in zip(encoded, encoded[1:], strict=False):
+    for a, b in itertools.pairwise(encoded):
         if b.startswith(a):
             raise fail(f"begin {a.decode()!r} is a prefix of {b.decode()!r}; served by the engine")
     return TagPlan(begins, contents, ends, separator, multi, trigger, at_least_one, excludes)

@@ -19,6 +19,7 @@ guess. Entries are written atomically and verified on load
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 from dataclasses import dataclass
 from functools import lru_cache
@@ -50,7 +51,7 @@ class DecodedTokenizer:
     def token_bytes(self) -> list[bytes]:
         """Bytes per id (made on demand; :class:`~triec.tokenizer.vocabulary.Vocabulary` keeps them packed until needed)."""
         ends = self.offsets.tolist()
-        return [self.blob[a:b] for a, b in zip(ends[:-1], ends[1:], strict=True)]
+        return [self.blob[a:b] for a, b in itertools.pairwise(ends)]
 
     def ids_for_tokens(self, names: list[str], src: TokenizerSource) -> list[int]:
         """Ids of the named tokens; a name that is not an added token needs the parsed JSON (rare)."""

@@ -221,7 +221,7 @@ def _from_hub(repo_id: str) -> TokenizerSource:
                 break  # offline: the hub client would retry for about 24 s before saying so
             try:
                 return Path(hf_hub_download(repo_id, filename, local_files_only=local_only, etag_timeout=5))
-            except Exception as exc:  # the hub raises many types; all mean "not available"
+            except Exception as exc:  # noqa: BLE001 - the hub raises many types; all mean "not available"
                 last = exc
         if required:
             why = _hub_unreachable() or type(last).__name__

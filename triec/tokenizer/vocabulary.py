@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 import struct
 from collections.abc import Iterable, Sequence
@@ -136,7 +137,7 @@ class Vocabulary:
             assert self._packed is not None
             blob, offsets = self._packed
             ends = offsets.tolist()
-            tokens = [blob[a:b] for a, b in zip(ends[:-1], ends[1:], strict=True)]
+            tokens = [blob[a:b] for a, b in itertools.pairwise(ends)]
             for tid in self.eos_token_ids:
                 if tid < len(tokens):
                     tokens[tid] = b""

@@ -8,6 +8,7 @@ bytes come from the table itself: a token allowed at state s spells exactly
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import numpy as np
@@ -269,10 +270,8 @@ def _bind(table: Any) -> None:
 
     if all(s.tails is not None for s in table.slots):
         return
-    try:
+    with contextlib.suppress(TriecError):  # shown as "derived when served"
         table.vocabulary()
-    except TriecError:
-        pass  # shown as "derived when served"
 
 
 def tail_rows(slot: Any) -> list[dict[str, Any]]:

@@ -197,7 +197,7 @@ class BatchState:
                 self.group[slot] = SCHEMA
                 return
             gid, table = self.device_table(request)
-        except Exception as exc:  # the engine must keep serving: end this request now
+        except Exception as exc:  # noqa: BLE001 - the engine must keep serving: end this request now
             log.error("triec: request for artifact %r ends at once: %s", request.name, exc)
             self.group[slot] = EOS_ONLY
             return
@@ -448,11 +448,11 @@ def validate(params: Any) -> None:
     check_request(params, frontend_served_model(), store())
 
 
-def safe_parse(params: Any) -> TriecRequest | None | Exception:
+def safe_parse(params: Any) -> TriecRequest | Exception | None:
     """Engine side: the request's arguments, or the error (already refused at admission, so not expected)."""
     try:
         return parse_extra_args(getattr(params, "extra_args", None))
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - vLLM must keep serving: a malformed request is refused, not raised
         return exc
 
 
@@ -466,7 +466,7 @@ def warm_up(vllm_config: Any, batch: BatchState) -> None:
     try:
         served = served_model_from_config(vllm_config.model_config)
         served.fingerprint(model_eos_ids(vllm_config))
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - start-up must not fail on a tokenizer triec cannot read: logged
         log.warning("triec: could not fingerprint the served tokenizer at start-up: %s", exc)
     directory = batch.store.directory
     if os.environ.get("TRIEC_PRELOAD", "1") == "0" or directory is None:
@@ -482,7 +482,7 @@ def warm_up(vllm_config: Any, batch: BatchState) -> None:
             _, table = batch.device_table(TriecRequest(name))
             if torch.device(batch.device).type in DEFAULT_MAX_GATHER and getattr(table, "token_class", None) is None:
                 table.token_rows()  # the gather path's lists, built now rather than in the first step
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - a preload is an optimisation: logged, never fatal
             log.warning("triec: artifact %r not preloaded: %s", name, exc)
 
 
@@ -490,7 +490,7 @@ def config_served_model(vllm_config: Any) -> ServedModel | None:
     """The served model as vLLM's config describes it (``None`` when it cannot tell; never raises)."""
     try:
         return served_model_from_config(vllm_config.model_config)
-    except Exception:
+    except Exception:  # noqa: BLE001 - None means cannot tell; never raises into vLLM
         return None
 
 
@@ -502,5 +502,5 @@ def model_eos_ids(vllm_config: Any) -> list[int]:
         hf_eos = getattr(vllm_config.model_config.hf_config, "eos_token_id", None)
         ids += [hf_eos] if isinstance(hf_eos, int) else list(hf_eos or ())
         return sorted({int(i) for i in ids}) or [0]
-    except Exception:
+    except Exception:  # noqa: BLE001 - a model config without EOS ids: the fallback, never raises
         return [0]

@@ -140,7 +140,7 @@ def compile_hook(
 def manager_init_hook(original: Callable[..., None]) -> Callable[..., None]:
     """``StructuredOutputManager.__init__`` that starts building the served vocabulary (never raises)."""
 
-    def __init__(self: Any, vllm_config: Any) -> None:
+    def __init__(self: Any, vllm_config: Any) -> None:  # noqa: N807 - it replaces the manager's __init__, named so
         original(self, vllm_config)
         try:
             mc = vllm_config.model_config

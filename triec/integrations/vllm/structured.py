@@ -90,13 +90,11 @@ class RequestGrammar:
         """
         if self.matcher.is_terminated():
             return True
-        n = 0
-        for t in tokens:
+        for n, t in enumerate(tokens):  # n: the tokens accepted before this one
             if not self._accept(int(t)):
                 if n:
                     self.matcher.rollback(n)
                 return False
-            n += 1
             if self.matcher.is_terminated():
                 break  # tokens after the stop token are ignored, as xgrammar does
         return True

@@ -96,7 +96,7 @@ class TriecLogitsProcessorV1(_V1LogitsProcessor):
         try:
             self._catch_up(slots, logits.device)
             self.core.mask(logits, slots, slots)
-        except Exception:  # never let the engine die: end the constrained rows instead
+        except Exception:  # noqa: BLE001 - never let the engine die: end the constrained rows instead
             batch.log.exception("triec: internal error in the step; constrained rows end now")
             batch.end_everything(logits, slots, self.core.eos)
         return logits

@@ -87,7 +87,7 @@ class TriecLogitsProcessorV2(_V2LogitsProcessor):
                 tokens = self.req_states.all_token_ids.gpu[slots[at], pos]
                 self.core.advance(slots_np[at], tokens)
             self.consumed[slots] = out_len
-        except Exception:
+        except Exception:  # noqa: BLE001 - never let the engine die: the resumed rows end instead
             batch.log.exception("triec: cannot catch up resumed requests; they end now")
             for s in slots_np.tolist():
                 self.core.group[s] = batch.EOS_ONLY
@@ -127,7 +127,7 @@ class TriecLogitsProcessorV2(_V2LogitsProcessor):
                 return logits
             states, matchers = self.core.draft_positions(row_slot[rows], local[rows], tokens[rows])
             self.core.mask(logits, rows, row_slot[rows], states=states, matchers=matchers)
-        except Exception:
+        except Exception:  # noqa: BLE001 - never let the engine die: end the constrained rows instead
             batch.log.exception("triec: internal error in the step; constrained rows end now")
             batch.end_everything(logits, rows, self.core.eos)
         return logits

@@ -247,7 +247,7 @@ def _info(arrays: dict[str, np.ndarray], slots: list[Slot], start_slot: int, sou
 
     try:
         info = msgpack.unpackb(arrays["info"].tobytes(), raw=False, strict_map_key=True)
-    except Exception as exc:  # msgpack raises several unrelated types
+    except Exception as exc:  # noqa: BLE001 - msgpack raises several unrelated types
         raise fail("info", f"not valid msgpack ({type(exc).__name__})") from None
     if not isinstance(info, dict):
         raise fail("info", "expected a msgpack map")
