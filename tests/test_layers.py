@@ -21,6 +21,7 @@ import triec
 PACKAGE = Path(triec.__file__).resolve().parent
 ARCHITECTURE = PACKAGE.parent / "docs" / "architecture.md"
 
+
 def _doc_table(heading: str, first_column: str) -> list[list[str]]:
     """The cells of the markdown table under ``heading`` in docs/architecture.md whose first header cell is
     ``first_column`` (the rows after the header and its rule)."""

@@ -155,8 +155,8 @@ def value_set(name: str, k: int, seed: int = 0) -> list[str]:
         return synthetic.tool_names(k, seed)
     if name == "products":
         return synthetic.product_names(k, seed)
-    from triec.compiler.entry import prepare_values
     from triec.compiler.values import read_values
+    from triec.keys import prepare_values
 
     keys, _ = prepare_values(read_values(name, "auto"))
     values = [b.decode("utf-8") for b in keys]
@@ -562,7 +562,7 @@ def plot(result: dict[str, Any], path: str) -> None:
     colors = {"triec": "#d62728", "llguidance": "#1f77b4", "xgrammar": "#2ca02c", "outlines-core": "#9467bd"}
     batches = result["settings"]["batch"]
     bmax = str(max(batches)) if batches else None
-    panels = [
+    panels: list[tuple[Any, str, Callable[[dict[str, Any]], float | None]]] = [  # (matplotlib Axes, title, y)
         (axes[0], "compile time", lambda c: _median(c, "compile_s")),
         (axes[1], "one mask row along decode paths (median)", lambda c: _median(c, "step_s")),
         (axes[2], f"batch of {bmax} rows at mixed states (median)", lambda c: _median(c, "batch_s", bmax)),

@@ -390,8 +390,8 @@ def _pattern_mode(ctx: typer.Context, opts: _Options) -> None:
 
 def _check_values_file_options(opts: _Options, values: str) -> None:
     """The values of the options a VALUES file may take, and the output path, checked before any work."""
-    from triec.compiler.entry import TOKENIZATIONS
     from triec.encoding import ENCODINGS
+    from triec.runtime.kinds import TOKENIZATIONS
 
     if opts.encoding is not None and opts.encoding not in ENCODINGS:
         raise TriecError(f"--encoding: expected one of {', '.join(ENCODINGS)}, found {opts.encoding!r}")
@@ -660,10 +660,11 @@ def _string_schema(values: str, fmt: str) -> dict[str, Any] | None:
         doc = json.loads(path.read_bytes().decode("utf-8-sig"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
         return None
-    if isinstance(doc, dict) and doc.get("type") == "string":
-        from triec.compiler.schema_keywords import check_keywords
+    if not isinstance(doc, dict) or doc.get("type") != "string":
+        return None  # string_schema_regex answers None for anything else
+    from triec.compiler.schema_keywords import check_keywords
 
-        check_keywords(doc, values)  # a keyword of the wrong type is refused naming it, not read as absent
+    check_keywords(doc, values)  # a keyword of the wrong type is refused naming it, not read as absent
     try:
         return doc if string_schema_regex(doc) is not None else None
     except TriecError:

@@ -19,9 +19,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from triec.compiler.schema_keywords import check_keywords
 from triec.encoding import JSON, Encoding, json_string_literal
 from triec.errors import ValuesError
-from triec.compiler.schema_keywords import check_keywords
 
 # Keywords that never change the set of instances.
 _ANNOTATIONS = frozenset(

@@ -81,7 +81,8 @@ def _table(source: Source, vocab: Vocabulary) -> Table | str | os.PathLike[str]:
     """A table or artifact path as given; values compiled against the model's checked vocabulary."""
     values = values_of(source)
     if values is None:
-        return source
+        given: Table | str | os.PathLike[str] = source  # not values: a table or an artifact path
+        return given
     from triec.compiler.entry import compile as compile_values
 
     return compile_values(values, vocab)
