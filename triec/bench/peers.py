@@ -36,7 +36,7 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -46,6 +46,9 @@ from triec.bench.runner import engine_versions as versions
 from triec.engines import ENGINES, install_hint, is_installed
 from triec.errors import TriecError
 from triec.runtime.bitmask import words_for
+
+if TYPE_CHECKING:
+    from triec.tokenizer.vocabulary import Vocabulary
 
 ALL_ENGINES: tuple[str, ...] = ("triec", *ENGINES)
 DEFAULT_K: tuple[int, ...] = (10, 100, 1_000, 10_000, 100_000)
@@ -166,7 +169,9 @@ def value_set(name: str, k: int, seed: int = 0) -> list[str]:
 # ---------------------------------------------------------------- decode paths
 
 
-def decode_paths(spec: str, vocab: Any, values: Sequence[str], count: int, seed: int) -> tuple[list[list[int]], int]:
+def decode_paths(
+    spec: str, vocab: Vocabulary, values: Sequence[str], count: int, seed: int
+) -> tuple[list[list[int]], int]:
     """Token ids of up to ``count`` values, as the model's own tokenizer encodes them (its canonical encoder:
     :func:`triec.tokenizer.encoder.encoder_from_json`, SentencePiece's dummy prefix off).
 

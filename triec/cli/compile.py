@@ -18,6 +18,10 @@ from triec.schema.locate import DEFAULT_THRESHOLD
 
 if TYPE_CHECKING:
     from triec.cli._progress import Phases
+    from triec.compiler.entry import CompileStats
+    from triec.runtime.table import MaskTable
+    from triec.schema.table import SchemaTable
+    from triec.tokenizer.vocabulary import Vocabulary
 
 
 def _parse_eos(raw: list[str] | None) -> list[int] | None:
@@ -514,7 +518,9 @@ def _values_mode(opts: _Options, values: str) -> None:
         _print_summary(summary)
 
 
-def _values_summary(table: Any, vocab: Any, stats: Any, seconds: dict[str, float], total: float) -> dict[str, Any]:
+def _values_summary(
+    table: MaskTable, vocab: Vocabulary, stats: CompileStats, seconds: dict[str, float], total: float
+) -> dict[str, Any]:
     """What a plain value set's compile reports (``--json``'s keys, in their order), less where it was written."""
     tails = table.tails
     stored = table.allowed_offsets if tails is None else tails.offsets  # a tail table's rows are never expanded
@@ -862,7 +868,7 @@ def _compile_schema(
         _print_schema_summary(table, summary)
 
 
-def _print_schema_summary(table: Any, summary: dict[str, Any]) -> None:
+def _print_schema_summary(table: SchemaTable, summary: dict[str, Any]) -> None:
     from rich.table import Table
 
     t = Table(
