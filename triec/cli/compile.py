@@ -369,7 +369,7 @@ def _missing_values(ctx: typer.Context) -> Exception:
     try:  # typer >= 0.20 vendors click (as triec.cli.main reads it)
         from typer._click import exceptions as click
     except ImportError:  # pragma: no cover - depends on the installed typer
-        from click import exceptions as click  # type: ignore[no-redef]
+        from click import exceptions as click  # type: ignore[no-redef]  # the same module, from where older typer has it
 
     return click.UsageError("Missing argument 'VALUES' (or --pattern REGEX, or --string-format NAME).", ctx=ctx)
 

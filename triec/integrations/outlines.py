@@ -61,7 +61,7 @@ def values_of(output_type: Any) -> list[str] | None:
     elif typing.get_origin(output_type) is typing.Literal:
         items = list(typing.get_args(output_type))
     elif isinstance(output_type, enum.EnumMeta):
-        items = [m.value for m in output_type]  # type: ignore[var-annotated]
+        items = [m.value for m in output_type]  # type: ignore[var-annotated]  # an Enum class: mypy cannot type its members here
     elif isinstance(output_type, Choice):
         items = list(output_type.items)
     else:
