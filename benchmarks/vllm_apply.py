@@ -48,12 +48,12 @@ Apply = Callable[[torch.Tensor, np.ndarray], Any]
 
 def pair(site: str) -> tuple[Apply, Apply]:
     """(vLLM's own application, triec's) as functions of (logits, bitmask)."""
-    from triec.integrations.vllm import backend, internals
+    from triec.integrations.vllm import internals, patches
 
     if site == "cpu_worker":
         cls = internals.cpu_worker_class()
         own = getattr(cls.apply_grammar_bitmask, "__wrapped__", cls.apply_grammar_bitmask)
-        hooked = backend.cpu_worker_hook(own)
+        hooked = patches.cpu_worker_hook(own)
         worker = cls(256, V, torch.device("cpu"), 1)
 
         def call(fn: Callable[..., Any]) -> Apply:
@@ -67,7 +67,7 @@ def pair(site: str) -> tuple[Apply, Apply]:
         return call(own), call(hooked)
     import xgrammar
 
-    sparse = backend.SparseXgrammar(xgrammar)
+    sparse = patches.SparseXgrammar(xgrammar)
     return (
         lambda lg, bm: xgrammar.apply_token_bitmask_inplace(lg, torch.from_numpy(bm)),
         lambda lg, bm: sparse.apply_token_bitmask_inplace(lg, torch.from_numpy(bm)),

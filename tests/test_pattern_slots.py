@@ -10,12 +10,12 @@ each boundary of a field: entering (``": "20``), leaving (``5", "n": ``, ``Z"}``
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 
 import numpy as np
 import pytest
+from shared import needs_xgrammar, synthetic_vocab
 
 import triec
 from triec.artifact import container
@@ -25,7 +25,7 @@ from triec.verify.schemas import compare_schema, compare_texts
 
 pytestmark = [
     pytest.mark.engines,
-    pytest.mark.skipif(importlib.util.find_spec("xgrammar") is None, reason="xgrammar not installed"),
+    needs_xgrammar,
 ]
 
 
@@ -170,11 +170,8 @@ def test_llguidance_keeps_formats_unless_asked(qwen2: triec.Vocabulary) -> None:
 # ---------------------------------------------------------------- tokens across every boundary
 
 
-def synthetic_vocab(extra: list[bytes]) -> triec.Vocabulary:
-    """Every single byte, some ordinary pieces, the straddling tokens, then EOS (b"")."""
-    pieces = [bytes([b]) for b in range(256)] + [b'{"', b'":', b'": ', b', "', b'"]', b'"}', b"20", b"-0"] + extra
-    tokens = list(dict.fromkeys(pieces))
-    return triec.Vocabulary(tokens + [b""], eos_token_ids=[len(tokens)], name="synthetic")
+# ordinary pieces, between every single byte and the straddling tokens in the synthetic vocabulary
+PIECES = [b'{"', b'":', b'": ', b', "', b'"]', b'"}', b"20", b"-0"]
 
 
 ENTERING = [b'": "20', b'day": "1', b', "day": "', b'["2', b'[""', b' "19', b': "12']
@@ -185,7 +182,7 @@ SYNTHETIC = ENTERING + LEAVING + BETWEEN
 
 @pytest.mark.parametrize("name", ["formats", "nested", "arrays"])
 def test_synthetic_tokens_straddle_each_boundary(name: str) -> None:
-    vocab = synthetic_vocab(SYNTHETIC)
+    vocab = synthetic_vocab(PIECES, SYNTHETIC)
     table = triec.compile_schema(SCHEMAS[name], vocab, engine="xgrammar")
     slots = [s for s in table.slots if isinstance(s, PatternSlot)]
     assert sum(len(s.entry_state) for s in slots) > sum(s.exits.num_groups > 1 for s in slots) > 0  # long heads
@@ -200,7 +197,7 @@ def test_synthetic_tokens_straddle_each_boundary(name: str) -> None:
 def test_straddling_tokens_are_really_used() -> None:
     """One decode that enters a date field inside ``": "20`` and leaves an address inside ``"}}``; a token that
     would close the date and its object where a property must follow is refused."""
-    vocab = synthetic_vocab(SYNTHETIC)
+    vocab = synthetic_vocab(PIECES, SYNTHETIC)
     table = triec.compile_schema(SCHEMAS["nested"], vocab, engine="xgrammar")
     ids = {b: i for i, b in enumerate(vocab.token_bytes) if b}
     path = [

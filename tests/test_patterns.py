@@ -3,7 +3,7 @@ for the same regex, on real tokenizers; then the runtime surfaces (writer, match
 
 xgrammar gets the regex as written (its ``compile_regex`` is the reference for the escapes' meaning: ``\\d`` is
 ``[0-9]``, ``.`` takes a newline); llguidance gets it spelled explicitly by triec's parser
-(:func:`triec.compiler.regex.to_rust_regex`), since it reads ``\\d \\w \\s`` as Unicode classes and ``.`` without
+(:func:`triec.compiler.regex_spelling.to_rust_regex`), since it reads ``\\d \\w \\s`` as Unicode classes and ``.`` without
 newline. So xgrammar checks the parsing and the rows, llguidance the rows.
 """
 
@@ -16,7 +16,8 @@ import pytest
 
 import triec
 from triec.compiler.pattern import FORMATS, compile_pattern
-from triec.compiler.regex import parse, to_rust_regex
+from triec.compiler.regex import parse
+from triec.compiler.regex_spelling import to_rust_regex
 from triec.engines.llguidance import LLGuidanceEngine
 from triec.engines.xgrammar import XGrammarEngine
 from triec.runtime.bitmask import ids_of

@@ -15,6 +15,7 @@ import json
 
 import numpy as np
 import pytest
+from shared import ENGINES, synthetic_vocab
 
 import triec
 from triec.errors import TriecError
@@ -23,15 +24,6 @@ from triec.verify.schemas import compare_schema
 
 pytestmark = pytest.mark.engines
 
-ENGINES = [
-    "llguidance",
-    pytest.param(
-        "xgrammar",
-        marks=pytest.mark.skipif(
-            __import__("importlib").util.find_spec("xgrammar") is None, reason="xgrammar not installed"
-        ),
-    ),
-]
 
 # quotes, backslashes, '/', non-ASCII, emoji, U+2028, the empty name, names that are prefixes of each other
 NAMES = [
@@ -123,30 +115,9 @@ def test_three_properties_and_refs(vocabs: dict[str, triec.Vocabulary]) -> None:
 # ---------------------------------------------------------------- synthetic tokens
 
 
-def synthetic_vocab(extra: list[bytes]) -> triec.Vocabulary:
-    """Every single byte, some ordinary pieces, tokens that straddle, then EOS (b"")."""
-    pieces = (
-        [bytes([b]) for b in range(256)]
-        + [
-            b'{"',
-            b"name",
-            b'":',
-            b' "',
-            b"ge",
-            b"t_",
-            b"user",
-            b'",',
-            b'", "',
-            b"arguments",
-            b'": ',
-            b"{}",
-            b"}}",
-            b'"}',
-        ]
-        + extra
-    )
-    tokens = list(dict.fromkeys(pieces))
-    return triec.Vocabulary(tokens + [b""], eos_token_ids=[len(tokens)], name="synthetic")
+# ordinary pieces, between every single byte and the straddling tokens in the synthetic vocabulary
+PIECES = [b'{"', b"name", b'":', b' "', b"ge", b"t_", b"user"]  # the call's opening and the name's pieces
+PIECES += [b'",', b'", "', b"arguments", b'": ', b"{}", b"}}", b'"}']  # the tail's and the arguments'
 
 
 SYNTHETIC = [
@@ -168,7 +139,7 @@ SYNTHETIC = [
 @pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("args", ["free_object", "string"])
 def test_synthetic_straddling_tokens(engine: str, args: str) -> None:
-    vocab = synthetic_vocab(SYNTHETIC)
+    vocab = synthetic_vocab(PIECES, SYNTHETIC)
     schema = tool_schema(["get", "get_user", "get_users", 'q"s', "x\\"], ARGS[args])
     table = triec.compile_schema(schema, vocab, engine=engine)
     # xgrammar's mask omits a few long straddling tokens that its own accept_token accepts
@@ -230,7 +201,7 @@ def test_crossing_sets_equal_brute_force(engine: str) -> None:
     """Each trie state's row minus the trie's own tokens, and each tail offset's row, are exactly the
     crossing tokens the definition gives (what the D19 straddle tables held; now the slot's groups,
     those reading past the tail judged by the engine)."""
-    vocab = synthetic_vocab(SYNTHETIC)
+    vocab = synthetic_vocab(PIECES, SYNTHETIC)
     schema = tool_schema(["get", "get_user", "x\\"], ARGS["free_object"])
     table = triec.compile_schema(schema, vocab, engine=engine)
     per_state, per_offset = _brute_crossings(vocab, table, schema, engine)
@@ -400,7 +371,7 @@ def test_grammar_cache_replaces_the_straddle_cache(
         assert m.accept_token(t)
     assert table.is_compiled(0)
     # tokens reading past the tail (here '", "arguments": {') are judged once per (group, grammar) and cached
-    syn = synthetic_vocab(SYNTHETIC)
+    syn = synthetic_vocab(PIECES, SYNTHETIC)
     small = triec.compile_schema(tool_schema(["get", "x"], ARGS["free_object"]), syn)
 
     def visit() -> None:

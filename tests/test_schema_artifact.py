@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from shared import ENGINES, needs_xgrammar
 
 import triec
 from triec.artifact import container
@@ -31,10 +32,6 @@ ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = ROOT / "fixtures" / "golden"
 MANIFEST = json.loads((GOLDEN / "schemas.json").read_text(encoding="utf-8"))
 HAS_XGRAMMAR = __import__("importlib").util.find_spec("xgrammar") is not None
-ENGINES = [
-    "llguidance",
-    pytest.param("xgrammar", marks=pytest.mark.skipif(not HAS_XGRAMMAR, reason="xgrammar not installed")),
-]
 
 
 def artifact_bytes(path: Path) -> bytes:
@@ -243,7 +240,7 @@ def test_round_trip_is_byte_stable_and_answers_alike(
     walk_alike(table, loaded, rng, walks=6, steps=60)
 
 
-@pytest.mark.skipif(not HAS_XGRAMMAR, reason="xgrammar not installed")
+@needs_xgrammar
 def test_grammar_kinds_and_whitespace_round_trip(vocabs: dict[str, triec.Vocabulary], tmp_path: Path) -> None:
     """A structural tag's grammars and flexible-whitespace JSON come back as they were written, and serve alike."""
     from triec.schema.compile import compile_structural_tag

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from shared import hermes_tags, tags_with_separator
 from typer.testing import CliRunner, Result
 
 import triec
@@ -290,25 +291,9 @@ def test_bad_registries_are_one_line_exit_2(tmp_path: Path, doc: object, message
 
 def test_a_structural_tag_compiles_with_xgrammar(tmp_path: Path) -> None:
     pytest.importorskip("xgrammar")
-    tags = [
-        {
-            "type": "tag",
-            "begin": f'<tool_call>\n{{"name": "{n}", "arguments": ',
-            "content": {"type": "json_schema", "json_schema": {"type": "object"}},
-            "end": "}\n</tool_call>",
-        }
-        for n in ("get_weather", "send_alert")
-    ]
-    tag = {
-        "type": "structural_tag",
-        "format": {
-            "type": "tags_with_separator",
-            "tags": tags,
-            "separator": "",
-            "at_least_one": True,
-            "stop_after_first": False,
-        },
-    }
+    content = {"type": "json_schema", "json_schema": {"type": "object"}}
+    tags = [hermes_tags(f'"{n}"', content)[0] for n in ("get_weather", "send_alert")]  # the spelling with newlines
+    tag = tags_with_separator(tags, stop_after_first=False)
     src = tmp_path / "tag.json"
     src.write_text(json.dumps(tag))
     result = invoke("compile", str(src), "-t", "gpt2", "-o", str(tmp_path / "tag.triec"), "--json")

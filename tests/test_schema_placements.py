@@ -17,21 +17,13 @@ between two array items.
 from __future__ import annotations
 
 import pytest
+from shared import ENGINES, synthetic_vocab
 
 import triec
 from triec.verify.schemas import compare_schema
 
 pytestmark = pytest.mark.engines
 
-ENGINES = [
-    "llguidance",
-    pytest.param(
-        "xgrammar",
-        marks=pytest.mark.skipif(
-            __import__("importlib").util.find_spec("xgrammar") is None, reason="xgrammar not installed"
-        ),
-    ),
-]
 THRESHOLD = 8
 
 CODES = ["A00.1", "A00.9", "A01", "B20.3", "C34.10", "C34.9", "J45", "Z99.89"]
@@ -154,11 +146,8 @@ def test_array_items_are_fresh_passes(vocabs: dict[str, triec.Vocabulary], engin
 # ---------------------------------------------------------------- tokens across every boundary
 
 
-def synthetic_vocab(extra: list[bytes]) -> triec.Vocabulary:
-    """Every single byte, some ordinary pieces, the straddling tokens, then EOS (b"")."""
-    pieces = [bytes([b]) for b in range(256)] + [b'{"', b'":', b'": ', b', "', b'"]', b'"}', b"A0", b"C34"] + extra
-    tokens = list(dict.fromkeys(pieces))
-    return triec.Vocabulary(tokens + [b""], eos_token_ids=[len(tokens)], name="synthetic")
+# ordinary pieces, between every single byte and the straddling tokens in the synthetic vocabulary
+PIECES = [b'{"', b'":', b'": ', b', "', b'"]', b'"}', b"A0", b"C34"]
 
 
 ENTERING = [b'": "A0', b'code": "C3', b', "code": "', b'["A', b'[""', b' "J45"', b': "say \\"']
@@ -178,7 +167,7 @@ SYNTHETIC_SCHEMAS = {
 @pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("name", sorted(SYNTHETIC_SCHEMAS))
 def test_synthetic_tokens_straddle_each_boundary(engine: str, name: str) -> None:
-    vocab = synthetic_vocab(SYNTHETIC)
+    vocab = synthetic_vocab(PIECES, SYNTHETIC)
     table = triec.compile_schema(SYNTHETIC_SCHEMAS[name], vocab, engine=engine, threshold=THRESHOLD)
     # xgrammar's mask omits a few long straddling tokens its own accept_token accepts (docs/verify.md)
     check(table, walks=25, narrower_ok=engine == "xgrammar")
@@ -188,7 +177,7 @@ def test_straddling_tokens_are_really_used(vocabs: dict[str, triec.Vocabulary]) 
     """One decode through every kind of boundary with the long tokens, against the engine on the whole schema."""
     from triec.schema.grammar import driver
 
-    vocab = synthetic_vocab(SYNTHETIC)
+    vocab = synthetic_vocab(PIECES, SYNTHETIC)
     schema = SYNTHETIC_SCHEMAS["arrays"]
     table = triec.compile_schema(schema, vocab, threshold=THRESHOLD)
     ids = {b: i for i, b in enumerate(vocab.token_bytes) if b}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from shared import hermes_tags, needs_xgrammar, tags_with_separator
 
 import triec
 from triec.errors import SchemaShapeError
@@ -15,7 +16,7 @@ from triec.verify.schemas import compare_schema
 
 pytestmark = [
     pytest.mark.engines,
-    pytest.mark.skipif(__import__("importlib").util.find_spec("xgrammar") is None, reason="xgrammar not installed"),
+    needs_xgrammar,
 ]
 
 
@@ -34,32 +35,8 @@ def hermes_tag(tools: list[dict], *, parallel: bool = True, strict: bool = True)
             "max_whitespace_cnt": None,
             "excludes": [],
         }
-        tags.append(
-            {
-                "type": "tag",
-                "begin": '<tool_call>\n{"name": ' + name + ', "arguments": ',
-                "content": content,
-                "end": "}\n</tool_call>",
-            }
-        )
-        tags.append(
-            {
-                "type": "tag",
-                "begin": '<tool_call>{"name": ' + name + ', "arguments": ',
-                "content": content,
-                "end": "}</tool_call>",
-            }
-        )
-    return {
-        "type": "structural_tag",
-        "format": {
-            "type": "tags_with_separator",
-            "tags": tags,
-            "separator": "",
-            "at_least_one": True,
-            "stop_after_first": not parallel,
-        },
-    }
+        tags += hermes_tags(name, content)
+    return tags_with_separator(tags, stop_after_first=not parallel)
 
 
 def tools(k: int = 10) -> list[dict]:

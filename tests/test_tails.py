@@ -14,6 +14,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tail_tables import (
+    Artifact,
+    assert_restricted_same,
+    assert_same,
+    assert_walks_agree,
+    resealed,
+    section_at,
+    tail_pair,
+)
 
 import triec
 import triec.synthetic.sets as sets
@@ -54,43 +63,9 @@ def _sets() -> dict[str, list[str]]:
 SETS = _sets()
 
 
-def _pair(values: list[str], vocab: triec.Vocabulary, **kw: object) -> tuple[triec.MaskTable, TailMaskTable]:
-    full = compile_values(values, vocab, layout="full", **kw)  # type: ignore[arg-type]
-    tail = compile_values(values, vocab, layout="tails", **kw)  # type: ignore[arg-type]
-    assert type(full) is triec.MaskTable and isinstance(tail, TailMaskTable)
-    return full, tail
-
-
-def assert_same(full: triec.MaskTable, tail: triec.MaskTable, states: np.ndarray | None = None) -> None:
-    """Rows, EOS, advance on every allowed token and a refused one, bitmask rows, writers, matcher rows."""
-    assert tail.num_states == full.num_states and tail.num_values == full.num_values
-    n = full.num_states
-    st = np.arange(n, dtype=np.int64) if states is None else np.asarray(states, dtype=np.int64)
-    for s in st.tolist():
-        a, b = full.allowed(s), tail.allowed(s)
-        assert np.array_equal(a, b), f"state {s} ({full.prefix(s)!r})"
-        assert np.array_equal(full.transitions(s)[1], tail.transitions(s)[1]), f"next states of {s}"
-        for t in a.tolist():
-            assert full.advance(s, t) == tail.advance(s, t)
-        refused = next(t for t in range(full.vocab_size) if t not in set(a.tolist()))
-        with pytest.raises(triec.TokenNotAllowed):
-            tail.advance(s, refused)
-    width = full.words_per_row
-    for lo in range(0, st.shape[0], 256):
-        chunk = st[lo : lo + 256]
-        want = full.fill_bitmask(chunk, np.empty((chunk.shape[0], width), dtype=np.int32))
-        assert np.array_equal(tail.fill_bitmask(chunk, np.empty_like(want)), want)
-        w = tail.mask_writer(256)
-        assert np.array_equal(w.fill(chunk), want)
-        assert np.array_equal(w.fill(chunk[::-1]), want[::-1])  # the writer clears what it set before
-        for i in range(0, chunk.shape[0], 37):
-            assert np.array_equal(w.fill_one(int(chunk[i]))[0], want[i])
-        assert np.array_equal(w.fill(chunk[:3]), want[:3])
-
-
 @pytest.mark.parametrize("name", sorted(SETS))
 def test_every_state_equals_the_full_layout(vocab: triec.Vocabulary, name: str) -> None:
-    full, tail = _pair(SETS[name], vocab)
+    full, tail = tail_pair(SETS[name], vocab)
     assert tail.num_tail_states > 0
     assert_same(full, tail)
     ex = tail.expanded()  # the arrays a reader of the full layout sees
@@ -101,7 +76,7 @@ def test_every_state_equals_the_full_layout(vocab: triec.Vocabulary, name: str) 
 
 def test_far_targets_are_exercised(qwen2: triec.Vocabulary) -> None:
     """Deltas that do not fit beside qwen2's 18-bit ids go to the far table; the rows stay exact."""
-    full, tail = _pair(sets.titles(2000, seed=4), qwen2)
+    full, tail = tail_pair(sets.titles(2000, seed=4), qwen2)
     assert token_bits(qwen2.vocab_size) == 18
     assert tail.tails.far_pairs.size > 0
     assert_same(full, tail, np.arange(0, full.num_states, 5))
@@ -109,7 +84,7 @@ def test_far_targets_are_exercised(qwen2: triec.Vocabulary) -> None:
 
 @pytest.mark.parametrize("enc", [{"encoding": "json"}, {"encoding": "json", "prefix": '{"title": ', "suffix": "}"}])
 def test_encodings(qwen2: triec.Vocabulary, enc: dict[str, str]) -> None:
-    full, tail = _pair(SETS["mixed"], qwen2, **enc)
+    full, tail = tail_pair(SETS["mixed"], qwen2, **enc)
     assert_same(full, tail)
     assert tail.values == full.values == SETS["mixed"] or sorted(tail.values) == sorted(SETS["mixed"])
 
@@ -121,57 +96,20 @@ def test_reference_implementation_agrees(vocab: triec.Vocabulary) -> None:
     assert_same(ref, tail)
 
 
-def assert_walks_agree(full: triec.MaskTable, tail: triec.MaskTable, walks: int, seed: int = 5) -> None:
-    """Random token walks (a random allowed token at each step) to EOS: the same rows and states in both tables,
-    then the same bitmask rows through their matchers, a rollback and a validation of the whole path."""
-    rng = random.Random(seed)
-    for _ in range(walks):
-        s, path = 0, []
-        while True:
-            a = full.allowed(s)
-            assert np.array_equal(a, tail.allowed(s))
-            t = int(a[rng.randrange(a.shape[0])])
-            n1, n2 = full.advance(s, t), tail.advance(s, t)
-            assert n1 == n2
-            path.append(t)
-            if n1 == triec.FINISHED:
-                break
-            s = n1
-        m1, m2 = full.matcher(), tail.matcher()
-        r1, r2 = np.zeros(full.words_per_row, np.int32), np.zeros(full.words_per_row, np.int32)
-        for t in path:
-            m1.fill_bitmask(r1)
-            m2.fill_bitmask(r2)
-            assert np.array_equal(r1, r2)
-            assert m1.accept_token(t) and m2.accept_token(t)
-        assert m2.is_terminated()
-        m2.rollback(len(path))
-        assert m2.state == 0 and m2.validate_tokens(path) == len(path)
-
-
 def test_seeded_walks_to_every_value(qwen2: triec.Vocabulary) -> None:
     """Random token walks (random allowed token at each step) reach EOS with the same state sequence."""
-    full, tail = _pair(sets.titles(3000, seed=9), qwen2)
+    full, tail = tail_pair(sets.titles(3000, seed=9), qwen2)
     assert_walks_agree(full, tail, 300)
 
 
 def test_restricted_views_and_compaction(vocab: triec.Vocabulary) -> None:
     values = SETS["mixed"]
-    full, tail = _pair(values, vocab)
-    subset = values[1::4]
-    r1, r2 = full.restrict(subset), tail.restrict(subset)
-    assert np.array_equal(r1.states, r2.states)
-    for s in r1.states.tolist():
-        assert np.array_equal(r1.allowed(s), r2.allowed(s))
-    out1 = r1.fill_bitmask(r1.states, np.empty((r1.num_states, full.words_per_row), np.int32))
-    assert np.array_equal(r2.fill_bitmask(r2.states, np.empty_like(out1)), out1)
-    c1, c2 = r1.compact(), r2.compact()
-    for field in ("allowed_offsets", "allowed_tokens", "allowed_next", "value_state", "value_lcp", "state_byte"):
-        assert np.array_equal(getattr(c1, field), getattr(c2, field)), field
+    full, tail = tail_pair(values, vocab)
+    assert_restricted_same(full, tail, values[1::4])
 
 
 def test_artifact_round_trip(tmp_path: Path, vocab: triec.Vocabulary) -> None:
-    full, tail = _pair(SETS["mixed"], vocab, encoding="json")
+    full, tail = tail_pair(SETS["mixed"], vocab, encoding="json")
     path = tmp_path / "t.triec"
     size = tail.save(path)
     data = path.read_bytes()
@@ -239,20 +177,6 @@ def test_prefix_rows_match_every_token_that_starts_a_text(qwen2: triec.Vocabular
 # ----------------------------------------------------------------------------- the loader's checks
 
 
-def _artifact(tmp_path: Path, qwen2: triec.Vocabulary) -> tuple[Path, bytes, dict]:
-    tail = compile_values(sets.titles(1500, seed=2), qwen2, layout="tails")
-    path = tmp_path / "t.triec"
-    tail.save(path)
-    data = path.read_bytes()
-    header, data_start, _ = container.read_header(data, str(path), verify=False)
-    return path, data, {"header": header, "data_start": data_start}
-
-
-def _section(info: dict, name: str) -> tuple[int, int, str]:
-    sec = next(s for s in info["header"]["sections"] if s["name"] == name)
-    return info["data_start"] + sec["offset"], sec["count"], sec["dtype"]
-
-
 @pytest.mark.parametrize(
     ("section", "index", "value", "message"),
     [
@@ -267,10 +191,10 @@ def _section(info: dict, name: str) -> tuple[int, int, str]:
     ],
 )
 def test_every_new_index_is_checked_at_load(
-    tmp_path: Path, qwen2: triec.Vocabulary, section: str, index: int, value: int, message: str
+    section: str, index: int, value: int, message: str, tail_artifact: Artifact
 ) -> None:
-    path, data, info = _artifact(tmp_path, qwen2)
-    at, count, _ = _section(info, section)
+    path, data, info = tail_artifact
+    at, count, _ = section_at(info, section)
     buf = bytearray(data)
     struct.pack_into("<I", buf, at + 4 * (index % count), value)
     path.write_bytes(bytes(buf))
@@ -278,29 +202,31 @@ def test_every_new_index_is_checked_at_load(
         triec.load(path)
 
 
-def test_a_delta_of_zero_without_its_far_entry_is_refused_at_load(tmp_path: Path, qwen2: triec.Vocabulary) -> None:
+def test_a_delta_of_zero_without_its_far_entry_is_refused_at_load(
+    qwen2: triec.Vocabulary, tail_artifact: Artifact
+) -> None:
     """A pair whose delta is 0 without a far entry would have ``advance`` read another pair's: a plain load refuses
     it (issue 49: what loads is served consistently), as verify=True always did."""
-    path, data, info = _artifact(tmp_path, qwen2)
-    at, count, _ = _section(info, "allowed_pairs")
+    path, data, info = tail_artifact
+    at, count, _ = section_at(info, "allowed_pairs")
     buf = bytearray(data)
     pair = struct.unpack_from("<I", buf, at + 4 * 7)[0]
     struct.pack_into("<I", buf, at + 4 * 7, pair & ((1 << token_bits(qwen2.vocab_size)) - 1))  # its token, delta 0
-    path.write_bytes(_resealed(bytes(buf), info))
+    path.write_bytes(resealed(bytes(buf), info))
     for verify in (False, True):
         with pytest.raises(triec.ArtifactContentError, match="far_pairs: expected one entry per pair"):
             triec.load(path, verify=verify)
 
 
 @pytest.mark.parametrize("verify", [False, True])
-def test_a_zeroed_run_of_token_ids_is_refused_at_load(tmp_path: Path, qwen2: triec.Vocabulary, verify: bool) -> None:
+def test_a_zeroed_run_of_token_ids_is_refused_at_load(verify: bool, tail_artifact: Artifact) -> None:
     """Issue 49: 4 KB of ``token_ids`` zeroed (CRCs recomputed) loaded, then ``allowed`` listed token 0 where
     ``advance`` refused it. Each id must spell one key: the load refuses it, with or without verify."""
-    path, data, info = _artifact(tmp_path, qwen2)
-    at, count, _ = _section(info, "token_ids")
+    path, data, info = tail_artifact
+    at, count, _ = section_at(info, "token_ids")
     buf = bytearray(data)
     buf[at + 4 * (count // 2) : at + 4 * (count // 2) + 4096] = bytes(4096)
-    path.write_bytes(_resealed(bytes(buf), info))
+    path.write_bytes(resealed(bytes(buf), info))
     with pytest.raises(triec.ArtifactContentError, match="section token_ids: expected every id once"):
         triec.load(path, verify=verify)
 
@@ -313,27 +239,27 @@ def test_a_zeroed_run_of_token_ids_is_refused_at_load(tmp_path: Path, qwen2: tri
     ],
 )
 def test_what_advance_relies_on_is_checked_at_load(
-    tmp_path: Path, qwen2: triec.Vocabulary, section: str, word: int, match: str
+    qwen2: triec.Vocabulary, section: str, word: int, match: str, tail_artifact: Artifact
 ) -> None:
     """A stored row out of order (advance binary-searches it) and token keys out of order (the prefix rows are
     built from sorted keys) are refused by a plain load: ``allowed`` and ``advance`` could disagree."""
-    path, data, info = _artifact(tmp_path, qwen2)
-    at, count, _ = _section(info, section)
+    path, data, info = tail_artifact
+    at, count, _ = section_at(info, section)
     buf = bytearray(data)
     if section == "allowed_pairs":  # the first row's second token below its first
         first = struct.unpack_from("<I", buf, at)[0]
         struct.pack_into("<I", buf, at + 4, first & ~((1 << token_bits(qwen2.vocab_size)) - 1))
     else:  # the first key's first byte raised above the second key's
         buf[at] = 0xFF
-    path.write_bytes(_resealed(bytes(buf), info))
+    path.write_bytes(resealed(bytes(buf), info))
     with pytest.raises(triec.ArtifactContentError, match=match):
         triec.load(path)
 
 
-def test_seeded_mutations_are_refused_or_answer_every_query(tmp_path: Path, qwen2: triec.Vocabulary) -> None:
+def test_seeded_mutations_are_refused_or_answer_every_query(qwen2: triec.Vocabulary, tail_artifact: Artifact) -> None:
     """Words overwritten in the array sections (CRCs left stale: a plain load reads them): each mutated file is
     refused with an ArtifactError, or serves every state without anything but the documented errors."""
-    path, data, info = _artifact(tmp_path, qwen2)
+    path, data, info = tail_artifact
     names = ["allowed_offsets", "allowed_pairs", "far_pairs", "far_next", "value_state", "value_lcp"]
     names += ["token_key_offsets", "token_id_offsets", "token_ids"]
     rng = random.Random(43)
@@ -342,7 +268,7 @@ def test_seeded_mutations_are_refused_or_answer_every_query(tmp_path: Path, qwen
     for _ in range(120):
         buf = bytearray(data)
         name = rng.choice(names)
-        at, count, dtype = _section(info, name)
+        at, count, dtype = section_at(info, name)
         if count == 0:
             continue
         struct.pack_into("<I", buf, at + 4 * rng.randrange(count), rng.choice(values))
@@ -362,34 +288,16 @@ def test_seeded_mutations_are_refused_or_answer_every_query(tmp_path: Path, qwen
     assert served < 120
 
 
-def _resealed(data: bytes, info: dict, header: dict | None = None) -> bytes:
-    """``data`` with every section's CRC-32 recomputed and the header (or ``header``) written again."""
-    import zlib
-
-    import msgpack
-
-    header = dict(header or info["header"])
-    start = info["data_start"]
-    header["sections"] = [
-        {**sec, "crc32": zlib.crc32(data[start + sec["offset"] : start + sec["offset"] + sec["length"]])}
-        for sec in header["sections"]
-    ]
-    head = msgpack.packb(header)
-    pad = container.align(24 + len(head)) - 24 - len(head)
-    preamble = container.PREAMBLE.pack(container.MAGIC, 4, len(head), zlib.crc32(head), 0)
-    return preamble + head + b"\0" * pad + data[start:]
-
-
-def test_a_canonical_header_needs_the_tail_token_sections(tmp_path: Path, qwen2: triec.Vocabulary) -> None:
+def test_a_canonical_header_needs_the_tail_token_sections(tail_artifact: Artifact) -> None:
     """A version-4 artifact whose header says canonical must hold each value's tail tokens: refused without them."""
-    path, data, info = _artifact(tmp_path, qwen2)
+    path, data, info = tail_artifact
     header = dict(info["header"])
     header["build_options"] = {**header["build_options"], "tokenization": "canonical"}
-    path.write_bytes(_resealed(data, info, header))
+    path.write_bytes(resealed(data, info, header))
     with pytest.raises(triec.ArtifactError, match="num_tail_tokens|13 sections"):
         triec.load(path)
     header = {**info["header"], "num_tail_tokens": 0}  # and an any-tokenization one must not claim them
-    path.write_bytes(_resealed(data, info, header))
+    path.write_bytes(resealed(data, info, header))
     with pytest.raises(triec.ArtifactError, match="num_tail_tokens"):
         triec.load(path)
 
@@ -407,7 +315,7 @@ def test_device_table_of_a_tail_table(qwen2: triec.Vocabulary, device: str) -> N
         pytest.skip("no CUDA device")
     from test_torch_table import assert_same_as_numpy
 
-    full, tail = _pair(SETS["mixed"], qwen2)
+    full, tail = tail_pair(SETS["mixed"], qwen2)
     dev = tail.to_torch(device)
     assert_same_as_numpy(tail, dev)
     states = torch.arange(full.num_states, device=device)
@@ -432,16 +340,16 @@ def test_verify_checks_tail_states_against_the_reference_and_llguidance(
     assert sampled.ok and sampled.sampled and sampled.states_selected >= 500
 
 
-def test_verify_refuses_a_token_index_that_is_not_the_tokenizers(tmp_path: Path, qwen2: triec.Vocabulary) -> None:
+def test_verify_refuses_a_token_index_that_is_not_the_tokenizers(tail_artifact: Artifact) -> None:
     """Two ids swapped inside the index keep every index in range (the loader passes it): verify names it."""
     from triec.verify.tables import verify
 
-    path, data, info = _artifact(tmp_path, qwen2)
-    at, count, _ = _section(info, "token_ids")
+    path, data, info = tail_artifact
+    at, count, _ = section_at(info, "token_ids")
     buf = bytearray(data)
     a, b = struct.unpack_from("<ii", buf, at)
     struct.pack_into("<ii", buf, at, b, a)
-    path.write_bytes(_resealed(bytes(buf), info))
+    path.write_bytes(resealed(bytes(buf), info))
     triec.load(path)  # in range: served, but wrong for this tokenizer
     report = verify(str(path), tokenizer="qwen2", against=["reference"], walks=0)
     assert not report.ok and "token index" in " ".join(report.integrity_problems)
@@ -450,7 +358,7 @@ def test_verify_refuses_a_token_index_that_is_not_the_tokenizers(tmp_path: Path,
 def test_inspect_reports_tails_and_counts_rows_as_served(qwen2: triec.Vocabulary) -> None:
     from triec.verify import inspect as ins
 
-    full, tail = _pair(SETS["titles"], qwen2)
+    full, tail = tail_pair(SETS["titles"], qwen2)
     assert np.array_equal(ins.allowed_counts(tail), ins.allowed_counts(full))
     info = ins.summary(tail, section_sizes=ins.section_sizes(tail))
     assert info["layout"] == "tails" and info["tail_states"] == tail.num_tail_states
@@ -472,7 +380,7 @@ def test_compiled_in_pieces_equals_one_piece(
 
     monkeypatch.setattr(pieces, "PIECE", piece)
     values = SETS["mixed"] + ["zz" * 150, "Zebra (film)", "Zebra (album)"]
-    full, tail = _pair(values, qwen2)
+    full, tail = tail_pair(values, qwen2)
     for field in ("value_state", "value_lcp", "state_byte"):
         assert np.array_equal(getattr(full, field), getattr(tail, field)), field
     ex = tail.expanded()
@@ -494,7 +402,7 @@ def test_random_sets_every_state(vocabs: dict[str, triec.Vocabulary], seed: int)
             for _ in range(rng.randint(1, 80))
         }
     )
-    full, tail = _pair(values, vocab)
+    full, tail = tail_pair(values, vocab)
     assert_same(full, tail)
     ex = tail.expanded()
     for field in ("allowed_offsets", "allowed_tokens", "allowed_next"):
@@ -507,7 +415,7 @@ def test_request_rows_of_many_tail_matchers(qwen2: triec.Vocabulary) -> None:
     from triec.integrations.matchers import fill_rows
     from triec.runtime.matcher import TableMatcher
 
-    full, tail = _pair(SETS["titles"], qwen2)
+    full, tail = tail_pair(SETS["titles"], qwen2)
     rng = random.Random(3)
     ours, theirs = [], []
     for _ in range(100):
@@ -533,25 +441,26 @@ def test_verify_samples_values_at_large_k(
 ) -> None:
     """Past REFERENCE_VALUES, the reference runs on a seeded sample of values (every state of their trie, rows as
     served, tail rows whole) and says so; a wrong next state in a stored row is found."""
+    import triec.verify.masks as vm
     import triec.verify.tables as vt
 
-    monkeypatch.setattr(vt, "REFERENCE_VALUES", 100)
-    monkeypatch.setattr(vt, "SAMPLED_VALUES", 120)
+    monkeypatch.setattr(vm, "REFERENCE_VALUES", 100)
+    monkeypatch.setattr(vm, "SAMPLED_VALUES", 120)
     path = tmp_path / "t.triec"
     compile_values(sets.titles(400, seed=8), qwen2, layout="tails").save(path)
     report = vt.verify(str(path), tokenizer="qwen2", against=["reference"], walks=0)
     assert report.ok, report.to_json()
     assert report.values_sampled == 120 and report.sampled and report.checks[0].states_checked > 1000
 
-    monkeypatch.setattr(vt, "SAMPLED_VALUES", 400)  # every value: the mutated row is in the sample
+    monkeypatch.setattr(vm, "SAMPLED_VALUES", 400)  # every value: the mutated row is in the sample
     data = path.read_bytes()
     header, data_start, _ = container.read_header(data, str(path))
     info = {"header": header, "data_start": data_start}
-    at, count, _ = _section(info, "allowed_pairs")
+    at, count, _ = section_at(info, "allowed_pairs")
     buf = bytearray(data)
     (word,) = struct.unpack_from("<I", buf, at)  # the root's first pair: its next state one further
     assert word >> 18 > 0
     struct.pack_into("<I", buf, at, word + (1 << 18))
-    path.write_bytes(_resealed(bytes(buf), info))
+    path.write_bytes(resealed(bytes(buf), info))
     bad = vt.verify(str(path), tokenizer="qwen2", against=["reference"], walks=0)
     assert bad.integrity_ok and not bad.ok and bad.checks[0].mismatches >= 1

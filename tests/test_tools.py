@@ -14,6 +14,7 @@ import json
 
 import numpy as np
 import pytest
+from shared import ENGINES, synthetic_vocab
 
 import triec
 from triec.schema.compile import compile_tools
@@ -23,15 +24,6 @@ from triec.verify.schemas import compare_schema
 
 pytestmark = pytest.mark.engines
 
-ENGINES = [
-    "llguidance",
-    pytest.param(
-        "xgrammar",
-        marks=pytest.mark.skipif(
-            __import__("importlib").util.find_spec("xgrammar") is None, reason="xgrammar not installed"
-        ),
-    ),
-]
 FORMATS = [("vllm", True), ("vllm", False), ("hermes", True), ("hermes", False), ("llama3", False), ("object", False)]
 
 # quotes, backslashes, '/', non-ASCII, emoji, U+2028, prefixes of each other
@@ -181,29 +173,9 @@ def _accepts_all(vocab: triec.Vocabulary, m, data: bytes) -> bool:
 # ---------------------------------------------------------------- synthetic tokens across every boundary
 
 
-def synthetic_vocab(extra: list[bytes]) -> triec.Vocabulary:
-    pieces = (
-        [bytes([b]) for b in range(256)]
-        + [
-            b'[{"',
-            b"name",
-            b'":',
-            b' "',
-            b"get",
-            b"_user",
-            b'",',
-            b'", "',
-            b"parameters",
-            b"arguments",
-            b'": ',
-            b"{}",
-            b"}}",
-            b'"}',
-        ]
-        + extra
-    )
-    tokens = list(dict.fromkeys(pieces))
-    return triec.Vocabulary(tokens + [b""], eos_token_ids=[len(tokens)], name="synthetic")
+# ordinary pieces, between every single byte and the straddling tokens in the synthetic vocabulary
+PIECES = [b'[{"', b"name", b'":', b' "', b"get", b"_user"]  # the call's opening and the name's pieces
+PIECES += [b'",', b'", "', b"parameters", b"arguments", b'": ', b"{}", b"}}", b'"}']  # the tail's and the arguments'
 
 
 SYNTHETIC = [
@@ -223,7 +195,7 @@ SYNTHETIC = [
 @pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize(("fmt", "parallel"), [("vllm", True), ("hermes", True), ("object", False)])
 def test_synthetic_tokens_spanning_name_literal_and_arguments(engine, fmt, parallel):
-    vocab = synthetic_vocab(SYNTHETIC)
+    vocab = synthetic_vocab(PIECES, SYNTHETIC)
     tools = [
         {"name": n, "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}}
         for n in ("get", "get_user", "get_users", 'q"s')

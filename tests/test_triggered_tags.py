@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from shared import hermes_tags, needs_xgrammar
 
 import triec
 from triec.errors import SchemaShapeError
@@ -24,7 +25,7 @@ from triec.verify.schemas import compare_texts
 
 pytestmark = [
     pytest.mark.engines,
-    pytest.mark.skipif(__import__("importlib").util.find_spec("xgrammar") is None, reason="xgrammar not installed"),
+    needs_xgrammar,
 ]
 
 PARAMS = {
@@ -49,22 +50,7 @@ def auto_tag(names: list[str], *, stop_after_first: bool = False, at_least_one: 
     tags = []
     for n in names:
         content = {"type": "json_schema", "json_schema": PARAMS}
-        tags.append(
-            {
-                "type": "tag",
-                "begin": '<tool_call>\n{"name": "' + n + '", "arguments": ',
-                "content": content,
-                "end": "}\n</tool_call>",
-            }
-        )
-        tags.append(
-            {
-                "type": "tag",
-                "begin": '<tool_call>{"name": "' + n + '", "arguments": ',
-                "content": content,
-                "end": "}</tool_call>",
-            }
-        )
+        tags += hermes_tags('"' + n + '"', content)
     return {
         "type": "structural_tag",
         "format": {

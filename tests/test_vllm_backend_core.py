@@ -36,7 +36,7 @@ import triec  # noqa: E402
 import triec.synthetic.sets  # noqa: E402
 from triec.errors import RequestError  # noqa: E402
 from triec.integrations.constraints import Delegate  # noqa: E402
-from triec.integrations.vllm import backend, internals, plugin  # noqa: E402
+from triec.integrations.vllm import backend, internals, patches, plugin  # noqa: E402
 
 V = 151_936
 COLORS = ["red", "green", "blue"]
@@ -150,7 +150,7 @@ def test_frontend_hook_under_auto(monkeypatch) -> None:
     """Through vLLM's own ``_validate_structured_outputs``: kept as a choice, refused as 400, others to xgrammar."""
     monkeypatch.setenv("TRIEC_MAX_CHOICES", "50")
     original = backend_xgrammar.validate_xgrammar_grammar
-    monkeypatch.setattr(backend_xgrammar, "validate_xgrammar_grammar", backend.frontend_hook(original))
+    monkeypatch.setattr(backend_xgrammar, "validate_xgrammar_grammar", patches.frontend_hook(original))
     config = StructuredOutputsConfig(backend="auto")
     served = SamplingParams(structured_outputs=SO(choice=COLORS))
     served._validate_structured_outputs(model_config(), config, object())
@@ -179,7 +179,7 @@ def test_an_artifact_whose_eos_ids_do_not_stop_gets_the_processors_refusal(state
         triec.compile(COLORS, vocab).save(tmp_path / f"{name}.triec")
     monkeypatch.setattr(serving, "_STORE", serving.ArtifactStore(tmp_path))
     original = backend_xgrammar.validate_xgrammar_grammar
-    monkeypatch.setattr(backend_xgrammar, "validate_xgrammar_grammar", backend.frontend_hook(original))
+    monkeypatch.setattr(backend_xgrammar, "validate_xgrammar_grammar", patches.frontend_hook(original))
     config, tokenizer = StructuredOutputsConfig(backend="auto"), SimpleNamespace(eos_token_id=151643)
     with pytest.raises(RequestError) as processors:  # the served model as the same frontend sees it
         served = serving.ServedModel("qwen2", V, 151643, ())
@@ -419,7 +419,7 @@ def test_cpu_worker_sparse_hook_equals_vllms_own(monkeypatch) -> None:
 
     worker_class = internals.cpu_worker_class()
     original = getattr(worker_class.apply_grammar_bitmask, "__wrapped__", worker_class.apply_grammar_bitmask)
-    hooked = backend.cpu_worker_hook(original)
+    hooked = patches.cpu_worker_hook(original)
     stride, words = 4, (V + 31) // 32
     worker = worker_class(64, V, torch.device("cpu"), stride)
     rng = np.random.default_rng(3)

@@ -43,7 +43,7 @@ from test_vllm_backend_rows import (  # noqa: E402
 )
 from vllm.v1.structured_output.backend_types import StructuredOutputOptions as Opt  # noqa: E402
 
-from triec.integrations.vllm import backend, internals  # noqa: E402
+from triec.integrations.vllm import backend, internals, patches  # noqa: E402
 
 K = 3  # draft tokens per step
 
@@ -163,7 +163,7 @@ def _drafts(ref: object, reasoning: bool, rng: np.random.Generator) -> list[int]
 def _walk(
     xgr: object, kind: object, spec: str, reasoner: type | None, seed: int, walks: int = 10, steps: int = 40
 ) -> dict[str, int]:
-    hooked = backend.compile_hook(_original(), internals.tag_compiler())
+    hooked = patches.compile_hook(_original(), internals.tag_compiler())
     manager = _manager(reasoner)
     manager.backend = xgr
     trim = internals.draft_trimmer(manager)
@@ -247,7 +247,7 @@ def test_accept_tokens_refusal_leaves_the_state(xgr) -> None:
     """0.34's contract on every release: ``accept_tokens`` that returns False (a refused token after valid ones)
     leaves the grammar where it was, for triec's grammar as for 0.34's xgrammar one."""
     spec = json.dumps(["red", "green", "blue"])
-    ours = backend.compile_hook(_original(), internals.tag_compiler())(xgr, Opt.CHOICE, spec, STOP)
+    ours = patches.compile_hook(_original(), internals.tag_compiler())(xgr, Opt.CHOICE, spec, STOP)
     before = torch.zeros((1, (V + 31) // 32), dtype=torch.int32)
     after = torch.zeros_like(before)
     ours.fill_bitmask(before, 0)

@@ -31,7 +31,7 @@ from vllm.v1.structured_output.backend_types import StructuredOutputOptions as O
 
 import triec.synthetic.sets  # noqa: E402
 from benchmarks.vllm_backend import formats_schema  # noqa: E402
-from triec.integrations.vllm import backend, internals  # noqa: E402
+from triec.integrations.vllm import backend, internals, patches  # noqa: E402
 
 V = 151_936
 STOP = {151643, 151645}  # Qwen2's <|endoftext|> and <|im_end|>, as vLLM passes them
@@ -113,7 +113,7 @@ def test_rows_equal_vllms_own_xgrammar(vllm_backend, monkeypatch, case: str) -> 
     kind, make = CASES[case]
     spec = make()
     assert internals.tag_compiler(backend_xgrammar.XgrammarBackend) is not None
-    hooked = backend.compile_hook(_original(), internals.tag_compiler(backend_xgrammar.XgrammarBackend))
+    hooked = patches.compile_hook(_original(), internals.tag_compiler(backend_xgrammar.XgrammarBackend))
     rng = np.random.default_rng(sum(map(ord, case)))
     ours_b = torch.zeros((1, (V + 31) // 32), dtype=torch.int32)
     ref_b = torch.zeros_like(ours_b)
@@ -164,7 +164,7 @@ def test_tags_take_the_tag_compilers_tokenizer_info(vllm_backend) -> None:
     from triec.schema.grammar import driver
 
     attr = internals.tag_compiler(backend_xgrammar.XgrammarBackend)
-    hooked = backend.compile_hook(_original(), internals.tag_compiler(backend_xgrammar.XgrammarBackend))
+    hooked = patches.compile_hook(_original(), internals.tag_compiler(backend_xgrammar.XgrammarBackend))
     hooked(vllm_backend, Opt.STRUCTURAL_TAG, json.dumps(hermes_tag(_tools(4), stop_after_first=True)), STOP)
     d = driver("xgrammar", backend.backend_state(vllm_backend.vllm_config.model_config, V).vocabulary())
     tag_info = getattr(vllm_backend, attr).compile_regex("a").tokenizer_info
@@ -205,7 +205,7 @@ def test_auto_tool_calls_equal_vllms_own_xgrammar(vllm_backend, monkeypatch) -> 
         + json.dumps({"name": name_b, "arguments": {"level": 4}})
         + "\n</tool_call> done"
     ).encode()
-    hooked = backend.compile_hook(_original(), internals.tag_compiler(backend_xgrammar.XgrammarBackend))
+    hooked = patches.compile_hook(_original(), internals.tag_compiler(backend_xgrammar.XgrammarBackend))
     from triec.tokenizer.vocabulary import Vocabulary
 
     tb = Vocabulary.load("qwen2").token_bytes

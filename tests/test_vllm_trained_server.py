@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from shared import bfcl_registry
 
 pytestmark = [pytest.mark.vllm, pytest.mark.model]
 
@@ -33,13 +34,6 @@ TEMPLATE = Path(__file__).with_name("smollm_tools.jinja")
 N_TOOLS = 500
 
 
-def _registry() -> list[dict]:
-    import zstandard
-
-    raw = (ROOT / "fixtures" / "registries" / "bfcl-1998.json.zst").read_bytes()
-    return json.loads(zstandard.ZstdDecompressor().decompress(raw, max_output_size=1 << 28))
-
-
 def _tools_for(item: dict, registry: list[dict]) -> list[dict]:
     """The item's functions first (the template shows the first 8), then other BFCL functions, all strict."""
     by_name = {t["function"]["name"]: t for t in registry}
@@ -52,7 +46,7 @@ def _tools_for(item: dict, registry: list[dict]) -> list[dict]:
 def _questions() -> list[dict]:
     from triec.eval import bfcl
 
-    registry = {t["function"]["name"] for t in _registry()}
+    registry = {t["function"]["name"] for t in bfcl_registry()}
     items = bfcl.convert("multiple", ROOT / "fixtures" / "eval" / "bfcl")
     return [i for i in items if all(n in registry for n in i["candidates"])][:3]
 
@@ -101,7 +95,7 @@ def _vllm_tag(tools: list[dict], tool_choice: str) -> dict:
 
 def _chat_then_reference(server, item: dict, tool_choice: str, max_tokens: int):
     client, log = server["client"], server["log"]
-    tools = _tools_for(item, _registry())
+    tools = _tools_for(item, bfcl_registry())
     served = log.read_text().count("STRUCTURAL_TAG served by triec")
     ours = client.chat.completions.create(
         model="smollm2",
@@ -154,7 +148,7 @@ def test_required_calls_parse_validate_and_equal_xgrammar(server) -> None:
 def test_choice_over_1998_names_equals_xgrammar(server) -> None:
     from vllm.v1.structured_output.utils import choice_as_grammar
 
-    names = sorted({t["function"]["name"] for t in _registry()})
+    names = sorted({t["function"]["name"] for t in bfcl_registry()})
     client = server["client"]
     for item in _questions()[:2]:
         kw = {"model": "smollm2", "messages": item["messages"], "temperature": 0.0, "max_tokens": 32}
@@ -172,7 +166,7 @@ def test_choice_over_1998_names_equals_xgrammar(server) -> None:
 def test_response_format_enum_over_1998_names_equals_xgrammar(server) -> None:
     """``response_format`` with a JSON-schema enum: served by triec (a JSON string of one name), equal to xgrammar
     serving the same language (the enum inside ``anyOf``, which triec leaves to xgrammar)."""
-    names = sorted({t["function"]["name"] for t in _registry()})
+    names = sorted({t["function"]["name"] for t in bfcl_registry()})
     client, log = server["client"], server["log"]
     served = log.read_text().count("JSON served by triec")
     enum = {"type": "string", "enum": names}

@@ -16,7 +16,7 @@ Two kinds of cell, each its own process:
   own phases (import, tokenizer, preparation, compile).
 
 The peers get the same vocabulary bytes and EOS ids as triec (:mod:`triec.engines`); xgrammar compiles each format's
-regex as written, llguidance the same language spelled by :func:`triec.compiler.regex.to_rust_regex`.
+regex as written, llguidance the same language spelled by :func:`triec.compiler.regex_spelling.to_rust_regex`.
 """
 
 from __future__ import annotations
@@ -94,7 +94,8 @@ def inproc_cell(job: dict[str, Any], out: Out) -> None:
 
     import triec
     from triec.compiler.pattern import FORMATS, compile_pattern
-    from triec.compiler.regex import parse, to_rust_regex
+    from triec.compiler.regex import parse
+    from triec.compiler.regex_spelling import to_rust_regex
     from triec.engines.base import import_engine
     from triec.engines.llguidance import LLGuidanceEngine
     from triec.engines.xgrammar import XGrammarEngine
@@ -226,7 +227,8 @@ elif engine == "xgrammar":
     eng.compile_pattern(FORMATS[fmt])
 else:
     import numpy as np
-    from triec.compiler.regex import parse, to_rust_regex
+    from triec.compiler.regex import parse
+    from triec.compiler.regex_spelling import to_rust_regex
     from triec.engines.llguidance import LLGuidanceEngine
     eng = LLGuidanceEngine(vocab)
     t3 = time.perf_counter()

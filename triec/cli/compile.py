@@ -765,11 +765,7 @@ def _compile_schema(
     total0: float,
 ) -> None:
     from triec.compiler.entry import CompileStats
-    from triec.schema.compile import compile_schema, compile_structural_tag, compile_tools
     from triec.tokenizer.vocabulary import Vocabulary
-    from triec.verify.inspect import slot_summary, tail_rows
-
-    threshold = shape["threshold"]
 
     with phases.phase("tokenizer", "loading tokenizer"):
         vocab = Vocabulary.load(tokenizer, vocab_size=vocab_size, eos_token_ids=eos)
@@ -777,35 +773,79 @@ def _compile_schema(
         vocab.automaton  # noqa: B018
     stats = CompileStats()
     with phases.phase("compile", f"compiling the {'tool registry' if shape['kind'] == 'tools' else shape['kind']}"):
-        if shape["kind"] == "tools":
-            table = compile_tools(
-                doc,
-                vocab,
-                format=shape["tool_format"],
-                engine=engine,
-                parallel=shape["parallel"],
-                whitespace=shape["whitespace"],
-                stats=stats,
-                source=values,
-            )
-        elif shape["kind"] == "tag":
-            table = compile_structural_tag(doc, vocab, engine=engine, stats=stats, source=values)
-        else:
-            table = compile_schema(
-                doc,
-                vocab,
-                engine=engine,
-                threshold=threshold,
-                whitespace=shape["whitespace"],
-                max_states=shape["max_states"],
-                stats=stats,
-                source=values,
-            )
+        table = _schema_table(doc, values, vocab, engine, shape, stats)
     with phases.phase("write", f"writing {target}"):
         size = table.save(target, compress=zstd or str(target).endswith(".zst"))
+    summary = _schema_summary(table, target, size, vocab, shape["threshold"], stats, phases, total0)
+    if quiet:  # nothing on success, --json or not
+        return
+    if as_json:
+        out.print_json(json.dumps(summary, ensure_ascii=False))
+    else:
+        _print_schema_summary(table, summary)
+
+
+def _schema_table(doc: Any, values: str, vocab: Any, engine: str, shape: dict[str, Any], stats: Any) -> Any:
+    """The schema-layer compile for the input's shape: a tool registry, a structural tag, or a JSON Schema."""
+    from triec.schema.compile import compile_schema, compile_structural_tag, compile_tools
+
+    if shape["kind"] == "tools":
+        return compile_tools(
+            doc,
+            vocab,
+            format=shape["tool_format"],
+            engine=engine,
+            parallel=shape["parallel"],
+            whitespace=shape["whitespace"],
+            stats=stats,
+            source=values,
+        )
+    if shape["kind"] == "tag":
+        return compile_structural_tag(doc, vocab, engine=engine, stats=stats, source=values)
+    return compile_schema(
+        doc,
+        vocab,
+        engine=engine,
+        threshold=shape["threshold"],
+        whitespace=shape["whitespace"],
+        max_states=shape["max_states"],
+        stats=stats,
+        source=values,
+    )
+
+
+_SLOT_FIELDS = (
+    "pointer",
+    "regex",
+    "pattern",
+    "format",
+    "values",
+    "states",
+    "allowed_pairs",
+    "tail",
+    "entries",
+    "crossing",
+)
+"""What ``--json`` reports of each slot (of :func:`triec.verify.inspect.slot_summary`'s fields)."""
+
+
+def _schema_summary(
+    table: Any,
+    target: Path,
+    size: int,
+    vocab: Any,
+    threshold: int,
+    stats: Any,
+    phases: Phases,
+    total0: float,
+) -> dict[str, Any]:
+    """What ``triec compile`` reports of a schema artifact (``--json`` prints it as it is): the artifact, its
+    tokenizer and engine, each slot, what stayed in the engine, the counts and the phases' seconds."""
+    from triec.verify.inspect import slot_summary, tail_rows
+
     slots = [slot_summary(table, i) for i in range(len(table.slots))]
     start = table.slots[table.start_slot] if table.start_slot >= 0 else None
-    summary = {
+    return {
         "output": str(target),
         "kind": table.kind.value,
         "shape": table.info.get("shape", ""),
@@ -817,25 +857,7 @@ def _compile_schema(
         "engine": table.engine,
         "engine_version": table.engine_version,
         "enum_threshold": threshold,
-        "slots": [
-            {
-                k: s[k]
-                for k in (
-                    "pointer",
-                    "regex",
-                    "pattern",
-                    "format",
-                    "values",
-                    "states",
-                    "allowed_pairs",
-                    "tail",
-                    "entries",
-                    "crossing",
-                )
-                if k in s
-            }
-            for s in slots
-        ],
+        "slots": [{k: s[k] for k in _SLOT_FIELDS if k in s} for s in slots],
         "engine_enums": list(table.info.get("engine_enums") or []),
         "engine_patterns": list(table.info.get("engine_patterns") or []),
         "tool_format": table.info.get("format"),
@@ -860,12 +882,6 @@ def _compile_schema(
             "total": round(time.perf_counter() - total0, 6),
         },
     }
-    if quiet:  # nothing on success, --json or not
-        return
-    if as_json:
-        out.print_json(json.dumps(summary, ensure_ascii=False))
-    else:
-        _print_schema_summary(table, summary)
 
 
 def _print_schema_summary(table: SchemaTable, summary: dict[str, Any]) -> None:

@@ -33,8 +33,8 @@ from triec.compiler.regex import (
     normalize,
     parse,
     restrict_chars,
-    to_xgrammar_regex,
 )
+from triec.compiler.regex_spelling import to_xgrammar_regex
 from triec.errors import PatternError, PatternTooLarge
 from triec.named_formats import FORMATS as FORMATS  # re-exported: the compiler's public name
 from triec.runtime.pattern import PatternTable

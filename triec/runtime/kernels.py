@@ -64,6 +64,16 @@ def available(device: torch.device) -> bool:
 @functools.cache
 def _kernels() -> dict[str, Any]:
     """The jitted kernels, made on first use (so the interpreter setting is read then, not at import)."""
+    return {
+        "fill_rows": _fill_rows_kernel(),
+        "apply_rows": _apply_rows_kernel(),
+        "advance_rows": _advance_rows_kernel(),
+    }
+
+
+def _fill_rows_kernel() -> Any:
+    """The row kernel: each program writes one bitmask row (its dense base row, then its sparse words), and with
+    ``APPLY`` masks that row's logits in place. Triton is imported here, on first use, as by :func:`_kernels`."""
     import triton
     import triton.language as tl
 
@@ -128,6 +138,14 @@ def _kernels() -> dict[str, Any]:
                 x = tl.load(lrow + c, mask=m)
                 tl.store(lrow + c, tl.where(keep, x, float("-inf")), mask=m)
 
+    return fill_rows
+
+
+def _apply_rows_kernel() -> Any:
+    """The apply kernel: a bitmask already filled masks the logits, one block of columns per program."""
+    import triton
+    import triton.language as tl
+
     @triton.jit
     def apply_rows(
         bitmask, mask_stride, W, logits, logit_rows, logit_stride, V, HAS_ROWS: tl.constexpr, BV: tl.constexpr
@@ -145,6 +163,15 @@ def _kernels() -> dict[str, Any]:
         ptr = logits + lr * logit_stride + c
         x = tl.load(ptr, mask=m)
         tl.store(ptr, tl.where(keep, x, float("-inf")), mask=m)
+
+    return apply_rows
+
+
+def _advance_rows_kernel() -> Any:
+    """The advance kernel: each lane's next state by a bounded binary search over the packed (row, token) keys,
+    EOS on an accepting state giving -1."""
+    import triton
+    import triton.language as tl
 
     @triton.jit
     def advance_rows(
@@ -202,7 +229,7 @@ def _kernels() -> dict[str, Any]:
         result = tl.where(is_eos & acc, -1, result)
         tl.store(out + i, result, mask=m)
 
-    return {"fill_rows": fill_rows, "apply_rows": apply_rows, "advance_rows": advance_rows}
+    return advance_rows
 
 
 @dataclass

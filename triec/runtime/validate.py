@@ -27,7 +27,7 @@ import numpy as np
 from triec.errors import ArtifactContentError
 from triec.runtime.arrays import TableArrays
 from triec.runtime.kinds import SetTable
-from triec.runtime.tails import check_tail_indices, validate_tail_contents
+from triec.runtime.tail_checks import check_tail_indices, validate_tail_contents
 
 
 def _fail(source: str, field: str, message: str) -> NoReturn:

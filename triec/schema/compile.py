@@ -148,14 +148,7 @@ def compile_schema(
     if not isinstance(vocab, Vocabulary):
         vocab = Vocabulary.load(vocab)
     t0 = time.perf_counter()
-    if isinstance(schema, (str, bytes)):
-        try:
-            schema = json.loads(schema)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise SchemaShapeError(f"{source}: not valid JSON ({exc})") from None
-    if not isinstance(schema, dict):
-        raise SchemaShapeError(f"{source}: expected a JSON object (a JSON Schema), found {type(schema).__name__}")
-    check_keywords(schema, source)
+    schema = _read_schema(schema, source)
     if patterns is None:
         patterns = engine == "xgrammar"
     found = locate(schema, threshold, engine, always=_tool_enum(schema, engine), patterns=patterns)
@@ -166,14 +159,7 @@ def compile_schema(
     t_pat = time.perf_counter()
     served = [s for s in found.slots if not s.is_pattern] + [s for s in found.slots if s.is_pattern]
     if not served:
-        why = "; ".join(f"{s.pointer or '/'}: {s.reason}" for s in found.sites) or (
-            f"no string enum has {threshold} or more members"
-            + (", and no string field has a format or a pattern" if patterns else "")
-        )
-        raise SchemaShapeError(
-            f"{source}: nothing for a trie to serve ({why}); serve this schema with the engine "
-            f"alone, or lower the threshold (now {threshold})"
-        )
+        raise _nothing_served(found, threshold, patterns, source)
     text = canonical_json(schema)
     markers = pick_markers(vocab, len(served) + 1, avoid=text)
     by_ptr = {s.pointer: markers[i] for i, s in enumerate(served)}
@@ -191,6 +177,74 @@ def compile_schema(
     _ = vocab.automaton
     t2 = time.perf_counter()
     entered = [i for i, site in enumerate(served) if start is None or i > 0 or _used_elsewhere(schema, site.pointer)]
+    slots = _build_slots(served, entered, start, markers, pattern_tables, vocab)
+    held = tuple(range(len(slots) - len(entered), len(slots)))
+    if start is not None:
+        template = start[0] + json_string_literal(markers[0]).encode("utf-8") + start[1]
+        grammars, start_slot, start_grammar = [Grammar(spec, template, held)], 0, -1
+    else:
+        grammars, start_slot, start_grammar = [Grammar(spec, b"", held)], -1, 0
+    t3 = time.perf_counter()
+    info = _schema_info(text, threshold, whitespace, found, served, entered, start)
+    table = SchemaTable(
+        slots=slots,
+        grammars=grammars,
+        start_slot=start_slot,
+        start_grammar=start_grammar,
+        engine=engine,
+        engine_version=engine_version(engine),
+        convention=CONVENTION,
+        info=info,
+        vocab=vocab,
+    )
+    _record_stats(stats, table, served)
+    stats.phases.update(
+        {
+            "schema": t1 - t0 - (t_pat - t_pre),
+            "automaton": t2 - t1,
+            "masks": t3 - t2 + t_pat - t_pre,
+            "assemble": time.perf_counter() - t3,
+        }
+    )
+    return table
+
+
+def _read_schema(schema: dict[str, Any] | str | bytes, source: str) -> dict[str, Any]:
+    """The schema as a dict: JSON text parsed, anything but an object refused, and every keyword triec reads
+    checked for its type before anything reads it (:func:`check_keywords`), each refusal naming ``source``."""
+    if isinstance(schema, (str, bytes)):
+        try:
+            schema = json.loads(schema)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise SchemaShapeError(f"{source}: not valid JSON ({exc})") from None
+    if not isinstance(schema, dict):
+        raise SchemaShapeError(f"{source}: expected a JSON object (a JSON Schema), found {type(schema).__name__}")
+    check_keywords(schema, source)
+    return schema
+
+
+def _nothing_served(found: Located, threshold: int, patterns: bool, source: str) -> SchemaShapeError:
+    """The refusal of a schema with no field a slot can serve: why, for each site that was looked at."""
+    why = "; ".join(f"{s.pointer or '/'}: {s.reason}" for s in found.sites) or (
+        f"no string enum has {threshold} or more members"
+        + (", and no string field has a format or a pattern" if patterns else "")
+    )
+    return SchemaShapeError(
+        f"{source}: nothing for a trie to serve ({why}); serve this schema with the engine "
+        f"alone, or lower the threshold (now {threshold})"
+    )
+
+
+def _build_slots(
+    served: list[EnumSite],
+    entered: list[int],
+    start: tuple[bytes, bytes, str] | None,
+    markers: list[str],
+    pattern_tables: dict[str, PatternTable],
+    vocab: Vocabulary,
+) -> list[Slot]:
+    """The table's slots in order: with a literal start, slot 0 holds the prefix and each key, then its literal tail;
+    then each entered site, a pattern slot from its DFA's table or a values slot entered after its marker."""
     slots: list[Slot] = []
     if start is not None:  # slot 0 starts the output: the literal prefix in its keys, then its literal tail
         prefix, tail, _prop = start
@@ -202,13 +256,20 @@ def compile_schema(
             continue
         keys = sorted(set(name_keys(b"", served[i].values)))
         slots.append(build_values_slot(keys, vocab, enter_state=0, marker=markers[i]))
-    held = tuple(range(len(slots) - len(entered), len(slots)))
-    if start is not None:
-        template = start[0] + json_string_literal(markers[0]).encode("utf-8") + start[1]
-        grammars, start_slot, start_grammar = [Grammar(spec, template, held)], 0, -1
-    else:
-        grammars, start_slot, start_grammar = [Grammar(spec, b"", held)], -1, 0
-    t3 = time.perf_counter()
+    return slots
+
+
+def _schema_info(
+    text: str,
+    threshold: int,
+    whitespace: str,
+    found: Located,
+    served: list[EnumSite],
+    entered: list[int],
+    start: tuple[bytes, bytes, str] | None,
+) -> dict[str, Any]:
+    """The table's ``info``: its shape and schema, each slot's site, and the enums and patterns the engine kept (the
+    latter only when there are some, so that a table without pattern fields keeps its bytes)."""
     info: dict[str, Any] = {
         "shape": "tool-call" if start is not None else "schema",
         "schema": text,
@@ -226,31 +287,16 @@ def compile_schema(
         info["engine_patterns"] = kept
     if start is not None:
         info.update(prefix=start[0].decode("utf-8"), name_property=start[2])
-    table = SchemaTable(
-        slots=slots,
-        grammars=grammars,
-        start_slot=start_slot,
-        start_grammar=start_grammar,
-        engine=engine,
-        engine_version=engine_version(engine),
-        convention=CONVENTION,
-        info=info,
-        vocab=vocab,
-    )
+    return info
+
+
+def _record_stats(stats: CompileStats, table: SchemaTable, served: list[EnumSite]) -> None:
+    """The compile's counts over every slot, for ``triec compile``'s summary."""
     stats.num_values = sum(s.num_values for s in table.slots)
     stats.duplicates = sum(s.duplicates for s in served)
     stats.value_bytes = sum(sum(map(len, s.keys)) for s in table.slots)
     stats.num_states = table.num_states
     stats.num_allowed = sum(s.trie.num_allowed for s in table.slots)
-    stats.phases.update(
-        {
-            "schema": t1 - t0 - (t_pat - t_pre),
-            "automaton": t2 - t1,
-            "masks": t3 - t2 + t_pat - t_pre,
-            "assemble": time.perf_counter() - t3,
-        }
-    )
-    return table
 
 
 def _slot_info(site: EnumSite) -> dict[str, Any]:

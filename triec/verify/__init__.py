@@ -1,7 +1,10 @@
 """Reading a table back for people: whether it is right (``triec verify``) and what it holds (``triec inspect``).
 
-* :mod:`~triec.verify.tables`: ``triec verify``, an artifact state by state against the reference or a peer engine;
+* :mod:`~triec.verify.tables`: ``triec verify``: the artifact loaded and checked, then handed to its kind's checks;
+* :mod:`~triec.verify.masks`: a mask table (a value set) state by state against the reference or a peer engine;
+* :mod:`~triec.verify.patterns`: a pattern table against its own DFA, its regex compiled again, and the engines;
 * :mod:`~triec.verify.schemas`: a schema table against an engine compiled on the whole schema;
+* :mod:`~triec.verify.report`: what the checks report (a mismatch, a check's result, the report, progress);
 * :mod:`~triec.verify.states`: which states a check looks at (depths, the seeded sample);
 * :mod:`~triec.verify.paths`: a token path to every state, and bytes printed for people;
 * :mod:`~triec.verify.inspect`: ``triec inspect``, what a table holds.
@@ -13,19 +16,19 @@ from triec import _compat
 
 _OLD_NAMES = {
     "AGAINST": "triec.verify.tables",
-    "BRUTE_FORCE_BUDGET": "triec.verify.tables",
-    "CheckProgress": "triec.verify.tables",
-    "CheckResult": "triec.verify.tables",
-    "DEFAULT_STATES": "triec.verify.tables",
-    "DEFAULT_WALKS": "triec.verify.tables",
-    "MAX_EXAMPLES": "triec.verify.tables",
-    "Mismatch": "triec.verify.tables",
-    "PROGRESS_EVERY": "triec.verify.tables",
-    "ProgressFn": "triec.verify.tables",
-    "VerifyReport": "triec.verify.tables",
+    "BRUTE_FORCE_BUDGET": "triec.verify.masks",
+    "CheckProgress": "triec.verify.report",
+    "CheckResult": "triec.verify.report",
+    "DEFAULT_STATES": "triec.verify.report",
+    "DEFAULT_WALKS": "triec.verify.report",
+    "MAX_EXAMPLES": "triec.verify.report",
+    "Mismatch": "triec.verify.report",
+    "PROGRESS_EVERY": "triec.verify.report",
+    "ProgressFn": "triec.verify.report",
+    "VerifyReport": "triec.verify.report",
     "WRONG_TOKENIZER": "triec.verify.tables",
-    "compare_engine": "triec.verify.tables",
-    "compare_reference": "triec.verify.tables",
+    "compare_engine": "triec.verify.masks",
+    "compare_reference": "triec.verify.masks",
     "escape_bytes": "triec.verify.paths",
     "load_checked": "triec.verify.tables",
     "parse_against": "triec.verify.tables",

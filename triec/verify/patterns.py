@@ -4,29 +4,37 @@ The reference derivation runs every token's bytes through the DFA stored in the 
 (by brute force, tokens grouped by length: O(states x vocabulary bytes)); it shares nothing with the compiler's
 walk over the token trie. A table stored by token class (format version 6) also has its classes found again
 from its DFA and compared array for array, which covers every state at the price of a compile. The engines compile the same regex (xgrammar as written, since its semantics
-are the reference for the escapes; llguidance spelled explicitly by :func:`~triec.compiler.regex.to_rust_regex`)
+are the reference for the escapes; llguidance spelled explicitly by :func:`~triec.compiler.regex_spelling.to_rust_regex`)
 and are compared state by state along seeded decode walks.
+
+:func:`verify_pattern` is ``triec verify`` on a pattern table (:mod:`triec.verify.tables` loads the artifact and calls
+it); :func:`regex_check`, the stored DFA against its regex compiled again, serves schema pattern slots too.
 """
 
 from __future__ import annotations
 
 import random
+import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from triec.compiler.regex import Dfa, compile_regex, parse, to_rust_regex
+from triec.compiler.regex import Dfa, compile_regex, parse
+from triec.compiler.regex_spelling import to_rust_regex
 from triec.engines.base import engine_version, import_engine
 from triec.engines.llguidance import LLGuidanceEngine
 from triec.engines.xgrammar import XGrammarEngine
-from triec.errors import PatternError
+from triec.errors import EngineUnavailable, PatternError
 from triec.named_formats import FORMATS
 from triec.runtime.bitmask import ids_of
+from triec.runtime.kinds import Table
 from triec.runtime.pattern import PatternTable
 from triec.runtime.token_classes import TokenClasses
 from triec.tokenizer.vocabulary import Vocabulary
 from triec.verify.paths import escape_bytes
+from triec.verify.report import CheckResult, Mismatch, VerifyReport, token_list
 
 WALK_DEPTH = 48
 """Tokens per decode walk at most (a walk also ends where only EOS is allowed)."""
@@ -149,7 +157,7 @@ def compare_reference(
 
 def engine_pattern(name: str, vocab: Vocabulary, regex: str) -> Any:
     """A fresh-matcher factory of engine ``name`` for ``regex``: xgrammar reads it as written, llguidance as
-    :func:`~triec.compiler.regex.to_rust_regex` spells it (the escapes' meanings differ between the two)."""
+    :func:`~triec.compiler.regex_spelling.to_rust_regex` spells it (the escapes' meanings differ between the two)."""
     if name == "llguidance":
         ll = LLGuidanceEngine(vocab)
         compiled = ll.compile_pattern(to_rust_regex(parse(regex)))
@@ -335,3 +343,101 @@ def compare_regex(table: PatternTable, *, quoted: bool | None = None) -> Pattern
         check.status = "mismatch"
         check.mismatches.append({"state": 0, "prefix": "", "problem": problem, "only_triec": [], "only_other": []})
     return check
+
+
+def verify_pattern(
+    table: Table,
+    vocab: Vocabulary,
+    report: VerifyReport,
+    against: Sequence[str],
+    explicit: Sequence[str],
+    walks: int,
+    seed: int,
+    max_examples: int,
+    states: int,
+) -> None:
+    """A pattern table: rows against its own DFA (reference) and the engines' masks for its regex along walks."""
+    assert isinstance(table, PatternTable)
+    report.num_values, report.pattern = 0, pattern_facts(table)  # a regular language: no values to count
+    rng = np.random.default_rng(seed)
+    selected = (
+        np.arange(table.num_states)
+        if table.num_states <= states
+        else np.sort(rng.choice(table.num_states, size=states, replace=False))
+    )
+    report.states_selected, report.sampled = int(selected.size), table.num_states > states
+    report.checks.append(regex_check([table], vocab, max_examples))
+    for name in against:
+        t0 = time.perf_counter()
+        try:
+            if name == "reference":
+                found = compare_reference(table, vocab, selected, max_examples)
+            elif name in ("llguidance", "xgrammar"):
+                found = compare_engine(table, vocab, name, walks=walks, seed=seed, max_examples=max_examples)
+            else:
+                report.checks.append(
+                    CheckResult(against=name, status="skipped", reason=f"{name} does not compile regexes here")
+                )
+                continue
+        except EngineUnavailable as exc:
+            if name in explicit:
+                raise
+            report.checks.append(CheckResult(against=name, status="skipped", reason=str(exc)))
+            continue
+        result = CheckResult(
+            against=name,
+            status=found.status,
+            version=found.version,
+            states_checked=found.states_checked,
+            walks=found.walks,
+            walk_steps=found.walk_steps,
+            seconds={"compare": time.perf_counter() - t0},
+        )
+        add_pattern_mismatches(result, found.mismatches, vocab, max_examples)
+        report.checks.append(result)
+
+
+def pattern_facts(table: Table) -> dict[str, Any]:
+    """What a pattern table holds, for the report: its regex and format, its DFA's states, accepting states and
+    edges (a pattern table has no values; ``num_values`` counts its accepting states)."""
+    assert isinstance(table, PatternTable)
+    return {
+        "regex": table.pattern,
+        "format": table.format_name,
+        "states": table.num_states,
+        "accepting_states": int(table.value_state.shape[0]),
+        "dfa_edges": int(table.dfa_bytes.shape[0]),
+    }
+
+
+def regex_check(
+    tables: Sequence[Any] | dict[int, Any], vocab: Vocabulary, max_examples: int, *, quoted: bool | None = None
+) -> CheckResult:
+    """The ``regex`` check: each pattern table's (or schema pattern slot's, by slot number) stored DFA against its
+    regex compiled again (:func:`compare_regex`); a mismatch names the difference."""
+    t0 = time.perf_counter()
+    result = CheckResult(against="regex", reason="the stored DFA against its regex compiled again")
+    numbered = tables.items() if isinstance(tables, dict) else ((None, t) for t in tables)
+    for i, t in numbered:
+        found = compare_regex(t, quoted=quoted)
+        result.states_checked += found.states_checked
+        add_pattern_mismatches(result, found.mismatches, vocab, max_examples, "" if i is None else f"slot {i}: ")
+    result.seconds["compare"] = time.perf_counter() - t0
+    return result
+
+
+def add_pattern_mismatches(
+    result: CheckResult, found: list[dict[str, Any]], vocab: Vocabulary, max_examples: int, where: str = ""
+) -> None:
+    """A pattern check's mismatches (this module's dicts) into ``result``, ``where`` before each."""
+    for m in found:
+        result.add(
+            Mismatch(
+                state=int(m["state"]),
+                prefix=str(m.get("prefix", "")),
+                problem=where + str(m["problem"]),
+                only_triec=token_list(m.get("only_triec", []), vocab),
+                only_other=token_list(m.get("only_other", []), vocab),
+            ),
+            max_examples,
+        )

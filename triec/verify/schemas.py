@@ -29,15 +29,17 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from triec.errors import TriecError
+from triec.errors import EngineUnavailable, TriecError
 from triec.runtime.bitmask import ids_of, is_set
 from triec.verify.paths import escape_bytes, token_paths
+from triec.verify.report import CheckResult, Mismatch, VerifyReport
 from triec.verify.states import select_states
 
 if TYPE_CHECKING:
@@ -558,3 +560,176 @@ def tag_oracle(table: SchemaTable) -> Oracle:
 
 
 ORACLES["structural-tag"] = tag_oracle
+
+
+def verify_schema(
+    table: Any,
+    vocab: Vocabulary,
+    report: VerifyReport,
+    against: Sequence[str],
+    explicit: Sequence[str],
+    walks: int,
+    seed: int,
+    max_examples: int,
+    states: int,
+) -> None:
+    """``triec verify`` on a schema artifact: each slot's trie against the reference; the whole output against each
+    engine.
+
+    Each engine is compared with itself compiled on the whole original schema (every enum whole), in the
+    artifact's convention: random walks to EOS, and each slot from its entry, every trie state (up to
+    ``states`` per slot, else a sample), one step past every crossing token (docs/verify.md).
+    """
+    from triec.verify.patterns import regex_check
+
+    table.bind(vocab)
+    report.schema = schema_facts(table)
+    report.states_selected = table.num_states
+    slot_tables = {i: s.trie for i, s in enumerate(table.slots) if not s.has_values}
+    if slot_tables:
+        report.checks.append(regex_check(slot_tables, vocab, max_examples, quoted=True))
+    for name in against:
+        if name == "reference":
+            report.checks.append(_slots_reference_check(table, vocab, max_examples))
+        elif name not in ("llguidance", "xgrammar"):
+            report.checks.append(
+                CheckResult(
+                    against=name, status="skipped", reason="schema tables are compared with llguidance and xgrammar"
+                )
+            )
+        else:
+            _engine_check(table, vocab, report, name, explicit, walks, seed, max_examples, states)
+
+
+def schema_facts(table: Any) -> dict[str, Any]:
+    """What a schema artifact holds, for the report: its engine, shape, the text around its slots, and per slot its
+    JSON pointer, values (or regex) and states."""
+    info = table.info
+    facts: dict[str, Any] = {
+        "engine": table.engine,
+        "shape": info.get("shape", ""),
+        "prefix": table.prefix.decode("utf-8"),
+        "tail": table.tail.decode("utf-8"),
+        "grammars": len(table.grammars),
+        "slots": [
+            {
+                "pointer": (info.get("slots") or [{}] * len(table.slots))[i].get("pointer", ""),
+                "values": s.num_values if s.has_values else 0,
+                "states": s.num_states,
+                **({"regex": s.pattern} if not s.has_values else {}),
+            }
+            for i, s in enumerate(table.slots)
+        ],
+        "engine_enums": list(info.get("engine_enums") or []),
+    }
+    if "continuation_sha256" in info:
+        facts["continuation_sha256"] = info["continuation_sha256"]
+    return facts
+
+
+def _slots_reference_check(table: Any, vocab: Vocabulary, max_examples: int) -> CheckResult:
+    """The ``reference`` check of a schema artifact: each value slot's trie against the values' reference, each
+    format or pattern slot's rows against its DFA run over each token, every state; mismatches name their slot."""
+    from triec.verify.masks import compare_reference as compare_values
+    from triec.verify.patterns import add_pattern_mismatches
+    from triec.verify.patterns import compare_reference as compare_dfa
+
+    result = CheckResult(against="reference", reason=f"the tries and DFAs of {len(table.slots)} slot(s)")
+    for i, s in enumerate(table.slots):
+        if not s.has_values:  # a format or pattern field: every row against its DFA run over each token
+            pr = compare_dfa(s.trie, vocab, np.arange(s.num_states, dtype=np.int64), max_examples)
+            result.states_checked += pr.states_checked
+            add_pattern_mismatches(result, pr.mismatches, vocab, max_examples, f"slot {i}: ")
+            continue
+        r = compare_values(s.trie, vocab, np.arange(s.num_states, dtype=np.int64), max_examples)
+        result.states_checked += r.states_checked
+        result.mismatches += r.mismatches
+        for ex in r.examples[: max(0, max_examples - len(result.examples))]:
+            ex.problem = f"slot {i}: {ex.problem}"
+            result.examples.append(ex)
+        for k, v in r.seconds.items():
+            result.seconds[k] = result.seconds.get(k, 0.0) + v
+        if r.status not in ("ok", "mismatch"):
+            result.status, result.reason = r.status, r.reason
+    if result.status == "ok" and result.mismatches:
+        result.status = "mismatch"
+    return result
+
+
+def _engine_check(
+    table: Any,
+    vocab: Vocabulary,
+    report: VerifyReport,
+    name: str,
+    explicit: Sequence[str],
+    walks: int,
+    seed: int,
+    max_examples: int,
+    states: int,
+) -> None:
+    """One engine's comparison of a schema artifact (:func:`compare_schema` on the table served by that engine) into
+    ``report``: skipped when the engine is not installed (raised when named in ``explicit``) or cannot serve the
+    table exactly, an error when the comparison fails."""
+    from triec.engines import make_engine
+
+    try:
+        make_engine(name, vocab)  # raises EngineUnavailable with the pip command
+    except EngineUnavailable as exc:
+        if name in explicit:
+            raise
+        report.checks.append(CheckResult(against=name, status="skipped", reason=str(exc)))
+        return
+    t0 = time.perf_counter()
+    try:
+        twin = table.with_engine(name)
+    except TriecError as exc:  # a table this engine cannot serve exactly (control characters under llguidance)
+        report.checks.append(CheckResult(against=name, status="skipped", reason=str(exc)))
+        return
+    try:
+        sr = compare_schema(twin, walks=walks, seed=seed, max_states=states)
+    except TriecError as exc:
+        report.checks.append(CheckResult(against=name, status="error", reason=str(exc)))
+        return
+    if sr.sampled:  # the headline says what the engines saw: a sample of each slot's states
+        report.sampled = True
+        report.states_selected = sr.states_checked
+    result = _engine_result(name, twin.engine_version, sr, max_examples)
+    result.seconds["compare"] = time.perf_counter() - t0
+    report.checks.append(result)
+
+
+def _engine_result(name: str, version: str | None, sr: SchemaCheck, max_examples: int) -> CheckResult:
+    """A :class:`SchemaCheck` as the report's :class:`CheckResult`: what was checked, in words, and its examples."""
+    result = CheckResult(
+        against=name,
+        version=version,
+        states_checked=sr.states_checked + sr.steps_past + sr.tail_checked + sr.enters_checked,
+        walks=sr.walks,
+        walk_steps=sr.walk_steps,
+    )
+    result.reason = (
+        f"{sr.states_checked} trie states of {sr.slots_checked} slot(s)"
+        + (" (sampled)" if sr.sampled else "")
+        + f", {sr.steps_past} steps past crossing tokens, {sr.tail_checked} tail offsets, "
+        f"{sr.enters_checked} entering heads, {sr.walks_ended} of {sr.walks} walks ended with EOS"
+    )
+    if sr.slots_unreached:
+        result.reason += f"; slots no walk reached: {sr.slots_unreached}"
+    if sr.engine_narrower:
+        result.reason += (
+            f"; {sr.engine_narrower} rows where the engine's mask omits tokens its own accept_token accepts"
+        )
+    for example in sr.examples:  # dicts: the schema verifier's examples (SchemaCheck)
+        result.add(
+            Mismatch(
+                state=-1,
+                prefix=example["prefix"],
+                problem=example["where"],
+                only_triec=[{"id": x.split(":", 1)[0], "bytes": x.split(":", 1)[1]} for x in example["only_triec"]],
+                only_other=[{"id": x.split(":", 1)[0], "bytes": x.split(":", 1)[1]} for x in example["only_engine"]],
+            ),
+            max_examples,
+        )
+    result.mismatches = sr.mismatches
+    result.status = "ok" if sr.mismatches == 0 else "mismatch"
+    return result

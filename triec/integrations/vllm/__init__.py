@@ -15,8 +15,9 @@ HTTP: ``"vllm_xargs": {"triec": "tools"}``), optionally narrowed with
 Requests without ``"triec"`` are left alone. See docs/serving/vllm.md.
 
 The structured-outputs backend (``choice``, JSON schemas, speculative decoding,
-reasoning) is :mod:`.backend`, switched on by :mod:`.plugin`
-(``TRIEC_VLLM_BACKEND=1``). Nothing here is imported until asked for: vLLM
+reasoning) is :mod:`.backend` (the engine side) and :mod:`.routing` (the
+frontend's admission), put in front of xgrammar by :mod:`.patches` and switched on
+by :mod:`.plugin` (``TRIEC_VLLM_BACKEND=1``). Nothing here is imported until asked for: vLLM
 loads the plugin module in every one of its processes.
 """
 

@@ -4,8 +4,8 @@ vLLM has no public interface for a structured-outputs backend or for a logits
 processor that survives its releases: triec replaces private attributes and
 subclasses private classes. Each of those is read here, from vLLM's code as it
 is installed, never from its version, so a release's differences are found
-(:func:`plan`) and mended in this module; :mod:`.backend`, :mod:`.plugin`,
-:mod:`.v1` and :mod:`.v2` ask it, never vLLM's internals directly.
+(:func:`plan`) and mended in this module; :mod:`.backend`, :mod:`.routing`,
+:mod:`.patches`, :mod:`.plugin`, :mod:`.v1` and :mod:`.v2` ask it, never vLLM's internals directly.
 
 The backend's replacements are :data:`HOOKS`. Two are required (without them
 nothing triec serves is exact): the frontend's admission and the engine's

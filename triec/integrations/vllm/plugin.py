@@ -73,9 +73,9 @@ def register() -> None:
         log.warning("triec vLLM backend stays off: %s; structured outputs are vLLM's own", found.off)
         return
     try:
-        from triec.integrations.vllm import backend
+        from triec.integrations.vllm import patches
 
-        backend.install(found.hooks)
+        patches.install(found.hooks)
     except Exception as exc:  # noqa: BLE001
         log.warning("triec vLLM backend stays off: %s: %s", type(exc).__name__, exc)
         return

@@ -13,8 +13,8 @@ No vLLM import (numpy), so the default test suite checks it without vLLM:
   :func:`triec.schema.tools.tools_from_required_schema`; :func:`tagged_tools` reads the structural tag
   vLLM builds for strict tool calls (``begin`` = the call up to its arguments,
   the tool's name inside). The schema layer compiles registries
-  (``compile_tools``); :mod:`triec.integrations.vllm.backend` decides when that
-  is exact.
+  (``compile_tools``); :mod:`triec.integrations.vllm.routing` and
+  :mod:`triec.integrations.vllm.backend` decide when that is exact.
 """
 
 from __future__ import annotations
