@@ -24,6 +24,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -143,8 +144,8 @@ def main() -> int:
 
 
 def check_spec(
-    store,
-    tables: dict,
+    store: serving.ArtifactStore,
+    tables: dict[str, Any],
     device: torch.device,
     eos: list[int],
     rng: np.random.Generator,

@@ -30,6 +30,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from benchmarks import ROOT
 
@@ -56,7 +57,7 @@ def questions(values: list[str], n: int) -> list[str]:
     return [f"Which function does this: {p.replace('_', ' ')}? Reply with the function name only." for p in picks]
 
 
-def _decode(llm, ids: list[int], kwargs: dict, limit: int) -> tuple[list[int], list[float], float]:
+def _decode(llm: Any, ids: list[int], kwargs: dict[str, Any], limit: int) -> tuple[list[int], list[float], float]:
     """Greedy tokens (EOG excluded), the time of each, and when the call began; the prompt evaluated afresh."""
     import llama_cpp
 
@@ -74,7 +75,7 @@ def _decode(llm, ids: list[int], kwargs: dict, limit: int) -> tuple[list[int], l
     return got, stamps, start
 
 
-def child(method: str, k: int, n: int, threads: int, rounds: int) -> dict:
+def child(method: str, k: int, n: int, threads: int, rounds: int) -> dict[str, Any]:
     """One constrained method at one K, with free decoding of the same prompts side by side: each round decodes
     every question constrained, then free for as many steps, so both time the same positions of the same
     prompts in the same process (the ratio is per round, its median reported)."""
@@ -85,7 +86,7 @@ def child(method: str, k: int, n: int, threads: int, rounds: int) -> dict:
     gguf = str(bundled_gguf())
     llm = llama_cpp.Llama(gguf, n_ctx=1024, n_threads=threads, verbose=False, seed=0)
     values = names(k)
-    kwargs: dict = {}
+    kwargs: dict[str, Any] = {}
     make = None
     build = attach = 0.0
     if method == "triec":
@@ -148,17 +149,18 @@ def child(method: str, k: int, n: int, threads: int, rounds: int) -> dict:
     }
 
 
-def grammar_cost(cell: dict) -> float:
+def grammar_cost(cell: dict[str, Any]) -> float:
     """What the constraint costs before its first token: building it, plus its first token's time over free
     decoding's (the same prompt's evaluation; floored at 0, the machine's noise)."""
-    return cell["build_s"] + max(cell["first_token_s"] - cell["free_first_token_s"], 0.0)
+    cost: float = cell["build_s"] + max(cell["first_token_s"] - cell["free_first_token_s"], 0.0)
+    return cost
 
 
 def _seconds(s: float) -> str:
     return f"{s:.2f} s" if s >= 1 else f"{s * 1000:.1f} ms"
 
 
-def markdown(cells: list[dict], ks: list[int] | tuple[int, ...], n: int) -> str:
+def markdown(cells: list[dict[str, Any]], ks: list[int] | tuple[int, ...], n: int) -> str:
     """The suite's table (docs/benchmarks.md, ``llamacpp:gbnf``): per K, what each method costs before its first
     token, its tokens/s with free decoding's of the same run beside it, and how many outputs are triec's."""
     head = (
@@ -170,7 +172,7 @@ def markdown(cells: list[dict], ks: list[int] | tuple[int, ...], n: int) -> str:
     for k in ks:
         t, g = by.get(("triec", k), {}), by.get(("gbnf", k), {})
 
-        def speed(c: dict) -> tuple[str, str]:
+        def speed(c: dict[str, Any]) -> tuple[str, str]:
             if "tokens_per_s" not in c or c["tokens_per_s"] is None:
                 return ("over the limit" if c.get("timed_out") else "error"), ""
             return f"{c['tokens_per_s']:.0f} ({c['free_tokens_per_s']:.0f})", f"{c['speed_vs_free']:.3f}"
@@ -194,7 +196,7 @@ def markdown(cells: list[dict], ks: list[int] | tuple[int, ...], n: int) -> str:
     return "\n".join(lines)
 
 
-def run_cell(method: str, k: int, n: int, threads: int, limit: float, rounds: int) -> dict:
+def run_cell(method: str, k: int, n: int, threads: int, limit: float, rounds: int) -> dict[str, Any]:
     cmd = [
         sys.executable,
         "-m",
@@ -216,7 +218,7 @@ def run_cell(method: str, k: int, n: int, threads: int, limit: float, rounds: in
         return {"method": method, "k": k, "timed_out": True, "limit_s": limit}
     if done.returncode != 0:
         return {"method": method, "k": k, "error": done.stderr.strip().splitlines()[-1:] or ["?"]}
-    out = json.loads(done.stdout.strip().splitlines()[-1])
+    out: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     out["wall_s"] = time.perf_counter() - t0
     return out
 

@@ -84,7 +84,7 @@ def load_registry(spec: str) -> list[dict[str, Any]]:
         import zstandard
 
         raw = zstandard.ZstdDecompressor().decompress(BFCL.read_bytes(), max_output_size=1 << 30)
-        tools = json.loads(raw)
+        tools: list[dict[str, Any]] = json.loads(raw)
         return tools[: int(spec.split("-")[1])] if "-" in spec else tools
     profile, _, k = spec.partition("-")
     if profile not in ("rich", "flat") or not k.isdigit():

@@ -38,14 +38,15 @@ CELLS = ("choice", "spec", "required", "auto")
 SPEC = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 3, "prompt_lookup_min": 1}
 
 
-def registry() -> list[dict]:
+def registry() -> list[dict[str, Any]]:
     import zstandard
 
     raw = (ROOT / "fixtures" / "registries" / "bfcl-1998.json.zst").read_bytes()
-    return json.loads(zstandard.ZstdDecompressor().decompress(raw, max_output_size=1 << 28))
+    tools: list[dict[str, Any]] = json.loads(zstandard.ZstdDecompressor().decompress(raw, max_output_size=1 << 28))
+    return tools
 
 
-def questions(n: int) -> list[dict]:
+def questions(n: int) -> list[dict[str, Any]]:
     from triec.eval import bfcl
 
     names = {t["function"]["name"] for t in registry()}
@@ -53,14 +54,14 @@ def questions(n: int) -> list[dict]:
     return [i for i in items if all(c in names for c in i["candidates"])][:n]
 
 
-def tools_for(item: dict, tools: list[dict], n: int) -> list[dict]:
+def tools_for(item: dict[str, Any], tools: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
     by_name = {t["function"]["name"]: t for t in tools}
     first = [by_name[c] for c in item["candidates"]]
     rest = [t for t in tools if t["function"]["name"] not in item["candidates"]]
     return [{"type": "function", "function": {**t["function"], "strict": True}} for t in (first + rest)[:n]]
 
 
-def child(args: argparse.Namespace) -> dict:
+def child(args: argparse.Namespace) -> dict[str, Any]:
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
     if args.method == "triec":
         os.environ["TRIEC_VLLM_BACKEND"] = "1"

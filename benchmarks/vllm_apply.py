@@ -17,8 +17,10 @@ import json
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 import torch
@@ -40,7 +42,11 @@ def rows(kind: str, b: int, rng: np.random.Generator) -> np.ndarray:
     return bm
 
 
-def pair(site: str):
+Apply = Callable[[torch.Tensor, np.ndarray], Any]
+"""One way to apply a bitmask row block to logits: (logits, bitmask)."""
+
+
+def pair(site: str) -> tuple[Apply, Apply]:
     """(vLLM's own application, triec's) as functions of (logits, bitmask)."""
     from triec.integrations.vllm import internals, patches
 
@@ -50,7 +56,7 @@ def pair(site: str):
         hooked = patches.cpu_worker_hook(own)
         worker = cls(256, V, torch.device("cpu"), 1)
 
-        def call(fn):
+        def call(fn: Callable[..., Any]) -> Apply:
             def run(logits: torch.Tensor, bm: np.ndarray) -> None:
                 ids = [f"r{i}" for i in range(bm.shape[0])]
                 batch = SimpleNamespace(req_ids=ids, cu_num_logits=torch.arange(len(ids) + 1, dtype=torch.int32))

@@ -57,7 +57,7 @@ CELLS = ("first", "distinct", "same", "tools", "spec", "auto", "formats")
 FORMAT_FIELDS = {"when": "date-time", "id": "uuid", "ip": "ipv4"}
 
 
-def formats_schema() -> dict:
+def formats_schema() -> dict[str, Any]:
     """The ``formats`` cell's schema: three required string fields, each with a named format."""
     props = {k: {"type": "string", "format": f} for k, f in FORMAT_FIELDS.items()}
     return {"type": "object", "properties": props, "required": list(props), "additionalProperties": False}
@@ -89,7 +89,7 @@ def formats_ok(text: str) -> bool:
 SPEC = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 3, "prompt_lookup_min": 1}
 
 
-def tool_registry(n: int) -> list[dict]:
+def tool_registry(n: int) -> list[dict[str, Any]]:
     """n tools with distinct argument schemas (names, enums, types and required sets vary)."""
     from triec.synthetic.sets import tool_names
 
@@ -119,16 +119,18 @@ def tool_registry(n: int) -> list[dict]:
     return tools
 
 
-def required_schema(tools: list[dict]) -> dict:
+def required_schema(tools: list[dict[str, Any]]) -> dict[str, Any]:
     """vLLM's own ``tool_choice="required"`` schema of ``tools`` with ``parallel_tool_calls=false``."""
     from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionToolsParam
     from vllm.tool_parsers.utils import get_json_schema_from_tools
 
     params = [ChatCompletionToolsParam.model_validate(t) for t in tools]
-    return cast(dict, get_json_schema_from_tools("required", params, parallel_tool_calls=False))  # "required": a dict
+    return cast(
+        "dict[str, Any]", get_json_schema_from_tools("required", params, parallel_tool_calls=False)
+    )  # "required": a dict
 
 
-def auto_tag(tools: list[dict]) -> str:
+def auto_tag(tools: list[dict[str, Any]]) -> str:
     """vLLM's own structural tag for the hermes parser, strict tools and ``tool_choice="auto"``."""
     from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionToolsParam
     from vllm.tool_parsers.structural_tag_registry import get_model_structural_tag
@@ -140,7 +142,7 @@ def auto_tag(tools: list[dict]) -> str:
     return json.dumps(tag.model_dump())  # type: ignore[union-attr, unused-ignore]  # hermes has a tag; vllm absent: Any
 
 
-def hermes_calls_ok(text: str, names: dict[str, dict]) -> bool:
+def hermes_calls_ok(text: str, names: dict[str, dict[str, Any]]) -> bool:
     """Every ``<tool_call>`` block of ``text`` is a call of a known tool whose arguments fit its schema."""
     import re
 
@@ -155,7 +157,9 @@ def hermes_calls_ok(text: str, names: dict[str, dict]) -> bool:
     return text.count("<tool_call>") == text.count("</tool_call>")
 
 
-def request_figures(first: float, second: float, elapsed: float, res: list, valid: list[bool]) -> dict[str, object]:
+def request_figures(
+    first: float, second: float, elapsed: float, res: list[Any], valid: list[bool]
+) -> dict[str, object]:
     """A cell's figures: its first request, the second with the same constraint, its batch of requests."""
     n = len(res)
     return {
@@ -198,7 +202,10 @@ def run_cell(args: argparse.Namespace) -> dict[str, object]:
     base = tool_names(max(k, 1000) * 3)
 
     def params(
-        values: list[str] | None = None, schema: dict | None = None, max_tokens: int = 32, tag: str | None = None
+        values: list[str] | None = None,
+        schema: dict[str, Any] | None = None,
+        max_tokens: int = 32,
+        tag: str | None = None,
     ) -> SamplingParams:
         if args.method == "unconstrained":
             return SamplingParams(max_tokens=9, temperature=0.0, ignore_eos=True)
@@ -213,7 +220,7 @@ def run_cell(args: argparse.Namespace) -> dict[str, object]:
             p.structured_outputs = SO(choice=values)
         return p
 
-    def timed(prompts: list[str], ps: list[SamplingParams]) -> tuple[float, list]:
+    def timed(prompts: list[str], ps: list[SamplingParams]) -> tuple[float, list[Any]]:
         t = time.perf_counter()
         res = llm.generate(prompts, ps, use_tqdm=False)
         return time.perf_counter() - t, res
@@ -347,7 +354,7 @@ def _ms(v: object) -> str:
     return f"{v:,}" if isinstance(v, (int, float)) else ""
 
 
-def table(rows: list[dict]) -> str:
+def table(rows: list[dict[str, Any]]) -> str:
     by = {(r["cell"], r["method"], r["k"]): r for r in rows}
     lines = [
         "| cell | K | method | req/s | valid | first request ms | overhead ms | triec ratio | notes |",
@@ -406,7 +413,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="triec-bench-vllm-backend-"))
     model, art = prepare(workdir, args.model, [1000, 10000])
-    rows: list[dict] = []
+    rows: list[dict[str, Any]] = []
     failed = False
     for cell, method, k in plan(args.cells.split(","), args.methods.split(",")):
         cmd = [

@@ -60,10 +60,11 @@ TOOLS = [
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        port: int = s.getsockname()[1]
+        return port
 
 
-def wait_ready(client: Any, proc: subprocess.Popen, log_path: Path, timeout_s: float = STARTUP_S) -> None:
+def wait_ready(client: Any, proc: subprocess.Popen[bytes], log_path: Path, timeout_s: float = STARTUP_S) -> None:
     """Poll ``/v1/models`` through the openai ``client`` until the server answers (ServerDidNotStart otherwise)."""
     import openai
 
@@ -80,7 +81,7 @@ def wait_ready(client: Any, proc: subprocess.Popen, log_path: Path, timeout_s: f
             time.sleep(1)
 
 
-def stop_group(proc: subprocess.Popen) -> None:
+def stop_group(proc: subprocess.Popen[bytes]) -> None:
     """SIGTERM to the server's whole process group, SIGKILL after 30 s."""
     try:
         pgid = os.getpgid(proc.pid)
@@ -105,7 +106,7 @@ def stop_group(proc: subprocess.Popen) -> None:
 @contextmanager
 def openai_server(
     args: list[str], env: dict[str, str], log_path: Path, timeout_s: float
-) -> Iterator[tuple[Any, subprocess.Popen]]:
+) -> Iterator[tuple[Any, subprocess.Popen[bytes]]]:
     """vLLM's OpenAI server with ``args`` on a free local port, its output in ``log_path``, in its own process group.
 
     Yields (openai client with ``timeout_s`` per request, the process) once the server answers; stops the whole

@@ -107,7 +107,54 @@ _WHERE: dict[str, str] = {
 }
 """The public surface, one name per line: where each name of ``triec`` is defined."""
 
-__all__ = sorted(["__version__", *_WHERE])
+__all__ = [
+    "FINISHED",
+    "FORMATS",
+    "ArtifactChecksumError",
+    "ArtifactContentError",
+    "ArtifactError",
+    "ArtifactVersionError",
+    "BenchResultError",
+    "CompileStats",
+    "Encoding",
+    "EngineUnavailable",
+    "EngineUnsupported",
+    "EosTextWarning",
+    "EvalError",
+    "MaskTable",
+    "ModelBuildError",
+    "OutputError",
+    "PatternError",
+    "PatternTable",
+    "PatternTooLarge",
+    "RequestError",
+    "SchemaMatcher",
+    "SchemaShapeError",
+    "SchemaTable",
+    "ServerDidNotStart",
+    "Table",
+    "TableKind",
+    "TokenNotAllowed",
+    "TokenizerError",
+    "TokenizerMismatch",
+    "ToolsError",
+    "TriecError",
+    "Triggered",
+    "ValueNotInTable",
+    "ValuesError",
+    "Vocabulary",
+    "__version__",
+    "compile",
+    "compile_json_schema",
+    "compile_pattern",
+    "compile_schema",
+    "compile_string_schema",
+    "compile_structural_tag",
+    "compile_tools",
+    "load",
+]
+"""Written out so that type checkers and ruff read it (a computed list exports nothing to them);
+tests/test_public_api.py checks that it is ``_WHERE``'s names and ``__version__``, sorted."""
 
 _compat.install()  # the module paths of 0.1 keep importing for one release (triec/_compat.py)
 

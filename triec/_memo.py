@@ -7,21 +7,22 @@ import functools
 import gc
 import weakref
 from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from typing import TypeVar
 
+K = TypeVar("K")
 T = TypeVar("T")
 
 
-def per_table(build: Callable[[Any], T]) -> Callable[[Any], T]:
+def per_table(build: Callable[[K], T]) -> Callable[[K], T]:
     """Memoize ``build(table)`` per table object, without keeping the table alive.
 
     Serving-side indexes (bitmask words, restrict's path index) cost O(table)
     to build and are reused by every writer, device upload or view of it.
     """
-    cache: weakref.WeakKeyDictionary[Any, T] = weakref.WeakKeyDictionary()
+    cache: weakref.WeakKeyDictionary[K, T] = weakref.WeakKeyDictionary()
 
     @functools.wraps(build)
-    def cached(table: Any) -> T:
+    def cached(table: K) -> T:
         found = cache.get(table)
         if found is None:
             found = build(table)

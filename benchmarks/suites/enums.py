@@ -469,7 +469,8 @@ def tables_text(res: dict[str, Any]) -> str:
     keys = [(s, k) for s in res["settings"]["shapes"] for k in res["settings"]["k"]]
 
     def get(s: str, k: int, c: str) -> dict[str, Any]:
-        return cells.get(f"{s}|{k}|{c}", {})
+        found: dict[str, Any] = cells.get(f"{s}|{k}|{c}", {})
+        return found
 
     out.append(
         "Build (triec: compile_schema warm, and with the engine's compile of the reduced schema; ratio = peer "

@@ -370,7 +370,7 @@ def tables(result: dict[str, Any]) -> dict[str, str]:
 
             def cell(r: dict[str, Any]) -> str:
                 if "wall_s" not in r:
-                    return r.get("error", "-")
+                    return str(r.get("error", "-"))
                 return f"{docs.seconds(r['wall_s'])} (prep {docs.seconds(r['tokenizer'] + r['prepare'])})"
 
             fresh_rows.append(

@@ -479,7 +479,8 @@ def _us(s: dict[str, Any] | None, key: str = "median") -> float | None:
 
 def status_text(c: dict[str, Any]) -> str:
     """A cell's refusal, timeout or error, safe inside a markdown cell."""
-    return (c.get("error") or c.get("status", "?")).replace("|", "\\|")
+    text: str = c.get("error") or c.get("status", "?")
+    return text.replace("|", "\\|")
 
 
 def tables_text(res: dict[str, Any]) -> str:
@@ -487,7 +488,8 @@ def tables_text(res: dict[str, Any]) -> str:
     cells = res["cells"]
 
     def get(reg: str, cell: str) -> dict[str, Any]:
-        return cells.get(f"{reg}|{cell}", {})
+        found: dict[str, Any] = cells.get(f"{reg}|{cell}", {})
+        return found
 
     regs = res["settings"]["registries"]
     # build

@@ -36,7 +36,7 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -46,6 +46,9 @@ from triec.bench.runner import engine_versions as versions
 from triec.engines import ENGINES, install_hint, is_installed
 from triec.errors import TriecError
 from triec.runtime.bitmask import words_for
+
+if TYPE_CHECKING:
+    from triec.tokenizer.vocabulary import Vocabulary
 
 ALL_ENGINES: tuple[str, ...] = ("triec", *ENGINES)
 DEFAULT_K: tuple[int, ...] = (10, 100, 1_000, 10_000, 100_000)
@@ -155,8 +158,8 @@ def value_set(name: str, k: int, seed: int = 0) -> list[str]:
         return synthetic.tool_names(k, seed)
     if name == "products":
         return synthetic.product_names(k, seed)
-    from triec.compiler.entry import prepare_values
     from triec.compiler.values import read_values
+    from triec.keys import prepare_values
 
     keys, _ = prepare_values(read_values(name, "auto"))
     values = [b.decode("utf-8") for b in keys]
@@ -166,7 +169,9 @@ def value_set(name: str, k: int, seed: int = 0) -> list[str]:
 # ---------------------------------------------------------------- decode paths
 
 
-def decode_paths(spec: str, vocab: Any, values: Sequence[str], count: int, seed: int) -> tuple[list[list[int]], int]:
+def decode_paths(
+    spec: str, vocab: Vocabulary, values: Sequence[str], count: int, seed: int
+) -> tuple[list[list[int]], int]:
     """Token ids of up to ``count`` values, as the model's own tokenizer encodes them (its canonical encoder:
     :func:`triec.tokenizer.encoder.encoder_from_json`, SentencePiece's dummy prefix off).
 
@@ -597,7 +602,7 @@ def plot(result: dict[str, Any], path: str) -> None:
     colors = {"triec": "#d62728", "llguidance": "#1f77b4", "xgrammar": "#2ca02c", "outlines-core": "#9467bd"}
     batches = result["settings"]["batch"]
     bmax = str(max(batches)) if batches else None
-    panels = [
+    panels: list[tuple[Any, str, Callable[[dict[str, Any]], float | None]]] = [  # (matplotlib Axes, title, y)
         (axes[0], "compile time", lambda c: _median(c, "compile_s")),
         (axes[1], "one mask row along decode paths (median)", lambda c: _median(c, "step_s")),
         (axes[2], f"batch of {bmax} rows at mixed states (median)", lambda c: _median(c, "batch_s", bmax)),

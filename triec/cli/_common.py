@@ -26,7 +26,7 @@ class _CommandParams:
     """
 
     def get_params(self, ctx: Any) -> list[Any]:  # click's Context and Parameter (typer vendors click)
-        params = super().get_params(ctx)  # type: ignore[misc]  # mixin: click's Command is next in the MRO
+        params: list[Any] = super().get_params(ctx)  # type: ignore[misc]  # mixin: click's Command is next in the MRO
         for p in params:
             if (getattr(p, "is_flag", False) or getattr(p, "count", False)) and p.metavar is None:
                 p.metavar = ""

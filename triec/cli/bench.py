@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -127,7 +127,7 @@ def bench_cmd(
         raise typer.Exit(EXIT_INTERRUPTED)
 
 
-def _print_table(result: dict) -> None:
+def _print_table(result: dict[str, Any]) -> None:
     from rich.table import Table
 
     from triec.bench.peers import table_rows

@@ -18,6 +18,10 @@ from triec.schema.locate import DEFAULT_THRESHOLD
 
 if TYPE_CHECKING:
     from triec.cli._progress import Phases
+    from triec.compiler.entry import CompileStats
+    from triec.runtime.table import MaskTable
+    from triec.schema.table import SchemaTable
+    from triec.tokenizer.vocabulary import Vocabulary
 
 
 def _parse_eos(raw: list[str] | None) -> list[int] | None:
@@ -365,7 +369,7 @@ def _missing_values(ctx: typer.Context) -> Exception:
     try:  # typer >= 0.20 vendors click (as triec.cli.main reads it)
         from typer._click import exceptions as click
     except ImportError:  # pragma: no cover - depends on the installed typer
-        from click import exceptions as click  # type: ignore[no-redef]
+        from click import exceptions as click  # type: ignore[no-redef]  # the same module, from where older typer has it
 
     return click.UsageError("Missing argument 'VALUES' (or --pattern REGEX, or --string-format NAME).", ctx=ctx)
 
@@ -390,8 +394,8 @@ def _pattern_mode(ctx: typer.Context, opts: _Options) -> None:
 
 def _check_values_file_options(opts: _Options, values: str) -> None:
     """The values of the options a VALUES file may take, and the output path, checked before any work."""
-    from triec.compiler.entry import TOKENIZATIONS
     from triec.encoding import ENCODINGS
+    from triec.runtime.kinds import TOKENIZATIONS
 
     if opts.encoding is not None and opts.encoding not in ENCODINGS:
         raise TriecError(f"--encoding: expected one of {', '.join(ENCODINGS)}, found {opts.encoding!r}")
@@ -514,7 +518,9 @@ def _values_mode(opts: _Options, values: str) -> None:
         _print_summary(summary)
 
 
-def _values_summary(table: Any, vocab: Any, stats: Any, seconds: dict[str, float], total: float) -> dict[str, Any]:
+def _values_summary(
+    table: MaskTable, vocab: Vocabulary, stats: CompileStats, seconds: dict[str, float], total: float
+) -> dict[str, Any]:
     """What a plain value set's compile reports (``--json``'s keys, in their order), less where it was written."""
     tails = table.tails
     stored = table.allowed_offsets if tails is None else tails.offsets  # a tail table's rows are never expanded
@@ -660,10 +666,11 @@ def _string_schema(values: str, fmt: str) -> dict[str, Any] | None:
         doc = json.loads(path.read_bytes().decode("utf-8-sig"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
         return None
-    if isinstance(doc, dict) and doc.get("type") == "string":
-        from triec.compiler.schema_keywords import check_keywords
+    if not isinstance(doc, dict) or doc.get("type") != "string":
+        return None  # string_schema_regex answers None for anything else
+    from triec.compiler.schema_keywords import check_keywords
 
-        check_keywords(doc, values)  # a keyword of the wrong type is refused naming it, not read as absent
+    check_keywords(doc, values)  # a keyword of the wrong type is refused naming it, not read as absent
     try:
         return doc if string_schema_regex(doc) is not None else None
     except TriecError:
@@ -877,7 +884,7 @@ def _schema_summary(
     }
 
 
-def _print_schema_summary(table: Any, summary: dict[str, Any]) -> None:
+def _print_schema_summary(table: SchemaTable, summary: dict[str, Any]) -> None:
     from rich.table import Table
 
     t = Table(

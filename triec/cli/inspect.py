@@ -6,7 +6,7 @@ import datetime as dt
 import json
 import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
 from rich.markup import escape
@@ -14,6 +14,9 @@ from rich.table import Table
 
 from triec.cli._common import app, out, report_errors
 from triec.errors import TriecError
+
+if TYPE_CHECKING:
+    from triec.runtime.pattern import PatternTable
 
 
 @app.command("inspect")
@@ -38,6 +41,7 @@ def inspect_cmd(
     """
     from triec.artifact.formats import load
     from triec.runtime.kinds import TableKind
+    from triec.runtime.pattern import PatternTable
     from triec.runtime.table import MaskTable
     from triec.schema.table import SchemaTable
     from triec.verify import inspect as ins
@@ -48,6 +52,7 @@ def inspect_cmd(
     if table.kind is TableKind.PATTERN:
         if slot is not None:
             raise TriecError("--slot applies to schema artifacts only")
+        assert isinstance(table, PatternTable)  # the class of that kind
         _inspect_pattern(table, str(artifact), prefix, state, as_json)
         return
     schema_info = None
@@ -63,7 +68,8 @@ def inspect_cmd(
         schema_info["shown_slot"] = shown
         sizes = ins.file_section_sizes(artifact)
         if not table.slots[shown].has_values:  # a format or pattern field's slot: its DFA's table
-            _inspect_pattern(table.slots[shown].trie, str(artifact), prefix, state, as_json, schema_info)
+            pattern = cast("PatternTable", table.slots[shown].trie)  # a pattern slot's DFA (schema/pattern_slot.py)
+            _inspect_pattern(pattern, str(artifact), prefix, state, as_json, schema_info)
             return
         table = table.slots[shown].trie
     elif slot is not None:
@@ -103,7 +109,7 @@ def inspect_cmd(
 
 
 def _inspect_pattern(
-    table: Any,
+    table: PatternTable,
     artifact: str,
     prefix: str | None,
     state: int | None,

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
 
 from triec.cli._common import EXIT_CHECK_FAILED, app, err, out, report_errors
+
+if TYPE_CHECKING:
+    from triec.verify.tables import VerifyReport  # imported lazily where it runs: the CLI starts without numpy
 
 
 @app.command("verify")
@@ -79,7 +82,7 @@ def verify_cmd(
         raise typer.Exit(EXIT_CHECK_FAILED)
 
 
-def _headline(report, sample: str) -> str:
+def _headline(report: VerifyReport, sample: str) -> str:
     """What was checked: a pattern table's DFA (states, accepting states, edges), else the values and states."""
     held = f"{report.num_values:,} values, {report.num_states:,} states"
     if report.pattern:
@@ -106,7 +109,7 @@ def _headline(report, sample: str) -> str:
     )
 
 
-def _print_report(report) -> None:
+def _print_report(report: VerifyReport) -> None:
     from rich.table import Table
 
     if report.integrity_problems:

@@ -176,7 +176,7 @@ def tail_table(full: MaskTable, seqs: Sequence[list[int]], vocab: Vocabulary, in
     np.cumsum(np.bincount(owner[keep], minlength=k), out=tail_offsets[1:], dtype=np.uint32)
     assert int(width[keep].sum()) == int(tails.sum())  # every tail hangs at a token boundary
     tail_tokens.flags.writeable = False
-    return TailMaskTable.from_compile(  # type: ignore[return-value]
+    return TailMaskTable.from_compile(
         value_bytes=keys,
         allowed_offsets=stored,
         allowed_pairs=pairs,

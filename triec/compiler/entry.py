@@ -420,7 +420,7 @@ def _prepare_timed(values: Iterable[str | bytes], enc: Encoding, stats: CompileS
 
 
 def compile_json_schema(
-    schema: dict | str,
+    schema: dict[str, Any] | str,
     vocab: Vocabulary | str | None = None,
     *,
     implementation: str = "numpy",

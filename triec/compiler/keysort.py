@@ -82,7 +82,7 @@ def _sort_keys(
     """
     pos = starts + done
     np.minimum(pos, words.shape[0] - 1, out=pos)
-    x = words[pos]
+    x: np.ndarray = words[pos]
     del pos
     x = x.byteswap(inplace=True).view(np.uint64)  # native order, same bytes: no second copy
     left = lengths - done

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -36,7 +37,7 @@ def _common_prefix(a: bytes, b: bytes) -> int:
     return int(diff[0]) if diff.size else n
 
 
-def walk_prefixes(keys: Sequence[bytes]) -> Iterator[tuple[bytes, array]]:
+def walk_prefixes(keys: Sequence[bytes]) -> Iterator[tuple[bytes, array[int]]]:
     """Each key in sorted order with its path: ``path[d]`` is the state id of ``key[:d]``, ``d = 0 .. len(key)``
     (int32, as state ids are in every table).
 
@@ -120,10 +121,10 @@ def reference_transitions(
     return offsets, t, d
 
 
-_AUTOMATA: dict[int, tuple[Sequence[bytes], object]] = {}
+_AUTOMATA: dict[int, tuple[Sequence[bytes], Any]] = {}
 
 
-def _token_automaton(token_bytes: Sequence[bytes]):
+def _token_automaton(token_bytes: Sequence[bytes]) -> Any:  # an ahocorasick.Automaton (pyahocorasick has no stubs)
     """pyahocorasick automaton over the token strings, memoized per vocabulary object.
 
     Building it costs 0.1-0.5 s; the stress tests compare dozens of sets per

@@ -46,7 +46,8 @@ def tail_lengths(value_lcp: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     other value remains (none where value i is a prefix of value i + 1). O(K)."""
     lcp = value_lcp.astype(np.int64)
     shared = np.maximum(lcp, np.append(lcp[1:], 0))
-    return np.maximum(np.asarray(lengths, dtype=np.int64) - shared, 0)
+    tails: np.ndarray = np.maximum(np.asarray(lengths, dtype=np.int64) - shared, 0)
+    return tails
 
 
 def branching_states(num_states: int, value_state: np.ndarray, tail_len: np.ndarray) -> np.ndarray:
@@ -143,4 +144,5 @@ def _bytes_of(sk: SortedKeys, a: int, b: int, offsets: np.ndarray, lcp: np.ndarr
     lo = sk.starts[a:b] + lcp
     at = concat_ranges(lo.astype(np.int64), created.astype(np.int64))
     assert at.shape[0] == n - 1
-    return sk.data[at]
+    created_bytes: np.ndarray = sk.data[at]
+    return created_bytes

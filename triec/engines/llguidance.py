@@ -101,7 +101,10 @@ class LLGuidanceEngine(Engine):
         # no_forcing: where the values force the next bytes, llguidance would otherwise
         # allow only the canonical tokenization of those bytes (after "a" in {"abc"}
         # only "bc", not "b"): a narrower mask than the language's.
-        return self._llg.LLMatcher.grammar_from_lark(f'%llguidance {{"no_forcing": true}}\nstart: /({alternation})/')
+        grammar: str = self._llg.LLMatcher.grammar_from_lark(
+            f'%llguidance {{"no_forcing": true}}\nstart: /({alternation})/'
+        )
+        return grammar
 
     def compile(self, values: Sequence[str]) -> Any:
         return self._compile_grammar(self.grammar(values))
@@ -181,9 +184,10 @@ class LLGuidanceDriver(EngineDriver):
 
     def grammar(self, schema: dict[str, Any], whitespace: str = "compact") -> str:
         doc = {**schema, "x-guidance": _llg_options(whitespace)}
-        return self.llg.LLMatcher.grammar_from_lark(
+        grammar: str = self.llg.LLMatcher.grammar_from_lark(
             '%llguidance {"no_forcing": true}\nstart: %json ' + json.dumps(doc, ensure_ascii=False)
         )
+        return grammar
 
     def compile(self, schema: dict[str, Any], whitespace: str = "compact") -> Any:
         return self._matcher(self.grammar(schema, whitespace), "schema")
@@ -213,7 +217,7 @@ class LLGuidanceDriver(EngineDriver):
 
     def probe(self, m: Any, data: bytes) -> bool:
         ids = self._spell(data)
-        n = m.try_consume_tokens(ids)
+        n: int = m.try_consume_tokens(ids)
         if n:
             m.rollback(n)
         return n == len(ids)
@@ -238,13 +242,15 @@ class LLGuidanceDriver(EngineDriver):
 
     def feed(self, m: Any, data: bytes) -> bool:
         ids = self._spell(data)
-        return m.try_consume_tokens(ids) == len(ids)
+        n: int = m.try_consume_tokens(ids)
+        return n == len(ids)
 
     def feed_byte(self, m: Any, b: int) -> bool:
         tid = self.byte_tokens.get(b)
         if tid is None:
             raise TriecError(f"llguidance: the vocabulary has no single-byte token for byte 0x{b:02x}")
-        return m.try_consume_tokens([tid]) == 1
+        n: int = m.try_consume_tokens([tid])
+        return n == 1
 
     def rollback(self, m: Any, n: int) -> None:
         m.rollback(n)

@@ -75,7 +75,8 @@ class LlamaCppEvaluator(ModeRunner):
         return list(self.llm.tokenize(self.plain_prompt(item, mode).encode(), add_bos=True, special=False))
 
     def text(self, ids: list[int]) -> str:
-        return self.llm.detokenize(ids, special=True).decode("utf-8", "replace")
+        data: bytes = self.llm.detokenize(ids, special=True)
+        return data.decode("utf-8", "replace")
 
     def table(self, mode: str, values: tuple[str, ...]) -> Any:
         """As every engine's, but a canonical table takes llama.cpp's own tokenization of each value."""

@@ -349,7 +349,8 @@ class Evaluator(ModeRunner):
         return list(self.tokenizer.encode(self.plain_prompt(item, mode)))
 
     def text(self, ids: list[int]) -> str:
-        return self.tokenizer.decode(ids, skip_special_tokens=False)
+        text: str = self.tokenizer.decode(ids, skip_special_tokens=False)
+        return text
 
     def decode(self, prompt: tuple[int, ...], mode: str, values: tuple[str, ...], by: str | None, limit: int) -> Any:
         if prompt not in self._prefilled:

@@ -95,7 +95,8 @@ class TableGrammar:
 
     def matcher(self) -> RequestMatcher:
         """A new request's matcher at the start (the table's own: a TableMatcher, a SchemaMatcher)."""
-        return self.table.matcher()
+        matcher: RequestMatcher = self.table.matcher()
+        return matcher
 
     @property
     def vocab_size(self) -> int:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol, cast
 
 import numpy as np
 
@@ -27,7 +27,10 @@ from triec.runtime.bitmask import set_bits, word_of
 from triec.runtime.matcher import TableMatcher
 from triec.runtime.table import MaskTable
 from triec.runtime.word_masks import state_words
-from triec.schema.matcher import SchemaMatcher
+from triec.schema.matcher import SchemaMaskWriter, SchemaMatcher
+
+if TYPE_CHECKING:
+    from triec.schema.table import SchemaTable
 
 
 class RequestMatcher(Protocol):
@@ -56,7 +59,7 @@ class RequestMatcher(Protocol):
     def is_terminated(self) -> bool:
         """True once an EOS id ended the output."""
 
-    def fork(self) -> Any:
+    def fork(self) -> RequestMatcher:
         """An independent copy in the same position (the same kind of matcher)."""
 
     def reset(self) -> None:
@@ -76,7 +79,9 @@ def fill_rows(matchers: Sequence[RequestMatcher], rows: Sequence[int], out: np.n
     :data:`BATCH_ROWS` rows of a table on, no Python loop over those rows. Any other
     matcher fills its own row.
     """
-    groups: dict[int, tuple[MaskTable, list[int], list[TableMatcher]]] = {}  # by table: (table, rows, matchers)
+    groups: dict[
+        int, tuple[MaskTable, list[int], list[TableMatcher[MaskTable]]]
+    ] = {}  # by table: (table, rows, matchers)
     for m, r in zip(matchers, rows, strict=True):
         if type(m) is TableMatcher:
             group = groups.get(id(m.table))
@@ -123,7 +128,8 @@ class MatcherRows:
     MAX_WRITERS = 64
 
     def __init__(self) -> None:
-        self._writers: OrderedDict[int, tuple[Any, Any]] = OrderedDict()  # id(schema table) -> (table, its writer)
+        self._writers: OrderedDict[int, tuple[SchemaTable, SchemaMaskWriter[SchemaTable]]] = OrderedDict()
+        # id(schema table) -> (table, its writer)
 
     def fill(
         self,
@@ -145,11 +151,12 @@ class MatcherRows:
         if out is None:
             only = self._one_schema_table(matchers, eos)
             if only is not None:
-                return self._writer(only, len(matchers)).fill(matchers)
+                # every one a SchemaMatcher of that table (_one_schema_table checked)
+                return self._writer(only, len(matchers)).fill(cast("Sequence[SchemaMatcher[SchemaTable]]", matchers))
             raise ValueError("MatcherRows.fill needs out= unless every matcher is of one schema table")
         at = range(len(matchers)) if rows is None else [int(r) for r in rows]
         own: tuple[list[RequestMatcher], list[int]] = ([], [])
-        schema: dict[int, tuple[Any, list[int], list[SchemaMatcher]]] = {}
+        schema: dict[int, tuple[SchemaTable, list[int], list[SchemaMatcher[SchemaTable]]]] = {}
         for m, r in zip(matchers, at, strict=True):
             if eos is not None and m.is_terminated():
                 out[r].fill(0)
@@ -166,23 +173,23 @@ class MatcherRows:
             out[np.asarray(rs, dtype=np.int64)] = self._writer(table, len(ms)).fill(ms)
         return out
 
-    def forget(self, live: Iterable[Any]) -> None:
+    def forget(self, live: Iterable[object]) -> None:
         """Drop the writers of schema tables not in ``live`` (tables no request holds any more)."""
         keep = {id(t) for t in live}
         for tid in [t for t in self._writers if t not in keep]:
             del self._writers[tid]
 
-    def _one_schema_table(self, matchers: Sequence[RequestMatcher], eos: np.ndarray | None) -> Any:
+    def _one_schema_table(self, matchers: Sequence[RequestMatcher], eos: np.ndarray | None) -> SchemaTable | None:
         first = matchers[0]
         if type(first) is not SchemaMatcher:
             return None
-        table = first.table
+        table: SchemaTable = first.table
         for m in matchers:
             if type(m) is not SchemaMatcher or m.table is not table or (eos is not None and m.is_terminated()):
                 return None
         return table
 
-    def _writer(self, table: Any, n: int) -> Any:
+    def _writer(self, table: SchemaTable, n: int) -> SchemaMaskWriter[SchemaTable]:
         found = self._writers.get(id(table))
         if found is None or found[0] is not table or found[1].max_batch < n:
             grown = 2 * found[1].max_batch if found is not None and found[0] is table else 1

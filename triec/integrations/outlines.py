@@ -61,7 +61,7 @@ def values_of(output_type: Any) -> list[str] | None:
     elif typing.get_origin(output_type) is typing.Literal:
         items = list(typing.get_args(output_type))
     elif isinstance(output_type, enum.EnumMeta):
-        items = [m.value for m in output_type]  # type: ignore[var-annotated]
+        items = [m.value for m in output_type]  # type: ignore[var-annotated]  # an Enum class: mypy cannot type its members here
     elif isinstance(output_type, Choice):
         items = list(output_type.items)
     else:
@@ -81,7 +81,8 @@ def _table(source: Source, vocab: Vocabulary) -> Table | str | os.PathLike[str]:
     """A table or artifact path as given; values compiled against the model's checked vocabulary."""
     values = values_of(source)
     if values is None:
-        return source
+        given: Table | str | os.PathLike[str] = source  # not values: a table or an artifact path
+        return given
     from triec.compiler.entry import compile as compile_values
 
     return compile_values(values, vocab)

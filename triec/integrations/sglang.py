@@ -330,7 +330,9 @@ class TriecGrammarBackend(_BoundedTriecCache, BaseGrammarBackend):
         if self.fallback is not None:
             self.fallback.reserve_framing_tokens(token_ids)
 
-    def compile_framed_grammar(self, grammar: BaseGrammarObject, frame: Callable[[dict], dict]) -> Any:
+    def compile_framed_grammar(
+        self, grammar: BaseGrammarObject, frame: Callable[[dict[str, Any]], dict[str, Any]]
+    ) -> Any:
         """A reasoning parser's answer frame is an xgrammar structural tag: a triec grammar's key is framed by xgrammar.
 
         xgrammar compiles the same regex or schema, which admits the same strings;

@@ -56,7 +56,7 @@ class TriecLogitsProcessor(LogitsProcessor):
 
     def __init__(
         self,
-        table: MaskTable | RestrictedTable | TorchMaskTable | SchemaTable,
+        table: MaskTable | RestrictedTable[MaskTable] | TorchMaskTable | SchemaTable,
         *,
         trigger: str | list[str] | None = None,
         vocab: TokenBytes | None = None,

@@ -164,7 +164,7 @@ class PatternTable(StateQueries):
         raise TypeError("a pattern table has no list of values: its language is a regular expression's")
 
     @property
-    def value_bytes(self) -> list[bytes]:  # type: ignore[override]
+    def value_bytes(self) -> list[bytes]:  # type: ignore[override]  # StateQueries: an attribute; a pattern has no list
         raise TypeError("a pattern table has no list of values: its language is a regular expression's")
 
     def value(self, state: int) -> str | None:

@@ -22,7 +22,7 @@ import bisect
 import operator
 import os
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Self
 
 import numpy as np
 
@@ -99,7 +99,7 @@ class MaskTable(StateQueries):
         self._indices_checked = False  # True once every index is known in range (compiled, or checked at load)
 
     @classmethod
-    def from_compile(cls, *, value_bytes: list[bytes] | None = None, **fields: Any) -> MaskTable:
+    def from_compile(cls, *, value_bytes: list[bytes] | None = None, **fields: Any) -> Self:
         """A compiled table: correct by construction, so it skips the index checks; ``value_bytes``, when the
         compiler has them, are its sorted keys (saves rebuilding them from the arrays)."""
         table = cls(**fields)

@@ -12,13 +12,42 @@ per table.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
 from triec._memo import per_table
-from triec.runtime.arrays import TableArrays
 from triec.runtime.bitmask import bit_of, flat_word
 from triec.runtime.token_classes import row_words
+
+if TYPE_CHECKING:
+    from triec.runtime.token_classes import TokenClasses
+
+
+class RowArrays(Protocol):
+    """What a state's words are built from: a set table's (:class:`~triec.runtime.arrays.TableArrays`) or a pattern
+    table's arrays (which have no ``value_lcp`` or ``state_byte``)."""
+
+    @property
+    def allowed_offsets(self) -> np.ndarray: ...
+
+    @property
+    def allowed_tokens(self) -> np.ndarray: ...
+
+    @property
+    def value_state(self) -> np.ndarray: ...
+
+    @property
+    def classes(self) -> TokenClasses | None: ...
+
+    @property
+    def eos_token_ids(self) -> tuple[int, ...]: ...
+
+    @property
+    def num_states(self) -> int: ...
+
+    @property
+    def words_per_row(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -60,12 +89,12 @@ EMPTY_WORDS = StateWords(
 
 
 @per_table
-def state_words(table: TableArrays) -> StateWords:
+def state_words(table: RowArrays) -> StateWords:
     """The (word, bits) pairs of every state of ``table``; built once per table (O(allowed pairs))."""
     return build_state_words(table)
 
 
-def build_state_words(table: TableArrays) -> StateWords:
+def build_state_words(table: RowArrays) -> StateWords:
     """Merge each state's content tokens and, at accepting states, the EOS ids into words (a class layout's
     states share the words of their distinct rows)."""
     if table.classes is not None:
@@ -83,7 +112,7 @@ def build_state_words(table: TableArrays) -> StateWords:
     return words_from_pairs(num_states, state, tokens, width)
 
 
-def class_state_words(table: TableArrays) -> StateWords:
+def class_state_words(table: RowArrays) -> StateWords:
     """A class layout's words: one set per distinct row (live classes, acceptance), ``row_of`` for the states."""
     classes = table.classes
     assert classes is not None

@@ -20,7 +20,8 @@ import numpy as np
 
 from triec._memo import gc_paused
 from triec.compiler.entry import CompileStats, mask_table
-from triec.compiler.pattern import MAX_DFA_STATES, compile_pattern
+from triec.compiler.pattern import compile_pattern
+from triec.compiler.regex import MAX_DFA_STATES
 from triec.compiler.schema_keywords import check_keywords
 from triec.compiler.walk import walk
 from triec.encoding import json_string_literal
@@ -424,9 +425,9 @@ def _compile_tools(
     source: str,
 ) -> SchemaTable:
     from triec.engines import engine_version
+    from triec.errors import ToolsError
     from triec.schema.tools import (
         Tool,
-        ToolsError,
         call_template,
         lazy_call_grammar,
         parse_tools,

@@ -558,12 +558,12 @@ class SchemaMaskWriter(Generic[Table]):
     def buffer(self) -> np.ndarray:
         return self._buf
 
-    def fill(self, matchers: Sequence[SchemaMatcher]) -> np.ndarray:
+    def fill(self, matchers: Sequence[SchemaMatcher[Table]]) -> np.ndarray:
         """Write one row per matcher and return ``buffer[:len(matchers)]``."""
         n = len(matchers)
         if n > self.max_batch:
             raise ValueError(f"{n} matchers exceed this writer's max_batch of {self.max_batch}")
-        engine_rows: list[tuple[SchemaMatcher, int]] = []
+        engine_rows: list[tuple[SchemaMatcher[Table], int]] = []
         for i, m in enumerate(matchers):
             src = m.static_source()
             last = self._last[i]

@@ -154,7 +154,8 @@ class SchemaTable(VocabularyFields):
     @property
     def prefix(self) -> bytes:
         """The literal text before the first value when a slot starts the output (else b"")."""
-        return self.info.get("prefix", "").encode("utf-8")
+        prefix: str = self.info.get("prefix", "")
+        return prefix.encode("utf-8")
 
     @property
     def tail(self) -> bytes:
@@ -332,7 +333,7 @@ class SchemaTable(VocabularyFields):
         """Rows for batches of matchers, clearing only what it set (O(allowed) in a slot)."""
         return SchemaMaskWriter(self, max_batch)
 
-    def fill_bitmask(self, matchers: Sequence[SchemaMatcher], out: np.ndarray) -> np.ndarray:
+    def fill_bitmask(self, matchers: Sequence[SchemaMatcher[SchemaTable]], out: np.ndarray) -> np.ndarray:
         """One full row per matcher into ``out[:len(matchers)]`` (every word written)."""
         for i, m in enumerate(matchers):
             m.fill_bitmask(out[i])

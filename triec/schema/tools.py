@@ -28,11 +28,14 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from triec.encoding import json_string_literal
 from triec.errors import ToolsError
 from triec.schema.grammar import GrammarSpec
+
+if TYPE_CHECKING:
+    from triec.schema.table import SchemaTable
 
 FORMATS = ("vllm", "hermes", "llama3", "object")
 NO_ARGUMENTS: dict[str, Any] = {"type": "object", "properties": {}, "additionalProperties": False}
@@ -285,13 +288,15 @@ def hermes_ebnf(json_ebnf: str, parallel: bool) -> str:
     return root + '\ncall ::= "<tool_call>\\n" call_json "\\n</tool_call>"\n' + body
 
 
-def tools_of(table: Any) -> list[Tool]:
+def tools_of(table: SchemaTable) -> list[Tool]:
     """The registry a compiled (or loaded) tools table serves: each name with its argument schema, in name order."""
     fmt = tool_format(table.info["format"])
     slot = table.slots[0]  # the names
+    grammar_of = slot.value_grammar
+    assert grammar_of is not None  # a names slot: each name's argument grammar
     out = []
     for v, name in enumerate(table.values_of(0)):
-        spec = json.loads(table.grammars[int(slot.value_grammar[v])].spec.schema)
+        spec = json.loads(table.grammars[int(grammar_of[v])].spec.schema)
         branch = spec["items"]["anyOf"][0] if fmt.name == "vllm" else spec
         params = branch["properties"][fmt.key]
         defs = {d: spec[d] for d in _DEFS if d in spec}

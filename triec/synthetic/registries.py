@@ -884,7 +884,7 @@ def schema_kinds(tools: list[dict[str, Any]]) -> dict[str, int]:
     """How many tools use each kind of schema feature (for a report)."""
     from collections import Counter
 
-    c: Counter = Counter()
+    c: Counter[str] = Counter()
 
     def walk(s: Any, top: bool) -> None:
         if isinstance(s, list):

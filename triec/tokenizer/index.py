@@ -62,7 +62,8 @@ class TokenIndex:
         """Every id whose bytes are exactly ``data``."""
         lo, hi = self.with_prefix(data)
         if lo < hi and self.keys[lo] == data:
-            return self.ids[int(self.key_offsets[lo]) : int(self.key_offsets[lo + 1])].tolist()
+            found: list[int] = self.ids[int(self.key_offsets[lo]) : int(self.key_offsets[lo + 1])].tolist()
+            return found
         return []
 
     def below_arrays(self, prefix: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

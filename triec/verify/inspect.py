@@ -9,13 +9,18 @@ bytes come from the table itself: a token allowed at state s spells exactly
 from __future__ import annotations
 
 import contextlib
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
 from triec.runtime import MaskTable
 from triec.runtime.tails import CanonicalTailLayout
 from triec.verify.states import state_depths
+
+if TYPE_CHECKING:
+    from triec.schema.pattern_slot import PatternSlot
+    from triec.schema.slot import Slot
+    from triec.schema.table import SchemaTable
 
 
 def allowed_counts(table: MaskTable, *, with_eos: bool = True) -> np.ndarray:
@@ -264,7 +269,7 @@ def _kind_counts(groups: Any, rows: np.ndarray | None = None) -> dict[str, int]:
     return {name: int(counts[i]) for i, name in enumerate(KINDS)}
 
 
-def _bind(table: Any) -> None:
+def _bind(table: SchemaTable) -> None:
     """Bind a loaded schema table to its recorded tokenizer when it can be found (its tail rows come from it)."""
     from triec.errors import TriecError
 
@@ -274,7 +279,7 @@ def _bind(table: Any) -> None:
         table.vocabulary()
 
 
-def tail_rows(slot: Any) -> list[dict[str, Any]]:
+def tail_rows(slot: Slot) -> list[dict[str, Any]]:
     """Per offset of a slot's literal tail: the tokens allowed there, those staying inside the tail, those ending
     it (the handover), and those reading past it into the grammar after the value (judged there, or recorded)."""
     from triec.schema.slot import DYNAMIC, HANDOVER, TAIL
@@ -299,7 +304,7 @@ def tail_rows(slot: Any) -> list[dict[str, Any]]:
     return out
 
 
-def straddle_counts(table: Any, slot: int | None = None) -> dict[str, Any]:
+def straddle_counts(table: SchemaTable, slot: int | None = None) -> dict[str, Any]:
     """Crossing tokens of one slot (default: the start slot, else slot 0): per tail offset, per exit head, the
     (state, head) entries and the entering heads (what D19 called straddles)."""
     _bind(table)
@@ -324,21 +329,27 @@ def straddle_counts(table: Any, slot: int | None = None) -> dict[str, Any]:
     }
 
 
-def slot_summary(table: Any, i: int) -> dict[str, Any]:
+def slot_summary(table: SchemaTable, i: int) -> dict[str, Any]:
     """One slot: where it stands, its values and trie, its tail, its crossing tokens by kind."""
     _bind(table)
     s = table.slots[i]
     where = table.info.get("slots") or []
     pointer = where[i].get("pointer", "") if i < len(where) and isinstance(where[i], dict) else ""
     held_by = [g for g, gr in enumerate(table.grammars) if i in gr.slots][:8]
-    regex = None if s.has_values else s.pattern  # a format or pattern field's slot: its DFA's regex, no values
+    regex = (
+        None if s.has_values else cast("PatternSlot", s).pattern
+    )  # a format or pattern field's slot: its DFA's regex, no values
     field = where[i] if i < len(where) and isinstance(where[i], dict) else {}
     return {
         "slot": i,
         "pointer": pointer,
         "start": i == table.start_slot,
         "entered_from_grammars": held_by,
-        **({"regex": regex, "format": s.format_name, "pattern": field.get("pattern")} if regex is not None else {}),
+        **(
+            {"regex": regex, "format": cast("PatternSlot", s).format_name, "pattern": field.get("pattern")}
+            if regex is not None
+            else {}
+        ),
         "values": s.num_values if s.has_values else 0,
         "states": s.num_states,
         "allowed_pairs": s.trie.num_allowed,
@@ -355,7 +366,7 @@ def slot_summary(table: Any, i: int) -> dict[str, Any]:
     }
 
 
-def grammar_summary(table: Any, g: int, max_text: int = 200) -> dict[str, Any]:
+def grammar_summary(table: SchemaTable, g: int, max_text: int = 200) -> dict[str, Any]:
     gr = table.grammars[g]
     text = gr.spec.schema
     return {
@@ -369,7 +380,7 @@ def grammar_summary(table: Any, g: int, max_text: int = 200) -> dict[str, Any]:
     }
 
 
-def schema_summary(table: Any, max_grammars: int = 20) -> dict[str, Any]:
+def schema_summary(table: SchemaTable, max_grammars: int = 20) -> dict[str, Any]:
     """What a schema table holds: its engine and convention, every slot, its grammars (the first
     ``max_grammars`` in detail), the enums the engine serves, the start slot's tail offsets."""
     info = table.info

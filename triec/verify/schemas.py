@@ -70,7 +70,8 @@ def whole_schema(table: SchemaTable) -> dict[str, Any]:
     """The user's whole schema the table was compiled from (every enum with all its members)."""
     info = table.info
     if isinstance(info.get("schema"), str):
-        return json.loads(info["schema"])
+        schema: dict[str, Any] = json.loads(info["schema"])  # written by compile_schema from a JSON object
+        return schema
     if isinstance(info.get("continuation"), str) and isinstance(info.get("name_property"), str):  # the first layout
         from triec.schema.shape import with_enum
 
@@ -161,7 +162,7 @@ class _Run:
 
         self.byte_token = token_index(self.vocab).byte_token
 
-    def same(self, m: SchemaMatcher, o: Any, where: str, prefix: bytes) -> bool:
+    def same(self, m: SchemaMatcher[SchemaTable], o: Any, where: str, prefix: bytes) -> bool:
         """Compare the full rows; an engine row narrower than its own accept_token counts apart."""
         m.fill_bitmask(self.ours)
         self.theirs.fill(0)
@@ -190,7 +191,7 @@ class _Run:
             return True
         return False
 
-    def step(self, m: SchemaMatcher, o: Any, t: int, where: str, prefix: bytes) -> bool:
+    def step(self, m: SchemaMatcher[SchemaTable], o: Any, t: int, where: str, prefix: bytes) -> bool:
         """Both accept ``t`` (False, counted as a mismatch, when either refuses)."""
         if not m.accept_token(t):
             self.res.add(f"{where}: triec refuses token {t} ({_show(self.vocab, t)})", prefix, None, None, self.vocab)
@@ -203,7 +204,7 @@ class _Run:
             return False
         return True
 
-    def step_past(self, m: SchemaMatcher, o: Any, tokens: list[int], prefix: bytes, where: str) -> None:
+    def step_past(self, m: SchemaMatcher[SchemaTable], o: Any, tokens: list[int], prefix: bytes, where: str) -> None:
         """One step past each token: both accept it, then the rows after it are compared."""
         for t in tokens:
             m2 = m.fork()
@@ -317,7 +318,7 @@ def compare_texts(
 # ---------------------------------------------------------------- reaching a slot
 
 
-def _at_entry(run: _Run, m: SchemaMatcher, s: int) -> bool:
+def _at_entry(run: _Run, m: SchemaMatcher[SchemaTable], s: int) -> bool:
     """Whether the matcher stands where slot s begins: in the engine, with its opening byte (a quote, a trigger's
     last byte) entering s."""
     from triec.schema.matcher import ENGINE, SLOT
@@ -373,7 +374,14 @@ def _reach(run: _Run, s: int, rng: random.Random, attempts: int, max_steps: int)
 
 
 def _check_slot(
-    run: _Run, s: int, m0: SchemaMatcher, o: Any, prefix0: bytes, full_tail_leaves: int, max_states: int, seed: int
+    run: _Run,
+    s: int,
+    m0: SchemaMatcher[SchemaTable],
+    o: Any,
+    prefix0: bytes,
+    full_tail_leaves: int,
+    max_states: int,
+    seed: int,
 ) -> None:
     table, res, drv = run.table, run.res, run.drv
     slot = table.slots[s]
@@ -436,7 +444,7 @@ def _group_tokens(groups: Any, g: int, run: _Run) -> list[int]:
     return [int(t) for t in groups.tokens[lo:hi].tolist() if is_set(run.ours, t)]
 
 
-def _check_tail(run: _Run, s: int, m: SchemaMatcher, o: Any, prefix: bytes) -> None:
+def _check_tail(run: _Run, s: int, m: SchemaMatcher[SchemaTable], o: Any, prefix: bytes) -> None:
     """Every tail offset after one key: its row, and one step past each of its tokens (single-byte steps there)."""
     slot = run.table.slots[s]
     tail = slot.tail

@@ -5,12 +5,15 @@ One definition for ``inspect``, ``verify`` and the schema verifier (issue 34).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+if TYPE_CHECKING:
+    from triec.runtime.arrays import TableArrays
 
-def state_depths(table: Any) -> np.ndarray:
+
+def state_depths(table: TableArrays) -> np.ndarray:
     """Byte depth (prefix length) of every state, from ``value_state`` and ``value_lcp`` alone."""
     vs = table.value_state.astype(np.int64)
     prev = np.concatenate(([0], vs[:-1]))  # value i creates states prev[i] + 1 .. vs[i]
@@ -20,7 +23,7 @@ def state_depths(table: Any) -> np.ndarray:
     return depth
 
 
-def select_states(table: Any, limit: int, seed: int) -> tuple[np.ndarray, bool]:
+def select_states(table: TableArrays, limit: int, seed: int) -> tuple[np.ndarray, bool]:
     """All states when there are at most ``limit``; else a seeded sample of ``limit``.
 
     The sample always holds the start and every state of byte depth <= 2 (where rows are widest).

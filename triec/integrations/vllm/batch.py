@@ -98,7 +98,7 @@ class BatchState:
     ) -> None:
         self.store = store
         self.served = served
-        self.matchers: dict[int, SchemaMatcher] = {}
+        self.matchers: dict[int, SchemaMatcher[SchemaTable]] = {}
         self._rows = MatcherRows()  # the schema rows' writers, one per artifact
         self.device = torch.device(device)
         self.group = np.full(max(1, capacity), UNCONSTRAINED, dtype=np.int64)
@@ -283,7 +283,9 @@ class BatchState:
                 self.group[slot] = EOS_ONLY
                 self.matchers.pop(slot, None)
 
-    def _mask_schema(self, logits: torch.Tensor, rows: np.ndarray, matchers: Sequence[SchemaMatcher | None]) -> None:
+    def _mask_schema(
+        self, logits: torch.Tensor, rows: np.ndarray, matchers: Sequence[SchemaMatcher[SchemaTable] | None]
+    ) -> None:
         """The schema rows' masks, row by row on the logits.
 
         Where a row is exactly a slot's precomputed (word, bits) row (inside an
@@ -293,7 +295,7 @@ class BatchState:
         by the artifact's writer (the engine rows batched) and applied by
         :func:`~triec.runtime.torch.apply_bitmask_rows`.
         """
-        engine: dict[int, tuple[list[int], list[SchemaMatcher]]] = {}
+        engine: dict[int, tuple[list[int], list[SchemaMatcher[SchemaTable]]]] = {}
         dead: list[int] = []
         for r, m in zip(rows.tolist(), matchers, strict=True):
             if m is None:  # a draft row past a draft its schema refuses: rejected whatever it allows
@@ -330,7 +332,7 @@ class BatchState:
         rows: np.ndarray,
         slots: np.ndarray,
         states: torch.Tensor | None = None,
-        matchers: Sequence[SchemaMatcher | None] | None = None,
+        matchers: Sequence[SchemaMatcher[SchemaTable] | None] | None = None,
     ) -> torch.Tensor:
         """Mask ``logits[rows[i]]`` for the request in ``slots[i]``, in place, grouped by table.
 
@@ -384,7 +386,7 @@ class BatchState:
         slots: np.ndarray,
         local_pos: np.ndarray,
         tokens: np.ndarray,
-    ) -> tuple[torch.Tensor, list[SchemaMatcher | None]]:
+    ) -> tuple[torch.Tensor, list[SchemaMatcher[SchemaTable] | None]]:
         """Each row's position after the drafts before it: (device states, schema matchers), aligned with ``slots``.
 
         Under speculative decoding a request owns consecutive rows; the row at
@@ -410,12 +412,12 @@ class BatchState:
                 at = sel[groups[sel] == gid]
                 at_t = to_device(at, self.device)
                 states[at_t] = self.tables[gid].advance(states[at_t], to_device(draft[groups[sel] == gid], self.device))
-        matchers: list[SchemaMatcher | None] = [None] * slots.size
+        matchers: list[SchemaMatcher[SchemaTable] | None] = [None] * slots.size
         for i in np.flatnonzero(groups == SCHEMA).tolist():
             base = self.matchers.get(int(slots[i]))
             if base is None:
                 continue
-            m: SchemaMatcher | None = base.copy() if local_pos[i] else base
+            m: SchemaMatcher[SchemaTable] | None = base.copy() if local_pos[i] else base
             for j in range(1, int(local_pos[i]) + 1):
                 assert m is not None
                 if not m.is_terminated() and not m.accept_token(int(tokens[i - local_pos[i] + j])):

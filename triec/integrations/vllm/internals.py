@@ -136,7 +136,10 @@ def draft_trimmer(manager: Any) -> Callable[[Any, list[int]], list[int]]:
     0.32 and 0.33: ``validate_tokens`` (the grammar-valid prefix); 0.34: ``trim_spec_tokens`` (that prefix plus
     the first refused token, nothing once the grammar terminated). Both ask the grammar's ``validate_tokens``.
     """
-    return getattr(manager, "trim_spec_tokens", None) or manager.validate_tokens
+    trimmer: Callable[[Any, list[int]], list[int]] = (
+        getattr(manager, "trim_spec_tokens", None) or manager.validate_tokens
+    )
+    return trimmer
 
 
 # ----------------------------------------------------------------------------- the processors' interfaces

@@ -174,7 +174,8 @@ class SparseXgrammar(types.ModuleType):
     ) -> None:
         original = self._real.apply_token_bitmask_inplace
         if kw or not (logits.is_cpu and bitmask.is_cpu and logits.dim() == 2 and bitmask.dim() == 2):
-            return original(logits, bitmask, vocab_size=vocab_size, indices=indices, **kw)
+            original(logits, bitmask, vocab_size=vocab_size, indices=indices, **kw)  # in place: it returns nothing
+            return
         width = min(logits.shape[1], bitmask.shape[1] * WORD_BITS) if vocab_size is None else int(vocab_size)
 
         def dense(rows: Any) -> None:

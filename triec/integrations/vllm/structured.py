@@ -37,7 +37,8 @@ def _ids(ids: Iterable[int]) -> np.ndarray:
 
 def _inside(ids: np.ndarray, row: np.ndarray) -> np.ndarray:
     """The ids whose word lies inside ``row`` (a row narrower than the ids: they are past its width)."""
-    return ids[word_of(ids) < row.shape[0]]
+    inside: np.ndarray = ids[word_of(ids) < row.shape[0]]
+    return inside
 
 
 class RequestGrammar:

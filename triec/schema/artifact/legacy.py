@@ -276,7 +276,7 @@ class ConvertedSchemaTable(SchemaTable):
         return [rejudged(s, vocab) for s in self.slots], vocab
 
 
-def rejudged(slot: Slot, vocab: Any) -> Slot:
+def rejudged(slot: Slot, vocab: Vocabulary) -> Slot:
     """``slot`` with its exit and tail groups derived again from their heads and its tail over ``vocab``:
     every token reading past the tail is ``DYNAMIC`` (judged by the grammar after the value), none is
     taken on the word of another engine. Group numbers and entries stay as they are."""
