@@ -128,15 +128,7 @@ def token_trie_table(
         value_state=value_state,
         value_lcp=value_lcp,
         state_byte=np.frombuffer(bytes(state_byte), dtype=np.uint8),
-        vocab_size=vocab.vocab_size,
-        eos_token_ids=vocab.eos_token_ids,
-        tokenizer_fingerprint=vocab.fingerprint,
-        tokenizer_name=vocab.name,
-        build_options={
-            "tokenizer_family": vocab.family,
-            "tokenizer_tokens": vocab.num_tokens,
-            "tokenization": "canonical",
-        },
+        **vocab.table_fields(tokenization="canonical"),
         encoding=encoding,
     )
 

@@ -246,11 +246,7 @@ def _compile_tail_layout(
         value_bytes=keys,
         token_index=index,
         **arrays,
-        vocab_size=vocab.vocab_size,
-        eos_token_ids=vocab.eos_token_ids,
-        tokenizer_fingerprint=vocab.fingerprint,
-        tokenizer_name=vocab.name,
-        build_options={"tokenizer_family": vocab.family, "tokenizer_tokens": vocab.num_tokens},
+        **vocab.table_fields(),
         encoding=encoding,
     )
     stats.num_states = table.num_states
@@ -280,11 +276,7 @@ def mask_table(
         value_state=trie.terminal.astype(np.int32, copy=False),
         value_lcp=trie.lcp.astype(np.int32, copy=False),
         state_byte=trie.byte,
-        vocab_size=vocab.vocab_size,
-        eos_token_ids=vocab.eos_token_ids,
-        tokenizer_fingerprint=vocab.fingerprint,
-        tokenizer_name=vocab.name,
-        build_options={"tokenizer_family": vocab.family, "tokenizer_tokens": vocab.num_tokens},
+        **vocab.table_fields(),
         encoding=encoding,
     )
 

@@ -215,13 +215,9 @@ def compile_pattern(
         dfa_offsets=d_off,
         dfa_bytes=d_bytes,
         dfa_next=d_next,
-        vocab_size=vocab.vocab_size,
-        eos_token_ids=vocab.eos_token_ids,
-        tokenizer_fingerprint=vocab.fingerprint,
-        tokenizer_name=vocab.name,
+        **vocab.table_fields(),
         pattern=regex,
         format_name=format,
-        build_options={"tokenizer_family": vocab.family, "tokenizer_tokens": vocab.num_tokens},
     )
     if stats is not None:
         stats.update(

@@ -150,6 +150,18 @@ class Vocabulary:
         """Ids defined by the tokenizer (the mask may be wider: ``vocab_size``)."""
         return self._num_tokens
 
+    def table_fields(self, **build_options: Any) -> dict[str, Any]:
+        """What a table compiled for this vocabulary records of it, as a table constructor's keyword arguments: the
+        mask width, the EOS ids, the fingerprint and name, and the build options (the tokenizer's family and token
+        count, then ``build_options``)."""
+        return {
+            "vocab_size": self.vocab_size,
+            "eos_token_ids": self.eos_token_ids,
+            "tokenizer_fingerprint": self.fingerprint,
+            "tokenizer_name": self.name,
+            "build_options": {"tokenizer_family": self.family, "tokenizer_tokens": self.num_tokens, **build_options},
+        }
+
     def __repr__(self) -> str:
         return (
             f"Vocabulary(name={self.name!r}, tokens={self.num_tokens}, vocab_size={self.vocab_size}, "
