@@ -19,23 +19,21 @@ from typing import Any
 import numpy as np
 
 from triec._memo import gc_paused
-from triec.compiler.entry import CompileStats, mask_table
+from triec.compiler.entry import CompileStats
 from triec.compiler.pattern import compile_pattern
 from triec.compiler.regex import MAX_DFA_STATES
 from triec.compiler.schema_keywords import check_keywords
-from triec.compiler.walk import walk
 from triec.encoding import json_string_literal
 from triec.errors import PatternError, SchemaShapeError
 from triec.runtime.pattern import PatternTable
 from triec.schema.grammar import GrammarSpec
 from triec.schema.locate import DEFAULT_THRESHOLD, EnumSite, Located, locate, with_markers
 from triec.schema.pattern_slot import build_pattern_slot
-from triec.schema.shape import CONVENTION, NEEDS_ESCAPE, canonical_json, parse_tool_schema
-from triec.schema.slot import OTHER, Slot, build_slot
+from triec.schema.shape import CONVENTION, NEEDS_ESCAPE, canonical_json, json_object, parse_tool_schema
+from triec.schema.slot import OTHER, Slot, build_values_slot
 from triec.schema.table import Grammar, SchemaTable
 from triec.tokenizer.index import token_index
 from triec.tokenizer.vocabulary import Vocabulary
-from triec.trie import build_trie
 
 MARKERS = [chr(c) for c in range(0xF0000, 0xF0400)] + [chr(c) for c in range(0x100000, 0x100400)]
 """Candidate markers: private-use characters of planes 15 and 16, which schemas and tokens essentially never hold."""
@@ -84,34 +82,6 @@ def _check_opener(vocab: Vocabulary, opener: int, marker: str, source: str) -> N
             f"{source}: token {holder} holds {needle!r} (the trigger's last byte, then the marker's "
             "first byte); served by the engine"
         )
-
-
-def build_values_slot(
-    keys: list[bytes],
-    vocab: Vocabulary,
-    *,
-    tail: bytes = b"",
-    enter_state: int = -1,
-    marker: str = "",
-    value_grammar: np.ndarray | None = None,
-    open: int = 0x22,
-) -> Slot:
-    """A slot over sorted, unique keys: trie, walk (with the partial tokens alive at key ends), crossing tokens."""
-    trie = build_trie(keys)
-    tr = walk(trie, vocab.automaton, vocab.vocab_size, leaf_entries=True)
-    table = mask_table(trie, tr.offsets, tr.tokens, tr.next_state, vocab, keys=keys)
-    assert tr.leaf_entries is not None
-    return build_slot(
-        table,
-        trie.depth,
-        tr.leaf_entries,
-        vocab,
-        tail=tail,
-        enter_state=enter_state,
-        marker=marker,
-        value_grammar=value_grammar,
-        open=open,
-    )
 
 
 def compile_schema(
@@ -212,15 +182,9 @@ def compile_schema(
 def _read_schema(schema: dict[str, Any] | str | bytes, source: str) -> dict[str, Any]:
     """The schema as a dict: JSON text parsed, anything but an object refused, and every keyword triec reads
     checked for its type before anything reads it (:func:`check_keywords`), each refusal naming ``source``."""
-    if isinstance(schema, (str, bytes)):
-        try:
-            schema = json.loads(schema)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise SchemaShapeError(f"{source}: not valid JSON ({exc})") from None
-    if not isinstance(schema, dict):
-        raise SchemaShapeError(f"{source}: expected a JSON object (a JSON Schema), found {type(schema).__name__}")
-    check_keywords(schema, source)
-    return schema
+    doc = json_object(schema, source, "a JSON object (a JSON Schema)")
+    check_keywords(doc, source)
+    return doc
 
 
 def _nothing_served(found: Located, threshold: int, patterns: bool, source: str) -> SchemaShapeError:
@@ -424,7 +388,6 @@ def _compile_tools(
     stats: CompileStats | None,
     source: str,
 ) -> SchemaTable:
-    from triec.engines import engine_version
     from triec.errors import ToolsError
     from triec.schema.tools import (
         Tool,
@@ -491,21 +454,7 @@ def _compile_tools(
         "tools": len(parsed),
         "whitespace": whitespace,
     }
-    table = SchemaTable(
-        slots=[slot],
-        grammars=grammars,
-        start_slot=-1 if flexible else 0,
-        start_grammar=0 if flexible else -1,
-        engine=engine,
-        engine_version=engine_version(engine),
-        convention=CONVENTION,
-        info=info,
-        vocab=vocab,
-    )
-    stats.num_values = len(keys)
-    stats.value_bytes = sum(map(len, keys))
-    stats.num_states = slot.num_states
-    stats.num_allowed = slot.trie.num_allowed
+    table = _one_slot_table(slot, keys, grammars, flexible, engine, info, vocab, stats)
     stats.phases.update(
         {"tools": t1 - t0, "automaton": t2 - t1, "masks": t3 - t2, "assemble": time.perf_counter() - t3}
     )
@@ -528,7 +477,6 @@ def compile_structural_tag(
     :class:`~triec.errors.SchemaShapeError` for shapes served by the engine alone (several triggers, a trigger
     that is a token id, ``tags_with_separator`` without a required tag).
     """
-    from triec.engines import engine_version
     from triec.schema.tags import from_legacy, is_legacy, parse_structural_tag, start_grammar, tag_grammar
 
     if engine != "xgrammar":
@@ -579,11 +527,30 @@ def compile_structural_tag(
     info = {"shape": "structural-tag", "tag": text, "tags": len(keys), "multi": plan.multi}
     if trigger:
         info.update({"trigger": trigger, "at_least_one": plan.at_least_one})
+    table = _one_slot_table(slot, keys, grammars, trigger is not None, engine, info, vocab, stats)
+    stats.phases.update({"tags": t1 - t0, "masks": t2 - t1})
+    return table
+
+
+def _one_slot_table(
+    slot: Slot,
+    keys: list[bytes],
+    grammars: list[Grammar],
+    lead: bool,
+    engine: str,
+    info: dict[str, Any],
+    vocab: Vocabulary,
+    stats: CompileStats,
+) -> SchemaTable:
+    """A table of one slot over ``keys`` (a tool call's names, a structural tag's begins), its sizes recorded in
+    ``stats``: the slot starts the output, or with ``lead`` grammar 0 does (free whitespace, or text before a tag)."""
+    from triec.engines import engine_version
+
     table = SchemaTable(
         slots=[slot],
         grammars=grammars,
-        start_slot=-1 if trigger else 0,
-        start_grammar=0 if trigger else -1,
+        start_slot=-1 if lead else 0,
+        start_grammar=0 if lead else -1,
         engine=engine,
         engine_version=engine_version(engine),
         convention=CONVENTION,
@@ -594,5 +561,4 @@ def compile_structural_tag(
     stats.value_bytes = sum(map(len, keys))
     stats.num_states = slot.num_states
     stats.num_allowed = slot.trie.num_allowed
-    stats.phases.update({"tags": t1 - t0, "masks": t2 - t1})
     return table

@@ -89,6 +89,19 @@ class ToolSchema:
         return self.prefix + json_string_literal(name).encode("utf-8")
 
 
+def json_object(doc: Any, source: str, what: str = "a JSON object") -> dict[str, Any]:
+    """``doc`` as a dict: JSON text parsed, anything but an object refused (:class:`SchemaShapeError` naming
+    ``source``, and ``what`` was expected)."""
+    if isinstance(doc, (str, bytes)):
+        try:
+            doc = json.loads(doc)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise SchemaShapeError(f"{source}: not valid JSON ({exc})") from None
+    if not isinstance(doc, dict):
+        raise SchemaShapeError(f"{source}: expected {what}, found {type(doc).__name__}")
+    return doc
+
+
 def canonical_json(doc: Any) -> str:
     return json.dumps(doc, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 

@@ -353,10 +353,8 @@ class Slot:
         return a[len(p) : k] + (self.tail if hi - lo == 1 else b"")
 
 
-def build_slot(
-    trie_table: MaskTable,
-    trie_depth: np.ndarray,
-    leaf_entries: tuple[np.ndarray, np.ndarray, np.ndarray],
+def build_values_slot(
+    keys: list[bytes],
     vocab: Vocabulary,
     *,
     tail: bytes = b"",
@@ -365,14 +363,22 @@ def build_slot(
     value_grammar: np.ndarray | None = None,
     open: int = 0x22,
 ) -> Slot:
-    """Classify every crossing token of a compiled trie (from ``walk(..., leaf_entries=True)``)."""
+    """A slot over sorted, unique keys: trie, walk (with the partial tokens alive at key ends), every crossing token
+    classified."""
+    from triec.compiler.entry import mask_table
+    from triec.compiler.walk import walk
+    from triec.trie import build_trie
+
+    trie = build_trie(keys)
+    tr = walk(trie, vocab.automaton, vocab.vocab_size, leaf_entries=True)
+    trie_table = mask_table(trie, tr.offsets, tr.tokens, tr.next_state, vocab, keys=keys)
+    assert tr.leaf_entries is not None
     ti = token_index(vocab)
-    keys = trie_table.value_bytes
-    start, v, leaf_node = (np.asarray(a, dtype=np.int64) for a in leaf_entries)
+    start, v, leaf_node = (np.asarray(a, dtype=np.int64) for a in tr.leaf_entries)
     leaf = np.searchsorted(np.asarray(trie_table.value_state, dtype=np.int64), leaf_node)
     # exits: one group per head (a vocabulary-trie node; its bytes are the end of any key it closes)
     _, first, inverse = np.unique(v, return_index=True, return_inverse=True)
-    labels = [keys[int(leaf[i])][int(trie_depth[start[i]]) :] for i in first.tolist()]
+    labels = [keys[int(leaf[i])][int(trie.depth[start[i]]) :] for i in first.tolist()]
     head_groups = [head_group(vocab, ti, h, tail) for h in labels]
     live = np.array([int(g.offsets[-1]) > 0 for g in head_groups], dtype=bool)
     keep = live[inverse] if inverse.size else np.zeros(0, dtype=bool)

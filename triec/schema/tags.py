@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from triec.errors import SchemaShapeError
+from triec.schema.shape import json_object
 
 
 @dataclass(frozen=True)
@@ -90,13 +91,7 @@ def parse_structural_tag(doc: Any, source: str = "structural tag") -> TagPlan:
     def fail(msg: str) -> SchemaShapeError:
         return SchemaShapeError(f"{source}: {msg}")
 
-    if isinstance(doc, (str, bytes)):
-        try:
-            doc = json.loads(doc)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise fail(f"not valid JSON ({exc})") from None
-    if not isinstance(doc, dict):
-        raise fail(f"expected a JSON object, found {type(doc).__name__}")
+    doc = json_object(doc, source)
     if is_legacy(doc):
         doc = from_legacy(doc)
     if doc.get("type") == "structural_tag":
