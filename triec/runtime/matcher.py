@@ -155,11 +155,7 @@ class TableMatcher(TokenSteps, Generic[Table]):
 
     def rollback(self, n: int) -> None:
         """Undo the last ``n`` accepted tokens (EOS included)."""
-        n = int(n)
-        if not 0 <= n <= len(self._history):
-            raise ValueError(f"cannot roll back {n} tokens: {len(self._history)} accepted")
-        for _ in range(n):
-            prev = self._history.pop()
+        for prev in undo(self._history, n):
             if prev == -1:
                 self._done = False
             else:
@@ -205,3 +201,15 @@ def whole_chars(data: bytes) -> bytes:
     lead = data[i]
     need = 1 if lead < 0x80 else 2 if lead < 0xE0 else 3 if lead < 0xF0 else 4
     return data if len(data) - i >= need else data[:i]
+
+
+_Step = TypeVar("_Step")
+
+
+def undo(history: list[_Step], n: int) -> list[_Step]:
+    """The last ``n`` entries of a matcher's history, popped, the latest first: what ``rollback(n)`` undoes.
+    ``ValueError`` (nothing popped) where fewer than ``n`` were accepted."""
+    n = int(n)
+    if not 0 <= n <= len(history):
+        raise ValueError(f"cannot roll back {n} tokens: {len(history)} accepted")
+    return [history.pop() for _ in range(n)]

@@ -30,7 +30,7 @@ import numpy as np
 from triec.errors import TriecError
 from triec.runtime.bitmask import ids_of, is_set, pack
 from triec.runtime.kinds import SetTable
-from triec.runtime.matcher import TableMatcher, TokenSteps
+from triec.runtime.matcher import TableMatcher, TokenSteps, undo
 
 
 class TriggerAutomaton:
@@ -204,11 +204,7 @@ class TriggeredMatcher(TokenSteps):
         return True
 
     def rollback(self, n: int) -> None:
-        n = int(n)
-        if not 0 <= n <= len(self._history):
-            raise ValueError(f"cannot roll back {n} tokens: {len(self._history)} accepted")
-        for _ in range(n):
-            prev = self._history.pop()
+        for prev in undo(self._history, n):
             if prev is None:
                 assert self.inner is not None
                 self.inner.rollback(1)

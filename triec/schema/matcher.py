@@ -30,7 +30,7 @@ from triec._arrays import find_sorted
 from triec._memo import per_table
 from triec.errors import TriecError
 from triec.runtime.bitmask import are_set, ids_of, is_set, set_few
-from triec.runtime.matcher import TokenSteps, whole_chars
+from triec.runtime.matcher import TokenSteps, undo, whole_chars
 from triec.schema.parts import SchemaParts
 from triec.schema.slot import DYNAMIC, HANDOVER, OTHER, TAIL, Groups, Slot
 from triec.tokenizer.index import token_index
@@ -492,12 +492,8 @@ class SchemaMatcher(TokenSteps, Generic[Table]):
 
     def rollback(self, n: int) -> None:
         """Undo the last ``n`` accepted tokens (EOS included)."""
-        n = int(n)
-        if not 0 <= n <= len(self.history):
-            raise ValueError(f"cannot roll back {n} tokens: {len(self.history)} accepted")
         steps = 0
-        for _ in range(n):
-            rec = self.history.pop()
+        for rec in undo(self.history, n):
             if isinstance(rec, (int, bytes)):  # an engine step (2: the EOS that ended the output; bytes: ``last``)
                 steps += 1
                 if rec == 2:
