@@ -34,7 +34,7 @@ from triec.runtime.pattern import PatternTable
 from triec.runtime.token_classes import TokenClasses
 from triec.tokenizer.vocabulary import Vocabulary
 from triec.verify.paths import escape_bytes
-from triec.verify.report import CheckResult, Mismatch, VerifyReport, token_list
+from triec.verify.report import CheckResult, Mismatch, VerifyReport, VerifyRun, token_list
 
 WALK_DEPTH = 48
 """Tokens per decode walk at most (a walk also ends where only EOS is allowed)."""
@@ -349,38 +349,35 @@ def verify_pattern(
     table: Table,
     vocab: Vocabulary,
     report: VerifyReport,
-    against: Sequence[str],
-    explicit: Sequence[str],
-    walks: int,
-    seed: int,
-    max_examples: int,
-    states: int,
+    run: VerifyRun,
 ) -> None:
     """A pattern table: rows against its own DFA (reference) and the engines' masks for its regex along walks."""
     assert isinstance(table, PatternTable)
     report.num_values, report.pattern = 0, pattern_facts(table)  # a regular language: no values to count
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(run.seed)
     selected = (
         np.arange(table.num_states)
-        if table.num_states <= states
-        else np.sort(rng.choice(table.num_states, size=states, replace=False))
+        if table.num_states <= run.states
+        else np.sort(rng.choice(table.num_states, size=run.states, replace=False))
     )
-    report.states_selected, report.sampled = int(selected.size), table.num_states > states
-    report.checks.append(regex_check([table], vocab, max_examples))
-    for name in against:
+    report.states_selected, report.sampled = int(selected.size), table.num_states > run.states
+    report.checks.append(regex_check([table], vocab, run.max_examples))
+    for name in run.against:
         t0 = time.perf_counter()
         try:
             if name == "reference":
-                found = compare_reference(table, vocab, selected, max_examples)
+                found = compare_reference(table, vocab, selected, run.max_examples)
             elif name in ("llguidance", "xgrammar"):
-                found = compare_engine(table, vocab, name, walks=walks, seed=seed, max_examples=max_examples)
+                found = compare_engine(
+                    table, vocab, name, walks=run.walks, seed=run.seed, max_examples=run.max_examples
+                )
             else:
                 report.checks.append(
                     CheckResult(against=name, status="skipped", reason=f"{name} does not compile regexes here")
                 )
                 continue
         except EngineUnavailable as exc:
-            if name in explicit:
+            if name in run.explicit:
                 raise
             report.checks.append(CheckResult(against=name, status="skipped", reason=str(exc)))
             continue
@@ -393,7 +390,7 @@ def verify_pattern(
             walk_steps=found.walk_steps,
             seconds={"compare": time.perf_counter() - t0},
         )
-        add_pattern_mismatches(result, found.mismatches, vocab, max_examples)
+        add_pattern_mismatches(result, found.mismatches, vocab, run.max_examples)
         report.checks.append(result)
 
 

@@ -112,6 +112,19 @@ class CheckProgress:
 ProgressFn = Callable[[CheckProgress], None]
 
 
+@dataclass(frozen=True)
+class VerifyRun:
+    """What one ``triec verify`` asks of every table kind's checks: the comparisons (``against``; an engine named in
+    ``explicit`` must be installed), the walks and their seed, the states to compare, the examples kept."""
+
+    against: Sequence[str]
+    explicit: Sequence[str]
+    walks: int
+    seed: int
+    max_examples: int
+    states: int
+
+
 def token_list(ids: Sequence[int], vocab: Vocabulary, limit: int = 8) -> list[dict[str, Any]]:
     """The first ``limit`` token ids of a mismatch, each with its bytes spelled for people (``<eos>``, ``<padding>``)."""
     out = []

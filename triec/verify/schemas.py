@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -39,7 +39,7 @@ import numpy as np
 from triec.errors import EngineUnavailable, TriecError
 from triec.runtime.bitmask import ids_of, is_set
 from triec.verify.paths import escape_bytes, token_paths
-from triec.verify.report import CheckResult, Mismatch, VerifyReport
+from triec.verify.report import CheckResult, Mismatch, VerifyReport, VerifyRun
 from triec.verify.states import select_states
 
 if TYPE_CHECKING:
@@ -574,12 +574,7 @@ def verify_schema(
     table: Any,
     vocab: Vocabulary,
     report: VerifyReport,
-    against: Sequence[str],
-    explicit: Sequence[str],
-    walks: int,
-    seed: int,
-    max_examples: int,
-    states: int,
+    run: VerifyRun,
 ) -> None:
     """``triec verify`` on a schema artifact: each slot's trie against the reference; the whole output against each
     engine.
@@ -595,10 +590,10 @@ def verify_schema(
     report.states_selected = table.num_states
     slot_tables = {i: s.trie for i, s in enumerate(table.slots) if not s.has_values}
     if slot_tables:
-        report.checks.append(regex_check(slot_tables, vocab, max_examples, quoted=True))
-    for name in against:
+        report.checks.append(regex_check(slot_tables, vocab, run.max_examples, quoted=True))
+    for name in run.against:
         if name == "reference":
-            report.checks.append(_slots_reference_check(table, vocab, max_examples))
+            report.checks.append(_slots_reference_check(table, vocab, run.max_examples))
         elif name not in ("llguidance", "xgrammar"):
             report.checks.append(
                 CheckResult(
@@ -606,7 +601,7 @@ def verify_schema(
                 )
             )
         else:
-            _engine_check(table, vocab, report, name, explicit, walks, seed, max_examples, states)
+            _engine_check(table, vocab, report, name, run)
 
 
 def schema_facts(table: Any) -> dict[str, Any]:
@@ -669,11 +664,7 @@ def _engine_check(
     vocab: Vocabulary,
     report: VerifyReport,
     name: str,
-    explicit: Sequence[str],
-    walks: int,
-    seed: int,
-    max_examples: int,
-    states: int,
+    run: VerifyRun,
 ) -> None:
     """One engine's comparison of a schema artifact (:func:`compare_schema` on the table served by that engine) into
     ``report``: skipped when the engine is not installed (raised when named in ``explicit``) or cannot serve the
@@ -683,7 +674,7 @@ def _engine_check(
     try:
         make_engine(name, vocab)  # raises EngineUnavailable with the pip command
     except EngineUnavailable as exc:
-        if name in explicit:
+        if name in run.explicit:
             raise
         report.checks.append(CheckResult(against=name, status="skipped", reason=str(exc)))
         return
@@ -694,14 +685,14 @@ def _engine_check(
         report.checks.append(CheckResult(against=name, status="skipped", reason=str(exc)))
         return
     try:
-        sr = compare_schema(twin, walks=walks, seed=seed, max_states=states)
+        sr = compare_schema(twin, walks=run.walks, seed=run.seed, max_states=run.states)
     except TriecError as exc:
         report.checks.append(CheckResult(against=name, status="error", reason=str(exc)))
         return
     if sr.sampled:  # the headline says what the engines saw: a sample of each slot's states
         report.sampled = True
         report.states_selected = sr.states_checked
-    result = _engine_result(name, twin.engine_version, sr, max_examples)
+    result = _engine_result(name, twin.engine_version, sr, run.max_examples)
     result.seconds["compare"] = time.perf_counter() - t0
     report.checks.append(result)
 

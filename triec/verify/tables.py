@@ -52,6 +52,7 @@ from triec.verify.report import (
     Mismatch,
     ProgressFn,
     VerifyReport,
+    VerifyRun,
 )
 from triec.verify.schemas import verify_schema
 from triec.verify.states import select_states, state_depths
@@ -157,12 +158,13 @@ def verify(
     t0 = time.perf_counter()
     table, vocab, report = load_checked(path, tokenizer)
     report.seed = seed
+    run = VerifyRun(against, explicit, walks, seed, max_examples, states)
     if table is None or vocab is None:
         pass
     elif table.kind is TableKind.TOOL_SCHEMA:
-        verify_schema(table, vocab, report, against, explicit, walks, seed, max_examples, states)
+        verify_schema(table, vocab, report, run)
     elif table.kind is TableKind.PATTERN:
-        verify_pattern(table, vocab, report, against, explicit, walks, seed, max_examples, states)
+        verify_pattern(table, vocab, report, run)
     else:
         assert isinstance(table, MaskTable), f"{path}: a {table.kind} table"  # the kinds an artifact holds
         verify_masks(
