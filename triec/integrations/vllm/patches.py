@@ -45,26 +45,24 @@ import logging
 import time
 import types
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import torch
 
 from triec.integrations.constraints import Delegate
 from triec.integrations.vllm import internals
-from triec.integrations.vllm.backend import backend_state, triec_grammar
+from triec.integrations.vllm.backend import (  # vLLM's classes, as the backend reads them
+    StructuredOutputGrammar,
+    StructuredOutputOptions,
+    backend_state,
+    triec_grammar,
+)
 from triec.integrations.vllm.routing import claims
 from triec.runtime.bitmask import WORD_BITS
 from triec.runtime.torch import SPARSE_WORDS, apply_bitmask_sparse
 
 log = logging.getLogger("triec.vllm.backend")
-
-if TYPE_CHECKING:  # vLLM's classes, read from the installed vLLM by internals: Any to a type checker
-    StructuredOutputGrammar = Any
-    StructuredOutputOptions = Any
-else:
-    StructuredOutputGrammar = internals.grammar_base()
-    StructuredOutputOptions = internals.options()
 
 
 def _mark(hook: Callable[..., Any], original: Callable[..., Any]) -> None:
