@@ -8,6 +8,8 @@ that no escape's meaning differs between triec and the engine it hands the patte
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from triec.compiler.regex import MAX_CODEPOINT, Alt, Chars, Concat, Node, Ranges
 
 
@@ -18,25 +20,17 @@ def _rust_char(cp: int) -> str:
     return f"\\x{cp:02x}" if cp < 0x80 else f"\\u{{{cp:x}}}"
 
 
+def _rust_class(node: Chars) -> str:
+    r = node.ranges
+    if len(r) == 1 and r[0][0] == r[0][1]:
+        return _rust_char(r[0][0])
+    return "[" + "".join(_rust_char(a) if a == b else f"{_rust_char(a)}-{_rust_char(b)}" for a, b in r) + "]"
+
+
 def to_rust_regex(node: Node) -> str:
     """``node`` spelled explicitly in Rust ``regex`` syntax (llguidance): every class as code point ranges, so
     no escape's meaning differs between engines."""
-    if isinstance(node, Chars):
-        r = node.ranges
-        if len(r) == 1 and r[0][0] == r[0][1]:
-            return _rust_char(r[0][0])
-        return "[" + "".join(_rust_char(a) if a == b else f"{_rust_char(a)}-{_rust_char(b)}" for a, b in r) + "]"
-    if isinstance(node, Concat | Alt):
-        parts = []  # a loop, not a generator: one frame per level of the tree (MAX_NESTING)
-        for item in node.items:
-            parts.append(to_rust_regex(item))
-        return "".join(parts) if isinstance(node, Concat) else "(?:" + "|".join(parts) + ")"
-    inner = to_rust_regex(node.item)
-    if not isinstance(node.item, Alt):  # an alternation is already a group
-        inner = "(?:" + inner + ")"
-    if node.hi is None:
-        return f"{inner}{{{node.lo},}}"
-    return f"{inner}{{{node.lo},{node.hi}}}"
+    return _spell(node, _rust_class, "(?:")
 
 
 def _xgrammar_char(cp: int) -> str:
@@ -59,29 +53,37 @@ def _no_surrogates(ranges: Ranges) -> list[tuple[int, int]]:
     return out
 
 
+def _xgrammar_class(node: Chars) -> str:
+    r = _no_surrogates(node.ranges)
+    if not r:  # no character: a class that matches nothing
+        return "[^\\u0000-" + chr(MAX_CODEPOINT) + "]"
+    if len(r) == 1 and r[0][0] == r[0][1]:
+        return _xgrammar_char(r[0][0])
+    return (
+        "[" + "".join(_xgrammar_char(a) if a == b else f"{_xgrammar_char(a)}-{_xgrammar_char(b)}" for a, b in r) + "]"
+    )
+
+
 def to_xgrammar_regex(node: Node) -> str:
     """``node`` spelled so that xgrammar 0.2.9's ``compile_regex`` and :func:`parse` read the same language:
     ASCII punctuation and controls as ``\\\\u00HH`` (xgrammar's ``\\\\x`` reads every hex digit that follows), other
     characters literally, classes as explicit ranges (surrogates, which are no characters, left out)."""
+    return _spell(node, _xgrammar_class, "(")
+
+
+def _spell(node: Node, chars: Callable[[Chars], str], group: str) -> str:
+    """``node`` in a syntax whose classes ``chars`` spells and whose groups open with ``group`` (and close with
+    ``)``): Rust's non-capturing group, xgrammar's plain one."""
     if isinstance(node, Chars):
-        r = _no_surrogates(node.ranges)
-        if not r:  # no character: a class that matches nothing
-            return "[^\\u0000-" + chr(MAX_CODEPOINT) + "]"
-        if len(r) == 1 and r[0][0] == r[0][1]:
-            return _xgrammar_char(r[0][0])
-        return (
-            "["
-            + "".join(_xgrammar_char(a) if a == b else f"{_xgrammar_char(a)}-{_xgrammar_char(b)}" for a, b in r)
-            + "]"
-        )
+        return chars(node)
     if isinstance(node, Concat | Alt):
         parts = []  # a loop, not a generator: one frame per level of the tree (MAX_NESTING)
         for item in node.items:
-            parts.append(to_xgrammar_regex(item))
-        return "".join(parts) if isinstance(node, Concat) else "(" + "|".join(parts) + ")"
-    inner = to_xgrammar_regex(node.item)
+            parts.append(_spell(item, chars, group))
+        return "".join(parts) if isinstance(node, Concat) else group + "|".join(parts) + ")"
+    inner = _spell(node.item, chars, group)
     if not isinstance(node.item, Alt):  # an alternation is already a group: the spelling nests no deeper than the
-        inner = "(" + inner + ")"  # pattern, so that it parses again under MAX_NESTING
+        inner = group + inner + ")"  # pattern, so that it parses again under MAX_NESTING
     if node.hi is None:
         return f"{inner}{{{node.lo},}}"
     return f"{inner}{{{node.lo},{node.hi}}}"
