@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
+from rich.console import Console, JustifyMethod
 from rich.markup import escape
 from typer.core import TyperCommand, TyperGroup
 
 from triec._version import __version__
 from triec.cli._coercion import install
 from triec.errors import TriecError
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 
 class _CommandParams:
@@ -62,6 +65,17 @@ out = Console()
 
 EXIT_OK, EXIT_CHECK_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 _state: dict[str, Any] = {"debug": False}
+
+
+def key_value_table(title: str, justify: JustifyMethod = "left") -> Table:
+    """A titled table of two columns, names in bold and their values (``justify``): the summaries that
+    ``triec compile`` and ``triec inspect`` print."""
+    from rich.table import Table
+
+    t = Table(title=title, show_header=False, title_justify="left")
+    t.add_column(style="bold")
+    t.add_column(justify=justify)
+    return t
 
 
 def _version(value: bool) -> None:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.markup import escape
 
-from triec.cli._common import app, err, out, report_errors
+from triec.cli._common import app, err, key_value_table, out, report_errors
 from triec.errors import TriecError
 from triec.schema.locate import DEFAULT_THRESHOLD
 
@@ -628,11 +628,7 @@ def _compile_pattern(
     if as_json:
         out.print_json(json.dumps(summary, ensure_ascii=False))
         return
-    from rich.table import Table
-
-    t = Table(title=escape(f"triec compile (pattern) → {target}"), show_header=False, title_justify="left")
-    t.add_column(style="bold")
-    t.add_column()
+    t = key_value_table(escape(f"triec compile (pattern) → {target}"))
     if name:
         t.add_row("format", escape(name))
     t.add_row("pattern", escape(summary["pattern"]))
@@ -885,15 +881,7 @@ def _schema_summary(
 
 
 def _print_schema_summary(table: SchemaTable, summary: dict[str, Any]) -> None:
-    from rich.table import Table
-
-    t = Table(
-        title=escape(f"triec compile (schema, {summary['shape']}) → {summary['output']}"),
-        show_header=False,
-        title_justify="left",
-    )
-    t.add_column(style="bold")
-    t.add_column()
+    t = key_value_table(escape(f"triec compile (schema, {summary['shape']}) → {summary['output']}"))
     if table.start_slot >= 0:
         nxt = table.info.get("next_property") or "..."
         t.add_row(
@@ -949,11 +937,7 @@ def _print_schema_summary(table: SchemaTable, summary: dict[str, Any]) -> None:
 
 
 def _print_summary(s: dict[str, Any]) -> None:
-    from rich.table import Table
-
-    t = Table(title=escape(f"triec compile → {s['output']}"), show_header=False, title_justify="left")
-    t.add_column(style="bold")
-    t.add_column(justify="right")
+    t = key_value_table(escape(f"triec compile → {s['output']}"), "right")
     t.add_row(
         "values (K)",
         f"{s['values']:,}" + (f"  ({s['duplicates_removed']:,} duplicates removed)" if s["duplicates_removed"] else ""),

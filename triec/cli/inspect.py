@@ -12,7 +12,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from triec.cli._common import app, out, report_errors
+from triec.cli._common import app, key_value_table, out, report_errors
 from triec.errors import TriecError
 
 if TYPE_CHECKING:
@@ -138,9 +138,7 @@ def _inspect_pattern(
     if as_json:
         out.print_json(json.dumps(report, ensure_ascii=False))
         return
-    meta = Table(title=escape(f"triec inspect {report['artifact']}"), show_header=False, title_justify="left")
-    meta.add_column(style="bold")
-    meta.add_column()
+    meta = key_value_table(escape(f"triec inspect {report['artifact']}"))
     kind = "pattern table" if schema_info is None else "schema table"
     meta.add_row("kind / format version", f"{kind} / v{report['format_version']} (triec {report['triec_version']})")
     if schema_info is not None:  # every slot is listed in the schema's table below
@@ -199,9 +197,7 @@ def _short(text: str, limit: int = 160) -> str:
 
 
 def _print(r: dict[str, Any]) -> None:
-    meta = Table(title=escape(f"triec inspect {r['artifact']}"), show_header=False, title_justify="left")
-    meta.add_column(style="bold")
-    meta.add_column()
+    meta = key_value_table(escape(f"triec inspect {r['artifact']}"))
     meta.add_row("format / written by", f"v{r['format_version']} / triec {r['triec_version']}")
     meta.add_row(
         "file",
@@ -293,9 +289,7 @@ def _print(r: dict[str, Any]) -> None:
 
 
 def _print_schema(sch: dict[str, Any]) -> None:
-    st = Table(title=f"schema ({sch['shape'] or '?'})", show_header=False, title_justify="left")
-    st.add_column(style="bold")
-    st.add_column()
+    st = key_value_table(f"schema ({sch['shape'] or '?'})")
     if sch["prefix"] or sch["tail"]:
         st.add_row("output", escape(f"{sch['prefix']}<{sch['name_property'] or 'value'}>{sch['tail']}<...>"))
     st.add_row("starts in", sch["start"])
