@@ -63,6 +63,16 @@ def check_convention(schema: dict[str, Any], source: str) -> None:
         )
 
 
+def engine_fields(schema: dict[str, Any]) -> dict[str, Any]:
+    """The header's ``schema`` map's engine, its version and the convention (checked by :func:`layout_counts` or
+    the first layout's reader), as a schema table's keyword arguments."""
+    return {
+        "engine": schema["engine"],
+        "engine_version": schema["engine_version"] or None,
+        "convention": schema["convention"],
+    }
+
+
 def check_rows_ascending(offsets: np.ndarray, tokens: np.ndarray, where: str) -> None:
     """A trie slot's tokens strictly ascend within each state: ``advance`` binary-searches the row that ``allowed``
     lists whole, so a row out of order (a zeroed run) would list a token it then refuses. O(P + S) vectorized."""

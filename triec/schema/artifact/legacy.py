@@ -16,7 +16,7 @@ import numpy as np
 
 from triec.errors import ArtifactContentError, ArtifactError
 from triec.runtime.table import MaskTable
-from triec.schema.artifact.checks import check_convention
+from triec.schema.artifact.checks import check_convention, engine_fields
 from triec.schema.grammar import GrammarSpec
 from triec.schema.slot import HANDOVER, TAIL, Groups, Slot
 from triec.schema.table import ENGINES, Grammar, SchemaTable
@@ -256,9 +256,7 @@ def build_schema_table(
         grammars=[Grammar(GrammarSpec(grammar_schema), template, ())],
         start_slot=0,
         start_grammar=-1,
-        engine=s["engine"],
-        engine_version=s["engine_version"] or None,
-        convention=s["convention"],
+        **engine_fields(s),
         info=info,
         source=source,
         header=header,

@@ -28,6 +28,7 @@ from triec.schema.artifact.checks import (
     check_slot,
     check_slot_table,
     check_slot_values,
+    engine_fields,
     section_error,
 )
 from triec.schema.artifact.layout import (
@@ -295,9 +296,7 @@ def load_schema_artifact(
         grammars=grammars,
         start_slot=start_slot,
         start_grammar=start_grammar,
-        engine=sch["engine"],
-        engine_version=sch["engine_version"] or None,
-        convention=sch["convention"],
+        **engine_fields(sch),
         info=info,
         source=source,
         header=header,
