@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from triec._arrays import concat_ranges
+from triec.runtime.bitmask import bit_of, pack, word_of
 
 
 @dataclass(eq=False)
@@ -195,18 +196,16 @@ def row_words(
         if int(sizes[live].sum()) <= few:
             tokens = np.concatenate([m_tok[concat_ranges(m_off[live], sizes[live])].astype(np.int64), extra])
             tokens = np.unique(tokens)
-            w = tokens >> 5
-            bit = np.left_shift(np.ones_like(tokens), tokens & 31)
-            uw, start = np.unique(w, return_index=True)
-            bits = np.bitwise_or.reduceat(bit, start) if bit.size else bit
-            words, values = uw, bits
+            bit = bit_of(tokens).astype(np.int64)
+            uw, start = np.unique(word_of(tokens), return_index=True)
+            words, values = uw, (np.bitwise_or.reduceat(bit, start) if bit.size else bit)
         else:
             flag = np.zeros(classes.num_classes + 1, dtype=bool)
             flag[live + 1] = True
-            on = np.zeros(width * 32, dtype=bool)
-            on[:vocab] = flag[tc1]
+            on = np.zeros(vocab, dtype=bool)
+            on[:] = flag[tc1]
             on[extra] = True
-            packed = np.packbits(on, bitorder="little").view("<u4").astype(np.int64)
+            packed = pack(on).view(np.uint32).astype(np.int64)
             words = np.flatnonzero(packed)
             values = packed[words]
         out_words.append(words.astype(np.int64))
