@@ -16,7 +16,11 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 import triec  # noqa: E402
-from triec.integrations.transformers import TriecLogitsProcessor, prefix_allowed_tokens_fn  # noqa: E402
+from triec.integrations.transformers import (  # noqa: E402
+    TriecLogitsProcessor,
+    prefix_allowed_tokens_fn,
+    ranked_values,
+)
 from triec.synthetic.sets import tool_names  # noqa: E402
 
 pytestmark = pytest.mark.torch
@@ -167,3 +171,21 @@ def test_think_then_answer_under_beams(setups) -> None:
             model, prompt, width, logits_processor=[TriecLogitsProcessor(table, trigger="Answer:", vocab=vocab)]
         )
         assert out[0].shape[0] == width and torch.isfinite(out[1]).all()
+
+
+def test_ranked_values_are_distinct_and_best_first(setups) -> None:
+    """Beams over a byte trie spell one value several ways; ranked_values keeps each value once, at its best score,
+    and only whole values; over a canonical table the beams are distinct values already."""
+    values, vocab, table, model, prompt = setups["qwen2"]
+    seq, scores = beams(model, prompt, 16, logits_processor=[TriecLogitsProcessor(table)])
+    ranked = ranked_values(table, seq, scores, prompt.shape[1])
+    names = [v for v, _ in ranked]
+    assert names and len(set(names)) == len(names) and set(names) <= set(values)
+    assert [s for _, s in ranked] == sorted((s for _, s in ranked), reverse=True)
+    canonical = triec.compile(values, vocab, tokenization="canonical")
+    seq, scores = beams(model, prompt, 16, logits_processor=[TriecLogitsProcessor(canonical)])
+    eos = set(vocab.eos_token_ids)
+    finished = {tuple(t for t in r if t not in eos) for r in seq[:, prompt.shape[1] :].tolist() if eos & set(r)}
+    texts = [b"".join(vocab.token_bytes[t] for t in path) for path in finished]
+    assert len(texts) == len(set(texts))  # one token path per value (a beam may repeat it with each EOS id)
+    assert len(ranked_values(canonical, seq, scores, prompt.shape[1])) == len(finished)

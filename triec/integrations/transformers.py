@@ -41,6 +41,7 @@ import numpy as np
 import torch
 from transformers import LogitsProcessor
 
+from triec.errors import TokenNotAllowed
 from triec.integrations.matchers import MatcherRows, RequestMatcher
 from triec.integrations.prefixes import P, Prefixes, matcher_step, state_step
 from triec.runtime.bitmask import set_bits, words_for
@@ -248,3 +249,37 @@ def _walk(memo: dict[tuple[int, ...], P], key: tuple[int, ...], step: Callable[[
         pos = step(pos, key[j])
         memo[key[: j + 1]] = pos
     return pos
+
+
+def ranked_values(
+    table: MaskTable | RestrictedTable[MaskTable] | TorchMaskTable,
+    sequences: torch.Tensor,
+    scores: torch.Tensor,
+    prompt_length: int,
+) -> list[tuple[str, float]]:
+    """The distinct values among beam search's returned sequences, best score first (one ``generate`` input's
+    ``num_return_sequences`` rows with their ``sequences_scores``).
+
+    A byte trie allows every tokenization of a value, so beams often spell one value several ways: this keeps each
+    value's best. A sequence that is not a whole value then EOS (it ran out of ``max_new_tokens``) is left out. A
+    canonical table (``tokenization="canonical"``) allows one path per value, so its beams are distinct already.
+    """
+    host = _host_table(table)
+    ends = frozenset(int(e) for e in host.eos_token_ids)
+    found: dict[str, float] = {}
+    order = torch.argsort(scores.detach().float().cpu(), descending=True).tolist()
+    rows = sequences[:, prompt_length:].tolist()
+    for i in order:
+        state = int(host.start)
+        value = None
+        for t in rows[i]:
+            if t in ends:
+                value = host.value(state) if state >= 0 else None
+                break
+            try:
+                state = int(host.advance(state, t))
+            except (TokenNotAllowed, IndexError):
+                break
+        if value is not None and value not in found:
+            found[value] = float(scores[i])
+    return list(found.items())
