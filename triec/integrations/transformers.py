@@ -18,21 +18,33 @@ With ``trigger="Answer:"`` (and the table's ``vocab``) a plain table serves
 think-then-answer: each row is free text until it writes the trigger, then one
 value, then EOS (:mod:`triec.runtime.trigger`), one matcher per row on the CPU.
 
-Greedy and sampled decoding are supported; beam search (which reorders rows
-between steps) and assisted or speculative decoding (several tokens per call)
-are not: a call whose input is not exactly one token longer than the previous
-one restarts every row from the start state.
+Greedy, sampled and beam-search decoding are supported (``num_beams``, with
+``num_return_sequences``, ``length_penalty`` and ``early_stopping``): beam search
+reorders, duplicates and drops rows between steps, so each row's state is found
+from its own generated tokens, never from its index (:mod:`triec.integrations.prefixes`:
+one lookup and one advance per distinct row a step). transformers' beam scores are
+the model's log-softmax over its whole vocabulary summed along the path, EOS included;
+the processor only sets refused tokens to ``-inf``, so a beam's score is its path's
+log-probability, and the beams are those of the same search driven by a
+``prefix_allowed_tokens_fn`` that allows the same tokens (:func:`prefix_allowed_tokens_fn`
+is one, for code written for GENRE). Assisted or speculative decoding (several tokens
+per call) is not supported: a call whose input is not exactly one token longer than
+the previous one restarts every row from the prompt.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import torch
 from transformers import LogitsProcessor
 
+from triec.errors import TokenNotAllowed
 from triec.integrations.matchers import MatcherRows, RequestMatcher
+from triec.integrations.prefixes import P, Prefixes, matcher_step, state_step
+from triec.runtime.bitmask import set_bits, words_for
 from triec.runtime.table import MaskTable
 from triec.runtime.torch import TorchMaskTable, apply_bitmask
 
@@ -71,19 +83,46 @@ class TriecLogitsProcessor(LogitsProcessor):
             from triec.runtime.trigger import Triggered
 
             self._triggered = Triggered(table, vocab, trigger)
-        self.matchers: list[RequestMatcher] | None = None
+        self.matchers: list[RequestMatcher | None] | None = None
         self._rows = MatcherRows()
         self._tables: dict[torch.device, TorchMaskTable] = {}
         if isinstance(table, TorchMaskTable):
             self._tables[table.device] = table
         self.states: torch.Tensor | None = None  # (B,) int64 on the logits' device
         self._length = 0
+        self._prompt = 0  # the input length of a generate call's first step: what follows is generated
+        self._host = _host_table(table) if self._schema is None and self._triggered is None else None
+        self._state_rows: Prefixes[int] | None = None
+        self._matcher_rows: Prefixes[RequestMatcher | None] | None = None
+        if self._host is not None:
+            host = self._host
+            self._state_rows = Prefixes(lambda: int(host.start), state_step(host.advance, host.eos_token_ids))
+        else:
+            source = self._schema if self._schema is not None else self._triggered
+            assert source is not None
+            make = cast("Callable[[], RequestMatcher]", source.matcher)
+            step = matcher_step(_fork, _accept, _ended)
+            self._matcher_rows = Prefixes(make, step)
 
     def reset(self) -> None:
         """Forget the rows' states: the next call starts every row afresh."""
         self.states = None
         self.matchers = None
         self._length = 0
+        for rows in (self._state_rows, self._matcher_rows):
+            if rows is not None:
+                rows.reset()
+
+    def _generated(self, input_ids: torch.LongTensor) -> list[list[int]]:
+        """Each row's generated tokens (the input past the first call's prompt): a new generate call (an input
+        that is not one token longer) starts here."""
+        length = int(input_ids.shape[1])
+        if length != self._length + 1 or self._length == 0:
+            self.reset()
+            self._prompt = length
+        self._length = length
+        rows: list[list[int]] = input_ids[:, self._prompt :].tolist()
+        return rows
 
     def device_table(self, device: torch.device) -> TorchMaskTable:
         """The table on ``device``, uploaded on first use."""
@@ -99,36 +138,148 @@ class TriecLogitsProcessor(LogitsProcessor):
         return table
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
-        if self._schema is not None or self._triggered is not None:
+        if self._matcher_rows is not None:
             return self._call_matchers(input_ids, scores)
+        assert self._state_rows is not None
         table = self.device_table(scores.device)
-        batch, length = input_ids.shape
-        if self.states is None or self.states.shape[0] != batch or length != self._length + 1:
-            self.states = table.start_states(batch)  # first step of a generate call: the prompt
-        else:
-            self.states = table.advance(self.states, input_ids[:, -1].to(scores.device))
-        self._length = length
+        states = self._state_rows.positions(self._generated(input_ids))
+        self.states = torch.tensor(states, dtype=torch.int64, device=scores.device)
         return table.apply_bitmask(scores, table.fill(self.states), inplace=False)
 
     def _call_matchers(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
-        """One matcher per row on the host (a schema table's, or think-then-answer's), rows copied to the device."""
-        table = self._schema if self._schema is not None else self._triggered
-        assert table is not None
-        batch, length = input_ids.shape
-        if self.matchers is None or len(self.matchers) != batch or length != self._length + 1:
-            self.matchers = [table.matcher() for _ in range(batch)]
-        else:
-            last = input_ids[:, -1].tolist()
-            for row, (m, t) in enumerate(zip(self.matchers, last, strict=True)):
-                if m.is_terminated():
-                    continue  # generate pads finished rows
-                if not m.accept_token(t):
-                    raise ValueError(f"row {row}: token {t} was not allowed by the mask (was the mask applied last?)")
-        self._length = length
-        if self._schema is None:  # think-then-answer: a finished row (generate pads it) allows EOS only
-            assert self._triggered is not None
-            buf = np.zeros((batch, self._triggered.words), dtype=np.int32)
-            rows = self._rows.fill(self.matchers, buf, ended=self._triggered.eos)
-        else:
-            rows = self._rows.fill(self.matchers)  # the schema table's writer's rows (EOS only once ended)
-        return apply_bitmask(scores, torch.from_numpy(rows).to(scores.device), inplace=False)
+        """One matcher per row on the host (a schema table's, or think-then-answer's), rows copied to the device;
+        a dead row (its tokens refused) and a finished one allow EOS only."""
+        assert self._matcher_rows is not None
+        self.matchers = self._matcher_rows.positions(self._generated(input_ids))
+        batch = len(self.matchers)
+        eos = self._eos_ids()
+        first: dict[int, int] = {}  # rows of one position share its matcher: each distinct one is filled once
+        for r, m in enumerate(self.matchers):
+            if m is not None:
+                first.setdefault(id(m), r)
+        words = self._triggered.words if self._triggered is not None else self._schema_words()
+        buf = np.zeros((batch, words), dtype=np.int32)
+        if first:
+            rows = list(first.values())
+            self._rows.fill([m for r in rows if (m := self.matchers[r]) is not None], buf, rows, ended=eos)
+        for r, m in enumerate(self.matchers):
+            if m is None:
+                set_bits(buf[r], np.asarray(eos, dtype=np.int64))
+            elif first[id(m)] != r:
+                buf[r] = buf[first[id(m)]]
+        return apply_bitmask(scores, torch.from_numpy(buf).to(scores.device), inplace=False)
+
+    def _eos_ids(self) -> tuple[int, ...]:
+        if self._triggered is not None:
+            return tuple(self._triggered.eos)
+        assert self._schema is not None
+        return tuple(self._schema.eos_token_ids)
+
+    def _schema_words(self) -> int:
+        assert self._schema is not None
+        return words_for(self._schema.vocab_size)
+
+
+def _host_table(table: Any) -> Any:
+    """The numpy table whose states the device table uses: a restricted view compacted, an upload's source."""
+    if isinstance(table, TorchMaskTable):
+        return table.table
+    compact = getattr(table, "compact", None)
+    return compact() if compact is not None else table
+
+
+def _fork(m: RequestMatcher) -> RequestMatcher:
+    return m.fork()
+
+
+def _accept(m: RequestMatcher, token: int) -> bool:
+    return m.accept_token(int(token))
+
+
+def _ended(m: RequestMatcher) -> bool:
+    return m.is_terminated()
+
+
+def prefix_allowed_tokens_fn(
+    table: MaskTable | RestrictedTable[MaskTable] | TorchMaskTable | SchemaTable, prompt_length: int
+) -> Callable[[int, torch.Tensor], list[int]]:
+    """``model.generate(prefix_allowed_tokens_fn=...)``'s callback over a triec table, for code written for GENRE.
+
+    ``prompt_length`` is the input's length (a decoder-only model's prompt, padded; an encoder-decoder's decoder
+    start, usually 1): the tokens after it are the row's. Each call finds the row's position from those tokens,
+    advancing from the longest prefix seen before (every prefix of the call is remembered), and returns the allowed
+    ids; a dead or finished row gets the EOS ids. transformers calls it once per row per step, in Python:
+    :class:`TriecLogitsProcessor` masks every row of a step at once and gives the same beams.
+    """
+    schema = cast("SchemaTable", table) if getattr(table, "host_matched", False) else None
+    if schema is not None:
+        eos = [int(e) for e in schema.eos_token_ids]
+        m_step = matcher_step(_fork, _accept, _ended)
+        m_memo: dict[tuple[int, ...], RequestMatcher | None] = {(): schema.matcher()}
+
+        def matcher_allowed(batch_id: int, input_ids: torch.Tensor) -> list[int]:
+            m = _walk(m_memo, tuple(input_ids[prompt_length:].tolist()), m_step)
+            if m is None or m.is_terminated():
+                return eos
+            return [int(t) for t in m.allowed().tolist()] or eos
+
+        return matcher_allowed
+    host = _host_table(table)
+    ends = [int(e) for e in host.eos_token_ids]
+    s_step = state_step(host.advance, ends)
+    s_memo: dict[tuple[int, ...], int] = {(): int(host.start)}
+
+    def state_allowed(batch_id: int, input_ids: torch.Tensor) -> list[int]:
+        state = _walk(s_memo, tuple(input_ids[prompt_length:].tolist()), s_step)
+        return ends if state < 0 else [int(t) for t in host.allowed(state).tolist()]
+
+    return state_allowed
+
+
+def _walk(memo: dict[tuple[int, ...], P], key: tuple[int, ...], step: Callable[[P, int], P]) -> P:
+    """The position of ``key``: remembered, or advanced from its longest remembered prefix (each one remembered)."""
+    found = memo.get(key)
+    if found is not None:
+        return found
+    i = len(key) - 1
+    while key[:i] not in memo:
+        i -= 1
+    pos = memo[key[:i]]
+    for j in range(i, len(key)):
+        pos = step(pos, key[j])
+        memo[key[: j + 1]] = pos
+    return pos
+
+
+def ranked_values(
+    table: MaskTable | RestrictedTable[MaskTable] | TorchMaskTable,
+    sequences: torch.Tensor,
+    scores: torch.Tensor,
+    prompt_length: int,
+) -> list[tuple[str, float]]:
+    """The distinct values among beam search's returned sequences, best score first (one ``generate`` input's
+    ``num_return_sequences`` rows with their ``sequences_scores``).
+
+    A byte trie allows every tokenization of a value, so beams often spell one value several ways: this keeps each
+    value's best. A sequence that is not a whole value then EOS (it ran out of ``max_new_tokens``) is left out. A
+    canonical table (``tokenization="canonical"``) allows one path per value, so its beams are distinct already.
+    """
+    host = _host_table(table)
+    ends = frozenset(int(e) for e in host.eos_token_ids)
+    found: dict[str, float] = {}
+    order = torch.argsort(scores.detach().float().cpu(), descending=True).tolist()
+    rows = sequences[:, prompt_length:].tolist()
+    for i in order:
+        state = int(host.start)
+        value = None
+        for t in rows[i]:
+            if t in ends:
+                value = host.value(state) if state >= 0 else None
+                break
+            try:
+                state = int(host.advance(state, t))
+            except (TokenNotAllowed, IndexError):
+                break
+        if value is not None and value not in found:
+            found[value] = float(scores[i])
+    return list(found.items())
