@@ -55,7 +55,8 @@ if TYPE_CHECKING:
 
 
 class TriecLogitsProcessor(LogitsProcessor):
-    """Masks every disallowed token to ``-inf``; one instance per ``generate`` call (or call :meth:`reset`).
+    """Masks every disallowed token to ``-inf``; an instance serves one ``generate`` call after another (each
+    call starts its rows afresh), keeping its device upload: reuse it rather than upload a large table per call.
 
     ``table`` is a :class:`~triec.runtime.MaskTable`, a restricted view
     (compacted here), or an already uploaded :class:`TorchMaskTable`. The mask
@@ -144,7 +145,9 @@ class TriecLogitsProcessor(LogitsProcessor):
         table = self.device_table(scores.device)
         states = self._state_rows.positions(self._generated(input_ids))
         self.states = torch.tensor(states, dtype=torch.int64, device=scores.device)
-        return table.apply_bitmask(scores, table.fill(self.states), inplace=False)
+        # a copy (generate keeps the raw scores it passed when asked to return them), masked row by row: a narrow
+        # row by gathering its few logits, a wide one through its bitmask (TorchMaskTable.mask_rows)
+        return table.mask_rows(scores.clone(), None, self.states)
 
     def _call_matchers(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
         """One matcher per row on the host (a schema table's, or think-then-answer's), rows copied to the device;
