@@ -12,7 +12,7 @@ A row whose tokens the constraint refused (beam search keeps ``-inf`` candidates
 pads finished beams) is **dead**: it allows the EOS ids only, as a finished row does, so no row is ever all
 forbidden. Positions are table states (ints: :data:`~triec.runtime.states.FINISHED` after EOS, :data:`DEAD`) for
 the tables the device serves, or host matchers (``None`` when dead) for schema tables and think-then-answer.
-framework-free.
+Framework-free.
 """
 
 from __future__ import annotations

@@ -14,9 +14,9 @@ state, or nowhere), and a state's row is stored over those groups, the **classes
 
 Tokens of one class are allowed in exactly the same states and lead to the same state from each, so the rows
 are exact. ``.{0,100}`` has 119 classes on Qwen2 and 10,307 (state, class) pairs where its token rows held
-some 29 million; a date's 14 states hold 46. Storage follows how many distinct behaviours the language gives
-the tokens, never vocabulary x states. A table stored as token rows (pattern format version 1) is the special
-case of one class per token (:func:`identity_classes`), so one runtime serves both.
+14.6 million; a date's 14 states hold 46. Storage follows how many distinct behaviours the language gives
+the tokens, never vocabulary x states. A table stored as token rows (pattern format version 1, or
+built by hand) holds no classes and is served from its rows as before.
 
 Every query is O(what it returns): ``step`` is a binary search among a state's live classes; ``content`` gathers
 the members of those classes (O(allowed)); bitmask rows are built once per *distinct* row (the set of live
@@ -158,20 +158,6 @@ class TokenClasses:
                 reps.append(s)
             row_of[s] = r
         return row_of, np.array(reps, dtype=np.int64)
-
-
-def identity_classes(
-    allowed_offsets: np.ndarray, allowed_tokens: np.ndarray, allowed_next: np.ndarray, vocab_size: int
-) -> TokenClasses:
-    """Token rows as a class layout: every token its own class (a version-1 pattern artifact, a hand-built table)."""
-    return TokenClasses(
-        member_offsets=np.arange(vocab_size + 1, dtype=np.uint32),
-        member_tokens=np.arange(vocab_size, dtype=np.int32),
-        class_offsets=np.asarray(allowed_offsets),
-        class_ids=np.asarray(allowed_tokens),
-        class_next=np.asarray(allowed_next),
-        vocab_size=vocab_size,
-    )
 
 
 def row_words(
