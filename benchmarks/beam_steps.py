@@ -63,39 +63,62 @@ def time_steps(
     vocab_size: int,
     rounds: int,
     seed: int = 1,
-) -> dict[str, tuple[list[float], list[list[float]]]]:
-    """Seconds of each step's call, per method and round. Each round, method after method (alternating, so a
-    busy moment of a shared machine falls on all of them): ``make()`` builds the constraint a ``generate`` call
-    would hold (a fresh processor), then the steps are called in order with seeded random scores (made
-    beforehand). The first round warms up and is kept apart: ``{method: (warm-up times, counted rounds)}``."""
+) -> dict[str, dict[str, Any]]:
+    """Seconds of each step's call, per method and round, as wall time and as this process's CPU time (on a
+    shared machine the wall time counts the neighbours' load too). Each round, method after method (alternating,
+    so a busy moment falls on all of them): ``make()`` builds the constraint a ``generate`` call would hold (a
+    fresh processor), then the steps are called in order with seeded random scores (made beforehand). The first
+    round warms up and is kept apart: ``{method: {"warmup": [wall...], "wall": [[...]...], "cpu": [[...]...]}}``."""
     import torch
 
     gen = torch.Generator().manual_seed(seed)
     scores = [torch.randn(int(ids.shape[0]), vocab_size, generator=gen) for ids in steps]
-    found: dict[str, list[list[float]]] = {name: [] for name in makers}
+    found: dict[str, dict[str, Any]] = {name: {"wall": [], "cpu": []} for name in makers}
     for _ in range(rounds + 1):
         for name, make in makers.items():
             processor = make()
-            times = []
+            wall, cpu = [], []
             for ids, s in zip(steps, scores, strict=True):
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.process_time()
                 processor(ids, s)
-                times.append(time.perf_counter() - t0)
-            found[name].append(times)
-    return {name: (r[0], r[1:]) for name, r in found.items()}
+                wall.append(time.perf_counter() - t0)
+                cpu.append(time.process_time() - c0)
+            found[name]["wall"].append(wall)
+            found[name]["cpu"].append(cpu)
+    for f in found.values():
+        f["warmup"] = f["wall"].pop(0)
+        f["cpu"].pop(0)
+    return found
 
 
 class StepClock:
-    """A logits processor that changes nothing and notes the time of each call: placed after the others, the
-    gaps between its calls are whole decode steps (forward, constraint, beam bookkeeping)."""
+    """A logits processor that changes nothing and notes the time of each call (wall and this process's CPU):
+    placed after the others, the gaps between its calls are whole decode steps (forward, constraint, beam
+    bookkeeping)."""
 
     def __init__(self) -> None:
-        self.marks: list[float] = []
+        self.marks: list[tuple[float, float]] = []
 
     def __call__(self, input_ids: Any, scores: Any) -> Any:
-        self.marks.append(time.perf_counter())
+        self.marks.append((time.perf_counter(), time.process_time()))
         return scores
 
-    def steps(self) -> list[float]:
+    def steps(self, cpu: bool = False) -> list[float]:
         """Seconds of each decode step after the first (the first call follows the prompt's prefill)."""
-        return [b - a for a, b in zip(self.marks, self.marks[1:], strict=False)]
+        i = 1 if cpu else 0
+        return [b[i] - a[i] for a, b in zip(self.marks, self.marks[1:], strict=False)]
+
+
+class Timed:
+    """A logits processor wrapped to note the wall and CPU time of each of its calls (the constraint's own
+    share of a step: its time over the step's, call by call)."""
+
+    def __init__(self, inner: Callable[[Any, Any], Any]) -> None:
+        self.inner = inner
+        self.calls: list[tuple[float, float]] = []
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        t0, c0 = time.perf_counter(), time.process_time()
+        out = self.inner(input_ids, scores)
+        self.calls.append((time.perf_counter() - t0, time.process_time() - c0))
+        return out

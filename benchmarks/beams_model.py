@@ -38,11 +38,16 @@ def unavailable() -> str | None:
 
 def cell(job: dict[str, Any], out: Out) -> None:
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer, LogitsProcessorList
+    from transformers import (
+        AutoModelForCausalLM,
+        AutoTokenizer,
+        LogitsProcessorList,
+        PrefixConstrainedLogitsProcessor,
+    )
 
     import triec
     from benchmarks import genre_trie
-    from benchmarks.beam_steps import StepClock
+    from benchmarks.beam_steps import StepClock, Timed
     from benchmarks.suites.beams import PROMPT
     from triec.eval.gguf_model import prepare
     from triec.integrations.transformers import TriecLogitsProcessor, prefix_allowed_tokens_fn
@@ -67,21 +72,25 @@ def cell(job: dict[str, Any], out: Out) -> None:
     out.put(phase="built", compile_s=compile_s, to_torch_s=to_torch_s, layout="tails" if table.tails else "full")
     prompt = tokenizer(PROMPT, return_tensors="pt").input_ids
     length = int(prompt.shape[1])
-    processor = TriecLogitsProcessor(device)  # one instance serves every run (it keeps its upload)
-    kwargs: dict[str, dict[str, Any]] = {
-        "free": {},
-        "processor": {"logits_processor": [processor]},
-        "prefix_fn": {"prefix_allowed_tokens_fn": prefix_allowed_tokens_fn(table, length)},
-        "genre_dict": {"prefix_allowed_tokens_fn": genre_trie.prefix_fn(trie, length, eos, [eos])},
+    width = job["width"]
+    # prefix_allowed_tokens_fn's processor is built here rather than by generate (the same class and arguments)
+    # so that its calls can be timed; with greedy beam search generate adds no other processor before it
+    constraints: dict[str, Any] = {
+        "free": None,
+        "processor": TriecLogitsProcessor(device),  # one instance serves every run (it keeps its upload)
+        "prefix_fn": PrefixConstrainedLogitsProcessor(prefix_allowed_tokens_fn(table, length), width),
+        "genre_dict": PrefixConstrainedLogitsProcessor(genre_trie.prefix_fn(trie, length, eos, [eos]), width),
     }
     steps: dict[str, list[float]] = {m: [] for m, _ in METHODS}
+    cpu: dict[str, list[float]] = {m: [] for m, _ in METHODS}
+    own: dict[str, list[float]] = {m: [] for m, _ in METHODS}  # the constraint's CPU time in each counted step
+    share: dict[str, list[float]] = {m: [] for m, _ in METHODS}  # ... over that step's CPU time
     answers: dict[str, str] = {}
-    width = job["width"]
     for run in range(job["runs"] + 1):  # the first run warms every path up and is not counted
         for method, _ in METHODS:
             clock = StepClock()
-            extra = dict(kwargs[method])
-            procs = LogitsProcessorList([*extra.pop("logits_processor", []), clock])
+            timed = None if constraints[method] is None else Timed(constraints[method])
+            procs = LogitsProcessorList([*([timed] if timed is not None else []), clock])
             with torch.inference_mode():
                 got = model.generate(
                     prompt,
@@ -90,17 +99,25 @@ def cell(job: dict[str, Any], out: Out) -> None:
                     do_sample=False,
                     pad_token_id=eos,
                     logits_processor=procs,
-                    **extra,
                 )
             answers[method] = tokenizer.decode(got[0, length:], skip_special_tokens=True)
             if run:
                 steps[method] += clock.steps()
+                step_cpu = clock.steps(cpu=True)
+                cpu[method] += step_cpu
+                if timed is not None:  # step j (between clock calls j and j + 1) holds constraint call j + 1
+                    mine = [c for _, c in timed.calls[1:]]
+                    own[method] += mine
+                    share[method] += [c / s for c, s in zip(mine, step_cpu, strict=False) if s > 0]
         out.put(phase=f"run {run}", steps_s={m: stats(s) for m, s in steps.items()})
     valid = set(titles(job["k"], seed=7))
     out.put(
         status="ok",
         phase="done",
         steps_s={m: stats(s) for m, s in steps.items()},
+        cpu_s={m: stats(s) for m, s in cpu.items()},
+        constraint_cpu_s={m: stats(s) for m, s in own.items() if s},
+        constraint_share={m: stats(s) for m, s in share.items() if s},
         answers=answers,
         answers_valid={m: a in valid for m, a in answers.items() if m != "free"},
         prompt_tokens=length,
@@ -109,15 +126,32 @@ def cell(job: dict[str, Any], out: Out) -> None:
 
 def tables(cell: dict[str, Any]) -> dict[str, str]:
     note = docs.status_note(cell)
-    found = cell.get("steps_s") or {}
-    if not found:
+    wall, cpu = cell.get("steps_s") or {}, cell.get("cpu_s") or {}
+    own, share = cell.get("constraint_cpu_s") or {}, cell.get("constraint_share") or {}
+    if not wall or not cpu:
         return {"model": f"Not measured in this run: {note or 'no figures'}.\n"}
-    free = (found.get("free") or {}).get("median")
+    free = {"cpu": (cpu.get("free") or {}).get("median"), "wall": (wall.get("free") or {}).get("median")}
     rows = []
     for key, label in METHODS:
-        s = found.get(key) or {}
-        m = s.get("median")
-        share = "" if key == "free" or m is None or not free else f"{(m / free - 1) * 100:+.1f}%"
-        spread = "-" if m is None else f"{m * 1e3:.1f} ({s['min'] * 1e3:.1f}-{s['max'] * 1e3:.1f})"
-        rows.append([label, spread, str(s.get("n", 0)), share])
-    return {"model": docs.markdown(["beam search", "ms/step, median (min-max)", "steps", "vs unconstrained"], rows)}
+        row = [label, str((cpu.get(key) or {}).get("n", 0))]
+        for kind, found in (("cpu", cpu), ("wall", wall)):
+            s = found.get(key) or {}
+            m = s.get("median")
+            row.append("-" if m is None else f"{m * 1e3:.1f} ({s['q1'] * 1e3:.1f}-{s['q3'] * 1e3:.1f})")
+            base = free[kind]
+            row.append("" if key == "free" or m is None or not base else f"{(m / base - 1) * 100:+.1f}%")
+        o, f = own.get(key) or {}, share.get(key) or {}
+        row.append("" if not o.get("n") else f"{o['median'] * 1e3:.2f} ({o['q1'] * 1e3:.2f}-{o['q3'] * 1e3:.2f})")
+        row.append("" if not f.get("n") else f"{f['median'] * 100:.1f}% ({f['q1'] * 100:.1f}-{f['q3'] * 100:.1f})")
+        rows.append(row)
+    header = [
+        "beam search",
+        "steps",
+        "CPU ms/step, median (q1-q3)",
+        "vs free",
+        "wall ms/step",
+        "vs free",
+        "constraint's own CPU ms/step",
+        "its share of the step",
+    ]
+    return {"model": docs.markdown(header, rows)}

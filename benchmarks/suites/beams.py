@@ -90,11 +90,12 @@ def _built(builds: dict[str, Any], name: str, make: Callable[[], Any]) -> Any:
     """``make()``, its seconds, peak memory growth and the memory it still holds, noted under ``name``."""
     _reset_peak()
     before = rss_bytes()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     made = make()
     seconds = time.perf_counter() - t0
     builds[name] = {
         "s": seconds,
+        "cpu_s": time.process_time() - c0,
         "peak_bytes": max(peak_rss_bytes() - before, 0),
         "held_bytes": max(rss_bytes() - before, 0),
     }
@@ -219,13 +220,13 @@ def linking_cell(job: dict[str, Any], out: Out) -> None:
             "steps": len(steps),
             "rows_distinct": [len({tuple(r) for r in s.tolist()}) for s in steps],
         }
-        for name, (warm, rounds) in time_steps(makers, steps, width_v, job["rounds"]).items():
-            flat = [t for r in rounds for t in r]
+        for name, timed in time_steps(makers, steps, width_v, job["rounds"]).items():
             per[name] = {
-                "step_s": stats(flat),
-                "first_call_s": warm[0],
-                "warmup_s": warm,
-                "by_step_s": [statistics.median(r[i] for r in rounds) for i in range(len(steps))],
+                "step_s": stats([t for r in timed["wall"] for t in r]),
+                "step_cpu_s": stats([t for r in timed["cpu"] for t in r]),
+                "first_call_s": timed["warmup"][0],
+                "warmup_s": timed["warmup"],
+                "by_step_s": [statistics.median(r[i] for r in timed["wall"]) for i in range(len(steps))],
             }
         out.put(phase=f"W={width} timed", widths=found)
         per["same_masks"] = _same_masks(makers, steps, width_v)
@@ -278,10 +279,11 @@ def _section_cells(section: str, name: str, quick: bool) -> list[dict[str, Any]]
 # ---------------------------------------------------------------- tables
 
 
-def _ms(summary: Any) -> str:
-    if not isinstance(summary, dict) or not summary.get("n"):
+def _ms(cpu: Any, wall: Any) -> str:
+    """``CPU median / wall median`` in milliseconds."""
+    if not isinstance(cpu, dict) or not cpu.get("n") or not isinstance(wall, dict) or not wall.get("n"):
         return "-"
-    return f"{summary['median'] * 1e3:.2f} ({summary['min'] * 1e3:.2f}-{summary['max'] * 1e3:.2f})"
+    return f"{cpu['median'] * 1e3:.2f} / {wall['median'] * 1e3:.2f}"
 
 
 def _linking_tables(cell: dict[str, Any]) -> dict[str, str]:
@@ -290,18 +292,18 @@ def _linking_tables(cell: dict[str, Any]) -> dict[str, str]:
     first = next(iter(widths)) if widths else None
     header = [
         "constraint",
-        *(f"W = {w} ms/step" for w in widths),
-        "vs triec processor (largest W)",
+        *(f"W = {w}: ms/step, CPU / wall" for w in widths),
+        "CPU vs triec processor (largest W)",
         f"first call (W = {first})",
     ]
     rows = []
     last = list(widths)[-1] if widths else None
     for key, label in METHODS:
-        cells = [_ms(widths[w].get(key, {}).get("step_s")) for w in widths]
+        cells = [_ms(widths[w].get(key, {}).get("step_cpu_s"), widths[w].get(key, {}).get("step_s")) for w in widths]
         if all(c == "-" for c in cells):
             cells = ["missing" if key == "genre_marisa" else "-" for _ in widths]
-        base = widths[last].get("processor", {}).get("step_s", {}).get("median") if last else None
-        mine = widths[last].get(key, {}).get("step_s", {}).get("median") if last else None
+        base = widths[last].get("processor", {}).get("step_cpu_s", {}).get("median") if last else None
+        mine = widths[last].get(key, {}).get("step_cpu_s", {}).get("median") if last else None
         once = widths[first].get(key, {}).get("first_call_s") if first else None
         rows.append([label, *cells, docs.ratio(mine, base), docs.seconds(once)])
     steps = docs.markdown(header, rows) if widths else f"{note or 'no figures'}\n"
@@ -324,8 +326,11 @@ def _linking_tables(cell: dict[str, Any]) -> dict[str, str]:
             brow.append([label, docs.status_note(b), "", ""])
             continue
         extra = f" ({b['layout']} layout)" if "layout" in b else ""
-        brow.append([label + extra, docs.seconds(b["s"]), docs.mib(b["peak_bytes"]), docs.mib(b["held_bytes"])])
-    build = docs.markdown(["structure", "build", "peak growth", "held after"], brow)
+        cpu = docs.seconds(b.get("cpu_s"))
+        brow.append(
+            [label + extra, f"{cpu} / {docs.seconds(b['s'])}", docs.mib(b["peak_bytes"]), docs.mib(b["held_bytes"])]
+        )
+    build = docs.markdown(["structure", "build, CPU / wall", "peak growth", "held after"], brow)
     return {"linking": steps, "linking-build": build}
 
 
