@@ -23,6 +23,7 @@ from triec.encoding import PLAIN, RAW, Encoding, as_encoding
 from triec.errors import EosTextWarning, ValuesError
 from triec.keys import prepare_values, spell_all
 from triec.runtime import MaskTable
+from triec.runtime.ids import IDS_FINGERPRINT
 from triec.runtime.kinds import TOKENIZATIONS, Tokenization
 from triec.runtime.table import TailMaskTable
 from triec.runtime.tails import TailIndex
@@ -434,10 +435,6 @@ def compile_json_schema(
     return compile(values, vocab, encoding=enc, implementation=implementation, stats=stats, tokenization=tokenization)
 
 
-IDS_FINGERPRINT = "none"
-"""The tokenizer fingerprint of an ids table compiled from a mask width and EOS ids alone (no tokenizer)."""
-
-
 def compile_ids(
     items: Iterable[Sequence[int]],
     vocab: Vocabulary | str | None = None,
@@ -465,8 +462,12 @@ def compile_ids(
     parsed = items_from_python(items)
     check_items(parsed, fields["vocab_size"], fields["eos_token_ids"])
     stats = stats if stats is not None else CompileStats()
-    stats.phases["values"] = time.perf_counter() - t0
-    return ids_table(parsed, fields, stats)
+    t1 = time.perf_counter()
+    table, stats.duplicates = ids_table(parsed, fields)
+    stats.num_values, stats.value_bytes = table.num_values, int(table.value_lcp.sum() + table.num_states - 1)
+    stats.num_states, stats.num_allowed = table.num_states, table.num_allowed
+    stats.phases.update({"values": t1 - t0, "trie": time.perf_counter() - t1})
+    return table
 
 
 def ids_fields(

@@ -16,10 +16,9 @@ at that depth on its path (:func:`triec.runtime.ids.first_parents`).
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Iterable, Sequence
 from itertools import chain, pairwise
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -27,9 +26,6 @@ from triec._arrays import concat_ranges
 from triec.errors import ValuesError
 from triec.runtime import MaskTable
 from triec.runtime.ids import first_parents
-
-if TYPE_CHECKING:
-    from triec.compiler.entry import CompileStats
 
 MAX_ITEM_IDS = 1024
 """Most ids one item holds (a semantic ID is a handful; a longer line is a mistake, not an item)."""
@@ -198,9 +194,8 @@ def sort_items(items: Items) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(order_list, dtype=np.int64), np.asarray(lcp_list, dtype=np.int64)
 
 
-def ids_table(items: Items, table_fields: dict[str, Any], stats: CompileStats | None = None) -> MaskTable:
-    """The token trie of checked ``items`` as a mask table (duplicates dropped, counted in ``stats``)."""
-    t0 = time.perf_counter()
+def ids_table(items: Items, table_fields: dict[str, Any]) -> tuple[MaskTable, int]:
+    """The token trie of checked ``items`` as a mask table, and how many duplicates were dropped."""
     order, lcp = sort_items(items)
     lengths = items.lengths()[order]
     # an item equal to the one before it (sorted: equal items are adjacent) shares all of it and is as long
@@ -229,9 +224,4 @@ def ids_table(items: Items, table_fields: dict[str, Any], stats: CompileStats | 
         state_byte=np.zeros(num_states, dtype=np.uint8),
         **table_fields,
     )
-    if stats is not None:
-        stats.num_values, stats.duplicates = int(order.shape[0]), duplicates
-        stats.value_bytes = int(lengths.sum())  # tokens: what value_lcp counts here
-        stats.num_states, stats.num_allowed = table.num_states, table.num_allowed
-        stats.phases["trie"] = time.perf_counter() - t0
-    return table
+    return table, duplicates

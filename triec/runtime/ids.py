@@ -18,6 +18,9 @@ import numpy as np
 from triec.errors import ArtifactContentError
 from triec.runtime.arrays import TableArrays
 
+IDS_FINGERPRINT = "none"
+"""The tokenizer fingerprint of an ids table compiled from a mask width and EOS ids alone (no tokenizer)."""
+
 
 def _fail(source: str, field: str, message: str) -> NoReturn:
     raise ArtifactContentError(f"{source}: section {field}: {message}")
