@@ -19,14 +19,15 @@ if TYPE_CHECKING:
     from triec.runtime.pattern import PatternTable
 
 
-@app.command("inspect")
-@report_errors
 _TOKENIZATION_NOTES = {
     "any": "  (every token sequence spelling a value)",
     "canonical": "  (each value's encoder tokens only)",
     "ids": "  (values are token-id sequences: one state per token; value bytes are their ids joined by spaces)",
 }
 
+
+@app.command("inspect")
+@report_errors
 def inspect_cmd(
     artifact: Annotated[Path, typer.Argument(help="A .triec artifact (plain or .zst).", metavar="ARTIFACT")],
     prefix: Annotated[str | None, typer.Option("--prefix", help="Show the state this text leads to.")] = None,
