@@ -26,6 +26,7 @@ import argparse
 import statistics
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -108,6 +109,10 @@ def marisa_children(trie: Any, prefix: str) -> list[int]:
     return sorted(out)
 
 
+def _marisa_rows(trie: Any, prefixes: list[str]) -> list[list[int]]:
+    return [marisa_children(trie, q) for q in prefixes]
+
+
 def _median(fn: Callable[[], Any], repeat: int) -> float:
     fn()
     samples = []
@@ -148,15 +153,16 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
             got, device.fill(torch_states, out).numpy()
         ):
             raise AssertionError(f"depth {depth}: the writers' masks differ")
+        repeat = int(p["repeat"])
         timings = {
-            "triec numpy": _median(lambda: writer.fill(states), int(p["repeat"])),
-            "triec torch": _median(lambda: device.fill(torch_states, out), int(p["repeat"])),
-            "dict trie": _median(lambda: dict_writer.fill(nodes), int(p["repeat"])),
+            "triec numpy": _median(partial(writer.fill, states), repeat),
+            "triec torch": _median(partial(device.fill, torch_states, out), repeat),
+            "dict trie": _median(partial(dict_writer.fill, nodes), repeat),
         }
         if marisa is not None:
             few = int(p["marisa_rows"]) if depth > 1 else 4  # near the root it lists most of the catalog per row
             sample = ["".join(map(chr, q)) for q in prefixes[:few]]
-            per_row = _median(lambda: [marisa_children(marisa, s) for s in sample], 3) / len(sample)
+            per_row = _median(partial(_marisa_rows, marisa, sample), 3) / len(sample)
             timings["marisa trie (children only)"] = per_row * rows
         base = timings["dict trie"]
         words = int(np.count_nonzero(got))
