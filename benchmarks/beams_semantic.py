@@ -8,7 +8,9 @@ EOS only). Writers, on the same rows:
 
 - ``triec numpy``: :class:`triec.runtime.mask_writer.MaskWriter` ``fill(states)``, one call for all rows (it clears
   only the words it set the step before);
-- ``triec torch``: the device table's ``fill(states, out)`` on the CPU (``table.to_torch()``);
+- ``triec torch writer``: the device table's writer on the CPU (``table.to_torch().mask_writer(B * W)``: the words
+  set the step before zeroed, the new ones written);
+- ``triec torch fill (whole rows)``: the device table's ``fill(states, out)``, which writes every word of every row;
 - ``dict trie``: GENRE's structure, a trie of nested Python dicts (token -> child dict), each beam holding its
   node (its best case: no walk from the root), each row's children set as bits into an int32 bitmask row, the
   words set the step before cleared (the same saving the triec writer has);
@@ -138,6 +140,7 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
     rows = int(p["requests"]) * int(p["beams"])
     writer = table.mask_writer(rows)
     device = table.to_torch()
+    device_writer = device.mask_writer(rows)
     out = torch.empty((rows, table.words_per_row), dtype=torch.int32)
     root = dict_trie(items)
     dict_writer = DictWriter(rows, table.words_per_row)
@@ -156,7 +159,8 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
         repeat = int(p["repeat"])
         timings = {
             "triec numpy": _median(partial(writer.fill, states), repeat),
-            "triec torch": _median(partial(device.fill, torch_states, out), repeat),
+            "triec torch writer": _median(partial(device_writer.fill, torch_states), repeat),
+            "triec torch fill (whole rows)": _median(partial(device.fill, torch_states, out), repeat),
             "dict trie": _median(partial(dict_writer.fill, nodes), repeat),
         }
         if marisa is not None:

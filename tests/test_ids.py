@@ -198,3 +198,24 @@ def test_transformers_beams_over_ids_equal_a_brute_force_prefix_fn() -> None:
         for row in got[0][:, prompt.shape[1] :].tolist():
             if eos[0] in row:
                 assert tuple(row[: row.index(eos[0])]) in unique
+
+
+@pytest.mark.parametrize("narrow_words", [1, 256])
+def test_the_torch_writer_equals_whole_row_fills_step_after_step(narrow_words: int) -> None:
+    """The device writer clears only what it set: after any sequence of fills (live, FINISHED, INVALID, out-of-range
+    states; wide rows copied whole with ``narrow_words=1``) its rows equal ``fill``'s, which writes every word."""
+    torch = pytest.importorskip("torch")
+    rng = random.Random(narrow_words)
+    tables = [
+        triec.compile_ids(random_catalog(rng, 120, codes=40), vocab_size=VOCAB, eos_token_ids=EOS),
+        triec.compile(["alpha", "beta", "gamma", "al", "b", "c", "zz"], "gpt2"),
+    ]
+    for table in tables:
+        device = table.to_torch(narrow_words=narrow_words)
+        writer = device.mask_writer(48)
+        for _ in range(25):
+            pick = [rng.randrange(table.num_states), -1, -2, 10**9]
+            states = torch.tensor([rng.choice(pick[:1] * 6 + pick[1:]) for _ in range(rng.randrange(1, 49))])
+            assert torch.equal(writer.fill(states), device.fill(states))
+    with pytest.raises(ValueError, match="max_batch"):
+        writer.fill(torch.zeros(49, dtype=torch.int64))
