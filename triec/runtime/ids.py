@@ -39,7 +39,8 @@ def ids_value_bytes(values: list[list[int]]) -> list[bytes]:
 def check_ids_tree(table: TableArrays, source: str) -> None:
     """At every load of an ids table (O(S), vectorized): the rows form a tree over the states, each state but the
     start entered by exactly one pair (so each state has one token and the values rebuild from in-range slices),
-    and ``state_byte`` is all zero. Run after the index checks (every next state in range)."""
+    ``state_byte`` is all zero, and each row's ids strictly ascend with no EOS id among them (so ``allowed`` and
+    ``advance`` agree). Run after the index checks (every next state in range)."""
     s = int(table.num_states)
     nxt = np.asarray(table.allowed_next)
     if int(nxt.shape[0]) != s - 1:
@@ -56,6 +57,18 @@ def check_ids_tree(table: TableArrays, source: str) -> None:
         )
     if np.asarray(table.state_byte).any():
         _fail(source, "state_byte", "an ids table's states carry no bytes: expected all zero")
+    # what allowed and advance both read (issue 49): each row's ids strictly ascending (advance binary-searches the
+    # row allowed lists whole), none an EOS id; O(P) vectorized
+    tokens = np.asarray(table.allowed_tokens, dtype=np.int64)
+    if tokens.size > 1:
+        off = np.asarray(table.allowed_offsets, dtype=np.int64)
+        same_row = np.ones(tokens.size - 1, dtype=bool)
+        inner = off[1:-1]
+        same_row[inner[(inner > 0) & (inner < tokens.size)] - 1] = False
+        if ((np.diff(tokens) <= 0) & same_row).any():
+            _fail(source, "allowed_tokens", "expected strictly ascending ids within each state")
+    if np.isin(tokens, np.asarray(table.eos_token_ids, dtype=np.int64)).any():
+        _fail(source, "allowed_tokens", "EOS ids must not appear among an ids table's content tokens")
 
 
 def state_tokens(table: TableArrays) -> np.ndarray:
