@@ -18,6 +18,10 @@ EOS only). Writers, on the same rows:
   row's children are the next characters of ``keys(prefix)``), on a sample of the rows (it enumerates every item
   below a node), reported per row.
 
+The torch rows run with one intra-op thread (``torch.set_num_threads(1)``), and the writer once more with torch's
+default: on this shared 2-core machine, the default pool's threads made a 4,096-row writer fill 28-30 ms instead of
+0.9-1.1 ms (microsecond ops split across busy cores); a CPU server masking this way sets one thread.
+
 ``python -m benchmarks.beams_semantic [--quick]`` prints the medians and the ratios to the dict trie, measured
 side by side in one run. :func:`run` returns the rows (one per level and writer) for a suite.
 """
@@ -157,10 +161,19 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
         ):
             raise AssertionError(f"depth {depth}: the writers' masks differ")
         repeat = int(p["repeat"])
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)  # see the module docstring: intra-op threads cost more than these ops
+        try:
+            on_one = {
+                "triec torch writer": _median(partial(device_writer.fill, torch_states), repeat),
+                "triec torch fill (whole rows)": _median(partial(device.fill, torch_states, out), repeat),
+            }
+        finally:
+            torch.set_num_threads(threads)
         timings = {
             "triec numpy": _median(partial(writer.fill, states), repeat),
-            "triec torch writer": _median(partial(device_writer.fill, torch_states), repeat),
-            "triec torch fill (whole rows)": _median(partial(device.fill, torch_states, out), repeat),
+            **on_one,
+            f"triec torch writer, {threads} threads": _median(partial(device_writer.fill, torch_states), repeat),
             "dict trie": _median(partial(dict_writer.fill, nodes), repeat),
         }
         if marisa is not None:

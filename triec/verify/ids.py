@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -26,14 +27,13 @@ def compare_ids(table: MaskTable, max_examples: int) -> CheckResult:
     """Walk the table's rows from the start against the items' token trie, state by state."""
     result = CheckResult(against="reference")
     t0 = time.perf_counter()
-    children: dict[tuple[int, ...], set[int]] = {(): set()}
-    ends: set[tuple[int, ...]] = set()
+    end = object()  # marks a node where an item ends; nested dicts hold O(ids) memory, never every prefix
+    root: dict[object, Any] = {}
     for item in table.value_ids:
-        seq = tuple(item)
-        for d in range(len(seq)):
-            children.setdefault(seq[:d], set()).add(seq[d])
-        children.setdefault(seq, set())
-        ends.add(seq)
+        node = root
+        for t in item:
+            node = node.setdefault(t, {})
+        node[end] = None
     result.seconds["reference"] = time.perf_counter() - t0
     t1 = time.perf_counter()
     off = table.allowed_offsets.astype(np.int64)
@@ -41,9 +41,9 @@ def compare_ids(table: MaskTable, max_examples: int) -> CheckResult:
     accepting = np.zeros(table.num_states, dtype=bool)
     accepting[table.value_state.astype(np.int64)] = True
     seen = np.zeros(table.num_states, dtype=np.int64)
-    stack: list[tuple[int, tuple[int, ...]]] = [(0, ())]
+    stack: list[tuple[int, dict[object, Any], tuple[int, ...]]] = [(0, root, ())]
     while stack:
-        s, path = stack.pop()
+        s, here, path = stack.pop()
         seen[s] += 1
         if seen[s] > 1:
             result.add(Mismatch(s, _where(path), f"state {s} is reached along two token paths"), max_examples)
@@ -51,7 +51,8 @@ def compare_ids(table: MaskTable, max_examples: int) -> CheckResult:
         result.states_checked += 1
         lo, hi = int(off[s]), int(off[s + 1])
         ours = tokens[lo:hi]
-        theirs = sorted(children.get(path, ()))
+        theirs = sorted(t for t in here if isinstance(t, int))
+        is_item = end in here
         if ours != theirs:
             only_ours = sorted(set(ours) - set(theirs))[:8]
             only_theirs = sorted(set(theirs) - set(ours))[:8]
@@ -64,13 +65,13 @@ def compare_ids(table: MaskTable, max_examples: int) -> CheckResult:
                 max_examples,
             )
             continue
-        if bool(accepting[s]) != (path in ends):
+        if bool(accepting[s]) != is_item:
             result.add(
                 Mismatch(
                     s,
                     _where(path),
                     f"EOS {'allowed' if accepting[s] else 'refused'} here, and this prefix "
-                    f"{'is' if path in ends else 'is not'} an item",
+                    f"{'is' if is_item else 'is not'} an item",
                 ),
                 max_examples,
             )
@@ -78,7 +79,7 @@ def compare_ids(table: MaskTable, max_examples: int) -> CheckResult:
             if n <= s:
                 result.add(Mismatch(s, _where(path), f"id {t} leads back to state {n}"), max_examples)
                 continue
-            stack.append((n, (*path, t)))
+            stack.append((n, here[t], (*path, t)))
     unreached = np.flatnonzero(seen == 0)
     if unreached.size:
         result.add(
