@@ -104,14 +104,15 @@ def parse_ids(raw: bytes, source: str) -> Items:
         raw = raw[:-1]
     if not raw:
         raise ValuesError(f"{source}: no items: a table needs at least one")
-    lines = raw.split(b"\n")
     if not _IDS_TEXT.fullmatch(raw):
-        for number, line in enumerate(lines, start=1):
+        for number, line in enumerate(raw.split(b"\n"), start=1):
             bad = re.search(rb"[^0-9 \t\r]+", line)
             if bad is not None:
                 word = line[bad.start() :].split()[0].decode("utf-8", "replace")
                 raise ValuesError(f"{source}:{number}: {word[:40]!r} is not a token id (decimal digits only)")
-    counts = np.fromiter(map(len, map(bytes.split, lines)), dtype=np.int64, count=len(lines))
+    flat, line_of = _decimal_words(np.frombuffer(raw, dtype=np.uint8), source)
+    num_lines = raw.count(b"\n") + 1
+    counts = np.bincount(line_of, minlength=num_lines)
     empty = np.flatnonzero(counts == 0)
     if empty.size:
         raise ValuesError(
@@ -121,15 +122,30 @@ def parse_ids(raw: bytes, source: str) -> Items:
     if long.size:
         i = int(long[0])
         raise ValuesError(f"{source}:{i + 1}: {counts[i]:,} ids on one line: an item holds at most {MAX_ITEM_IDS:,}")
-    words = raw.split()
-    if max(map(len, words)) > 18:  # past int64: name the line
-        at = next(j for j, w in enumerate(words) if len(w) > 18)
-        number = int(np.searchsorted(np.cumsum(counts), at, side="right")) + 1
-        raise ValuesError(f"{source}:{number}: token id {words[at][:40].decode()} is out of range")
-    flat = np.array(words).astype(np.int64)
-    offsets = np.zeros(len(lines) + 1, dtype=np.int64)
+    offsets = np.zeros(num_lines + 1, dtype=np.int64)
     np.cumsum(counts, out=offsets[1:])
-    return Items(flat, offsets, _Where(source, np.arange(1, len(lines) + 1)))
+    return Items(flat, offsets, _Where(source, np.arange(1, num_lines + 1)))
+
+
+def _decimal_words(buf: np.ndarray, source: str) -> tuple[np.ndarray, np.ndarray]:
+    """(value, 0-based line) int64 of every run of decimal digits in ``buf`` (digits and whitespace only), in
+    O(bytes) numpy: a digit's place value is 10 ** (its distance to the run's end), summed per run. A run of more
+    than 18 digits (past int64) is a :class:`ValuesError` naming its line."""
+    digit = buf >= 48  # the text holds digits (48-57) and whitespace (9, 10, 13, 32) only
+    edge = np.diff(digit.astype(np.int8), prepend=np.int8(0), append=np.int8(0))
+    starts, ends = np.flatnonzero(edge == 1), np.flatnonzero(edge == -1)
+    newlines = np.flatnonzero(buf == 10)
+    line_of = np.searchsorted(newlines, starts)
+    width = ends - starts
+    if width.size and int(width.max()) > 18:
+        k = int(np.argmax(width > 18))
+        word = bytes(buf[starts[k] : min(ends[k], starts[k] + 40)]).decode()
+        raise ValuesError(f"{source}:{int(line_of[k]) + 1}: token id {word} is out of range")
+    at = np.flatnonzero(digit)
+    run = np.repeat(np.arange(starts.size), width)
+    place = (10 ** np.arange(19, dtype=np.int64))[ends[run] - 1 - at]
+    values = np.add.reduceat((buf[at].astype(np.int64) - 48) * place, np.cumsum(width) - width) if at.size else at
+    return values.astype(np.int64), line_of
 
 
 def check_items(items: Items, vocab_size: int, eos_token_ids: Sequence[int]) -> None:
