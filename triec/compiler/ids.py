@@ -129,8 +129,8 @@ def parse_ids(raw: bytes, source: str) -> Items:
 
 def _decimal_words(buf: np.ndarray, source: str) -> tuple[np.ndarray, np.ndarray]:
     """(value, 0-based line) int64 of every run of decimal digits in ``buf`` (digits and whitespace only), in
-    O(bytes) numpy: a digit's place value is 10 ** (its distance to the run's end), summed per run. A run of more
-    than 18 digits (past int64) is a :class:`ValuesError` naming its line."""
+    O(bytes) numpy and O(ids) memory: the runs' ends, then one pass per place (the k-th digit from each run's end,
+    times 10 ** k). A run of more than 18 digits (past int64) is a :class:`ValuesError` naming its line."""
     digit = buf >= 48  # the text holds digits (48-57) and whitespace (9, 10, 13, 32) only
     edge = np.diff(digit.astype(np.int8), prepend=np.int8(0), append=np.int8(0))
     starts, ends = np.flatnonzero(edge == 1), np.flatnonzero(edge == -1)
@@ -141,11 +141,13 @@ def _decimal_words(buf: np.ndarray, source: str) -> tuple[np.ndarray, np.ndarray
         k = int(np.argmax(width > 18))
         word = bytes(buf[starts[k] : min(ends[k], starts[k] + 40)]).decode()
         raise ValuesError(f"{source}:{int(line_of[k]) + 1}: token id {word} is out of range")
-    at = np.flatnonzero(digit)
-    run = np.repeat(np.arange(starts.size), width)
-    place = (10 ** np.arange(19, dtype=np.int64))[ends[run] - 1 - at]
-    values = np.add.reduceat((buf[at].astype(np.int64) - 48) * place, np.cumsum(width) - width) if at.size else at
-    return values.astype(np.int64), line_of
+    values = np.zeros(starts.size, dtype=np.int64)
+    scale = 1
+    for k in range(int(width.max()) if width.size else 0):  # the k-th digit from each run's end, where it has one
+        has = np.flatnonzero(width > k)
+        values[has] += (buf[ends[has] - 1 - k].astype(np.int64) - 48) * scale
+        scale *= 10
+    return values, line_of
 
 
 def check_items(items: Items, vocab_size: int, eos_token_ids: Sequence[int]) -> None:
