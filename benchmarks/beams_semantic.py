@@ -8,8 +8,9 @@ EOS only). Writers, on the same rows:
 
 - ``triec numpy``: :class:`triec.runtime.mask_writer.MaskWriter` ``fill(states)``, one call for all rows (it clears
   only the words it set the step before);
-- ``triec torch writer``: the device table's writer on the CPU (``table.to_torch().mask_writer(B * W)``: the words
-  set the step before zeroed, the new ones written);
+- ``triec torch writer (CPU)``: the device table's writer, ``table.to_torch().mask_writer(B * W).fill(states)``
+  (the words set the step before zeroed, the new ones written; on the CPU through numpy views of the same memory);
+- ``triec torch writer, torch ops``: the same writer's torch-ops path (what a GPU runs), here on the CPU;
 - ``triec torch fill (whole rows)``: the device table's ``fill(states, out)``, which writes every word of every row;
 - ``dict trie``: GENRE's structure, a trie of nested Python dicts (token -> child dict), each beam holding its
   node (its best case: no walk from the root), each row's children set as bits into an int32 bitmask row, the
@@ -18,9 +19,9 @@ EOS only). Writers, on the same rows:
   row's children are the next characters of ``keys(prefix)``), on a sample of the rows (it enumerates every item
   below a node), reported per row.
 
-The torch rows run with one intra-op thread (``torch.set_num_threads(1)``), and the writer once more with torch's
-default: on this shared 2-core machine, the default pool's threads made a 4,096-row writer fill 28-30 ms instead of
-0.9-1.1 ms (microsecond ops split across busy cores); a CPU server masking this way sets one thread.
+The torch-ops rows run with one intra-op thread (``torch.set_num_threads(1)``), and the writer's torch ops once more
+with torch's default: on this shared 2-core machine the default pool's threads made a 4,096-row fill 28-30 ms
+instead of 0.9-1.1 ms (microsecond ops split across busy cores), which is why the CPU writer goes through numpy.
 
 ``python -m benchmarks.beams_semantic [--quick]`` prints the medians and the ratios to the dict trie, measured
 side by side in one run. :func:`run` returns the rows (one per level and writer) for a suite.
@@ -135,6 +136,7 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
     import torch
 
     import triec
+    from triec.runtime.torch_writer import TorchMaskWriter
 
     p = QUICK if quick else FULL
     items = catalog(int(p["items"]))
@@ -144,7 +146,8 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
     rows = int(p["requests"]) * int(p["beams"])
     writer = table.mask_writer(rows)
     device = table.to_torch()
-    device_writer = device.mask_writer(rows)
+    device_writer = device.mask_writer(rows)  # on the CPU: numpy views of the device arrays
+    ops_writer = TorchMaskWriter(device, rows, host=False)  # the torch ops a GPU runs
     out = torch.empty((rows, table.words_per_row), dtype=torch.int32)
     root = dict_trie(items)
     dict_writer = DictWriter(rows, table.words_per_row)
@@ -165,15 +168,16 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
         torch.set_num_threads(1)  # see the module docstring: intra-op threads cost more than these ops
         try:
             on_one = {
-                "triec torch writer": _median(partial(device_writer.fill, torch_states), repeat),
+                "triec torch writer, torch ops": _median(partial(ops_writer.fill, torch_states), repeat),
                 "triec torch fill (whole rows)": _median(partial(device.fill, torch_states, out), repeat),
             }
         finally:
             torch.set_num_threads(threads)
         timings = {
             "triec numpy": _median(partial(writer.fill, states), repeat),
+            "triec torch writer (CPU)": _median(partial(device_writer.fill, torch_states), repeat),
             **on_one,
-            f"triec torch writer, {threads} threads": _median(partial(device_writer.fill, torch_states), repeat),
+            f"... torch ops, {threads} threads": _median(partial(ops_writer.fill, torch_states), repeat),
             "dict trie": _median(partial(dict_writer.fill, nodes), repeat),
         }
         if marisa is not None:

@@ -200,11 +200,15 @@ def test_transformers_beams_over_ids_equal_a_brute_force_prefix_fn() -> None:
                 assert tuple(row[: row.index(eos[0])]) in unique
 
 
+@pytest.mark.parametrize("host", [True, False])
 @pytest.mark.parametrize("narrow_words", [1, 256])
-def test_the_torch_writer_equals_whole_row_fills_step_after_step(narrow_words: int) -> None:
+def test_the_torch_writer_equals_whole_row_fills_step_after_step(narrow_words: int, host: bool) -> None:
     """The device writer clears only what it set: after any sequence of fills (live, FINISHED, INVALID, out-of-range
-    states; wide rows copied whole with ``narrow_words=1``) its rows equal ``fill``'s, which writes every word."""
+    states; wide rows copied whole with ``narrow_words=1``) its rows equal ``fill``'s, which writes every word; both
+    of its paths (torch ops, what a GPU runs; numpy views, a CPU's)."""
     torch = pytest.importorskip("torch")
+    from triec.runtime.torch_writer import TorchMaskWriter
+
     rng = random.Random(narrow_words)
     tables = [
         triec.compile_ids(random_catalog(rng, 120, codes=40), vocab_size=VOCAB, eos_token_ids=EOS),
@@ -212,7 +216,7 @@ def test_the_torch_writer_equals_whole_row_fills_step_after_step(narrow_words: i
     ]
     for table in tables:
         device = table.to_torch(narrow_words=narrow_words)
-        writer = device.mask_writer(48)
+        writer = TorchMaskWriter(device, 48, host=host)  # host: numpy views (a CPU's default); else torch ops
         for _ in range(25):
             pick = [rng.randrange(table.num_states), -1, -2, 10**9]
             states = torch.tensor([rng.choice(pick[:1] * 6 + pick[1:]) for _ in range(rng.randrange(1, 49))])
