@@ -19,6 +19,8 @@ from typing import Protocol
 import numpy as np
 import torch
 
+from triec.runtime.mask_writer import row_words
+
 
 class DeviceRows(Protocol):
     """What the writer reads of a :class:`~triec.runtime.torch.TorchMaskTable` (its device CSR of row words)."""
@@ -114,6 +116,9 @@ class _HostRows:
         self.wide_dense = table.wide_dense.numpy()
         self.dense_rows = table.dense_rows.numpy()
         self.flat = flat.numpy()
+        self.row_base = (
+            np.arange(self.flat.shape[0] // max(table.words_per_row, 1), dtype=np.int64) * table.words_per_row
+        )
         self.last = np.zeros(0, dtype=np.int64)
         self.last_dense: np.ndarray | None = None
 
@@ -132,12 +137,6 @@ class _HostRows:
                 rows = self.flat[: self.flat.shape[0] - 1].reshape(-1, width)
                 rows[wide] = self.dense_rows[self.wide_dense[j[wide]]]
                 self.last_dense = wide
-        lo = self.offsets[rows_of]
-        counts = self.offsets[rows_of + 1] - lo
-        ends = np.cumsum(counts)
-        total = int(ends[-1]) if ends.size else 0
-        pos = np.repeat(lo - ends + counts, counts) + np.arange(total, dtype=np.int64)
-        base = np.arange(st.shape[0], dtype=np.int64) * width
-        flat = self.words[pos] + np.repeat(base, counts)
+        flat, pos = row_words(self.offsets, self.words, rows_of, self.row_base[: st.shape[0]])
         self.flat[flat] = self.bits[pos]
         self.last = flat
