@@ -120,6 +120,31 @@ def _marisa_rows(trie: Any, prefixes: list[str]) -> list[list[int]]:
     return [marisa_children(trie, q) for q in prefixes]
 
 
+def _one_thread(fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)`` with one torch intra-op thread (see the module docstring)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return fn(*args)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _interleaved(fns: dict[str, Callable[[], Any]], repeat: int) -> dict[str, float]:
+    """Median seconds of each call, measured in rounds that call every one in turn (a load spike on a shared
+    machine hits them all alike), after one untimed round."""
+    samples: dict[str, list[float]] = {name: [] for name in fns}
+    for r in range(repeat + 1):
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            if r:
+                samples[name].append(time.perf_counter() - t0)
+    return {name: statistics.median(times) for name, times in samples.items()}
+
+
 def _median(fn: Callable[[], Any], repeat: int) -> float:
     fn()
     samples = []
@@ -159,27 +184,27 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
         nodes = [_node(root, q) for q in prefixes]
         torch_states = torch.from_numpy(states)
         got = writer.fill(states).copy()
-        if not np.array_equal(got, dict_writer.fill(nodes)) or not np.array_equal(
-            got, device.fill(torch_states, out).numpy()
-        ):
+        same = [
+            dict_writer.fill(nodes),
+            device.fill(torch_states, out).numpy(),
+            device_writer.fill(torch_states).numpy(),
+            ops_writer.fill(torch_states).numpy(),
+        ]
+        if not all(np.array_equal(got, other) for other in same):
             raise AssertionError(f"depth {depth}: the writers' masks differ")
         repeat = int(p["repeat"])
         threads = torch.get_num_threads()
-        torch.set_num_threads(1)  # see the module docstring: intra-op threads cost more than these ops
-        try:
-            on_one = {
-                "triec torch writer, torch ops": _median(partial(ops_writer.fill, torch_states), repeat),
-                "triec torch fill (whole rows)": _median(partial(device.fill, torch_states, out), repeat),
-            }
-        finally:
-            torch.set_num_threads(threads)
-        timings = {
-            "triec numpy": _median(partial(writer.fill, states), repeat),
-            "triec torch writer (CPU)": _median(partial(device_writer.fill, torch_states), repeat),
-            **on_one,
-            f"... torch ops, {threads} threads": _median(partial(ops_writer.fill, torch_states), repeat),
-            "dict trie": _median(partial(dict_writer.fill, nodes), repeat),
-        }
+        timings = _interleaved(
+            {
+                "triec numpy": partial(writer.fill, states),
+                "triec torch writer (CPU)": partial(device_writer.fill, torch_states),
+                "triec torch writer, torch ops": partial(_one_thread, ops_writer.fill, torch_states),
+                "triec torch fill (whole rows)": partial(_one_thread, device.fill, torch_states, out),
+                f"... torch ops, {threads} threads": partial(ops_writer.fill, torch_states),
+                "dict trie": partial(dict_writer.fill, nodes),
+            },
+            repeat,
+        )
         if marisa is not None:
             few = int(p["marisa_rows"]) if depth > 1 else 4  # near the root it lists most of the catalog per row
             sample = ["".join(map(chr, q)) for q in prefixes[:few]]
