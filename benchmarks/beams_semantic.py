@@ -120,18 +120,6 @@ def _marisa_rows(trie: Any, prefixes: list[str]) -> list[list[int]]:
     return [marisa_children(trie, q) for q in prefixes]
 
 
-def _one_thread(fn: Callable[..., Any], *args: Any) -> Any:
-    """``fn(*args)`` with one torch intra-op thread (see the module docstring)."""
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        return fn(*args)
-    finally:
-        torch.set_num_threads(threads)
-
-
 def _interleaved(fns: dict[str, Callable[[], Any]], repeat: int) -> dict[str, float]:
     """Median seconds of each call, measured in rounds that call every one in turn (a load spike on a shared
     machine hits them all alike), after one untimed round."""
@@ -194,17 +182,21 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
             raise AssertionError(f"depth {depth}: the writers' masks differ")
         repeat = int(p["repeat"])
         threads = torch.get_num_threads()
-        timings = _interleaved(
-            {
-                "triec numpy": partial(writer.fill, states),
-                "triec torch writer (CPU)": partial(device_writer.fill, torch_states),
-                "triec torch writer, torch ops": partial(_one_thread, ops_writer.fill, torch_states),
-                "triec torch fill (whole rows)": partial(_one_thread, device.fill, torch_states, out),
-                f"... torch ops, {threads} threads": partial(ops_writer.fill, torch_states),
-                "dict trie": partial(dict_writer.fill, nodes),
-            },
-            repeat,
-        )
+        torch.set_num_threads(1)  # the torch ops with one intra-op thread (module docstring); numpy has none
+        try:
+            timings = _interleaved(
+                {
+                    "triec numpy": partial(writer.fill, states),
+                    "triec torch writer (CPU)": partial(device_writer.fill, torch_states),
+                    "triec torch writer, torch ops": partial(ops_writer.fill, torch_states),
+                    "triec torch fill (whole rows)": partial(device.fill, torch_states, out),
+                    "dict trie": partial(dict_writer.fill, nodes),
+                },
+                repeat,
+            )
+        finally:
+            torch.set_num_threads(threads)
+        timings[f"... torch ops, {threads} threads"] = _median(partial(ops_writer.fill, torch_states), repeat)
         if marisa is not None:
             few = int(p["marisa_rows"]) if depth > 1 else 4  # near the root it lists most of the catalog per row
             sample = ["".join(map(chr, q)) for q in prefixes[:few]]
