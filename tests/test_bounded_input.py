@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import zstandard
 
@@ -351,3 +352,35 @@ def test_verify_warns_about_an_eos_id_the_values_hold_as_text(tmp_path: Path) ->
     assert report.ok and len(report.warnings) == 1 and "EOS id 0 is the text token b'!'" in report.warnings[0]
     res = CliRunner().invoke(app, ["verify", str(art), "-t", "gpt2"])
     assert res.exit_code == 0 and "warning: EOS id 0 is the text token" in res.output, res.output
+
+
+def test_long_semantic_id_items_compile_inspect_and_verify_in_bounded_memory(tmp_path: Path) -> None:
+    """Ids tables (issue 51): 300 items of 1,024 ids (the most a line holds), each sharing a different prefix with
+    the one before, compile, inspect and verify without holding every prefix (that would be 300 x 1,024^2 / 2 ids:
+    1.3 GB as tuples); a line of 1,025 ids is refused naming it."""
+    from typer.testing import CliRunner
+
+    from triec.cli import app
+
+    rng = np.random.default_rng(5)
+    base = rng.integers(0, 1000, size=1024)
+    lines = []
+    for i in range(300):
+        item = base.copy()
+        item[i * 3 :] = rng.integers(0, 1000, size=1024 - i * 3)
+        lines.append(" ".join(map(str, item.tolist())))
+    (tmp_path / "long.txt").write_text("\n".join(lines) + "\n")
+    art = tmp_path / "long.triec"
+    args = ["compile", "--ids", str(tmp_path / "long.txt"), "--vocab-size", "1001", "--eos", "1000", "-o", str(art)]
+    res = CliRunner().invoke(app, [*args, "-q"])
+    assert res.exit_code == 0, res.output
+    shown = CliRunner().invoke(app, ["inspect", str(art)])
+    assert shown.exit_code == 0 and len(shown.output) < 20_000
+    grown, said = _peak_rss_mb(
+        f"from triec.verify.tables import verify\nr = verify({str(art)!r})\nprint(r.ok, r.num_values)"
+    )
+    assert said.split() == ["True", "300"]
+    assert grown < 300, grown  # MB
+    (tmp_path / "longer.txt").write_text(" ".join(["1"] * 1025) + "\n")
+    res = CliRunner().invoke(app, ["compile", "--ids", str(tmp_path / "longer.txt"), "--vocab-size", "9", "--eos", "8"])
+    assert res.exit_code == 2 and "longer.txt:1: 1,025 ids on one line" in res.output

@@ -1,4 +1,5 @@
-"""Fuzzing the newer layouts: a tail table (format 4), pattern tables and a schema table with a pattern slot (5).
+"""Fuzzing the newer layouts: a tail table (format 4), pattern tables, a schema table with a pattern slot (5), and
+ids tables (semantic IDs: a token trie, one state per token edge, ``build_options.tokenization = "ids"``).
 
 The promise (issue 49): a table that loads, with or without ``verify``, is safe to serve. For every seeded
 mutation of what ``table.save`` writes (a header field rewritten with its CRC recomputed: other types, ints out of
@@ -46,6 +47,8 @@ LARGE = 1_500
 """Mutations per seed kind in the larger run (``TRIEC_FUZZ_LAYOUTS_LARGE=1``)."""
 
 VALUES = ["get_user_by_id", "get_user_by_name", "list_orders", "héllo wörld", "x", "the weather today", "日本"]
+IDS = [[5, 17, 300], [5, 17], [5, 18, 2], [9], [9, 9, 9, 9], [600, 1, 2, 3], [600, 1, 2, 4], [0, 0]]
+"""A semantic-ID catalog (prefix items, shared prefixes) for the ids kind (``triec.compile_ids``)."""
 SCHEMA = {
     "type": "object",
     "properties": {"day": {"type": "string", "format": "date"}, "kind": {"enum": ["a", "bb", "ccc", "dé"]}},
@@ -74,6 +77,10 @@ def seeds(tiny: tuple[triec.Vocabulary, GreedyEncoder]) -> dict[str, list[Seed]]
             triec.compile_pattern("[a-c]{1,3}(x|yz)?é+", vocab),
         ],
         "schema": [triec.compile_schema(SCHEMA, vocab, engine="xgrammar", threshold=2)],
+        "ids": [
+            triec.compile_ids(IDS, vocab_size=704, eos_token_ids=[700]),
+            triec.compile_ids(IDS, vocab, name="tiny"),
+        ],
     }
     out: dict[str, list[Seed]] = {}
     for kind, tables in kinds.items():

@@ -214,6 +214,7 @@ def test_fuzz_loader(vocabs: dict[str, triec.Vocabulary], tmp_path: Path) -> Non
     seeds = [
         encode_artifact(triec.compile(["get", "get_user", "héllo", "日本", ""], vocabs["gpt2"])),
         encode_artifact(triec.compile(triec.synthetic.sets.tool_names(50), vocabs["phi3"])),
+        encode_artifact(triec.compile_ids([[5, 17, 300], [5, 17], [5, 18, 2], [9], [600, 1]], vocabs["gpt2"])),
     ]
     rng = random.Random(20261130)
     path = tmp_path / "fuzz.triec"
@@ -232,3 +233,4 @@ def test_fuzz_loader(vocabs: dict[str, triec.Vocabulary], tmp_path: Path) -> Non
             outcomes["loaded"] += 1
             del table
     assert outcomes["rejected"] > 1000 and outcomes["loaded"] > 100, outcomes
+    # (3,000 mutations over three seeds: a byte trie, a larger one, and an ids table)

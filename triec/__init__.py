@@ -18,7 +18,7 @@ from triec._version import __version__
 
 if TYPE_CHECKING:  # for type checkers; tests/test_public_api.py checks it names exactly what _WHERE does
     from triec.artifact.formats import load
-    from triec.compiler.entry import CompileStats, compile, compile_json_schema
+    from triec.compiler.entry import CompileStats, compile, compile_ids, compile_json_schema
     from triec.compiler.pattern import FORMATS, compile_pattern, compile_string_schema
     from triec.encoding import Encoding
     from triec.errors import (
@@ -86,6 +86,7 @@ _WHERE: dict[str, str] = {
     "load": "triec.artifact.formats",
     "CompileStats": "triec.compiler.entry",
     "compile": "triec.compiler.entry",
+    "compile_ids": "triec.compiler.entry",
     "compile_json_schema": "triec.compiler.entry",
     "compile_pattern": "triec.compiler.pattern",
     "compile_string_schema": "triec.compiler.pattern",
@@ -145,6 +146,7 @@ __all__ = [
     "Vocabulary",
     "__version__",
     "compile",
+    "compile_ids",
     "compile_json_schema",
     "compile_pattern",
     "compile_schema",

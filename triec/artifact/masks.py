@@ -173,6 +173,10 @@ def parse_sections(
         Tokenization.of(header["build_options"])
     except ValueError as exc:
         raise _fail(source, f"header field 'build_options': {exc}") from None
+    if Tokenization.of(header["build_options"]) is Tokenization.IDS and version != PLAIN_FORMAT_VERSION:
+        raise _fail(
+            source, f"an ids table (build_options.tokenization 'ids') is format version {PLAIN_FORMAT_VERSION} only"
+        )
     num_states = count(header, "num_states", source, 2**31)
     num_allowed = count(header, "num_allowed", source)
     num_values = count(header, "num_values", source, 2**31)

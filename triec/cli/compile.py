@@ -189,6 +189,15 @@ def compile_cmd(
             help="Schemas, JSON tool formats: compact (', ' and ': ' only) or any (the engines' flexible JSON; xgrammar).",
         ),
     ] = "compact",
+    ids: Annotated[
+        str | None,
+        typer.Option(
+            "--ids",
+            metavar="FILE",
+            help="Without VALUES: a semantic-ID catalog, one item per line, its token ids separated by spaces (- for "
+            "stdin); the table is their token trie. Needs --vocab-size and --eos, or -t.",
+        ),
+    ] = None,
     layout: Annotated[
         str,
         typer.Option(
@@ -216,6 +225,9 @@ def compile_cmd(
     """
     opts = _Options.of(ctx, locals())
     _refuse_old_format(opts)
+    if ids is not None:
+        _ids_mode(opts, ids)
+        return
     if values is None or pattern is not None or string_format is not None:
         _pattern_mode(ctx, opts)
         return
@@ -237,6 +249,7 @@ def compile_cmd(
 COMMON_OPTIONS = frozenset({"values", "tokenizer", "output", "vocab_size", "eos", "zstd", "as_json", "quiet"})
 """What every mode takes: the tokenizer, the mask width and EOS, where the artifact goes, how the summary prints."""
 PATTERN_OPTIONS = COMMON_OPTIONS | {"pattern", "string_format", "max_states", "max_work"}
+IDS_OPTIONS = (COMMON_OPTIONS - {"values"}) | {"ids"}
 STRING_SCHEMA_OPTIONS = COMMON_OPTIONS | {"fmt", "max_states", "max_work"}
 SCHEMA_OPTIONS: dict[str, frozenset[str]] = {
     "schema": COMMON_OPTIONS | {"fmt", "engine", "enum_threshold", "whitespace", "max_states"},
@@ -262,6 +275,7 @@ _WHAT_FOR: dict[str, str] = {
     "implementation": "plain value sets",
     "tokenization": "plain value sets",
     "layout": "plain value sets",
+    "ids": "semantic-ID catalogs",
     "engine": "JSON Schemas, tool registries and structural tags",
     "enum_threshold": "value files and JSON Schemas",
     "whitespace": "JSON Schemas and tool registries",
@@ -305,6 +319,7 @@ class _Options:
     tokenization: str
     whitespace: str
     layout: str
+    ids: str | None
     given: dict[str, str]
 
     @classmethod
@@ -390,6 +405,28 @@ def _pattern_mode(ctx: typer.Context, opts: _Options) -> None:
     subject = "--pattern" if opts.pattern is not None else f"--string-format {opts.string_format}"
     _refuse_inapplicable(opts, PATTERN_OPTIONS, subject)
     _compile_pattern(opts, opts.pattern, opts.string_format)
+
+
+def _ids_mode(opts: _Options, ids: str) -> None:
+    """``--ids FILE``: a semantic-ID catalog's token trie (:mod:`triec.cli.compile_ids`)."""
+    from triec.cli.compile_ids import compile_ids_file
+
+    if opts.values is not None:
+        raise TriecError(f"--ids compiles the items of FILE: pass it without VALUES (found {opts.values!r})")
+    _refuse_inapplicable(opts, IDS_OPTIONS, "--ids")
+    target = _output_target(opts.output, _default_output(ids), opts.zstd)
+    if ids != "-" and target.exists() and Path(ids).exists() and target.resolve() == Path(ids).resolve():
+        raise TriecError(f"{target}: is the --ids file itself; pass another path with -o")
+    compile_ids_file(
+        ids,
+        target,
+        opts.tokenizer,
+        opts.vocab_size,
+        _parse_eos(opts.eos),
+        zstd=opts.zstd,
+        as_json=opts.as_json,
+        quiet=opts.quiet,
+    )
 
 
 def _check_values_file_options(opts: _Options, values: str) -> None:

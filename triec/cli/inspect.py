@@ -19,6 +19,13 @@ if TYPE_CHECKING:
     from triec.runtime.pattern import PatternTable
 
 
+_TOKENIZATION_NOTES = {
+    "any": "  (every token sequence spelling a value)",
+    "canonical": "  (each value's encoder tokens only)",
+    "ids": "  (values are token-id sequences: one state per token; value bytes are their ids joined by spaces)",
+}
+
+
 @app.command("inspect")
 @report_errors
 def inspect_cmd(
@@ -213,12 +220,7 @@ def _print(r: dict[str, Any]) -> None:
     )
     meta.add_row(
         "tokenization",
-        r.get("tokenization", "any")
-        + (
-            "  (each value's encoder tokens only)"
-            if r.get("tokenization") == "canonical"
-            else "  (every token sequence spelling a value)"
-        ),
+        r.get("tokenization", "any") + _TOKENIZATION_NOTES.get(r.get("tokenization", "any"), ""),
     )
     meta.add_row("values (K) / value bytes", f"{r['values']:,} / {r['value_bytes']:,}")
     meta.add_row("states / sharing r", f"{r['states']:,} / {r['sharing_ratio']}")

@@ -7,9 +7,10 @@ happen at the edges (:mod:`triec.compiler.values`, :mod:`triec.artifact`).
 from __future__ import annotations
 
 import itertools
+import operator
 import time
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -22,6 +23,7 @@ from triec.encoding import PLAIN, RAW, Encoding, as_encoding
 from triec.errors import EosTextWarning, ValuesError
 from triec.keys import prepare_values, spell_all
 from triec.runtime import MaskTable
+from triec.runtime.ids import IDS_FINGERPRINT
 from triec.runtime.kinds import TOKENIZATIONS, Tokenization
 from triec.runtime.table import TailMaskTable
 from triec.runtime.tails import TailIndex
@@ -431,3 +433,72 @@ def compile_json_schema(
 
     values, enc = parse_schema(schema)
     return compile(values, vocab, encoding=enc, implementation=implementation, stats=stats, tokenization=tokenization)
+
+
+def compile_ids(
+    items: Iterable[Sequence[int]],
+    vocab: Vocabulary | str | None = None,
+    *,
+    vocab_size: int | None = None,
+    eos_token_ids: Sequence[int] | None = None,
+    name: str | None = None,
+    stats: CompileStats | None = None,
+) -> MaskTable:
+    """Compile a semantic-ID catalog: each item a sequence of token ids, the table its token trie.
+
+    No byte walk and no tokenizer: the mask width and the EOS ids are all it needs, from ``vocab`` (a
+    :class:`Vocabulary` or anything :meth:`Vocabulary.load` accepts, which the table is then bound to, as
+    ``triec.compile``'s are) or from ``vocab_size`` and ``eos_token_ids`` alone (the table's tokenizer fingerprint is
+    then ``"none"`` and ``name`` its tokenizer name). With both, ``vocab_size``/``eos_token_ids`` override the
+    vocabulary's. Every id must lie in ``0 .. vocab_size - 1`` and be no EOS id; duplicates are dropped (counted
+    in ``stats.duplicates``), and an item may be a prefix of another (its state is accepting and has children).
+    ``table.values`` are the items' ids joined by spaces in token order, ``table.value_ids`` the lists
+    (:mod:`triec.compiler.ids`).
+    """
+    from triec.compiler.ids import check_items, ids_table, items_from_python
+
+    fields = ids_fields(vocab, vocab_size, eos_token_ids, name)
+    t0 = time.perf_counter()
+    parsed = items_from_python(items)
+    check_items(parsed, fields["vocab_size"], fields["eos_token_ids"])
+    stats = stats if stats is not None else CompileStats()
+    t1 = time.perf_counter()
+    table, stats.duplicates = ids_table(parsed, fields)
+    stats.num_values, stats.value_bytes = table.num_values, int(table.value_lcp.sum() + table.num_states - 1)
+    stats.num_states, stats.num_allowed = table.num_states, table.num_allowed
+    stats.phases.update({"values": t1 - t0, "trie": time.perf_counter() - t1})
+    return table
+
+
+def ids_fields(
+    vocab: Vocabulary | str | None,
+    vocab_size: int | None,
+    eos_token_ids: Sequence[int] | None,
+    name: str | None = None,
+) -> dict[str, Any]:
+    """An ids table's vocabulary fields (:meth:`Vocabulary.table_fields` with ``tokenization="ids"``): from a
+    vocabulary, or from a width and EOS ids alone (fingerprint :data:`IDS_FINGERPRINT`)."""
+    if vocab is None:
+        if vocab_size is None or eos_token_ids is None:
+            raise ValueError("compile_ids needs a vocab, or vocab_size and eos_token_ids")
+        width = operator.index(vocab_size)
+        eos = tuple(sorted({operator.index(e) for e in eos_token_ids}))
+        if not 1 <= width < 2**31:
+            raise ValueError(f"vocab_size must be in 1..{2**31 - 1}, not {width}")
+        if not eos or not all(0 <= e < width for e in eos):
+            raise ValueError(f"eos_token_ids must be at least one id in 0..{width - 1}, not {list(eos)}")
+        return {
+            "vocab_size": width,
+            "eos_token_ids": eos,
+            "tokenizer_fingerprint": IDS_FINGERPRINT,
+            "tokenizer_name": name or "",
+            "build_options": {"tokenization": Tokenization.IDS.value},
+        }
+    if not isinstance(vocab, Vocabulary):
+        vocab = Vocabulary.load(vocab, vocab_size=vocab_size, eos_token_ids=eos_token_ids)
+    elif vocab_size is not None or eos_token_ids is not None:
+        raise ValueError("compile_ids: give vocab_size/eos_token_ids with a tokenizer name, not a loaded Vocabulary")
+    fields = vocab.table_fields(tokenization=Tokenization.IDS.value)
+    if name:
+        fields["tokenizer_name"] = name
+    return fields

@@ -139,6 +139,15 @@ def read_values(path: str | Path, fmt: str = "auto") -> list[str]:
 
 def read_input(path: str | Path, fmt: str = "auto") -> tuple[list[str], Encoding | None]:
     """Values from ``path`` (``-``: standard input) and an object schema's encoding, if the file is one."""
+    raw, source = read_bounded(path)
+    values, encoding = parse_input(raw, source, fmt)
+    if not values:
+        raise ValuesError(f"{source}: no values (empty set)")
+    return values, encoding
+
+
+def read_bounded(path: str | Path, what: str = "values file") -> tuple[bytes, str]:
+    """The bytes of ``path`` (``-``: standard input) and the name errors give it, at most :data:`MAX_VALUES_BYTES`."""
     if str(path) == "-":
         source = "<stdin>"
         raw = _read_bounded(sys.stdin.buffer, source)
@@ -149,14 +158,11 @@ def read_input(path: str | Path, fmt: str = "auto") -> tuple[list[str], Encoding
                 size = os.fstat(fh.fileno()).st_size
                 if size > MAX_VALUES_BYTES:
                     raise ValuesError(
-                        f"{source}: {size:,} bytes, over the {MAX_VALUES_BYTES:,}-byte limit for a values file"
+                        f"{source}: {size:,} bytes, over the {MAX_VALUES_BYTES:,}-byte limit for a {what}"
                     )
                 raw = _read_bounded(fh, source)  # a pipe or a device reports no size
         except IsADirectoryError as exc:
-            raise ValuesError(f"{source}: is a directory, expected a values file") from exc
+            raise ValuesError(f"{source}: is a directory, expected a {what}") from exc
         except OSError as exc:
             raise ValuesError(f"{source}: cannot read ({exc.strerror or exc})") from exc
-    values, encoding = parse_input(raw, source, fmt)
-    if not values:
-        raise ValuesError(f"{source}: no values (empty set)")
-    return values, encoding
+    return raw, source

@@ -61,6 +61,10 @@ class Tokenization(StrEnum):
     CANONICAL = "canonical"
     """The value's own encoder tokenization only; states are token-trie nodes (:mod:`triec.compiler.canonical`)."""
 
+    IDS = "ids"
+    """Values given as token-id sequences (semantic IDs): states are token-trie nodes, one per token edge, with no
+    bytes (:mod:`triec.compiler.ids`)."""
+
     @classmethod
     def of(cls, build_options: dict[str, Any]) -> Tokenization:
         """From build options (absent in tables and artifacts older than the option: ``ANY``); ValueError if unknown."""

@@ -25,6 +25,23 @@ from triec.runtime.word_masks import EMPTY_WORDS, state_words
 _SMALL = 12
 
 
+def row_words(
+    offsets: np.ndarray, words: np.ndarray, rows: np.ndarray, row_base: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(flat word index, pair position) of every (word, bits) pair of ``rows`` (CSR ``offsets``/``words``), row i's
+    words at ``row_base[i]`` onwards. Rows of one word each (a beam search's leaves: EOS alone; single children)
+    skip the expansion: a third fewer numpy calls, about 30 us of 110 at 4,096 rows."""
+    lo = offsets[rows]
+    counts = offsets[rows + 1] - lo
+    n = rows.shape[0]
+    if n and counts.max() == 1 and counts.min() == 1:
+        return words[lo] + row_base, lo
+    ends = np.cumsum(counts)
+    total = int(ends[-1]) if n else 0
+    pos = np.repeat(lo - ends + counts, counts) + np.arange(total, dtype=np.int64)
+    return words[pos] + np.repeat(row_base, counts), pos
+
+
 class MaskWriter:
     """Fills up to ``max_batch`` bitmask rows for batches of states.
 
@@ -131,12 +148,7 @@ class MaskWriter:
         self._last_state = -1
         if self._row_of is not None:
             st = self._row_of[st]
-        lo = self._offsets[st]
-        counts = self._offsets[st + 1] - lo
-        ends = np.cumsum(counts)
-        total = int(ends[-1]) if n else 0
-        pos = np.repeat(lo - ends + counts, counts) + np.arange(total, dtype=np.int64)
-        flat_index = self._words[pos] + np.repeat(self._row_base[:n], counts)
+        flat_index, pos = row_words(self._offsets, self._words, st, self._row_base[:n])
         self._flat[flat_index] = self._bits[pos]
         self._last_flat = flat_index
         return self._buf[:n]

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_left
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -81,6 +81,10 @@ def path_index(table: TableArrays) -> PathIndex:
     return PathIndex(*(array("q", a.tobytes()) for a in (ends, run_start, hang, creator)))
 
 
+def _ids_length(key: bytes) -> int:
+    return key.count(b" ") + 1
+
+
 class RestrictedTable(StateQueries, Generic[Parent]):
     """A view of a mask table that allows only a subset of its values (``table.restrict(values)``).
 
@@ -124,6 +128,8 @@ class RestrictedTable(StateQueries, Generic[Parent]):
         if table.canonical:
             found.sort()  # table order (token order) is preorder; for a byte trie it is the keys' own
             keys = [key for _, key in found]
+        # depths count bytes, or an ids table's tokens (its values are their ids joined by one space)
+        units: Callable[[bytes], int] = _ids_length if getattr(table, "ids", False) else len
         index = path_index(table)
         ends, run_start, hang, creator = index.ends, index.run_start, index.hang, index.creator
         states: list[int] = [0]
@@ -133,7 +139,7 @@ class RestrictedTable(StateQueries, Generic[Parent]):
         for m, key in found:
             end = top = ends[m]
             runs: list[range] = []
-            depth = len(key) + 1  # of the first new node: the run start's depth in the run's creator
+            depth = units(key) + 1  # of the first new node: the run start's depth in the run's creator
             while top > last:  # walk up the path, one run of nodes per creating value
                 runs.append(range(run_start[m], top + 1))  # whole runs only: see PathIndex
                 depth -= top + 1 - run_start[m]

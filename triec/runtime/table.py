@@ -31,6 +31,7 @@ from triec.encoding import PLAIN, Encoding
 from triec.errors import ArtifactContentError
 from triec.runtime.arrays import content, content_pairs, contents, rebuild_values
 from triec.runtime.header import TableHeader
+from triec.runtime.ids import check_ids_parents, check_ids_tree, ids_text, ids_value_bytes, rebuild_ids
 from triec.runtime.kinds import TableKind, Tokenization
 from triec.runtime.mask_writer import MaskWriter
 from triec.runtime.matcher import TableMatcher
@@ -96,6 +97,7 @@ class MaskTable(StateQueries):
         self._offsets_list: list[int] | None = None
         self._value_error: str | None = None  # why the value bytes are corrupt, once found
         self._key_index: dict[bytes, int] | None = None  # canonical tables: value bytes -> index
+        self._value_ids: list[list[int]] | None = None  # ids tables: each value's token ids
         self._indices_checked = False  # True once every index is known in range (compiled, or checked at load)
 
     @classmethod
@@ -118,8 +120,22 @@ class MaskTable(StateQueries):
             validate_contents(table, source)
         else:
             check_indices(table, source)
+        if table.ids:
+            table._check_ids(source, verify=verify)
         table._indices_checked = True
         return table
+
+    def _check_ids(self, source: str, *, verify: bool) -> None:
+        """An ids table's own checks (:mod:`triec.runtime.ids`): raw values, the full layout, its rows a tree (every
+        load); with ``verify`` each state below its value's path, and the values rebuilt in token order."""
+        if not self.encoding.plain:
+            raise ArtifactContentError(f"{source}: header field 'encoding': an ids table's values are not spelled")
+        if self.tails is not None or self.classes is not None:
+            raise ArtifactContentError(f"{source}: an ids table is written in the full layout (format version 1) only")
+        check_ids_tree(self, source)
+        if verify:
+            check_ids_parents(self, source)
+            self.value_ids  # noqa: B018 - rebuilt in token order, or ArtifactContentError
 
     def derive(self, *, values: list[str] | None = None, **arrays: np.ndarray) -> MaskTable:
         """Another table over ``arrays`` for the same tokenizer, build options and encoding (a compacted subset)."""
@@ -156,23 +172,29 @@ class MaskTable(StateQueries):
         if self._value_bytes is None:
             if self._value_error is not None:  # found corrupt before: do not rebuild on every call
                 raise ArtifactContentError(self._value_error)
-            keys = rebuild_values(self)
-            if self.canonical:  # a token trie: values in token order, so only distinct
-                if len(set(keys)) != len(keys):
-                    self._value_error = (
-                        f"{self._where}: section state_byte: two values of this canonical table spell the same "
-                        "bytes; the artifact is corrupt"
-                    )
-                    raise ArtifactContentError(self._value_error)
-            elif not all(map(operator.lt, keys, keys[1:])):
-                i = next(i for i in range(1, len(keys)) if keys[i - 1] >= keys[i])
+            # an ids table's: its token-id values joined by spaces (checked in token order as they are rebuilt)
+            self._value_bytes = ids_value_bytes(self.value_ids) if self.ids else self._rebuild_checked()
+        return self._value_bytes
+
+    def _rebuild_checked(self) -> list[bytes]:
+        """The value bytes rebuilt from ``state_byte``: strictly increasing (a byte trie) or distinct (a canonical
+        token trie), else :class:`~triec.errors.ArtifactContentError`."""
+        keys = rebuild_values(self)
+        if self.canonical:  # a token trie: values in token order, so only distinct
+            if len(set(keys)) != len(keys):
                 self._value_error = (
-                    f"{self._where}: section state_byte: values {i - 1} and {i} are not in strictly increasing "
-                    "byte order (the trie's preorder); the artifact is corrupt"
+                    f"{self._where}: section state_byte: two values of this canonical table spell the same "
+                    "bytes; the artifact is corrupt"
                 )
                 raise ArtifactContentError(self._value_error)
-            self._value_bytes = keys
-        return self._value_bytes
+        elif not all(map(operator.lt, keys, keys[1:])):
+            i = next(i for i in range(1, len(keys)) if keys[i - 1] >= keys[i])
+            self._value_error = (
+                f"{self._where}: section state_byte: values {i - 1} and {i} are not in strictly increasing "
+                "byte order (the trie's preorder); the artifact is corrupt"
+            )
+            raise ArtifactContentError(self._value_error)
+        return keys
 
     @property
     def strings(self) -> list[str]:
@@ -216,8 +238,31 @@ class MaskTable(StateQueries):
 
     @property
     def canonical(self) -> bool:
-        """Whether states are token-trie nodes (:mod:`triec.compiler.canonical`), not byte prefixes."""
-        return self.tokenization is Tokenization.CANONICAL
+        """Whether states are token-trie nodes (:mod:`triec.compiler.canonical`, or an ids table's), not byte
+        prefixes: values are in token order and one byte prefix may be several states or none."""
+        return self.tokenization is not Tokenization.ANY
+
+    @property
+    def ids(self) -> bool:
+        """Whether values are token-id sequences (:mod:`triec.compiler.ids`): one state per token, no bytes, a
+        value's string its ids joined by spaces, depths counted in tokens."""
+        return self.tokenization is Tokenization.IDS
+
+    @property
+    def value_ids(self) -> list[list[int]]:
+        """An ids table's values as token-id lists, in table order (token order), rebuilt once from the rows: the
+        token into each state is the one ``allowed_next`` leads to it by (:func:`~triec.runtime.ids.rebuild_ids`)."""
+        if not self.ids:
+            raise ValueError("value_ids: only an ids table (triec.compile_ids) has token-id values")
+        if self._value_ids is None:
+            if self._value_error is not None:
+                raise ArtifactContentError(self._value_error)
+            try:
+                self._value_ids = rebuild_ids(self, self._where)
+            except ArtifactContentError as exc:
+                self._value_error = str(exc)
+                raise
+        return self._value_ids
 
     def find_value(self, key: bytes) -> int:
         """The index of the value spelled ``key`` (UTF-8 bytes of its string), or -1 when it is not one."""
@@ -237,7 +282,7 @@ class MaskTable(StateQueries):
         """
         s = self._check_state(state)
         lo = find_sorted(self.value_state, s)
-        depth = len(self.prefix(s))
+        depth = self.depth(s)
         if s == 0:
             return range(0, self.num_values)
         hi = lo + 1
@@ -257,9 +302,21 @@ class MaskTable(StateQueries):
         views and their compaction read rows through this, whatever the layout)."""
         return content_pairs(self, states)
 
-    def prefix(self, state: int) -> bytes:
-        """The bytes read from the start to reach ``state``."""
+    def depth(self, state: int) -> int:
+        """How far ``state`` lies from the start: bytes, or tokens in an ids table (what ``value_lcp`` counts)."""
         s = self._check_state(state)
+        if s == 0:
+            return 0
+        i = find_sorted(self.value_state, s)
+        end = int(self.value_state[i])
+        length = len(self.value_ids[i]) if self.ids else len(self.value_bytes[i])
+        return length - (end - s)
+
+    def prefix(self, state: int) -> bytes:
+        """The bytes read from the start to reach ``state`` (an ids table's: its token ids joined by spaces)."""
+        s = self._check_state(state)
+        if self.ids:
+            return ids_text(self.value_ids[find_sorted(self.value_state, s)][: self.depth(s)])
         i = find_sorted(self.value_state, s)  # first value whose path ends at or below s
         end = int(self.value_state[i])
         value = self.value_bytes[i]
@@ -305,6 +362,8 @@ class MaskTable(StateQueries):
         """
         if not self._indices_checked:
             check_indices(self, self._where)
+            if self.ids:
+                self._check_ids(self._where, verify=False)
 
     def matcher(self) -> TableMatcher[MaskTable]:
         """A fresh matcher for one request (:class:`~triec.runtime.matcher.TableMatcher`)."""
@@ -389,6 +448,8 @@ class TailMaskTable(MaskTable):
             "index": token_index,
             "vocab_size": self.vocab_size,
         }
+        if self.ids:
+            raise ValueError("an ids table has no tail layout (its rows are its children: every row is stored)")
         if (tail_tokens is None or tail_token_offsets is None) == self.canonical:
             raise ValueError("a canonical tail table has tail_tokens and tail_token_offsets, any other none")
         self.tails: TailLayout = (

@@ -41,7 +41,7 @@ Only this module (and the integrations) import torch; ``table.to_torch()`` impor
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -52,6 +52,9 @@ from triec.runtime.bitmask import BYTE_BITS, ids_in_words
 from triec.runtime.kinds import SetTable
 from triec.runtime.states import FINISHED
 from triec.runtime.word_masks import state_words, words_from_pairs
+
+if TYPE_CHECKING:
+    from triec.runtime.torch_writer import TorchMaskWriter
 
 INVALID = -2
 """What :meth:`TorchMaskTable.advance` returns for a token the state does not allow."""
@@ -355,6 +358,13 @@ class TorchMaskTable:
         if self.words_per_row:  # a 0-wide row has nowhere to put even the padding lane
             out.scatter_add_(1, words, bits)  # words are unique per state, so the sums are ORs
         return out
+
+    def mask_writer(self, max_batch: int = 1) -> TorchMaskWriter:
+        """A writer of up to ``max_batch`` rows on this device that, step after step, zeroes only the words it set
+        and writes only the new states' words (:mod:`triec.runtime.torch_writer`); :meth:`fill` writes whole rows."""
+        from triec.runtime.torch_writer import TorchMaskWriter
+
+        return TorchMaskWriter(self, max_batch)
 
     def apply_bitmask(self, logits: torch.Tensor, bitmask: torch.Tensor, *, inplace: bool = True) -> torch.Tensor:
         """Set ``logits`` to -inf where the bitmask bit is 0 (in place unless ``inplace=False``): :func:`apply_bitmask`.

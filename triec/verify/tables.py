@@ -29,6 +29,7 @@ from pathlib import Path
 from triec.artifact.formats import load
 from triec.engines import ENGINES
 from triec.errors import ArtifactError, TokenizerError, TriecError
+from triec.runtime.ids import IDS_FINGERPRINT
 from triec.runtime.kinds import Table, TableKind
 from triec.runtime.table import MaskTable
 from triec.tokenizer.resolve import resolve_vocabulary
@@ -107,6 +108,12 @@ def load_checked(path: str, tokenizer: str | None) -> tuple[Table | None, Vocabu
         report.integrity_problems.append(str(exc))
         return None, None, report
     report.tokenizer = tokenizer or table.tokenizer_name
+    if isinstance(table, MaskTable) and table.ids and not tokenizer and table.tokenizer_fingerprint == IDS_FINGERPRINT:
+        report.fingerprint = table.tokenizer_fingerprint  # bound to no tokenizer: nothing to resolve
+        report.num_values, report.num_states = table.num_values, table.num_states
+        report.vocab_size, report.eos_token_ids = table.vocab_size, list(table.eos_token_ids)
+        report.integrity_ok = True
+        return table, None, report
     report.fingerprint = table.tokenizer_fingerprint
     report.num_values, report.num_states = table.num_values, table.num_states
     report.vocab_size, report.eos_token_ids = table.vocab_size, list(table.eos_token_ids)
@@ -159,7 +166,11 @@ def verify(
     table, vocab, report = load_checked(path, tokenizer)
     report.seed = seed
     run = VerifyRun(against, explicit, walks, seed, max_examples, states)
-    if table is None or vocab is None:
+    if isinstance(table, MaskTable) and table.ids:  # no tokenizer needed: the items' token trie is the oracle
+        from triec.verify.ids import verify_ids
+
+        verify_ids(table, report, against, max_examples)
+    elif table is None or vocab is None:
         pass
     elif table.kind is TableKind.TOOL_SCHEMA:
         verify_schema(table, vocab, report, run)
