@@ -3,13 +3,14 @@
 
 Cells: method x K x W. ``triec`` runs in an engine built with ``beams.engine_args``; ``xgrammar`` (a JSON string enum
 of K synthetic tool names in ``structured_outputs``, vLLM 0.32's offline beam search: a fresh grammar per beam per
-step, replayed) and ``unconstrained`` (no constraint; K does not apply) in a stock engine with backend xgrammar. The
-same tiny random-weight Llama (benchmarks/tiny_llama.py), the same prompts, ``max_tokens`` 32, one prompt per
-request. Per cell: the median over repeats of seconds per request and seconds per generated token (every beam row
+step, replayed) in a stock engine with backend xgrammar, ``unconstrained`` (no constraint; K does not apply) in both
+engines, measured interleaved with the constrained cells of the same width (the triec engine's is what the per-token
+ratio compares). The same tiny random-weight Llama (benchmarks/tiny_llama.py), the same prompts (2 in one call, 1 in
+the quick variant; a request is one prompt), ``max_tokens`` 32. Per cell: the median over repeats of seconds per request and seconds per generated token (every beam row
 the search sent to the engine generates one token: counted at ``LLM._render_and_run_requests``, the call both loops
-make once per step), the steps per request, the number of returned sequences per request (vLLM's xgrammar search
-loses beams: fewer rows per step, so its per-request figures understate what a search that kept W beams would
-cost) and the share of returned sequences that are a value then EOS.
+make once per step), the steps the batch of prompts took, the number of returned sequences per request (vLLM's
+xgrammar search loses beams: fewer rows per step, so its per-request figures understate what a search that kept W
+beams would cost) and the share of returned sequences that are a value then EOS.
 
     python -m benchmarks.beams_vllm            # K 1000, 10000 x W 4, 16, 64
     python -m benchmarks.beams_vllm --quick    # K 1000, 10000 x W 4, 16; fewer repeats
@@ -72,7 +73,7 @@ def _measure(
                 {
                     "s_per_request": dt / len(prompts),
                     "s_per_token": dt / max(counter["rows"], 1),
-                    "steps": counter["steps"] / len(prompts),
+                    "steps": counter["steps"],  # of the whole batch (its prompts step together)
                     "beams": statistics.mean(len(o.sequences) for o, _ in outs),
                     "valid": sum(ok) / len(ok) if ok else float("nan"),
                 }
