@@ -458,6 +458,9 @@ FRAMEWORK_PRIVATE: dict[tuple[str, str], str] = {
         "triec.integrations.vllm.internals",
         "_masked_reasoning_ends",
     ): "vLLM's reasoning-end bookkeeping, read in one room",
+    ("triec.integrations.vllm.internals", "_preprocess_cmpl"): "LLM.beam_search's prompts to engine inputs",
+    ("triec.integrations.vllm.internals", "_lora_request_to_seq"): "LLM.beam_search's LoRA request per prompt",
+    ("triec.integrations.vllm.internals", "_render_and_run_requests"): "LLM.beam_search's one engine call a step",
 }
 """Frameworks' own private names triec must reach (no public hook exists): each read in the one module listed, with
 why. Every other ``_``-prefixed read across modules fails the test."""

@@ -14,6 +14,9 @@ HTTP: ``"vllm_xargs": {"triec": "tools"}``), optionally narrowed with
 ``"restrict": [values...]``; ``tools`` is ``$TRIEC_ARTIFACT_DIR/tools.triec``.
 Requests without ``"triec"`` are left alone. See docs/serving/vllm.md.
 
+Offline beam search over a triec constraint: :func:`~.beams.beam_search` in an engine built with
+:func:`~.beams.engine_args` (its processor, :class:`~.beam_processor.TriecBeamProcessor`, V1 interface).
+
 The structured-outputs backend (``choice``, JSON schemas, speculative decoding,
 reasoning) is :mod:`.backend` (the engine side) and :mod:`.routing` (the
 frontend's admission), put in front of xgrammar by :mod:`.patches` and switched on
@@ -26,6 +29,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from triec.errors import RequestError
     from triec.integrations.serving import ARG_NAME, ARG_RESTRICT, ENV_DIR
+    from triec.integrations.vllm.beam_processor import TriecBeamProcessor
+    from triec.integrations.vllm.beams import beam_search, engine_args
     from triec.integrations.vllm.v1 import TriecLogitsProcessorV1
     from triec.integrations.vllm.v1 import TriecLogitsProcessorV1 as TriecLogitsProcessor
     from triec.integrations.vllm.v2 import TriecLogitsProcessorV2
@@ -45,6 +50,14 @@ def __getattr__(name: str) -> Any:
         from triec.integrations.vllm.v1 import TriecLogitsProcessorV1
 
         return TriecLogitsProcessorV1
+    if name in ("beam_search", "engine_args"):  # offline beam search (docs/serving/vllm.md)
+        from triec.integrations.vllm import beams
+
+        return getattr(beams, name)
+    if name == "TriecBeamProcessor":
+        from triec.integrations.vllm.beam_processor import TriecBeamProcessor
+
+        return TriecBeamProcessor
     if name == "TriecLogitsProcessorV2":
         from triec.integrations.vllm.v2 import TriecLogitsProcessorV2
 
@@ -57,7 +70,10 @@ __all__ = [
     "ARG_RESTRICT",
     "ENV_DIR",
     "RequestError",
+    "TriecBeamProcessor",
     "TriecLogitsProcessor",
     "TriecLogitsProcessorV1",
     "TriecLogitsProcessorV2",
+    "beam_search",
+    "engine_args",
 ]

@@ -142,6 +142,43 @@ def draft_trimmer(manager: Any) -> Callable[[Any, list[int]], list[int]]:
     return trimmer
 
 
+# ----------------------------------------------------------------------------- offline beam search
+
+
+def beam_search_utils() -> Any:
+    """vLLM's beam-search types (``BeamSearchSequence``, ``BeamSearchInstance``, ``BeamSearchOutput``,
+    ``create_sort_beams_key_function``): ``vllm/entrypoints/generate/beam_search/utils.py`` on 0.32 to 0.34."""
+    return importlib.import_module("vllm.entrypoints.generate.beam_search.utils")
+
+
+class OfflineRunner:
+    """The three steps of ``LLM.beam_search`` (``beam_search/offline.py``) that triec's loop shares with vLLM's:
+    prompts to engine inputs (``_preprocess_cmpl``), LoRA requests per prompt (``_lora_request_to_seq``) and one
+    batch of one-token requests (``_render_and_run_requests``), all private methods of ``LLM`` (0.32 to 0.34)."""
+
+    def __init__(self, llm: Any) -> None:
+        self.llm = llm
+
+    def inputs(self, prompts: Any) -> list[Any]:
+        return list(self.llm._preprocess_cmpl(prompts))
+
+    def loras(self, lora_request: Any, n: int) -> list[Any]:
+        return list(self.llm._lora_request_to_seq(lora_request, n))
+
+    def run(self, beams: list[Any], params: list[Any]) -> list[Any]:
+        from vllm import RequestOutput
+
+        return list(
+            self.llm._render_and_run_requests(
+                prompts=(b.get_prompt() for b in beams),
+                params=params,
+                output_type=RequestOutput,
+                lora_requests=[b.lora_request for b in beams],
+                use_tqdm=False,
+            )
+        )
+
+
 # ----------------------------------------------------------------------------- the processors' interfaces
 
 

@@ -1,0 +1,209 @@
+"""Offline beam search in vLLM: triec (:func:`triec.integrations.vllm.beams.beam_search`) against vLLM's own
+``LLM.beam_search`` with xgrammar and without a constraint.
+
+Cells: method x K x W. ``triec`` runs in an engine built with ``beams.engine_args``; ``xgrammar`` (a JSON string enum
+of K synthetic tool names in ``structured_outputs``, vLLM 0.32's offline beam search: a fresh grammar per beam per
+step, replayed) in a stock engine with backend xgrammar, ``unconstrained`` (no constraint; K does not apply) in both
+engines, measured interleaved with the constrained cells of the same width (the triec engine's is what the per-token
+ratio compares). The same tiny random-weight Llama (benchmarks/tiny_llama.py), the same prompts (2 in one call, 1 in
+the quick variant; a request is one prompt), ``max_tokens`` 32. Per cell: the median over repeats of seconds per request and seconds per generated token (every beam row
+the search sent to the engine generates one token: counted at ``LLM._render_and_run_requests``, the call both loops
+make once per step), the steps the batch of prompts took, the number of returned sequences per request (vLLM's
+xgrammar search loses beams: fewer rows per step, so its per-request figures understate what a search that kept W
+beams would cost) and the share of returned sequences that are a value then EOS.
+
+    python -m benchmarks.beams_vllm            # K 1000, 10000 x W 4, 16, 64
+    python -m benchmarks.beams_vllm --quick    # K 1000, 10000 x W 4, 16; fewer repeats
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+FULL: dict[str, Any] = {"ks": (1000, 10000), "widths": (4, 16, 64), "repeats": 3, "prompts": 2}
+QUICK: dict[str, Any] = {"ks": (1000, 10000), "widths": (4, 16), "repeats": 2, "prompts": 1}
+MAX_TOKENS = 32
+
+
+def _tool_names(k: int) -> list[str]:
+    import triec.synthetic.sets
+
+    return triec.synthetic.sets.tool_names(k)
+
+
+@functools.cache
+def _values(k: int) -> frozenset[str]:
+    import triec.synthetic.sets
+
+    return frozenset(triec.synthetic.sets.tool_names(k))
+
+
+def _measure(
+    searches: dict[tuple[str, int | None], Any],
+    prompts: list[dict[str, str]],
+    repeats: int,
+    eos: int,
+    counter: dict[str, int],
+) -> list[dict[str, Any]]:
+    """Medians over ``repeats`` rounds, each round running every search once in turn (interleaved: a load change on
+    the machine hits every method alike), after one warm-up run each (compiles, caches, first-request costs)."""
+    for search in searches.values():
+        search(prompts[:1])
+    runs: dict[tuple[str, int | None], list[dict[str, float]]] = {key: [] for key in searches}
+    for _ in range(repeats):
+        for key, search in searches.items():
+            counter.update(steps=0, rows=0)
+            t = time.perf_counter()
+            outs = search(prompts)
+            dt = time.perf_counter() - t
+            seqs = [s for o, _ in outs for s in o.sequences]
+            values = _values(key[1]) if key[1] is not None else None
+            ok = [s.tokens[-1] == eos and _value(s.text) in values for s in seqs] if values is not None else []
+            runs[key].append(
+                {
+                    "s_per_request": dt / len(prompts),
+                    "s_per_token": dt / max(counter["rows"], 1),
+                    "steps": counter["steps"],  # of the whole batch (its prompts step together)
+                    "beams": statistics.mean(len(o.sequences) for o, _ in outs),
+                    "valid": sum(ok) / len(ok) if ok else float("nan"),
+                }
+            )
+    return [
+        {"method": method, "k": k, **{f: statistics.median(r[f] for r in rs) for f in rs[0]}}
+        for (method, k), rs in runs.items()
+    ]
+
+
+def _value(text: str) -> str | None:
+    try:
+        return json.loads(text[text.index('"') :])  # type: ignore[no-any-return]
+    except ValueError:
+        return None
+
+
+def run_engine(engine: str, model: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every cell of one engine (``triec`` or ``stock``), in this process."""
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
+    from vllm import LLM
+    from vllm.sampling_params import BeamSearchParams
+    from vllm.sampling_params import StructuredOutputsParams as SO
+
+    from triec.integrations.vllm import beams
+
+    widest = max(params["widths"])
+    kw = (
+        beams.engine_args(widest)
+        if engine == "triec"
+        else {
+            "max_logprobs": 2 * widest,
+            "structured_outputs_config": {"backend": "xgrammar"},
+        }
+    )
+    llm = LLM(model=model, max_model_len=256, seed=0, enforce_eager=True, **kw)
+    counter = {"steps": 0, "rows": 0}
+    run = llm._render_and_run_requests
+
+    def counted(*a: Any, **k: Any) -> Any:
+        counter["steps"] += 1
+        counter["rows"] += len(k["params"])
+        return run(*a, **k)
+
+    llm._render_and_run_requests = counted  # both loops' one engine call per step
+    tok = llm.get_tokenizer()
+    eos = tok.eos_token_id
+    prompts = [{"prompt": f"Select a tool #{i}:"} for i in range(params["prompts"])]
+    lens = {p["prompt"]: len(tok.encode(p["prompt"])) for p in prompts}
+    rows = []
+    constrained = "triec" if engine == "triec" else "xgrammar"
+    for w in params["widths"]:
+        searches: dict[tuple[str, int | None], Any] = {}
+        for method, k in [("unconstrained", None)] + [(constrained, k) for k in params["ks"]]:
+            so = None if k is None else SO(json={"type": "string", "enum": _tool_names(k)})
+            bp = BeamSearchParams(beam_width=w, max_tokens=MAX_TOKENS, structured_outputs=so)
+
+            def search(ps: list[dict[str, str]], bp: Any = bp, method: str = method) -> list[tuple[Any, int]]:
+                outs = beams.beam_search(llm, ps, bp) if method == "triec" else llm.beam_search(ps, bp)
+                return [(o, lens[p["prompt"]]) for o, p in zip(outs, ps, strict=True)]
+
+            searches[(method, k)] = search
+        for row in _measure(searches, prompts, params["repeats"], eos, counter):
+            row.update(w=w, engine=engine)
+            print(json.dumps(row), flush=True)
+            rows.append(row)
+    return rows
+
+
+def rows(quick: bool = False, model: str | None = None) -> list[dict[str, Any]]:
+    """Every cell, each engine in its own process (vLLM loads one engine configuration per process)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        if model is None:
+            from benchmarks.tiny_llama import make_tiny_llama
+
+            model = str(make_tiny_llama(Path(tmp) / "model"))
+        out: list[dict[str, Any]] = []
+        for engine in ("stock", "triec"):
+            proc = subprocess.run(
+                [sys.executable, "-m", "benchmarks.beams_vllm", "--engine", engine, "--model", model]
+                + (["--quick"] if quick else []),
+                capture_output=True,
+                text=True,
+                env=dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).parents[1]), *sys.path])),
+            )
+            found = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+            if proc.returncode != 0:
+                raise RuntimeError(f"{engine} engine failed: {proc.stderr[-2000:]}")
+            out.extend(found)
+    return out
+
+
+def table(found: list[dict[str, Any]]) -> str:
+    """Markdown: per K and W, seconds per request of each method, xgrammar over triec per request, and triec over
+    unconstrained beam search per generated token in the same engine (measured interleaved)."""
+    by = {(r["engine"], r["method"], r["k"], r["w"]): r for r in found}
+    nan = {"s_per_request": float("nan"), "s_per_token": float("nan"), "steps": float("nan"), "beams": float("nan")}
+    lines = [
+        "| K | W | triec s/request | xgrammar s/request | unconstrained s/request (stock) | xgrammar / triec "
+        "| triec / unconstrained per token (same engine) | steps triec / xgrammar | beams triec / xgrammar "
+        "| valid triec / xgrammar |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for (_engine, method, k, w), r in sorted(by.items(), key=lambda kv: (kv[0][2] or 0, kv[0][3])):
+        if method != "triec":
+            continue
+        x = by.get(("stock", "xgrammar", k, w), nan)
+        u = by.get(("stock", "unconstrained", None, w), nan)
+        same = by.get(("triec", "unconstrained", None, w), nan)
+        lines.append(
+            f"| {k:,} | {w} | {r['s_per_request']:.3f} | {x['s_per_request']:.3f} | {u['s_per_request']:.3f} "
+            f"| {x['s_per_request'] / r['s_per_request']:.1f}x | {r['s_per_token'] / same['s_per_token']:.2f} "
+            f"| {r['steps']:.0f} / {x['steps']:.0f} | {r['beams']:.1f} / {x['beams']:.1f} "
+            f"| {r['valid']:.0%} / {x.get('valid', float('nan')):.0%} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--engine", choices=("stock", "triec"), help="internal: run one engine's cells here")
+    ap.add_argument("--model")
+    args = ap.parse_args()
+    if args.engine:
+        run_engine(args.engine, args.model, QUICK if args.quick else FULL)
+        return
+    found = rows(args.quick, args.model)
+    print(table(found))
+
+
+if __name__ == "__main__":
+    main()
