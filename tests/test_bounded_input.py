@@ -351,3 +351,26 @@ def test_verify_warns_about_an_eos_id_the_values_hold_as_text(tmp_path: Path) ->
     assert report.ok and len(report.warnings) == 1 and "EOS id 0 is the text token b'!'" in report.warnings[0]
     res = CliRunner().invoke(app, ["verify", str(art), "-t", "gpt2"])
     assert res.exit_code == 0 and "warning: EOS id 0 is the text token" in res.output, res.output
+
+
+def test_rank_over_an_open_set_stops_at_its_bounds(qwen2: triec.Vocabulary) -> None:
+    """A pattern's language is infinite and a flat model gives every path the same per-token price: the exact
+    search stops at ``max_expansions`` rows (flagged) and the beam search at ``max_tokens`` steps, each returning
+    only texts the pattern matches; --max-expansions and --beams of ``triec eval`` are these bounds."""
+    import numpy as np
+
+    table = triec.compile_pattern(pattern="[a-z]+", vocab=qwen2)
+
+    class Flat:
+        calls = 0
+
+        def logprobs(self, paths):
+            Flat.calls += len(paths)
+            return np.full((len(paths), qwen2.vocab_size), -12.0)
+
+    got = triec.rank(Flat(), None, table, 10**6, max_expansions=20)
+    assert got.hit_bound and not got.exact and got.expansions <= 20 and Flat.calls <= 20
+    assert got.values and all(table.matches(v) for v in got.values)
+    Flat.calls = 0
+    beams = triec.rank(Flat(), None, table, 5, method="beam", beams=4, max_tokens=6)
+    assert Flat.calls <= 4 * 6 and all(table.matches(v) for v in beams.values)
