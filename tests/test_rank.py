@@ -344,3 +344,50 @@ def test_llama_cpp_exact_equals_its_own_brute_force(gguf: str, gguf_vocab) -> No
         same(got.items(), want[:k], tol=2e-3)
     beams = triec.rank(llm, prompt, table, len(values), method="beam", beams=16)
     same(beams.items(), want, tol=2e-3)
+
+
+# ------------------------------------------------------------------ fuzz: random sets, a seeded framework-free model
+
+
+class Seeded:
+    """A model as a function of the path alone: each row is a log-softmax of noise seeded by the path (sharp
+    enough that paths differ), so the reference can score any path without the search."""
+
+    def __init__(self, width: int, seed: int) -> None:
+        self.width, self.seed = width, seed
+        self.rows: dict[tuple[int, ...], np.ndarray] = {}
+
+    def row(self, path: tuple[int, ...]) -> np.ndarray:
+        if path not in self.rows:
+            rng = np.random.default_rng([self.seed, len(path), *path])
+            x = rng.normal(0.0, 3.0, self.width)
+            self.rows[path] = x - x.max() - np.log(np.exp(x - x.max()).sum())
+        return self.rows[path]
+
+    def logprobs(self, paths):
+        return np.stack([self.row(tuple(p)) for p in paths])
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_fuzz_exact_and_wide_beams_equal_enumeration(seed: int, vocabs) -> None:
+    rng = np.random.default_rng(seed)
+    vocab = vocabs[["gpt2", "qwen2", "phi3"][seed % 3]]
+    alphabet = "ab-é"
+    values = sorted({"".join(rng.choice(list(alphabet), rng.integers(1, 5))) for _ in range(rng.integers(2, 9))})
+    kind = ["plain", "tails", "json"][seed % 3]
+    table = table_of(values, vocab, kind)
+    model = Seeded(vocab.vocab_size, seed)
+    eos = list(vocab.eos_token_ids)
+    best = {}
+    for v, paths in spellings(values, vocab, kind).items():
+        best[v] = max(
+            sum(float(model.row(p[:i])[t]) for i, t in enumerate(p)) + max(float(model.row(p)[e]) for e in eos)
+            for p in paths
+        )
+    want = sorted(best.items(), key=lambda kv: -kv[1])
+    for k in (1, 2, len(values) + 1):
+        got = triec.rank(model, None, table, k, batch=int(rng.integers(1, 6)))
+        assert got.exact
+        same(got.items(), want[:k], tol=1e-9)
+    paths = sum(len(p) for p in spellings(values, vocab, kind).values()) * len(eos)
+    same(triec.rank(model, None, table, len(values), method="beam", beams=paths).items(), want, tol=1e-9)
