@@ -391,3 +391,22 @@ def test_fuzz_exact_and_wide_beams_equal_enumeration(seed: int, vocabs) -> None:
         same(got.items(), want[:k], tol=1e-9)
     paths = sum(len(p) for p in spellings(values, vocab, kind).values()) * len(eos)
     same(triec.rank(model, None, table, len(values), method="beam", beams=paths).items(), want, tol=1e-9)
+
+
+@pytest.mark.llamacpp
+def test_eval_rank_mode_on_llama_cpp(gguf: str) -> None:
+    """``triec eval --engine llama.cpp --beams 2 --top-k 2``'s rank mode: values of the item, best first."""
+    pytest.importorskip("llama_cpp")
+    from pathlib import Path
+
+    from triec.eval import bfcl
+    from triec.eval.data import parse_item
+    from triec.eval.llama_cpp import LlamaCppEvaluator
+    from triec.eval.run import EvalConfig
+
+    source = Path(__file__).resolve().parent.parent / "fixtures" / "eval" / "bfcl"
+    item = parse_item(bfcl.convert("multiple", source)[0], "bfcl:0", 0)
+    evaluator = LlamaCppEvaluator(Path(gguf), EvalConfig(modes=("rank",), top_k=2, beams=2), n_ctx=1024)
+    (got,) = evaluator.run(item)
+    assert got.mode == "rank" and got.valid and got.ranked and set(got.ranked) <= set(item.candidates or ())
+    assert got.ranked_scores == sorted(got.ranked_scores or [], reverse=True) and got.exact is False
