@@ -384,3 +384,26 @@ def test_long_semantic_id_items_compile_inspect_and_verify_in_bounded_memory(tmp
     (tmp_path / "longer.txt").write_text(" ".join(["1"] * 1025) + "\n")
     res = CliRunner().invoke(app, ["compile", "--ids", str(tmp_path / "longer.txt"), "--vocab-size", "9", "--eos", "8"])
     assert res.exit_code == 2 and "longer.txt:1: 1,025 ids on one line" in res.output
+
+
+def test_rank_over_an_open_set_stops_at_its_bounds(qwen2: triec.Vocabulary) -> None:
+    """A pattern's language is infinite and a flat model gives every path the same per-token price: the exact
+    search stops at ``max_expansions`` rows (flagged) and the beam search at ``max_tokens`` steps, each returning
+    only texts the pattern matches; --max-expansions and --beams of ``triec eval`` are these bounds."""
+    import numpy as np
+
+    table = triec.compile_pattern(pattern="[a-z]+", vocab=qwen2)
+
+    class Flat:
+        calls = 0
+
+        def logprobs(self, paths):
+            Flat.calls += len(paths)
+            return np.full((len(paths), qwen2.vocab_size), -12.0)
+
+    got = triec.rank(Flat(), None, table, 10**6, max_expansions=20)
+    assert got.hit_bound and not got.exact and got.expansions <= 20 and Flat.calls <= 20
+    assert got.values and all(table.matches(v) for v in got.values)
+    Flat.calls = 0
+    beams = triec.rank(Flat(), None, table, 5, method="beam", beams=4, max_tokens=6)
+    assert Flat.calls <= 4 * 6 and all(table.matches(v) for v in beams.values)

@@ -347,3 +347,64 @@ def test_summary_and_plot(tmp_path: Path) -> None:
 
     _plot(doc, tmp_path / "p.png")
     assert (tmp_path / "p.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_rank_summary_gives_recall_and_mrr() -> None:
+    """Recall@1, Recall@k and MRR (over the top k: 0 where gold is not among them) from each item's gold rank."""
+    from triec.cli.eval import _summary_table
+    from triec.eval.run import EvalConfig, Outcome, report_json
+
+    def ranked(i: str, order: list[str], gold: str) -> Outcome:
+        rank = order.index(gold) + 1 if gold in order else 0
+        top = order[0]
+        return Outcome(
+            i,
+            "rank",
+            top,
+            top,
+            True,
+            top == gold,
+            2,
+            0.1,
+            ranked=order,
+            ranked_scores=[-1.0] * len(order),
+            gold_rank=rank,
+            exact=True,
+        )
+
+    outcomes = [ranked("a", ["x", "y"], "x"), ranked("b", ["x", "y"], "y"), ranked("c", ["x", "y"], "z")]
+    doc = report_json(outcomes, EvalConfig(modes=("rank",), top_k=2), {"model": "m", "data": "d.jsonl"})
+    m = doc["modes"]["rank"]
+    assert (m["top_k"], m["recall_at_1"], m["recall_at_k"], m["mrr"], m["exact"]) == (2, 0.3333, 0.6667, 0.5, 3)
+    assert m["correct"] == 1 and doc["items"][2]["gold_rank"] == 0 and doc["items"][1]["ranked"] == ["x", "y"]
+    from rich.console import Console
+
+    console = Console(width=200, record=True)
+    console.print(_summary_table(doc | {"model": "m", "data": "d.jsonl"}))
+    text = console.export_text()
+    assert "recall@1" in text and "recall@2" in text and "0.500" in text
+
+
+@pytest.mark.parametrize("how", [[], ["--beams", "3"]])
+def test_cli_eval_ranks_the_values(trained_model: Path, tmp_path: Path, how: list[str]) -> None:
+    """--top-k (exact search) or --beams (beam search): the rank mode's values are the item's candidates, best
+    first, and the summary gives Recall@1, Recall@k and MRR beside validity and accuracy."""
+    from typer.testing import CliRunner
+
+    from triec.cli import app
+
+    data = tmp_path / "d.jsonl"
+    bfcl.write(bfcl.convert("multiple", BFCL)[:1], data)
+    out = tmp_path / "r.json"
+    args = ["eval", str(data), "--model", str(trained_model), "--modes", "trie", "--top-k", "3", *how]
+    res = CliRunner().invoke(app, [*args, "--json", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "MRR" in res.stdout  # the table's column (CliRunner's 80 columns wrap the others' headers)
+    doc = json.loads(out.read_text())
+    rank = doc["modes"]["rank"]
+    assert rank["items"] == 1 and rank["valid"] == 1 and {"recall_at_1", "recall_at_k", "mrr"} <= set(rank)
+    item = next(i for i in doc["items"] if i["mode"] == "rank")
+    candidates = json.loads(data.read_text())["candidates"]
+    assert item["ranked"] and set(item["ranked"]) <= set(candidates) and item["answer"] == item["ranked"][0]
+    assert item["ranked_scores"] == sorted(item["ranked_scores"], reverse=True)
+    assert item["exact"] is (not how)

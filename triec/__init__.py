@@ -46,6 +46,7 @@ if TYPE_CHECKING:  # for type checkers; tests/test_public_api.py checks it names
         ValueNotInTable,
         ValuesError,
     )
+    from triec.integrations.rank import Ranked, rank
     from triec.runtime.kinds import Table, TableKind
     from triec.runtime.pattern import PatternTable
     from triec.runtime.states import FINISHED
@@ -94,6 +95,8 @@ _WHERE: dict[str, str] = {
     "Encoding": "triec.encoding",
     **dict.fromkeys(_ERRORS, "triec.errors"),
     "FINISHED": "triec.runtime.states",
+    "Ranked": "triec.integrations.rank",
+    "rank": "triec.integrations.rank",
     "MaskTable": "triec.runtime.table",
     "PatternTable": "triec.runtime.pattern",
     "Table": "triec.runtime.kinds",
@@ -128,6 +131,7 @@ __all__ = [
     "PatternError",
     "PatternTable",
     "PatternTooLarge",
+    "Ranked",
     "RequestError",
     "SchemaMatcher",
     "SchemaShapeError",
@@ -154,6 +158,7 @@ __all__ = [
     "compile_structural_tag",
     "compile_tools",
     "load",
+    "rank",
 ]
 """Written out so that type checkers and ruff read it (a computed list exports nothing to them);
 tests/test_public_api.py checks that it is ``_WHERE``'s names and ``__version__``, sorted."""

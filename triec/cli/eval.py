@@ -43,6 +43,7 @@ def _summary_table(doc: dict[str, Any]) -> Table:
     peer = next((p for p in ("xgrammar", "gbnf") if any(f"identical_to_{p}" in m for m in modes.values())), None)
     compare = peer is not None
     versus_trie = any("identical_to_trie" in m for m in modes.values())
+    ranked = next((m["top_k"] for m in modes.values() if "mrr" in m), None)
     table = Table(title=f"triec eval: {Path(doc['data']).name}, {Path(doc['model']).name}", title_justify="left")
     for col in (
         "mode",
@@ -51,6 +52,7 @@ def _summary_table(doc: dict[str, Any]) -> Table:
         "correct",
         *([f"= {peer}"] if compare else []),
         *(["= trie"] if versus_trie else []),
+        *(["recall@1", f"recall@{ranked}", "MRR"] if ranked is not None else []),
         "tokens/answer",
         "s/answer",
     ):
@@ -69,6 +71,12 @@ def _summary_table(doc: dict[str, Any]) -> Table:
         if versus_trie:
             same = m.get("identical_to_trie")
             row.append("-" if same is None else f"{same}/{m['items']}")
+        if ranked is not None:
+            row += (
+                [f"{100 * m['recall_at_1']:.0f}%", f"{100 * m['recall_at_k']:.0f}%", f"{m['mrr']:.3f}"]
+                if "mrr" in m
+                else ["-", "-", "-"]
+            )
         row += [
             f"{m['tokens_mean']:.1f}" if m["tokens_mean"] is not None else "-",
             f"{m['seconds_mean']:.2f}" if m["seconds_mean"] is not None else "-",
@@ -133,7 +141,29 @@ def eval_cmd(
     ignore_candidates: Annotated[
         bool, typer.Option("--ignore-candidates", help="Constrain every item to --values, not to its own candidates.")
     ] = False,
-    modes: Annotated[str, typer.Option("--modes", help="Comma-separated: free, trie, think, canonical.")] = "free,trie",
+    modes: Annotated[
+        str, typer.Option("--modes", help="Comma-separated: free, trie, think, canonical, rank.")
+    ] = "free,trie",
+    top_k: Annotated[
+        int | None,
+        typer.Option(
+            "--top-k",
+            min=1,
+            help="Rank mode (added to --modes): the K most probable values of each item; reports Recall@1, Recall@K and MRR. Default 5.",
+        ),
+    ] = None,
+    beams: Annotated[
+        int | None,
+        typer.Option(
+            "--beams",
+            min=1,
+            help="Rank mode (added to --modes) by beam search of W beams; without it, exact best-first search.",
+        ),
+    ] = None,
+    max_expansions: Annotated[
+        int,
+        typer.Option("--max-expansions", min=1, help="Rank mode, exact search: at most this many model rows an item."),
+    ] = 10_000,
     compare: Annotated[
         str | None,
         typer.Option(
@@ -173,7 +203,8 @@ def eval_cmd(
 
     Modes: free (no constraint), trie (the same prompt, constrained to the set), think (free until the trigger,
     then the set), canonical (trie's prompt and set, each value only as its encoder's tokens; its outputs are
-    compared with trie's when both run). With --compare xgrammar, each constrained decode is repeated with xgrammar's masks in the same
+    compared with trie's when both run), rank (trie's prompt and set: the --top-k most probable values, by exact
+    search or by --beams W beam search; Recall@1, Recall@K and MRR beside validity and accuracy). With --compare xgrammar, each constrained decode is repeated with xgrammar's masks in the same
     loop and the outputs compared token by token. --engine llama.cpp decodes with llama.cpp (the GGUF as shipped), and
     --compare gbnf repeats each constrained decode with llama.cpp's own grammar. --engine mlx decodes with mlx-lm (the
     model directory; --compare xgrammar as on transformers). Ctrl-C stops and keeps what was measured.
@@ -184,8 +215,14 @@ def eval_cmd(
 
     if compare not in (None, "xgrammar", "gbnf"):
         raise TriecError(f"--compare {compare!r}: the engines compared with are xgrammar and gbnf")
+    chosen = tuple(m.strip() for m in modes.split(",") if m.strip())
+    if (top_k is not None or beams is not None) and "rank" not in chosen:
+        chosen += ("rank",)
     config = EvalConfig(
-        modes=tuple(m.strip() for m in modes.split(",") if m.strip()),
+        modes=chosen,
+        top_k=top_k if top_k is not None else 5,
+        beams=beams,
+        max_expansions=max_expansions,
         compare_xgrammar=compare == "xgrammar",
         compare_gbnf=compare == "gbnf",
         engine=engine,

@@ -119,6 +119,11 @@ class LlamaCppEvaluator(ModeRunner):
             self._grammars[key] = self.lc.LlamaGrammar.from_string(text, verbose=False)
         return self._grammars[key]
 
+    def scorer(self, prompt: tuple[int, ...]) -> Any:
+        from triec.integrations.llama_cpp import LlamaCppScorer
+
+        return LlamaCppScorer(self.llm, list(prompt))
+
     def decode(
         self, prompt: tuple[int, ...], mode: str, values: tuple[str, ...], by: str | None, limit: int
     ) -> Decoded:

@@ -144,6 +144,11 @@ class MLXEvaluator(ModeRunner):
             self._prefilled = {prompt: cache}  # free and trie share one prompt
         return copy.deepcopy(self._prefilled[prompt])
 
+    def scorer(self, prompt: tuple[int, ...]) -> Any:
+        from triec.integrations.mlx import MLXScorer
+
+        return MLXScorer(self.model, list(prompt))
+
     def decode(
         self, prompt: tuple[int, ...], mode: str, values: tuple[str, ...], by: str | None, limit: int
     ) -> Decoded:

@@ -32,10 +32,13 @@ from typing import Any
 from triec.errors import EvalError
 from triec.eval.data import Item
 
-MODES = ("free", "trie", "think", "canonical")
+MODES = ("free", "trie", "think", "canonical", "rank")
 CONSTRAINED = ("trie", "think", "canonical")
 """``canonical``: the trie mode's prompt and set, each value allowed only as its encoder tokenization
-(``tokenization="canonical"``); its outputs are compared with the trie mode's (``identical_to_trie``)."""
+(``tokenization="canonical"``); its outputs are compared with the trie mode's (``identical_to_trie``).
+``rank``: the trie mode's prompt and table, the ``top_k`` most probable values (:func:`triec.rank`: exact
+best-first search, or beam search of ``beams`` beams); its answer is the first, and Recall@1, Recall@k and MRR
+(over the top k: 0 where the gold value is not among them) say where the gold value ranks."""
 DEFAULT_TRIGGER = "Answer:"
 DEFAULT_THINK_INSTRUCTION = (
     'Think briefly about which one fits, in one or two sentences. Then write "Answer:" followed by the answer alone.'
@@ -61,8 +64,13 @@ class EvalConfig:
     think_instruction: str = DEFAULT_THINK_INSTRUCTION
     threads: int | None = 1
     free_early_stop: bool = True
+    top_k: int = 5
+    beams: int | None = None  # rank mode: beam search of this many beams; None: exact best-first search
+    max_expansions: int = 10_000
 
     def __post_init__(self) -> None:
+        if self.top_k < 1 or (self.beams is not None and self.beams < 1) or self.max_expansions < 1:
+            raise EvalError("--top-k, --beams and --max-expansions must be at least 1")
         unknown = [m for m in self.modes if m not in MODES]
         if unknown or not self.modes:
             raise EvalError(f"unknown mode(s) {', '.join(unknown) or '(none)'}; choose from {', '.join(MODES)}")
@@ -93,15 +101,25 @@ class Outcome:
     identical_to_trie: bool | None = None
     identical_to_gbnf: bool | None = None
     gbnf_output: str | None = None
+    ranked: list[str] | None = None  # rank mode: the top k values, best first
+    ranked_scores: list[float] | None = None
+    gold_rank: int | None = None  # rank mode: the gold value's 1-based rank, 0 when not in the top k
+    exact: bool | None = None  # rank mode: the list is proven the k most probable values
 
     def to_json(self) -> dict[str, Any]:
         doc = dict(self.__dict__)
+        if self.ranked_scores is not None:
+            doc["ranked_scores"] = [round(x, 4) for x in self.ranked_scores]
         for key in (
             "identical_to_xgrammar",
             "xgrammar_output",
             "identical_to_trie",
             "identical_to_gbnf",
             "gbnf_output",
+            "ranked",
+            "ranked_scores",
+            "gold_rank",
+            "exact",
         ):
             if doc[key] is None:
                 doc.pop(key)
@@ -119,9 +137,19 @@ class ModeSummary:
     identical_to_gbnf: int | None = None
     tokens: list[int] = field(default_factory=list)
     seconds: list[float] = field(default_factory=list)
+    ranks: list[int] = field(default_factory=list)  # rank mode: each item's gold rank (0: not in the top k)
+    exact: int = 0
+    top_k: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {"items": self.items, "valid": self.valid, "correct": self.correct}
+        if self.ranks:
+            n = len(self.ranks)
+            doc["top_k"] = self.top_k
+            doc["recall_at_1"] = round(sum(r == 1 for r in self.ranks) / n, 4)
+            doc["recall_at_k"] = round(sum(r > 0 for r in self.ranks) / n, 4)
+            doc["mrr"] = round(sum(1 / r for r in self.ranks if r > 0) / n, 4)
+            doc["exact"] = self.exact
         if self.identical_to_xgrammar is not None:
             doc["identical_to_xgrammar"] = self.identical_to_xgrammar
         if self.identical_to_trie is not None:
@@ -148,11 +176,16 @@ def summarize(outcomes: Iterable[Outcome], modes: Sequence[str]) -> dict[str, Mo
             s.identical_to_trie = (s.identical_to_trie or 0) + o.identical_to_trie
         if o.identical_to_gbnf is not None:
             s.identical_to_gbnf = (s.identical_to_gbnf or 0) + o.identical_to_gbnf
+        if o.gold_rank is not None:
+            s.ranks.append(o.gold_rank)
+            s.exact += bool(o.exact)
     return out
 
 
 def report_json(outcomes: list[Outcome], config: EvalConfig, meta: dict[str, Any]) -> dict[str, Any]:
     summary = summarize(outcomes, config.modes)
+    if "rank" in summary:
+        summary["rank"].top_k = config.top_k
     return {
         **meta,
         "modes": {m: s.to_json() for m, s in summary.items()},
@@ -199,6 +232,10 @@ class ModeRunner:
 
     def decode(self, prompt: tuple[int, ...], mode: str, values: tuple[str, ...], by: str | None, limit: int) -> Any:
         """Greedy new tokens (``Decoded``): ``by`` is ``"triec"``, :attr:`peer` or None (free)."""
+        raise NotImplementedError
+
+    def scorer(self, prompt: tuple[int, ...]) -> Any:
+        """Rank mode: the engine's :func:`triec.rank` scorer after ``prompt``."""
         raise NotImplementedError
 
     # -- shared ------------------------------------------------------------------------------------------------
@@ -278,6 +315,9 @@ class ModeRunner:
         compare = self.peer if (self.config.compare_xgrammar or self.config.compare_gbnf) else None
         for mode in self.config.modes:
             ids = tuple(self.prompt_ids(item, mode))
+            if mode == "rank":
+                out.append(self.rank(item, ids))
+                continue
             values = self.item_values(item) if mode in CONSTRAINED else (item.candidates or self.values or ())
             got = self.decode(ids, mode, values, "triec" if mode in CONSTRAINED else None, self.limit(mode))
             text = self.text(got.ids)
@@ -297,6 +337,43 @@ class ModeRunner:
         if "trie" in decoded and "canonical" in decoded:
             out[self.config.modes.index("canonical")].identical_to_trie = decoded["trie"] == decoded["canonical"]
         return out
+
+    def rank(self, item: Item, prompt: tuple[int, ...]) -> Outcome:
+        """Rank mode: the item's values ranked (the trie mode's table), the first as the answer; the seconds
+        include the prompt's prefill."""
+        from triec.integrations.rank import rank
+
+        values = self.item_values(item)
+        table = self.table("trie", values)
+        c = self.config
+        t0 = time.perf_counter()
+        found = rank(
+            self.scorer(prompt),
+            None,
+            table,
+            c.top_k,
+            method="exact" if c.beams is None else "beam",
+            beams=c.beams,
+            max_expansions=c.max_expansions,
+        )
+        seconds = time.perf_counter() - t0
+        top = found.values[0] if found.values else None
+        gold = found.values.index(item.gold) + 1 if item.gold in found.values else 0
+        valid = top is not None and top in values
+        return Outcome(
+            item.id,
+            "rank",
+            top or "",
+            top,
+            valid,
+            valid and top == item.gold,
+            len(found.paths[0]) - 1 if found.paths else 0,
+            seconds,
+            ranked=list(found.values),
+            ranked_scores=list(found.scores),
+            gold_rank=gold,
+            exact=found.exact,
+        )
 
     def parse(self, mode: str, text: str) -> str | None:
         if mode == "think":
@@ -364,6 +441,11 @@ class Evaluator(ModeRunner):
             constraint = self._xgrammar_constraint(mode, values)
         settled = self.settled(values) if mode == "free" and self.config.free_early_stop else None
         return self.greedy.decode(self._prefilled[prompt], constraint, limit, forced=self.forced(mode), settled=settled)
+
+    def scorer(self, prompt: tuple[int, ...]) -> Any:
+        from triec.integrations.transformers import TransformersScorer
+
+        return TransformersScorer(self.model, list(prompt))
 
     def _grammar(self, mode: str, values: tuple[str, ...]) -> Any:
         import xgrammar as xgr

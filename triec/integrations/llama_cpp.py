@@ -280,3 +280,28 @@ class LlamaCppConstraint:
         if not chat:
             kwargs["stopping_criteria"] = self._lc.StoppingCriteriaList([d.stop])
         return kwargs
+
+
+class LlamaCppScorer:
+    """:func:`triec.rank`'s scorer for a ``Llama`` after ``prompt`` (token ids): one sequence in llama.cpp's KV
+    cache, cut back (``n_tokens``) to the longest prefix it shares with the next path and the rest evaluated; the
+    last position's logits read through ``llama_get_logits_ith`` (no ``logits_all`` needed), log-softmaxed over
+    the whole vocabulary in float64. The model's cache holds the last path afterwards (``llm.reset()`` to drop it)."""
+
+    def __init__(self, llm: Any, prompt: list[int]) -> None:
+        from triec.integrations.rank_search import Sequential
+
+        self.llm, self.lc, self.width = llm, _llama_cpp(), int(llm.n_vocab())
+        llm.reset()
+        self.sequence = Sequential(prompt, self._cut, self._feed)
+
+    def _cut(self, n: int) -> None:
+        self.llm.n_tokens = n
+
+    def _feed(self, tokens: list[int]) -> np.ndarray:
+        self.llm.eval(tokens)
+        row = np.ctypeslib.as_array(self.lc.llama_get_logits_ith(self.llm.ctx, -1), shape=(self.width,))
+        return np.array(row, dtype=np.float64)
+
+    def logprobs(self, paths: Any) -> np.ndarray:
+        return self.sequence.logprobs(paths)

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from triec.errors import RequestError
 from triec.integrations.local import Admitted, admit_local, tokenizer_path, tokenizer_vocabulary
 from triec.integrations.serving import ServedModel
 from triec.runtime import bitmask
@@ -219,3 +220,36 @@ class MLXConstraint:
         """One processor list per sequence, for ``BatchGenerator.insert(..., logits_processors=...)`` (its
         ``stop_tokens`` must hold the table's EOS ids: mlx-lm's ``batch_generate`` passes the tokenizer's)."""
         return [[self.processor()] for _ in range(n)]
+
+
+class MLXScorer:
+    """:func:`triec.rank`'s scorer for an mlx-lm model after ``prompt`` (token ids): one sequence in a prompt
+    cache (``make_prompt_cache``), trimmed back to the longest prefix it shares with the next path and the rest
+    run; the last position's logits log-softmaxed over the whole vocabulary in float64."""
+
+    def __init__(self, model: Any, prompt: list[int]) -> None:
+        from mlx_lm.models.cache import can_trim_prompt_cache, make_prompt_cache
+
+        from triec.integrations.rank_search import Sequential
+
+        self.model = model
+        self.cache = make_prompt_cache(model)
+        if not can_trim_prompt_cache(self.cache):
+            raise RequestError("rank needs a model whose prompt cache can be trimmed (mlx-lm's KVCache)")
+        self.held = 0
+        self.sequence = Sequential(prompt, self._cut, self._feed)
+
+    def _cut(self, n: int) -> None:
+        from mlx_lm.models.cache import trim_prompt_cache
+
+        if self.held > n:
+            trim_prompt_cache(self.cache, self.held - n)
+        self.held = n
+
+    def _feed(self, tokens: list[int]) -> np.ndarray:
+        logits = self.model(mx.array([tokens]), cache=self.cache)[0, -1].astype(mx.float32)
+        self.held += len(tokens)
+        return np.array(logits, dtype=np.float64)
+
+    def logprobs(self, paths: Any) -> np.ndarray:
+        return self.sequence.logprobs(paths)

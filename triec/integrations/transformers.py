@@ -286,3 +286,64 @@ def ranked_values(
         if value is not None and value not in found:
             found[value] = float(scores[i])
     return list(found.items())
+
+
+class TransformersScorer:
+    """:func:`triec.rank`'s scorer for a transformers causal LM after one prompt: the prompt runs once and its KV
+    cache is shared by every batch of paths (copied, repeated per row); paths are right-padded, so each row's
+    tokens keep their positions, and each row's log-softmax (float32, the model's whole vocabulary) is read at its
+    own last token, as beam search reads it."""
+
+    def __init__(self, model: Any, prompt: list[int]) -> None:
+        self.model = model
+        self.device = next(model.parameters()).device
+        import inspect
+
+        self._keep = "logits_to_keep" in inspect.signature(model.forward).parameters
+        with torch.inference_mode():
+            out = model(torch.tensor([prompt], device=self.device), use_cache=True)
+        self.cache = out.past_key_values
+        self.length = len(prompt)
+        self.first = torch.log_softmax(out.logits[0, -1].float(), dim=-1).cpu().numpy()
+
+    def logprobs(self, paths: Any) -> np.ndarray:
+        rows = np.empty((len(paths), self.first.shape[0]), dtype=np.float32)
+        todo = [i for i, p in enumerate(paths) if p]
+        for i, p in enumerate(paths):
+            if not p:
+                rows[i] = self.first
+        if todo:
+            rows[todo] = self._run([paths[i] for i in todo])
+        return rows
+
+    def _run(self, paths: list[Any]) -> np.ndarray:
+        import copy
+
+        width = max(len(p) for p in paths)
+        ids = torch.zeros((len(paths), width), dtype=torch.long)
+        mask = torch.zeros((len(paths), self.length + width), dtype=torch.long)
+        mask[:, : self.length] = 1
+        for r, p in enumerate(paths):
+            ids[r, : len(p)] = torch.tensor(p)
+            mask[r, self.length : self.length + len(p)] = 1
+        cache = copy.deepcopy(self.cache)
+        cache.batch_repeat_interleave(len(paths))
+        positions = torch.arange(self.length, self.length + width).unsqueeze(0).expand(len(paths), -1)
+        ends = sorted({len(p) - 1 for p in paths})
+        extra: dict[str, Any] = {}
+        if self._keep:  # the head's rows at each path's last position only (the head is most of a small model's work)
+            extra["logits_to_keep"] = torch.tensor(ends, device=self.device)
+        with torch.inference_mode():
+            out = self.model(
+                ids.to(self.device),
+                attention_mask=mask.to(self.device),
+                position_ids=positions.to(self.device),
+                past_key_values=cache,
+                use_cache=True,
+                **extra,
+            )
+        column = {e: (ends.index(e) if self._keep else e) for e in ends}
+        last = torch.tensor([column[len(p) - 1] for p in paths], device=out.logits.device)
+        logits = out.logits[torch.arange(len(paths), device=last.device), last].float()
+        result: np.ndarray = torch.log_softmax(logits, dim=-1).cpu().numpy()
+        return result
