@@ -86,6 +86,22 @@ def kept(out) -> list[int]:
 # ------------------------------------------------------------------ the vocabulary and admission
 
 
+def test_mlx_lm_runs_the_model_transformers_runs(model, tok, trained_model: Path) -> None:
+    """The converted directory means one model to both loaders: mlx-lm's next-token log-probabilities after a chat
+    prompt equal transformers' (the RoPE base written where mlx-lm reads it; with the base inside
+    ``rope_parameters`` only, mlx-lm ran base 10,000 instead of 100,000 and differed by up to 3.3 nats)."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    assert json.loads((trained_model / "config.json").read_text())["rope_theta"] == 100_000
+    ids = chat(tok, QUESTIONS[0])
+    theirs = transformers.AutoModelForCausalLM.from_pretrained(trained_model, dtype=torch.float32)
+    with torch.no_grad():
+        want = torch.log_softmax(theirs(torch.tensor([ids])).logits[0].double(), -1).numpy()
+    got = np.array(model(mx.array([ids]))[0].astype(mx.float32))
+    got = got - np.log(np.exp(got - got.max(-1, keepdims=True)).sum(-1, keepdims=True)) - got.max(-1, keepdims=True)
+    assert np.abs(got[:, : want.shape[1]] - want).max() < 1e-3
+
+
 def test_the_vocabulary_is_the_loaded_tokenizers(tok, trained_vocab) -> None:
     from triec.integrations.local import check_tokenizer, tokenizer_vocabulary
 

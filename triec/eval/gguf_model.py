@@ -11,7 +11,10 @@ plain directory. Steps (each fixes something measured, docs/eval.md):
    mapping does not know llama.cpp's (``smollm`` splits each digit off first);
 3. write the chat template into ``tokenizer_config.json`` too (vLLM and older
    loaders read it there) and EOS into ``generation_config.json``;
-4. record the GGUF's sha256 and these steps in ``triec-model.json``.
+4. repeat the RoPE base at the top of ``config.json``: transformers 5 writes it only inside
+   ``rope_parameters``, and loaders that read the older key (mlx-lm 0.32) fall back to 10,000 in silence
+   (the 135M model's base is 100,000: log-probabilities off by up to 3.3 nats);
+5. record the GGUF's sha256 and these steps in ``triec-model.json``.
 
 The directory is built in a temporary sibling and renamed into place, under the
 cache directory keyed by the GGUF's sha256: a second call returns at once, and
@@ -32,7 +35,7 @@ from typing import Any
 
 from triec.errors import ModelBuildError
 
-BUILD_VERSION = 1
+BUILD_VERSION = 2
 """Bumped when the steps change: a directory built by other steps is built again."""
 
 MARKER = "triec-model.json"
@@ -159,6 +162,7 @@ def build(gguf: Path, out: Path) -> None:
     plain.generation_config.eos_token_id = tok.eos_token_id
     plain.save_pretrained(out)
     del loaded, plain
+    _hoist_rope_theta(out / "config.json")
     tok.save_pretrained(out)
 
     meta = gguf_meta.read_metadata(gguf)
@@ -174,3 +178,12 @@ def build(gguf: Path, out: Path) -> None:
     if isinstance(template, str):
         cfg["chat_template"] = template
     cfg_path.write_text(json.dumps(cfg, ensure_ascii=False, indent=1), encoding="utf-8")
+
+
+def _hoist_rope_theta(path: Path) -> None:
+    """Step 4: ``rope_theta`` at the top level as well as in ``rope_parameters`` (same value; no-op without it)."""
+    cfg = json.loads(path.read_text(encoding="utf-8"))
+    theta = (cfg.get("rope_parameters") or {}).get("rope_theta")
+    if theta is not None and "rope_theta" not in cfg:
+        cfg["rope_theta"] = theta
+        path.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n", encoding="utf-8")
