@@ -200,8 +200,10 @@ def tables(cells: list[dict[str, Any]]) -> dict[str, str]:
     load = ok[0].get("load_average") or []
     size = QUICK if ok[0].get("quick") else FULL
     caption = (
-        f"The tiny random-weight Llama (Qwen2 tokenizer), {size['prompts']} prompts a call, `max_tokens` {MAX_TOKENS}, "
-        f"medians of {size['repeats']} interleaved rounds after a warm-up; load average "
+        f"The tiny random-weight Llama (Qwen2 tokenizer), {size['prompts']} prompt{'s' * (size['prompts'] != 1)} a "
+        f"call, `max_tokens` {MAX_TOKENS}, "
+        + (f"medians of {size['repeats']} interleaved rounds" if size["repeats"] > 1 else "one round")
+        + " after a warm-up; load average "
         f"{', '.join(f'{x:.2f}' for x in load) or '-'} at the start. Unconstrained beam search took "
         + ", ".join(
             f"{c['s_per_request']:.3f} s a request at W = {c['w']}"
