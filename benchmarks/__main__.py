@@ -1,4 +1,5 @@
-"""``python -m benchmarks SUITE|all|docs [--quick] [--out DIR] [--write-docs]``, from the repository root.
+"""``python -m benchmarks SUITE|all|docs [--quick] [--out DIR] [--section NAME] [--write-docs]``, from the
+repository root.
 
 What ``triec bench SUITE`` was until issue 50 (the suites left the package): one suite, every suite (``all``: one
 whose framework or device is missing says ``skipped: why``), or ``docs`` (only rewrite docs/benchmarks.md's tables
@@ -40,6 +41,13 @@ def parser() -> argparse.ArgumentParser:
         help="the directory of the result files (<suite>.json); default: docs/results, none with --quick",
     )
     p.add_argument(
+        "--section",
+        action="append",
+        metavar="NAME",
+        help="only this section of a suite that has sections (beams: linking, model, semantic, vllm; repeatable), "
+        "merged into the suite's result file in --out",
+    )
+    p.add_argument(
         "--write-docs", action="store_true", help="then rewrite docs/benchmarks.md's tables and plots from the results"
     )
     return p
@@ -55,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_UNAVAILABLE
     where = args.out if args.out is not None or args.quick else DEFAULT_RESULTS
     try:
-        return run(args.suite, quick=args.quick, out=where, write_docs=args.write_docs)
+        return run(args.suite, quick=args.quick, out=where, write_docs=args.write_docs, sections=args.section)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

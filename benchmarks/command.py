@@ -14,6 +14,7 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, cast
 
 from benchmarks import results
 from benchmarks.suites import NAMES, load
@@ -49,13 +50,18 @@ def run(
     write_docs: bool,
     document: Path = DEFAULT_DOCUMENT,
     say: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True),
+    sections: list[str] | None = None,
 ) -> int:
-    """Run ``suite`` (a name, ``all`` or ``docs``); the exit code. Results go to ``out`` (none when None)."""
+    """Run ``suite`` (a name, ``all`` or ``docs``); the exit code. Results go to ``out`` (none when None).
+    ``sections``: only those sections of a suite that has them (``SECTION_NAMES``), merged into its result file."""
     if suite not in choices():
         say(f"python -m benchmarks: no suite {suite!r}; choose from {', '.join(choices())}")
         return EXIT_UNAVAILABLE
+    if sections and (why := _bad_sections(suite, sections)):
+        say(f"python -m benchmarks: {why}")
+        return EXIT_UNAVAILABLE
     names = [] if suite == DOCS else list(NAMES) if suite == ALL else [suite]
-    outcomes = [run_one(name, quick=quick, out=out, alone=suite != ALL, say=say) for name in names]
+    outcomes = [run_one(name, quick=quick, out=out, alone=suite != ALL, say=say, sections=sections) for name in names]
     for o in outcomes:
         say(
             f"{o.suite}: {o.status}{': ' + o.detail if o.detail else ''}"
@@ -72,16 +78,37 @@ def run(
     return 0
 
 
-def run_one(name: str, *, quick: bool, out: Path | None, alone: bool, say: Callable[[str], None]) -> SuiteOutcome:
-    """One suite: skipped when it cannot run here, else its result validated and written to ``out``."""
+def _bad_sections(suite: str, sections: list[str]) -> str | None:
+    """Why ``--section`` cannot apply: a suite without sections, or a section it does not have."""
+    have = getattr(load(suite), "SECTION_NAMES", None) if suite in NAMES else None
+    if have is None:
+        return f"--section: the suite {suite!r} has no sections" if suite in NAMES else f"--section with {suite!r}"
+    unknown = [s for s in sections if s not in have]
+    return f"--section: {suite} has no section {', '.join(unknown)} (it has {', '.join(have)})" if unknown else None
+
+
+def run_one(
+    name: str,
+    *,
+    quick: bool,
+    out: Path | None,
+    alone: bool,
+    say: Callable[[str], None],
+    sections: list[str] | None = None,
+) -> SuiteOutcome:
+    """One suite: skipped when it cannot run here, else its result validated and written to ``out`` (with
+    ``sections``: merged into the result file already there, :func:`benchmarks.results.merge_sections`)."""
     module = load(name)
     why = module.unavailable()
     if why:
         return SuiteOutcome(name, "skipped", why)
-    say(f"{name}: running{' (quick)' if quick else ''}")
+    say(f"{name}: running{' (quick)' if quick else ''}{' sections ' + ', '.join(sections) if sections else ''}")
     t0 = time.perf_counter()
     try:
-        result = results.validate(module.run(quick), name)
+        found = cast(Any, module).run(quick, sections=sections) if sections else module.run(quick)
+        result = results.validate(found, name)
+        if sections and out is not None and results.path(out, name).is_file():
+            result = results.merge_sections(results.read(out, name), result, sections)
     except Exception as exc:  # noqa: BLE001 - one suite's failure is reported, the others still run
         if alone:
             traceback.print_exc()

@@ -109,3 +109,31 @@ def read(directory: str | os.PathLike[str], suite: str) -> dict[str, Any]:
         return validate(data, suite)
     except ResultError as exc:
         raise ResultError(f"{target}: {exc}") from exc
+
+
+def merge_sections(old: dict[str, Any], new: dict[str, Any], sections: list[str]) -> dict[str, Any]:
+    """``new`` (a run of only ``sections``) merged into ``old`` (an earlier result of the same suite): ``old``'s
+    cells of every other section, then ``new``'s. What each section's cells came from (created, command, machine)
+    is kept under ``sections``; the top-level fields are the newest run's. Both must be full runs or both quick."""
+    validate(old, new["suite"])
+    if old["settings"].get("quick") != new["settings"].get("quick"):
+        raise ResultError("merging sections: one result is a quick run and the other is not")
+    kept = [c for c in old["cells"] if c.get("section") not in sections]
+    provenance = dict(old.get("sections") or {})
+    for c in kept:
+        provenance.setdefault(str(c.get("section")), _provenance(old))
+    for name in sections:
+        provenance[name] = _provenance(new)
+    order = list(dict.fromkeys([*(str(c.get("section")) for c in old["cells"]), *sections]))
+    merged = {**new, "cells": sorted([*kept, *new["cells"]], key=lambda c: _rank(order, c))}
+    merged["sections"] = {name: provenance[name] for name in order if name in provenance}
+    return validate(merged)
+
+
+def _provenance(result: dict[str, Any]) -> dict[str, Any]:
+    return {k: result[k] for k in ("created", "command", "machine")}
+
+
+def _rank(order: list[str], cell: dict[str, Any]) -> int:
+    section = str(cell.get("section"))
+    return order.index(section) if section in order else len(order)

@@ -73,3 +73,108 @@ def test_missing_sections_render_a_note() -> None:
     assert found["model"].startswith("Not measured") and "no model" in found["model"]
     for s in beams.SECTIONS:
         assert found[s].startswith("Not measured") and f"beams_{s}.py" in found[s]
+
+
+def test_the_semantic_section_checks_its_writers_and_renders_every_level() -> None:
+    """A tiny catalog through every writer (their masks are checked equal before timing), as the suite renders it."""
+    from benchmarks import beams_semantic
+
+    rows = beams_semantic.rows(sizes={"items": 2_000, "requests": 4, "beams": 4, "repeat": 1, "marisa_rows": 4})
+    assert {r["depth"] for r in rows} == {0, 1, 2, 3, 4}
+    assert {"triec numpy", "dict trie"} <= {r["writer"] for r in rows}
+    cells = [{"status": "ok", "section": "semantic", "load_average": [1.0, 1.0, 1.0], **r} for r in rows]
+    table = beams_semantic.tables(cells)["semantic"]
+    assert "2,000 items x 4 codes" in table and "16 rows a step (4 requests x 4 beams)" in table
+    assert "| triec numpy |" in table and "depth 4 (EOS only)" in table
+
+
+def test_the_vllm_section_says_why_it_cannot_run_and_renders_its_ratios() -> None:
+    import importlib.util
+
+    from benchmarks import beams_vllm
+    from benchmarks.suites import beams
+
+    why = beams_vllm.unavailable()
+    if importlib.util.find_spec("vllm") is None:
+        assert why is not None and "vllm" in why
+        cells = beams._section_cells("vllm", beams.SECTIONS["vllm"], quick=True)
+        assert [c["status"] for c in cells] == ["missing"]
+        assert beams.tables({"cells": [{**c, "section": "vllm"} for c in cells]})["vllm"].startswith("Not measured")
+    row = {"status": "ok", "quick": False, "load_average": [2.0, 2.0, 2.0], "steps": 32, "valid": 1.0}
+    cells = [
+        {
+            **row,
+            "engine": "triec",
+            "method": "triec",
+            "k": 10_000,
+            "w": 16,
+            "s_per_request": 0.5,
+            "s_per_token": 2e-3,
+            "beams": 16,
+        },
+        {
+            **row,
+            "engine": "triec",
+            "method": "unconstrained",
+            "k": None,
+            "w": 16,
+            "s_per_request": 0.4,
+            "s_per_token": 2.5e-3,
+            "beams": 16,
+            "valid": None,
+        },
+        {
+            **row,
+            "engine": "stock",
+            "method": "xgrammar",
+            "k": 10_000,
+            "w": 16,
+            "s_per_request": 5.0,
+            "s_per_token": 9e-2,
+            "beams": 1,
+        },
+        {
+            **row,
+            "engine": "stock",
+            "method": "unconstrained",
+            "k": None,
+            "w": 16,
+            "s_per_request": 0.45,
+            "s_per_token": 3e-3,
+            "beams": 16,
+            "valid": None,
+        },
+    ]
+    table = beams_vllm.tables(cells)["vllm"]
+    assert "| 10,000 | 16 | 0.500 | 5.000 | 0.450 | 10.0x | 0.80 | 32 / 32 | 16.0 / 1.0 | 100% / 100% |" in table
+    assert "0.450 s a request at W = 16" in table
+
+
+def test_a_section_run_merges_into_the_result_file(tmp_path: Any) -> None:
+    """``--section NAME`` replaces that section's cells and keeps the others, each with the run it came from."""
+    from benchmarks import command, results
+
+    old = results.new("beams", {"quick": False})
+    old["cells"] = [
+        {"section": "linking", "status": "ok", "widths": {}},
+        {"section": "model", "status": "ok"},
+        {"section": "semantic", "status": "missing", "error": "not yet"},
+    ]
+    new = results.new("beams", {"quick": False})
+    new["created"] = "2099-01-01T00:00:00Z"
+    new["cells"] = [{"section": "semantic", "status": "ok", "writer": "w"}]
+    merged = results.merge_sections(old, new, ["semantic"])
+    assert [(c["section"], c["status"]) for c in merged["cells"]] == [
+        ("linking", "ok"),
+        ("model", "ok"),
+        ("semantic", "ok"),
+    ]
+    assert merged["sections"]["linking"]["created"] == old["created"]
+    assert merged["sections"]["semantic"]["created"] == "2099-01-01T00:00:00Z"
+    quick = {**new, "settings": {"quick": True}}
+    with pytest.raises(results.ResultError):
+        results.merge_sections(old, quick, ["semantic"])
+    say: list[str] = []
+    assert command.run("beams", quick=True, out=None, write_docs=False, sections=["nosuch"], say=say.append) == 2
+    assert "no section nosuch" in say[0]
+    assert command.run("peers", quick=True, out=None, write_docs=False, sections=["x"], say=say.append) == 2

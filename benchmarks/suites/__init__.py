@@ -32,7 +32,7 @@ NAMES: dict[str, str] = {
     "sglang": "triec's SGLang grammar backend against SGLang's xgrammar backend",
     "llamacpp": "triec's llama.cpp processor against llama.cpp's own GBNF grammar, speed against free decoding",
     "eval": "a trained model (SmolLM2-135M): BFCL function names, triec against free and xgrammar",
-    "beams": "constrained beam search: GENRE-style linking over 1M titles against GENRE's tries, a 135M model's step",
+    "beams": "constrained beam search: GENRE-style linking over 1M titles, a 135M model's step, semantic IDs, vLLM",
     "mlx_outlines": "MLX decoding constrained against free; Outlines' Choice (outlines-core) against triec's processor",
     "gpu": "the torch table and the fused Triton kernels on a CUDA device, against the numpy runtime",
 }

@@ -16,8 +16,13 @@ Sections, each its own process (:func:`triec.bench.runner.run_cell`):
   processor, triec's ``prefix_allowed_tokens_fn``, GENRE's dict trie; runs alternate, each step timed by a
   clock after every processor (:class:`benchmarks.beam_steps.StepClock`). The constraint's share of a step is
   its median step over the unconstrained median, minus one.
-* ``semantic`` and ``vllm``: written by :mod:`benchmarks.beams_semantic` and :mod:`benchmarks.beams_vllm` when
-  those modules exist (see :data:`SECTIONS` for what they provide); until then the section says so.
+* ``semantic`` and ``vllm``: written by :mod:`benchmarks.beams_semantic` (one fill of 64 x 64 rows over 1M
+  semantic IDs x 4 codes) and :mod:`benchmarks.beams_vllm` (vLLM offline beam search, triec against xgrammar);
+  see :data:`SECTIONS` for what they provide. A section that cannot run here (its module's ``unavailable()``:
+  no vLLM, say) is a ``missing`` cell and its table a one-line note; the others still run.
+
+``python -m benchmarks beams --section NAME`` runs only the sections named and merges them into the result
+file's other sections (each section's own run is kept under ``sections`` in the file).
 """
 
 from __future__ import annotations
@@ -56,6 +61,9 @@ with a ``status`` of :data:`triec.bench.runner.STATUSES`; a cell's own processes
 ``tables(cells: list[dict]) -> dict[str, str]`` (Markdown tables named ``<section>`` or ``<section>-<name>``),
 optionally ``unavailable() -> str | None``. The suite adds ``"section"`` to each cell. A missing module is a
 ``missing`` cell and its table a one-line note."""
+
+SECTION_NAMES: tuple[str, ...] = ("linking", "model", *SECTIONS)
+"""Every section, in the order a run measures them (``--section NAME`` picks some)."""
 
 METHODS = (
     ("copy", "no constraint: a copy of the scores (the floor: W x vocab floats)"),
@@ -235,25 +243,32 @@ def linking_cell(job: dict[str, Any], out: Out) -> None:
     out.put(status="ok", phase="done", vocab=vocab.name, vocab_size=width_v, prompt_tokens=len(prompt))
 
 
-def run(quick: bool) -> dict[str, Any]:
+def run(quick: bool, sections: list[str] | None = None) -> dict[str, Any]:
+    """Every section (``sections``: only those, in :data:`SECTION_NAMES` order; ``python -m benchmarks beams
+    --section NAME`` merges them into the result file's other sections, :func:`benchmarks.results.merge_sections`)."""
+    chosen = [s for s in SECTION_NAMES if sections is None or s in sections]
     size = QUICK if quick else FULL
     result = results.new("beams", {"quick": quick, **size}, extra_versions=("torch", "transformers", "marisa-trie"))
     limits = {"timeout": size["timeout"], "max_rss": size["max_rss"]}
-    job = size["linking"]
-    found = run_cell("benchmarks.suites.beams:linking_cell", job, **limits)
-    result["cells"].append({"section": "linking", **job, **found})
+    if "linking" in chosen:
+        job = size["linking"]
+        found = run_cell("benchmarks.suites.beams:linking_cell", job, **limits)
+        result["cells"].append({"section": "linking", **job, **found})
+    if "model" in chosen:
+        result["cells"].append(_model_cell(size["model"], limits))
+    for section, name in SECTIONS.items():
+        if section in chosen:
+            result["cells"] += [{**c, "section": section} for c in _section_cells(section, name, quick)]
+    return result
+
+
+def _model_cell(job: dict[str, Any], limits: dict[str, Any]) -> dict[str, Any]:
     from benchmarks import beams_model
 
     why = beams_model.unavailable()
-    job = size["model"]
     if why:
-        result["cells"].append({"section": "model", **job, "status": "missing", "error": why})
-    else:
-        found = run_cell("benchmarks.beams_model:cell", job, **limits)
-        result["cells"].append({"section": "model", **job, **found})
-    for section, name in SECTIONS.items():
-        result["cells"] += [{**c, "section": section} for c in _section_cells(section, name, quick)]
-    return result
+        return {"section": "model", **job, "status": "missing", "error": why}
+    return {"section": "model", **job, **run_cell("benchmarks.beams_model:cell", job, **limits)}
 
 
 def _hook(name: str) -> ModuleType | None:
