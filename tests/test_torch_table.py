@@ -211,7 +211,14 @@ def _ref_masked(logits: np.ndarray, bitmask: np.ndarray) -> np.ndarray:
 
 
 def test_masking_path_functions_equal_a_numpy_reference() -> None:
-    from triec.runtime.torch import SPARSE_WORDS, apply_bitmask, apply_bitmask_rows, apply_bitmask_sparse, keep_tokens
+    from triec.runtime.torch import (
+        SPARSE_WORDS,
+        apply_bitmask,
+        apply_bitmask_rows,
+        apply_bitmask_sparse,
+        keep_pairs,
+        keep_tokens,
+    )
 
     rng = np.random.default_rng(11)
     for width, words in ((100, 4), (150, 4), (1000, 40)):
@@ -244,6 +251,13 @@ def test_masking_path_functions_equal_a_numpy_reference() -> None:
             np.isfinite(kept.numpy()[[5, 1]]).sum() == 4 and kept[5, 7] == logits[5, 7] and kept[1, 0] == logits[1, 0]
         )
         assert np.array_equal(kept.numpy()[[0, 2, 3, 4]], logits[[0, 2, 3, 4]])
+        # each row its own ids (a beam's allowed set): the pairs kept, the listed rows -inf elsewhere, others untouched
+        pairs = torch.from_numpy(logits.copy())
+        keep_pairs(pairs, torch.tensor([2, 4]), torch.tensor([2, 2, 4]), torch.tensor([3, 9, 0]))
+        expect = logits.copy()
+        expect[[2, 4]] = -np.inf
+        expect[2, [3, 9]], expect[4, 0] = logits[2, [3, 9]], logits[4, 0]
+        assert np.array_equal(pairs.numpy(), expect)
 
 
 def test_no_integration_masks_logits_by_itself() -> None:

@@ -163,6 +163,20 @@ def keep_tokens(logits: torch.Tensor, rows: torch.Tensor, ids: torch.Tensor) -> 
     return logits
 
 
+def keep_pairs(
+    logits: torch.Tensor, rows: torch.Tensor, pair_rows: torch.Tensor, pair_ids: torch.Tensor
+) -> torch.Tensor:
+    """In place: every row in ``rows`` keeps only its own listed logits, ``logits[pair_rows[i], pair_ids[i]]``
+    (-inf elsewhere); returns ``logits``. :func:`keep_tokens` with a different id list per row (a beam's allowed
+    ids, each row its own): O(pairs) reads and writes plus the row fills. Ids must lie below the width."""
+    if rows.numel() == 0:
+        return logits
+    kept = logits[pair_rows, pair_ids]
+    logits.index_fill_(0, rows, float("-inf"))
+    logits[pair_rows, pair_ids] = kept
+    return logits
+
+
 SPARSE_WORDS = 512
 """Host rows setting at most this many words (16,384 tokens at most) are gathered by :func:`apply_bitmask_sparse`."""
 

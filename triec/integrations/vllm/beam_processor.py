@@ -32,6 +32,7 @@ import torch
 
 from triec.integrations.vllm import internals
 from triec.integrations.vllm.beams import ARG_ALLOWED
+from triec.runtime.torch import keep_pairs
 
 _interface = internals.v1_processor_interface()  # 0.34 and later: ImportError, one line naming what serves instead
 MoveDirectionality = _interface.MoveDirectionality
@@ -114,10 +115,8 @@ class TriecBeamProcessor(_V1LogitsProcessor):
             local = torch.from_numpy(np.repeat(np.fromiter((i for i, _ in beam), np.int64, len(beam)), counts))
             cols = torch.from_numpy(np.concatenate(ids) if ids else np.zeros(0, np.int64)).to(logits.device)
             local = local.to(logits.device)
-            keep = lsm[local, cols]
             rows = torch.tensor([i for i, _ in beam], dtype=torch.int64, device=logits.device)
-            lsm[rows] = float("-inf")
-            lsm[local, cols] = keep
+            keep_pairs(lsm, rows, local, cols)
         logits[index] = lsm.to(logits.dtype)
         return logits
 

@@ -28,6 +28,7 @@ literal-alternation ``regex``), or any triec table with int states (``triec.comp
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -233,7 +234,7 @@ def _step(
             continue
         logprobs = out.logprobs[0]
         for token, lp in logprobs.items():
-            if lp.logprob == float("-inf"):
+            if lp.logprob == -math.inf:
                 continue  # padding of vLLM's top-2W where fewer tokens are allowed
             new = sequence(
                 beam.orig_prompt,
