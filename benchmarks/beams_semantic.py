@@ -40,6 +40,8 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.measure import timed
+
 VOCAB_SIZE = 151_936
 EOS = 151_643
 CODE_BASE = 100_000
@@ -137,16 +139,6 @@ def _interleaved(fns: dict[str, Callable[[], Any]], repeat: int) -> dict[str, fl
     return {name: statistics.median(times) for name, times in samples.items()}
 
 
-def _median(fn: Callable[[], Any], repeat: int) -> float:
-    fn()
-    samples = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - t0)
-    return statistics.median(samples)
-
-
 def rows(quick: bool = False, sizes: dict[str, int] | None = None) -> list[dict[str, Any]]:
     """One row per (level, writer): ms per fill of all rows, us per row, ratio to the dict trie; masks checked
     equal (the triec rows against the dict trie's) before anything is timed. ``sizes``: in place of
@@ -201,11 +193,13 @@ def rows(quick: bool = False, sizes: dict[str, int] | None = None) -> list[dict[
             )
         finally:
             torch.set_num_threads(threads)
-        timings[f"... torch ops, {threads} threads"] = _median(partial(ops_writer.fill, torch_states), repeat)
+        timings[f"... torch ops, {threads} threads"] = statistics.median(
+            timed(partial(ops_writer.fill, torch_states), repeat)
+        )
         if marisa is not None:
             few = int(p["marisa_rows"]) if depth > 1 else 4  # near the root it lists most of the catalog per row
             sample = ["".join(map(chr, q)) for q in prefixes[:few]]
-            per_row = _median(partial(_marisa_rows, marisa, sample), 3) / len(sample)
+            per_row = statistics.median(timed(partial(_marisa_rows, marisa, sample), 3)) / len(sample)
             timings["marisa trie (children only)"] = per_row * n_rows
         base = timings["dict trie"]
         words = int(np.count_nonzero(got))

@@ -69,6 +69,15 @@ def peak_rss_bytes() -> int:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
+def reset_peak_rss() -> None:
+    """Start a new :func:`peak_rss_bytes` high-water mark (Linux: ``clear_refs`` 5); elsewhere it stays the process's."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
+
+
 def machine() -> dict[str, Any]:
     """CPU, cores, memory, platform, Python, and the load when the run started (a shared machine says so)."""
     info = machine_info()

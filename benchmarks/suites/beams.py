@@ -36,7 +36,7 @@ from types import ModuleType
 from typing import Any
 
 from benchmarks import docs, results
-from benchmarks.measure import peak_rss_bytes, stats
+from benchmarks.measure import peak_rss_bytes, reset_peak_rss, stats
 from triec.bench.runner import Out, rss_bytes, run_cell
 
 FULL: dict[str, Any] = {
@@ -86,17 +86,9 @@ def unavailable() -> str | None:
     return None
 
 
-def _reset_peak() -> None:
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-    except OSError:
-        pass
-
-
 def _built(builds: dict[str, Any], name: str, make: Callable[[], Any]) -> Any:
     """``make()``, its seconds, peak memory growth and the memory it still holds, noted under ``name``."""
-    _reset_peak()
+    reset_peak_rss()
     before = rss_bytes()
     t0, c0 = time.perf_counter(), time.process_time()
     made = make()

@@ -23,7 +23,7 @@ import time
 from typing import Any
 
 from benchmarks import docs, results
-from benchmarks.measure import median, peak_rss_bytes, stats, timed
+from benchmarks.measure import median, peak_rss_bytes, reset_peak_rss, stats, timed
 from triec.bench.runner import Out, rss_bytes, run_cell
 
 FULL: dict[str, Any] = {
@@ -92,14 +92,6 @@ def values_of(name: str, k: int) -> list[str]:
     raise ValueError(f"unknown value set {name!r}")
 
 
-def _reset_peak() -> None:
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-    except OSError:
-        pass
-
-
 def _kinds(table: Any) -> tuple[list[int], list[int]]:
     """A seeded sample of tail states and of branching states (any layout)."""
     import numpy as np
@@ -158,7 +150,7 @@ def cell(job: dict[str, Any], out: Out) -> None:
     text = sum(len(v.encode("utf-8")) for v in values)
     n_values = len(values)
     out.put(phase="compile", values=len(values), text_bytes=text)
-    _reset_peak()
+    reset_peak_rss()
     before = rss_bytes()
     st = CompileStats()
     t0 = time.perf_counter()
