@@ -25,23 +25,18 @@ repetition penalty (not shift-invariant, applied after this processor) are left 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import torch
 
-from triec.integrations.vllm import internals
 from triec.integrations.vllm.beams import ARG_ALLOWED
+from triec.integrations.vllm.v1 import (  # vLLM's V1 interface, read once
+    BatchUpdate,
+    MoveDirectionality,
+    V1LogitsProcessor,
+)
 from triec.runtime.torch import keep_pairs
-
-_interface = internals.v1_processor_interface()  # 0.34 and later: ImportError, one line naming what serves instead
-MoveDirectionality = _interface.MoveDirectionality
-if TYPE_CHECKING:  # vLLM's classes, read from the installed vLLM: Any to a type checker
-    BatchUpdate = Any
-    _V1LogitsProcessor = Any
-else:
-    BatchUpdate = _interface.BatchUpdate
-    _V1LogitsProcessor = _interface.LogitsProcessor
 
 _NORMALIZE = -1
 """A row's entry for "log-softmax only" (a request asking for log-probabilities, no constraint)."""
@@ -60,7 +55,7 @@ def _row(params: Any) -> np.ndarray | int | None:
     return None
 
 
-class TriecBeamProcessor(_V1LogitsProcessor):
+class TriecBeamProcessor(V1LogitsProcessor):
     """Beam rows: full-vocabulary log-softmax on allowed tokens, ``-inf`` elsewhere (see the module docstring).
 
     Pass it with ``LLM(logits_processors=[TriecBeamProcessor], logprobs_mode="processed_logits", ...)``:

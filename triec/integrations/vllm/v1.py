@@ -26,13 +26,13 @@ _interface = internals.v1_processor_interface()  # 0.34 and later: ImportError, 
 MoveDirectionality = _interface.MoveDirectionality
 if TYPE_CHECKING:  # vLLM's classes, read from the installed vLLM: Any to a type checker
     BatchUpdate = Any
-    _V1LogitsProcessor = Any
+    V1LogitsProcessor = Any
 else:
     BatchUpdate = _interface.BatchUpdate
-    _V1LogitsProcessor = _interface.LogitsProcessor
+    V1LogitsProcessor = _interface.LogitsProcessor
 
 
-class TriecLogitsProcessorV1(_V1LogitsProcessor):
+class TriecLogitsProcessorV1(V1LogitsProcessor):
     """Constrains requests with ``extra_args={"triec": NAME}`` to one value of ``$TRIEC_ARTIFACT_DIR/NAME.triec``.
 
     Users name it ``triec.integrations.vllm:TriecLogitsProcessor`` (the package's name for it, docs/serving/vllm.md) or
