@@ -18,7 +18,7 @@ pytestmark = pytest.mark.torch
 
 torch = pytest.importorskip("torch")
 
-from triec.runtime.torch import INVALID, TorchMaskTable  # noqa: E402
+from triec.runtime.torch import INVALID, TorchMaskTable, use_kernels  # noqa: E402
 from triec.runtime.word_masks import state_words  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -148,12 +148,16 @@ def test_mask_rows_keeps_exactly_the_allowed_logits(qwen2: triec.Vocabulary, max
 
 def test_representation_bytes(qwen2: triec.Vocabulary) -> None:
     table = triec.compile(triec.synthetic.sets.tool_names(1000), qwen2)
-    dev = table.to_torch()
+    dev = table.to_torch(kernels=False)
     words = state_words(table).words.size
     assert dev.wide_states.numel() == 0  # tool names: no state sets more than 256 words
     # 12 bytes per allowed pair (key + next), 8 per (word, bits) pair, 5 per state, one zero row.
     expected = 12 * table.num_allowed + 8 * words + 5 * table.num_states + 4 * table.words_per_row
     assert expected <= dev.nbytes < expected + 1024
+    if use_kernels(dev.device):  # CUDA, or Triton's interpreter: the kernels' packed copy is counted on top
+        fused = table.to_torch()
+        assert fused.packed is not None
+        assert fused.nbytes == dev.nbytes + fused.packed.nbytes
 
 
 @settings(max_examples=25, deadline=None)
