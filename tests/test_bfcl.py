@@ -183,6 +183,29 @@ def test_bad_options_are_one_line_exit_2_and_write_nothing(source: Path, tmp_pat
     assert "Traceback" not in res.output and not out.exists() and not (tmp_path / "x.values.txt").exists()
 
 
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ('{"id": "simple_java_x", "question": "hi", "function": []}', "field 'question' must be a list of turns"),
+        ('{"id": "simple_java_x", "question": [[{"role": "user"}]], "function": []}', "string 'role' and 'content'"),
+        ('{"id": "simple_java_x", "question": [[{"role": "user", "content": "q"}]], "function": [{}]}', "'function'"),
+        ("[1, 2]", "expected a JSON object"),
+        ('{"question": []}', "field 'id' must be a string"),
+    ],
+)
+def test_a_malformed_bfcl_file_is_named_by_line(source: Path, tmp_path: Path, line: str, message: str) -> None:
+    """A --source directory is input: a question of the wrong shape is one line naming FILE:LINE, not a KeyError."""
+    with (source / "BFCL_v4_simple_java.json").open("a") as f:
+        f.write(line + "\n")
+    res = CliRunner().invoke(app, ["bfcl", "all", "--source", str(source), "-o", str(tmp_path / "x.jsonl")])
+    assert res.exit_code == 2 and "BFCL_v4_simple_java.json:11: " in res.stderr and message in res.stderr, res.output
+    assert "Traceback" not in res.output and not (tmp_path / "x.jsonl").exists()
+    answers = source / "possible_answer" / "BFCL_v4_multiple.json"
+    answers.write_text(answers.read_text() + '{"id": "multiple_x", "ground_truth": {"f": {}}}\n')
+    with pytest.raises(triec.ValuesError, match=r"BFCL_v4_multiple.json:51: field 'ground_truth'"):
+        bfcl.build("multiple", source)
+
+
 def _installed() -> Path:
     try:
         metadata.distribution("bfcl-eval")

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -59,17 +59,54 @@ def data_dir() -> Path:
     raise ValuesError("bfcl-eval is installed but its data/BFCL_v4_*.json files are not where expected")
 
 
-def _jsonl(path: Path) -> Iterator[dict[str, Any]]:
+def _jsonl(path: Path, shape: Callable[[Any], str | None]) -> Iterator[dict[str, Any]]:
+    """The file's objects, each checked by ``shape`` (what is wrong with it, or ``None``): errors name the line."""
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except OSError as exc:
         raise ValuesError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+    except UnicodeDecodeError as exc:
+        raise ValuesError(f"{path}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
     for number, line in enumerate(lines, start=1):
         if line.strip():
             try:
-                yield json.loads(line)
+                doc = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise ValuesError(f"{path}:{number}: not valid JSON ({exc.msg})") from None
+            wrong = shape(doc) if isinstance(doc, dict) else "expected a JSON object"
+            if wrong is not None:
+                raise ValuesError(f"{path}:{number}: {wrong}")
+            yield doc
+
+
+def _is_turn(m: Any) -> bool:
+    return isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
+
+
+def _question_shape(doc: dict[str, Any]) -> str | None:
+    """What keeps ``doc`` from being a BFCL question (an id, turns of role and content, named functions)."""
+    turns, functions = doc.get("question"), doc.get("function")
+    if not isinstance(doc.get("id"), str):
+        return "field 'id' must be a string"
+    if not (isinstance(turns, list) and turns and isinstance(turns[0], list) and turns[0]):
+        return "field 'question' must be a list of turns, each a non-empty list of messages"
+    if not all(_is_turn(m) for m in turns[0]):
+        return "field 'question': each message needs string 'role' and 'content'"
+    if not (
+        isinstance(functions, list) and all(isinstance(f, dict) and isinstance(f.get("name"), str) for f in functions)
+    ):
+        return "field 'function' must be a list of objects with a string 'name'"
+    return None
+
+
+def _answer_shape(doc: dict[str, Any]) -> str | None:
+    """What keeps ``doc`` from being a BFCL possible answer (an id, calls as objects keyed by function name)."""
+    truth = doc.get("ground_truth")
+    if not isinstance(doc.get("id"), str):
+        return "field 'id' must be a string"
+    if not (isinstance(truth, list) and all(isinstance(call, dict) for call in truth)):
+        return "field 'ground_truth' must be a list of calls, each an object keyed by the function's name"
+    return None
 
 
 @dataclass
@@ -123,8 +160,8 @@ def _category(
     root: Path, category: str, kind: str, examples: list[dict[str, str]], shots: int
 ) -> tuple[list[dict[str, Any]], Counts]:
     """One category's one-call questions as items (``examples`` fills with the first ``shots`` of them)."""
-    questions = list(_jsonl(root / f"BFCL_v4_{category}.json"))
-    answers = {a["id"]: a for a in _jsonl(root / "possible_answer" / f"BFCL_v4_{category}.json")}
+    questions = list(_jsonl(root / f"BFCL_v4_{category}.json", _question_shape))
+    answers = {a["id"]: a for a in _jsonl(root / "possible_answer" / f"BFCL_v4_{category}.json", _answer_shape)}
     every = sorted({f["name"] for q in questions for f in q["function"]})
     counts = Counts(questions=len(questions))
     items: list[dict[str, Any]] = []
@@ -146,7 +183,7 @@ def _category(
         if kind == ALL:
             system = _system(SYSTEM_OPEN, turns)
         else:
-            listing = "\n".join(f"- {f['name']}: {f.get('description', '').strip()}" for f in functions)
+            listing = "\n".join(f"- {f['name']}: {str(f.get('description') or '').strip()}" for f in functions)
             system = _system(SYSTEM.format(functions=listing), turns)
         messages = [{"role": "system", "content": system}, *examples]
         messages += [{"role": m["role"], "content": m["content"]} for m in turns if m["role"] != "system"]
