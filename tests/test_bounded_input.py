@@ -114,6 +114,20 @@ def test_bfcl_with_more_shots_than_questions_is_refused_and_writes_nothing(tmp_p
     assert not out.exists() and list(tmp_path.iterdir()) == []
 
 
+def test_bfcl_k_is_bounded_before_any_name_is_drawn(tmp_path: Path) -> None:
+    """Issue 52: ``triec bfcl all --k N --distractors synthetic`` draws N names; past 1,000,000 (and past what
+    the synthetic sets hold) it is refused in one line, exit 2, nothing written (it was a ValueError traceback)."""
+    from typer.testing import CliRunner
+
+    from triec.cli import app
+
+    out = tmp_path / "x.jsonl"
+    args = ["bfcl", "simple_python", "--candidates", "all", "--k", "20000000", "--distractors", "synthetic"]
+    res = CliRunner().invoke(app, [*args, "--source", str(ROOT / "fixtures" / "eval" / "bfcl"), "-o", str(out)])
+    assert res.exit_code == 2 and "--k must be in 1..1,000,000, not 20000000" in res.stderr, res.output
+    assert "Traceback" not in res.output and list(tmp_path.iterdir()) == []
+
+
 def test_cli_doc_verify_example_states_what_the_example_compiles_to(qwen2: triec.Vocabulary) -> None:
     """Issue 37 item 9: the README said "10,000 tool names: 48,189 states" of an example that holds 1,000 (the
     example is in docs/cli.md now)."""

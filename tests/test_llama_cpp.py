@@ -216,6 +216,35 @@ def test_chat_completion_restricted_and_think_then_answer(llm, gguf_vocab, bfcl_
         assert text.split("Answer:", 1)[1].strip() in bfcl_names[:500]
 
 
+def test_a_shortlist_with_its_escape_equals_gbnf_over_the_shortlist(llm, gguf_vocab, bfcl_names) -> None:
+    """Issue 52, served: ``values=`` a request's shortlist (a retriever's top k, plus the escape value) of the
+    artifact's values. Greedy outputs equal llama.cpp's own GBNF grammar over the shortlist, token for token; the
+    escape alone writes the escape; a stranger, an empty list or a non-string is one RequestError, never the full
+    set served instead; a lone string is one value (as vLLM's ``restrict`` reads it)."""
+    from triec.integrations.llama_cpp import LlamaCppConstraint
+
+    escape = "none_of_these"
+    table = triec.compile([*bfcl_names[:500], escape], gguf_vocab)
+    shortlist = [*bfcl_names[200:205], escape]
+    grammar = llama_cpp.LlamaGrammar.from_string(alternation(shortlist), verbose=False)
+    narrow = LlamaCppConstraint(llm, table, values=shortlist)
+    assert sorted(narrow.table.values) == sorted(shortlist)
+    for question in ("Which function computes a body mass index?", "Which tool gets the weather?"):
+        ours = greedy(llm, chat(question), **narrow.generation_kwargs())
+        assert ours == greedy(llm, chat(question), grammar=grammar), question
+        assert llm.detokenize(ours).decode() in shortlist
+    only = LlamaCppConstraint(llm, table, values=[escape])
+    assert llm.detokenize(greedy(llm, chat("Which tool sorts a list?"), **only.generation_kwargs())) == b"none_of_these"
+    assert list(LlamaCppConstraint(llm, table, values=escape).table.values) == [escape]
+    for values, match in (
+        ([*shortlist, "no_such_tool"], "values=: value 'no_such_tool' is not one of the table's values"),
+        ([], "non-empty list of strings"),
+        ([bfcl_names[0], 7], "holds int 7"),
+    ):
+        with pytest.raises(RequestError, match=match):
+            LlamaCppConstraint(llm, table, values=values)
+
+
 def test_canonical_tables_take_llama_cpps_own_tokenization(llm, gguf_vocab, bfcl_names) -> None:
     from triec.integrations.llama_cpp import LlamaCppConstraint, LlamaCppEncoder
 

@@ -287,6 +287,25 @@ def test_batch_generator_takes_a_processor_per_sequence(model, tok, trained_voca
         assert all(m.accept_token(t) for t in ids) and m.is_terminated()
 
 
+def test_a_shortlist_with_its_escape_is_the_subsets_own_table(model, tok, trained_vocab, bfcl_names) -> None:
+    """Issue 52, served: ``values=`` a request's shortlist (a retriever's top k, plus the escape value) of the
+    artifact's values. The greedy output equals that of the shortlist compiled on its own, token for token, and is
+    listed; the escape alone writes the escape; a stranger is one RequestError, never the full set served."""
+    from triec.integrations.mlx import MLXConstraint
+
+    escape = "none_of_these"
+    table = triec.compile([*bfcl_names[:500], escape], trained_vocab)
+    shortlist = [*bfcl_names[200:205], escape]
+    prompt = chat(tok, QUESTIONS[0])
+    ids, _ = greedy(model, tok, prompt, [MLXConstraint(model, tok, table, values=shortlist).processor()])
+    alone = MLXConstraint(model, tok, triec.compile(shortlist, trained_vocab))
+    assert ids == greedy(model, tok, prompt, [alone.processor()])[0] and tok.decode(ids) in shortlist
+    only, _ = greedy(model, tok, prompt, [MLXConstraint(model, tok, table, values=[escape]).processor()])
+    assert tok.decode(only) == escape
+    with pytest.raises(RequestError, match="values=: value 'no_such_tool' is not one of the table's values"):
+        MLXConstraint(model, tok, table, values=[*shortlist, "no_such_tool"])
+
+
 def test_restricted_think_then_answer_and_canonical(model, tok, trained_vocab, bfcl_names, trained_model) -> None:
     from triec.integrations.mlx import MLXConstraint
 

@@ -151,6 +151,26 @@ def test_restricted_view_in_generate(vocabs, hf, models) -> None:
     assert all(value_then_eos(row, tok, vocab, set(subset)) for row in rows)
 
 
+def test_a_shortlist_with_its_escape_is_the_subsets_own_table(vocabs, hf, models) -> None:
+    """Issue 52, served: a request's shortlist (a retriever's top k, plus the escape value) is a view of the
+    artifact's table. Greedy rows equal those of the shortlist compiled on its own (token for token), sampled rows
+    end in a listed value, the escape alone writes the escape, and a stranger in the shortlist is refused."""
+    vocab, tok, model = vocabs["qwen2"], hf["qwen2"], models["qwen2"]
+    escape = "none_of_these"
+    table = triec.compile([*triec.synthetic.sets.tool_names(10_000), escape], vocab)
+    shortlist = [*table.values[4000:4005], escape]
+    view = TriecLogitsProcessor(table.restrict(shortlist))
+    alone = TriecLogitsProcessor(triec.compile(shortlist, vocab))
+    greedy = generate(model, tok, vocab, view, sample=False, max_new_tokens=40)
+    assert greedy == generate(model, tok, vocab, alone, sample=False, max_new_tokens=40)
+    for row in greedy + generate(model, tok, vocab, view, sample=True, max_new_tokens=40):
+        assert value_then_eos(row, tok, vocab, set(shortlist)) is not None, row
+    only = generate(model, tok, vocab, TriecLogitsProcessor(table.restrict([escape])), sample=True, max_new_tokens=40)
+    assert {value_then_eos(row, tok, vocab, {escape}) for row in only} == {escape}
+    with pytest.raises(triec.ValueNotInTable, match="'no_such_tool'"):
+        table.restrict([*shortlist[:2], "no_such_tool"])
+
+
 def test_processor_follows_each_row_and_resets(vocabs) -> None:
     """Called as generate calls it: scores keep exactly each row's allowed tokens; a new prompt restarts."""
     vocab = vocabs["qwen2"]

@@ -25,6 +25,7 @@ from benchmarks.tiny_llama import make_tiny_llama  # noqa: E402
 from benchmarks.vllm_server import SERVER_ENV, openai_server  # noqa: E402
 
 COLORS = ["red", "green", "blue", "yellow"]
+ESCAPE = "none_of_these"
 
 
 @pytest.fixture(scope="module")
@@ -37,6 +38,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, objec
     tools = triec.compile(triec.synthetic.sets.tool_names(1000), vocab)
     tools.save(art / "tools.triec")
     triec.compile(COLORS, vocab).save(art / "colors.triec")
+    triec.compile([*triec.synthetic.sets.tool_names(1000, seed=5), ESCAPE], vocab).save(art / "catalog.triec")
     env = dict(os.environ, **SERVER_ENV, TRIEC_ARTIFACT_DIR=str(art), VLLM_CPU_KVCACHE_SPACE="1")
     args = [
         "--model",
@@ -86,3 +88,20 @@ def test_bad_requests_get_400(server) -> None:
             complete(client, "x", xargs)
         assert info.value.status_code == 400
     assert complete(client, "Pick:", {"triec": "colors"}).choices[0].text in COLORS  # still serving
+
+
+def test_a_restricted_shortlist_with_its_escape(server) -> None:
+    """Issue 52, served: a request carries its shortlist (a retriever's top k, plus the escape value) of an
+    artifact's values in ``restrict``. Every answer is listed; the escape alone writes the escape; a shortlist
+    naming a value outside the artifact is HTTP 400 naming it, not the full set served silently."""
+    client = server["client"]
+    names = sorted(triec.synthetic.sets.tool_names(1000, seed=5))
+    shortlist = [*names[300:304], ESCAPE]
+    for i in range(4):
+        text = complete(client, f"Pick #{i}:", {"triec": "catalog", "restrict": shortlist}, temperature=1.0)
+        assert text.choices[0].text in shortlist and text.choices[0].finish_reason == "stop"
+    assert complete(client, "Pick:", {"triec": "catalog", "restrict": [ESCAPE]}).choices[0].text == ESCAPE
+    with pytest.raises(openai.BadRequestError) as info:
+        complete(client, "Pick:", {"triec": "catalog", "restrict": [*shortlist, "no_such_tool"]})
+    assert info.value.status_code == 400 and "no_such_tool" in str(info.value)
+    assert complete(client, "Pick:", {"triec": "catalog", "restrict": shortlist}).choices[0].text in shortlist

@@ -285,7 +285,13 @@ def eval_cmd(
 @app.command("bfcl")
 @report_errors
 def bfcl_cmd(
-    category: Annotated[str, typer.Argument(help="multiple or simple_python.", metavar="CATEGORY")],
+    category: Annotated[
+        str,
+        typer.Argument(
+            help="simple_python, simple_java, simple_javascript, multiple, live_simple, live_multiple, or all (every one of them).",
+            metavar="CATEGORY",
+        ),
+    ],
     output: Annotated[Path, typer.Option("-o", "--output", help="The JSONL file to write.")],
     source: Annotated[
         Path | None,
@@ -295,7 +301,7 @@ def bfcl_cmd(
         str | None,
         typer.Option(
             "--candidates",
-            help="item (the question's functions) or category (every name). Default: item for multiple, category for simple_python.",
+            help="item (the question's functions), category (every name of the category) or all (every BFCL function name, one set shared by every question). Default: item for the multiple categories, all for all, else category.",
         ),
     ] = None,
     shots: Annotated[
@@ -306,14 +312,61 @@ def bfcl_cmd(
             help="Worked examples before each question (the category's first questions, then left out).",
         ),
     ] = 0,
+    k: Annotated[
+        int | None,
+        typer.Option(
+            "--k",
+            help="--candidates all: a fixed set of K names holding every kept question's gold (below the number of distinct golds: K sampled golds, and only their questions).",
+        ),
+    ] = None,
+    seed: Annotated[int, typer.Option("--seed", help="--k: the seed of the names (and golds) drawn.")] = 0,
+    distractors: Annotated[
+        str,
+        typer.Option(
+            "--distractors",
+            help="--k past the 1,853 BFCL names: synthetic adds generated tool names with generated descriptions.",
+        ),
+    ] = "bfcl",
+    values_out: Annotated[
+        Path | None,
+        typer.Option(
+            "--values-out",
+            help="The values file for `triec compile` (the candidates, then none_of_these). Default with --candidates all: OUTPUT with the suffix .values.txt.",
+        ),
+    ] = None,
 ) -> None:
-    """Write a BFCL category as `triec eval` data: which function answers each question (pip install --no-deps bfcl-eval)."""
-    from triec.eval import bfcl
+    """Write BFCL's one-call questions as `triec eval` data: which function answers each question (pip install --no-deps bfcl-eval).
 
-    items = bfcl.convert(category, source, candidates, shots)
-    bfcl.write(items, output)
-    sizes = sorted(len(i["candidates"]) for i in items)
+    With --candidates all, every question shares one candidate set (all 1,853 BFCL names, or --k of them), written
+    once in the file's first line with each name's description, and a values file for `triec compile` holds the
+    set and the escape value none_of_these.
+    """
+    from triec.eval import bfcl, bfcl_catalog
+
+    data = bfcl.build(category, source, candidates, shots, k=k, seed=seed, distractors=distractors)
+    if values_out is None and data.shared is not None:
+        values_out = output.with_suffix(".values.txt")
+    if values_out is not None and values_out.resolve() == output.resolve():
+        raise TriecError(f"--values-out {values_out} is the data file itself")
+    bfcl.write_dataset(data, output, values_out)
+    for note in data.notes:
+        err.print(f"[dim]{escape(note)}[/]", highlight=False)
+    for name, c in data.counts.items():
+        skipped = f", {c.not_one_call} not one call" if c.not_one_call else ""
+        skipped += f", {c.outside_k} outside --k" if c.outside_k else ""
+        shot = f", {c.examples} as examples" if c.examples else ""
+        err.print(f"[dim]{name}: {c.kept} of {c.questions} questions{shot}{skipped}[/]", highlight=False)
+    if data.shared is not None:
+        where = f"; values ({len(data.values()):,}: the set and {bfcl_catalog.ESCAPE}) to {escape(str(values_out))}"
+        out.print(
+            f"wrote {len(data.items):,} items to {escape(str(output))} "
+            f"({len(data.shared.names):,} shared candidates in its first line){where}",
+            highlight=False,
+        )
+        return
+    sizes = sorted(len(i["candidates"]) for i in data.items)
+    also = f"; values to {escape(str(values_out))}" if values_out is not None else ""
     out.print(
-        f"wrote {len(items)} items to {escape(str(output))} (candidates per item: {sizes[0]}-{sizes[-1]})",
+        f"wrote {len(data.items)} items to {escape(str(output))} (candidates per item: {sizes[0]}-{sizes[-1]}){also}",
         highlight=False,
     )

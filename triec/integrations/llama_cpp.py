@@ -29,7 +29,7 @@ import numpy as np
 
 from triec.errors import RequestError, TokenizerMismatch
 from triec.integrations.matchers import RequestMatcher
-from triec.integrations.serving import ServedModel, admit, as_served_table, served_vocabulary
+from triec.integrations.serving import ServedModel, admit, as_served_table, narrow, served_vocabulary
 from triec.runtime.bitmask import words_for
 from triec.runtime.numpy import apply_bitmask, keep_tokens
 
@@ -202,7 +202,7 @@ class LlamaCppConstraint:
     """A compiled table served to one llama-cpp-python ``Llama``: checked once, a fresh state per call.
 
     ``table``: a table, or an artifact path (loaded with its indices checked). ``values`` narrows it to a
-    subset (a restricted view, compacted); ``trigger`` serves think-then-answer (free text until the trigger,
+    subset (a shortlist: a restricted view, compacted; a value the table does not hold is a RequestError); ``trigger`` serves think-then-answer (free text until the trigger,
     then one value; :class:`triec.Triggered`). Raises :class:`~triec.errors.TokenizerMismatch` when the GGUF's
     vocabulary is not llama.cpp's, and :class:`~triec.errors.RequestError` when the table was compiled for
     another vocabulary, is narrower than the logits, or ends values with an id llama.cpp does not stop on.
@@ -241,11 +241,8 @@ class LlamaCppConstraint:
         )
         if self.vocab.num_tokens == width:
             served.know(self.vocab)
-        parent = table = as_served_table(table)
-        if values is not None:
-            if not table.restrictable:
-                raise RequestError(f"{what}: values= narrows a table of values, not a {table.kind} table")
-            table = table.restrict(values).compact()
+        parent = as_served_table(table)
+        table = narrow(parent, values, what)
         admit(what, table, parent, served, stops, fix_stops="llama.cpp ends generation on its EOG ids only")
         self.table = table
         self._triggered = None

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from triec.errors import RequestError, TokenizerMismatch
-from triec.integrations.serving import ServedModel, admit, as_served_table
+from triec.integrations.serving import ServedModel, admit, as_served_table, narrow
 
 if TYPE_CHECKING:
     from triec.runtime.kinds import Table
@@ -182,11 +182,7 @@ def admit_local(
         what, parent = f"table ({source.tokenizer_name or 'unnamed'})", as_served_table(source)
     if vocab.vocab_size == served.vocab_size:
         served.know(vocab)
-    table = parent
-    if values is not None:
-        if not parent.restrictable:
-            raise RequestError(f"{what}: values= narrows a table of values, not a {parent.kind} table")
-        table = parent.restrict(values).compact()
+    table = narrow(parent, values, what)
     admit(what, table, parent, served, stops, fix_stops=fix_stops)
     triggered = None
     if trigger is not None:

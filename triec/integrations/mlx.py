@@ -169,7 +169,7 @@ class MLXConstraint:
     """A compiled table served to one mlx-lm model and its tokenizer: checked once, a processor per decoding.
 
     ``table``: a table, or an artifact path (loaded with its indices checked). ``values`` narrows it to a subset
-    (compacted); ``trigger`` serves think-then-answer (free text until the trigger, then one value).
+    (a shortlist, compacted; a value the table does not hold is a RequestError); ``trigger`` serves think-then-answer (free text until the trigger, then one value).
     ``vocab``: triec's vocabulary of the tokenizer (read from the tokenizer's ``name_or_path`` by default),
     checked against the loaded tokenizer either way. ``vocab_size``: the logits' width when the model does not
     say (:func:`logits_width`). Raises :class:`~triec.errors.TokenizerMismatch` when the vocabulary is not the

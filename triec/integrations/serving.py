@@ -111,6 +111,31 @@ def restrict_values(raw: Any, key: str = ARG_RESTRICT) -> tuple[str, ...]:
     return tuple(sorted(set(values)))
 
 
+def narrow(table: ServedTable, values: Any, what: str) -> ServedTable:
+    """``table`` narrowed to an in-process request's ``values=`` (a shortlist: llama.cpp, MLX, Outlines), compacted;
+    ``table`` itself when ``values`` is ``None``.
+
+    The values are checked as a served request's ``restrict`` is (a lone string is one value; an empty list, a
+    non-string, or a value the table does not hold is refused), with no count limit: in process, the caller's
+    own memory is at stake. Every refusal is one :class:`~triec.errors.RequestError` naming ``what``, never
+    the full set served instead.
+    """
+    if values is None:
+        return table
+    if not table.restrictable:
+        raise RequestError(f"{what}: values= narrows a table of values, not a {table.kind} table")
+    wanted = [values] if isinstance(values, str) else values
+    if not isinstance(wanted, (list, tuple)) or not wanted:
+        raise RequestError(f"{what}: values= must be a non-empty list of strings, not {type(values).__name__}")
+    bad = next((v for v in wanted if not isinstance(v, str)), None)
+    if bad is not None:
+        raise RequestError(f"{what}: values= holds {type(bad).__name__} {bad!r:.80}; values are strings")
+    try:
+        return table.restrict(wanted).compact()
+    except TriecError as exc:
+        raise RequestError(f"{what}: values=: {exc}") from exc
+
+
 # ----------------------------------------------------------------------------- artifacts
 
 
@@ -600,6 +625,7 @@ __all__ = [
     "eos_key",
     "is_schema",
     "known_server",
+    "narrow",
     "parse_extra_args",
     "reset_store",
     "restrict_values",
