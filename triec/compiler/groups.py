@@ -86,8 +86,8 @@ def groups_from_file(path: str | os.PathLike[str], sep: str = DEFAULT_SEPARATOR)
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        line = raw.count(b"\n", 0, exc.start) + 1
-        raise ValuesError(f"{file}:{line}: not UTF-8 ({exc.reason})") from None
+        bad = raw.count(b"\n", 0, exc.start) + 1
+        raise ValuesError(f"{file}:{bad}: not UTF-8 ({exc.reason})") from None
     check_separator(sep)
     group_of: dict[str, str] = {}
     line_of: dict[str, int] = {}
