@@ -290,6 +290,13 @@ def grouped_options(sep: str, count: int) -> dict[str, Any]:
     return {"separator": sep, "count": int(count)}
 
 
+def with_groups(header: Any, sep: str, count: int) -> Any:
+    """``header`` (a table's ``TableHeader``) with ``build_options.groups`` set."""
+    from dataclasses import replace
+
+    return replace(header, build_options={**header.build_options, "groups": grouped_options(sep, count)})
+
+
 def compile_grouped(
     values: Iterable[str],
     group_of: Mapping[str, str],
@@ -301,14 +308,11 @@ def compile_grouped(
 
     ``options`` as for :func:`triec.compile` (encoding, layout, tokenization...). Returns the ``MaskTable``.
     """
-    from dataclasses import replace
-
     from triec.compiler.entry import compile as compile_values
 
     items = list(dict.fromkeys(values))
     spelled = spell_grouped(items, group_of, sep)
     table = compile_values(spelled, vocab, **options)
     count = len({group_of[v] for v in items})
-    header = table.table_header
-    table.hold_header(replace(header, build_options={**header.build_options, "groups": grouped_options(sep, count)}))
+    table.hold_header(with_groups(table.table_header, sep, count))
     return table
