@@ -49,7 +49,7 @@ class GroupOptions:
             raise TriecError("--vectors: the rows k-means clusters; pass it with --group-kmeans")
         if self.kmeans is not None and self.kmeans < 1:
             raise TriecError(f"--group-kmeans: expected at least 1 group, found {self.kmeans}")
-        if self.file is not None and self.file != "-" and not Path(self.file).is_file():
+        if self.file is not None and not Path(self.file).is_file():
             raise TriecError(f"--groups {self.file}: no such file")
         if self.separator is not None and not self.separator:
             raise TriecError("--group-separator: expected non-empty text")
@@ -59,10 +59,12 @@ def group_values(opts: GroupOptions, values: list[str]) -> tuple[dict[str, str],
     """value -> label for every value, and the spelling separator; errors name the option, file and line."""
     from triec.compiler.groups import (
         DEFAULT_SEPARATOR,
+        check_kmeans_work,
         check_separator,
         groups_by_kmeans,
         groups_by_separator,
         groups_from_file,
+        term_dimensions,
         term_vectors,
     )
 
@@ -89,9 +91,23 @@ def group_values(opts: GroupOptions, values: list[str]) -> tuple[dict[str, str],
         group_of = groups_by_separator(distinct, opts.separator)
     else:
         assert opts.kmeans is not None
+        g = min(opts.kmeans, len(distinct))
+        width = term_dimensions(len(distinct)) if opts.vectors is None else _vector_width(opts.vectors)
+        check_kmeans_work(len(distinct), g, width)  # refused before any vector is made or read
         vectors = _vectors(opts.vectors, values) if opts.vectors is not None else term_vectors(distinct)
-        group_of = groups_by_kmeans(distinct, vectors, min(opts.kmeans, len(distinct)), opts.seed, sep)
+        group_of = groups_by_kmeans(distinct, vectors, g, opts.seed, sep)
     return group_of, sep
+
+
+def _vector_width(path: str) -> int:
+    """Columns of ``--vectors`` (1 when it is unreadable: :func:`_vectors` says why)."""
+    import numpy as np
+
+    try:
+        rows = np.load(path, mmap_mode="r", allow_pickle=False)
+    except (OSError, ValueError):
+        return 1
+    return int(rows.shape[1]) if rows.ndim == 2 else 1
 
 
 def _vectors(path: str, values: list[str]) -> Any:
@@ -99,7 +115,7 @@ def _vectors(path: str, values: list[str]) -> Any:
     import numpy as np
 
     try:
-        rows = np.load(path, allow_pickle=False)
+        rows = np.load(path, mmap_mode="r", allow_pickle=False)  # shape checked before the rows are read
     except (OSError, ValueError) as exc:
         raise ValuesError(f"--vectors {path}: not a readable .npy array ({exc})") from None
     if rows.ndim != 2 or rows.shape[0] != len(values) or rows.dtype.kind not in "fiu":
@@ -110,4 +126,4 @@ def _vectors(path: str, values: list[str]) -> Any:
     seen: dict[str, int] = {}
     for i, v in enumerate(values):
         seen.setdefault(v, i)
-    return rows[list(seen.values())]
+    return np.asarray(rows[list(seen.values())], dtype=np.float64)

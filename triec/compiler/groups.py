@@ -39,6 +39,8 @@ MAX_KMEANS_WORK = 20_000_000_000
 KMEANS_ITERATIONS = 30
 MAX_TERMS = 1024
 """Dimensions of :func:`term_vectors`: the most frequent words (by documents holding them)."""
+MAX_VECTOR_CELLS = 64 << 20
+""":func:`term_vectors` holds at most this many floats (256 MB): fewer dimensions for many values."""
 
 
 def check_separator(sep: str) -> str:
@@ -159,14 +161,7 @@ def kmeans(vectors: np.ndarray, g: int, seed: int = 0, iterations: int = KMEANS_
     if not np.isfinite(x).all():
         raise ValuesError("k-means: the vectors hold NaN or infinity")
     k, dim = x.shape
-    if not 1 <= g <= k:
-        raise ValuesError(f"k-means: {g} groups for {k:,} values; choose 1 to {k:,}")
-    work = k * g * dim * iterations
-    if work > MAX_KMEANS_WORK:
-        raise ValuesError(
-            f"k-means over {k:,} values x {g:,} groups x {dim:,} dimensions is {work:.1e} multiply-adds, over "
-            f"the {MAX_KMEANS_WORK:.0e} limit; give the groups in a file or by a separator, or fewer dimensions"
-        )
+    check_kmeans_work(k, g, dim, iterations)
     rng = np.random.default_rng(seed)
     sq = np.einsum("ij,ij->i", x, x)
     centres = _plus_plus(x, sq, g, rng)
@@ -195,6 +190,25 @@ def kmeans(vectors: np.ndarray, g: int, seed: int = 0, iterations: int = KMEANS_
     return result
 
 
+def check_kmeans_work(k: int, g: int, dim: int, iterations: int = KMEANS_ITERATIONS) -> None:
+    """Refuse k-means of ``g`` groups over ``k`` vectors of ``dim`` before any work: ``g`` out of 1..k, or more
+    than :data:`MAX_KMEANS_WORK` multiply-adds (about 15 s of numpy on two cores)."""
+    if not 1 <= g <= k:
+        raise ValuesError(f"k-means: {g:,} groups for {k:,} values; choose 1 to {k:,}")
+    work = k * g * dim * iterations
+    if work > MAX_KMEANS_WORK:
+        raise ValuesError(
+            f"k-means over {k:,} values x {g:,} groups x {dim:,} dimensions is {work:.1e} multiply-adds, over "
+            f"the {MAX_KMEANS_WORK:.0e} limit; give the groups in a file or by a separator, or fewer dimensions"
+        )
+
+
+def term_dimensions(k: int) -> int:
+    """How many words :func:`term_vectors` keeps for ``k`` texts: :data:`MAX_TERMS`, fewer past
+    :data:`MAX_VECTOR_CELLS` (at least 16)."""
+    return max(16, min(MAX_TERMS, MAX_VECTOR_CELLS // max(1, k)))
+
+
 def _plus_plus(x: np.ndarray, sq: np.ndarray, g: int, rng: np.random.Generator) -> np.ndarray:
     """k-means++ seeding: each next centre drawn with probability by squared distance to the nearest so far."""
     chosen = [int(rng.integers(x.shape[0]))]
@@ -215,12 +229,14 @@ def words(text: str) -> list[str]:
     return [w.lower() for w in _WORD.findall(text)]
 
 
-def term_vectors(texts: Sequence[str], max_terms: int = MAX_TERMS) -> np.ndarray:
-    """float32 TF-IDF rows (L2-normalised) over the ``max_terms`` words most documents hold.
+def term_vectors(texts: Sequence[str], max_terms: int | None = None) -> np.ndarray:
+    """float32 TF-IDF rows (L2-normalised) over the ``max_terms`` words most documents hold (default
+    :func:`term_dimensions`).
 
     The vectors k-means needs when no embeddings are given: ``name + " " + description`` per value. Costs
     O(words) to count and values x ``max_terms`` x 4 bytes to hold (1,853 BFCL tools: 7.6 MB).
     """
+    max_terms = term_dimensions(len(texts)) if max_terms is None else max_terms
     docs = [Counter(words(t)) for t in texts]
     df = Counter(w for d in docs for w in d)
     terms = [w for w, n in sorted(df.items(), key=lambda kv: (-kv[1], kv[0])) if n < len(docs) or len(docs) == 1]
