@@ -20,11 +20,15 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from triec.errors import ValuesError
+
+if TYPE_CHECKING:
+    from triec.runtime.table import MaskTable
+    from triec.tokenizer.vocabulary import Vocabulary
 
 DEFAULT_SEPARATOR = " > "
 """What stands between a group's label and a value in the compiled strings."""
@@ -316,13 +320,15 @@ def with_groups(header: Any, sep: str, count: int) -> Any:
 def compile_grouped(
     values: Iterable[str],
     group_of: Mapping[str, str],
-    vocab: Any = None,
+    vocab: Vocabulary | str | None = None,
     sep: str = DEFAULT_SEPARATOR,
     **options: Any,
-) -> Any:
+) -> MaskTable:
     """``triec.compile`` of :func:`spell_grouped`'s strings, its header's ``build_options`` saying it is grouped.
 
-    ``options`` as for :func:`triec.compile` (encoding, layout, tokenization...). Returns the ``MaskTable``.
+    ``group_of`` maps each value to its label (:func:`groups_from_file`, :func:`groups_by_separator`,
+    :func:`groups_by_kmeans`); ``options`` as for :func:`triec.compile` (encoding, layout, tokenization...).
+    ``table.values`` are the spelled strings; :func:`triec.runtime.groups.split_answer` gives (label, value).
     """
     from triec.compiler.entry import compile as compile_values
 
