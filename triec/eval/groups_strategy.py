@@ -146,6 +146,8 @@ def decode_groups(
     sep = separator(table)
     if sep is None:
         raise EvalError("decode_groups: the table is not grouped (build_options.groups)")
+    if not table.encoding.plain or getattr(table, "canonical", False):
+        raise EvalError("decode_groups: a grouped table of raw values and any tokenization (a byte trie) decodes here")
     members = group_members(table)
     descriptions = descriptions or {}
     limit = max_new_tokens or runner.config.max_new_tokens
