@@ -13,11 +13,11 @@ for SmolLM2-135M's tokenizer, and for every name:
   four names each plus round 2's group (mean over names);
 - the table's size, states and compile time (after a first, untimed compile), flat and grouped, side by side.
 
-With ``--model N`` it then decodes N of BFCL's ``simple_python`` questions (candidates: all 1,853 names) with the
-135M model, one torch thread: the groups strategy (:class:`triec.eval.groups_strategy.GroupsStrategy`), and the
-flat trie on the same question (its prompt lists the question's own function, as ``triec bfcl`` writes it: a
-1,853-line listing does not fit the model's 8,192-token context), and prints tokens, steps, prompt tokens, seconds
-(medians) and validity. ``python -m benchmarks.groups_cost [--model N]``.
+With ``--model N`` it then decodes N of BFCL's one-call questions (``triec bfcl all --candidates all``, every
+len/N-th; candidates: all 1,853 names) with the 135M model, one torch thread: the groups strategy
+(:class:`triec.eval.groups_strategy.GroupsStrategy`), and the flat trie on the same question (its prompt lists no
+function, as ``triec bfcl all`` writes it: a 1,853-line listing does not fit the model's 8,192-token context), and
+prints tokens, steps, prompt tokens, seconds (medians), validity and accuracy. ``python -m benchmarks.groups_cost [--model N]``.
 """
 
 from __future__ import annotations
@@ -30,20 +30,12 @@ from typing import Any
 
 
 def bfcl_functions() -> dict[str, str]:
-    """name -> description of every function in the installed bfcl-eval's question files (first seen wins)."""
+    """name -> description of every function in the installed bfcl-eval's question files (``triec bfcl``'s
+    catalog: 1,853 names)."""
     from triec.eval.bfcl import data_dir
+    from triec.eval.bfcl_catalog import catalog
 
-    out: dict[str, str] = {}
-    for path in sorted(data_dir().glob("BFCL_v4_*.json")):
-        for line in path.read_text(encoding="utf-8").splitlines():
-            try:
-                doc = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # format_sensitivity is not JSON lines
-            for f in doc.get("function") or []:
-                if isinstance(f, dict) and isinstance(f.get("name"), str):
-                    out.setdefault(f["name"], str(f.get("description") or "").strip())
-    return out
+    return dict(catalog(data_dir()).descriptions)
 
 
 def static_costs(functions: dict[str, str], tokenizer_dir: Any) -> dict[str, Any]:
@@ -110,7 +102,8 @@ def model_costs(functions: dict[str, str], model_dir: Any, count: int) -> dict[s
 
     torch.set_num_threads(1)
     names = list(functions)
-    items = [parse_item({**d, "candidates": names}, "bfcl", i) for i, d in enumerate(convert("simple_python"))]
+    docs = convert("all", candidates="all")  # every one-call category; a prompt listing no function
+    items = [parse_item({**d, "candidates": names}, "bfcl", i) for i, d in enumerate(docs[:: len(docs) // count])]
     items = items[:count]
     ev = Evaluator(model_dir, EvalConfig(modes=("trie",), max_new_tokens=48))
     strategy = GroupsStrategy(ev, descriptions=functions)
