@@ -138,7 +138,7 @@ def model_costs(functions: dict[str, str], model_dir: Any, count: int) -> dict[s
         "groups_valid": sum(rows["g_valid"]),
         "groups_correct": sum(rows["g_correct"]),
         "groups_right_group": sum(rows["g_group"]),
-        "flat_correct_own_function_prompt": sum(rows["f_correct"]),
+        "flat_correct": sum(rows["f_correct"]),
     }
 
 
