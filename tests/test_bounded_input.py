@@ -421,3 +421,29 @@ def test_rank_over_an_open_set_stops_at_its_bounds(qwen2: triec.Vocabulary) -> N
     Flat.calls = 0
     beams = triec.rank(Flat(), None, table, 5, method="beam", beams=4, max_tokens=6)
     assert Flat.calls <= 4 * 6 and all(table.matches(v) for v in beams.values)
+
+
+def test_a_million_groups_read_and_spell_in_linear_work_and_kmeans_is_refused_before_its_vectors(
+    tmp_path: Path,
+) -> None:
+    """Groups (issue 52): a groups file of 10^6 one-value groups is read and spelled in one pass each (no
+    per-group scan of the values); k-means over 10^6 values is refused by its work bound before a vector is made
+    (term vectors would be 256 MB, the clustering hours), in bounded memory."""
+    from triec.compiler.groups import groups_from_file, spell_grouped
+
+    path = tmp_path / "g.tsv"
+    path.write_text("".join(f"v{i}\tg{i}\n" for i in range(1_000_000)))
+    group_of = groups_from_file(path)
+    assert len(group_of) == 1_000_000 and group_of["v999999"] == "g999999"
+    spelled = spell_grouped(group_of, group_of)
+    assert spelled[7] == "g7 > v7"
+    values = tmp_path / "v.txt"
+    values.write_text("".join(f"v{i}\n" for i in range(1_000_000)))
+    grown, said = _peak_rss_mb(
+        "from triec.cli.compile_groups import GroupOptions, group_values\n"
+        "from triec.errors import ValuesError\n"
+        f"vals = open({str(values)!r}).read().split()\n"
+        "try:\n    group_values(GroupOptions(kmeans=1000), vals)\nexcept ValuesError as e:\n    print(e)"
+    )
+    assert "over the 2e+10 limit" in said, said
+    assert grown < 200, grown  # MB: the values themselves, no vectors

@@ -39,6 +39,7 @@ from artifact_mutations import (
 
 import triec
 from triec.compiler.entry import compile as compile_values
+from triec.compiler.groups import compile_grouped, groups_by_separator
 from triec.errors import ArtifactContentError, ArtifactError, TriecError
 
 MUTATIONS = int(os.environ.get("TRIEC_FUZZ_LAYOUTS", 300))
@@ -80,6 +81,10 @@ def seeds(tiny: tuple[triec.Vocabulary, GreedyEncoder]) -> dict[str, list[Seed]]
         "ids": [
             triec.compile_ids(IDS, vocab_size=704, eos_token_ids=[700]),
             triec.compile_ids(IDS, vocab, name="tiny"),
+        ],
+        "grouped": [  # build_options.groups; the values spelled 'label > value' (issue 52)
+            compile_grouped(VALUES, groups_by_separator(VALUES, "_"), vocab, layout="tails"),
+            compile_grouped(VALUES, groups_by_separator(VALUES, "_"), vocab, sep="::", layout="tails"),
         ],
     }
     out: dict[str, list[Seed]] = {}
@@ -142,6 +147,22 @@ def serve(table: Any, rng: random.Random) -> None:
         for query in (table.prefix, table.value):
             with contextlib.suppress(ArtifactContentError):
                 query(s)
+    if "groups" in table.build_options:
+        with contextlib.suppress(ArtifactContentError):
+            serve_groups(table)
+
+
+def serve_groups(table: Any) -> None:
+    """A grouped table's labels each lead to a state whose prefix is ``label + SEP`` and below which every value
+    splits back to that label (or a triec content error says the groups field or the values are corrupt)."""
+    from triec.runtime.groups import group_members, group_state, separator, split_answer
+
+    sep = separator(table)
+    for label, members in group_members(table).items():
+        state = group_state(table, label)
+        assert table.prefix(state) == (label + sep).encode()
+        below = [split_answer(table, table.values[i]) for i in table.values_below(state)]
+        assert below == [(label, v) for v in members]
 
 
 def serve_schema(table: Any, rng: random.Random) -> None:

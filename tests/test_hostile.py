@@ -234,3 +234,40 @@ def test_fuzz_loader(vocabs: dict[str, triec.Vocabulary], tmp_path: Path) -> Non
             del table
     assert outcomes["rejected"] > 1000 and outcomes["loaded"] > 100, outcomes
     # (3,000 mutations over three seeds: a byte trie, a larger one, and an ids table)
+
+
+@pytest.mark.parametrize(
+    "groups",
+    [
+        5,
+        [],
+        {"separator": 5, "count": 1},
+        {"separator": "", "count": 1},
+        {"separator": " > ", "count": -1},
+        {"separator": "#", "count": 1},
+        {"separator": " > ", "count": True},
+    ],
+)
+def test_a_hostile_groups_field_loads_and_is_refused_where_read(tmp_path: Path, groups: object) -> None:
+    """``build_options.groups`` (issue 52): the loader requires only that build_options is a map (docs/format.md),
+    so a grouped table with a rewritten groups field loads; reading its groups raises ArtifactContentError, and
+    ``triec inspect`` says so in one line, exit 2."""
+    from artifact_mutations import Seed, repack
+    from typer.testing import CliRunner
+
+    from triec.cli import app
+    from triec.compiler.groups import compile_grouped
+    from triec.runtime.groups import group_labels
+
+    table = compile_grouped(["a.x", "a.y", "b.z"], {"a.x": "a", "a.y": "a", "b.z": "b"}, "gpt2")
+    seed = Seed(encode_artifact(table))
+    header = seed.fresh_header()
+    header["build_options"]["groups"] = groups
+    path = tmp_path / "g.triec"
+    path.write_bytes(repack(seed, header, seed.data[seed.data_start :]))
+    loaded = triec.load(path, verify=True)
+    with pytest.raises(ArtifactContentError):
+        group_labels(loaded)
+    res = CliRunner().invoke(app, ["inspect", str(path)])
+    assert res.exit_code == 2 and "Traceback" not in res.output, res.output
+    assert len(res.stderr.strip().splitlines()) == 1, res.stderr

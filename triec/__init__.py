@@ -19,6 +19,7 @@ from triec._version import __version__
 if TYPE_CHECKING:  # for type checkers; tests/test_public_api.py checks it names exactly what _WHERE does
     from triec.artifact.formats import load
     from triec.compiler.entry import CompileStats, compile, compile_ids, compile_json_schema
+    from triec.compiler.groups import compile_grouped
     from triec.compiler.pattern import FORMATS, compile_pattern, compile_string_schema
     from triec.encoding import Encoding
     from triec.errors import (
@@ -89,6 +90,7 @@ _WHERE: dict[str, str] = {
     "compile": "triec.compiler.entry",
     "compile_ids": "triec.compiler.entry",
     "compile_json_schema": "triec.compiler.entry",
+    "compile_grouped": "triec.compiler.groups",
     "compile_pattern": "triec.compiler.pattern",
     "compile_string_schema": "triec.compiler.pattern",
     "FORMATS": "triec.compiler.pattern",
@@ -150,6 +152,7 @@ __all__ = [
     "Vocabulary",
     "__version__",
     "compile",
+    "compile_grouped",
     "compile_ids",
     "compile_json_schema",
     "compile_pattern",

@@ -18,6 +18,7 @@ from triec.schema.locate import DEFAULT_THRESHOLD
 
 if TYPE_CHECKING:
     from triec.cli._progress import Phases
+    from triec.cli.compile_groups import GroupOptions
     from triec.compiler.entry import CompileStats
     from triec.runtime.table import MaskTable
     from triec.schema.table import SchemaTable
@@ -205,6 +206,49 @@ def compile_cmd(
             help="Plain value sets: auto (only the branching states' rows stored where one value alone lies below most states: titles, names; format version 4), full (every state's row, versions 1 and 2) or tails (version 4 always).",
         ),
     ] = "auto",
+    groups: Annotated[
+        str | None,
+        typer.Option(
+            "--groups",
+            metavar="FILE",
+            help="Plain value sets: group-then-value. FILE has lines 'value<TAB>group' (every value once); the table "
+            "spells each value as 'group > value' and the answer is the value.",
+        ),
+    ] = None,
+    group_separator: Annotated[
+        str | None,
+        typer.Option(
+            "--group-separator",
+            metavar="SEP",
+            help="Plain value sets: group each value by its namespace, the text before the first SEP "
+            "(slack.send -> slack with '.'); values without one go to the group 'other'.",
+        ),
+    ] = None,
+    group_kmeans: Annotated[
+        int | None,
+        typer.Option(
+            "--group-kmeans",
+            metavar="G",
+            help="Plain value sets: G groups by k-means over --vectors, or over word TF-IDF vectors of the values "
+            "(a good G: the square root of the number of values); each labelled by its members' commonest word.",
+        ),
+    ] = None,
+    vectors: Annotated[
+        str | None,
+        typer.Option(
+            "--vectors",
+            metavar="FILE.npy",
+            help="--group-kmeans: a numpy array, one row per line of VALUES (embeddings of each value).",
+        ),
+    ] = None,
+    group_join: Annotated[
+        str | None,
+        typer.Option(
+            "--group-join",
+            metavar="TEXT",
+            help="Grouped tables: the text between a group's label and a value (default ' > '; no label may hold it).",
+        ),
+    ] = None,
 ) -> None:
     """Compile VALUES into an artifact of exact per-state token masks.
 
@@ -265,6 +309,11 @@ VALUES_OPTIONS = COMMON_OPTIONS | {
     "implementation",
     "tokenization",
     "layout",
+    "groups",
+    "group_separator",
+    "group_kmeans",
+    "vectors",
+    "group_join",
     "enum_threshold",  # decides whether an object schema holds an enum large enough to be a schema artifact
 }
 _WHAT_FOR: dict[str, str] = {
@@ -275,6 +324,11 @@ _WHAT_FOR: dict[str, str] = {
     "implementation": "plain value sets",
     "tokenization": "plain value sets",
     "layout": "plain value sets",
+    "groups": "plain value sets",
+    "group_separator": "plain value sets",
+    "group_kmeans": "plain value sets",
+    "vectors": "plain value sets",
+    "group_join": "plain value sets",
     "ids": "semantic-ID catalogs",
     "engine": "JSON Schemas, tool registries and structural tags",
     "enum_threshold": "value files and JSON Schemas",
@@ -320,6 +374,11 @@ class _Options:
     whitespace: str
     layout: str
     ids: str | None
+    groups: str | None
+    group_separator: str | None
+    group_kmeans: int | None
+    vectors: str | None
+    group_join: str | None
     given: dict[str, str]
 
     @classmethod
@@ -445,6 +504,13 @@ def _check_values_file_options(opts: _Options, values: str) -> None:
         raise TriecError(f"--whitespace: expected compact or any, found {opts.whitespace!r}")
     if opts.tokenization not in TOKENIZATIONS:
         raise TriecError(f"--tokenization: expected one of {', '.join(TOKENIZATIONS)}, found {opts.tokenization!r}")
+    _group_options(opts).check()
+
+
+def _group_options(opts: _Options) -> GroupOptions:
+    from triec.cli.compile_groups import GroupOptions
+
+    return GroupOptions(opts.groups, opts.group_separator, opts.group_kmeans, opts.vectors, opts.group_join)
 
 
 def _schema_mode(opts: _Options, values: str, kind: str, doc: Any) -> None:
@@ -496,6 +562,7 @@ def _values_mode(opts: _Options, values: str) -> None:
     from triec.cli._progress import Phases
     from triec.compiler.entry import CompileStats
     from triec.compiler.entry import compile as compile_values
+    from triec.compiler.groups import spell_grouped, with_groups
     from triec.compiler.values import read_input
     from triec.encoding import Encoding
     from triec.errors import EosTextWarning, ValuesError
@@ -521,6 +588,13 @@ def _values_mode(opts: _Options, values: str) -> None:
             f"{values}: a JSON Schema object sets its own encoding, prefix and suffix; drop {', '.join(flags)}"
         )
     spelling = schema_encoding or Encoding(opts.encoding or "raw", opts.prefix or "", opts.suffix or "")
+    grouping = _group_options(opts)
+    grouped: tuple[dict[str, str], str] | None = None
+    if grouping.any:
+        from triec.cli.compile_groups import group_values
+
+        with phases.phase("groups", "grouping the values"):
+            grouped = group_values(grouping, raw_values)
     with phases.phase("tokenizer", "loading tokenizer"):
         vocab = Vocabulary.load(opts.tokenizer, vocab_size=opts.vocab_size, eos_token_ids=_parse_eos(opts.eos))
     with phases.phase("automaton", "building the vocabulary automaton (cached after the first run)"):
@@ -531,7 +605,7 @@ def _values_mode(opts: _Options, values: str) -> None:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", EosTextWarning)
             table = compile_values(
-                raw_values,
+                raw_values if grouped is None else spell_grouped(raw_values, *grouped),
                 vocab,
                 encoding=spelling,
                 implementation=opts.implementation,
@@ -542,11 +616,15 @@ def _values_mode(opts: _Options, values: str) -> None:
             )
         for w in caught:  # shown even with --quiet: the artifact may not serve every value
             err.print(f"[yellow]warning:[/] {escape(str(w.message))}", highlight=False, soft_wrap=True)
+    if grouped is not None:
+        table.hold_header(with_groups(table.table_header, grouped[1], len(set(grouped[0].values()))))
     with phases.phase("write", f"writing {target}"):
         size = table.save(target, compress=opts.zstd or str(target).endswith(".zst"))
     summary = _values_summary(table, vocab, stats, phases.seconds, time.perf_counter() - total0)
     summary.update(output=str(target), artifact_bytes=size, compressed=bool(opts.zstd or str(target).endswith(".zst")))
     summary["encoding"] = spelling.to_header()
+    if grouped is not None:
+        summary["groups"] = table.build_options["groups"]
     if opts.quiet:  # nothing on success, --json or not (issue 37)
         return
     if opts.as_json:
@@ -985,6 +1063,8 @@ def _print_summary(s: dict[str, Any]) -> None:
         t.add_row("encoding", escape(f"{enc['name']}, prefix {enc['prefix']!r}, suffix {enc['suffix']!r}"))
     if s.get("tokenization") == "canonical":
         t.add_row("tokenization", "canonical (each value's encoder tokens only; states are token-trie nodes)")
+    if "groups" in s:
+        t.add_row("groups", escape(f"{s['groups']['count']:,}, spelled 'group{s['groups']['separator']}value'"))
     t.add_row("states", f"{s['states']:,}")
     if s.get("layout") == "tails":
         t.add_row("tail states (rows served from the values)", f"{s['tail_states']:,}")

@@ -223,6 +223,16 @@ def _print(r: dict[str, Any]) -> None:
         r.get("tokenization", "any") + _TOKENIZATION_NOTES.get(r.get("tokenization", "any"), ""),
     )
     meta.add_row("values (K) / value bytes", f"{r['values']:,} / {r['value_bytes']:,}")
+    grp = r.get("groups")
+    if grp:
+        meta.add_row(
+            "groups",
+            escape(
+                f"{grp['count']:,}, spelled 'group{grp['separator']}value' ({grp['smallest']:,} to "
+                f"{grp['largest']:,} values each); largest: "
+                + ", ".join(f"{g['label']} ({g['values']:,})" for g in grp["groups"][:8])
+            ),
+        )
     meta.add_row("states / sharing r", f"{r['states']:,} / {r['sharing_ratio']}")
     meta.add_row(
         "allowed pairs",

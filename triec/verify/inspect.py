@@ -137,6 +137,8 @@ def summary(
         "mean_allowed": round(float(counts.mean()), 3),
         "build_options": table.build_options,
     }
+    if "groups" in table.build_options:
+        info["groups"] = group_summary(table)
     tails = table.tails
     info["layout"] = "full" if tails is None else "tails"
     if tails is not None:  # what the tails are, what they cost: their bytes in state_byte and the token index
@@ -154,6 +156,26 @@ def summary(
     if section_sizes is not None:
         info["sections"] = section_sizes
     return info
+
+
+GROUPS_SHOWN = 20
+"""Groups listed by ``triec inspect`` (the largest first): a table may hold a million."""
+
+
+def group_summary(table: MaskTable) -> dict[str, Any]:
+    """A grouped table's separator, group count, size range, and its largest groups with a few members each."""
+    from triec.runtime.groups import group_members, separator
+
+    members = group_members(table)
+    sizes = sorted(((len(v), k) for k, v in members.items()), key=lambda t: (-t[0], t[1]))
+    return {
+        "separator": separator(table),
+        "count": len(members),
+        "recorded_count": table.build_options["groups"]["count"],
+        "smallest": sizes[-1][0],
+        "largest": sizes[0][0],
+        "groups": [{"label": k, "values": n, "examples": members[k][:3]} for n, k in sizes[:GROUPS_SHOWN]],
+    }
 
 
 def section_sizes(table: MaskTable, level: int = 3) -> dict[str, dict[str, int]]:
