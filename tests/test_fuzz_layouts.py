@@ -66,7 +66,7 @@ def tiny(vocabs: dict[str, triec.Vocabulary]) -> tuple[triec.Vocabulary, GreedyE
 
 
 def seeds(tiny: tuple[triec.Vocabulary, GreedyEncoder]) -> dict[str, list[Seed]]:
-    """What ``save`` writes, per kind: tail tables (byte-level and canonical), pattern tables, a schema table."""
+    """What ``save`` writes, per kind: full and tail tables (byte-level, canonical, grouped), patterns, a schema table."""
     vocab, encoder = tiny
     kinds = {
         "tails": [
@@ -85,6 +85,11 @@ def seeds(tiny: tuple[triec.Vocabulary, GreedyEncoder]) -> dict[str, list[Seed]]
         "grouped": [  # build_options.groups; the values spelled 'label > value' (issue 52)
             compile_grouped(VALUES, groups_by_separator(VALUES, "_"), vocab, layout="tails"),
             compile_grouped(VALUES, groups_by_separator(VALUES, "_"), vocab, sep="::", layout="tails"),
+        ],
+        "full": [  # every state's row stored: the rows' order is checked at every load (it was not, and a fuzzed
+            # file loaded whose allowed() listed tokens its advance() refused)
+            compile_values(VALUES, vocab, layout="full"),
+            compile_grouped(VALUES, groups_by_separator(VALUES, "_"), vocab, layout="full"),
         ],
     }
     out: dict[str, list[Seed]] = {}

@@ -34,10 +34,15 @@ def encode_header(
     }
 
 
+MAX_VOCAB_SIZE = 2**24
+"""The widest mask a file may declare. Real vocabularies hold at most about 2^18 tokens; a header claiming 2^31
+loaded, and serving it made each bitmask row 256 MB (a fuzzed file asked for 23 GB). docs/format.md rule 4."""
+
+
 def check_common_header(header: dict[str, Any], source: str) -> int:
     """The header fields every format shares (mask width, EOS ids, writer, build options); returns the width."""
     field, count, fail = container.field, container.count, container.fail
-    vocab_size = count(header, "vocab_size", source, 2**31)
+    vocab_size = count(header, "vocab_size", source, MAX_VOCAB_SIZE + 1)
     if vocab_size < 1:
         raise fail(source, "header field 'vocab_size': a mask is at least 1 token wide, found 0")
     eos = field(header, "eos_token_ids", list, source)
