@@ -95,6 +95,7 @@ def test_embedding_is_cosine_similarity_of_the_encoder() -> None:
         shortlist.Embedding(["a"], encode=lambda texts: np.zeros(3))
 
 
+@pytest.mark.torch
 def test_model_encoder_ranks_with_the_models_input_embeddings(gpt2: triec.Vocabulary) -> None:
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
@@ -158,6 +159,7 @@ def test_each_level_equals_compiling_its_values_and_the_last_never_allows_the_es
     assert shortlist.Cascade(table, ranked, 4).view(2) is full  # one full view per table
 
 
+@pytest.mark.torch
 def test_a_real_decode_is_valid_at_every_level_through_the_widenings(
     table: triec.MaskTable, bfcl_names: list[str], gpt2: triec.Vocabulary
 ) -> None:
