@@ -50,6 +50,21 @@ def test_strategies_parse_and_bad_ones_are_named() -> None:
             parse_strategies(bad)
 
 
+def test_groups_is_hooked_and_refused_clearly_until_it_lands(tmp_path: Path) -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("triec.eval.groups_strategy") is not None:
+        pytest.skip("the groups strategy has landed: its own tests cover it")
+    from triec.eval.run import EvalConfig
+
+    with pytest.raises(EvalError, match="groups strategy is not built yet"):
+        EvalConfig(modes=(), strategies=("groups:g.tsv",))
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"prompt": "Pick:", "gold": "red", "candidates": ["red", "blue"]}\n')
+    res = CliRunner().invoke(app, ["eval", str(data), "--model", str(tmp_path / "none"), "--strategy", "full,groups"])
+    assert res.exit_code == 2 and "groups strategy is not built yet" in res.output, res.output
+
+
 def test_recall_counts_gold_within_the_top_k() -> None:
     assert recall([1, 5, 6, 20, 21, 51]) == {"recall_at_5": 0.3333, "recall_at_20": 0.6667, "recall_at_50": 0.8333}
 

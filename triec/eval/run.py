@@ -73,10 +73,10 @@ class EvalConfig:
     retriever: str = "bm25"
 
     def __post_init__(self) -> None:
-        from triec.eval.strategies import RETRIEVERS, parse_strategies
+        from triec.eval.strategies import RETRIEVERS, check_available, parse_strategies
 
         if self.strategies:
-            parse_strategies(self.strategies)
+            check_available(parse_strategies(self.strategies))
         if self.retriever not in RETRIEVERS:
             raise EvalError(f"--retriever {self.retriever!r}: choose from {', '.join(RETRIEVERS)}")
         if self.top_k < 1 or (self.beams is not None and self.beams < 1) or self.max_expansions < 1:

@@ -112,8 +112,21 @@ def descriptions_of(items: Sequence[Item]) -> dict[str, str]:
     return found
 
 
+def check_available(strategies: Sequence[Strategy]) -> None:
+    """Refuse a strategy whose code is not here before any model loads (today: groups, until it lands)."""
+    import importlib.util
+
+    for strategy in strategies:
+        if strategy.kind == "groups" and importlib.util.find_spec("triec.eval.groups_strategy") is None:
+            raise EvalError(
+                f"--strategy {strategy.label}: the groups strategy is not built yet (triec/eval/groups_strategy.py)"
+            )
+
+
 def groups_strategy(runner: Any, item: Item, strategy: Strategy) -> Any:
-    """The groups strategy's outcome for one item, from ``triec/eval/groups_strategy.py`` once it exists."""
+    """The groups strategy's outcome for one item: ``triec.eval.groups_strategy.groups_strategy(runner, item,
+    strategy)`` returns one ``runner.outcome`` (``Outcome``) whose ``mode`` is ``strategy.label``; it decodes through
+    ``runner.modes`` (the engine's ``ModeRunner``: ``table``, ``decode_on``, ``prompt_ids``, ``text``)."""
     try:
         from triec.eval import groups_strategy as groups  # type: ignore[attr-defined,unused-ignore]
     except ImportError:
