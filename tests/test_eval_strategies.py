@@ -12,7 +12,15 @@ from typer.testing import CliRunner
 from triec.cli import app
 from triec.errors import EvalError
 from triec.eval import bfcl
-from triec.eval.strategies import Strategy, descriptions_of, listing, parse_strategies, recall, with_listing
+from triec.eval.strategies import (
+    Strategy,
+    descriptions_of,
+    listing,
+    parse_strategies,
+    reached,
+    recall,
+    with_listing,
+)
 
 BFCL = Path(__file__).resolve().parent.parent / "fixtures" / "eval" / "bfcl"
 NAMES = ["get_weather", "send_email", "book_flight", "convert_currency"]
@@ -67,6 +75,12 @@ def test_groups_is_hooked_and_refused_clearly_until_it_lands(tmp_path: Path) -> 
 
 def test_recall_counts_gold_within_the_top_k() -> None:
     assert recall([1, 5, 6, 20, 21, 51]) == {"recall_at_5": 0.3333, "recall_at_20": 0.6667, "recall_at_50": 0.8333}
+
+
+def test_reached_lists_the_levels_in_order() -> None:
+    widths = [20, 40, 370]
+    got = reached([(0, widths), (2, widths), (1, widths), (0, widths), (0, [20, 26]), (1, [20, 26])])
+    assert list(got.items()) == [("k=20", 3), ("k=40", 1), ("full", 2)]
 
 
 def test_the_listing_replaces_the_system_message_and_keeps_the_conversation() -> None:

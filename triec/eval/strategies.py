@@ -268,8 +268,12 @@ def recall(ranks: Sequence[int], at: Sequence[int] = RECALL_AT) -> dict[str, flo
 
 def reached(levels: Sequence[tuple[int, list[int]]]) -> dict[str, int]:
     """How many items a cascade answered at each level (``k=20``, ``k=40``, ``full``)."""
-    out: dict[str, int] = {}
+    count: dict[tuple[bool, int], int] = {}  # (last level?, width): the levels in order, the full set last
     for level, widths in levels:
-        name = "full" if level == len(widths) - 1 else f"k={widths[level]}"
-        out[name] = out.get(name, 0) + 1
+        key = (level == len(widths) - 1, widths[level])
+        count[key] = count.get(key, 0) + 1
+    out: dict[str, int] = {}
+    for last, width in sorted(count):  # the full level of sets of different sizes: one "full"
+        name = "full" if last else f"k={width}"
+        out[name] = out.get(name, 0) + count[last, width]
     return out
