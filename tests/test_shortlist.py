@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from shared import bfcl_registry
 
 import triec
@@ -246,3 +248,27 @@ def test_bad_cascades_are_refused_by_name(
     assert not pattern.restrictable
     with pytest.raises(ValuesError, match="cannot be restricted"):
         shortlist.Cascade(pattern, ["a"], 1)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    values=st.lists(st.text(alphabet="ab._n", min_size=1, max_size=6), min_size=2, max_size=24, unique=True),
+    seed=st.integers(0, 2**16),
+    k=st.integers(1, 24),
+    doublings=st.sampled_from([0, 1, 2, None]),
+)
+def test_any_cascade_equals_compiling_each_level(
+    values: list[str], seed: int, k: int, doublings: int | None, gpt2: triec.Vocabulary
+) -> None:
+    """Random small sets over a tight alphabet (shared prefixes, the escape's letters): every level is exact."""
+    values = [v for v in values if v != shortlist.ESCAPE]
+    k = min(k, len(values))
+    table = triec.compile([*values, shortlist.ESCAPE], gpt2)
+    ranked = [values[i] for i in np.random.default_rng(seed).permutation(len(values))]
+    cascade = shortlist.Cascade(table, ranked, k, doublings=doublings)
+    assert cascade.levels[-1] == len(values) and list(cascade.levels) == sorted(set(cascade.levels))
+    for level in range(len(cascade.levels)):
+        last = level == len(cascade.levels) - 1
+        listed = cascade.listed(level)
+        assert sorted(listed) == sorted(values) if last else listed == ranked[: cascade.levels[level]]
+        assert_equals_fresh(cascade.view(level), listed if last else [*listed, shortlist.ESCAPE], gpt2)
