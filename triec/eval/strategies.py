@@ -148,7 +148,9 @@ class StrategyRunner:
         self.modes, self.strategies, self.retriever, self.outcome = modes, tuple(strategies), retriever, outcome
         self.descriptions: dict[str, str] = {}
         self._retrievers: dict[tuple[str, tuple[str, ...]], Any] = {}
-        self.available = ("bm25", "embed") if hasattr(modes, "model") and hasattr(modes, "tokenizer") else ("bm25",)
+        model = getattr(modes, "model", None)  # embed: a transformers model's input embeddings (not mlx's, llama.cpp's)
+        embeds = callable(getattr(model, "get_input_embeddings", None)) and hasattr(modes, "tokenizer")
+        self.available = ("bm25", "embed") if embeds else ("bm25",)
         if retriever not in self.available:
             raise EvalError(f"--retriever {retriever} needs --engine transformers (the model's input embeddings)")
 
