@@ -447,3 +447,23 @@ def test_a_million_groups_read_and_spell_in_linear_work_and_kmeans_is_refused_be
     )
     assert "over the 2e+10 limit" in said, said
     assert grown < 200, grown  # MB: the values themselves, no vectors
+
+
+def test_hostile_shortlists_are_refused_by_name(qwen2: triec.Vocabulary) -> None:
+    """Issue 52: a cascade's k, ranked list and escape come from a request; each bad one is one clear error, found
+    without building a view (a million-name ranked list stops at its first unknown name)."""
+    from triec import shortlist
+    from triec.errors import ValueNotInTable, ValuesError
+
+    values = [f"tool_{i}" for i in range(50)]
+    table = triec.compile([*values, shortlist.ESCAPE], qwen2)
+    hostile = ["x" * 10_000, *(f"n{i}" for i in range(1_000_000))]
+    with pytest.raises(ValueNotInTable, match="ranked value 'xxxx"):
+        shortlist.Cascade(table, hostile, 5)
+    for k in (0, -(2**63), 51, 2**63):
+        with pytest.raises(ValuesError, match="k must be between 1 and the number of values other than the escape"):
+            shortlist.Cascade(table, values, k)
+    with pytest.raises(ValuesError, match="empty"):
+        shortlist.Cascade(table, [], 1)
+    with pytest.raises(ValueNotInTable, match="compile the set with it"):
+        shortlist.Cascade(table, values, 5, escape="none_of_the_above")

@@ -44,6 +44,8 @@ def _summary_table(doc: dict[str, Any]) -> Table:
     compare = peer is not None
     versus_trie = any("identical_to_trie" in m for m in modes.values())
     ranked = next((m["top_k"] for m in modes.values() if "mrr" in m), None)
+    widening = any("widened" in m for m in modes.values())
+    retriever = doc.get("config", {}).get("retriever") if any("recall" in m for m in modes.values()) else None
     table = Table(title=f"triec eval: {Path(doc['data']).name}, {Path(doc['model']).name}", title_justify="left")
     for col in (
         "mode",
@@ -53,6 +55,8 @@ def _summary_table(doc: dict[str, Any]) -> Table:
         *([f"= {peer}"] if compare else []),
         *(["= trie"] if versus_trie else []),
         *(["recall@1", f"recall@{ranked}", "MRR"] if ranked is not None else []),
+        *(["widened"] if widening else []),
+        *([f"{retriever} R@5/20/50"] if retriever else []),
         "tokens/answer",
         "s/answer",
     ):
@@ -77,12 +81,25 @@ def _summary_table(doc: dict[str, Any]) -> Table:
                 if "mrr" in m
                 else ["-", "-", "-"]
             )
+        if widening:
+            row.append(_widened(m))
+        if retriever:
+            got = m.get("recall", {}).get(retriever)
+            row.append("/".join(f"{100 * v:.0f}%" for v in got.values()) if got else "-")
         row += [
             f"{m['tokens_mean']:.1f}" if m["tokens_mean"] is not None else "-",
             f"{m['seconds_mean']:.2f}" if m["seconds_mean"] is not None else "-",
         ]
         table.add_row(*row)
     return table
+
+
+def _widened(m: dict[str, Any]) -> str:
+    """A cascade's widenings: how many items widened, and where the answers came from (``3 (30%): k=40 2, full 1``)."""
+    if "widened" not in m:
+        return "-"
+    where = ", ".join(f"{name} {n}" for name, n in m["reached"].items())
+    return f"{m['widened']} ({100 * m['widening_rate']:.0f}%): {where}"
 
 
 def _plot(doc: dict[str, Any], path: Path) -> None:
@@ -142,8 +159,34 @@ def eval_cmd(
         bool, typer.Option("--ignore-candidates", help="Constrain every item to --values, not to its own candidates.")
     ] = False,
     modes: Annotated[
-        str, typer.Option("--modes", help="Comma-separated: free, trie, think, canonical, rank.")
-    ] = "free,trie",
+        str | None,
+        typer.Option(
+            "--modes",
+            help="Comma-separated: free, trie, think, canonical, rank. Default: free,trie (none with --strategy).",
+        ),
+    ] = None,
+    strategy: Annotated[
+        str | None,
+        typer.Option(
+            "--strategy",
+            help="Comma-separated ways to choose among many candidates: full (all; listed as --list-budget allows), shortlist:K (the retriever's top K listed and allowed), cascade:K (K, then 2K, then all, with a none_of_these escape), groups[:FILE].",
+        ),
+    ] = None,
+    retriever: Annotated[
+        str,
+        typer.Option(
+            "--retriever",
+            help="What ranks the candidates for shortlist and cascade: bm25 (names and descriptions) or embed (the model's input embeddings; --engine transformers). Recall@5/20/50 is reported for each available retriever.",
+        ),
+    ] = "bm25",
+    list_budget: Annotated[
+        int,
+        typer.Option(
+            "--list-budget",
+            min=0,
+            help="Strategy full (and a cascade's last level): list every candidate with its description if that takes at most this many prompt tokens, else their names if those fit, else none.",
+        ),
+    ] = 2_000,
     top_k: Annotated[
         int | None,
         typer.Option(
@@ -211,11 +254,15 @@ def eval_cmd(
     """
     from triec.errors import EvalError
     from triec.eval.data import load_items
-    from triec.eval.run import EvalConfig, Evaluator, evaluate, meta_for, report_json, resolve_model
+    from triec.eval.run import EvalConfig, Evaluator, evaluate, labels, meta_for, report_json, resolve_model
 
     if compare not in (None, "xgrammar", "gbnf"):
         raise TriecError(f"--compare {compare!r}: the engines compared with are xgrammar and gbnf")
-    chosen = tuple(m.strip() for m in modes.split(",") if m.strip())
+    from triec.eval.strategies import parse_strategies
+
+    strategies = tuple(s.label for s in parse_strategies(strategy)) if strategy is not None else ()
+    spec = modes if modes is not None else ("" if strategies else "free,trie")
+    chosen = tuple(m.strip() for m in spec.split(",") if m.strip())
     if (top_k is not None or beams is not None) and "rank" not in chosen:
         chosen += ("rank",)
     config = EvalConfig(
@@ -231,18 +278,23 @@ def eval_cmd(
         trigger=trigger,
         threads=threads,
         free_early_stop=not free_full,
+        strategies=strategies,
+        retriever=retriever,
+        list_budget=list_budget,
     )
     items = load_items(data, limit)
     if ignore_candidates:
         if values is None:
             raise TriecError("--ignore-candidates needs --values: the set every item is constrained to")
         items = [dataclasses.replace(item, candidates=None) for item in items]
-    if values is None and set(config.modes) - {"free"}:  # before the model is converted (24 s cold), not after
+    if values is None and (
+        set(config.modes) - {"free"} or strategies
+    ):  # before the model is converted (24 s cold), not after
         bare = next((item for item in items if not item.candidates), None)
         if bare is not None:
             raise EvalError(
                 f"{data}: item {bare.id}: no 'candidates' and no --values: nothing to constrain the "
-                f"{'/'.join(m for m in config.modes if m != 'free')} mode(s) to"
+                f"{'/'.join([*(m for m in config.modes if m != 'free'), *strategies])} mode(s) to"
             )
     started = time.perf_counter()
     if engine == "llama.cpp":
@@ -269,8 +321,9 @@ def eval_cmd(
 
     outcomes = evaluate(evaluator, items, on_item)
     doc = report_json(outcomes, config, meta_for(model, model_dir, str(data), config, started))
-    if len(outcomes) < total * len(config.modes):
-        err.print(f"interrupted: {len(outcomes) // len(config.modes)} of {total} items measured")
+    per_item = len(labels(config))
+    if len(outcomes) < total * per_item:
+        err.print(f"interrupted: {len(outcomes) // per_item} of {total} items measured")
     out.print(_summary_table(doc))
     if json_out is not None:
         from triec.artifact.container import atomic_write
@@ -278,7 +331,7 @@ def eval_cmd(
         atomic_write(json_out, (json.dumps(doc, indent=1, ensure_ascii=False) + "\n").encode())
     if plot is not None:
         _plot(doc, plot)
-    if len(outcomes) < total * len(config.modes):
+    if len(outcomes) < total * per_item:
         raise typer.Exit(_common.EXIT_INTERRUPTED)
 
 

@@ -227,3 +227,27 @@ def _round(runner: Any, prompt: list[int], table: Any, state: int, limit: int, f
 def _bytes(runner: Any, ids: Sequence[int]) -> bytes:
     tb = runner.vocab.token_bytes
     return b"".join(tb[t] for t in ids if t < len(tb))
+
+
+def groups_strategy(runner: Any, item: Item, strategy: Any) -> Any:
+    """One item's outcome for ``triec eval --strategy groups[:FILE]`` (what :mod:`triec.eval.strategies` calls).
+
+    ``runner`` is the :class:`~triec.eval.strategies.StrategyRunner`: its engine (``modes``), the data's
+    descriptions, its ``outcome`` class, and ``groups_runs``, where one :class:`GroupsStrategy` per FILE is kept
+    (its grouped tables compiled once per candidate set)."""
+    run = runner.groups_runs.get(strategy.file)
+    if run is None:
+        run = runner.groups_runs[strategy.file] = GroupsStrategy(
+            runner.modes, strategy.file, descriptions=runner.descriptions
+        )
+    got = run.answer(item)
+    return runner.outcome(
+        item.id,
+        strategy.label,
+        got.output,
+        got.answer,
+        got.valid,
+        got.valid and got.answer == item.gold,
+        got.tokens,
+        got.seconds,
+    )

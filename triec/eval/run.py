@@ -67,12 +67,25 @@ class EvalConfig:
     top_k: int = 5
     beams: int | None = None  # rank mode: beam search of this many beams; None: exact best-first search
     max_expansions: int = 10_000
+    strategies: tuple[
+        str, ...
+    ] = ()  # --strategy: full, shortlist:K, cascade:K, groups[:FILE] (triec/eval/strategies.py)
+    retriever: str = "bm25"
+    list_budget: int = (
+        2_000  # --list-budget: the most prompt tokens the full strategy's listing of every candidate may take
+    )
 
     def __post_init__(self) -> None:
+        from triec.eval.strategies import RETRIEVERS, check_available, parse_strategies
+
+        if self.strategies:
+            check_available(parse_strategies(self.strategies))
+        if self.retriever not in RETRIEVERS:
+            raise EvalError(f"--retriever {self.retriever!r}: choose from {', '.join(RETRIEVERS)}")
         if self.top_k < 1 or (self.beams is not None and self.beams < 1) or self.max_expansions < 1:
             raise EvalError("--top-k, --beams and --max-expansions must be at least 1")
         unknown = [m for m in self.modes if m not in MODES]
-        if unknown or not self.modes:
+        if unknown or not (self.modes or self.strategies):
             raise EvalError(f"unknown mode(s) {', '.join(unknown) or '(none)'}; choose from {', '.join(MODES)}")
         if self.engine not in ENGINES:
             raise EvalError(f"--engine {self.engine!r}: choose from {', '.join(ENGINES)}")
@@ -105,6 +118,10 @@ class Outcome:
     ranked_scores: list[float] | None = None
     gold_rank: int | None = None  # rank mode: the gold value's 1-based rank, 0 when not in the top k
     exact: bool | None = None  # rank mode: the list is proven the k most probable values
+    retrieval_ranks: dict[str, int] | None = None  # shortlist/cascade: the gold value's 1-based rank per retriever
+    level: int | None = None  # cascade: the level answered at (0: the first shortlist)
+    level_widths: list[int] | None = None  # cascade: the values each level allowed (the escape aside)
+    listed: str | None = None  # full (and a cascade's last level): "descriptions", "names" or "none" fit the budget
 
     def to_json(self) -> dict[str, Any]:
         doc = dict(self.__dict__)
@@ -120,6 +137,10 @@ class Outcome:
             "ranked_scores",
             "gold_rank",
             "exact",
+            "retrieval_ranks",
+            "level",
+            "level_widths",
+            "listed",
         ):
             if doc[key] is None:
                 doc.pop(key)
@@ -140,9 +161,20 @@ class ModeSummary:
     ranks: list[int] = field(default_factory=list)  # rank mode: each item's gold rank (0: not in the top k)
     exact: int = 0
     top_k: int | None = None
+    retrieval: dict[str, list[int]] = field(default_factory=dict)  # per retriever: each item's gold rank
+    levels: list[tuple[int, list[int]]] = field(default_factory=list)  # cascade: each item's level and widths
 
     def to_json(self) -> dict[str, Any]:
+        from triec.eval.strategies import reached, recall
+
         doc: dict[str, Any] = {"items": self.items, "valid": self.valid, "correct": self.correct}
+        if self.retrieval:
+            doc["recall"] = {name: recall(ranks) for name, ranks in self.retrieval.items()}
+        if self.levels:
+            widened = sum(level > 0 for level, _ in self.levels)
+            doc["widened"] = widened
+            doc["widening_rate"] = round(widened / len(self.levels), 4)
+            doc["reached"] = reached(self.levels)
         if self.ranks:
             n = len(self.ranks)
             doc["top_k"] = self.top_k
@@ -176,6 +208,10 @@ def summarize(outcomes: Iterable[Outcome], modes: Sequence[str]) -> dict[str, Mo
             s.identical_to_trie = (s.identical_to_trie or 0) + o.identical_to_trie
         if o.identical_to_gbnf is not None:
             s.identical_to_gbnf = (s.identical_to_gbnf or 0) + o.identical_to_gbnf
+        for name, rank in (o.retrieval_ranks or {}).items():
+            s.retrieval.setdefault(name, []).append(rank)
+        if o.level is not None and o.level_widths is not None:
+            s.levels.append((o.level, o.level_widths))
         if o.gold_rank is not None:
             s.ranks.append(o.gold_rank)
             s.exact += bool(o.exact)
@@ -183,7 +219,7 @@ def summarize(outcomes: Iterable[Outcome], modes: Sequence[str]) -> dict[str, Mo
 
 
 def report_json(outcomes: list[Outcome], config: EvalConfig, meta: dict[str, Any]) -> dict[str, Any]:
-    summary = summarize(outcomes, config.modes)
+    summary = summarize(outcomes, labels(config))
     if "rank" in summary:
         summary["rank"].top_k = config.top_k
     return {
@@ -191,6 +227,13 @@ def report_json(outcomes: list[Outcome], config: EvalConfig, meta: dict[str, Any
         "modes": {m: s.to_json() for m, s in summary.items()},
         "items": [o.to_json() for o in outcomes],
     }
+
+
+def labels(config: EvalConfig) -> tuple[str, ...]:
+    """The modes, then the strategies (each outcome's ``mode`` is one of these)."""
+    from triec.eval.strategies import parse_strategies
+
+    return config.modes + (tuple(s.label for s in parse_strategies(config.strategies)) if config.strategies else ())
 
 
 def resolve_model(path: str | os.PathLike[str], log: Callable[[str], None] | None = None) -> Path:
@@ -222,6 +265,30 @@ class ModeRunner:
         self.config = config
         self.values = tuple(dict.fromkeys(values)) if values else None
         self._tables: dict[tuple[str, tuple[str, ...]], Any] = {}
+        self._strategies: Any = None
+
+    def strategy_runner(self) -> Any:
+        """The ``--strategy`` runner (:mod:`triec.eval.strategies`), made on first use (after the model loaded)."""
+        if self._strategies is None:
+            from triec.eval.strategies import StrategyRunner, parse_strategies
+
+            strategies = parse_strategies(self.config.strategies)
+            self._strategies = StrategyRunner(self, strategies, self.config.retriever, Outcome)
+        return self._strategies
+
+    def decode_on(self, item: Item, table: Any, values: tuple[str, ...]) -> Any:
+        """One greedy decode of ``item``'s trie-mode prompt constrained to ``table`` (a compact view of one of this
+        runner's tables), answering ``values``: the strategies' shortlists, through any engine's :meth:`decode`."""
+        key = ("trie", values)
+        before = self._tables.get(key)
+        self._tables[key] = table
+        try:
+            return self.decode(tuple(self.prompt_ids(item, "trie")), "trie", values, "triec", self.limit("trie"))
+        finally:
+            if before is None:
+                self._tables.pop(key, None)
+            else:
+                self._tables[key] = before
 
     # -- what an engine supplies -----------------------------------------------------------------------------
     def prompt_ids(self, item: Item, mode: str) -> list[int]:
@@ -336,6 +403,8 @@ class ModeRunner:
             out.append(outcome)
         if "trie" in decoded and "canonical" in decoded:
             out[self.config.modes.index("canonical")].identical_to_trie = decoded["trie"] == decoded["canonical"]
+        if self.config.strategies:
+            out += self.strategy_runner().run(item)
         return out
 
     def rank(self, item: Item, prompt: tuple[int, ...]) -> Outcome:
@@ -498,6 +567,10 @@ def evaluate(
 ) -> list[Outcome]:
     """Every item in every mode; a KeyboardInterrupt stops early and keeps what was measured."""
     outcomes: list[Outcome] = []
+    if getattr(getattr(evaluator, "config", None), "strategies", ()):  # shortlists list descriptions found anywhere
+        from triec.eval.strategies import descriptions_of
+
+        evaluator.strategy_runner().descriptions = descriptions_of(items)
     try:
         for i, item in enumerate(items):
             got = evaluator.run(item)
@@ -515,6 +588,6 @@ def meta_for(model: str, model_dir: Path, data: str, config: EvalConfig, started
         "model_dir": str(model_dir),
         "data": data,
         "config": {k: v for k, v in config.__dict__.items() if k != "think_instruction"}
-        | {"modes": list(config.modes)},
+        | {"modes": list(config.modes), "strategies": list(config.strategies)},
         "seconds": round(time.perf_counter() - started, 2),
     }
