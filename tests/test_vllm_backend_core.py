@@ -327,9 +327,11 @@ def test_the_beam_search_route_is_installed_and_falls_through(monkeypatch) -> No
     constrained = SimpleNamespace(structured_outputs=SO(choice=["a", "b"]))
     assert hooked(stock, ["p"], constrained, None, False, 3) == "vllm's"
     assert hooked(beam_engine, ["p"], plain) == "vllm's"
+    assert hooked(beam_engine, ["p"], constrained, None, False, None, 2) == "vllm's"  # 0.34's priority, as given
     assert calls == [
         ((stock, ["p"], constrained, None, False, 3), {}),
         ((beam_engine, ["p"], plain, None, False, None), {}),
+        ((beam_engine, ["p"], constrained, None, False, None, 2), {}),
     ]
     assert beams.is_beam_engine(beam_engine) and beams.is_beam_engine(engine([beams.PROCESSOR_V2]))
     assert not beams.is_beam_engine(stock) and not beams.is_beam_engine(engine(["some.module:Processor"]))

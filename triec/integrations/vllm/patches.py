@@ -253,13 +253,15 @@ def beam_search_hook(original: Callable[..., Any]) -> Callable[..., Any]:
         lora_request: Any = None,
         use_tqdm: Any = False,
         concurrency_limit: int | None = None,
+        *args: Any,
         **kwargs: Any,
     ) -> Any:
         from triec.integrations.vllm import beams
 
         so = getattr(params, "structured_outputs", None)
-        if kwargs or so is None or not beams.is_beam_engine(self) or not beams.serves(self, so):
-            return original(self, prompts, params, lora_request, use_tqdm, concurrency_limit, **kwargs)
+        # arguments triec's loop does not take (0.34's priority) go to vLLM's search, as given
+        if args or kwargs or so is None or not beams.is_beam_engine(self) or not beams.serves(self, so):
+            return original(self, prompts, params, lora_request, use_tqdm, concurrency_limit, *args, **kwargs)
         return beams.beam_search(self, prompts, params, lora_request=lora_request, concurrency_limit=concurrency_limit)
 
     _mark(beam_search, original)
