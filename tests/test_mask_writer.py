@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 
 import triec
 import triec.synthetic.sets
-from triec.runtime.word_masks import build_state_words, state_words
+from triec.runtime.mask_writer import batch_words, row_words
+from triec.runtime.word_masks import build_state_words, pack_single, single_words, state_words
 
 MIXED = sorted(set(triec.synthetic.sets.tool_names(300)) | {"", "a", "ab", "abc", "é", "日本語", "x y", "slack"})
 ALPHABET = "ab.é_ "
@@ -83,6 +84,42 @@ def test_state_words_are_cached_and_sorted(tools: triec.MaskTable) -> None:
     for s in range(0, tools.num_states, 97):
         words = sw.words[sw.offsets[s] : sw.offsets[s + 1]]
         assert np.all(np.diff(words) > 0)  # unique and ascending, so rows can be assigned, not OR-ed
+
+
+def _pairs(flat: np.ndarray, bits: np.ndarray) -> list[tuple[int, int]]:
+    return sorted(zip(flat.tolist(), bits.tolist(), strict=True))
+
+
+@pytest.mark.parametrize("kind", ["tools", "ids"])
+def test_one_word_rows_in_one_gather_equal_the_csr(tools: triec.MaskTable, kind: str) -> None:
+    """The batch path's packed rows (``pack_single``: a one-word row's word and bits in one int64) give the pairs
+    of the plain CSR expansion, in batches of one-word rows only, of none, and mixed; and the writer's rows equal
+    ``fill_bitmask``. The ids table's EOS (95) and code 31 set bit 31 of their word: the sign bit survives the
+    packing."""
+    table = tools
+    if kind == "ids":
+        rng = np.random.default_rng(7)
+        items = rng.integers(0, 4, size=(300, 4)) * 31 + np.array([0, 31, 62, 93]) % 95
+        table = triec.compile_ids(items.tolist(), vocab_size=200, eos_token_ids=[95])
+    sw = state_words(table)
+    single = single_words(table)
+    assert single_words(table) is single and np.array_equal(single, pack_single(sw.offsets, sw.words, sw.bits))
+    counts = np.diff(sw.offsets)
+    assert np.array_equal(single >= 0, counts == 1)
+    one, several = np.flatnonzero(counts == 1), np.flatnonzero(counts != 1)
+    signed = one[sw.bits[sw.offsets[one]] < 0]
+    assert one.size and several.size and (kind == "tools" or signed.size)
+    rng = np.random.default_rng(3)
+    batches = [rng.choice(one, 200), rng.choice(several, 200), rng.choice(np.r_[one, several], 200), signed[:50]]
+    base = np.arange(200, dtype=np.int64) * table.words_per_row
+    writer = table.mask_writer(200)
+    for rows in batches:
+        rows = rows.astype(np.int64)
+        flat, bits = batch_words(single, sw.offsets, sw.words, sw.bits, rows, base[: rows.size])
+        ref_flat, pos = row_words(sw.offsets, sw.words, rows, base[: rows.size])
+        assert bits.dtype == np.int32 and _pairs(flat, bits) == _pairs(ref_flat, sw.bits[pos])
+        assert np.array_equal(writer.fill(rows), _reference(table, rows.tolist()))
+        assert not writer.buffer[rows.size :].any()
 
 
 @settings(max_examples=40, deadline=None)

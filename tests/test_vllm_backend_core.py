@@ -36,7 +36,7 @@ import triec  # noqa: E402
 import triec.synthetic.sets  # noqa: E402
 from triec.errors import RequestError  # noqa: E402
 from triec.integrations.constraints import Delegate  # noqa: E402
-from triec.integrations.vllm import backend, internals, patches, plugin  # noqa: E402
+from triec.integrations.vllm import backend, beams, internals, patches, plugin  # noqa: E402
 
 V = 151_936
 COLORS = ["red", "green", "blue"]
@@ -208,6 +208,7 @@ def _plugin_lines(monkeypatch) -> list[str]:
         (backend_xgrammar.XgrammarBackend, "compile_grammar"),
         (StructuredOutputManager, "__init__"),
         (backend_xgrammar, "validate_xgrammar_grammar"),
+        (internals.offline_llm_class(), "beam_search"),
     ):
         if hasattr(owner, name):  # put back at the end of the test, whatever register() installed
             monkeypatch.setattr(owner, name, getattr(owner, name))
@@ -288,7 +289,7 @@ def test_an_optimization_that_moved_is_left_out_in_one_line(monkeypatch) -> None
     else:
         monkeypatch.setattr(internals.cpu_worker_class(), "apply_grammar_bitmask", lambda self, logits: None)
     found = plugin.plan()
-    assert found.off is None and found.hooks == ("frontend", "engine")
+    assert found.off is None and found.hooks == ("frontend", "engine", "beam_search")
     assert set(found.without) == {"vocabulary", "sparse_apply"}
     lines = _plugin_lines(monkeypatch)
     assert plugin.is_on()
@@ -301,6 +302,43 @@ def test_an_optimization_that_moved_is_left_out_in_one_line(monkeypatch) -> None
     assert getattr(backend_xgrammar.validate_xgrammar_grammar, "__triec__", False)
     assert getattr(backend_xgrammar.XgrammarBackend.compile_grammar, "__triec__", False)
     assert not getattr(StructuredOutputManager.__init__, "__triec__", False)
+
+
+def test_the_beam_search_route_is_installed_and_falls_through(monkeypatch) -> None:
+    """With the switch on, ``LLM.beam_search`` is the plugin's route: a request without a constraint, or in an
+    engine without triec's beam processor (either interface's), reaches vLLM's own ``beam_search`` with its
+    arguments as given; tests/test_vllm_beams.py runs the route in a real engine."""
+    from vllm.entrypoints.llm import LLM
+
+    lines = _plugin_lines(monkeypatch)
+    assert getattr(LLM.beam_search, "__triec__", False) and not any("without beam_search" in x for x in lines)
+    calls: list[tuple] = []
+
+    def vllms(*args: object, **kwargs: object) -> str:
+        calls.append((args, kwargs))
+        return "vllm's"
+
+    def engine(processors: object) -> SimpleNamespace:
+        return SimpleNamespace(llm_engine=SimpleNamespace(model_config=SimpleNamespace(logits_processors=processors)))
+
+    hooked = patches.beam_search_hook(vllms)
+    stock, beam_engine = engine(None), engine([beams.PROCESSOR])
+    plain = SimpleNamespace(structured_outputs=None)
+    constrained = SimpleNamespace(structured_outputs=SO(choice=["a", "b"]))
+    assert hooked(stock, ["p"], constrained, None, False, 3) == "vllm's"
+    assert hooked(beam_engine, ["p"], plain) == "vllm's"
+    assert hooked(beam_engine, ["p"], constrained, None, False, None, 2) == "vllm's"  # 0.34's priority, as given
+    assert calls == [
+        ((stock, ["p"], constrained, None, False, 3), {}),
+        ((beam_engine, ["p"], plain, None, False, None), {}),
+        ((beam_engine, ["p"], constrained, None, False, None, 2), {}),
+    ]
+    assert beams.is_beam_engine(beam_engine) and beams.is_beam_engine(engine([beams.PROCESSOR_V2]))
+    assert not beams.is_beam_engine(stock) and not beams.is_beam_engine(engine(["some.module:Processor"]))
+    v1 = internals.has_v1_processors()
+    assert beams.engine_args(8)["logits_processors"] == [beams.PROCESSOR if v1 else beams.PROCESSOR_V2]
+    assert beams.engine_args(8, model_runner_v2=True)["logits_processors"] == [beams.PROCESSOR_V2]
+    assert beams.engine_args(8)["max_logprobs"] == 20 and beams.engine_args(16)["max_logprobs"] == 32
 
 
 def test_a_tokenizer_triec_cannot_read_delegates(caplog) -> None:

@@ -10,7 +10,8 @@ two engines of the tiny random Llama in float32; about two minutes).
   keeps: there triec's beams equal vLLM's xgrammar beams exactly (every allowed set at most 16 tokens).
 * an artifact by name, the same values as a triec table and as a ``choice`` (which vLLM's xgrammar beam search
   refuses): the same beams, every one a value then EOS.
-* the processor leaves vLLM's unconstrained beam search as in a stock engine.
+* vLLM's own ``LLM.beam_search`` with the plugin's ``beam_search`` route: a ``choice`` gets triec's beams;
+* the processor (and the route) leave vLLM's unconstrained beam search as in a stock engine.
 
 Requires vLLM (the ``vllm`` nox session).
 """
@@ -86,6 +87,15 @@ def test_artifact_table_and_choice_agree(report: dict) -> None:
         for s in by_name:
             assert s["ids"][-1] == report["eos"]
             assert any(s["text"].endswith(v) for v in art["values"])
+
+
+def test_llm_beam_search_is_routed_to_triec_by_the_plugin_hook(report: dict) -> None:
+    """``llm.beam_search(prompts, BeamSearchParams(structured_outputs=SO(choice=...)))`` in an engine built with
+    ``engine_args`` and the plugin's ``beam_search`` route: the same beams as ``beams.beam_search``, where stock vLLM
+    refuses the choice (``xgrammar_choice``)."""
+    art = report["artifact"]
+    for hooked, direct in zip(report["hooked_choice"], art["choice"], strict=True):
+        assert len(hooked) == W and same(hooked, direct)
 
 
 def test_unconstrained_beam_search_unchanged_by_the_processor(report: dict) -> None:

@@ -664,3 +664,50 @@ def test_v1_import_names_the_release_and_what_serves() -> None:
     else:
         assert V1_MISSING is None
         assert issubclass(TriecLogitsProcessor, internals.v1_processor_interface().LogitsProcessor)
+
+
+# ----------------------------------------------------------------------------- the beam processor on Model Runner V2
+
+
+def test_beam_processor_v2_rows_equal_the_reference_and_v1s() -> None:
+    """``TriecBeamProcessorV2`` (what ``beams.engine_args`` loads on 0.34): by ``ctx.idx_mapping_np``, a beam row
+    gets its full-vocabulary log-softmax on its allowed ids (ids off the row ignored) and ``-inf`` elsewhere, a
+    log-probability row its log-softmax, repetition-penalty and plain rows nothing; ``add_request`` answers whether
+    it changes a request's logits, and a recycled slot forgets its previous occupant. Where vLLM still has the V1
+    interface, the V1 processor writes the same rows."""
+    from triec.integrations.vllm.beam_processor_v2 import TriecBeamProcessorV2
+    from triec.integrations.vllm.beams import ARG_ALLOWED, encode_allowed
+
+    proc = TriecBeamProcessorV2(None, None)
+    beam = SamplingParams(logprobs=8, extra_args={ARG_ALLOWED: encode_allowed(np.array([3, 5, 10, -1]))})
+    by_slot = {
+        4: beam,
+        1: SamplingParams(logprobs=2),
+        6: SamplingParams(),
+        2: SamplingParams(logprobs=2, repetition_penalty=1.2),
+    }
+    assert proc.add_request(9, beam)
+    assert not proc.add_request(9, SamplingParams())  # slot 9 recycled: its beam constraint is gone
+    assert [proc.add_request(s, p) for s, p in by_slot.items()] == [True, True, False, False]
+    order = np.array([2, 6, 4, 1, 9])  # batch position -> slot
+    ctx = SimpleNamespace(idx_mapping_np=order, idx_mapping=torch.from_numpy(order))
+    logits = torch.randn(5, 10)
+    before = logits.clone()
+    assert proc.apply(logits, ctx) is logits
+    lsm = before.log_softmax(-1)
+    allowed = [3, 5]
+    assert torch.equal(logits[2, allowed], lsm[2, allowed])
+    assert torch.isinf(logits[2, [t for t in range(10) if t not in allowed]]).all()
+    assert torch.allclose(logits[3], lsm[3])
+    assert torch.equal(logits[[0, 1, 4]], before[[0, 1, 4]])
+    with pytest.raises(ValueError, match="int32 token ids as bytes"):
+        TriecBeamProcessorV2.validate_params(SamplingParams(extra_args={ARG_ALLOWED: b"abc"}))
+    if V1_MISSING is None:
+        from triec.integrations.vllm.beam_processor import TriecBeamProcessor
+
+        v1 = TriecBeamProcessor(None, torch.device("cpu"), False)
+        added = [(i, by_slot.get(int(s), SamplingParams()), [], []) for i, s in enumerate(order.tolist())]
+        v1.update_state(BatchUpdate(batch_size=5, removed=[], added=added, moved=[]))
+        again = before.clone()
+        v1.apply(again)
+        assert torch.equal(again, logits)

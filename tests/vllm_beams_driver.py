@@ -10,7 +10,8 @@ Run by tests/test_vllm_beams.py in a subprocess (two engines, one after the othe
   (``logprob_token_ids``), the allowed set found by brute force over token bytes (token t after text p iff p +
   bytes(t) is a prefix of a value; EOS iff p is a value);
 * an engine built with ``engine_args`` running triec's beam search on the same cases, on an artifact by name and
-  on a triec table.
+  on a triec table; then vLLM's own ``LLM.beam_search`` with the plugin's ``beam_search`` route installed: a
+  ``choice`` reaches triec's search, no constraint reaches vLLM's.
 
 usage: python vllm_beams_driver.py WORKDIR OUT.json
 """
@@ -189,6 +190,12 @@ def main() -> None:
         "table": seqs(beams.beam_search(llm, prompts, params, table), lens),
         "choice": seqs(beams.beam_search(llm, prompts, params, SO(choice=names)), lens),
     }
+    from triec.integrations.vllm import patches
+
+    patches.install(("beam_search",))  # what the plugin installs with TRIEC_VLLM_BACKEND=1 (this process keeps
+    # vLLM's own structured outputs: the xgrammar engine above is the comparison)
+    hooked = BeamSearchParams(beam_width=W, max_tokens=MAX_TOKENS, structured_outputs=SO(choice=names))
+    report["hooked_choice"] = seqs(llm.beam_search(prompts, hooked), lens)
     report["unconstrained"] = seqs(llm.beam_search(prompts, BeamSearchParams(beam_width=W, max_tokens=4)), lens)
     shutdown(llm)
     report["eos"] = eos

@@ -17,7 +17,7 @@ import numpy as np
 from triec.runtime.arrays import TableArrays, contents
 from triec.runtime.bitmask import as_int32, bit_of, flat_word, or_few
 from triec.runtime.states import state_array, terminal_note
-from triec.runtime.word_masks import EMPTY_WORDS, state_words
+from triec.runtime.word_masks import EMPTY_WORDS, single_words, state_words
 
 # A state with at most this many words is written by a Python loop over a
 # memoryview of the buffer (about 40 ns a word); larger ones by one numpy
@@ -29,17 +29,43 @@ def row_words(
     offsets: np.ndarray, words: np.ndarray, rows: np.ndarray, row_base: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """(flat word index, pair position) of every (word, bits) pair of ``rows`` (CSR ``offsets``/``words``), row i's
-    words at ``row_base[i]`` onwards. Rows of one word each (a beam search's leaves: EOS alone; single children)
-    skip the expansion: a third fewer numpy calls, about 30 us of 110 at 4,096 rows."""
+    words at ``row_base[i]`` onwards: the CSR expansion, for rows of any width (:func:`batch_words` sends the rows
+    of one word elsewhere)."""
     lo = offsets[rows]
     counts = offsets[rows + 1] - lo
     n = rows.shape[0]
-    if n and counts.max() == 1 and counts.min() == 1:
-        return words[lo] + row_base, lo
     ends = np.cumsum(counts)
     total = int(ends[-1]) if n else 0
     pos = np.repeat(lo - ends + counts, counts) + np.arange(total, dtype=np.int64)
     return words[pos] + np.repeat(row_base, counts), pos
+
+
+def batch_words(
+    single: np.ndarray, offsets: np.ndarray, words: np.ndarray, bits: np.ndarray, rows: np.ndarray, row_base: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(flat word index, int32 bits) of every word of ``rows``, row i's words at ``row_base[i]`` onwards. Rows of
+    one word (a beam search's leaves: EOS alone, a single child) come from ``single``
+    (:func:`~triec.runtime.word_masks.pack_single` of the same CSR), one gather for both; the others from
+    :func:`row_words`. The same (index, bits) pairs as ``row_words`` with ``bits[pos]``, in another order where
+    the two kinds mix (each flat index once, so the order does not matter to an assignment)."""
+    packed = single[rows]
+    if packed.min(initial=0) >= 0:  # every row one word (the common case at the leaves): no mask, no copies
+        bits_now = packed.astype(np.int32)  # astype keeps the low 32 bits: the word's bits
+        np.right_shift(packed, 32, out=packed)
+        packed += row_base
+        return packed, bits_now
+    one = packed >= 0
+    n_one = int(np.count_nonzero(one))
+    if n_one == 0:
+        flat, pos = row_words(offsets, words, rows, row_base)
+        return flat, bits[pos]
+    p1 = packed[one]
+    several = ~one
+    flat, pos = row_words(offsets, words, rows[several], row_base[several])
+    return (
+        np.concatenate([(p1 >> 32) + row_base[one], flat]),
+        np.concatenate([p1.astype(np.int32), bits[pos]]),
+    )
 
 
 class MaskWriter:
@@ -64,6 +90,7 @@ class MaskWriter:
         self._offsets = sw.offsets
         self._words = sw.words
         self._bits = sw.bits
+        self._single: np.ndarray | None = None  # pack_single of the words, per table, on the first batch fill
         self._buf = np.zeros((self.max_batch, self.width), dtype=np.int32)
         self._flat = self._buf.reshape(-1)
         self._mv = self._flat.data  # its memoryview, format "i": item assignment without numpy scalar overhead
@@ -148,8 +175,10 @@ class MaskWriter:
         self._last_state = -1
         if self._row_of is not None:
             st = self._row_of[st]
-        flat_index, pos = row_words(self._offsets, self._words, st, self._row_base[:n])
-        self._flat[flat_index] = self._bits[pos]
+        if self._single is None:
+            self._single = single_words(self.table)
+        flat_index, values = batch_words(self._single, self._offsets, self._words, self._bits, st, self._row_base[:n])
+        self._flat[flat_index] = values
         self._last_flat = flat_index
         return self._buf[:n]
 

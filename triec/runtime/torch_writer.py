@@ -19,7 +19,8 @@ from typing import Protocol
 import numpy as np
 import torch
 
-from triec.runtime.mask_writer import row_words
+from triec.runtime.mask_writer import batch_words
+from triec.runtime.word_masks import pack_single
 
 
 class DeviceRows(Protocol):
@@ -112,6 +113,7 @@ class _HostRows:
         self.offsets = table.word_offsets.numpy().astype(np.int64)
         self.words = table.word_index.numpy().astype(np.int64)
         self.bits = table.word_bits.numpy()
+        self.single = pack_single(self.offsets, self.words, self.bits)  # the one-word rows in one gather
         self.wide_states = table.wide_states.numpy()
         self.wide_dense = table.wide_dense.numpy()
         self.dense_rows = table.dense_rows.numpy()
@@ -137,6 +139,8 @@ class _HostRows:
                 rows = self.flat[: self.flat.shape[0] - 1].reshape(-1, width)
                 rows[wide] = self.dense_rows[self.wide_dense[j[wide]]]
                 self.last_dense = wide
-        flat, pos = row_words(self.offsets, self.words, rows_of, self.row_base[: st.shape[0]])
-        self.flat[flat] = self.bits[pos]
+        flat, values = batch_words(
+            self.single, self.offsets, self.words, self.bits, rows_of, self.row_base[: st.shape[0]]
+        )
+        self.flat[flat] = values
         self.last = flat

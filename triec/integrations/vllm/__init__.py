@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from triec.errors import RequestError
     from triec.integrations.serving import ARG_NAME, ARG_RESTRICT, ENV_DIR
     from triec.integrations.vllm.beam_processor import TriecBeamProcessor
+    from triec.integrations.vllm.beam_processor_v2 import TriecBeamProcessorV2
     from triec.integrations.vllm.beams import beam_search, engine_args
     from triec.integrations.vllm.v1 import TriecLogitsProcessorV1
     from triec.integrations.vllm.v1 import TriecLogitsProcessorV1 as TriecLogitsProcessor
@@ -58,6 +59,10 @@ def __getattr__(name: str) -> Any:
         from triec.integrations.vllm.beam_processor import TriecBeamProcessor
 
         return TriecBeamProcessor
+    if name == "TriecBeamProcessorV2":
+        from triec.integrations.vllm.beam_processor_v2 import TriecBeamProcessorV2
+
+        return TriecBeamProcessorV2
     if name == "TriecLogitsProcessorV2":
         from triec.integrations.vllm.v2 import TriecLogitsProcessorV2
 
@@ -71,6 +76,7 @@ __all__ = [
     "ENV_DIR",
     "RequestError",
     "TriecBeamProcessor",
+    "TriecBeamProcessorV2",
     "TriecLogitsProcessor",
     "TriecLogitsProcessorV1",
     "TriecLogitsProcessorV2",

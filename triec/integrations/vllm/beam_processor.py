@@ -27,32 +27,14 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import torch
 
-from triec.integrations.vllm.beams import ARG_ALLOWED
+from triec.integrations.vllm.beam_rows import Entry, row_entry, validate, write_rows
 from triec.integrations.vllm.v1 import (  # vLLM's V1 interface, read once
     BatchUpdate,
     MoveDirectionality,
     V1LogitsProcessor,
 )
-from triec.runtime.torch import keep_pairs
-
-_NORMALIZE = -1
-"""A row's entry for "log-softmax only" (a request asking for log-probabilities, no constraint)."""
-
-
-def _row(params: Any) -> np.ndarray | int | None:
-    """What apply does to a request's row: mask to allowed ids, normalize only, or nothing."""
-    extra = getattr(params, "extra_args", None) or {}
-    payload = extra.get(ARG_ALLOWED)
-    if isinstance(payload, (bytes, bytearray, memoryview)):
-        data = bytes(payload)
-        return np.frombuffer(data[: len(data) - len(data) % 4], dtype="<i4").astype(np.int64)
-    wants = getattr(params, "logprobs", None) is not None
-    if wants and float(getattr(params, "repetition_penalty", 1.0) or 1.0) == 1.0:
-        return _NORMALIZE
-    return None
 
 
 class TriecBeamProcessor(V1LogitsProcessor):
@@ -64,13 +46,10 @@ class TriecBeamProcessor(V1LogitsProcessor):
 
     @classmethod
     def validate_params(cls, sampling_params: Any) -> None:
-        extra = getattr(sampling_params, "extra_args", None) or {}
-        payload = extra.get(ARG_ALLOWED)
-        if payload is not None and (not isinstance(payload, (bytes, bytearray)) or len(payload) % 4):
-            raise ValueError(f"extra_args[{ARG_ALLOWED!r}] must be int32 token ids as bytes")
+        validate(sampling_params)
 
     def __init__(self, vllm_config: Any, device: torch.device, is_pin_memory: bool) -> None:
-        self.rows: dict[int, np.ndarray | int] = {}  # slot -> allowed ids (a beam row) or _NORMALIZE
+        self.rows: dict[int, Entry] = {}  # slot -> allowed ids (a beam row) or NORMALIZE
 
     def is_argmax_invariant(self) -> bool:
         return False  # the mask changes the argmax: greedy rows must see it
@@ -81,7 +60,7 @@ class TriecBeamProcessor(V1LogitsProcessor):
         for slot in batch_update.removed:
             self.rows.pop(slot, None)
         for slot, params, _prompt, _output in batch_update.added:
-            found = _row(params)
+            found = row_entry(params)
             if found is None:
                 self.rows.pop(slot, None)
             else:
@@ -94,25 +73,9 @@ class TriecBeamProcessor(V1LogitsProcessor):
                 self.rows[a] = row_b
 
     def apply(self, logits: torch.Tensor) -> torch.Tensor:
-        if not self.rows:
-            return logits
         n = logits.shape[0]
-        slots = sorted(s for s in self.rows if s < n)
-        if not slots:
-            return logits
-        index = torch.tensor(slots, dtype=torch.int64, device=logits.device)
-        lsm = torch.log_softmax(logits.index_select(0, index).float(), dim=-1)
-        beam = [(i, s) for i, s in enumerate(slots) if not isinstance(self.rows[s], int)]
-        if beam:
-            width = logits.shape[1]
-            ids = [a[(a >= 0) & (a < width)] for a in (np.asarray(self.rows[s]) for _, s in beam)]  # never off the row
-            counts = np.fromiter((a.size for a in ids), dtype=np.int64, count=len(ids))
-            local = torch.from_numpy(np.repeat(np.fromiter((i for i, _ in beam), np.int64, len(beam)), counts))
-            cols = torch.from_numpy(np.concatenate(ids) if ids else np.zeros(0, np.int64)).to(logits.device)
-            local = local.to(logits.device)
-            rows = torch.tensor([i for i, _ in beam], dtype=torch.int64, device=logits.device)
-            keep_pairs(lsm, rows, local, cols)
-        logits[index] = lsm.to(logits.dtype)
+        slots = sorted(s for s in self.rows if s < n)  # V1: a row is its persistent batch slot
+        write_rows(logits, slots, [self.rows[s] for s in slots])
         return logits
 
 

@@ -45,21 +45,49 @@ ARG_ALLOWED = "triec_beam_allowed"
 """``SamplingParams.extra_args`` key of a beam row: its allowed token ids, little-endian int32 bytes."""
 
 PROCESSOR = "triec.integrations.vllm.beam_processor:TriecBeamProcessor"
-"""The processor an engine for :func:`beam_search` loads (``LLM(logits_processors=[PROCESSOR])``)."""
+"""The processor an engine for :func:`beam_search` loads (``LLM(logits_processors=[PROCESSOR])``): V1's interface."""
+
+PROCESSOR_V2 = "triec.integrations.vllm.beam_processor_v2:TriecBeamProcessorV2"
+"""The same processor on Model Runner V2's interface (vLLM 0.34; 0.32 and 0.33 engines running Model Runner V2)."""
 
 
-def engine_args(max_beam_width: int = 64) -> dict[str, Any]:
+def engine_args(max_beam_width: int = 64, *, model_runner_v2: bool | None = None) -> dict[str, Any]:
     """The ``LLM(...)`` keyword arguments :func:`beam_search` needs: ``LLM(model, **engine_args(16))``.
 
     The processor, ``logprobs_mode="processed_logits"`` (the processor writes log-probabilities into the logits, so
     the returned values are the model's full-vocabulary log-softmax of allowed tokens) and ``max_logprobs`` of twice
-    the widest beam (vLLM's default, 20, stops at W = 10).
+    the widest beam (vLLM's default, 20, stops at W = 10). ``model_runner_v2``: which interface the processor is
+    written for, :data:`PROCESSOR_V2` or :data:`PROCESSOR`; default V2 exactly where vLLM has no V1 interface
+    (0.34). On 0.32 and 0.33 pass True for an engine that runs Model Runner V2 (CUDA's default).
     """
+    from triec.integrations.vllm import internals
+
+    v2 = not internals.has_v1_processors() if model_runner_v2 is None else bool(model_runner_v2)
     return {
-        "logits_processors": [PROCESSOR],
+        "logits_processors": [PROCESSOR_V2 if v2 else PROCESSOR],
         "logprobs_mode": "processed_logits",
         "max_logprobs": max(20, 2 * int(max_beam_width)),
     }
+
+
+def is_beam_engine(llm: Any) -> bool:
+    """Whether ``llm``'s engine loads :data:`PROCESSOR` or :data:`PROCESSOR_V2` (built with :func:`engine_args`): where the plugin's
+    ``beam_search`` hook sends ``llm.beam_search`` with a constraint triec serves to :func:`beam_search`."""
+    mc = llm.llm_engine.model_config
+    for p in getattr(mc, "logits_processors", None) or ():
+        name = p if isinstance(p, str) else f"{getattr(p, '__module__', '')}:{getattr(p, '__qualname__', '')}"
+        if name in (PROCESSOR, PROCESSOR_V2):
+            return True
+    return False
+
+
+def serves(llm: Any, constraint: Any) -> bool:
+    """Whether :func:`resolve` gives a table for ``constraint`` (False where triec does not serve it in beams)."""
+    try:
+        resolve(llm, constraint)
+    except RequestError:
+        return False
+    return True
 
 
 _CONSTRAINTS: dict[tuple[str, int], Constraints] = {}
@@ -160,7 +188,7 @@ def beam_search(
     _check_engine(llm, width)
     tokenizer = llm.get_tokenizer()
     eos = tokenizer.eos_token_id
-    sort_key = utils.create_sort_beams_key_function(eos, params.length_penalty)
+    sort_key = internals.sort_beams_key(eos, params.length_penalty)
     inputs = runner.inputs(prompts)
     loras = runner.loras(lora_request, len(inputs))
     extra = {"detokenize": False, "skip_clone": True}
@@ -254,4 +282,14 @@ def _step(
     return any(inst.beams for inst in batch)
 
 
-__all__ = ["ARG_ALLOWED", "PROCESSOR", "beam_search", "encode_allowed", "engine_args", "resolve"]
+__all__ = [
+    "ARG_ALLOWED",
+    "PROCESSOR",
+    "PROCESSOR_V2",
+    "beam_search",
+    "encode_allowed",
+    "engine_args",
+    "is_beam_engine",
+    "resolve",
+    "serves",
+]

@@ -10,8 +10,9 @@ is installed, never from its version, so a release's differences are found
 The backend's replacements are :data:`HOOKS`. Two are required (without them
 nothing triec serves is exact): the frontend's admission and the engine's
 ``compile_grammar``. Two are optimizations: the start-up vocabulary build and
-the worker's sparse application of host bitmasks. A release where an
-optimization's call site moved keeps the backend on without that one hook and
+the worker's sparse application of host bitmasks. One is a route: ``LLM.beam_search``
+sent to triec's beam search in engines built for it. A release where an
+optional hook's call site moved keeps the backend on without that one hook and
 says so in one line. :func:`plan` never raises: whatever moved becomes its
 one-line reason. Nothing here imports vLLM until a function is called.
 """
@@ -19,6 +20,7 @@ one-line reason. Nothing here imports vLLM until a function is called.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import inspect
 import sys
 import threading
@@ -177,6 +179,65 @@ class OfflineRunner:
                 use_tqdm=False,
             )
         )
+
+
+def offline_llm_class() -> Any:
+    """``vllm.LLM``: the class whose ``beam_search`` the ``beam_search`` hook routes (:func:`.patches.beam_search_hook`)."""
+    from vllm.entrypoints.llm import LLM
+
+    return LLM
+
+
+def _check_beam_search() -> str | None:
+    """What triec's loop (:func:`triec.integrations.vllm.beams.beam_search`) and its processors read: ``LLM.beam_search``'s
+    arguments, :class:`OfflineRunner`'s three private methods, the sort key (:func:`sort_beams_key`: either form) and
+    a logits-processor interface (V1's, or Model Runner V2's on 0.34)."""
+    llm = offline_llm_class()
+    utils = beam_search_utils()
+    return _first(
+        [
+            (
+                lambda: (
+                    _params(llm.beam_search)[:6]
+                    == ["self", "prompts", "params", "lora_request", "use_tqdm", "concurrency_limit"]
+                ),
+                "LLM.beam_search(self, prompts, params, lora_request, use_tqdm, concurrency_limit)",
+            ),
+            (
+                lambda: all(
+                    callable(getattr(llm, m, None))
+                    for m in ("_preprocess_cmpl", "_lora_request_to_seq", "_render_and_run_requests")
+                ),
+                "LLM._preprocess_cmpl / _lora_request_to_seq / _render_and_run_requests",
+            ),
+            (
+                lambda: (
+                    _params(utils.create_sort_beams_key_function)
+                    in (["eos_token_id", "length_penalty"], ["length_penalty"])
+                ),
+                "create_sort_beams_key_function(eos_token_id, length_penalty) or (length_penalty)",
+            ),
+            (
+                lambda: has_v1_processors() or callable(v2_processor_base()),
+                "a logits-processor interface (V1's vllm.v1.sample.logits_processor or Model Runner V2's)",
+            ),
+        ]
+    )
+
+
+def sort_beams_key(eos_token_id: int | None, length_penalty: float) -> Callable[[Any], float]:
+    """vLLM's beam sort key: ``create_sort_beams_key_function(eos_token_id, length_penalty)`` on 0.32 and 0.33,
+    ``(length_penalty)`` on 0.34 (which counts a final EOS in the length, read from the beam's ``logprobs``)."""
+    make = beam_search_utils().create_sort_beams_key_function
+    key: Callable[[Any], float] = (
+        make(length_penalty) if _params(make) == ["length_penalty"] else make(eos_token_id, length_penalty)
+    )
+    return key
+
+
+def has_v1_processors() -> bool:
+    """Whether this vLLM has the V1 logits-processor interface (0.32, 0.33; 0.34 removed it)."""
+    return importlib.util.find_spec("vllm.v1.sample.logits_processor") is not None
 
 
 # ----------------------------------------------------------------------------- the processors' interfaces
@@ -447,6 +508,12 @@ HOOKS: tuple[Hook, ...] = (
     Hook("engine", True, "XgrammarBackend.compile_grammar (grammars)", _check_engine),
     Hook("vocabulary", False, "StructuredOutputManager.__init__ (the vocabulary built at start-up)", _check_vocabulary),
     Hook("sparse_apply", False, "the worker's host bitmask application (sparse rows gathered)", _check_sparse),
+    Hook(
+        "beam_search",
+        False,
+        "LLM.beam_search (triec's beam search in engines built with beams.engine_args)",
+        _check_beam_search,
+    ),
 )
 """The backend's replacements, in the order they are checked."""
 
@@ -510,11 +577,14 @@ __all__ = [
     "draft_trimmer",
     "frontend",
     "grammar_base",
+    "has_v1_processors",
     "in_window",
     "manager_class",
     "mismatch",
+    "offline_llm_class",
     "options",
     "plan",
+    "sort_beams_key",
     "sparse_site",
     "structured_output_utils",
     "tag_compiler",

@@ -1,7 +1,7 @@
 """The patches of vLLM's internals that put triec's structured outputs (vLLM 0.32 to 0.34) in front of xgrammar.
 
 vLLM has no registry of structured-output backends (vllm-project/vllm#50966),
-so :mod:`triec.integrations.vllm.plugin` installs up to four replacements, each
+so :mod:`triec.integrations.vllm.plugin` installs up to five replacements, each
 checked on its own by :mod:`.internals` (docs/decisions.md D22):
 
 * **frontend** (required) ``backend_xgrammar.validate_xgrammar_grammar`` (a module
@@ -23,6 +23,10 @@ checked on its own by :mod:`.internals` (docs/decisions.md D22):
   ``apply_grammar_bitmask`` calls xgrammar's kernel through), on 0.34
   ``CPUStructuredOutputsWorker.apply_grammar_bitmask`` (the torch path of CPUs
   without Triton). Device logits keep vLLM's kernel, unchanged.
+* **beam_search** (a route) ``LLM.beam_search``: in an engine built with
+  ``beams.engine_args(W)`` (it loads triec's beam processor), a ``structured_outputs``
+  constraint triec serves runs :func:`triec.integrations.vllm.beams.beam_search`; the rest
+  is vLLM's own search.
 
 What triec serves: ``choice`` lists, literal-alternation ``regex``, ``json`` string
 enums, artifacts by name (``{"x-triec-artifact": NAME}``, D21), and through the
@@ -233,6 +237,37 @@ def _no_dense(rows: Any) -> None:
     raise AssertionError(f"rows {rows} are dense: they were handed to vLLM's own worker")
 
 
+def beam_search_hook(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``LLM.beam_search`` that runs triec's beam search (:func:`triec.integrations.vllm.beams.beam_search`) where
+    the engine was built with ``beams.engine_args(W)`` and ``params.structured_outputs`` is a constraint triec
+    serves in beams; everything else (no constraint, another engine, a grammar) is vLLM's own search, unchanged.
+
+    vLLM's loop cannot reach a logits processor with a beam's constraint: it chooses a structured-outputs backend
+    by name among four, and sends each beam row with ``allowed_token_ids`` alone (no ``extra_args``), which the
+    sampler applies before every logits processor (docs/python.md, "vLLM beam search")."""
+
+    def beam_search(
+        self: Any,
+        prompts: Any,
+        params: Any,
+        lora_request: Any = None,
+        use_tqdm: Any = False,
+        concurrency_limit: int | None = None,
+        *args: Any,
+        **kwargs: Any,
+    ) -> Any:
+        from triec.integrations.vllm import beams
+
+        so = getattr(params, "structured_outputs", None)
+        # arguments triec's loop does not take (0.34's priority) go to vLLM's search, as given
+        if args or kwargs or so is None or not beams.is_beam_engine(self) or not beams.serves(self, so):
+            return original(self, prompts, params, lora_request, use_tqdm, concurrency_limit, *args, **kwargs)
+        return beams.beam_search(self, prompts, params, lora_request=lora_request, concurrency_limit=concurrency_limit)
+
+    _mark(beam_search, original)
+    return beam_search
+
+
 HOOK_NAMES = tuple(h.name for h in internals.HOOKS)
 
 
@@ -263,11 +298,16 @@ def install(hooks: tuple[str, ...] = HOOK_NAMES) -> None:
             worker = internals.cpu_worker_class()
             if not getattr(worker.apply_grammar_bitmask, "__triec__", False):
                 worker.apply_grammar_bitmask = cpu_worker_hook(worker.apply_grammar_bitmask)
+    if "beam_search" in hooks:
+        llm = internals.offline_llm_class()
+        if not getattr(llm.beam_search, "__triec__", False):
+            llm.beam_search = beam_search_hook(llm.beam_search)
 
 
 __all__ = [
     "HOOK_NAMES",
     "SparseXgrammar",
+    "beam_search_hook",
     "compile_hook",
     "cpu_worker_hook",
     "frontend_hook",
