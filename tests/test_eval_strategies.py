@@ -177,3 +177,26 @@ def test_the_cascade_counts_the_models_escapes_as_widenings(trained_model: Path)
     assert doc["widened"] == 1 and doc["widening_rate"] == 1.0
     assert doc["reached"] == {("full" if cascade.level == 2 else "k=2"): 1}
     assert cascade.tokens > short.tokens  # the escapes the model wrote count
+
+
+@pytest.mark.model
+def test_canonical_strategy_tables_write_each_value_as_the_tokenizer_does(trained_model: Path) -> None:
+    """``--strategy-tables canonical``: full and shortlist decode under canonical tables, so every answer is
+    written in exactly the tokenizer's own tokens (with the byte trie the 135M model spells
+    ``calculate_triangle_area`` in 9 tokens where its tokenizer uses 6)."""
+    from triec.eval.data import parse_item
+    from triec.eval.run import EvalConfig, Evaluator, evaluate
+    from triec.eval.strategies import descriptions_of
+
+    raw = bfcl.convert("simple_python", BFCL)[:3]
+    items = [parse_item(r, "x", i) for i, r in enumerate(raw)]
+    config = EvalConfig(modes=(), strategies=("full", "shortlist:5"), strategy_tables="canonical", max_new_tokens=24)
+    evaluator = Evaluator(trained_model, config)
+    evaluator.strategy_runner().descriptions = descriptions_of(items)
+    outcomes = evaluate(evaluator, items)
+    assert len(outcomes) == 6
+    for o in outcomes:
+        assert o.valid, o
+        assert o.tokens == len(evaluator.tokenizer.encode(o.answer, add_special_tokens=False)), o
+    with pytest.raises(EvalError, match="strategy-tables"):
+        EvalConfig(modes=(), strategies=("full",), strategy_tables="bytes")

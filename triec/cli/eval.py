@@ -179,6 +179,13 @@ def eval_cmd(
             help="What ranks the candidates for shortlist and cascade: bm25 (names and descriptions) or embed (the model's input embeddings; --engine transformers). Recall@5/20/50 is reported for each available retriever.",
         ),
     ] = "bm25",
+    strategy_tables: Annotated[
+        str,
+        typer.Option(
+            "--strategy-tables",
+            help="The tables full, shortlist and cascade decode under: trie (every tokenization of a value) or canonical (only the tokenizer's own; groups stays a byte trie).",
+        ),
+    ] = "trie",
     list_budget: Annotated[
         int,
         typer.Option(
@@ -281,6 +288,7 @@ def eval_cmd(
         strategies=strategies,
         retriever=retriever,
         list_budget=list_budget,
+        strategy_tables=strategy_tables,
     )
     items = load_items(data, limit)
     if ignore_candidates:

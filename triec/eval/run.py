@@ -71,15 +71,16 @@ class EvalConfig:
         str, ...
     ] = ()  # --strategy: full, shortlist:K, cascade:K, groups[:FILE] (triec/eval/strategies.py)
     retriever: str = "bm25"
-    list_budget: int = (
-        2_000  # --list-budget: the most prompt tokens the full strategy's listing of every candidate may take
-    )
+    list_budget: int = 2_000  # --list-budget: prompt tokens the full strategy's listing of every candidate may take
+    strategy_tables: str = "trie"  # --strategy-tables: trie (every spelling) or canonical (the encoder's only)
 
     def __post_init__(self) -> None:
         from triec.eval.strategies import RETRIEVERS, check_available, parse_strategies
 
         if self.strategies:
             check_available(parse_strategies(self.strategies))
+        if self.strategy_tables not in ("trie", "canonical"):
+            raise EvalError(f"--strategy-tables {self.strategy_tables!r}: choose trie or canonical")
         if self.retriever not in RETRIEVERS:
             raise EvalError(f"--retriever {self.retriever!r}: choose from {', '.join(RETRIEVERS)}")
         if self.top_k < 1 or (self.beams is not None and self.beams < 1) or self.max_expansions < 1:

@@ -148,6 +148,8 @@ class StrategyRunner:
             raise EvalError(f"--retriever {retriever!r}: choose from {', '.join(RETRIEVERS)}")
         self.modes, self.strategies, self.retriever, self.outcome = modes, tuple(strategies), retriever, outcome
         self.descriptions: dict[str, str] = {}
+        # --strategy-tables: the byte trie (every spelling of a value: "trie") or one spelling a value ("canonical")
+        self.tables: str = str(getattr(getattr(modes, "config", None), "strategy_tables", "trie"))
         self._full_listing: dict[tuple[str, ...], tuple[str, str | None]] = {}
         self.groups_runs: dict[str | None, Any] = {}  # --strategy groups[:FILE]: one GroupsStrategy per FILE
         self._retrievers: dict[tuple[str, tuple[str, ...]], Any] = {}
@@ -236,7 +238,7 @@ class StrategyRunner:
     def full(self, item: Item, candidates: tuple[str, ...], label: str) -> Any:
         prompt, kind = self.full_prompt(item, candidates)
         ids = tuple(self.modes.prompt_ids(prompt, "trie"))
-        got = self.modes.decode(ids, "trie", candidates, "triec", self.modes.limit("trie"))
+        got = self.modes.decode(ids, self.tables, candidates, "triec", self.modes.limit("trie"))
         outcome = self._outcome(item, label, candidates, got)
         outcome.listed = kind
         return outcome
@@ -245,7 +247,7 @@ class StrategyRunner:
         from triec.shortlist import compacted
 
         top = tuple(ranked[: strategy.k])
-        view = self.modes.table("trie", candidates).restrict(top)
+        view = self.modes.table(self.tables, candidates).restrict(top)
         prompt = with_listing(item, listing(top, self.descriptions))
         return self._outcome(item, strategy.label, top, self.decode_on(prompt, compacted(view), top))
 
@@ -255,7 +257,7 @@ class StrategyRunner:
         escape = shortlist.ESCAPE
         if escape in candidates:
             raise EvalError(f"item {item.id}: a candidate is the escape value {escape!r}; rename it")
-        table = self.modes.table("trie", (*candidates, escape))
+        table = self.modes.table(self.tables, (*candidates, escape))
         assert strategy.k is not None
         cascade = shortlist.Cascade(table, ranked, min(strategy.k, len(candidates)))
         tokens, seconds = 0, 0.0
