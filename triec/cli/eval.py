@@ -402,7 +402,8 @@ def bfcl_cmd(
     once in the file's first line with each name's description, and a values file for `triec compile` holds the
     set and the escape value none_of_these.
     """
-    from triec.eval import bfcl, bfcl_catalog
+    from triec.eval import bfcl
+    from triec.shortlist.cascade import ESCAPE
 
     data = bfcl.build(category, source, candidates, shots, k=k, seed=seed, distractors=distractors)
     if values_out is None and data.shared is not None:
@@ -418,7 +419,7 @@ def bfcl_cmd(
         shot = f", {c.examples} as examples" if c.examples else ""
         err.print(f"[dim]{name}: {c.kept} of {c.questions} questions{shot}{skipped}[/]", highlight=False)
     if data.shared is not None:
-        where = f"; values ({len(data.values()):,}: the set and {bfcl_catalog.ESCAPE}) to {escape(str(values_out))}"
+        where = f"; values ({len(data.values()):,}: the set and {ESCAPE}) to {escape(str(values_out))}"
         out.print(
             f"wrote {len(data.items):,} items to {escape(str(output))} "
             f"({len(data.shared.names):,} shared candidates in its first line){where}",

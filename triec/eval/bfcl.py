@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from triec.errors import ValuesError
-from triec.eval.bfcl_catalog import ESCAPE, CandidateSet, catalog, subset
+from triec.eval.bfcl_catalog import CandidateSet, catalog, subset
+from triec.shortlist.cascade import ESCAPE
 
 CATEGORIES = ("simple_python", "simple_java", "simple_javascript", "multiple", "live_simple", "live_multiple")
 """The categories whose ground truth is one call per question (``parallel*`` hold several; ``irrelevance``,

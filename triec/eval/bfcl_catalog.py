@@ -17,9 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from triec.errors import ValuesError
-
-ESCAPE = "none_of_these"
-"""The escape value a shortlist view adds (``triec.shortlist.ESCAPE``): written last in the values file."""
+from triec.shortlist.cascade import ESCAPE  # the escape a shortlist view adds: written last in the values file
 
 DISTRACTORS = ("bfcl", "synthetic")
 MAX_K = 1_000_000
