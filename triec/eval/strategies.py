@@ -4,9 +4,11 @@
 * ``shortlist:K``: the retriever's top K candidates (the query: the user's last message) listed in the system
   message with their descriptions, decoding constrained to those K (a restricted view; no escape, no widening:
   a gold value the retriever missed is a valid, wrong answer, which is what a shortlist alone costs);
+  ``shortlist:K:names`` lists the names alone, ``shortlist:K:none`` nothing (the constraint alone narrows);
 * ``cascade:K``: the same with K, then 2K, each listing and allowing the escape value (``none_of_these``: "none
   of the functions above fits"); choosing it re-prompts at the next level; the last level is the full strategy's
-  prompt and set, without the escape. Tokens and seconds count every level and the retrieval;
+  prompt and set, without the escape. Tokens and seconds count every level and the retrieval (``cascade:K:names``:
+  the names alone);
 * ``groups[:FILE]``: group, then value (``triec/eval/groups_strategy.py``): the FILE's groups, else k-means.
 
 The parent table of a cascade is compiled once per candidate set with the escape; every level is a view of it.
@@ -25,6 +27,11 @@ from triec.eval.data import Item
 RETRIEVERS = ("bm25", "embed")
 """``--retriever``: bm25 (bm25s over names and descriptions) or embed (the served model's input embeddings)."""
 RECALL_AT = (5, 20, 50)
+LISTINGS = ("descriptions", "names", "none")
+"""What a shortlist's system message lists (``shortlist:K[:names|:none]``): each name with its description, the
+names alone (about a third of the prompt tokens on BFCL), or nothing (the item's own prompt, as the full strategy's
+when its listing does not fit: the shortlist then only narrows the constraint). A cascade lists, so its escape can
+be chosen: descriptions or names."""
 ESCAPE_TEXT = "none of the functions above fits"
 SYSTEM = (
     "You can call exactly one of these functions:\n{functions}\n\n"
@@ -38,33 +45,45 @@ class Strategy:
     kind: str  # full, shortlist, cascade or groups
     k: int | None = None
     file: str | None = None
+    listing: str = "descriptions"  # what a shortlist's prompt shows: LISTINGS (shortlist:20:names, shortlist:20:none)
 
     @property
     def label(self) -> str:
-        """The strategy as written: the mode name its outcomes carry (``cascade:20``)."""
+        """The strategy as written: the mode name its outcomes carry (``cascade:20``, ``shortlist:20:names``)."""
         if self.k is not None:
-            return f"{self.kind}:{self.k}"
+            return f"{self.kind}:{self.k}" + ("" if self.listing == "descriptions" else f":{self.listing}")
         return f"{self.kind}:{self.file}" if self.file else self.kind
+
+
+CHOICES = "full, shortlist:K[:names|:none], cascade:K[:names], groups[:FILE]"
 
 
 def parse_strategies(spec: str | Sequence[str]) -> tuple[Strategy, ...]:
     """``full,shortlist:20,cascade:20,groups:FILE`` (or a sequence of those) as strategies; errors name the part."""
     parts = [p.strip() for p in (spec.split(",") if isinstance(spec, str) else spec) if p.strip()]
     if not parts:
-        raise EvalError("--strategy names no strategy; choose from full, shortlist:K, cascade:K, groups[:FILE]")
+        raise EvalError(f"--strategy names no strategy; choose from {CHOICES}")
     found: list[Strategy] = []
     for part in parts:
         kind, _, arg = part.partition(":")
         if kind == "full" and not arg:
             found.append(Strategy("full"))
         elif kind in ("shortlist", "cascade"):
-            if not arg.isdigit() or int(arg) < 1:
+            size, _, how = arg.partition(":")
+            if not size.isdigit() or int(size) < 1:
                 raise EvalError(f"--strategy {part!r}: {kind} needs a size of at least 1, e.g. {kind}:20")
-            found.append(Strategy(kind, int(arg)))
+            how = how or "descriptions"
+            allowed = LISTINGS if kind == "shortlist" else LISTINGS[:2]  # a cascade's escape must be listed
+            if how not in allowed:
+                raise EvalError(
+                    f"--strategy {part!r}: after the size, {' or '.join(':' + a for a in allowed[1:])} "
+                    "(what the prompt lists; descriptions when left out)"
+                )
+            found.append(Strategy(kind, int(size), listing=how))
         elif kind == "groups":
             found.append(Strategy("groups", file=arg or None))
         else:
-            raise EvalError(f"--strategy {part!r}: choose from full, shortlist:K, cascade:K, groups[:FILE]")
+            raise EvalError(f"--strategy {part!r}: choose from {CHOICES}")
     labels = [s.label for s in found]
     if len(set(labels)) != len(labels):
         raise EvalError(f"--strategy {','.join(parts)!r} names a strategy twice")
@@ -207,6 +226,14 @@ class StrategyRunner:
             out.append(outcome)
         return out
 
+    def listed(self, item: Item, names: Sequence[str], strategy: Strategy, escape: str | None = None) -> Item:
+        """``item`` with ``names`` listed as ``strategy.listing`` says (:data:`LISTINGS`): the listing's prefill is
+        all a shortlist costs over the full set's unlisted prompt (retrieval and the view take under a millisecond)."""
+        if strategy.listing == "none":
+            return item
+        shown = self.descriptions if strategy.listing == "descriptions" else {}
+        return with_listing(item, listing(names, shown, escape))
+
     # -- decoding ----------------------------------------------------------------------------------------------
     def decode_on(self, item: Item, table: Any, values: tuple[str, ...]) -> Any:
         return self.modes.decode_on(item, table, values)
@@ -248,7 +275,7 @@ class StrategyRunner:
 
         top = tuple(ranked[: strategy.k])
         view = self.modes.table(self.tables, candidates).restrict(top)
-        prompt = with_listing(item, listing(top, self.descriptions))
+        prompt = self.listed(item, top, strategy)
         return self._outcome(item, strategy.label, top, self.decode_on(prompt, compacted(view), top))
 
     def cascade(self, item: Item, candidates: tuple[str, ...], ranked: list[str], strategy: Strategy) -> Any:
@@ -266,11 +293,7 @@ class StrategyRunner:
             nonlocal tokens, seconds
             last = view is shortlist.full_view(table, escape)
             allowed = candidates if last else (*listed, escape)
-            prompt = (
-                self.full_prompt(item, candidates)[0]
-                if last
-                else with_listing(item, listing(listed, self.descriptions, escape))
-            )
+            prompt = self.full_prompt(item, candidates)[0] if last else self.listed(item, listed, strategy, escape)
             got = self.decode_on(prompt, shortlist.compacted(view), tuple(allowed))
             tokens, seconds = tokens + len(got.ids), seconds + got.seconds
             text: str = self.modes.text(got.ids)
