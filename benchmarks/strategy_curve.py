@@ -4,7 +4,9 @@
 
 Each argument is ``K=FILE``: a ``triec eval --json`` report of the same strategies over a candidate set of K values.
 It prints a markdown table per K and strategy (validity, accuracy, Recall@5/20/50 of the retriever the run used,
-the cascade's widenings, median tokens and seconds per answer, the full strategy's listing) and, with ``-o``, plots
+the cascade's widenings, median tokens and seconds per answer, the median over questions of each answer's time
+over the full strategy's answer to the same question (run beside it: the pairing cancels the machine's drift), the
+full strategy's listing) and, with ``-o``, plots
 accuracy against K, one line per strategy (matplotlib). Medians are taken over the items, from the report's own
 per-item outcomes.
 """
@@ -33,6 +35,7 @@ def rows(runs: list[tuple[int, dict[str, Any]]]) -> list[dict[str, Any]]:
     out = []
     for k, doc in runs:
         retriever = doc.get("config", {}).get("retriever", "bm25")
+        full = {o["id"]: o["seconds"] for o in doc["items"] if o["mode"] == "full"}
         for mode, summary in doc["modes"].items():
             items = [o for o in doc["items"] if o["mode"] == mode]
             listed = {o.get("listed") for o in items} - {None}
@@ -49,6 +52,10 @@ def rows(runs: list[tuple[int, dict[str, Any]]]) -> list[dict[str, Any]]:
                     "reached": summary.get("reached"),
                     "tokens": statistics.median(o["tokens"] for o in items),
                     "seconds": statistics.median(o["seconds"] for o in items),
+                    # each answer's time over the full strategy's for the same question, run beside it
+                    "vs_full": statistics.median(o["seconds"] / full[o["id"]] for o in items)
+                    if full and all(o["id"] in full for o in items)
+                    else None,
                     "listed": ",".join(sorted(listed)) or None,
                 }
             )
@@ -56,8 +63,11 @@ def rows(runs: list[tuple[int, dict[str, Any]]]) -> list[dict[str, Any]]:
 
 
 def markdown(table: list[dict[str, Any]]) -> str:
-    head = "| K | strategy | valid | accuracy | R@5 / R@20 / R@50 | widened | tokens | s/answer | full's listing |"
-    lines = [head, "|---|---|---|---|---|---|---|---|---|"]
+    head = (
+        "| K | strategy | valid | accuracy | R@5 / R@20 / R@50 | widened | tokens | s/answer | time / full's "
+        "| full's listing |"
+    )
+    lines = [head, "|---|---|---|---|---|---|---|---|---|---|"]
     for r in table:
         rec = r["recall"]
         recall = "–" if rec is None else " / ".join(f"{rec[f'recall_at_{n}']:.0%}" for n in (5, 20, 50))
@@ -66,9 +76,10 @@ def markdown(table: list[dict[str, Any]]) -> str:
             if r["widened"] is None
             else f"{r['widened']:.0%} ({', '.join(f'{a} {b}' for a, b in r['reached'].items())})"
         )
+        ratio = "–" if r["vs_full"] is None else f"{r['vs_full']:.2f}x"
         lines.append(
             f"| {r['k']:,} | {r['mode']} | {r['valid']:.0%} | {r['accuracy']:.1%} | {recall} | {widened} | "
-            f"{r['tokens']:.1f} | {r['seconds']:.2f} | {r['listed'] or '–'} |"
+            f"{r['tokens']:.1f} | {r['seconds']:.2f} | {ratio} | {r['listed'] or '–'} |"
         )
     return "\n".join(lines)
 
