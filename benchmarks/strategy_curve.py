@@ -2,7 +2,8 @@
 
     python -m benchmarks.strategy_curve 100=r100.json 1000=r1000.json 1853=r1853.json [-o docs/strategies.png]
 
-Each argument is ``K=FILE``: a ``triec eval --json`` report of the same strategies over a candidate set of K values.
+Each argument is ``K=FILE``: a ``triec eval --json`` report (``.json`` or ``.json.gz``) of the same strategies over a
+candidate set of K values. docs/results/strategies/ holds the reports docs/eval.md's table comes from.
 It prints a markdown table per K and strategy (validity, accuracy, Recall@5/20/50 of the retriever the run used,
 the cascade's widenings, median tokens and seconds per answer, the median over questions of each answer's time
 over the full strategy's answer to the same question (run beside it: the pairing cancels the machine's drift), the
@@ -14,6 +15,7 @@ per-item outcomes.
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import statistics
 from pathlib import Path
@@ -26,7 +28,8 @@ def _runs(pairs: list[str]) -> list[tuple[int, dict[str, Any]]]:
         k, _, path = pair.partition("=")
         if not k.isdigit() or not path:
             raise SystemExit(f"strategy_curve: {pair!r}: expected K=FILE")
-        runs.append((int(k), json.loads(Path(path).read_text())))
+        raw = Path(path).read_bytes()
+        runs.append((int(k), json.loads(gzip.decompress(raw) if path.endswith(".gz") else raw)))
     return sorted(runs, key=lambda r: r[0])
 
 
