@@ -3,7 +3,7 @@
     python -m benchmarks.strategy_curve 100=r100.json 1000=r1000.json 1853=r1853.json [-o docs/strategies.png]
 
 Each argument is ``K=FILE``: a ``triec eval --json`` report (``.json`` or ``.json.gz``) of the same strategies over a
-candidate set of K values. docs/results/strategies/ holds the reports docs/eval.md's table comes from.
+candidate set of K values. docs/eval_reports/ holds the reports docs/eval.md's table comes from.
 It prints a markdown table per K and strategy (validity, accuracy, Recall@5/20/50 of the retriever the run used,
 the cascade's widenings, median tokens and seconds per answer, the median over questions of each answer's time
 over the full strategy's answer to the same question (run beside it: the pairing cancels the machine's drift), the
