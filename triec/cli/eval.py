@@ -169,7 +169,7 @@ def eval_cmd(
         str | None,
         typer.Option(
             "--strategy",
-            help="Comma-separated ways to choose among many candidates: full (all; listed as --list-budget allows), shortlist:K (the retriever's top K listed with descriptions and allowed), cascade:K (K, then 2K, then all, with a none_of_these escape), groups[:FILE]. shortlist:K:names and cascade:K:names list the names alone (a shorter prompt).",
+            help="Comma-separated ways to choose among many candidates: full (all; listed as --list-budget allows), shortlist:K (the retriever's top K listed with descriptions and allowed), cascade:K (K, then 2K, then all, with a none_of_these escape), groups[:FILE]. shortlist:K:names and cascade:K:names list the names alone (a shorter prompt); shortlist:K:none lists nothing (the constraint alone narrows).",
         ),
     ] = None,
     retriever: Annotated[
